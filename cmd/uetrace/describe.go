@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/uetrace/uetrace/eventdef"
+)
+
+func newDescribeCmd() *cobra.Command {
+	var (
+		id       int
+		multiID  int64
+		payloads []string
+	)
+	cmd := &cobra.Command{
+		Use:   "describe COMMAND",
+		Short: "Show what Linux makes of a user_events command: format file, dynamic_events line, trace lines",
+		Long: `describe parses a user_events command ("name field1; field2 ...") exactly as
+Linux 6.12 does and prints what tracefs would show for it: the
+events/<system>/<name>/format file and the dynamic_events line. With
+--payload, it also prints the trace line of each payload (hex bytes written
+after the 4-byte write index), or why the kernel would refuse the write.
+A command the kernel rejects is an error naming the errno and the field.`,
+		Example: `  uetrace describe 'myapp_request u32 status; __rel_loc char[] path'
+  uetrace describe 'counter u64 n' --payload 2a00000000000000`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ev, err := eventdef.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("parse %q: %w", args[0], err)
+			}
+			system, tp := eventdef.System, ev.Name
+			if multiID >= 0 {
+				system, tp = eventdef.MultiSystem, eventdef.MultiName(ev.Name, uint64(multiID))
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "# events/%s/%s/format\n%s", system, tp, ev.Format(tp, id))
+			fmt.Fprintf(out, "\n# dynamic_events\n%s\n", ev.DynamicEventsLine())
+			for _, p := range payloads {
+				payload, err := hex.DecodeString(strings.ReplaceAll(p, " ", ""))
+				if err != nil {
+					return fmt.Errorf("payload %q: not hex: %w", p, err)
+				}
+				record := append(make([]byte, eventdef.HeaderSize), payload...)
+				if err := ev.CheckSize(len(payload)); err != nil {
+					fmt.Fprintf(out, "\n# write %s\n%v\n", p, err)
+					continue
+				}
+				if err := ev.Validate(record); err != nil {
+					fmt.Fprintf(out, "\n# write %s\n%v\n", p, err)
+					continue
+				}
+				fmt.Fprintf(out, "\n# trace (write %s)\n%s\n", p, ev.AppendTrace(nil, tp, record))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&id, "id", 0, "event type ID to show on the format file's ID line")
+	cmd.Flags().Int64Var(&multiID, "multi-id", -1, "describe it as a MULTI_FORMAT event with this multi_id (name.<hexid> in user_events_multi)")
+	cmd.Flags().StringArrayVar(&payloads, "payload", nil, "a payload in hex to decode as a trace line (repeatable)")
+	return cmd
+}
