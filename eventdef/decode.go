@@ -3,8 +3,8 @@ package eventdef
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"strconv"
-	"strings"
 )
 
 // Value is one decoded field of a record. Its slices alias the record.
@@ -69,12 +69,15 @@ func (f *Field) IsText() bool { return f.Kind == Array || f.CString }
 // record is the 8-byte header followed by the payload. Decoding never fails:
 // a field that does not fit in the record is marked Overflow.
 func (e *Event) Decode(dst []Value, record []byte) []Value {
+	base := len(dst)
+	dst = slices.Grow(dst, len(e.Fields))[:base+len(e.Fields)]
+	out := dst[base:]
 	for i := range e.Fields {
 		f := &e.Fields[i]
-		v := Value{Field: f}
+		v := &out[i]
+		*v = Value{Field: f}
 		if f.Offset < 0 || f.Offset+f.Size > len(record) {
 			v.Overflow = true
-			dst = append(dst, v)
 			continue
 		}
 		v.Data = record[f.Offset : f.Offset+f.Size]
@@ -87,7 +90,6 @@ func (e *Event) Decode(dst []Value, record []byte) []Value {
 				v.Data = record[start:end]
 			}
 		}
-		dst = append(dst, v)
 	}
 	return dst
 }
@@ -118,9 +120,7 @@ func (e *Event) AppendTrace(dst []byte, tracepoint string, record []byte) []byte
 	}
 	for i := range e.Fields {
 		f := &e.Fields[i]
-		dst = append(dst, ' ')
-		dst = append(dst, f.Name...)
-		dst = append(dst, '=')
+		dst = append(dst, f.label...)
 		dst = appendFieldValue(dst, f, record)
 	}
 	return dst
@@ -133,10 +133,10 @@ func appendFieldValue(dst []byte, f *Field, record []byte) []byte {
 		return append(dst, overflow...)
 	}
 	pos := record[f.Offset : f.Offset+f.Size]
-	switch f.Filter {
-	case FilterStaticString:
+	switch f.show {
+	case showStatic:
 		return appendCString(dst, pos)
-	case FilterDynString, FilterRDynString:
+	case showDynString:
 		start, n := locSigned(f, pos)
 		if start+n > len(record) || start > len(record) {
 			return append(dst, overflow...)
@@ -145,41 +145,38 @@ func appendFieldValue(dst []byte, f *Field, record []byte) []byte {
 			return appendCString(dst, record[start:])
 		}
 		return appendCString(dst, record[start:start+n])
-	case FilterOther:
-		switch f.Size {
-		case 1:
-			c := pos[0]
-			if isPrint(c) {
-				dst = append(dst, '\'', c, '\'')
-			}
-			dst = append(dst, '(')
-			dst = strconv.AppendUint(dst, uint64(c), 10)
-			return append(dst, ')')
-		case 2:
-			v := binary.NativeEndian.Uint16(pos)
-			dst = append(dst, "0x"...)
-			dst = strconv.AppendUint(dst, uint64(v), 16)
-			dst = append(dst, " ("...)
-			dst = strconv.AppendUint(dst, uint64(v), 10)
-			return append(dst, ')')
-		case 4:
-			if strings.Contains(f.Type, "__data_loc") || strings.Contains(f.Type, "__rel_loc") {
-				return appendArray(dst, f, pos, record)
-			}
-			v := binary.NativeEndian.Uint32(pos)
-			dst = append(dst, "0x"...)
-			dst = strconv.AppendUint(dst, uint64(v), 16)
-			dst = append(dst, " ("...)
-			dst = strconv.AppendInt(dst, int64(int32(v)), 10)
-			return append(dst, ')')
-		case 8:
-			v := binary.NativeEndian.Uint64(pos)
-			dst = append(dst, "0x"...)
-			dst = strconv.AppendUint(dst, v, 16)
-			dst = append(dst, " ("...)
-			dst = strconv.AppendInt(dst, int64(v), 10)
-			return append(dst, ')')
+	case showByte:
+		c := pos[0]
+		if isPrint(c) {
+			dst = append(dst, '\'', c, '\'')
 		}
+		dst = append(dst, '(')
+		dst = strconv.AppendUint(dst, uint64(c), 10)
+		return append(dst, ')')
+	case showShort:
+		v := binary.NativeEndian.Uint16(pos)
+		dst = append(dst, "0x"...)
+		dst = strconv.AppendUint(dst, uint64(v), 16)
+		dst = append(dst, " ("...)
+		dst = strconv.AppendUint(dst, uint64(v), 10)
+		return append(dst, ')')
+	case showInt:
+		v := binary.NativeEndian.Uint32(pos)
+		dst = append(dst, "0x"...)
+		dst = strconv.AppendUint(dst, uint64(v), 16)
+		dst = append(dst, " ("...)
+		dst = strconv.AppendInt(dst, int64(int32(v)), 10)
+		return append(dst, ')')
+	case showArray:
+		return appendArray(dst, f, pos, record)
+	case showLong:
+		v := binary.NativeEndian.Uint64(pos)
+		dst = append(dst, "0x"...)
+		dst = strconv.AppendUint(dst, v, 16)
+		dst = append(dst, " ("...)
+		dst = strconv.AppendInt(dst, int64(v), 10)
+		return append(dst, ')')
+	case showInvalidSize:
 		return append(dst, "<INVALID-SIZE>"...)
 	}
 	return append(dst, "<INVALID-TYPE>"...)

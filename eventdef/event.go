@@ -109,6 +109,50 @@ type Field struct {
 	// CString is set for loc fields whose type contains "char": their data
 	// must end in a NUL byte (the kernel's VALIDATOR_ENSURE_NULL).
 	CString bool
+
+	show  printClass // how print_fields shows it, decided once at parse time
+	label string     // " <name>=", the text print_fields puts before the value
+}
+
+// printClass is the branch of print_fields a field takes.
+type printClass uint8
+
+const (
+	showInvalidSize printClass = iota // FILTER_OTHER of a size other than 1, 2, 4, 8
+	showStatic                        // FILTER_STATIC_STRING: %.*s of the field
+	showDynString                     // FILTER_DYN_STRING / FILTER_RDYN_STRING
+	showByte                          // 1 byte: 'c'(n) or (n)
+	showShort                         // 2 bytes: 0x%x (%d)
+	showInt                           // 4 bytes: 0x%x (%d)
+	showArray                         // 4-byte loc without "char": print_array
+	showLong                          // 8 bytes: 0x%llx (%lld)
+	showInvalidType                   // any other filter type
+)
+
+// printClassOf mirrors the switch in print_fields (kernel/trace/trace_output.c).
+func printClassOf(f *Field) printClass {
+	switch f.Filter {
+	case FilterStaticString:
+		return showStatic
+	case FilterDynString, FilterRDynString:
+		return showDynString
+	case FilterOther:
+		switch f.Size {
+		case 1:
+			return showByte
+		case 2:
+			return showShort
+		case 4:
+			if strings.Contains(f.Type, "__data_loc") || strings.Contains(f.Type, "__rel_loc") {
+				return showArray
+			}
+			return showInt
+		case 8:
+			return showLong
+		}
+		return showInvalidSize
+	}
+	return showInvalidType
 }
 
 // Event is a parsed user event: a name and its fields in declaration order.

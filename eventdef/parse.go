@@ -182,6 +182,8 @@ func parseField(piece string, n int) (Field, error) {
 	default:
 		f.Kind = Integer
 	}
+	f.show = printClassOf(&f)
+	f.label = " " + f.Name + "="
 	return f, nil
 }
 
@@ -242,7 +244,7 @@ func kstrtoull(s string, base uint64) (v uint64, ok bool) {
 	lower := func(c byte) byte { return c | 0x20 }
 	if base == 0 {
 		if len(s) > 0 && s[0] == '0' {
-			if len(s) > 2 && lower(s[1]) == 'x' && kctype[s[2]]&ctX != 0 {
+			if len(s) > 2 && lower(s[1]) == 'x' && kctype[s[2]]&(ctD|ctX) != 0 {
 				base = 16
 			} else {
 				base = 8
@@ -282,7 +284,10 @@ digits:
 	if strings.HasPrefix(s, "\n") {
 		s = s[1:]
 	}
-	return v, s == ""
+	if s != "" {
+		return 0, false
+	}
+	return v, true
 }
 
 // cString cuts s at its first NUL, as a C string ends there.
