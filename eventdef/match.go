@@ -1,6 +1,10 @@
 package eventdef
 
-import "strings"
+import (
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
 
 // MatchArgs reports whether args — the text after the name of a DIAG_IOCSREG
 // command or of a "u:" line written to dynamic_events — describes this
@@ -107,3 +111,67 @@ func respace(s string) string {
 // (the kernel's isspace, which includes 0xA0), ignoring leading and trailing
 // white space.
 func ArgvSplit(s string) []string { return argvSplit(s) }
+
+// DeleteCommand is a parsed dynamic_events delete line, "!u:name fields" or
+// "-:name fields".
+type DeleteCommand struct {
+	// System is the optional "system/" before the name; HasSystem tells
+	// whether there was one (it may be empty: "!u:/x"). A system selects
+	// user events only when it is "user_events" or "user_events_multi", and
+	// it does not tell the two apart.
+	System    string
+	HasSystem bool
+	// Name is the registered name to delete.
+	Name string
+	// Args are the field tokens after the name, split without re-spacing.
+	Args []string
+}
+
+// ParseDeleteCommand parses a line of dynamic_events that starts with '!' or
+// '-', as dyn_event_release (kernel/trace/trace_dynevent.c) does: the line is
+// split with argv_split; if the first token starts with '-' its second byte
+// must be ':' and the name follows, otherwise the name is whatever follows
+// the first ':' (the "u" before it is not checked, so "!x:name" targets user
+// events too). An optional "system/" prefix is split off. A line without the
+// ':' or, with no system, with an empty name is EINVAL.
+func ParseDeleteCommand(line string) (DeleteCommand, error) {
+	argv := ArgvSplit(cString(line))
+	if len(argv) == 0 {
+		return DeleteCommand{}, errorf(unix.EINVAL, 0, line, "empty delete command")
+	}
+	var event string
+	if argv[0][0] == '-' {
+		if len(argv[0]) < 2 || argv[0][1] != ':' {
+			return DeleteCommand{}, errorf(unix.EINVAL, 0, argv[0], "a '-' delete must be followed by ':'")
+		}
+		event = argv[0][2:]
+	} else {
+		i := strings.IndexByte(argv[0], ':')
+		if i < 0 {
+			return DeleteCommand{}, errorf(unix.EINVAL, 0, argv[0], "no ':' before the event name")
+		}
+		event = argv[0][i+1:]
+	}
+	var dc DeleteCommand
+	if sys, name, ok := strings.Cut(event, "/"); ok {
+		dc.System, dc.HasSystem, event = sys, true, name
+	}
+	if !dc.HasSystem && event == "" {
+		return DeleteCommand{}, errorf(unix.EINVAL, 0, argv[0], "no event name")
+	}
+	dc.Name, dc.Args = event, argv[1:]
+	return dc, nil
+}
+
+// Matches reports whether the delete command names ev (user_event_match):
+// the registered name is equal, the system, if given, is one of the two user
+// event systems, and the field tokens match with the delete path's rules.
+func (dc DeleteCommand) Matches(ev *Event) bool {
+	if ev.Name != dc.Name {
+		return false
+	}
+	if dc.HasSystem && dc.System != System && dc.System != MultiSystem {
+		return false
+	}
+	return ev.MatchTokens(dc.Args)
+}

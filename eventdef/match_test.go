@@ -66,3 +66,38 @@ func TestMatchDeleteArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDeleteCommand(t *testing.T) {
+	ev := mustParse(t, "x u32 a")
+	tests := []struct {
+		line    string
+		invalid bool
+		match   bool
+	}{
+		{"!u:x u32 a", false, true},
+		{"-:x u32 a", false, true},
+		{"!x:x u32 a", false, true},
+		{"!u:user_events/x u32 a", false, true},
+		{"!u:user_events_multi/x u32 a", false, true},
+		{"!u:other/x u32 a", false, false},
+		{"!u:/x u32 a", false, false},
+		{"!u:x", false, false},
+		{"!u:x u32 a;", false, true}, // the ";" token sets colon; the stored text gets ";" too
+		{"!u:y u32 a", false, false},
+		{"!u:", true, false},
+		{"-x u32 a", true, false},
+		{"!x u32 a", true, false},
+		{"-", true, false},
+		{"", true, false},
+	}
+	for _, tt := range tests {
+		dc, err := ParseDeleteCommand(tt.line)
+		if (err != nil) != tt.invalid {
+			t.Errorf("%q: error %v, want invalid %v", tt.line, err, tt.invalid)
+			continue
+		}
+		if err == nil && dc.Matches(ev) != tt.match {
+			t.Errorf("%q: matches %v, want %v", tt.line, dc.Matches(ev), tt.match)
+		}
+	}
+}
