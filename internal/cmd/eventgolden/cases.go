@@ -82,12 +82,8 @@ func parseCases(r io.Reader) ([]*directive, error) {
 			}
 			var p []byte
 			if rest != "-" {
-				h := strings.Join(strings.Fields(rest), "")
-				if h == "" {
-					return nil, fail("no payload (use - for an empty one)")
-				}
 				var err error
-				if p, err = hex.DecodeString(h); err != nil {
+				if p, err = parseHex(rest); err != nil {
 					return nil, fail("payload: %v", err)
 				}
 			}
@@ -115,4 +111,32 @@ func quoted(s string) (string, string, error) {
 		return "", "", fmt.Errorf("%s is not valid UTF-8", q)
 	}
 	return v, s[len(q):], nil
+}
+
+// parseHex decodes a payload: space-separated groups of hex digits, each
+// optionally followed by *N to repeat it N times ("41 00*3" is 41 00 00 00).
+func parseHex(s string) ([]byte, error) {
+	var out []byte
+	for _, tok := range strings.Fields(s) {
+		h, rep, hasRep := strings.Cut(tok, "*")
+		n := 1
+		if hasRep {
+			v, err := strconv.Atoi(rep)
+			if err != nil || v < 0 {
+				return nil, fmt.Errorf("bad repeat count in %q", tok)
+			}
+			n = v
+		}
+		b, err := hex.DecodeString(h)
+		if err != nil || len(b) == 0 {
+			return nil, fmt.Errorf("bad hex %q", tok)
+		}
+		for range n {
+			out = append(out, b...)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty payload (use - for an empty one)")
+	}
+	return out, nil
 }

@@ -133,21 +133,19 @@ func (t tracefs) eventDir(name string, multi bool) (string, string) {
 	}
 }
 
-// traceReader returns the text that the trace file gained since the
-// previous call, after its "#" header, without the final newline. It works
-// on bytes rather than lines, so a record whose string field contains a
-// newline or a '#' comes back whole.
+// traceReader reads what the trace buffer holds after a write: clear, write,
+// then text. It works on bytes rather than lines, so a record whose string
+// field contains a newline or a '#' comes back whole.
 type traceReader struct {
-	t    tracefs
-	prev string
+	t tracefs
 }
 
-func (r *traceReader) reset() error {
-	r.prev = ""
-	return r.t.truncate("trace")
-}
+// clear empties the trace buffer.
+func (r *traceReader) clear() error { return r.t.truncate("trace") }
 
-func (r *traceReader) next() string {
+// text returns the trace file after its "#" header, without the final
+// newline.
+func (r *traceReader) text() string {
 	body := r.t.read("trace")
 	for strings.HasPrefix(body, "#") {
 		_, rest, ok := strings.Cut(body, "\n")
@@ -156,10 +154,5 @@ func (r *traceReader) next() string {
 		}
 		body = rest
 	}
-	n := body
-	if strings.HasPrefix(body, r.prev) {
-		n = body[len(r.prev):]
-	}
-	r.prev = body
-	return strings.TrimSuffix(n, "\n")
+	return strings.TrimSuffix(body, "\n")
 }

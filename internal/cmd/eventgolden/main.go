@@ -33,8 +33,10 @@
 //	    "u:<cmd>" through dynamic_events.
 //	write <hex>|-
 //	    After a case: one payload (the bytes after the 4-byte write index)
-//	    written while the event is enabled by ftrace. Spaces inside the hex
-//	    are ignored; "-" is the empty payload. Several are allowed.
+//	    written while the event is enabled by ftrace: groups of hex digits
+//	    separated by spaces, each optionally followed by *N to repeat it N
+//	    times ("41 00*3" is 41 00 00 00); "-" is the empty payload. Several
+//	    are allowed.
 //	match "<first>" "<second>" [flags=N] [flags2=M]
 //	    On one fd register <first> (bit 31) with flags N, then <second>
 //	    (bit 30) with flags M (default N); the result is <second>'s errno.
@@ -104,8 +106,8 @@
 // "Active: 0") and ends by restoring that state. A case opens
 // user_events_data, registers with enable_size 4, bit 31 and an enable word
 // in an mmap'ed page, records the format, dynamic_events and status, enables
-// the event through its enable file, clears the trace buffer, does the
-// writes, disables, unregisters, closes, and polls (1 ms steps, up to 2 s)
+// the event through its enable file, does the writes (clearing the trace
+// buffer before each one), disables, unregisters, closes, and polls (1 ms steps, up to 2 s)
 // until the event is gone: 6.12.117 drops an unregistered enabler's
 // reference only after an RCU grace period. Persistent events are removed
 // with an O_TRUNC open of dynamic_events, retried while it reports EBUSY.
@@ -279,9 +281,10 @@ func run(casesPath string, t tracefs, outPath string) error {
 		fmt.Fprintln(os.Stderr, "eventgolden: user events exist at start; deleting them")
 		g.restore()
 	}
-	if err := t.truncate("trace"); err != nil {
-		return fmt.Errorf("clear trace: %w", err)
+	if err := g.warmUp(); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
 	}
+	g.settle(false)
 
 	start := time.Now()
 	for _, d := range dirs {
@@ -476,22 +479,18 @@ func (g *gen) doWrites(c *caseOut, d *directive, fd int, idx uint32) {
 		c.Note = joinNote(c.Note, "enable: "+errnoName(err))
 	}
 	c.EnableWord = append(c.EnableWord, atomic.LoadUint32(g.word))
-	if err := g.trace.reset(); err != nil {
-		c.Note = joinNote(c.Note, "clear trace: "+errnoName(err))
-	}
 	var hdr [4]byte
 	binary.LittleEndian.PutUint32(hdr[:], idx)
 	for _, p := range d.writes {
-		iov := [][]byte{hdr[:]}
-		if len(p) > 0 {
-			iov = append(iov, p)
+		if err := g.trace.clear(); err != nil {
+			c.Note = joinNote(c.Note, "clear trace: "+errnoName(err))
 		}
-		n, err := unix.Writev(fd, iov)
+		n, err := g.write(fd, hdr[:], p)
 		w := &writeOut{Payload: hex.EncodeToString(p), Errno: errnoName(err), N: n}
 		if err != nil {
 			w.N = -1
 		}
-		w.Trace = g.trace.next()
+		w.Trace = g.trace.text()
 		if !utf8.ValidString(w.Trace) {
 			w.TraceHex = hex.EncodeToString([]byte(w.Trace))
 		}
@@ -503,6 +502,46 @@ func (g *gen) doWrites(c *caseOut, d *directive, fd int, idx uint32) {
 		}
 	}
 	c.EnableWord = append(c.EnableWord, atomic.LoadUint32(g.word))
+}
+
+// write writes [hdr][payload] to fd with one writev.
+func (g *gen) write(fd int, hdr, payload []byte) (int, error) {
+	iov := [][]byte{hdr}
+	if len(payload) > 0 {
+		iov = append(iov, payload)
+	}
+	return unix.Writev(fd, iov)
+}
+
+// warmUp traces one record from this task and sleeps, so that the next
+// context switch saves our pid's comm in saved_cmdlines. Without it the
+// first trace line read shows the task as "<...>" (and later reads of the
+// same record show the name).
+func (g *gen) warmUp() error {
+	const name = "__eventgolden_warmup"
+	fd, err := g.openData()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	idx, err := g.register(fd, name, 31, 0)
+	if err != nil {
+		return fmt.Errorf("register %s: %w", name, err)
+	}
+	enable := "events/user_events/" + name + "/enable"
+	if _, err := g.t.writeFile(enable, 0, "1"); err != nil {
+		return fmt.Errorf("enable %s: %w", name, err)
+	}
+	var hdr [4]byte
+	binary.LittleEndian.PutUint32(hdr[:], idx)
+	_, werr := g.write(fd, hdr[:], nil)
+	time.Sleep(20 * time.Millisecond)
+	g.t.writeFile(enable, 0, "0")
+	g.unregister(fd, 31)
+	if werr != nil {
+		return fmt.Errorf("write %s: %w", name, werr)
+	}
+	return g.trace.clear()
 }
 
 func (g *gen) runMatch(d *directive) *matchOut {
