@@ -73,8 +73,10 @@
 //	      "payload": "41",         hex, without the write index
 //	      "errno": "",             of the writev of [index][payload]
 //	      "n": 5,                  bytes written, -1 on error
-//	      "trace": "...",          what the trace file gained, full ftrace lines
-//	                               (prefix included) joined by \n, no final \n
+//	      "trace": "...",          the trace file after this write (the buffer is
+//	                               cleared before each write) without its "#"
+//	                               header and final \n: full ftrace lines, prefix
+//	                               included; "" if nothing was recorded
 //	      "trace_hex": "..."       the same bytes in hex, only when "trace" is not
 //	                               valid UTF-8 (JSON would alter them)
 //	    }],
@@ -107,16 +109,18 @@
 // user_events_data, registers with enable_size 4, bit 31 and an enable word
 // in an mmap'ed page, records the format, dynamic_events and status, enables
 // the event through its enable file, does the writes (clearing the trace
-// buffer before each one), disables, unregisters, closes, and polls (1 ms steps, up to 2 s)
-// until the event is gone: 6.12.117 drops an unregistered enabler's
-// reference only after an RCU grace period. Persistent events are removed
+// buffer before each one), disables, unregisters, closes, and polls (1 ms
+// steps, up to 2 s) until the event is gone: 6.12.117 drops an unregistered
+// enabler's reference only after an RCU grace period. Persistent events are removed
 // with an O_TRUNC open of dynamic_events, retried while it reports EBUSY.
 // Anything left over is reported on stderr.
 //
 // The process pins itself to CPU 0, runs with GOMAXPROCS(1) on its locked
 // main thread and names itself "eventgolden", so the trace prefix is
-// "eventgolden-<pid> [000] ..."; the pid, the timestamps and perhaps the
-// flags column are the kernel's, recorded raw.
+// "eventgolden-<pid> [000] ....."; the pid (47 or 48 so far) and the
+// timestamps (and with them the prefix's padding) vary between boots and are
+// recorded raw. A warm-up write before the first case gets the comm into
+// saved_cmdlines; otherwise the first record would show as "<...>".
 package main
 
 import (
