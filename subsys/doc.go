@@ -1,0 +1,36 @@
+// Package subsys is the kernel side of Linux user_events, in user space: the
+// registry of events with the kernel's lookup rules and reference counts,
+// PERSIST and MULTI_FORMAT, per-process enablers whose bits it sets and
+// clears in the process's memory, the write path with its validation, the
+// consumers that make an event "enabled" (an ftrace-like trace buffer and
+// perf-like sessions), and the tracefs files user_events shows
+// (user_events_status, dynamic_events, events/*/*/{enable,format,id}, trace,
+// trace_pipe, ...). It behaves as Linux 6.12 does, errno for errno and byte
+// for byte; package eventdef supplies the event model.
+//
+// subsys does no I/O of its own. A [Subsystem] is one user_events group (the
+// kernel has exactly one). A [File] is one open user_events_data; a
+// [Process] is one address space (the kernel's user_event_mm), reached
+// through a [Memory] the caller supplies — the daemon's is a memfd shared
+// with the client, tests use a byte slice. Callers' privileges come as a
+// [Cred].
+//
+// # Differences from Linux 6.12.117
+//
+//   - Teardown is synchronous. The kernel drops an enabler's event reference
+//     after an RCU grace period and destroys an event whose last reference
+//     went from a work item, so for a few milliseconds after
+//     DIAG_IOCSUNREG or close a delete can see EBUSY and a re-register with
+//     other fields EADDRINUSE. Here the reference goes, and the event with
+//     it, before the call returns, as in vanilla 6.12.
+//   - A failed update of an enable bit after registration is not retried
+//     from a worker: the kernel faults the page in asynchronously and
+//     retries; a Memory here either takes the write or never will. The
+//     failure is counted in Stats.
+//   - Type IDs start at Options.FirstID rather than after the kernel's
+//     built-in events.
+//
+// All methods are safe for concurrent use. Writes to an event take no
+// global lock, so a status change of one event never blocks writers of
+// another.
+package subsys

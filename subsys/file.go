@@ -1,0 +1,318 @@
+package subsys
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/eventdef"
+)
+
+// Sizes of the ioctl arguments (include/uapi/linux/user_events.h).
+const (
+	UserRegSize   = 28 // struct user_reg, up to and including write_index
+	UserUnregSize = 16 // struct user_unreg
+	pageSize      = 4096
+)
+
+// userPtrMax is the highest user address on x86-64 with 4-level paging
+// (TASK_SIZE_MAX - 1): access_ok refuses a range ending above it.
+const userPtrMax = 1<<47 - 4096 - 1
+
+// File is one open user_events_data: an append-only array of the events
+// registered through it, whose positions are the write indices.
+type File struct {
+	s      *Subsystem
+	mu     sync.Mutex               // serialises appends and close
+	events atomic.Pointer[[]*Event] // the write path reads it without mu
+	closed bool
+}
+
+// Open opens user_events_data.
+func (s *Subsystem) Open() *File { return &File{s: s} }
+
+// RegisterArgs is what DIAG_IOCSREG reads from the caller's memory.
+type RegisterArgs struct {
+	// Reg is struct user_reg as the caller passed it: its size field says how
+	// many bytes the kernel reads. A slice shorter than that behaves like
+	// memory that faults past its end (EFAULT).
+	Reg []byte
+	// Name is the string at name_args, up to its NUL. A string of
+	// eventdef.MaxCommandLen+1 bytes or more is EINVAL, as strndup_user
+	// would find no NUL within 512 bytes.
+	Name string
+	// NameFault says name_args could not be read (EFAULT).
+	NameFault bool
+}
+
+// UserReg is struct user_reg.
+type UserReg struct {
+	Size       uint32
+	EnableBit  uint8
+	EnableSize uint8
+	Flags      uint16
+	EnableAddr uint64
+	NameArgs   uint64
+	WriteIndex uint32
+}
+
+// Bytes encodes r as the kernel lays it out (packed, native byte order).
+func (r UserReg) Bytes() []byte {
+	b := make([]byte, UserRegSize)
+	ne := binary.NativeEndian
+	ne.PutUint32(b[0:], r.Size)
+	b[4], b[5] = r.EnableBit, r.EnableSize
+	ne.PutUint16(b[6:], r.Flags)
+	ne.PutUint64(b[8:], r.EnableAddr)
+	ne.PutUint64(b[16:], r.NameArgs)
+	ne.PutUint32(b[24:], r.WriteIndex)
+	return b
+}
+
+// UserUnreg is struct user_unreg.
+type UserUnreg struct {
+	Size        uint32
+	DisableBit  uint8
+	Reserved    uint8
+	Reserved2   uint16
+	DisableAddr uint64
+}
+
+// Bytes encodes u as the kernel lays it out.
+func (u UserUnreg) Bytes() []byte {
+	b := make([]byte, UserUnregSize)
+	ne := binary.NativeEndian
+	ne.PutUint32(b[0:], u.Size)
+	b[4], b[5] = u.DisableBit, u.Reserved
+	ne.PutUint16(b[6:], u.Reserved2)
+	ne.PutUint64(b[8:], u.DisableAddr)
+	return b
+}
+
+// copyStruct is copy_struct_from_user for an argument whose kernel size is
+// ksize: the caller's size must be ≥ min (else EINVAL) and ≤ a page (else
+// E2BIG); bytes past ksize must be zero (else E2BIG); a read past the end of
+// the memory is EFAULT. It returns the first ksize bytes, and whether the
+// copy happened (false when the tail check failed first: the kernel's copy
+// then stays zero).
+func copyStruct(arg []byte, ksize int) (out []byte, copied bool, err error) {
+	if len(arg) < 4 {
+		return nil, false, fmt.Errorf("cannot read the size field: %w", unix.EFAULT)
+	}
+	size := binary.NativeEndian.Uint32(arg)
+	if size > pageSize {
+		return nil, false, fmt.Errorf("size %d is over a page: %w", size, unix.E2BIG)
+	}
+	if int(size) < ksize {
+		return nil, false, fmt.Errorf("size %d is under %d: %w", size, ksize, unix.EINVAL)
+	}
+	out = make([]byte, ksize)
+	if int(size) > ksize {
+		for i := ksize; i < int(size); i++ {
+			if i >= len(arg) {
+				return out, false, fmt.Errorf("the struct's %d bytes are not all readable: %w", size, unix.EFAULT)
+			}
+			if arg[i] != 0 {
+				return out, false, fmt.Errorf("non-zero byte at offset %d past the %d bytes this kernel knows: %w", i, ksize, unix.E2BIG)
+			}
+		}
+	}
+	n := copy(out, arg)
+	if n < ksize {
+		return out, true, fmt.Errorf("the struct's %d bytes are not all readable: %w", size, unix.EFAULT)
+	}
+	return out, true, nil
+}
+
+// accessOK is x86-64's access_ok for a range whose size is not a constant.
+func accessOK(addr, size uint64) bool {
+	sum := addr + size
+	return sum >= addr && sum <= userPtrMax
+}
+
+// Register is DIAG_IOCSREG by process p (the calling task's address space)
+// with privileges cred. It checks, in the kernel's order and with its errno
+// (user_events_ioctl_reg, user_reg_get, user_event_parse):
+//
+//  1. the struct: size unreadable EFAULT, over a page E2BIG, under 28
+//     EINVAL, non-zero bytes past 28 E2BIG;
+//  2. flags other than PERSIST|MULTI_FORMAT EINVAL; enable_size not 4 or 8
+//     EINVAL; enable_addr not aligned to it EINVAL; enable_bit past it
+//     EINVAL; the range not a user address EFAULT;
+//  3. the (enable_addr, enable_bit) already registered by this process
+//     EADDRINUSE — before the name is read;
+//  4. the name: unreadable EFAULT, 512 bytes or more EINVAL;
+//  5. the command (eventdef.Parse) and the registry: ':' flags EINVAL,
+//     PERSIST without privilege EPERM, same name with other fields
+//     EADDRINUSE, bad fields EINVAL, user_events_max EMFILE;
+//  6. the event joins this file's array (its write index);
+//  7. the enable bit is written at once with the event's state; memory that
+//     cannot be written is ENOMEM — the event stays in the array.
+//
+// It returns the write index.
+func (f *File) Register(p *Process, cred Cred, a RegisterArgs) (uint32, error) {
+	raw, _, err := copyStruct(a.Reg, UserRegSize)
+	if err != nil {
+		return 0, fmt.Errorf("register: %w", err)
+	}
+	ne := binary.NativeEndian
+	bit, size, flags, addr := raw[4], raw[5], ne.Uint16(raw[6:]), ne.Uint64(raw[8:])
+	if flags >= regMax {
+		return 0, fmt.Errorf("register: unknown flags %#x: %w", flags, unix.EINVAL)
+	}
+	if size != 4 && size != 8 {
+		return 0, fmt.Errorf("register: enable_size %d is not 4 or 8: %w", size, unix.EINVAL)
+	}
+	if addr%uint64(size) != 0 {
+		return 0, fmt.Errorf("register: enable_addr %#x is not aligned to enable_size %d: %w", addr, size, unix.EINVAL)
+	}
+	if int(bit) > int(size)*8-1 {
+		return 0, fmt.Errorf("register: enable_bit %d does not fit enable_size %d: %w", bit, size, unix.EINVAL)
+	}
+	if !accessOK(addr, uint64(size)) {
+		return 0, fmt.Errorf("register: enable_addr %#x is not a user address: %w", addr, unix.EFAULT)
+	}
+
+	s := f.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, en := range p.enablers {
+		if en.addr == addr && en.bit == bit {
+			return 0, fmt.Errorf("register: bit %d at %#x is already registered by this process (for %s): %w", bit, addr, en.ev.tp, unix.EADDRINUSE)
+		}
+	}
+	if a.NameFault {
+		return 0, fmt.Errorf("register: cannot read the command: %w", unix.EFAULT)
+	}
+	if len(a.Name) > eventdef.MaxCommandLen {
+		return 0, fmt.Errorf("register: command of %d bytes is over %d: %w", len(a.Name), eventdef.MaxCommandLen, unix.EINVAL)
+	}
+	ev, err := s.parseCmd(a.Name, cred, flags)
+	if err != nil {
+		return 0, fmt.Errorf("register %q: %w", a.Name, err)
+	}
+	idx, err := f.add(ev)
+	s.put(ev) // the lookup's reference; the file holds its own now
+	if err != nil {
+		return 0, fmt.Errorf("register %q: %w", a.Name, err)
+	}
+	en := &enabler{p: p, ev: ev, addr: addr, bit: bit, size: size}
+	if err := en.write(ev.status.Load() != 0); err != nil {
+		return 0, fmt.Errorf("register %q: cannot write the enable bit %d at %#x (%v): %w", a.Name, bit, addr, err, unix.ENOMEM)
+	}
+	p.enablers = append([]*enabler{en}, p.enablers...)
+	if ev.enablers == nil {
+		ev.enablers = make(map[*enabler]struct{})
+	}
+	ev.enablers[en] = struct{}{}
+	ev.refs++
+	return uint32(idx), nil
+}
+
+// add is user_events_ref_add: the event's index in this file's array,
+// appending it (with a reference) the first time. Called with s.mu held.
+func (f *File) add(ev *Event) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, fmt.Errorf("user_events_data is closed: %w", unix.EBADF)
+	}
+	var cur []*Event
+	if p := f.events.Load(); p != nil {
+		cur = *p
+	}
+	for i, e := range cur {
+		if e == ev {
+			return i, nil
+		}
+	}
+	next := make([]*Event, len(cur)+1)
+	copy(next, cur)
+	next[len(cur)] = ev
+	f.events.Store(&next)
+	ev.refs++
+	return len(cur), nil
+}
+
+// Unregister is DIAG_IOCSUNREG by process p (user_events_ioctl_unreg): the
+// struct's size is checked as for Register (minimum 16), the reserved
+// fields must be zero (EINVAL, checked before the copy's own E2BIG/EFAULT
+// is reported — with the kernel's zeroed stack copy when the copy stopped
+// early), then every enabler of p at exactly (disable_addr, disable_bit) is
+// destroyed, none being ENOENT, and the bit is cleared in memory whatever
+// the event's state: EFAULT if that write fails, though the enablers are
+// gone all the same. Write indices are not touched.
+func (f *File) Unregister(p *Process, arg []byte) error {
+	raw, copied, err := copyStruct(arg, UserUnregSize)
+	if raw == nil {
+		return fmt.Errorf("unregister: %w", err)
+	}
+	if copied && (raw[5] != 0 || raw[6] != 0 || raw[7] != 0) {
+		return fmt.Errorf("unregister: reserved fields are not zero: %w", unix.EINVAL)
+	}
+	if err != nil {
+		return fmt.Errorf("unregister: %w", err)
+	}
+	bit, addr := raw[4], binary.NativeEndian.Uint64(raw[8:])
+
+	s := f.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	found := false
+	kept := p.enablers[:0]
+	for _, en := range p.enablers {
+		if en.addr == addr && en.bit == bit {
+			found = true
+			s.dropEnabler(en)
+			continue
+		}
+		kept = append(kept, en)
+	}
+	clear(p.enablers[len(kept):])
+	p.enablers = kept
+	if !found {
+		return fmt.Errorf("unregister: no enabler at bit %d of %#x in this process: %w", bit, addr, unix.ENOENT)
+	}
+	w, b := word(addr, bit)
+	if err := p.mem.SetBit(w, b, false); err != nil {
+		return fmt.Errorf("unregister: cannot clear bit %d at %#x (%v): %w", bit, addr, err, unix.EFAULT)
+	}
+	return nil
+}
+
+// Delete is DIAG_IOCSDEL on this file; see Subsystem.Delete.
+func (f *File) Delete(name string, cred Cred) error { return f.s.Delete(name, cred) }
+
+// Close releases the file: each event in its array loses the file's
+// reference, which deletes events nothing else holds.
+func (f *File) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	p := f.events.Swap(nil)
+	f.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	s := f.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range *p {
+		s.put(ev)
+	}
+	return nil
+}
+
+// Events returns the file's write-index array.
+func (f *File) Events() []*Event {
+	if p := f.events.Load(); p != nil {
+		return append([]*Event(nil), (*p)...)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package subsys
+
+// Memory is one process's memory as the enable-bit writer reaches it.
+type Memory interface {
+	// SetBit sets (on) or clears bit 0..63 of the 64-bit word at addr,
+	// atomically and leaving the word's other bits alone, as the kernel's
+	// set_bit/clear_bit on an unsigned long do. addr is 8-byte aligned.
+	// An error means the word cannot be written (unmapped, read-only,
+	// outside what the process shared): registration then fails with
+	// ENOMEM and unregister with EFAULT, as in Linux.
+	SetBit(addr uint64, bit uint, on bool) error
+}
+
+// Process is one address space: the kernel's user_event_mm. It holds the
+// enablers its tasks registered, keyed by the raw (address, bit) they gave.
+// Threads of one process share it (CLONE_VM); fork copies it; exec and
+// exit release it.
+type Process struct {
+	s   *Subsystem
+	mem Memory
+
+	enablers []*enabler // under s.mu; newest first, as list_add_rcu keeps them
+}
+
+// enabler is one registered (address, bit) of a process for an event.
+type enabler struct {
+	p    *Process
+	ev   *Event
+	addr uint64 // enable_addr as given: EADDRINUSE and unregister compare it raw
+	bit  uint8
+	size uint8 // enable_size: 4 or 8
+}
+
+// NewProcess returns a process with no enablers whose memory is mem.
+func (s *Subsystem) NewProcess(mem Memory) *Process {
+	return &Process{s: s, mem: mem}
+}
+
+// word returns the 64-bit word and bit the kernel writes for an enabler
+// (align_addr_bit, little-endian 64-bit): a 4-byte value that is not
+// 8-aligned is the upper half of the word below it.
+func word(addr uint64, bit uint8) (uint64, uint) {
+	if addr%8 == 0 {
+		return addr, uint(bit)
+	}
+	return addr &^ 7, uint(bit) + 32
+}
+
+// write reflects on into the enabler's bit.
+func (en *enabler) write(on bool) error {
+	w, b := word(en.addr, en.bit)
+	return en.p.mem.SetBit(w, b, on)
+}
+
+// Fork returns the child of a fork without CLONE_VM: a process whose memory
+// is mem and which has a copy of every enabler of p (user_event_mm_dup),
+// each holding its own event reference. Its bits start as the parent's,
+// since its memory is a copy; afterwards they change independently.
+func (p *Process) Fork(mem Memory) *Process {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	child := &Process{s: s, mem: mem}
+	for _, en := range p.enablers {
+		c := &enabler{p: child, ev: en.ev, addr: en.addr, bit: en.bit, size: en.size}
+		child.enablers = append(child.enablers, c)
+		en.ev.enablers[c] = struct{}{}
+		en.ev.refs++
+	}
+	return child
+}
+
+// Release drops every enabler, as exec and exit of the process's last task
+// do (user_event_mm_remove): their event references go, which may delete
+// events. The memory is not touched. The process can register again
+// afterwards, as a task that exec'ed gets a fresh user_event_mm.
+func (p *Process) Release() {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, en := range p.enablers {
+		s.dropEnabler(en)
+	}
+	p.enablers = nil
+}
+
+// dropEnabler destroys an enabler: it leaves its event's list and puts its
+// reference. Called with s.mu held; the caller unlinks it from the process.
+func (s *Subsystem) dropEnabler(en *enabler) {
+	delete(en.ev.enablers, en)
+	s.put(en.ev)
+}
+
+// updateEnablers writes the event's state into every enabler of every
+// process (user_event_enabler_update): the bit is set while anything is
+// attached, cleared otherwise. Called with s.mu held.
+func (s *Subsystem) updateEnablers(ev *Event) {
+	on := ev.status.Load() != 0
+	for en := range ev.enablers {
+		if en.write(on) != nil {
+			s.stats.EnableWriteFailures++
+		}
+	}
+}

@@ -1,0 +1,432 @@
+package subsys
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxPerfRecord is PERF_MAX_TRACE_SIZE: perf drops a raw sample whose size,
+// 8-byte aligned with its u32 size field, exceeds it (with a one-time
+// warning, nothing counted). A Session counts them in TooLarge.
+const maxPerfRecord = 8192
+
+// Record is one sample a Session received: what perf_event_open gives for a
+// tracepoint with PERF_SAMPLE_RAW|TIME|TID|CPU|IDENTIFIER.
+type Record struct {
+	TS    uint64 // trace clock, ns
+	PID   int32  // process id (perf's pid)
+	TID   int32  // thread id (perf's tid; also common_pid in Raw)
+	CPU   int32
+	Event *Event // the event; its ID may since have been reused if it was deleted
+	ID    int    // the event's type ID when the record was written
+	// Raw is the record as perf's raw data carries it: the 8-byte common
+	// header followed by the payload. It aliases the buffer passed to Read.
+	Raw []byte
+}
+
+// SessionOptions configure a Session.
+type SessionOptions struct {
+	// BufferBytes bounds the records waiting to be read (0: 1 MiB). When it
+	// is full new records are dropped and counted, as a full perf ring does.
+	BufferBytes int
+	// Other makes the session count as an "other" consumer (status bit
+	// StatusOther) instead of perf.
+	Other bool
+}
+
+// Session is a perf-like consumer: attached to some events, it receives
+// their records through a bounded buffer that counts what it had to drop.
+// The first session attached to an event is the kernel's
+// TRACE_REG_PERF_REGISTER (the event becomes enabled, its bits are set),
+// the last one to leave is PERF_UNREGISTER.
+type Session struct {
+	s    *Subsystem
+	kind uint32
+
+	// Under s.mu.
+	attached map[*Event]struct{}
+	follow   []string
+	closed   bool
+
+	mu       sync.Mutex
+	ring     []byte    // raw bytes of buffered records, circular
+	head     int       // where the oldest record's raw bytes start
+	used     int       // raw bytes in use
+	queue    []pending // metadata of buffered records, circular
+	qhead    int
+	qlen     int
+	lost     uint64
+	tooLarge uint64
+	notify   chan struct{}
+	done     chan struct{}
+}
+
+// pending is a buffered record's metadata; its raw bytes are in the ring.
+type pending struct {
+	ts       uint64
+	pid, tid int32
+	cpu      int32
+	id       int
+	n        int
+	ev       *Event
+}
+
+// NewSession returns a session attached to nothing.
+func (s *Subsystem) NewSession(opts SessionOptions) *Session {
+	if opts.BufferBytes <= 0 {
+		opts.BufferBytes = 1 << 20
+	}
+	ss := &Session{
+		s:        s,
+		kind:     StatusPerf,
+		attached: make(map[*Event]struct{}),
+		ring:     make([]byte, opts.BufferBytes),
+		queue:    make([]pending, max(16, opts.BufferBytes/256)),
+		notify:   make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+	if opts.Other {
+		ss.kind = StatusOther
+	}
+	return ss
+}
+
+// Attach attaches the session to ev.
+func (ss *Session) Attach(ev *Event) error {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ss.attachLocked(ev)
+}
+
+func (ss *Session) attachLocked(ev *Event) error {
+	if ss.closed {
+		return fmt.Errorf("session is closed: %w", unix.EBADF)
+	}
+	if ev.deleted {
+		return fmt.Errorf("event %s was deleted: %w", ev.tp, unix.ENOENT)
+	}
+	if _, ok := ss.attached[ev]; ok {
+		return nil
+	}
+	ss.attached[ev] = struct{}{}
+	ev.s.addConsumer(ev, ss.kind, +1)
+	ev.addSession(ss)
+	return nil
+}
+
+// Detach detaches the session from ev.
+func (ss *Session) Detach(ev *Event) {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss.detachLocked(ev)
+}
+
+func (ss *Session) detachLocked(ev *Event) {
+	if _, ok := ss.attached[ev]; !ok {
+		return
+	}
+	delete(ss.attached, ev)
+	ev.removeSession(ss)
+	ev.s.addConsumer(ev, ss.kind, -1)
+}
+
+// forget drops a deleted event (which no session can be attached to, since
+// attaching holds a reference; kept for safety). Called with s.mu held.
+func (ss *Session) forget(ev *Event) { delete(ss.attached, ev) }
+
+// MatchEvent reports whether pattern selects ev. A pattern is a glob
+// (path.Match) over "system:tracepoint", or over the tracepoint alone when
+// it has no ':'; a multi-format event also answers to its registered name,
+// so "name" selects every "name.<hexid>" version.
+func MatchEvent(pattern string, ev *Event) bool {
+	sys, name, hasSys := strings.Cut(pattern, ":")
+	if !hasSys {
+		name, sys = pattern, "*"
+	}
+	if ok, _ := path.Match(sys, ev.System()); !ok {
+		return false
+	}
+	if ok, _ := path.Match(name, ev.tp); ok {
+		return true
+	}
+	ok, _ := path.Match(name, ev.def.Name)
+	return ok && ev.multi
+}
+
+// AttachMatching attaches the session to every existing event the pattern
+// selects (see MatchEvent) and returns them. With follow set, events created
+// later that the pattern selects are attached when they are created — which
+// perf cannot do on a real kernel.
+func (ss *Session) AttachMatching(pattern string, follow bool) ([]*Event, error) {
+	if _, err := path.Match(pattern, ""); err != nil {
+		return nil, fmt.Errorf("event pattern %q: %v: %w", pattern, err, unix.EINVAL)
+	}
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss.closed {
+		return nil, fmt.Errorf("session is closed: %w", unix.EBADF)
+	}
+	var got []*Event
+	for _, ev := range s.created {
+		if MatchEvent(pattern, ev) {
+			if err := ss.attachLocked(ev); err != nil {
+				return got, err
+			}
+			got = append(got, ev)
+		}
+	}
+	if follow {
+		ss.follow = append(ss.follow, pattern)
+		if !containsSession(s.sessions, ss) {
+			s.sessions = append(s.sessions, ss)
+		}
+	}
+	return got, nil
+}
+
+func containsSession(list []*Session, ss *Session) bool {
+	for _, x := range list {
+		if x == ss {
+			return true
+		}
+	}
+	return false
+}
+
+// followNew attaches a new event to the sessions that follow a pattern it
+// matches. Called with s.mu held.
+func (s *Subsystem) followNew(ev *Event) {
+	for _, ss := range s.sessions {
+		for _, p := range ss.follow {
+			if MatchEvent(p, ev) {
+				_ = ss.attachLocked(ev)
+				break
+			}
+		}
+	}
+}
+
+// Events returns the events the session is attached to.
+func (ss *Session) Events() []*Event {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Event, 0, len(ss.attached))
+	for ev := range ss.attached {
+		out = append(out, ev)
+	}
+	return out
+}
+
+// Close detaches the session from everything and wakes its readers.
+func (ss *Session) Close() error {
+	s := ss.s
+	s.mu.Lock()
+	if !ss.closed {
+		ss.closed = true
+		for ev := range ss.attached {
+			ss.detachLocked(ev)
+		}
+		s.sessions = removeSession(s.sessions, ss)
+		close(ss.done)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func removeSession(list []*Session, ss *Session) []*Session {
+	for i, x := range list {
+		if x == ss {
+			return append(list[:i:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+// Lost is the number of records dropped because the buffer was full.
+func (ss *Session) Lost() uint64 {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.lost
+}
+
+// TooLarge is the number of records dropped because they exceeded perf's
+// raw sample limit (PERF_MAX_TRACE_SIZE).
+func (ss *Session) TooLarge() uint64 {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.tooLarge
+}
+
+// deliver stores one record (user_event_perf). It never blocks a writer:
+// when the buffer is full the record is dropped and counted.
+func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
+	// perf_trace_buf_alloc's size: raw data with its u32 size, 8-aligned.
+	if (len(rec)+4+7)&^7-4 > maxPerfRecord {
+		ss.mu.Lock()
+		ss.tooLarge++
+		ss.mu.Unlock()
+		return
+	}
+	ss.mu.Lock()
+	if ss.used+len(rec) > len(ss.ring) {
+		ss.lost++
+		ss.mu.Unlock()
+		return
+	}
+	if ss.qlen == len(ss.queue) {
+		ss.growQueue()
+	}
+	ss.queue[(ss.qhead+ss.qlen)%len(ss.queue)] = pending{
+		ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: ev.id, n: len(rec), ev: ev,
+	}
+	ss.qlen++
+	tail := (ss.head + ss.used) % len(ss.ring)
+	n := copy(ss.ring[tail:], rec)
+	copy(ss.ring, rec[n:])
+	ss.used += len(rec)
+	ss.mu.Unlock()
+	select {
+	case ss.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (ss *Session) growQueue() {
+	q := make([]pending, 2*len(ss.queue))
+	for i := 0; i < ss.qlen; i++ {
+		q[i] = ss.queue[(ss.qhead+i)%len(ss.queue)]
+	}
+	ss.queue, ss.qhead = q, 0
+}
+
+// Read waits until records are buffered, the session is closed or ctx is
+// done, then moves as many records as fit into buf and appends them to dst
+// (their Raw slices alias buf). A closed session with nothing left returns
+// ErrClosed; a buf too small for the next record is EINVAL.
+func (ss *Session) Read(ctx context.Context, buf []byte, dst []Record) ([]Record, error) {
+	for {
+		ss.mu.Lock()
+		if ss.qlen > 0 {
+			n := len(dst)
+			dst = ss.drain(buf, dst)
+			ss.mu.Unlock()
+			if len(dst) == n {
+				return dst, fmt.Errorf("read buffer of %d bytes is too small for the next record: %w", len(buf), unix.EINVAL)
+			}
+			return dst, nil
+		}
+		ss.mu.Unlock()
+		select {
+		case <-ss.notify:
+		case <-ss.done:
+			ss.mu.Lock()
+			empty := ss.qlen == 0
+			ss.mu.Unlock()
+			if empty {
+				return dst, ErrClosed
+			}
+		case <-ctx.Done():
+			return dst, ctx.Err()
+		}
+	}
+}
+
+// ErrClosed is returned by reads of a closed consumer that has nothing left.
+var ErrClosed = fmt.Errorf("consumer closed: %w", unix.EBADF)
+
+// drain moves records into buf. Called with ss.mu held.
+func (ss *Session) drain(buf []byte, dst []Record) []Record {
+	for ss.qlen > 0 {
+		p := &ss.queue[ss.qhead]
+		if p.n > len(buf) {
+			break
+		}
+		b := buf[:p.n:p.n]
+		k := copy(b, ss.ring[ss.head:])
+		copy(b[k:], ss.ring)
+		buf = buf[p.n:]
+		ss.head = (ss.head + p.n) % len(ss.ring)
+		ss.used -= p.n
+		dst = append(dst, Record{TS: p.ts, PID: p.pid, TID: p.tid, CPU: p.cpu, Event: p.ev, ID: p.id, Raw: b})
+		*p = pending{}
+		ss.qhead = (ss.qhead + 1) % len(ss.queue)
+		ss.qlen--
+	}
+	return dst
+}
+
+// addSession and removeSession update the write path's view of the event's
+// sessions (copy on write). Called with s.mu held.
+func (ev *Event) addSession(ss *Session) {
+	var cur []*Session
+	if p := ev.sessions.Load(); p != nil {
+		cur = *p
+	}
+	next := append(append([]*Session(nil), cur...), ss)
+	ev.sessions.Store(&next)
+}
+
+func (ev *Event) removeSession(ss *Session) {
+	p := ev.sessions.Load()
+	if p == nil {
+		return
+	}
+	next := removeSession(append([]*Session(nil), (*p)...), ss)
+	if len(next) == 0 {
+		ev.sessions.Store(nil)
+		return
+	}
+	ev.sessions.Store(&next)
+}
+
+// addConsumer counts a consumer of kind in or out of ev. Crossing zero is
+// the probe's register or unregister (user_event_reg): the event gains or
+// loses a reference, its status is recomputed and every enabler written.
+// Called with s.mu held.
+func (s *Subsystem) addConsumer(ev *Event, kind uint32, delta int) {
+	var n *int
+	switch kind {
+	case StatusPerf:
+		n = &ev.perfUsers
+	case StatusOther:
+		n = &ev.otherUsers
+	default:
+		panic("subsys: unknown consumer kind")
+	}
+	before := *n
+	*n += delta
+	switch {
+	case before == 0 && *n > 0:
+		ev.refs++
+		s.setStatus(ev)
+	case before > 0 && *n == 0:
+		s.setStatus(ev)
+		s.put(ev)
+	}
+}
+
+// setStatus recomputes the status bits from what is attached and writes
+// every enabler. Called with s.mu held.
+func (s *Subsystem) setStatus(ev *Event) {
+	var st uint32
+	if ev.ftrace.Load() {
+		st |= StatusFtrace
+	}
+	if ev.perfUsers > 0 {
+		st |= StatusPerf
+	}
+	if ev.otherUsers > 0 {
+		st |= StatusOther
+	}
+	ev.status.Store(st)
+	s.updateEnablers(ev)
+}

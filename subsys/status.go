@@ -1,0 +1,39 @@
+package subsys
+
+import (
+	"strconv"
+)
+
+// AppendStatus appends the text of user_events_status (user_seq_show): one
+// line per event in hash-bucket order — its tracepoint name and, while
+// anything is attached, " # Used by" with " ftrace", " perf", " other" —
+// then a blank line, "Active: N" and "Busy: N" (events with a non-zero
+// status).
+func (s *Subsystem) AppendStatus(dst []byte) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	active, busy := 0, 0
+	s.eachEvent(func(ev *Event) {
+		active++
+		dst = append(dst, ev.tp...)
+		if st := ev.status.Load(); st != 0 {
+			busy++
+			dst = append(dst, " # Used by"...)
+			if st&StatusFtrace != 0 {
+				dst = append(dst, " ftrace"...)
+			}
+			if st&StatusPerf != 0 {
+				dst = append(dst, " perf"...)
+			}
+			if st&StatusOther != 0 {
+				dst = append(dst, " other"...)
+			}
+		}
+		dst = append(dst, '\n')
+	})
+	dst = append(dst, "\nActive: "...)
+	dst = strconv.AppendInt(dst, int64(active), 10)
+	dst = append(dst, "\nBusy: "...)
+	dst = strconv.AppendInt(dst, int64(busy), 10)
+	return append(dst, '\n')
+}

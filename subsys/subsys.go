@@ -1,0 +1,213 @@
+package subsys
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/uetrace/uetrace/eventdef"
+)
+
+// Registration flags (include/uapi/linux/user_events.h).
+const (
+	RegPersist     = 1 << 0 // USER_EVENT_REG_PERSIST: the event outlives its users
+	RegMultiFormat = 1 << 1 // USER_EVENT_REG_MULTI_FORMAT: one tracepoint per (name, format)
+	regMax         = 1 << 2 // USER_EVENT_REG_MAX: this and above are invalid
+)
+
+// DefaultMaxEvents is the default of /proc/sys/kernel/user_events_max.
+const DefaultMaxEvents = 32768
+
+// Options configure a Subsystem. The zero value gives Linux's defaults.
+type Options struct {
+	// MaxEvents is user_events_max (0: DefaultMaxEvents).
+	MaxEvents int
+	// FirstID is the lowest trace event type ID handed out (0: 1024).
+	FirstID int
+	// LastID is the highest (0: 65535, the u16 common_type's range).
+	LastID int
+	// NumCPU is the number of CPUs the trace buffer has (0: 1).
+	NumCPU int
+	// BufferKB is the trace buffer size per CPU in KiB (0: 1408, Linux's
+	// default).
+	BufferKB int
+	// Clock returns the trace clock in nanoseconds (nil: monotonic time
+	// since the Subsystem was made).
+	Clock func() uint64
+}
+
+// Cred is what the kernel checks of a caller: perfmon_capable(), i.e.
+// CAP_PERFMON or CAP_SYS_ADMIN in its effective set. PERSIST registration,
+// "u:" creates and deletes of persistent events need it (EPERM otherwise).
+type Cred struct {
+	PerfmonCapable bool
+}
+
+// Subsystem is one user_events group: every event, process and consumer.
+type Subsystem struct {
+	opts Options
+
+	// mu is the kernel's event_mutex and reg_mutex in one: it guards the
+	// registry, reference counts, enablers and consumer attachment. The
+	// write path does not take it.
+	mu       sync.Mutex
+	buckets  [256][]*Event // register_table; newest first in each bucket
+	created  []*Event      // dynamic_events order: creation order
+	nEvents  int           // current_user_events
+	maxEv    int           // user_events_max
+	multiID  uint64        // the group's multi_id counter
+	ids      idAllocator
+	sessions []*Session // perf-like sessions, for Follow
+
+	trace *traceBuffer
+
+	stats Stats
+	start time.Time
+}
+
+// Stats count what the subsystem did that no caller sees as an error.
+type Stats struct {
+	// EnableWriteFailures counts enable-bit updates a process's Memory
+	// refused after registration (the kernel would retry from a worker).
+	EnableWriteFailures uint64
+}
+
+// New returns an empty Subsystem.
+func New(opts Options) *Subsystem {
+	if opts.MaxEvents == 0 {
+		opts.MaxEvents = DefaultMaxEvents
+	}
+	if opts.FirstID == 0 {
+		opts.FirstID = 1024
+	}
+	if opts.LastID == 0 {
+		opts.LastID = 65535
+	}
+	if opts.NumCPU == 0 {
+		opts.NumCPU = 1
+	}
+	if opts.BufferKB == 0 {
+		opts.BufferKB = 1408
+	}
+	s := &Subsystem{opts: opts, maxEv: opts.MaxEvents, start: time.Now()}
+	if opts.Clock == nil {
+		s.opts.Clock = func() uint64 { return uint64(time.Since(s.start)) }
+	}
+	s.ids = idAllocator{first: opts.FirstID, last: opts.LastID}
+	s.trace = newTraceBuffer(s)
+	return s
+}
+
+// Stats returns the counters.
+func (s *Subsystem) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// MaxEvents is /proc/sys/kernel/user_events_max.
+func (s *Subsystem) MaxEvents() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxEv
+}
+
+// SetMaxEvents sets user_events_max. Lowering it below the number of events
+// deletes nothing; it only makes further creations fail with EMFILE.
+func (s *Subsystem) SetMaxEvents(n int) {
+	s.mu.Lock()
+	s.maxEv = n
+	s.mu.Unlock()
+}
+
+// Status bits of an event: what is attached to it (user_event_reg).
+const (
+	StatusFtrace = 1 << 0 // EVENT_STATUS_FTRACE
+	StatusPerf   = 1 << 1 // EVENT_STATUS_PERF
+	StatusOther  = 1 << 7 // EVENT_STATUS_OTHER
+)
+
+// Event is one registered user event: a tracepoint.
+type Event struct {
+	s        *Subsystem
+	def      *eventdef.Event
+	tp       string // tracepoint name: Name, or Name.<hexid> for multi-format
+	id       int
+	persist  bool
+	multi    bool
+	refs     int // under s.mu
+	deleted  bool
+	enablers map[*enabler]struct{} // every process's enablers of this event
+
+	// The write path reads these without s.mu.
+	status   atomic.Uint32 // Status* bits; non-zero means enabled
+	ftrace   atomic.Bool   // the ftrace probe is registered (enable file)
+	sessions atomic.Pointer[[]*Session]
+
+	// Consumer counts, under s.mu.
+	perfUsers  int
+	otherUsers int
+}
+
+// Name is the registered name (without ".<hexid>").
+func (e *Event) Name() string { return e.def.Name }
+
+// Tracepoint is the name tracefs shows: Name for a single-format event,
+// Name + ".<hexid>" for a multi-format one.
+func (e *Event) Tracepoint() string { return e.tp }
+
+// System is "user_events" or "user_events_multi".
+func (e *Event) System() string {
+	if e.multi {
+		return eventdef.MultiSystem
+	}
+	return eventdef.System
+}
+
+// ID is the event's trace event type: the "ID:" of its format file.
+func (e *Event) ID() int { return e.id }
+
+// Def is the event's definition.
+func (e *Event) Def() *eventdef.Event { return e.def }
+
+// Persistent reports whether the event was created with PERSIST.
+func (e *Event) Persistent() bool { return e.persist }
+
+// MultiFormat reports whether the event was registered with MULTI_FORMAT.
+func (e *Event) MultiFormat() bool { return e.multi }
+
+// Status returns the Status* bits: what is attached now.
+func (e *Event) Status() uint32 { return e.status.Load() }
+
+// Enabled reports whether anything is attached.
+func (e *Event) Enabled() bool { return e.status.Load() != 0 }
+
+// idAllocator hands out the lowest free ID, as the kernel's IDA does for
+// trace event types.
+type idAllocator struct {
+	first, last int
+	used        map[int]bool
+	next        int // every ID below next is used
+}
+
+func (a *idAllocator) get() (int, bool) {
+	if a.used == nil {
+		a.used = make(map[int]bool)
+		a.next = a.first
+	}
+	for id := a.next; id <= a.last; id++ {
+		if !a.used[id] {
+			a.used[id] = true
+			a.next = id + 1
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+func (a *idAllocator) put(id int) {
+	delete(a.used, id)
+	if id < a.next {
+		a.next = id
+	}
+}

@@ -1,0 +1,130 @@
+package subsys
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/eventdef"
+)
+
+// Writer is who writes a record: what the kernel takes from current.
+type Writer struct {
+	PID  int32  // the writing thread's id: common_pid, and perf's tid
+	TGID int32  // its process id: perf's pid
+	Comm string // its command name, as the trace shows it
+	CPU  int    // the CPU it runs on
+}
+
+// Writev is writev(2) on user_events_data: the iovecs together are
+// [u32 write_index][payload]. Vectors adding up to 0 bytes return 0 without
+// reaching user_events, as the VFS does.
+func (f *File) Writev(w Writer, iov ...[]byte) (int, error) {
+	total := 0
+	for _, v := range iov {
+		total += len(v)
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	return f.write(w, iov, total)
+}
+
+// Write is write(2) or pwrite(2) at offset off: a non-zero offset is EFAULT
+// (user_events_write checks *ppos), and so is a write of fewer than 4 bytes,
+// 0 included.
+func (f *File) Write(w Writer, b []byte, off int64) (int, error) {
+	if off != 0 {
+		return 0, fmt.Errorf("write at offset %d: %w", off, unix.EFAULT)
+	}
+	iov := [1][]byte{b}
+	return f.write(w, iov[:], len(b))
+}
+
+// scratch holds records being assembled; pooled so that writes do not
+// allocate.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// write is user_events_write_core. Its checks, in order: fewer than 4 bytes
+// EFAULT; a negative index EINVAL; an index this file does not have ENOENT;
+// a payload shorter than the event's fields EINVAL; nothing attached EBADF;
+// then the record — header and payload — is validated (EFAULT) and handed to
+// every consumer. It returns the full length, index included.
+func (f *File) write(w Writer, iov [][]byte, total int) (int, error) {
+	if total < 4 {
+		return 0, fmt.Errorf("write of %d bytes has no 4-byte write index: %w", total, unix.EFAULT)
+	}
+	var ib [4]byte
+	gather(ib[:], iov, 0)
+	idx := int32(binary.NativeEndian.Uint32(ib[:]))
+	if idx < 0 {
+		return 0, fmt.Errorf("write index %d is negative: %w", idx, unix.EINVAL)
+	}
+	p := f.events.Load()
+	if p == nil || int(idx) >= len(*p) {
+		n := 0
+		if p != nil {
+			n = len(*p)
+		}
+		return 0, fmt.Errorf("write index %d: this file has %d events: %w", idx, n, unix.ENOENT)
+	}
+	ev := (*p)[idx]
+	n := total - 4
+	if err := ev.def.CheckSize(n); err != nil {
+		return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
+	}
+	if ev.status.Load() == 0 {
+		return 0, fmt.Errorf("write to %s: nothing is attached to the event: %w", ev.tp, unix.EBADF)
+	}
+
+	bp := scratch.Get().(*[]byte)
+	rec := *bp
+	if cap(rec) < eventdef.HeaderSize+n {
+		rec = make([]byte, 0, eventdef.HeaderSize+n)
+	}
+	rec = rec[:eventdef.HeaderSize+n]
+	// The header tracing_generic_entry_update writes: type, no irq/preempt
+	// flags for a write from user space, the thread id.
+	ne := binary.NativeEndian
+	ne.PutUint16(rec[0:], uint16(ev.id))
+	rec[2], rec[3] = 0, 0
+	ne.PutUint32(rec[4:], uint32(w.PID))
+	gather(rec[eventdef.HeaderSize:], iov, 4)
+
+	err := ev.def.Validate(rec)
+	if err == nil {
+		ts := f.s.opts.Clock()
+		if ev.ftrace.Load() {
+			f.s.trace.write(ev, &w, ts, rec)
+		}
+		if ss := ev.sessions.Load(); ss != nil {
+			for _, s := range *ss {
+				s.deliver(ev, &w, ts, rec)
+			}
+		}
+	}
+	*bp = rec[:0]
+	scratch.Put(bp)
+	if err != nil {
+		return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
+	}
+	return total, nil
+}
+
+// gather copies into dst the bytes of iov starting at offset off.
+func gather(dst []byte, iov [][]byte, off int) {
+	for _, v := range iov {
+		if off >= len(v) {
+			off -= len(v)
+			continue
+		}
+		n := copy(dst, v[off:])
+		dst = dst[n:]
+		off = 0
+		if len(dst) == 0 {
+			return
+		}
+	}
+}
