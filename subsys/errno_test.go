@@ -274,7 +274,7 @@ func TestDynamicEventsErrno(t *testing.T) {
 		{" u:a u32 x", root, unix.EINVAL},
 		{"x:foo", root, unix.EINVAL},
 		{"u:a u32 x", root, 0},
-		{"u:a u32 x", root, 0},        // exists, same fields: nothing changes
+		{"u:a u32 x", root, 0}, // exists, same fields: nothing changes
 		{"u:a u32 x # now it matches", root, 0},
 		{"u:a u64 x", root, unix.EADDRINUSE},
 		{"u:b u8 y\nu:c u8 z\nbad\nu:d u8 w\n", root, unix.EINVAL},
