@@ -229,9 +229,9 @@ func (f *File) add(ev *Event) (int, error) {
 			return i, nil
 		}
 	}
-	next := make([]*Event, len(cur)+1)
-	copy(next, cur)
-	next[len(cur)] = ev
+	// Appending may reuse the backing array: readers of the old slice never
+	// look past their own length, so the new element is invisible to them.
+	next := append(cur, ev)
 	f.events.Store(&next)
 	ev.refs++
 	return len(cur), nil

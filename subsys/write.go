@@ -18,6 +18,10 @@ type Writer struct {
 	CPU  int    // the CPU it runs on
 }
 
+// errDisabled is the write path's EBADF: preallocated, because writing to a
+// disabled event is routine.
+var errDisabled = fmt.Errorf("write: nothing is attached to the event (it is disabled): %w", unix.EBADF)
+
 // Writev is writev(2) on user_events_data: the iovecs together are
 // [u32 write_index][payload]. Vectors adding up to 0 bytes return 0 without
 // reaching user_events, as the VFS does.
@@ -76,7 +80,7 @@ func (f *File) write(w Writer, iov [][]byte, total int) (int, error) {
 		return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
 	}
 	if ev.status.Load() == 0 {
-		return 0, fmt.Errorf("write to %s: nothing is attached to the event: %w", ev.tp, unix.EBADF)
+		return 0, errDisabled
 	}
 
 	bp := scratch.Get().(*[]byte)

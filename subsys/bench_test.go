@@ -1,0 +1,104 @@
+package subsys
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+)
+
+// benchWriteSetup registers a 5-field event on a fresh subsystem.
+func benchWriteSetup(b *testing.B) (*tenv, *File, [][]byte) {
+	e := &tenv{s: New(Options{}), mem: newMem()}
+	e.p = e.s.NewProcess(e.mem)
+	f := e.s.Open()
+	idx, err := f.Register(e.p, root, regArgs("bench u32 status; s64 latency; char[16] method; __rel_loc char[] path; u8 retry", check, 0, 4, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 0, 64)
+	payload = append(payload, le32(200)...)
+	payload = append(payload, 1, 2, 3, 4, 5, 6, 7, 8)
+	payload = append(payload, "GET\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"...)
+	payload = append(payload, le32(14<<16|1)...) // __rel_loc: 14 bytes, after the u8
+	payload = append(payload, 0)
+	payload = append(payload, "/api/v1/items\x00"...)
+	return e, f, [][]byte{le32(idx), payload}
+}
+
+// BenchmarkWriteSession writes to an event with one perf-like session
+// attached, draining it in the background. Target (issue 3): ≤ 200 ns, 0
+// allocs.
+func BenchmarkWriteSession(b *testing.B) {
+	e, f, iov := benchWriteSetup(b)
+	ss := e.s.NewSession(SessionOptions{BufferBytes: 8 << 20})
+	if err := ss.Attach(e.s.Lookup("user_events", "bench")); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1<<20)
+		recs := make([]Record, 0, 1<<14)
+		for {
+			var err error
+			if recs, err = ss.Read(ctx, buf, recs[:0]); err != nil {
+				return
+			}
+		}
+	}()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.Writev(w0, iov...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cancel()
+	<-done
+	b.ReportMetric(float64(ss.Lost()), "lost")
+}
+
+// BenchmarkWriteDisabled is the cost of a write nothing listens to (EBADF).
+func BenchmarkWriteDisabled(b *testing.B) {
+	_, f, iov := benchWriteSetup(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.Writev(w0, iov...); err == nil {
+			b.Fatal("write to a disabled event succeeded")
+		}
+	}
+}
+
+// TestMemory100k registers 100 000 events and measures the heap they take.
+// Target (issue 3): ≤ 100 MB.
+func TestMemory100k(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("slow, and the race detector's own memory would distort it")
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s := New(Options{MaxEvents: 200000, LastID: 1 << 30})
+	mem := &fakeMem{base: 0x10000}
+	p := s.NewProcess(mem)
+	f := s.Open()
+	for i := range 100000 {
+		cmd := fmt.Sprintf("ev_%06d u32 status; s64 latency; char[16] method; __rel_loc char[] path", i)
+		if _, err := f.Register(p, root, RegisterArgs{Reg: UserReg{Size: UserRegSize, EnableSize: 8, EnableAddr: 0x7f0000000000}.Bytes(), Name: cmd}); err == nil {
+			t.Fatal("registration with an unwritable word succeeded")
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	mb := float64(after.HeapAlloc-before.HeapAlloc) / 1e6
+	t.Logf("100000 events, 4 fields each: %.1f MB of heap (%.0f bytes/event)", mb, mb*1e6/100000)
+	if mb > 100 {
+		t.Errorf("%.1f MB for 100000 events, want ≤ 100 MB", mb)
+	}
+	if n := len(s.Events()); n != 100000 {
+		t.Fatalf("%d events", n)
+	}
+	runtime.KeepAlive(f)
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package subsys
+
+const raceEnabled = true
