@@ -358,4 +358,3 @@ func TestStateMachine(t *testing.T) {
 		t.Repeat(rapid.StateMachineActions(m))
 	})
 }
-
