@@ -3,6 +3,7 @@ package subsys
 import (
 	"context"
 	"fmt"
+	"github.com/uetrace/uetrace/internal/abi"
 	"runtime"
 	"testing"
 )
@@ -86,7 +87,7 @@ func TestMemory100k(t *testing.T) {
 	f := s.Open()
 	for i := range 100000 {
 		cmd := fmt.Sprintf("ev_%06d u32 status; s64 latency; char[16] method; __rel_loc char[] path", i)
-		if _, err := f.Register(p, root, RegisterArgs{Reg: UserReg{Size: UserRegSize, EnableSize: 8, EnableAddr: 0x7f0000000000}.Bytes(), Name: cmd}); err == nil {
+		if _, err := f.Register(p, root, RegisterArgs{Reg: abi.UserReg{Size: abi.UserRegSize, EnableSize: 8, EnableAddr: 0x7f0000000000}.Bytes(), Name: cmd}); err == nil {
 			t.Fatal("registration with an unwritable word succeeded")
 		}
 	}

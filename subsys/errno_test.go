@@ -2,6 +2,7 @@ package subsys
 
 import (
 	"encoding/binary"
+	"github.com/uetrace/uetrace/internal/abi"
 	"os"
 	"strings"
 	"testing"
@@ -12,13 +13,13 @@ import (
 // Spec §2.1: DIAG_IOCSREG's checks in order. Each row breaks one rule — and
 // every later rule too where that shows the precedence.
 func TestRegisterErrno(t *testing.T) {
-	good := UserReg{Size: UserRegSize, EnableBit: 0, EnableSize: 4, EnableAddr: check}
-	withTail := func(r UserReg, tail ...byte) []byte {
+	good := abi.UserReg{Size: abi.UserRegSize, EnableBit: 0, EnableSize: 4, EnableAddr: check}
+	withTail := func(r abi.UserReg, tail ...byte) []byte {
 		b := r.Bytes()
-		binary.NativeEndian.PutUint32(b, uint32(UserRegSize+len(tail)))
+		binary.NativeEndian.PutUint32(b, uint32(abi.UserRegSize+len(tail)))
 		return append(b, tail...)
 	}
-	mod := func(fn func(*UserReg)) []byte { r := good; fn(&r); return r.Bytes() }
+	mod := func(fn func(*abi.UserReg)) []byte { r := good; fn(&r); return r.Bytes() }
 	tests := []struct {
 		name  string
 		reg   []byte
@@ -28,28 +29,28 @@ func TestRegisterErrno(t *testing.T) {
 		errno unix.Errno
 	}{
 		{"size unreadable", []byte{1, 0}, "e", false, root, unix.EFAULT},
-		{"size over a page", mod(func(r *UserReg) { r.Size = 4097; r.Flags = 99 }), "e", false, root, unix.E2BIG},
-		{"size under 28", mod(func(r *UserReg) { r.Size = 27; r.Flags = 99 }), "e", false, root, unix.EINVAL},
+		{"size over a page", mod(func(r *abi.UserReg) { r.Size = 4097; r.Flags = 99 }), "e", false, root, unix.E2BIG},
+		{"size under 28", mod(func(r *abi.UserReg) { r.Size = 27; r.Flags = 99 }), "e", false, root, unix.EINVAL},
 		{"non-zero tail", withTail(good, 0, 0, 1), "e:bad", false, root, unix.E2BIG},
 		{"zero tail", withTail(good, 0, 0, 0, 0), "e", false, root, 0},
-		{"tail unreadable", withTail(good, 0, 0)[:UserRegSize+1], "e", false, root, unix.EFAULT},
+		{"tail unreadable", withTail(good, 0, 0)[:abi.UserRegSize+1], "e", false, root, unix.EFAULT},
 		{"struct unreadable", good.Bytes()[:20], "e", false, root, unix.EFAULT},
-		{"flags 4", mod(func(r *UserReg) { r.Flags = 4; r.EnableSize = 3 }), "e", false, root, unix.EINVAL},
-		{"flags 0x8000", mod(func(r *UserReg) { r.Flags = 0x8000 }), "e", false, root, unix.EINVAL},
-		{"size 2", mod(func(r *UserReg) { r.EnableSize = 2 }), "e", false, root, unix.EINVAL},
-		{"misaligned", mod(func(r *UserReg) { r.EnableAddr = check + 4; r.EnableSize = 8 }), "e", false, root, unix.EINVAL},
-		{"bit 32 of 4", mod(func(r *UserReg) { r.EnableBit = 32; r.EnableAddr = 1 << 60 }), "e", false, root, unix.EINVAL},
-		{"kernel address", mod(func(r *UserReg) { r.EnableAddr = 0xffff800000000000 }), "e", false, root, unix.EFAULT},
-		{"top of user space", mod(func(r *UserReg) { r.EnableAddr = userPtrMax - 3 }), "e", false, root, unix.EFAULT},
+		{"flags 4", mod(func(r *abi.UserReg) { r.Flags = 4; r.EnableSize = 3 }), "e", false, root, unix.EINVAL},
+		{"flags 0x8000", mod(func(r *abi.UserReg) { r.Flags = 0x8000 }), "e", false, root, unix.EINVAL},
+		{"size 2", mod(func(r *abi.UserReg) { r.EnableSize = 2 }), "e", false, root, unix.EINVAL},
+		{"misaligned", mod(func(r *abi.UserReg) { r.EnableAddr = check + 4; r.EnableSize = 8 }), "e", false, root, unix.EINVAL},
+		{"bit 32 of 4", mod(func(r *abi.UserReg) { r.EnableBit = 32; r.EnableAddr = 1 << 60 }), "e", false, root, unix.EINVAL},
+		{"kernel address", mod(func(r *abi.UserReg) { r.EnableAddr = 0xffff800000000000 }), "e", false, root, unix.EFAULT},
+		{"top of user space", mod(func(r *abi.UserReg) { r.EnableAddr = userPtrMax - 3 }), "e", false, root, unix.EFAULT},
 		{"name unreadable", good.Bytes(), "e", true, root, unix.EFAULT},
 		{"name 512 bytes", good.Bytes(), strings.Repeat("e", 512), false, root, unix.EINVAL},
 		{"name 511 bytes", good.Bytes(), strings.Repeat("e", 511), false, root, 0},
 		{"text flags", good.Bytes(), "e:f u32 a", false, root, unix.EINVAL},
-		{"persist unprivileged", mod(func(r *UserReg) { r.Flags = RegPersist }), "e:f", false, user, unix.EINVAL},
-		{"persist unprivileged, good command", mod(func(r *UserReg) { r.Flags = RegPersist }), "e bad", false, user, unix.EPERM},
+		{"persist unprivileged", mod(func(r *abi.UserReg) { r.Flags = RegPersist }), "e:f", false, user, unix.EINVAL},
+		{"persist unprivileged, good command", mod(func(r *abi.UserReg) { r.Flags = RegPersist }), "e bad", false, user, unix.EPERM},
 		{"bad field", good.Bytes(), "e bad", false, root, unix.EINVAL},
 		{"struct-size quirk", good.Bytes(), "e struct s a 4294967295", false, root, unix.EPERM},
-		{"unwritable enable word", mod(func(r *UserReg) { r.EnableAddr = 0x8000 }), "e u32 a", false, root, unix.ENOMEM},
+		{"unwritable enable word", mod(func(r *abi.UserReg) { r.EnableAddr = 0x8000 }), "e u32 a", false, root, unix.ENOMEM},
 	}
 	for _, tt := range tests {
 		e := newEnv(t)
@@ -131,8 +132,8 @@ func TestUnregisterErrno(t *testing.T) {
 	if _, err := e.reg(f, "e u32 a", 5, 0); err != nil {
 		t.Fatal(err)
 	}
-	u := UserUnreg{Size: UserUnregSize, DisableBit: 5, DisableAddr: check}
-	mod := func(fn func(*UserUnreg)) []byte { x := u; fn(&x); return x.Bytes() }
+	u := abi.UserUnreg{Size: abi.UserUnregSize, DisableBit: 5, DisableAddr: check}
+	mod := func(fn func(*abi.UserUnreg)) []byte { x := u; fn(&x); return x.Bytes() }
 	tail := func(b []byte, extra ...byte) []byte {
 		binary.NativeEndian.PutUint32(b, uint32(len(b)+len(extra)))
 		return append(b, extra...)
@@ -143,16 +144,16 @@ func TestUnregisterErrno(t *testing.T) {
 		errno unix.Errno
 	}{
 		{"size unreadable", []byte{1}, unix.EFAULT},
-		{"size over a page", mod(func(x *UserUnreg) { x.Size = 4097 }), unix.E2BIG},
-		{"size under 16", mod(func(x *UserUnreg) { x.Size = 15 }), unix.EINVAL},
-		{"reserved", mod(func(x *UserUnreg) { x.Reserved = 1 }), unix.EINVAL},
-		{"reserved2", mod(func(x *UserUnreg) { x.Reserved2 = 1 }), unix.EINVAL},
+		{"size over a page", mod(func(x *abi.UserUnreg) { x.Size = 4097 }), unix.E2BIG},
+		{"size under 16", mod(func(x *abi.UserUnreg) { x.Size = 15 }), unix.EINVAL},
+		{"reserved", mod(func(x *abi.UserUnreg) { x.Reserved = 1 }), unix.EINVAL},
+		{"reserved2", mod(func(x *abi.UserUnreg) { x.Reserved2 = 1 }), unix.EINVAL},
 		// The copy stopped at the non-zero tail: the zeroed stack copy passes
 		// the reserved check and E2BIG comes out.
-		{"reserved and non-zero tail", tail(mod(func(x *UserUnreg) { x.Reserved = 1 }), 7), unix.E2BIG},
-		{"other bit", mod(func(x *UserUnreg) { x.DisableBit = 6 }), unix.ENOENT},
-		{"other address", mod(func(x *UserUnreg) { x.DisableAddr = check + 8 }), unix.ENOENT},
-		{"bit not range-checked", mod(func(x *UserUnreg) { x.DisableBit = 200 }), unix.ENOENT},
+		{"reserved and non-zero tail", tail(mod(func(x *abi.UserUnreg) { x.Reserved = 1 }), 7), unix.E2BIG},
+		{"other bit", mod(func(x *abi.UserUnreg) { x.DisableBit = 6 }), unix.ENOENT},
+		{"other address", mod(func(x *abi.UserUnreg) { x.DisableAddr = check + 8 }), unix.ENOENT},
+		{"bit not range-checked", mod(func(x *abi.UserUnreg) { x.DisableBit = 200 }), unix.ENOENT},
 		{"ok", u.Bytes(), 0},
 		{"again", u.Bytes(), unix.ENOENT},
 	}

@@ -9,14 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/abi"
 )
 
-// Sizes of the ioctl arguments (include/uapi/linux/user_events.h).
-const (
-	UserRegSize   = 28 // struct user_reg, up to and including write_index
-	UserUnregSize = 16 // struct user_unreg
-	pageSize      = 4096
-)
+const pageSize = 4096
 
 // userPtrMax is the highest user address on x86-64 with 4-level paging
 // (TASK_SIZE_MAX - 1): access_ok refuses a range ending above it.
@@ -36,9 +32,10 @@ func (s *Subsystem) Open() *File { return &File{s: s} }
 
 // RegisterArgs is what DIAG_IOCSREG reads from the caller's memory.
 type RegisterArgs struct {
-	// Reg is struct user_reg as the caller passed it: its size field says how
-	// many bytes the kernel reads. A slice shorter than that behaves like
-	// memory that faults past its end (EFAULT).
+	// Reg is struct user_reg (abi.UserReg) as the caller passed it: its size
+	// field says how
+	// many bytes the kernel reads. A slice shorter than that behaves
+	// like memory that faults past its end (EFAULT).
 	Reg []byte
 	// Name is the string at name_args, up to its NUL. A string of
 	// eventdef.MaxCommandLen+1 bytes or more is EINVAL, as strndup_user
@@ -46,50 +43,6 @@ type RegisterArgs struct {
 	Name string
 	// NameFault says name_args could not be read (EFAULT).
 	NameFault bool
-}
-
-// UserReg is struct user_reg.
-type UserReg struct {
-	Size       uint32
-	EnableBit  uint8
-	EnableSize uint8
-	Flags      uint16
-	EnableAddr uint64
-	NameArgs   uint64
-	WriteIndex uint32
-}
-
-// Bytes encodes r as the kernel lays it out (packed, native byte order).
-func (r UserReg) Bytes() []byte {
-	b := make([]byte, UserRegSize)
-	ne := binary.NativeEndian
-	ne.PutUint32(b[0:], r.Size)
-	b[4], b[5] = r.EnableBit, r.EnableSize
-	ne.PutUint16(b[6:], r.Flags)
-	ne.PutUint64(b[8:], r.EnableAddr)
-	ne.PutUint64(b[16:], r.NameArgs)
-	ne.PutUint32(b[24:], r.WriteIndex)
-	return b
-}
-
-// UserUnreg is struct user_unreg.
-type UserUnreg struct {
-	Size        uint32
-	DisableBit  uint8
-	Reserved    uint8
-	Reserved2   uint16
-	DisableAddr uint64
-}
-
-// Bytes encodes u as the kernel lays it out.
-func (u UserUnreg) Bytes() []byte {
-	b := make([]byte, UserUnregSize)
-	ne := binary.NativeEndian
-	ne.PutUint32(b[0:], u.Size)
-	b[4], b[5] = u.DisableBit, u.Reserved
-	ne.PutUint16(b[6:], u.Reserved2)
-	ne.PutUint64(b[8:], u.DisableAddr)
-	return b
 }
 
 // copyStruct is copy_struct_from_user for an argument whose kernel size is
@@ -154,7 +107,7 @@ func accessOK(addr, size uint64) bool {
 //
 // It returns the write index.
 func (f *File) Register(p *Process, cred Cred, a RegisterArgs) (uint32, error) {
-	raw, _, err := copyStruct(a.Reg, UserRegSize)
+	raw, _, err := copyStruct(a.Reg, abi.UserRegSize)
 	if err != nil {
 		return 0, fmt.Errorf("register: %w", err)
 	}
@@ -246,7 +199,7 @@ func (f *File) add(ev *Event) (int, error) {
 // the event's state: EFAULT if that write fails, though the enablers are
 // gone all the same. Write indices are not touched.
 func (f *File) Unregister(p *Process, arg []byte) error {
-	raw, copied, err := copyStruct(arg, UserUnregSize)
+	raw, copied, err := copyStruct(arg, abi.UserUnregSize)
 	if raw == nil {
 		return fmt.Errorf("unregister: %w", err)
 	}

@@ -3,6 +3,7 @@ package subsys
 import (
 	"errors"
 	"fmt"
+	"github.com/uetrace/uetrace/internal/abi"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -76,7 +77,7 @@ func newEnv(t *testing.T) *tenv {
 const check = 0x10000
 
 func regArgs(cmd string, addr uint64, bit, size uint8, flags uint16) RegisterArgs {
-	return RegisterArgs{Reg: UserReg{Size: UserRegSize, EnableBit: bit, EnableSize: size, Flags: flags, EnableAddr: addr}.Bytes(), Name: cmd}
+	return RegisterArgs{Reg: abi.UserReg{Size: abi.UserRegSize, EnableBit: bit, EnableSize: size, Flags: flags, EnableAddr: addr}.Bytes(), Name: cmd}
 }
 
 func (e *tenv) reg(f *File, cmd string, bit uint8, flags uint16) (uint32, error) {
@@ -84,7 +85,7 @@ func (e *tenv) reg(f *File, cmd string, bit uint8, flags uint16) (uint32, error)
 }
 
 func unregArgs(addr uint64, bit uint8) []byte {
-	return UserUnreg{Size: UserUnregSize, DisableBit: bit, DisableAddr: addr}.Bytes()
+	return abi.UserUnreg{Size: abi.UserUnregSize, DisableBit: bit, DisableAddr: addr}.Bytes()
 }
 
 func (e *tenv) unreg(bit uint8) error {

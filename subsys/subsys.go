@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/abi"
 )
 
 // Registration flags (include/uapi/linux/user_events.h).
 const (
-	RegPersist     = 1 << 0 // USER_EVENT_REG_PERSIST: the event outlives its users
-	RegMultiFormat = 1 << 1 // USER_EVENT_REG_MULTI_FORMAT: one tracepoint per (name, format)
-	regMax         = 1 << 2 // USER_EVENT_REG_MAX: this and above are invalid
+	RegPersist     = abi.RegPersist     // USER_EVENT_REG_PERSIST: the event outlives its users
+	RegMultiFormat = abi.RegMultiFormat // USER_EVENT_REG_MULTI_FORMAT: one tracepoint per (name, format)
+	regMax         = abi.RegMax         // USER_EVENT_REG_MAX: this and above are invalid
 )
 
 // DefaultMaxEvents is the default of /proc/sys/kernel/user_events_max.

@@ -8,6 +8,7 @@
 package abi
 
 import (
+	"encoding/binary"
 	"runtime"
 	"strconv"
 	"unsafe"
@@ -164,4 +165,29 @@ func Delete(fd int, name string) error {
 	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), IocSDel, uintptr(unsafe.Pointer(p)))
 	runtime.KeepAlive(p)
 	return errnoErr(e)
+}
+
+// Bytes encodes r as the kernel lays struct user_reg out: packed, in the
+// machine's byte order.
+func (r UserReg) Bytes() []byte {
+	b := make([]byte, UserRegSize)
+	ne := binary.NativeEndian
+	ne.PutUint32(b[0:], r.Size)
+	b[4], b[5] = r.EnableBit, r.EnableSize
+	ne.PutUint16(b[6:], r.Flags)
+	ne.PutUint64(b[8:], r.EnableAddr)
+	ne.PutUint64(b[16:], r.NameArgs)
+	ne.PutUint32(b[24:], r.WriteIndex)
+	return b
+}
+
+// Bytes encodes u as the kernel lays struct user_unreg out.
+func (u UserUnreg) Bytes() []byte {
+	b := make([]byte, UserUnregSize)
+	ne := binary.NativeEndian
+	ne.PutUint32(b[0:], u.Size)
+	b[4], b[5] = u.DisableBit, u.Reserved
+	ne.PutUint16(b[6:], u.Reserved2)
+	ne.PutUint64(b[8:], u.DisableAddr)
+	return b
 }

@@ -94,3 +94,14 @@ func TestFlags(t *testing.T) {
 		t.Errorf("flags = %d %d %d, want 1 2 4", RegPersist, RegMultiFormat, RegMax)
 	}
 }
+
+func TestBytesMatchMemoryLayout(t *testing.T) {
+	r := UserReg{Size: UserRegSize, EnableBit: 3, EnableSize: 8, Flags: RegPersist, EnableAddr: 0x1122334455667788, NameArgs: 0x99, WriteIndex: 7}
+	if got, want := r.Bytes(), unsafe.Slice((*byte)(unsafe.Pointer(&r)), UserRegSize); string(got) != string(want) {
+		t.Errorf("UserReg.Bytes %x, memory %x", got, want)
+	}
+	u := UserUnreg{Size: UserUnregSize, DisableBit: 5, Reserved: 1, Reserved2: 2, DisableAddr: 0xabc}
+	if got, want := u.Bytes(), unsafe.Slice((*byte)(unsafe.Pointer(&u)), UserUnregSize); string(got) != string(want) {
+		t.Errorf("UserUnreg.Bytes %x, memory %x", got, want)
+	}
+}
