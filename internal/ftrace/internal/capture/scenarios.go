@@ -141,7 +141,7 @@ func scenarios() []*scenario {
 	out = append(out, b.done("pipe", "trace_pipe consumes"))
 
 	b = &builder{}
-	b.op("trunc").writes(0, 8, 1, 10).writes(1, 8, 11, 2)
+	b.op("trunc").writes(0, 8, 1, 10).writes(1, 8, 11, 2).trace()
 	b.pipe(1, 1).trace().pipe(100, 1).trace().pipe(300, 2).trace().stats()
 	out = append(out, b.done("pipe-partial", "short trace_pipe reads: how much each consumes"))
 
@@ -151,12 +151,12 @@ func scenarios() []*scenario {
 	out = append(out, b.done("pipe-lost", "trace_pipe after overruns"))
 
 	b = &builder{}
-	b.op("trunc").size(4).writes(0, 40, 1, 10).pipe(1, 1).trace().stats()
+	b.op("trunc").size(4).writes(0, 40, 1, 10).trace().pipe(1, 1).trace().stats()
 	b.writes(0, 40, 11, 300).trace().stats().pipe(0, 0).trace().stats()
 	out = append(out, b.done("reader-page", "a partly consumed reader page survives overwrite"))
 
 	b = &builder{}
-	b.op("trunc").size(4).writes(0, 40, 1, 10).pipe(1, 1)
+	b.op("trunc").size(4).writes(0, 40, 1, 10).trace().pipe(1, 1)
 	b.writes(0, 40, 11, 300).raw().trace().stats()
 	out = append(out, b.done("reader-page-raw", "raw pages after a partly consumed reader page"))
 

@@ -1,0 +1,81 @@
+// Package ftrace is the ftrace ring buffer and the text of the tracefs
+// trace and trace_pipe files as Linux 6.12 produces them, for a user-space
+// implementation of user_events. It is not the event model (package
+// eventdef: parsing, layout, the fields' text) and not the registry
+// (package subsys: which events exist, their ids, enabling).
+//
+// # Text
+//
+// [AppendHeader], [AppendContext], [AppendLine] and the helpers around
+// them print byte for byte what kernel/trace/trace.c and trace_output.c
+// print with the default trace_options (nop tracer, "local" clock in
+// nanoseconds): the header of trace, the "comm-pid [cpu] flags
+// secs.usecs: " prefix, the "CPU:N [LOST n EVENTS]" and "##### CPU N
+// buffer started ####" annotations, per_cpu stats and buffer_size_kb.
+//
+// # The buffer
+//
+// A [Ring] emulates kernel/trace/ring_buffer.c closely enough that every
+// count and every surviving record match the kernel for the same writes:
+//
+//   - one buffer per CPU, a ring of 4096-byte sub-buffers (4080 bytes of
+//     events each, [PagesFor] gives their number for a buffer_size_kb) and
+//     a reader page outside the ring; the buffer starts at MinPages pages
+//     (buffer_size_kb "7 (expanded: 1408)") until [Ring.Expand] or a
+//     resize;
+//   - events laid out as the kernel lays them out ([EventSize]: a 4-byte
+//     header and the record rounded up to 4 bytes, 4 more bytes above 112
+//     bytes, 16 at least; an 8-byte time extend before an event more than
+//     2^27 ns after the previous one on its CPU, unless it starts a page;
+//     padding at the end of a page), so pages fill exactly as in the
+//     kernel; [Ring.ReadRawPage] returns them as trace_pipe_raw does;
+//   - overwrite mode: when the writer needs the page holding the oldest
+//     records, those records are lost (overrun); records longer than
+//     [MaxRecordSize] (a user_events payload over 4064 bytes), and records
+//     written while tracing_on is 0, are dropped without being counted;
+//   - entries-in-buffer is the records in the buffers, entries-written
+//     those plus the overruns ([Ring.Entries]); records consumed through
+//     trace_pipe leave both;
+//   - trace ([Iter], [Ring.AppendTrace]) reads without consuming, merging
+//     the CPUs by time stamp; trace_pipe ([Pipe], [Ring.Consume]) consumes.
+//     A consumer that has started on a page keeps it out of the ring (the
+//     reader page), so those records survive overwrite, as in the kernel.
+//
+// Writes take a mutex per CPU and copy the record into preallocated
+// pages; readers lock one CPU at a time.
+//
+// # Checked against the kernel
+//
+// testdata/kernel-ftrace.json holds what Linux 6.12.117 did for a series
+// of scenarios (internal/capture generates it in a VM; regen.sh there
+// regenerates it), and the tests replay every scenario into a Ring and
+// compare the trace text, the trace_pipe text and read sizes, the per_cpu
+// stats, buffer_size_kb and the raw pages of trace_pipe_raw.
+//
+// # What the kernel does that a caller must do itself
+//
+//   - Records of a deleted event print as "Unknown type N" in the kernel,
+//     and as the new event when a new event gets the same type id. A Ring
+//     prints each record with the Event it was written with unless
+//     [Config.Lookup] is set, which gives the kernel's behaviour.
+//   - Deleting an event that was ever enabled (DIAG_IOCSDEL, the last
+//     reference going away, "!u:..." in dynamic_events) marks the buffer
+//     to be cleared; the next delete through dynamic_events (even one
+//     that fails) clears it. The registry has to call [Ring.Reset] then.
+//   - The comm shown comes from saved_cmdlines in the kernel, so a task's
+//     first records can show "<...>" and all of them show its latest
+//     comm; here each record carries the comm it was written with.
+//
+// # Where this package differs from the kernel
+//
+//   - Time stamps are the caller's ([Ring.Write]) or the Ring's clock
+//     ([Ring.WriteNow], CLOCK_MONOTONIC); the kernel reads sched_clock.
+//   - Lines are never cut: the kernel loses the end of a line longer than
+//     its 8156-byte trace_seq in trace, and prints "[LINE TOO BIG]" in
+//     trace_pipe ([Pipe] does that too).
+//   - The trace file's iterator does not skip records older than the last
+//     reset (the kernel's skipped_entries, which matter only for records
+//     written during a reset).
+//   - Bytes the kernel leaves stale in a page (the rounding after a
+//     record, the body of padding) are zero.
+package ftrace
