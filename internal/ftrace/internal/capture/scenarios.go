@@ -164,6 +164,9 @@ func scenarios() []*scenario {
 	b.op("trunc").size(4).writes(1, 40, 1, 5).writes(0, 40, 100, 200).trace()
 	b.op("trunc").writes(0, 40, 300, 200).writes(1, 40, 600, 5).trace()
 	b.op("trunc").writes(0, 40, 700, 2).writes(1, 40, 710, 2).writes(0, 40, 720, 2).trace()
+	// The banner is not printed for the second entry of the trace.
+	b.op("trunc").writes(1, 40, 800, 1).writes(0, 40, 810, 200).trace()
+	b.op("trunc").writes(1, 40, 1100, 2).writes(0, 40, 1110, 200).trace()
 	out = append(out, b.done("annotate", "CPU buffer started banners after overruns"))
 
 	b = &builder{}
