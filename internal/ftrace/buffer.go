@@ -59,8 +59,10 @@ func PagesFor(kb int) int {
 
 // EventSize returns the bytes a record of n bytes takes in a sub-buffer,
 // without a time extend (rb_calculate_event_length): a 4-byte event header
-// and the record rounded up to 4 bytes, 4 more bytes for the length word
-// of records over 112 bytes, and at least 16.
+// and the record rounded up to 4 bytes (an empty record counts as 1 byte),
+// 4 more bytes for the length word of records over 112 bytes; 12 bytes
+// become 16, so that a time extend can always be cut from an event. A
+// user_events record (8 bytes and more) takes at least 16 bytes.
 func EventSize(n int) int {
 	if n == 0 {
 		n = 1

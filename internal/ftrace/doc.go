@@ -25,7 +25,7 @@
 //     resize;
 //   - events laid out as the kernel lays them out ([EventSize]: a 4-byte
 //     header and the record rounded up to 4 bytes, 4 more bytes above 112
-//     bytes, 16 at least; an 8-byte time extend before an event more than
+//     bytes, 16 for records of 5 to 8 bytes; an 8-byte time extend before an event more than
 //     2^27 ns after the previous one on its CPU, unless it starts a page;
 //     padding at the end of a page), so pages fill exactly as in the
 //     kernel; [Ring.ReadRawPage] returns them as trace_pipe_raw does;
