@@ -105,21 +105,13 @@ type slot struct {
 	tp   string
 }
 
-func (s *slot) end() int   { return int(s.off) + int(s.size) }
-func (s *slot) start() int { return int(s.off) - boolInt(s.ext)*lenTimeExtend }
+func (s *slot) end() int { return int(s.off) + int(s.size) }
 func (s *slot) record(p *page) []byte {
 	h := int(s.off) + 4
 	if s.size-4 > maxSmallData {
 		h += 4
 	}
 	return p.data[h : h+int(s.n)]
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // cpuBuffer is struct ring_buffer_per_cpu: a ring of pages, a reader page

@@ -30,6 +30,7 @@ type Entry struct {
 	Tracepoint string
 	// Record is the 8-byte struct trace_entry header (common_type,
 	// common_flags, common_preempt_count, common_pid) and the payload.
+	// The line's latency flags come from its bytes 2 and 3.
 	// Entries read from a Ring own their Record: its backing array is
 	// reused by the next read into the same Entry.
 	Record []byte
@@ -46,13 +47,12 @@ type Config struct {
 	// Clock returns the trace clock in nanoseconds, for [Ring.WriteNow]
 	// and the stats' "now ts". Nil means LocalClock.
 	Clock func() uint64
-	// Lookup, when set, is asked for the event of each record read (by
-	// common_type), as the kernel looks events up when it prints: a
-	// record of a deleted event prints "Unknown type N", and one whose
-	// type id was reused prints as the new event. When it is nil, or it
-	// reports ok false for... no: when it is nil the Event and Tracepoint
-	// stored with each record are used, so records of deleted events
-	// still print as written.
+	// Lookup, when set, is asked for the event of each record read, by
+	// its common_type, as the kernel looks events up when it prints: a
+	// record whose type is not found prints "Unknown type N", and one
+	// whose type id was given to a new event prints as that event. When
+	// Lookup is nil the Event and Tracepoint a record was written with are
+	// used, so records of deleted events still print as written.
 	Lookup func(typ uint16) (ev *eventdef.Event, tracepoint string, ok bool)
 }
 

@@ -450,3 +450,63 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("reported lost %d > overruns %d", lost, overruns)
 	}
 }
+
+// TestIterOvertaken: a writer that laps the trace reader makes it start
+// its page again and report "[LOST EVENTS]", and the reader goes on from
+// there, as the kernel's iterator does (rb_iter_head_event).
+func TestIterOvertaken(t *testing.T) {
+	r := New(Config{NCPU: 1, BufferKB: 8}) // 3 pages of 78 records
+	w := newWriter(t)
+	ts := uint64(0)
+	write := func(n int) {
+		for range n {
+			ts += 1000
+			r.Write(w.entry(0, ts, 40))
+		}
+	}
+	write(200) // pages: 0-77, 78-155, 156-199
+	it := r.NewIter(-1)
+	defer it.Close()
+	var e Entry
+	var seqs []uint32
+	for i := 0; ; i++ {
+		m, ok := it.Next(&e)
+		if !ok {
+			break
+		}
+		if m.Lost == LostUnknown {
+			seqs = append(seqs, 1e9) // marks the loss
+		}
+		seqs = append(seqs, seqOf(&e))
+		if i == 10 {
+			// Fill the third page, overwrite the first (the reader's)
+			// with 234-311 and the second with 312-331.
+			write(132)
+		}
+	}
+	var want []uint32
+	for s := uint32(0); s <= 10; s++ {
+		want = append(want, s)
+	}
+	want = append(want, 1e9)
+	for s := uint32(234); s <= 331; s++ {
+		want = append(want, s)
+	}
+	if !equal(seqs, want) {
+		t.Errorf("read %v,\nwant %v", seqs, want)
+	}
+	var buf []byte
+	it2 := r.NewIter(-1)
+	defer it2.Close()
+	n := 0
+	for {
+		var ok bool
+		if buf, ok = it2.AppendNext(buf, &e); !ok {
+			break
+		}
+		n++
+	}
+	if n != 176 || !strings.HasPrefix(string(buf), "               w-100     [000] .....     0.000157: w: seq=0x9c (156)\n") {
+		t.Errorf("%d lines after the writer stopped:\n%.200s", n, buf)
+	}
+}
