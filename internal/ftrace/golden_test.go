@@ -536,7 +536,9 @@ func TestKernelGolden(t *testing.T) {
 	if got := string(r.AppendBufferSizeKB(nil, -1)); got != g.BootSizeKB {
 		t.Errorf("boot buffer_size_kb = %q, kernel %q", got, g.BootSizeKB)
 	}
-	r.Expand()
+	if err := r.Expand(); err != nil {
+		t.Fatal(err)
+	}
 	if got := string(r.AppendBufferSizeKB(nil, -1)); got != g.EnableSizeKB {
 		t.Errorf("buffer_size_kb after enabling = %q, kernel %q", got, g.EnableSizeKB)
 	}

@@ -222,6 +222,10 @@ func (p *Pipe) Read(ctx context.Context, b []byte) (int, error) {
 		if err := p.wait(ctx); err != nil {
 			return 0, err
 		}
+		if p.closed {
+			return 0, fmt.Errorf("trace_pipe: %w", unix.EBADF)
+		}
+		p.seq, p.readpos = p.seq[:0], 0
 		if r.Empty(p.cpu) {
 			return 0, io.EOF
 		}
@@ -262,13 +266,14 @@ func (p *Pipe) Read(ctx context.Context, b []byte) (int, error) {
 	}
 }
 
-// wait is tracing_wait_pipe.
+// wait is tracing_wait_pipe. It lets go of p.mu while it waits, so that
+// Close can run; a Close wakes it.
 func (p *Pipe) wait(ctx context.Context) error {
 	r := p.r
 	for {
 		r.waiters.Add(1)
 		ch := r.waitChan()
-		if !r.Empty(p.cpu) {
+		if p.closed || !r.Empty(p.cpu) {
 			r.waiters.Add(-1)
 			return nil
 		}
@@ -280,11 +285,14 @@ func (p *Pipe) wait(ctx context.Context) error {
 			r.waiters.Add(-1)
 			return nil
 		}
+		p.mu.Unlock()
 		select {
 		case <-ch:
 			r.waiters.Add(-1)
+			p.mu.Lock()
 		case <-ctx.Done():
 			r.waiters.Add(-1)
+			p.mu.Lock()
 			return ctx.Err()
 		}
 	}

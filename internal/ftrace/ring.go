@@ -233,19 +233,15 @@ func (r *Ring) Overruns() uint64 {
 
 // Expand grows the buffers to DefaultBufferKB per CPU unless they have
 // been expanded or resized before (tracing_update_buffers, which enabling
-// an event runs).
-func (r *Ring) Expand() {
+// an event runs). Like a resize it fails with EBUSY while an Iter is open.
+func (r *Ring) Expand() error {
 	r.sizeMu.Lock()
-	defer r.sizeMu.Unlock()
-	if r.expanded {
-		return
+	expanded := r.expanded
+	r.sizeMu.Unlock()
+	if expanded {
+		return nil
 	}
-	r.expanded = true
-	for _, c := range r.cpus {
-		c.mu.Lock()
-		c.resize(PagesFor(DefaultBufferKB))
-		c.mu.Unlock()
-	}
+	return r.resize(-1, DefaultBufferKB)
 }
 
 // Expanded reports whether the buffers have been expanded or resized.

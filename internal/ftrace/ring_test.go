@@ -42,7 +42,9 @@ func TestPagesFor(t *testing.T) {
 	if got := string(r.AppendBufferTotalSizeKB(nil)); got != "14 (expanded: 2816)\n" {
 		t.Errorf("boot buffer_total_size_kb = %q", got)
 	}
-	r.Expand()
+	if err := r.Expand(); err != nil {
+		t.Fatal(err)
+	}
 	if got := string(r.AppendBufferSizeKB(nil, -1)); got != "1410\n" {
 		t.Errorf("expanded buffer_size_kb = %q", got)
 	}
@@ -508,5 +510,28 @@ func TestIterOvertaken(t *testing.T) {
 	}
 	if n != 176 || !strings.HasPrefix(string(buf), "               w-100     [000] .....     0.000157: w: seq=0x9c (156)\n") {
 		t.Errorf("%d lines after the writer stopped:\n%.200s", n, buf)
+	}
+}
+
+func TestPipeCloseWakesRead(t *testing.T) {
+	r := New(Config{NCPU: 1, BufferKB: 4})
+	p, err := r.OpenPipe(-1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := p.Read(context.Background(), make([]byte, 10))
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	p.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, unix.EBADF) {
+			t.Errorf("Read after Close: %v, want EBADF", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake Read")
 	}
 }
