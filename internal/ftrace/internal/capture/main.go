@@ -34,7 +34,24 @@
 // pinned with sched_setaffinity to one CPU; their tids are the records'
 // common_pid. The process names itself "ftcapture"; a warm-up write and a
 // sleep on each worker put the comm into saved_cmdlines before the first
-// scenario.
+// scenario. Registrations, unregistrations and deletes run on the main
+// goroutine, locked to the process's first thread: the kernel keeps
+// enablers per task (current->user_event_mm, shared only with threads
+// created after the first registration), so DIAG_IOCSUNREG from another
+// thread of the same process answers ENOENT.
+//
+// # Output
+//
+// JSON (two-space indent): the kernel release, the CPU count, the comm,
+// trace_clock, buffer_size_kb at boot and after the first enable, the
+// events registered at start with their type ids, and per scenario its
+// steps. A step has its op and arguments; writes add the writer's tid,
+// "mono" (CLOCK_MONOTONIC in ns before the first write, then the
+// differences between successive writes), "n" (each write's return, -1 on
+// error) and "errno"; observations add "text" (or "text_b64" when the text
+// is not valid UTF-8), "chunks" (the sizes successive read(2)s returned)
+// and "pages" (trace_pipe_raw pages in base64, trailing zeros cut); "err"
+// is the errno of a control step.
 package main
 
 import (
@@ -395,7 +412,7 @@ func (g *gen) run(sc *scenario) {
 			if err := g.register(s.Arg, 30); err != nil {
 				s.Err = err.Error()
 			}
-		case "reg_only": // register without enabling, bit 29
+		case "reg_only": // register without enabling, with a fresh enable bit; Text is the type id
 			g.regOnly(s)
 		case "enable", "disable":
 			v := "1"
