@@ -3,9 +3,11 @@ package subsys
 import (
 	"context"
 	"fmt"
-	"github.com/uetrace/uetrace/internal/abi"
 	"runtime"
+	"sync/atomic"
 	"testing"
+
+	"github.com/uetrace/uetrace/internal/abi"
 )
 
 // benchWriteSetup registers a 5-field event on a fresh subsystem.
@@ -102,4 +104,48 @@ func TestMemory100k(t *testing.T) {
 		t.Fatalf("%d events", n)
 	}
 	runtime.KeepAlive(f)
+}
+
+// BenchmarkWriteFtrace writes to an event enabled through its enable file:
+// one ftrace consumer, the ring in overwrite mode. Target (issue 3): ≤ 200
+// ns, 0 allocs.
+func BenchmarkWriteFtrace(b *testing.B) {
+	e, f, iov := benchWriteSetup(b)
+	ev := e.s.Lookup("user_events", "bench")
+	if err := e.s.SetFtrace(ev, true); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.Writev(w0, iov...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWriteFtraceParallel is the same from every CPU at once, each
+// writer on its own trace CPU.
+func BenchmarkWriteFtraceParallel(b *testing.B) {
+	_, _, iov := benchWriteSetup(b)
+	b.ReportAllocs()
+	s := New(Options{NumCPU: runtime.GOMAXPROCS(0)})
+	p := s.NewProcess(newMem())
+	f := s.Open()
+	idx, err := f.Register(p, root, regArgs("bench u32 status; s64 latency; char[16] method; __rel_loc char[] path; u8 retry", check, 0, 4, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	iov[0] = le32(idx)
+	if err := s.SetFtrace(s.Lookup("user_events", "bench"), true); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int32
+	b.RunParallel(func(pb *testing.PB) {
+		w := Writer{PID: 1, Comm: "bench", CPU: int(next.Add(1) - 1)}
+		for pb.Next() {
+			if _, err := f.Writev(w, iov...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -107,7 +107,9 @@ func (s *Subsystem) runDynamicCommand(line string, cred Cred) error {
 // creation order, that the line names (by registered name, optional system
 // and fields) is freed — EBUSY if it is in use, EPERM if it is persistent
 // and the caller lacks the privilege, either stopping the walk. None
-// matching is ENOENT. Like the kernel, it clears the trace buffer.
+// matching is ENOENT. Then, whatever the outcome, the trace buffer is
+// emptied if an event that was enabled has been removed since the last
+// time (tracing_reset_all_online_cpus).
 func (s *Subsystem) releaseDynamic(line string, cred Cred) error {
 	dc, err := eventdef.ParseDeleteCommand(line)
 	if err != nil {
@@ -115,7 +117,7 @@ func (s *Subsystem) releaseDynamic(line string, cred Cred) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	defer s.trace.reset()
+	defer s.trace.resetIfArmed()
 	err = unix.ENOENT
 	for _, ev := range append([]*Event(nil), s.created...) {
 		if !dc.Matches(ev.def) {
@@ -146,11 +148,12 @@ func (s *Subsystem) free(ev *Event, cred Cred) error {
 // TruncateDynamicEvents is opening dynamic_events with O_TRUNC
 // (dyn_events_release_all): if any event is in use — and every
 // non-persistent event is — nothing is deleted and it is EBUSY; otherwise
-// all are freed in creation order. Either way the trace buffer is cleared.
+// all are freed in creation order. Either way the trace buffer is then
+// emptied if an event that was enabled has been removed.
 func (s *Subsystem) TruncateDynamicEvents(cred Cred) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	defer s.trace.reset()
+	defer s.trace.resetIfArmed()
 	for _, ev := range s.created {
 		if !ev.lastRef() {
 			return fmt.Errorf("dynamic_events: event %s is in use: %w", ev.tp, unix.EBUSY)

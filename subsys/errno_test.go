@@ -2,12 +2,13 @@ package subsys
 
 import (
 	"encoding/binary"
-	"github.com/uetrace/uetrace/internal/abi"
 	"os"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/abi"
 )
 
 // Spec §2.1: DIAG_IOCSREG's checks in order. Each row breaks one rule — and

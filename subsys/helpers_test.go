@@ -3,13 +3,14 @@ package subsys
 import (
 	"errors"
 	"fmt"
-	"github.com/uetrace/uetrace/internal/abi"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/abi"
 )
 
 // fakeMem is a process's memory for tests: words of 8 bytes from base.

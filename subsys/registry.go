@@ -83,6 +83,7 @@ func (s *Subsystem) create(name, args string, regFlags uint16) (*Event, error) {
 	s.buckets[b] = append([]*Event{ev}, s.buckets[b]...)
 	s.created = append(s.created, ev)
 	s.nEvents++
+	s.trace.added(ev)
 	s.followNew(ev)
 	return ev, nil
 }
@@ -114,6 +115,7 @@ func (s *Subsystem) destroy(ev *Event) {
 	s.created = removeEvent(s.created, ev)
 	s.nEvents--
 	s.ids.put(ev.id)
+	s.trace.removed(ev)
 	ev.deleted = true
 	for _, ss := range s.sessions {
 		ss.forget(ev)

@@ -428,3 +428,42 @@ func TestSessionBlocksAndCloses(t *testing.T) {
 		t.Fatalf("read of closed session: %v", err)
 	}
 }
+
+func TestFtraceWriteEmptyEvents(t *testing.T) {
+	e := newEnv(t)
+	f := e.s.Open()
+	defer f.Close()
+	idx, err := e.reg(f, "__test_event", 31, 0)
+	if err != nil || idx != 0 || e.mem.u32(check) != 0 {
+		t.Fatalf("register: %d, %v, bit %d", idx, err, e.mem.u32(check))
+	}
+	e.enable("__test_event", true)
+	before := len(e.read(FileTrace))
+	if n, err := f.Writev(w0, le32(idx)); err != nil || n != 4 {
+		t.Fatalf("index-only write: %d, %v", n, err)
+	}
+	if after := e.read(FileTrace); len(after) <= before || !strings.Contains(after, "__test_event:No fields found\n") {
+		t.Errorf("trace did not grow:\n%s", after)
+	}
+	e.enable("__test_event", false)
+}
+
+func TestTypeIDsLowestFree(t *testing.T) {
+	e := newEnv(t)
+	for _, n := range []string{"a", "b", "c"} {
+		e.write(FileDynamicEvents, "u:"+n)
+	}
+	id := func(n string) string { return e.read("events/user_events/" + n + "/id") }
+	if id("a") != "1024" || id("b") != "1025" || id("c") != "1026" {
+		t.Fatalf("ids %s %s %s", id("a"), id("b"), id("c"))
+	}
+	e.write(FileDynamicEvents, "!u:b")
+	e.write(FileDynamicEvents, "u:d")
+	if id("d") != "1025" {
+		t.Errorf("d got %s, want the freed 1025", id("d"))
+	}
+	e.write(FileDynamicEvents, "u:e")
+	if id("e") != "1027" {
+		t.Errorf("e got %s, want 1027", id("e"))
+	}
+}

@@ -3,10 +3,10 @@ package subsys
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/ftrace"
 )
 
 // Registration flags (include/uapi/linux/user_events.h).
@@ -29,11 +29,12 @@ type Options struct {
 	LastID int
 	// NumCPU is the number of CPUs the trace buffer has (0: 1).
 	NumCPU int
-	// BufferKB is the trace buffer size per CPU in KiB (0: 1408, Linux's
-	// default).
+	// BufferKB is the trace buffer size per CPU in KiB. 0 starts with
+	// Linux's unexpanded boot-time buffer, which grows to 1408 KiB when
+	// the first event is enabled.
 	BufferKB int
-	// Clock returns the trace clock in nanoseconds (nil: monotonic time
-	// since the Subsystem was made).
+	// Clock returns the trace clock in nanoseconds (nil: CLOCK_MONOTONIC,
+	// like the kernel's "local" clock since boot).
 	Clock func() uint64
 }
 
@@ -63,7 +64,6 @@ type Subsystem struct {
 	trace *traceBuffer
 
 	stats Stats
-	start time.Time
 }
 
 // Stats count what the subsystem did that no caller sees as an error.
@@ -87,13 +87,10 @@ func New(opts Options) *Subsystem {
 	if opts.NumCPU == 0 {
 		opts.NumCPU = 1
 	}
-	if opts.BufferKB == 0 {
-		opts.BufferKB = 1408
-	}
-	s := &Subsystem{opts: opts, maxEv: opts.MaxEvents, start: time.Now()}
 	if opts.Clock == nil {
-		s.opts.Clock = func() uint64 { return uint64(time.Since(s.start)) }
+		opts.Clock = ftrace.LocalClock
 	}
+	s := &Subsystem{opts: opts, maxEv: opts.MaxEvents}
 	s.ids = idAllocator{first: opts.FirstID, last: opts.LastID}
 	s.trace = newTraceBuffer(s)
 	return s
@@ -148,6 +145,7 @@ type Event struct {
 	// Consumer counts, under s.mu.
 	perfUsers  int
 	otherUsers int
+	wasEnabled bool // the ftrace probe was ever registered (EVENT_FILE_FL_WAS_ENABLED)
 }
 
 // Name is the registered name (without ".<hexid>").

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/ftrace"
 )
 
 // The tracefs files this package implements, relative to the tracefs root.
@@ -27,6 +28,7 @@ const (
 	FileAvailableEvents = "available_events"
 	FileSetEvent        = "set_event"
 	FileBufferSizeKB    = "buffer_size_kb"
+	FileBufferTotalKB   = "buffer_total_size_kb"
 )
 
 // rootFiles are the files of the tracefs root, with the modes Linux gives
@@ -34,6 +36,7 @@ const (
 var rootFiles = map[string]fs.FileMode{
 	FileAvailableEvents: 0o440,
 	FileBufferSizeKB:    0o640,
+	FileBufferTotalKB:   0o440,
 	FileDynamicEvents:   0o640,
 	FileSetEvent:        0o640,
 	FileTrace:           0o640,
@@ -211,16 +214,19 @@ type Handle struct {
 	made    bool
 	off     int
 	closed  bool
-	paused  bool // this open of trace paused the buffer (pause-on-trace)
-	done    chan struct{}
+	paused  bool         // this open of trace paused recording (pause-on-trace)
+	iter    *ftrace.Iter // held while trace is open: resizing is then EBUSY
+	pipe    *ftrace.Pipe // trace_pipe's reader
 }
 
 // Open opens a tracefs file with os.O_RDONLY, O_WRONLY or O_RDWR, and
 // optionally O_TRUNC and O_APPEND. O_TRUNC does what it does on tracefs:
 // on trace it clears the buffer, on set_event it disables every event, on
 // dynamic_events it deletes every event — failing the open with EBUSY if
-// any is in use. Opening trace for reading pauses the buffer until the
-// handle is closed (the pause-on-trace option, on by default).
+// any is in use. Opening trace for reading pauses recording until the
+// handle is closed (the pause-on-trace option, on by default). trace_pipe
+// has one reader at a time: a second open is EBUSY. O_NONBLOCK makes an
+// empty trace_pipe read EAGAIN.
 func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 	s := f.s
 	s.mu.Lock()
@@ -236,7 +242,7 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 	if n.name == FileData {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("user_events_data is opened with Subsystem.Open: %w", unix.EOPNOTSUPP)}
 	}
-	h := &Handle{f: f, path: name, n: n, flags: flags, cred: cred, done: make(chan struct{})}
+	h := &Handle{f: f, path: name, n: n, flags: flags, cred: cred}
 	if write && flags&os.O_TRUNC != 0 {
 		switch n.name {
 		case FileTrace:
@@ -249,9 +255,18 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 			}
 		}
 	}
-	if n.name == FileTrace && flags&(os.O_WRONLY|os.O_RDWR) != os.O_WRONLY {
+	read := flags&(os.O_WRONLY|os.O_RDWR) != os.O_WRONLY
+	switch {
+	case n.name == FileTrace && read:
 		s.trace.pause(true)
 		h.paused = true
+		h.iter = s.trace.ring.NewIter(-1)
+	case n.name == FileTracePipe:
+		pipe, err := s.trace.openPipe(flags&unix.O_NONBLOCK != 0)
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		h.pipe = pipe
 	}
 	return h, nil
 }
@@ -286,9 +301,14 @@ func (h *Handle) Close() error {
 		return nil
 	}
 	h.closed = true
-	close(h.done)
 	if h.paused {
 		h.f.s.trace.pause(false)
+	}
+	if h.iter != nil {
+		h.iter.Close()
+	}
+	if h.pipe != nil {
+		h.pipe.Close()
 	}
 	return nil
 }
@@ -309,8 +329,12 @@ func (h *Handle) ReadContext(ctx context.Context, p []byte) (int, error) {
 	if h.n.dir {
 		return 0, h.pathErr("read", unix.EISDIR)
 	}
-	if h.n.name == FileTracePipe {
-		return h.f.s.trace.readPipe(ctx, h.done, p, h.flags&unix.O_NONBLOCK != 0)
+	if h.pipe != nil {
+		n, err := h.pipe.Read(ctx, p)
+		if err != nil && err != io.EOF {
+			err = h.pathErr("read", err)
+		}
+		return n, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -368,7 +392,9 @@ func (f *FS) content(n node) ([]byte, error) {
 		}
 		return []byte("0\n"), nil
 	case FileBufferSizeKB:
-		return strconv.AppendInt(nil, int64(s.trace.sizeKB()), 10), nil
+		return s.trace.ring.AppendBufferSizeKB(nil, -1), nil
+	case FileBufferTotalKB:
+		return s.trace.ring.AppendBufferTotalSizeKB(nil), nil
 	case FileTrace:
 		return s.trace.appendTrace(nil), nil
 	}
@@ -448,6 +474,10 @@ func (f *FS) write(n node, p []byte, cred Cred) (int, error) {
 		if v > 1 {
 			return 0, fmt.Errorf("enable takes 0 or 1, not %d: %w", v, unix.EINVAL)
 		}
+		// tracing_update_buffers: the first enable expands the buffer.
+		if err := s.trace.ring.Expand(); err != nil {
+			return 0, err
+		}
 		if n.ev != nil {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -464,6 +494,9 @@ func (f *FS) write(n node, p []byte, cred Cred) (int, error) {
 	case n.name == FileDynamicEvents:
 		return s.WriteDynamicEvents(p, cred)
 	case n.name == FileSetEvent:
+		if err := s.trace.ring.Expand(); err != nil {
+			return 0, err
+		}
 		return f.writeSetEvent(p)
 	case n.name == FileTracingOn:
 		v, err := kstrtoulFromUser(p)

@@ -1,0 +1,106 @@
+package subsys
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/ftrace"
+)
+
+// traceBuffer is the ftrace consumer: the trace instance's ring buffer
+// (internal/ftrace, which reproduces the kernel's pages and accounting) and
+// the instance state user_events interacts with.
+type traceBuffer struct {
+	s    *Subsystem
+	ring *ftrace.Ring
+
+	// paused counts readers of trace: with the pause-on-trace option (on by
+	// default) opening trace for reading stops recording until it is closed
+	// (__tracing_open → tracing_stop_tr).
+	paused atomic.Int32
+
+	// byID maps live type IDs to events, for printing: the kernel looks a
+	// record's event up by common_type when it prints it, so records of a
+	// deleted event print "Unknown type N", or as the event that took its
+	// ID since.
+	byID sync.Map // int → *Event
+
+	// clearArmed is the trace array's clear_trace (under s.mu): set when an
+	// event that was ever enabled is removed; the next dynamic_events delete
+	// or truncate then empties the buffer (tracing_reset_all_online_cpus).
+	clearArmed bool
+}
+
+func newTraceBuffer(s *Subsystem) *traceBuffer {
+	t := &traceBuffer{s: s}
+	t.ring = ftrace.New(ftrace.Config{
+		NCPU:     s.opts.NumCPU,
+		BufferKB: s.opts.BufferKB,
+		Clock:    s.opts.Clock,
+		Lookup: func(typ uint16) (*eventdef.Event, string, bool) {
+			v, ok := t.byID.Load(int(typ))
+			if !ok {
+				return nil, "", false
+			}
+			ev := v.(*Event)
+			return ev.def, ev.tp, true
+		},
+	})
+	return t
+}
+
+// write records one write of an event whose ftrace probe is registered
+// (user_event_ftrace). The CPU is taken modulo the buffer's CPUs.
+func (t *traceBuffer) write(ev *Event, w *Writer, ts uint64, rec []byte) {
+	if t.paused.Load() > 0 {
+		return
+	}
+	cpu := w.CPU
+	if n := t.ring.NumCPU(); cpu < 0 || cpu >= n {
+		cpu = (cpu%n + n) % n
+	}
+	e := ftrace.Entry{TS: ts, CPU: cpu, PID: w.PID, Comm: w.Comm, Event: ev.def, Tracepoint: ev.tp, Record: rec}
+	t.ring.Write(&e)
+}
+
+// added and removed keep the ID map. Called with s.mu held.
+func (t *traceBuffer) added(ev *Event) { t.byID.Store(ev.id, ev) }
+
+func (t *traceBuffer) removed(ev *Event) {
+	t.byID.Delete(ev.id)
+	if ev.wasEnabled {
+		t.clearArmed = true
+	}
+}
+
+// resetIfArmed is tracing_reset_all_online_cpus: it empties the buffer if an
+// event that was enabled has been removed since. Called with s.mu held.
+func (t *traceBuffer) resetIfArmed() {
+	if t.clearArmed {
+		t.clearArmed = false
+		t.ring.Reset()
+	}
+}
+
+func (t *traceBuffer) reset()               { t.ring.Reset() }
+func (t *traceBuffer) tracingOn() bool      { return t.ring.TracingOn() }
+func (t *traceBuffer) setTracingOn(on bool) { t.ring.SetTracingOn(on) }
+func (t *traceBuffer) resize(kb int) error  { return t.ring.Resize(kb) }
+
+// pause stops (or, with false, restarts) recording for a reader of trace.
+func (t *traceBuffer) pause(on bool) {
+	if on {
+		t.paused.Add(1)
+	} else {
+		t.paused.Add(-1)
+	}
+}
+
+// appendTrace appends the text of the trace file.
+func (t *traceBuffer) appendTrace(dst []byte) []byte { return t.ring.AppendTrace(dst, -1) }
+
+// openPipe opens trace_pipe: one reader at a time (EBUSY).
+func (t *traceBuffer) openPipe(nonblock bool) (*ftrace.Pipe, error) {
+	return t.ring.OpenPipe(-1, nonblock)
+}

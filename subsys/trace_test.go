@@ -1,0 +1,198 @@
+package subsys
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// clockAt returns a settable clock.
+func clockAt(ns *uint64) func() uint64 { return func() uint64 { return *ns } }
+
+func newTraceEnv(t *testing.T, now *uint64) *tenv {
+	s := New(Options{NumCPU: 2, Clock: clockAt(now)})
+	mem := newMem()
+	return &tenv{t: t, s: s, mem: mem, p: s.NewProcess(mem)}
+}
+
+func TestTraceFile(t *testing.T) {
+	now := uint64(1_492_780_000)
+	e := newTraceEnv(t, &now)
+	if got := e.read(FileBufferSizeKB); got != "7 (expanded: 1408)\n" {
+		t.Errorf("fresh buffer_size_kb %q", got)
+	}
+	f := e.s.Open()
+	defer f.Close()
+	idx, err := e.reg(f, "__t u8 a; s16 b; u32 c; s64 d; char[6] e; __rel_loc char[] f; __data_loc char[] g; struct s h 3; char i", 31, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.enable("__t", true)
+	if got := e.read(FileBufferSizeKB); got != "1410\n" {
+		t.Errorf("buffer_size_kb after the first enable %q", got)
+	}
+	payload := []byte{65, 0xfe, 0xff, 0xef, 0xbe, 0xad, 0xde, 0xfb, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	payload = append(payload, "hello\x00"...)
+	payload = append(payload, le32(4<<16|8)...)  // f: "abc\0" at 41, 8 bytes past the end of f
+	payload = append(payload, le32(3<<16|45)...) // g: "xy\0" at record offset 45
+	payload = append(payload, 1, 2, 3, 7)
+	payload = append(payload, "abc\x00xy\x00"...)
+	if _, err := f.Writev(Writer{PID: 48, TGID: 48, Comm: "emit", CPU: 0}, le32(idx), payload); err != nil {
+		t.Fatal(err)
+	}
+	want := `# tracer: nop
+#
+# entries-in-buffer/entries-written: 1/1   #P:2
+#
+#                                _-----=> irqs-off/BH-disabled
+#                               / _----=> need-resched
+#                              | / _---=> hardirq/softirq
+#                              || / _--=> preempt-depth
+#                              ||| / _-=> migrate-disable
+#                              |||| /     delay
+#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION
+#              | |         |   |||||     |         |
+            emit-48      [000] .....     1.492780: __t: a='A'(65) b=0xfffe (65534) c=0xdeadbeef (-559038737) d=0xfffffffffffffffb (-5) e=hello f=abc g=xy h=<INVALID-SIZE> i=(7)
+`
+	if got := e.read(FileTrace); got != want {
+		t.Errorf("trace:\n%s\nwant (spec §9):\n%s", got, want)
+	}
+}
+
+func TestTracePipeAndPause(t *testing.T) {
+	now := uint64(5_000_000_000)
+	e := newTraceEnv(t, &now)
+	f := e.s.Open()
+	defer f.Close()
+	idx, _ := e.reg(f, "p u32 n", 0, 0)
+	e.enable("p", true)
+	write := func(n uint32, cpu int) {
+		now += 1000
+		if _, err := f.Writev(Writer{PID: 7, Comm: "w", CPU: cpu}, le32(idx), le32(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(1, 0)
+	write(2, 1)
+
+	// pause-on-trace: nothing is recorded while trace is open for reading.
+	h, err := e.s.FS().Open(FileTrace, os.O_RDONLY, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(3, 0)
+	if err := e.write(FileBufferSizeKB, "8"); !errors.Is(err, unix.EBUSY) {
+		t.Errorf("resize while trace is open: %v, want EBUSY", err)
+	}
+	text, _ := io.ReadAll(h)
+	h.Close()
+	if !strings.Contains(string(text), "entries-in-buffer/entries-written: 2/2") || strings.Contains(string(text), "n=0x3") {
+		t.Errorf("trace while paused:\n%s", text)
+	}
+	write(4, 0)
+
+	// trace_pipe consumes, in time order across CPUs; one reader at a time.
+	pipe, err := e.s.FS().Open(FileTracePipe, os.O_RDONLY, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pipe.Close()
+	if _, err := e.s.FS().Open(FileTracePipe, os.O_RDONLY, root); !errors.Is(err, unix.EBUSY) {
+		t.Errorf("second trace_pipe reader: %v, want EBUSY", err)
+	}
+	buf := make([]byte, 4096)
+	n, err := pipe.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(buf[:n])
+	if strings.Count(got, "\n") != 3 || !strings.Contains(got, "[001]") ||
+		strings.Index(got, "n=0x1 ") > strings.Index(got, "n=0x2 ") || strings.Index(got, "n=0x2 ") > strings.Index(got, "n=0x4 ") {
+		t.Errorf("trace_pipe:\n%s", got)
+	}
+	if got := e.read(FileTrace); !strings.Contains(got, "entries-in-buffer/entries-written: 0/0") {
+		t.Errorf("trace after trace_pipe consumed it:\n%s", got)
+	}
+	// A blocked read returns when a record arrives.
+	go func() { time.Sleep(20 * time.Millisecond); write(5, 1) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err = pipe.ReadContext(ctx, buf)
+	if err != nil || !strings.Contains(string(buf[:n]), "n=0x5 ") {
+		t.Errorf("blocked trace_pipe read: %q, %v", buf[:n], err)
+	}
+}
+
+func TestTraceDeletedEvents(t *testing.T) {
+	now := uint64(1_000_000_000)
+	e := newTraceEnv(t, &now)
+	if err := e.write(FileDynamicEvents, "u:gone u32 v\nu:keep u8 k"); err != nil {
+		t.Fatal(err)
+	}
+	f := e.s.Open()
+	defer f.Close()
+	gone, _ := e.reg(f, "gone u32 v", 0, 0)
+	e.enable("gone", true)
+	if _, err := f.Writev(w0, le32(gone), le32(42)); err != nil {
+		t.Fatal(err)
+	}
+	e.enable("gone", false)
+	e.unreg(0)
+	f.Close()
+	id := e.read("events/user_events/gone/id")
+	if err := e.s.Delete("gone", root); err != nil {
+		t.Fatal(err)
+	}
+	// The record stays, but its event is gone: the kernel prints the type.
+	if got := e.read(FileTrace); !strings.Contains(got, ": Unknown type "+id+"\n") {
+		t.Errorf("record of a deleted event:\n%s", got)
+	}
+	// Its removal armed a clear: the next dynamic_events delete, even one
+	// that fails, empties the buffer.
+	if err := e.write(FileDynamicEvents, "!u:nothing"); !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("delete of nothing: %v", err)
+	}
+	if got := e.read(FileTrace); !strings.Contains(got, "entries-in-buffer/entries-written: 0/0") {
+		t.Errorf("trace not cleared by the armed clear:\n%s", got)
+	}
+}
+
+func TestTracingOn(t *testing.T) {
+	now := uint64(1)
+	e := newTraceEnv(t, &now)
+	f := e.s.Open()
+	defer f.Close()
+	idx, _ := e.reg(f, "t u8 x", 0, 0)
+	e.enable("t", true)
+	if err := e.write(FileTracingOn, "0"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Writev(w0, le32(idx), []byte{1}); err != nil || n != 5 {
+		t.Fatalf("write with tracing off: %d, %v (it succeeds, and is dropped)", n, err)
+	}
+	if got := e.read(FileTracingOn); got != "0\n" {
+		t.Errorf("tracing_on %q", got)
+	}
+	wantErrno(t, "tracing_on abc", e.write(FileTracingOn, "abc"), unix.EINVAL)
+	e.write(FileTracingOn, "5")
+	if got := e.read(FileTracingOn); got != "1\n" {
+		t.Errorf("tracing_on after 5: %q", got)
+	}
+	f.Writev(w0, le32(idx), []byte{2})
+	if got := e.read(FileTrace); !strings.Contains(got, "1/1") || !strings.Contains(got, "x=(2)") {
+		t.Errorf("trace:\n%s", got)
+	}
+	// O_TRUNC on trace empties it; writing to it does nothing else.
+	if err := e.s.FS().WriteFile(FileTrace, []byte("\n"), os.O_TRUNC, root); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.read(FileTrace); !strings.Contains(got, "0/0") {
+		t.Errorf("trace after O_TRUNC:\n%s", got)
+	}
+}
