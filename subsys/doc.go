@@ -29,6 +29,18 @@
 //     failure is counted in Stats.
 //   - Type IDs start at Options.FirstID rather than after the kernel's
 //     built-in events.
+//   - A Process is shared by all its threads. In Linux the user_event_mm
+//     hangs off each task and a thread shares it only if it was cloned
+//     after the process's first registration; an older thread has none and
+//     its DIAG_IOCSUNREG is ENOENT.
+//   - Only user events exist: dynamic_events lines for kprobes, uprobes or
+//     synthetic events are EINVAL, and events/ has no other systems. Event
+//     directories have enable, format and id, not filter, trigger, hist or
+//     inject; there is one trace instance, the nop tracer, the local clock
+//     and default trace options.
+//   - The kernel fills a record's common_flags from the writer's
+//     interrupt and preemption state (need-resched can show); here they are
+//     always 0.
 //
 // All methods are safe for concurrent use. Writes to an event take no
 // global lock, so a status change of one event never blocks writers of
