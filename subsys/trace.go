@@ -2,7 +2,6 @@ package subsys
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/ftrace"
@@ -14,11 +13,6 @@ import (
 type traceBuffer struct {
 	s    *Subsystem
 	ring *ftrace.Ring
-
-	// paused counts readers of trace: with the pause-on-trace option (on by
-	// default) opening trace for reading stops recording until it is closed
-	// (__tracing_open → tracing_stop_tr).
-	paused atomic.Int32
 
 	// byID maps live type IDs to events, for printing: the kernel looks a
 	// record's event up by common_type when it prints it, so records of a
@@ -53,9 +47,6 @@ func newTraceBuffer(s *Subsystem) *traceBuffer {
 // write records one write of an event whose ftrace probe is registered
 // (user_event_ftrace). The CPU is taken modulo the buffer's CPUs.
 func (t *traceBuffer) write(ev *Event, w *Writer, ts uint64, rec []byte) {
-	if t.paused.Load() > 0 {
-		return
-	}
 	cpu := w.CPU
 	if n := t.ring.NumCPU(); cpu < 0 || cpu >= n {
 		cpu = (cpu%n + n) % n
@@ -87,15 +78,6 @@ func (t *traceBuffer) reset()               { t.ring.Reset() }
 func (t *traceBuffer) tracingOn() bool      { return t.ring.TracingOn() }
 func (t *traceBuffer) setTracingOn(on bool) { t.ring.SetTracingOn(on) }
 func (t *traceBuffer) resize(kb int) error  { return t.ring.Resize(kb) }
-
-// pause stops (or, with false, restarts) recording for a reader of trace.
-func (t *traceBuffer) pause(on bool) {
-	if on {
-		t.paused.Add(1)
-	} else {
-		t.paused.Add(-1)
-	}
-}
 
 // appendTrace appends the text of the trace file.
 func (t *traceBuffer) appendTrace(dst []byte) []byte { return t.ring.AppendTrace(dst, -1) }

@@ -65,7 +65,7 @@ func TestTraceFile(t *testing.T) {
 	}
 }
 
-func TestTracePipeAndPause(t *testing.T) {
+func TestTracePipe(t *testing.T) {
 	now := uint64(5_000_000_000)
 	e := newTraceEnv(t, &now)
 	f := e.s.Open()
@@ -81,7 +81,8 @@ func TestTracePipeAndPause(t *testing.T) {
 	write(1, 0)
 	write(2, 1)
 
-	// pause-on-trace: nothing is recorded while trace is open for reading.
+	// Recording goes on while trace is open (pause-on-trace is 0 on 6.12,
+	// checked in the VM), but resizing is EBUSY.
 	h, err := e.s.FS().Open(FileTrace, os.O_RDONLY, root)
 	if err != nil {
 		t.Fatal(err)
@@ -92,8 +93,8 @@ func TestTracePipeAndPause(t *testing.T) {
 	}
 	text, _ := io.ReadAll(h)
 	h.Close()
-	if !strings.Contains(string(text), "entries-in-buffer/entries-written: 2/2") || strings.Contains(string(text), "n=0x3") {
-		t.Errorf("trace while paused:\n%s", text)
+	if !strings.Contains(string(text), "entries-in-buffer/entries-written: 3/3") || !strings.Contains(string(text), "n=0x3 ") {
+		t.Errorf("trace opened before the third write:\n%s", text)
 	}
 	write(4, 0)
 
@@ -112,8 +113,8 @@ func TestTracePipeAndPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := string(buf[:n])
-	if strings.Count(got, "\n") != 3 || !strings.Contains(got, "[001]") ||
-		strings.Index(got, "n=0x1 ") > strings.Index(got, "n=0x2 ") || strings.Index(got, "n=0x2 ") > strings.Index(got, "n=0x4 ") {
+	if strings.Count(got, "\n") != 4 || !strings.Contains(got, "[001]") ||
+		strings.Index(got, "n=0x1 ") > strings.Index(got, "n=0x2 ") || strings.Index(got, "n=0x3 ") > strings.Index(got, "n=0x4 ") {
 		t.Errorf("trace_pipe:\n%s", got)
 	}
 	if got := e.read(FileTrace); !strings.Contains(got, "entries-in-buffer/entries-written: 0/0") {

@@ -214,7 +214,6 @@ type Handle struct {
 	made    bool
 	off     int
 	closed  bool
-	paused  bool         // this open of trace paused recording (pause-on-trace)
 	iter    *ftrace.Iter // held while trace is open: resizing is then EBUSY
 	pipe    *ftrace.Pipe // trace_pipe's reader
 }
@@ -223,10 +222,10 @@ type Handle struct {
 // optionally O_TRUNC and O_APPEND. O_TRUNC does what it does on tracefs:
 // on trace it clears the buffer, on set_event it disables every event, on
 // dynamic_events it deletes every event — failing the open with EBUSY if
-// any is in use. Opening trace for reading pauses recording until the
-// handle is closed (the pause-on-trace option, on by default). trace_pipe
-// has one reader at a time: a second open is EBUSY. O_NONBLOCK makes an
-// empty trace_pipe read EAGAIN.
+// any is in use. Recording goes on while trace is open (the pause-on-trace
+// option is off by default on Linux 6.12), but the buffer cannot be resized
+// (EBUSY). trace_pipe has one reader at a time: a second open is EBUSY.
+// O_NONBLOCK makes an empty trace_pipe read EAGAIN.
 func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 	s := f.s
 	s.mu.Lock()
@@ -258,8 +257,6 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 	read := flags&(os.O_WRONLY|os.O_RDWR) != os.O_WRONLY
 	switch {
 	case n.name == FileTrace && read:
-		s.trace.pause(true)
-		h.paused = true
 		h.iter = s.trace.ring.NewIter(-1)
 	case n.name == FileTracePipe:
 		pipe, err := s.trace.openPipe(flags&unix.O_NONBLOCK != 0)
@@ -301,9 +298,6 @@ func (h *Handle) Close() error {
 		return nil
 	}
 	h.closed = true
-	if h.paused {
-		h.f.s.trace.pause(false)
-	}
 	if h.iter != nil {
 		h.iter.Close()
 	}
