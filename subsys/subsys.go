@@ -33,6 +33,11 @@ type Options struct {
 	// Linux's unexpanded boot-time buffer, which grows to 1408 KiB when
 	// the first event is enabled.
 	BufferKB int
+	// MaxBufferKB caps what buffer_size_kb may be set to, per CPU (0: 256
+	// MiB). Linux fails a resize it cannot allocate with ENOMEM; a daemon
+	// must not let one client make it allocate without bound, so larger
+	// sizes are ENOMEM here.
+	MaxBufferKB int
 	// Clock returns the trace clock in nanoseconds (nil: CLOCK_MONOTONIC,
 	// like the kernel's "local" clock since boot).
 	Clock func() uint64
@@ -83,6 +88,9 @@ func New(opts Options) *Subsystem {
 	}
 	if opts.LastID == 0 {
 		opts.LastID = 65535
+	}
+	if opts.MaxBufferKB == 0 {
+		opts.MaxBufferKB = 256 << 10
 	}
 	if opts.NumCPU == 0 {
 		opts.NumCPU = 1

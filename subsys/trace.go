@@ -1,7 +1,10 @@
 package subsys
 
 import (
+	"fmt"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/ftrace"
@@ -77,7 +80,15 @@ func (t *traceBuffer) resetIfArmed() {
 func (t *traceBuffer) reset()               { t.ring.Reset() }
 func (t *traceBuffer) tracingOn() bool      { return t.ring.TracingOn() }
 func (t *traceBuffer) setTracingOn(on bool) { t.ring.SetTracingOn(on) }
-func (t *traceBuffer) resize(kb int) error  { return t.ring.Resize(kb) }
+
+// resize is a write to buffer_size_kb; sizes over Options.MaxBufferKB are
+// ENOMEM, as an allocation the kernel cannot make.
+func (t *traceBuffer) resize(kb int) error {
+	if kb > t.s.opts.MaxBufferKB {
+		return fmt.Errorf("buffer_size_kb %d is over this subsystem's limit of %d: %w", kb, t.s.opts.MaxBufferKB, unix.ENOMEM)
+	}
+	return t.ring.Resize(kb)
+}
 
 // appendTrace appends the text of the trace file.
 func (t *traceBuffer) appendTrace(dst []byte) []byte { return t.ring.AppendTrace(dst, -1) }

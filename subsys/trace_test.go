@@ -181,6 +181,9 @@ func TestTracingOn(t *testing.T) {
 		t.Errorf("tracing_on %q", got)
 	}
 	wantErrno(t, "tracing_on abc", e.write(FileTracingOn, "abc"), unix.EINVAL)
+	wantErrno(t, "a 7 GB buffer", e.write(FileBufferSizeKB, "7000000"), unix.ENOMEM)
+	wantErrno(t, "buffer_size_kb 0", e.write(FileBufferSizeKB, "0"), unix.EINVAL)
+	wantErrno(t, "buffer_size_kb 8", e.write(FileBufferSizeKB, "8"), 0)
 	e.write(FileTracingOn, "5")
 	if got := e.read(FileTracingOn); got != "1\n" {
 		t.Errorf("tracing_on after 5: %q", got)

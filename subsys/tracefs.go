@@ -507,7 +507,7 @@ func (f *FS) write(n node, p []byte, cred Cred) (int, error) {
 		if v == 0 {
 			return 0, fmt.Errorf("buffer_size_kb must not be 0: %w", unix.EINVAL)
 		}
-		if err := s.trace.resize(int(v)); err != nil {
+		if err := s.trace.resize(int(min(v, 1<<40))); err != nil {
 			return 0, err
 		}
 		return len(p), nil
