@@ -38,6 +38,9 @@
 //     directories have enable, format and id, not filter, trigger, hist or
 //     inject; there is one trace instance, the nop tracer, the local clock
 //     and default trace options.
+//   - buffer_size_kb past Options.MaxBufferKB is ENOMEM even where the
+//     memory could be had: one client must not make the daemon allocate
+//     without bound.
 //   - The kernel fills a record's common_flags from the writer's
 //     interrupt and preemption state (need-resched can show); here they are
 //     always 0.
