@@ -16,6 +16,13 @@ const (
 	regMax         = abi.RegMax         // USER_EVENT_REG_MAX: this and above are invalid
 )
 
+// TASK_SIZE_MAX of x86-64 with 4-level and 5-level paging: the values of
+// Options.UserAddrMax.
+const (
+	UserAddrMax4Level = 1<<47 - 4096
+	UserAddrMax5Level = 1<<56 - 4096
+)
+
 // DefaultMaxEvents is the default of /proc/sys/kernel/user_events_max.
 const DefaultMaxEvents = 32768
 
@@ -38,6 +45,10 @@ type Options struct {
 	// must not let one client make it allocate without bound, so larger
 	// sizes are ENOMEM here.
 	MaxBufferKB int
+	// UserAddrMax is the highest enable_addr DIAG_IOCSREG accepts before
+	// EFAULT: x86-64's USER_PTR_MAX, TASK_SIZE_MAX of the machine's paging
+	// mode (0: 1<<47 - 4096, 4-level paging; 5-level is 1<<56 - 4096).
+	UserAddrMax uint64
 	// Clock returns the trace clock in nanoseconds (nil: CLOCK_MONOTONIC,
 	// like the kernel's "local" clock since boot).
 	Clock func() uint64
@@ -88,6 +99,9 @@ func New(opts Options) *Subsystem {
 	}
 	if opts.LastID == 0 {
 		opts.LastID = 65535
+	}
+	if opts.UserAddrMax == 0 {
+		opts.UserAddrMax = UserAddrMax4Level
 	}
 	if opts.MaxBufferKB == 0 {
 		opts.MaxBufferKB = 256 << 10
