@@ -65,7 +65,10 @@ func isSpace(c byte) bool { return kctype[c]&ctS != 0 }
 // isPrint is the kernel's isprint.
 func isPrint(c byte) bool { return kctype[c]&(ctP|ctU|ctL|ctD|ctSP) != 0 }
 
-// skipSpaces is the kernel's skip_spaces.
+// SkipSpaces is the kernel's skip_spaces: s without its leading white space
+// (isspace, which includes 0xA0). user_event_create applies it after "u:".
+func SkipSpaces(s string) string { return skipSpaces(s) }
+
 func skipSpaces(s string) string {
 	i := 0
 	for i < len(s) && isSpace(s[i]) {

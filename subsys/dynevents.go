@@ -95,7 +95,7 @@ func (s *Subsystem) runDynamicCommand(line string, cred Cred) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev, err := s.parseCmd(eventdefSkipSpaces(cmd), cred, RegPersist)
+	ev, err := s.parseCmd(eventdef.SkipSpaces(cmd), cred, RegPersist)
 	if err != nil {
 		return fmt.Errorf("dynamic_events %q: %w", line, err)
 	}
@@ -165,20 +165,4 @@ func (s *Subsystem) TruncateDynamicEvents(cred Cred) error {
 		}
 	}
 	return nil
-}
-
-// eventdefSkipSpaces is skip_spaces: user_event_create skips white space
-// after "u:".
-func eventdefSkipSpaces(s string) string {
-	for i := 0; i < len(s); i++ {
-		if !isKernelSpace(s[i]) {
-			return s[i:]
-		}
-	}
-	return ""
-}
-
-// isKernelSpace is the kernel's isspace (ISO 8859-1: 0xA0 too).
-func isKernelSpace(c byte) bool {
-	return c == ' ' || (c >= '\t' && c <= '\r') || c == 0xA0
 }

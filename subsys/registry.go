@@ -117,9 +117,6 @@ func (s *Subsystem) destroy(ev *Event) {
 	s.ids.put(ev.id)
 	s.trace.removed(ev)
 	ev.deleted = true
-	for _, ss := range s.sessions {
-		ss.forget(ev)
-	}
 }
 
 func removeEvent(list []*Event, ev *Event) []*Event {

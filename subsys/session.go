@@ -137,10 +137,6 @@ func (ss *Session) detachLocked(ev *Event) {
 	ev.s.addConsumer(ev, ss.kind, -1)
 }
 
-// forget drops a deleted event (which no session can be attached to, since
-// attaching holds a reference; kept for safety). Called with s.mu held.
-func (ss *Session) forget(ev *Event) { delete(ss.attached, ev) }
-
 // MatchEvent reports whether pattern selects ev. A pattern is a glob
 // (path.Match) over "system:tracepoint", or over the tracepoint alone when
 // it has no ':'; a multi-format event also answers to its registered name,
