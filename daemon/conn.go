@@ -1,0 +1,520 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/subsys"
+)
+
+// maxHandles bounds the tracefs files and sessions one connection holds.
+const maxHandles = 1024
+
+// maxSessionBuffer bounds what one session may ask to buffer.
+const maxSessionBuffer = 64 << 20
+
+// bufPool holds message buffers. A connection takes one only while a
+// message is in hand, so idle connections cost no buffer.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, MaxMessage+1); return &b }}
+
+// conn is one client connection: one open user_events_data, plus the
+// tracefs handles and sessions opened through it.
+type conn struct {
+	s    *Server
+	c    *net.UnixConn
+	raw  syscall.RawConn
+	log  *slog.Logger
+	cred subsys.Cred
+	proc *process
+	file *subsys.File
+	w    subsys.Writer // Writer.PID and CPU are set per write
+
+	handles map[uint32]any // *subsys.Handle or *subsys.Session
+	next    uint32
+
+	// The message being received, set by recvFn.
+	in     *[]byte
+	n      int
+	oob    [64]byte
+	oobn   int
+	trunc  bool
+	rerr   error
+	recvFn func(fd uintptr) bool
+
+	out       []byte // the reply being built
+	deadline  time.Time
+	pending   *[]byte // a message the watcher read during a blocking call
+	pendingN  int
+	peerGone  bool
+	pendTrunc bool
+}
+
+func (c *conn) serve() {
+	defer c.s.done(c)
+	defer c.c.Close()
+	c.log = c.s.log
+	raw, err := c.c.SyscallConn()
+	if err != nil {
+		c.log.Warn("connection", "err", err)
+		return
+	}
+	c.raw = raw
+	c.recvFn = c.recv
+	var ucred *unix.Ucred
+	raw.Control(func(fd uintptr) {
+		ucred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err != nil {
+		c.log.Warn("connection: SO_PEERCRED", "err", err)
+		return
+	}
+	c.log = c.log.With("pid", ucred.Pid, "uid", ucred.Uid)
+	c.cred = c.s.cred(*ucred)
+	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procComm(ucred.Pid)}
+	c.out = make([]byte, 0, 4096)
+
+	if !c.hello(*ucred) {
+		return
+	}
+	defer c.teardown()
+	c.log.Debug("client connected", "comm", c.w.Comm)
+	for {
+		buf, n, trunc, ok := c.nextMessage()
+		if !ok {
+			return
+		}
+		if trunc {
+			c.log.Warn("dropping oversized message", "max", MaxMessage)
+			bufPool.Put(buf)
+			if !c.reply(appendResult(c.out[:0], 0, fmt.Errorf("message larger than %d bytes: %w", MaxMessage, unix.EMSGSIZE))) {
+				return
+			}
+			continue
+		}
+		ok = c.handle((*buf)[:n])
+		bufPool.Put(buf)
+		if !ok {
+			return
+		}
+	}
+}
+
+// recv is the RawConn read callback: one recvmsg without blocking, into a
+// pooled buffer taken only now that a message is there.
+func (c *conn) recv(fd uintptr) bool {
+	if c.in == nil {
+		c.in = bufPool.Get().(*[]byte)
+	}
+	n, oobn, flags, _, err := unix.Recvmsg(int(fd), *c.in, c.oob[:], unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+	if err == unix.EAGAIN {
+		bufPool.Put(c.in)
+		c.in = nil
+		return false
+	}
+	c.n, c.oobn, c.trunc, c.rerr = n, oobn, flags&unix.MSG_TRUNC != 0 || n > MaxMessage, err
+	if flags&unix.MSG_CTRUNC != 0 || oobn > 0 {
+		closeRights(c.oob[:oobn]) // descriptors are expected only in Hello
+	}
+	return true
+}
+
+// read receives one message; ok is false when the peer is gone.
+func (c *conn) read() (buf *[]byte, n int, trunc, ok bool) {
+	err := c.raw.Read(c.recvFn)
+	if err == nil {
+		err = c.rerr
+	}
+	buf, c.in = c.in, nil
+	if err != nil || c.n == 0 {
+		if buf != nil {
+			bufPool.Put(buf)
+		}
+		if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, unix.ECONNRESET) {
+			c.log.Warn("read", "err", err)
+		}
+		return nil, 0, false, false
+	}
+	return buf, c.n, c.trunc, true
+}
+
+// nextMessage returns the message the watcher kept, or reads one.
+func (c *conn) nextMessage() (*[]byte, int, bool, bool) {
+	if c.pending != nil {
+		buf, n, t := c.pending, c.pendingN, c.pendTrunc
+		c.pending = nil
+		return buf, n, t, true
+	}
+	if c.peerGone {
+		return nil, 0, false, false
+	}
+	return c.read()
+}
+
+func closeRights(oob []byte) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return
+	}
+	for _, m := range msgs {
+		if fds, err := unix.ParseUnixRights(&m); err == nil {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+	}
+}
+
+// reply sends a reply; a client that does not take it within the timeout
+// is dropped.
+func (c *conn) reply(b []byte) bool {
+	if now := time.Now(); c.deadline.Sub(now) < c.s.timeout/2 {
+		c.deadline = now.Add(c.s.timeout)
+		c.c.SetWriteDeadline(c.deadline)
+	}
+	if _, err := c.c.Write(b); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.log.Warn("dropping client that does not read its replies", "timeout", c.s.timeout)
+		} else if !errors.Is(err, net.ErrClosed) && !errors.Is(err, unix.EPIPE) && !errors.Is(err, unix.ECONNRESET) {
+			c.log.Warn("write", "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+func (c *conn) result(ret int64, err error) bool {
+	return c.reply(appendResult(c.out[:0], ret, err))
+}
+
+// hello runs the handshake: the first message must be a Hello of a version
+// this daemon speaks; its memfd, if any, becomes part of the process's
+// memory.
+func (c *conn) hello(u unix.Ucred) bool {
+	err := c.raw.Read(func(fd uintptr) bool {
+		if c.in == nil {
+			c.in = bufPool.Get().(*[]byte)
+		}
+		n, oobn, flags, _, err := unix.Recvmsg(int(fd), *c.in, c.oob[:], unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EAGAIN {
+			return false
+		}
+		c.n, c.oobn, c.trunc, c.rerr = n, oobn, flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0, err
+		return true
+	})
+	buf := c.in
+	c.in = nil
+	defer func() {
+		if buf != nil {
+			bufPool.Put(buf)
+		}
+	}()
+	if err == nil {
+		err = c.rerr
+	}
+	if err != nil || c.n == 0 {
+		return false
+	}
+	var fds []int
+	if c.oobn > 0 {
+		if msgs, err := unix.ParseSocketControlMessage(c.oob[:c.oobn]); err == nil {
+			for _, m := range msgs {
+				if f, err := unix.ParseUnixRights(&m); err == nil {
+					fds = append(fds, f...)
+				}
+			}
+		}
+	}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	fail := func(err error) bool {
+		c.log.Warn("handshake refused", "err", err)
+		c.result(0, err)
+		return false
+	}
+	b := (*buf)[:c.n]
+	h, _ := parseHeader(b)
+	if c.trunc || len(b) != helloSize || h.op != opHello || string(b[headerSize:headerSize+8]) != helloMagic {
+		return fail(fmt.Errorf("handshake: expected a %d-byte Hello: %w", helloSize, unix.EPROTO))
+	}
+	if v := le.Uint32(b[16:]); v != Version {
+		return fail(fmt.Errorf("handshake: protocol version %d; this daemon speaks %d: %w", v, Version, unix.EPROTONOSUPPORT))
+	}
+	base, size := le.Uint64(b[24:]), le.Uint64(b[32:])
+	if size != 0 && len(fds) != 1 || size == 0 && len(fds) != 0 {
+		return fail(fmt.Errorf("handshake: %d descriptors for an arena of %d bytes: %w", len(fds), size, unix.EINVAL))
+	}
+	c.proc = c.s.join(u.Pid)
+	if size != 0 {
+		r, err := mapArena(fds[0], base, size)
+		if err == nil {
+			_, err = c.proc.mem.add(r)
+		}
+		if err != nil {
+			c.s.leave(c.proc)
+			c.proc = nil
+			return fail(err)
+		}
+	}
+	c.file = c.s.sys.Open()
+	c.handles = map[uint32]any{}
+	var flags uint32
+	if c.cred.PerfmonCapable {
+		flags |= helloPerfmon
+	}
+	out := appendHeader(c.out[:0], opHelloOK, 0, 0)
+	out = le.AppendUint32(out, Version)
+	out = le.AppendUint32(out, uint32(u.Pid))
+	out = le.AppendUint32(out, flags)
+	if !c.reply(out) {
+		c.teardown()
+		return false
+	}
+	return true
+}
+
+// teardown releases what the connection holds, as closing the fd and — for
+// the process's last connection — process exit do.
+func (c *conn) teardown() {
+	for _, h := range c.handles {
+		closeHandle(h)
+	}
+	c.handles = nil
+	c.file.Close()
+	c.s.leave(c.proc)
+	c.log.Debug("client gone")
+}
+
+func closeHandle(h any) {
+	switch h := h.(type) {
+	case *subsys.Handle:
+		h.Close()
+	case *subsys.Session:
+		h.Close()
+	}
+}
+
+func procComm(pid int32) string {
+	if pid <= 0 {
+		return "<...>"
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/comm")
+	if err != nil {
+		return "<...>"
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// handle serves one request. It returns false when the client must go.
+func (c *conn) handle(m []byte) bool {
+	h, ok := parseHeader(m)
+	if !ok {
+		c.log.Warn("dropping client: message shorter than a header", "len", len(m))
+		c.result(0, fmt.Errorf("message of %d bytes has no header: %w", len(m), unix.EPROTO))
+		return false
+	}
+	body := m[headerSize:]
+	switch h.op {
+	case opWrite:
+		w := c.w
+		w.PID = int32(h.arg)
+		w.CPU = int(h.flags)
+		n, err := c.file.Writev(w, body)
+		return c.result(int64(n), err)
+	case opRegister:
+		if len(body) < 4 || uint64(le.Uint32(body)) > uint64(len(body)-4) {
+			return c.result(0, fmt.Errorf("register: truncated message: %w", unix.EPROTO))
+		}
+		n := le.Uint32(body)
+		reg, name := body[4:4+n], body[4+n:]
+		idx, err := c.file.Register(c.proc.p, c.cred, subsys.RegisterArgs{Reg: reg, Name: string(name), NameFault: h.flags&flagNameFault != 0})
+		if err != nil {
+			return c.result(0, err)
+		}
+		return c.reply(le.AppendUint32(appendResult(c.out[:0], 0, nil), idx))
+	case opUnregister:
+		return c.result(0, c.file.Unregister(c.proc.p, body))
+	case opDelete:
+		return c.result(0, c.file.Delete(string(body), c.cred))
+	case opOpen:
+		if len(c.handles) >= maxHandles {
+			return c.result(0, fmt.Errorf("open %q: too many open files: %w", body, unix.EMFILE))
+		}
+		fh, err := c.s.sys.FS().Open(string(body), int(h.arg), c.cred)
+		if err != nil {
+			return c.result(0, err)
+		}
+		return c.result(int64(c.add(fh)), nil)
+	case opRead:
+		fh, ok := c.handles[h.arg].(*subsys.Handle)
+		if !ok || len(body) != 4 {
+			return c.result(0, fmt.Errorf("read: bad handle %d: %w", h.arg, unix.EBADF))
+		}
+		max := min(int(le.Uint32(body)), MaxMessage-headerSize)
+		out := appendHeader(c.out[:0], opData, 0, 0)
+		out = append(out, make([]byte, max)...)
+		var n int
+		var err error
+		c.blocking(func(ctx context.Context) { n, err = fh.ReadContext(ctx, out[headerSize:]) })
+		c.out = out[:0]
+		if err != nil && err != io.EOF {
+			return c.result(0, err)
+		}
+		return c.reply(out[:headerSize+n])
+	case opWriteFile:
+		fh, ok := c.handles[h.arg].(*subsys.Handle)
+		if !ok {
+			return c.result(0, fmt.Errorf("write: bad handle %d: %w", h.arg, unix.EBADF))
+		}
+		n, err := fh.Write(body)
+		return c.result(int64(n), err)
+	case opCloseFile:
+		x, ok := c.handles[h.arg]
+		if !ok {
+			return c.result(0, fmt.Errorf("close: bad handle %d: %w", h.arg, unix.EBADF))
+		}
+		delete(c.handles, h.arg)
+		closeHandle(x)
+		return c.result(0, nil)
+	case opReadDir:
+		ents, err := c.s.sys.FS().ReadDir(string(body))
+		if err != nil {
+			return c.result(0, err)
+		}
+		out := appendHeader(c.out[:0], opData, 0, 0)
+		for _, e := range ents {
+			if len(out)+4+len(e.Name)+1 > MaxMessage {
+				c.out = out[:0]
+				return c.result(0, fmt.Errorf("readdir %q: listing larger than a message: %w", body, unix.E2BIG))
+			}
+			out = le.AppendUint32(out, uint32(e.Mode))
+			out = append(append(out, e.Name...), 0)
+		}
+		c.out = out[:0]
+		return c.reply(out)
+	case opSession:
+		if len(c.handles) >= maxHandles {
+			return c.result(0, fmt.Errorf("session: too many open files: %w", unix.EMFILE))
+		}
+		if len(body) != 4 || le.Uint32(body) > maxSessionBuffer {
+			return c.result(0, fmt.Errorf("session: buffer size missing or over %d bytes: %w", maxSessionBuffer, unix.EINVAL))
+		}
+		ss := c.s.sys.NewSession(subsys.SessionOptions{BufferBytes: int(le.Uint32(body)), Other: h.flags&flagOther != 0})
+		return c.result(int64(c.add(ss)), nil)
+	case opAttach:
+		ss, ok := c.handles[h.arg].(*subsys.Session)
+		if !ok {
+			return c.result(0, fmt.Errorf("attach: bad session %d: %w", h.arg, unix.EBADF))
+		}
+		evs, err := ss.AttachMatching(string(body), h.flags&flagFollow != 0)
+		if err != nil {
+			return c.result(0, err)
+		}
+		out := appendHeader(c.out[:0], opData, 0, 0)
+		for _, ev := range evs {
+			if len(out)+len(ev.System())+len(ev.Tracepoint())+2 > MaxMessage {
+				break // attached all the same; the list is informational
+			}
+			out = append(append(append(append(out, ev.System()...), ':'), ev.Tracepoint()...), 0)
+		}
+		c.out = out[:0]
+		return c.reply(out)
+	case opSessionRead:
+		ss, ok := c.handles[h.arg].(*subsys.Session)
+		if !ok || len(body) != 4 {
+			return c.result(0, fmt.Errorf("session read: bad session %d: %w", h.arg, unix.EBADF))
+		}
+		return c.sessionRead(ss, int(le.Uint32(body)))
+	case opHello:
+		return c.result(0, fmt.Errorf("hello after the handshake: %w", unix.EPROTO))
+	}
+	c.log.Warn("unknown request", "op", h.op)
+	return c.result(0, fmt.Errorf("unknown request %d: %w", h.op, unix.EPROTO))
+}
+
+func (c *conn) add(h any) uint32 {
+	for {
+		c.next++
+		if _, used := c.handles[c.next]; !used && c.next != 0 {
+			c.handles[c.next] = h
+			return c.next
+		}
+	}
+}
+
+// sessionRead waits for records and sends as many as fit in one message.
+// A record's encoding is at most 5.5 times its raw size (a 28-byte header
+// and padding for an 8-byte record), so reading a sixth of the room left
+// never overflows the reply.
+func (c *conn) sessionRead(ss *subsys.Session, max int) bool {
+	max = min(max, MaxMessage)
+	room := max - headerSize - 16
+	if room < 6*(8+recordHeaderLen) {
+		return c.result(0, fmt.Errorf("session read: %d bytes cannot hold a record: %w", max, unix.EINVAL))
+	}
+	raw := make([]byte, room/6)
+	var recs []subsys.Record
+	var err error
+	c.blocking(func(ctx context.Context) { recs, err = ss.Read(ctx, raw, nil) })
+	if err != nil {
+		return c.result(0, err)
+	}
+	out := appendHeader(c.out[:0], opData, 0, 0)
+	out = le.AppendUint64(out, ss.Lost())
+	out = le.AppendUint64(out, ss.TooLarge())
+	for _, r := range recs {
+		out = le.AppendUint64(out, r.TS)
+		out = le.AppendUint32(out, uint32(r.PID))
+		out = le.AppendUint32(out, uint32(r.TID))
+		out = le.AppendUint32(out, uint32(r.CPU))
+		out = le.AppendUint32(out, uint32(r.ID))
+		out = le.AppendUint32(out, uint32(len(r.Raw)))
+		out = append(out, r.Raw...)
+		for len(out)%8 != headerSize%8 {
+			out = append(out, 0)
+		}
+	}
+	c.out = out[:0]
+	return c.reply(out)
+}
+
+// blocking runs fn, which may wait, with a context cancelled when the peer
+// hangs up. Meanwhile a watcher reads the connection: end of file or an
+// error cancels fn; a message (the client pipelined a request) is kept
+// for the main loop.
+func (c *conn) blocking(fn func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf, n, trunc, ok := c.read()
+		if ok {
+			c.pending, c.pendingN, c.pendTrunc = buf, n, trunc
+			return
+		}
+		if ctx.Err() == nil {
+			c.peerGone = true
+			cancel()
+		}
+	}()
+	fn(ctx)
+	cancel()
+	c.c.SetReadDeadline(time.Now())
+	<-done
+	c.c.SetReadDeadline(time.Time{})
+}

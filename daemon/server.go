@@ -1,0 +1,284 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/subsys"
+)
+
+// Config configures a Server. The zero value serves a new Subsystem with
+// Linux's defaults.
+type Config struct {
+	// Subsystem is what the daemon serves (nil: subsys.New with defaults
+	// and one CPU per online CPU).
+	Subsystem *subsys.Subsystem
+	// Logger receives connection events and client misbehaviour (nil:
+	// slog.Default()).
+	Logger *slog.Logger
+	// ReplyTimeout is how long a reply may wait for a client that does not
+	// read before the client is dropped (0: 5 s).
+	ReplyTimeout time.Duration
+	// MaxConns bounds the connections served at once; more are refused
+	// (0: 16384).
+	MaxConns int
+	// Cred decides a caller's privileges from its peer credentials (nil:
+	// perfmon_capable from the effective capabilities in
+	// /proc/<pid>/status: CAP_PERFMON or CAP_SYS_ADMIN).
+	Cred func(unix.Ucred) subsys.Cred
+}
+
+// Server serves one Subsystem to the clients of a Unix socket.
+type Server struct {
+	sys     *subsys.Subsystem
+	log     *slog.Logger
+	timeout time.Duration
+	maxConn int
+	cred    func(unix.Ucred) subsys.Cred
+
+	mu     sync.Mutex
+	lns    map[*net.UnixListener]struct{}
+	conns  map[*conn]struct{}
+	procs  map[int32]*process
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// process is one client process: its enablers (the kernel's user_event_mm)
+// and the arenas it shared, kept while any of its connections is open.
+type process struct {
+	pid   int32
+	p     *subsys.Process
+	mem   *memory
+	conns int
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	s := &Server{
+		sys:     cfg.Subsystem,
+		log:     cfg.Logger,
+		timeout: cfg.ReplyTimeout,
+		maxConn: cfg.MaxConns,
+		cred:    cfg.Cred,
+		lns:     map[*net.UnixListener]struct{}{},
+		conns:   map[*conn]struct{}{},
+		procs:   map[int32]*process{},
+	}
+	if s.sys == nil {
+		s.sys = subsys.New(subsys.Options{NumCPU: onlineCPUs()})
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.timeout == 0 {
+		s.timeout = 5 * time.Second
+	}
+	if s.maxConn == 0 {
+		s.maxConn = 16384
+	}
+	if s.cred == nil {
+		s.cred = procCred
+	}
+	return s
+}
+
+// Subsystem returns the subsystem the server serves.
+func (s *Server) Subsystem() *subsys.Subsystem { return s.sys }
+
+func onlineCPUs() int {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) == nil && set.Count() > 0 {
+		return set.Count()
+	}
+	return 1
+}
+
+// Listen creates the socket at path — its directory too, mode 0755 — with
+// mode 0660. A socket file nobody answers at is stale and replaced; one a
+// daemon answers at is EADDRINUSE.
+func Listen(path string) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		c, err := net.DialTimeout("unixpacket", path, time.Second)
+		if err == nil {
+			c.Close()
+			return nil, fmt.Errorf("listen %s: a daemon is already serving there: %w", path, unix.EADDRINUSE)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("listen %s: removing the stale socket: %w", path, err)
+		}
+	}
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// DefaultSocket is where the daemon listens and clients dial when no path
+// is given: $UETRACE_SOCKET, else /run/uetrace/uetrace.sock for root, else
+// $XDG_RUNTIME_DIR/uetrace/uetrace.sock, else /tmp/uetrace-<uid>/uetrace.sock.
+func DefaultSocket() string {
+	if p := os.Getenv("UETRACE_SOCKET"); p != "" {
+		return p
+	}
+	if os.Geteuid() == 0 {
+		return "/run/uetrace/uetrace.sock"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "uetrace", "uetrace.sock")
+	}
+	return filepath.Join(os.TempDir(), "uetrace-"+strconv.Itoa(os.Geteuid()), "uetrace.sock")
+}
+
+// Serve accepts connections on ln until ln is closed or the server is
+// closed. It returns nil after Close.
+func (s *Server) Serve(ln *net.UnixListener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, ln)
+		s.mu.Unlock()
+	}()
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+				s.log.Warn("accept", "err", err)
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		s.mu.Lock()
+		if s.closed || len(s.conns) >= s.maxConn {
+			s.mu.Unlock()
+			s.log.Warn("connection refused: too many connections", "max", s.maxConn)
+			c.Close()
+			continue
+		}
+		cn := &conn{s: s, c: c}
+		s.conns[cn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go cn.serve()
+	}
+}
+
+// Close stops accepting, drops every client — releasing their events as
+// their exit would — and waits for the connections to finish.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Conns is the number of connections being served.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// procCred reads CapEff of /proc/<pid>/status: perfmon_capable() is
+// CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in the effective set.
+func procCred(u unix.Ucred) subsys.Cred {
+	if u.Pid <= 0 {
+		return subsys.Cred{}
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(u.Pid)) + "/status")
+	if err != nil {
+		return subsys.Cred{}
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return subsys.Cred{}
+			}
+			return subsys.Cred{PerfmonCapable: caps&(1<<38|1<<21) != 0}
+		}
+	}
+	return subsys.Cred{}
+}
+
+// join attaches a connection to its process, creating it on first use.
+// Connections whose pid the daemon cannot see (another pid namespace) are
+// each a process of their own.
+func (s *Server) join(pid int32) *process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pid > 0 {
+		if p := s.procs[pid]; p != nil {
+			p.conns++
+			return p
+		}
+	}
+	mem := &memory{}
+	p := &process{pid: pid, p: s.sys.NewProcess(mem), mem: mem, conns: 1}
+	if pid > 0 {
+		s.procs[pid] = p
+	}
+	return p
+}
+
+// leave detaches a connection; the process's last one going releases its
+// enablers, as the exit of its last task does.
+func (s *Server) leave(p *process) {
+	s.mu.Lock()
+	p.conns--
+	last := p.conns == 0
+	if last && s.procs[p.pid] == p {
+		delete(s.procs, p.pid)
+	}
+	s.mu.Unlock()
+	if last {
+		p.p.Release()
+		p.mem.unmap()
+	}
+}
+
+func (s *Server) done(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
+}

@@ -1,0 +1,42 @@
+// Package userevents lets a Go program create Linux user_events and write
+// them: trace events that ftrace, perf, eBPF — or uetrace — see beside the
+// kernel's own.
+//
+//	f, err := userevents.Open(userevents.Options{})
+//	ev, err := f.Register("myapp_request u32 status; char[32] path", 0)
+//	if ev.Enabled() {
+//		ev.Write(payload)
+//	}
+//
+// Open finds user_events_data: on a kernel built with CONFIG_USER_EVENTS it
+// speaks the kernel ABI directly (DIAG_IOCSREG, DIAG_IOCSUNREG,
+// DIAG_IOCSDEL, writev of [write_index][payload]); on one without — most
+// distribution kernels — it talks to a uetrace daemon (`uetrace serve`)
+// over a Unix socket, with the same calls and the same errno; the InProcess
+// backend runs the subsystem inside the program. Tracefs reads and writes
+// the file tree (user_events_status, dynamic_events, events/.../enable,
+// trace) of the same three.
+//
+// # Enable words
+//
+// Enabled is one atomic load and a bit test of the event's enable word,
+// which the kernel (or the daemon) sets while something is attached. The
+// words are 4-byte slots of an arena outside the Go heap — anonymous memory
+// for the kernel, a sealed memfd shared with the daemon — so their addresses
+// never move and no page is spent per event; a slot is reused once its
+// event is closed. A closed Event's word pointer is first repointed at a
+// word that is never set, so a stale Event reads "disabled" rather than
+// another event's bit, and Enabled needs no lock.
+//
+// The kernel keeps enablers per thread group member that registered
+// (current->user_event_mm), so this package issues every DIAG_IOCSREG and
+// DIAG_IOCSUNREG from one locked OS thread. Writes come from any goroutine.
+//
+// # Differences between the backends
+//
+// The daemon backend carries at most daemon.MaxWrite bytes per write
+// (EMSGSIZE beyond): Linux has no limit, though it drops records over
+// about 4 KiB (ftrace) and 8 KiB (perf). A command containing a NUL byte is
+// EINVAL on every backend: the kernel would silently register only the part
+// before it.
+package userevents

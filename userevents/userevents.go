@@ -1,0 +1,517 @@
+package userevents
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/subsys"
+)
+
+// Backend says where user_events_data is.
+type Backend int
+
+const (
+	// Auto is the kernel when its tracefs has user_events_data and it can
+	// be opened, else the daemon when one answers at the socket.
+	Auto Backend = iota
+	// Kernel is Linux's own user_events (CONFIG_USER_EVENTS).
+	Kernel
+	// Daemon is a uetrace daemon (uetrace serve) over its Unix socket.
+	Daemon
+	// InProcess is a subsystem inside this process (see InProcessSubsystem):
+	// for tests, demos and programs that trace themselves.
+	InProcess
+)
+
+var backendNames = [...]string{"auto", "kernel", "daemon", "inprocess"}
+
+func (b Backend) String() string {
+	if b >= 0 && int(b) < len(backendNames) {
+		return backendNames[b]
+	}
+	return "Backend(" + strconv.Itoa(int(b)) + ")"
+}
+
+// ParseBackend parses "auto", "kernel", "daemon" or "inprocess".
+func ParseBackend(s string) (Backend, error) {
+	for i, n := range backendNames {
+		if s == n {
+			return Backend(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown backend %q (want auto, kernel, daemon or inprocess): %w", s, unix.EINVAL)
+}
+
+// Flags are registration flags.
+type Flags uint16
+
+const (
+	// Persist keeps the event after its last user is gone
+	// (USER_EVENT_REG_PERSIST). It needs CAP_PERFMON or CAP_SYS_ADMIN.
+	Persist Flags = abi.RegPersist
+	// MultiFormat gives each (name, fields) its own tracepoint "name.<hexid>"
+	// in system user_events_multi (USER_EVENT_REG_MULTI_FORMAT), so that
+	// programs with different versions of an event can coexist.
+	MultiFormat Flags = abi.RegMultiFormat
+)
+
+// Options say which user_events to open. The zero value is Auto with the
+// default locations.
+type Options struct {
+	Backend Backend
+	// Tracefs is the kernel's tracefs mount ("": /sys/kernel/tracing, else
+	// the first tracefs or debugfs in /proc/self/mountinfo).
+	Tracefs string
+	// Socket is the daemon's socket ("": daemon.DefaultSocket()).
+	Socket string
+	// Subsystem is the InProcess backend's subsystem (nil:
+	// InProcessSubsystem()).
+	Subsystem *subsys.Subsystem
+}
+
+var (
+	inprocOnce sync.Once
+	inprocSys  *subsys.Subsystem
+)
+
+// InProcessSubsystem is the subsystem the InProcess backend uses when
+// Options.Subsystem is nil: one per process, created on first use.
+func InProcessSubsystem() *subsys.Subsystem {
+	inprocOnce.Do(func() { inprocSys = subsys.New(subsys.Options{NumCPU: runtime.NumCPU()}) })
+	return inprocSys
+}
+
+// File is an open user_events_data: the events registered through it and
+// their write indices. Close it to drop its events, as closing the fd does.
+// A File is safe for concurrent use.
+type File struct {
+	backend Backend
+	arena   *arena
+
+	kfd int // Kernel: the user_events_data descriptor
+
+	dc *daemon.Client // Daemon
+
+	sys  *subsys.Subsystem // InProcess
+	sf   *subsys.File
+	sp   *subsys.Process
+	cred subsys.Cred
+
+	mu     sync.Mutex
+	events map[*Event]struct{}
+	closed bool
+}
+
+// Open opens user_events_data on the backend opts select.
+func Open(opts Options) (*File, error) {
+	switch opts.Backend {
+	case Kernel:
+		return openKernel(opts.Tracefs)
+	case Daemon:
+		return openDaemon(opts.Socket)
+	case InProcess:
+		return openInProcess(opts.Subsystem)
+	case Auto:
+		f, kerr := openKernel(opts.Tracefs)
+		if kerr == nil {
+			return f, nil
+		}
+		f, derr := openDaemon(opts.Socket)
+		if derr == nil {
+			return f, nil
+		}
+		return nil, noBackend(kerr, derr, opts.Socket)
+	}
+	return nil, fmt.Errorf("open user_events_data: unknown backend %v: %w", opts.Backend, unix.EINVAL)
+}
+
+// noBackend explains why Auto found nothing, and what to do about it.
+func noBackend(kerr, derr error, sock string) error {
+	if sock == "" {
+		sock = daemon.DefaultSocket()
+	}
+	hint := "start a daemon with `uetrace serve`"
+	if errors.Is(kerr, unix.EACCES) || errors.Is(kerr, unix.EPERM) {
+		hint = "the kernel has user_events but this user may not open user_events_data: run as root, " +
+			"give the user access to tracefs, or " + hint
+	}
+	return &NoBackendError{Kernel: kerr, Daemon: derr, Hint: hint + " (socket " + sock + ")"}
+}
+
+// NoBackendError is Auto's failure: neither backend could be opened.
+type NoBackendError struct {
+	Kernel, Daemon error
+	Hint           string // what the user can do
+}
+
+func (e *NoBackendError) Error() string {
+	return "no user_events: kernel: " + e.Kernel.Error() + "; daemon: " + e.Daemon.Error() + "; " + e.Hint
+}
+
+// Unwrap returns both causes.
+func (e *NoBackendError) Unwrap() []error { return []error{e.Kernel, e.Daemon} }
+
+func openDaemon(sock string) (*File, error) {
+	a, err := memfdArena()
+	if err != nil {
+		return nil, err
+	}
+	c, err := daemon.Dial(sock, &daemon.Arena{FD: a.fd, Addr: a.base(), Size: uint64(len(a.mem))})
+	if err != nil {
+		return nil, err
+	}
+	return &File{backend: Daemon, arena: a, kfd: -1, dc: c, events: map[*Event]struct{}{}}, nil
+}
+
+func openInProcess(s *subsys.Subsystem) (*File, error) {
+	if s == nil {
+		s = InProcessSubsystem()
+	}
+	a, err := privateArena()
+	if err != nil {
+		return nil, err
+	}
+	return &File{
+		backend: InProcess, arena: a, kfd: -1,
+		sys: s, sf: s.Open(), sp: inProcessProcess(s, a), cred: selfCred(),
+		events: map[*Event]struct{}{},
+	}, nil
+}
+
+var (
+	procsMu sync.Mutex
+	procs   = map[*subsys.Subsystem]*subsys.Process{}
+)
+
+// inProcessProcess is this process as a subsystem sees it: one per
+// subsystem, shared by every File on it, as a process's user_event_mm is.
+func inProcessProcess(s *subsys.Subsystem, a *arena) *subsys.Process {
+	procsMu.Lock()
+	defer procsMu.Unlock()
+	p := procs[s]
+	if p == nil {
+		p = s.NewProcess(a)
+		procs[s] = p
+	}
+	return p
+}
+
+// selfCred is perfmon_capable() of this process: CAP_PERFMON or
+// CAP_SYS_ADMIN in its effective set.
+func selfCred() subsys.Cred {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return subsys.Cred{}
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return subsys.Cred{PerfmonCapable: caps&(1<<38|1<<21) != 0}
+		}
+	}
+	return subsys.Cred{}
+}
+
+// Backend is the backend the File was opened on.
+func (f *File) Backend() Backend { return f.backend }
+
+// Register registers an event from a command, "name[:flags] [field;...]"
+// as the kernel takes it (for example "myapp_request u32 status; char[16]
+// path"), with Persist and MultiFormat flags. The event's enable word is
+// a slot of this process's arena. Registering the same command again
+// returns another Event for the same tracepoint, with its own write index.
+//
+// Errors are *Error values wrapping the errno the kernel gives, in its
+// precedence: EINVAL for a malformed command (the error says what is
+// wrong), EADDRINUSE for a name registered with other fields, EPERM for
+// Persist without the privilege, EMFILE past user_events_max.
+func (f *File) Register(cmd string, flags Flags) (*Event, error) {
+	if strings.IndexByte(cmd, 0) >= 0 {
+		return nil, &Error{Op: "register", Input: cmd, Errno: unix.EINVAL, Reason: "the command contains a NUL byte"}
+	}
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		return nil, &Error{Op: "register", Input: cmd, Errno: unix.EBADF, Reason: "the file is closed"}
+	}
+	slot, err := f.arena.alloc()
+	if err != nil {
+		return nil, &Error{Op: "register", Input: cmd, Errno: unix.ENOMEM, Reason: err.Error()}
+	}
+	reg := abi.UserReg{Size: abi.UserRegSize, EnableBit: 0, EnableSize: slotSize, Flags: uint16(flags), EnableAddr: f.arena.addr(slot)}
+	var idx uint32
+	switch f.backend {
+	case Kernel:
+		err = onRegisterThread(func() error { return abi.RegisterName(f.kfd, &reg, cmd) })
+		idx = reg.WriteIndex
+	case Daemon:
+		var ret int64
+		idx, ret, err = f.dc.Register(reg.Bytes(), cmd, false)
+		if err == nil && ret != 0 {
+			err = abi.RetError(ret)
+		}
+	case InProcess:
+		idx, err = f.sf.Register(f.sp, f.cred, subsys.RegisterArgs{Reg: reg.Bytes(), Name: cmd})
+	}
+	if err != nil {
+		f.arena.release(slot)
+		return nil, wrapErr("register", "", cmd, err)
+	}
+	e := &Event{f: f, slot: slot, index: idx, cmd: cmd, flags: flags}
+	e.word.Store(f.arena.word(slot))
+	e.def, _ = eventdef.Parse(cmd)
+	e.disabled = &Error{Op: "write", Input: e.Name(), Errno: unix.EBADF, Reason: "the event is not enabled"}
+	f.mu.Lock()
+	f.events[e] = struct{}{}
+	f.mu.Unlock()
+	return e, nil
+}
+
+// Delete deletes the event registered as name (DIAG_IOCSDEL): EBUSY while
+// anything uses it — this File's own Events included — ENOENT when there
+// is none, EPERM for a persistent event without the privilege.
+func (f *File) Delete(name string) error {
+	var err error
+	switch f.backend {
+	case Kernel:
+		err = abi.Delete(f.kfd, name)
+	case Daemon:
+		err = f.dc.Delete(name)
+	case InProcess:
+		err = f.sf.Delete(name, f.cred)
+	}
+	if err != nil {
+		return wrapErr("delete", "", name, err)
+	}
+	return nil
+}
+
+// Close unregisters every Event registered through f and closes the
+// file, which drops its events' references: events nothing else holds are
+// deleted.
+func (f *File) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	evs := make([]*Event, 0, len(f.events))
+	for e := range f.events {
+		evs = append(evs, e)
+	}
+	f.mu.Unlock()
+	var errs []error
+	for _, e := range evs {
+		if err := e.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch f.backend {
+	case Kernel:
+		errs = append(errs, unix.Close(f.kfd))
+	case Daemon:
+		errs = append(errs, f.dc.Close())
+	case InProcess:
+		errs = append(errs, f.sf.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// zeroWord is where a closed Event's enable pointer points: nothing ever
+// sets it, so a stale Enabled reads false.
+var zeroWord uint32
+
+// Event is a registered event. Check Enabled before building a payload;
+// Write sends one record.
+type Event struct {
+	f     *File
+	word  atomic.Pointer[uint32] // the enable word: a slot, or zeroWord once closed
+	slot  int
+	index uint32
+	cmd   string
+	flags Flags
+	def   *eventdef.Event
+
+	disabled *Error // preallocated: a disabled write must not allocate
+	closeMu  sync.Mutex
+	closed   bool
+}
+
+// Enabled reports whether anything — ftrace, perf, a uetrace session — is
+// attached to the event: one atomic load of the enable word and a bit test.
+// It is false once the Event is closed.
+func (e *Event) Enabled() bool {
+	return atomic.LoadUint32(e.word.Load())&1 != 0
+}
+
+// WriteIndex is the index the kernel gave the registration.
+func (e *Event) WriteIndex() uint32 { return e.index }
+
+// Command is the command the event was registered with.
+func (e *Event) Command() string { return e.cmd }
+
+// Name is the event's name: the command's first word without ":flags".
+func (e *Event) Name() string {
+	if e.def != nil {
+		return e.def.Name
+	}
+	name, _, _ := strings.Cut(strings.TrimLeft(e.cmd, " \t"), " ")
+	name, _, _ = strings.Cut(name, ":")
+	return name
+}
+
+// Def is the event's parsed definition: its fields, their offsets and
+// sizes. Use it with eventdef.Encoder to build payloads.
+func (e *Event) Def() *eventdef.Event { return e.def }
+
+// maxIov is the number of payload slices a Write passes as they are; more
+// are joined into one buffer first.
+const maxIov = daemon.MaxIov - 1
+
+func join(payload [][]byte) []byte {
+	var b []byte
+	for _, p := range payload {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// Write writes one record: the write index followed by the payload slices,
+// in one writev. It returns an error wrapping EBADF (ErrDisabled's errno)
+// when nothing is attached, EINVAL when the payload is shorter than the
+// event's fields, EFAULT when a __data_loc or __rel_loc field points
+// outside the record or a char one is not NUL-terminated.
+func (e *Event) Write(payload ...[]byte) error {
+	if e.word.Load() == &zeroWord {
+		return &Error{Op: "write", Input: e.Name(), Errno: unix.EBADF, Reason: "the event is closed"}
+	}
+	if len(payload) > maxIov {
+		return e.Write(join(payload))
+	}
+	f := e.f
+	var err error
+	switch f.backend {
+	case Kernel:
+		err = kernelWritev(f.kfd, e.index, payload)
+	case Daemon:
+		var iov [maxIov + 1][]byte
+		var idx [4]byte
+		*(*uint32)(unsafe.Pointer(&idx)) = e.index
+		iov[0] = idx[:]
+		n := 1 + copy(iov[1:], payload)
+		_, err = f.dc.Writev(int32(unix.Gettid()), getcpu(), iov[:n]...)
+	case InProcess:
+		var iov [maxIov + 1][]byte
+		var idx [4]byte
+		*(*uint32)(unsafe.Pointer(&idx)) = e.index
+		iov[0] = idx[:]
+		n := 1 + copy(iov[1:], payload)
+		_, err = f.sf.Writev(subsys.Writer{PID: int32(unix.Gettid()), TGID: int32(pid), Comm: comm(), CPU: getcpu()}, iov[:n]...)
+	}
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, unix.EBADF) {
+		return e.disabled
+	}
+	return wrapErr("write", "", e.Name(), err)
+}
+
+// Encode builds a payload with enc in buf and writes it: the typed path.
+// fill sets the fields in order, as eventdef.Encoder documents.
+//
+//	err := ev.Encode(&enc, buf[:0], func(enc *eventdef.Encoder) {
+//		enc.Uint(200)
+//		enc.String("/index.html")
+//	})
+func (e *Event) Encode(enc *eventdef.Encoder, buf []byte, fill func(*eventdef.Encoder)) error {
+	if e.def == nil {
+		return &Error{Op: "encode", Input: e.Name(), Errno: unix.EINVAL, Reason: "the event's command does not parse here"}
+	}
+	enc.Reset(e.def, buf)
+	fill(enc)
+	p, err := enc.Payload()
+	if err != nil {
+		return wrapErr("encode", "", e.Name(), err)
+	}
+	return e.Write(p)
+}
+
+// Close unregisters the event (DIAG_IOCSUNREG): its enable bit is no longer
+// updated, Enabled reports false from now on, and its slot is reused. The
+// write index stays valid in the kernel until the File is closed, but this
+// Event writes no more. An event nothing else holds is deleted when its
+// File is closed.
+func (e *Event) Close() error {
+	e.closeMu.Lock()
+	defer e.closeMu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	// Repoint first: from here on a concurrent Enabled reads zeroWord, so the
+	// slot can be reused without a stale handle seeing another event's bit.
+	e.word.Store(&zeroWord)
+	f := e.f
+	f.mu.Lock()
+	delete(f.events, e)
+	f.mu.Unlock()
+	un := abi.UserUnreg{Size: abi.UserUnregSize, DisableBit: 0, DisableAddr: f.arena.addr(e.slot)}
+	var err error
+	switch f.backend {
+	case Kernel:
+		err = onRegisterThread(func() error { return abi.Unregister(f.kfd, &un) })
+	case Daemon:
+		err = f.dc.Unregister(un.Bytes())
+	case InProcess:
+		err = f.sf.Unregister(f.sp, un.Bytes())
+	}
+	if err != nil {
+		// The bit may still be written: never hand the slot out again.
+		return wrapErr("unregister", "", e.Name(), err)
+	}
+	f.arena.release(e.slot)
+	return nil
+}
+
+var pid = os.Getpid()
+
+var (
+	commOnce sync.Once
+	commStr  string
+)
+
+func comm() string {
+	commOnce.Do(func() {
+		b, _ := os.ReadFile("/proc/self/comm")
+		commStr = strings.TrimSuffix(string(b), "\n")
+		if commStr == "" {
+			commStr = "<...>"
+		}
+	})
+	return commStr
+}
+
+// getcpu is the CPU the calling thread runs on (getcpu(2)).
+func getcpu() int {
+	var cpu uint32
+	_, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0)
+	if e != 0 {
+		return 0
+	}
+	return int(cpu)
+}
