@@ -320,4 +320,3 @@ func (t *Tracefs) ReadDir(name string) ([]DirEntry, error) {
 	slices.SortFunc(out, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
-

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -10,7 +11,7 @@ import (
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	if err := newRootCmd().ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintf(os.Stderr, "uetrace: %v\n", err)
 		os.Exit(1)
 	}
@@ -21,10 +22,31 @@ func newRootCmd() *cobra.Command {
 		Use:   "uetrace",
 		Short: "Linux user_events: register, enable, trace and record user-space trace events",
 		Long: `uetrace works with Linux user_events, the kernel facility that lets a process
-create trace events that ftrace, perf and eBPF can see.`,
+create trace events that ftrace, perf and eBPF can see.
+
+On a kernel built with CONFIG_USER_EVENTS it uses the kernel's tracefs; on one
+without (most distribution kernels) it talks to a uetrace daemon, started with
+"uetrace serve". --backend chooses; the default takes the kernel when it has
+user_events and the daemon otherwise. "uetrace demo" shows the whole system
+working without either.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDescribeCmd())
+	g := &globals{}
+	g.register(root)
+	root.AddCommand(
+		newDescribeCmd(),
+		newServeCmd(g),
+		newStatusCmd(g),
+		newCatCmd(g),
+		newWriteCmd(g),
+		newRegisterCmd(g),
+		newDeleteCmd(g),
+		newEnableCmd(g, true),
+		newEnableCmd(g, false),
+		newTraceCmd(g),
+		newEmitCmd(g),
+		newDemoCmd(),
+	)
 	return root
 }

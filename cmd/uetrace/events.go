@@ -1,0 +1,273 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/userevents"
+)
+
+func newRegisterCmd(g *globals) *cobra.Command {
+	var persist, multi, hold bool
+	cmd := &cobra.Command{
+		Use:   "register [--persist] [--multi-format] [--hold] COMMAND",
+		Short: "Register an event: DIAG_IOCSREG with a command like 'name u32 a; char[16] b'",
+		Long: `register registers a user event from a command, "name[:flags] field; field...",
+as a program would. The event exists while something holds it: --hold keeps
+this registration until uetrace is interrupted; --persist (which needs
+CAP_PERFMON or CAP_SYS_ADMIN) makes it outlive every user until deleted.`,
+		Example: `  uetrace register --hold 'myapp_request u32 status; __rel_loc char[] path'
+  sudo uetrace register --persist 'myapp_request u32 status'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := g.file()
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			var flags userevents.Flags
+			if persist {
+				flags |= userevents.Persist
+			}
+			if multi {
+				flags |= userevents.MultiFormat
+			}
+			ev, err := f.Register(args[0], flags)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "registered %s on the %v backend, write index %d\n", ev.Name(), f.Backend(), ev.WriteIndex())
+			switch {
+			case hold:
+				fmt.Fprintf(out, "holding it until interrupted\n")
+				ctx, stop := interruptible(cmd)
+				defer stop()
+				<-ctx.Done()
+			case !persist:
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is not persistent and nothing else holds it, so it goes when uetrace exits; use --hold or --persist to keep it\n", ev.Name())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&persist, "persist", false, "USER_EVENT_REG_PERSIST: keep the event until deleted")
+	cmd.Flags().BoolVar(&multi, "multi-format", false, "USER_EVENT_REG_MULTI_FORMAT: a name.<hexid> tracepoint per format")
+	cmd.Flags().BoolVar(&hold, "hold", false, "keep the registration until interrupted")
+	return cmd
+}
+
+func newDeleteCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete an event: DIAG_IOCSDEL (EBUSY while anything uses it)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := g.file()
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return f.Delete(args[0])
+		},
+	}
+}
+
+func newEnableCmd(g *globals, on bool) *cobra.Command {
+	verb, value := "enable", "1"
+	short := "Enable events in the trace buffer: write 1 to their enable files"
+	if !on {
+		verb, value = "disable", "0"
+		short = "Disable events in the trace buffer: write 0 to their enable files"
+	}
+	return &cobra.Command{
+		Use:   verb + " EVENT...",
+		Short: short,
+		Long: verb + ` selects events by "system:name" or by name, with glob patterns; a name
+alone means the user_events systems, and a multi-format event answers to its
+registered name as well as to its name.<hexid> versions.`,
+		Example: "  uetrace " + verb + " myapp_request\n  uetrace " + verb + " 'user_events:myapp_*'",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fs, err := g.tracefs()
+			if err != nil {
+				return err
+			}
+			defer fs.Close()
+			for _, pat := range args {
+				evs, err := matchEvents(fs, pat)
+				if err != nil {
+					return err
+				}
+				for _, ev := range evs {
+					if err := fs.WriteFile("events/"+ev+"/enable", []byte(value), 0); err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "%sd %s\n", verb, strings.Replace(ev, "/", ":", 1))
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// matchEvents returns "system/tracepoint" of the events pattern selects.
+func matchEvents(fs *userevents.Tracefs, pattern string) ([]string, error) {
+	sysPat, tpPat, qualified := strings.Cut(pattern, ":")
+	if !qualified {
+		sysPat, tpPat = "user_events*", pattern
+	}
+	if _, err := path.Match(sysPat, ""); err != nil {
+		return nil, &userevents.Error{Op: "match", Input: pattern, Errno: unix.EINVAL, Reason: "bad pattern"}
+	}
+	if _, err := path.Match(tpPat, ""); err != nil {
+		return nil, &userevents.Error{Op: "match", Input: pattern, Errno: unix.EINVAL, Reason: "bad pattern"}
+	}
+	systems, err := fs.ReadDir("events")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range systems {
+		if !s.IsDir {
+			continue
+		}
+		if ok, _ := path.Match(sysPat, s.Name); !ok {
+			continue
+		}
+		tps, err := fs.ReadDir("events/" + s.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, tp := range tps {
+			if !tp.IsDir {
+				continue
+			}
+			ok, _ := path.Match(tpPat, tp.Name)
+			if !ok && s.Name == eventdef.MultiSystem {
+				if i := strings.LastIndexByte(tp.Name, '.'); i > 0 {
+					ok, _ = path.Match(tpPat, tp.Name[:i])
+				}
+			}
+			if ok {
+				out = append(out, s.Name+"/"+tp.Name)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, &userevents.Error{Op: "match", Input: pattern, Errno: unix.ENOENT, Reason: errNoMatch.Error()}
+	}
+	return out, nil
+}
+
+func newEmitCmd(g *globals) *cobra.Command {
+	var (
+		fields []string
+		multi  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "emit COMMAND [--field name=value]...",
+		Short: "Register an event and write one record of it: logger(1) for user_events",
+		Long: `emit registers the event COMMAND describes and, if it is enabled, writes one
+record with the given field values; fields not given are zero or empty.
+Integers take Go syntax (42, 0x2a, -1); text fields take the text; other
+arrays and structs take hex bytes. If nothing is attached to the event there
+is nobody to see the record: emit says so and writes nothing.`,
+		Example: `  uetrace emit 'myapp_request u32 status; __rel_loc char[] path' --field status=200 --field path=/index.html`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			values := map[string]string{}
+			for _, kv := range fields {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return &userevents.Error{Op: "emit", Input: kv, Errno: unix.EINVAL, Reason: "a field is name=value"}
+				}
+				values[k] = v
+			}
+			f, err := g.file()
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			var flags userevents.Flags
+			if multi {
+				flags = userevents.MultiFormat
+			}
+			ev, err := f.Register(args[0], flags)
+			if err != nil {
+				return err
+			}
+			def := ev.Def()
+			for k := range values {
+				if !slicesContainsField(def, k) {
+					return &userevents.Error{Op: "emit", Input: k, Errno: unix.EINVAL, Reason: "the event has no such field"}
+				}
+			}
+			var enc eventdef.Encoder
+			enc.Reset(def, nil)
+			for i := range def.Fields {
+				if err := setField(&enc, &def.Fields[i], values[def.Fields[i].Name]); err != nil {
+					return err
+				}
+			}
+			payload, err := enc.Payload()
+			if err != nil {
+				return &userevents.Error{Op: "emit", Input: args[0], Errno: unix.EINVAL, Reason: err.Error()}
+			}
+			if !ev.Enabled() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "uetrace: emit %s: not enabled, nothing written (uetrace enable %s)\n", ev.Name(), ev.Name())
+				return nil
+			}
+			return ev.Write(payload)
+		},
+	}
+	cmd.Flags().StringArrayVar(&fields, "field", nil, "a field's value, name=value (repeatable)")
+	cmd.Flags().BoolVar(&multi, "multi-format", false, "register with USER_EVENT_REG_MULTI_FORMAT")
+	return cmd
+}
+
+func slicesContainsField(def *eventdef.Event, name string) bool {
+	for _, f := range def.Fields {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// setField sets the next field from its text value ("" for zero/empty).
+func setField(enc *eventdef.Encoder, f *eventdef.Field, v string) error {
+	bad := func(err error) error {
+		return &userevents.Error{Op: "emit", Input: f.Name + "=" + v, Errno: unix.EINVAL, Reason: err.Error()}
+	}
+	switch {
+	case f.Kind == eventdef.Integer:
+		if v == "" {
+			enc.Uint(0)
+		} else if n, err := strconv.ParseUint(v, 0, 64); err == nil {
+			enc.Uint(n)
+		} else if n, err2 := strconv.ParseInt(v, 0, 64); err2 == nil {
+			enc.Int(n)
+		} else {
+			return bad(err)
+		}
+	case f.Kind == eventdef.Array && strings.Contains(f.Type, "char"), f.CString:
+		enc.String(v)
+	default:
+		b, err := hex.DecodeString(strings.ReplaceAll(v, " ", ""))
+		if err != nil {
+			return bad(err)
+		}
+		if (f.Kind == eventdef.Array || f.Kind == eventdef.Struct) && len(b) < f.Size {
+			b = append(b, make([]byte, f.Size-len(b))...)
+		}
+		enc.Bytes(b)
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/uetrace/uetrace/userevents"
+)
+
+// globals are the flags every command takes.
+type globals struct {
+	backend string
+	socket  string
+}
+
+func (g *globals) register(root *cobra.Command) {
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.backend, "backend", "auto", "where user_events are: auto, kernel, daemon or inprocess")
+	pf.StringVar(&g.socket, "socket", "", "the daemon's socket (default $UETRACE_SOCKET, else /run/uetrace/uetrace.sock for root, else $XDG_RUNTIME_DIR/uetrace/uetrace.sock)")
+}
+
+func (g *globals) options() (userevents.Options, error) {
+	b, err := userevents.ParseBackend(g.backend)
+	if err != nil {
+		return userevents.Options{}, err
+	}
+	return userevents.Options{Backend: b, Socket: g.socket}, nil
+}
+
+func (g *globals) tracefs() (*userevents.Tracefs, error) {
+	o, err := g.options()
+	if err != nil {
+		return nil, err
+	}
+	return userevents.OpenTracefs(o)
+}
+
+func (g *globals) file() (*userevents.File, error) {
+	o, err := g.options()
+	if err != nil {
+		return nil, err
+	}
+	return userevents.Open(o)
+}
+
+// interruptible is the command's context, cancelled by SIGINT or SIGTERM.
+func interruptible(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/uetrace/uetrace/userevents"
+)
+
+func newStatusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "List the user events: name, system, ID, what uses them, fields",
+		Long: `status lists every user event as a table: its tracepoint, system, trace event
+ID, what is attached to it (ftrace, perf, other — from user_events_status) and
+its fields (from its format file), followed by the Active and Busy counts.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fs, err := g.tracefs()
+			if err != nil {
+				return err
+			}
+			defer fs.Close()
+			rows, footer, err := readStatus(fs)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "EVENT\tSYSTEM\tID\tUSERS\tFIELDS")
+			for _, r := range rows {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.tracepoint, r.system, r.id, r.users, r.fields)
+			}
+			w.Flush()
+			fmt.Fprintf(cmd.OutOrStdout(), "\n%s\n", footer)
+			return nil
+		},
+	}
+}
+
+type statusRow struct {
+	tracepoint, system, id, users, fields string
+}
+
+// readStatus reads user_events_status and each event's id and format.
+func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
+	b, err := fs.ReadFile("user_events_status")
+	if err != nil {
+		return nil, "", err
+	}
+	text, footer, _ := strings.Cut(string(b), "\n\n")
+	var rows []statusRow
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" {
+			continue
+		}
+		tp, used, _ := strings.Cut(line, " # Used by ")
+		r := statusRow{tracepoint: tp, users: "-", id: "?", fields: "?"}
+		if used != "" {
+			r.users = strings.Join(strings.Fields(used), ",")
+		}
+		for _, sys := range []string{"user_events", "user_events_multi"} {
+			format, err := fs.ReadFile("events/" + sys + "/" + tp + "/format")
+			if err != nil {
+				continue
+			}
+			r.system = sys
+			r.id, r.fields = parseFormat(string(format))
+			break
+		}
+		rows = append(rows, r)
+	}
+	return rows, strings.Join(strings.Split(strings.TrimSpace(footer), "\n"), ", "), nil
+}
+
+// parseFormat takes the ID and the user fields, in user_events syntax,
+// from a format file.
+func parseFormat(format string) (id, fields string) {
+	var fs []string
+	for line := range strings.Lines(format) {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "ID: "); ok {
+			id = v
+		}
+		decl, ok := strings.CutPrefix(line, "field:")
+		if !ok {
+			continue
+		}
+		decl, _, _ = strings.Cut(decl, ";")
+		if i := strings.LastIndexByte(decl, ' '); i >= 0 && strings.HasPrefix(decl[i+1:], "common_") {
+			continue
+		}
+		fs = append(fs, userSyntax(decl))
+	}
+	if len(fs) == 0 {
+		return id, "-"
+	}
+	return id, strings.Join(fs, "; ")
+}
+
+// userSyntax turns a format file declaration, "char path[16]" or
+// "__rel_loc char path[]", into user_events syntax: "char[16] path".
+func userSyntax(decl string) string {
+	i := strings.LastIndexByte(decl, ' ')
+	if i < 0 {
+		return decl
+	}
+	typ, name := decl[:i], decl[i+1:]
+	if j := strings.IndexByte(name, '['); j >= 0 && strings.HasSuffix(name, "]") {
+		typ, name = typ+name[j:], name[:j]
+	}
+	return typ + " " + name
+}
