@@ -3,8 +3,12 @@ package daemon
 import (
 	"encoding/binary"
 	"errors"
+	"io/fs"
+	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/eventdef"
 )
 
 // The protocol (version 1). One SOCK_SEQPACKET message is one request or one
@@ -137,13 +141,28 @@ func appendResult(b []byte, ret int64, err error) []byte {
 	b = appendHeader(b, opResult, 0, 0)
 	if err != nil {
 		b = le.AppendUint64(b, uint64(-int64(errnoOf(err))))
-		msg := err.Error()
+		msg := errorText(err)
 		if len(msg) > 4096 {
 			msg = msg[:4096]
 		}
 		return append(b, msg...)
 	}
 	return le.AppendUint64(b, uint64(ret))
+}
+
+// errorText is what a client is told of an error: for a command eventdef
+// rejected, the field and the rule ("field 1 \"u32 a \": ..."), which is
+// what the caller needs; otherwise the error's own text.
+func errorText(err error) string {
+	var pe *eventdef.Error
+	if errors.As(err, &pe) {
+		return strings.TrimPrefix(pe.Error(), eventdef.ErrnoString(pe.Errno)+": ")
+	}
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		return pathErr.Err.Error()
+	}
+	return err.Error()
 }
 
 // errnoOf is the errno an error stands for: EIO when it wraps none.

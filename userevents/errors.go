@@ -73,7 +73,8 @@ func wrapErr(op, path, input string, err error) error {
 			e.Ret, e.Errno = -int64(pe.Errno), 0
 		}
 	case errors.As(err, &re):
-		e.Errno, e.Reason = re.Errno, reasonOf(re.Text, re.Errno)
+		e.Errno = re.Errno
+		e.Reason = reasonOf(re.Text, e)
 	default:
 		var pathErr *fs.PathError
 		if errors.As(err, &pathErr) {
@@ -81,7 +82,7 @@ func wrapErr(op, path, input string, err error) error {
 		}
 		e.Errno = errnoOf(err)
 		if !errors.Is(err, e.Errno) || err.Error() != e.Errno.Error() {
-			e.Reason = reasonOf(err.Error(), e.Errno)
+			e.Reason = reasonOf(err.Error(), e)
 		}
 	}
 	if e.Errno == unix.EINVAL && e.Reason == "" {
@@ -90,12 +91,15 @@ func wrapErr(op, path, input string, err error) error {
 	return e
 }
 
-// reasonOf strips what Error adds again — the errno text — from a message.
-func reasonOf(text string, errno unix.Errno) string {
+// reasonOf strips from a message what Error adds again: the operation, the
+// path and input, and the errno text.
+func reasonOf(text string, e *Error) string {
+	errno := e.Errno
 	text = strings.TrimSuffix(text, ": "+errno.Error())
 	text = strings.TrimSuffix(text, errno.Error())
-	if name := unix.ErrnoName(errno); name != "" {
-		text = strings.Replace(text, eventdef.ErrnoString(errno)+": ", "", 1)
+	text = strings.Replace(text, eventdef.ErrnoString(errno)+": ", "", 1)
+	for _, p := range []string{e.Op + " " + e.Path + ": ", e.Path + " " + strconv.Quote(e.Input) + ": ", e.Op + " " + strconv.Quote(e.Input) + ": ", e.Op + ": ", e.Path + ": "} {
+		text = strings.TrimPrefix(text, p)
 	}
 	return strings.TrimSuffix(text, ": ")
 }

@@ -255,14 +255,14 @@ func setField(enc *eventdef.Encoder, f *eventdef.Field, v string) error {
 		} else if n, err2 := strconv.ParseInt(v, 0, 64); err2 == nil {
 			enc.Int(n)
 		} else {
-			return bad(err)
+			return bad(fmt.Errorf("%s %s takes an integer", f.Type, f.Name))
 		}
 	case f.Kind == eventdef.Array && strings.Contains(f.Type, "char"), f.CString:
 		enc.String(v)
 	default:
 		b, err := hex.DecodeString(strings.ReplaceAll(v, " ", ""))
 		if err != nil {
-			return bad(err)
+			return bad(fmt.Errorf("%s %s takes hex bytes", f.Type, f.Name))
 		}
 		if (f.Kind == eventdef.Array || f.Kind == eventdef.Struct) && len(b) < f.Size {
 			b = append(b, make([]byte, f.Size-len(b))...)

@@ -50,11 +50,17 @@ func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	text, footer, _ := strings.Cut(string(b), "\n\n")
+	// One line per event, a blank line, then "Active: N" and "Busy: N".
 	var rows []statusRow
-	for line := range strings.Lines(text) {
+	var footer []string
+	inFooter := false
+	for line := range strings.Lines(string(b)) {
 		line = strings.TrimSuffix(line, "\n")
-		if line == "" {
+		if line == "" || inFooter {
+			inFooter = true
+			if line != "" {
+				footer = append(footer, line)
+			}
 			continue
 		}
 		tp, used, _ := strings.Cut(line, " # Used by ")
@@ -73,7 +79,7 @@ func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
 		}
 		rows = append(rows, r)
 	}
-	return rows, strings.Join(strings.Split(strings.TrimSpace(footer), "\n"), ", "), nil
+	return rows, strings.Join(footer, ", "), nil
 }
 
 // parseFormat takes the ID and the user fields, in user_events syntax,
