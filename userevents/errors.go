@@ -68,7 +68,8 @@ func wrapErr(op, path, input string, err error) error {
 	case errors.As(err, &ret):
 		e.Ret = int64(ret)
 	case errors.As(err, &pe):
-		e.Errno, e.Reason = pe.Errno, pe.Reason
+		e.Errno = pe.Errno
+		e.Reason = strings.TrimPrefix(pe.Error(), eventdef.ErrnoString(pe.Errno)+": ")
 		if pe.Errno > 4095 {
 			e.Ret, e.Errno = -int64(pe.Errno), 0
 		}

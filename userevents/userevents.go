@@ -399,8 +399,10 @@ func (e *Event) Write(payload ...[]byte) error {
 	if e.word.Load() == &zeroWord {
 		return &Error{Op: "write", Input: e.Name(), Errno: unix.EBADF, Reason: "the event is closed"}
 	}
+	var joined [1][]byte
 	if len(payload) > maxIov {
-		return e.Write(join(payload))
+		joined[0] = join(payload)
+		payload = joined[:]
 	}
 	f := e.f
 	var err error
@@ -412,14 +414,22 @@ func (e *Event) Write(payload ...[]byte) error {
 		var idx [4]byte
 		*(*uint32)(unsafe.Pointer(&idx)) = e.index
 		iov[0] = idx[:]
-		n := 1 + copy(iov[1:], payload)
+		n := 1
+		for _, p := range payload { // not copy(): escape analysis sends copied pointers to the heap
+			iov[n] = p
+			n++
+		}
 		_, err = f.dc.Writev(int32(unix.Gettid()), getcpu(), iov[:n]...)
 	case InProcess:
 		var iov [maxIov + 1][]byte
 		var idx [4]byte
 		*(*uint32)(unsafe.Pointer(&idx)) = e.index
 		iov[0] = idx[:]
-		n := 1 + copy(iov[1:], payload)
+		n := 1
+		for _, p := range payload { // not copy(): escape analysis sends copied pointers to the heap
+			iov[n] = p
+			n++
+		}
 		_, err = f.sf.Writev(subsys.Writer{PID: int32(unix.Gettid()), TGID: int32(pid), Comm: comm(), CPU: getcpu()}, iov[:n]...)
 	}
 	if err == nil {

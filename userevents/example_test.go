@@ -1,0 +1,126 @@
+package userevents_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/userevents"
+)
+
+// A program registers its event once, checks Enabled before building a
+// payload — one load and a bit test when nobody is looking — and writes.
+// Here the subsystem runs in-process, so the example can also enable the
+// event and read the trace; with Options{} the same code uses the kernel or
+// the uetrace daemon.
+func Example() {
+	opts := userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})}
+	f, err := userevents.Open(opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer f.Close()
+	ev, err := f.Register("myapp_request u32 status; __rel_loc char[] path", 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("enabled:", ev.Enabled())
+
+	// What `uetrace enable myapp_request` does.
+	fs, _ := userevents.OpenTracefs(opts)
+	defer fs.Close()
+	fs.WriteFile("events/user_events/myapp_request/enable", []byte("1"), 0)
+	fmt.Println("enabled:", ev.Enabled())
+
+	var enc eventdef.Encoder
+	if ev.Enabled() {
+		err := ev.Encode(&enc, nil, func(e *eventdef.Encoder) {
+			e.Uint(200)
+			e.String("/index.html")
+		})
+		if err != nil {
+			fmt.Println(err)
+		}
+	}
+	trace, _ := fs.ReadFile("trace")
+	lines := strings.Split(strings.TrimSpace(string(trace)), "\n")
+	last := lines[len(lines)-1]
+	fmt.Println(last[strings.Index(last, "myapp_request:"):])
+	// Output:
+	// enabled: false
+	// enabled: true
+	// myapp_request: status=0xc8 (200) path=/index.html
+}
+
+// Errors wrap the kernel's errno and say what was wrong.
+func ExampleFile_Register_errors() {
+	f, _ := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})})
+	defer f.Close()
+	_, err := f.Register("myapp_request u32 status; char[0] path", 0)
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, unix.EINVAL))
+
+	f.Register("myapp_request u32 status", 0)
+	_, err = f.Register("myapp_request u64 status", 0)
+	fmt.Println(errors.Is(err, unix.EADDRINUSE))
+	// Output:
+	// register "myapp_request u32 status; char[0] path": invalid argument (EINVAL): field 2 "char[0] path": array length is 0
+	// true
+	// true
+}
+
+// Write takes the payload as slices, as writev does: no copying together.
+func ExampleEvent_Write() {
+	opts := userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})}
+	f, _ := userevents.Open(opts)
+	defer f.Close()
+	ev, _ := f.Register("counter u32 id; u64 value", 0)
+	fs, _ := userevents.OpenTracefs(opts)
+	fs.WriteFile("events/user_events/counter/enable", []byte("1"), 0)
+
+	id := []byte{7, 0, 0, 0}
+	value := []byte{42, 0, 0, 0, 0, 0, 0, 0}
+	if err := ev.Write(id, value); err != nil {
+		fmt.Println(err)
+	}
+	// Too short for the event's fields: the kernel's EINVAL.
+	err := ev.Write(id)
+	fmt.Println(errors.Is(err, unix.EINVAL))
+
+	fs.WriteFile("events/user_events/counter/enable", []byte("0"), 0)
+	// Nothing attached: EBADF, which callers that raced with a disable
+	// can ignore.
+	err = ev.Write(id, value)
+	fmt.Println(errors.Is(err, unix.EBADF))
+	// Output:
+	// true
+	// true
+}
+
+// Tracefs reads the same files on the kernel and on the daemon.
+func ExampleTracefs() {
+	opts := userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})}
+	f, _ := userevents.Open(opts)
+	defer f.Close()
+	f.Register("myapp_request u32 status", userevents.MultiFormat)
+	fs, _ := userevents.OpenTracefs(opts)
+	status, _ := fs.ReadFile("user_events_status")
+	fmt.Print(string(status))
+	fs.WriteFile("dynamic_events", []byte("u:myapp_config u32 level"), os.O_APPEND)
+	dyn, _ := fs.ReadFile("dynamic_events")
+	fmt.Print(string(dyn))
+	// Output:
+	// myapp_request.0
+	//
+	// Active: 1
+	// Busy: 0
+	// u:myapp_request u32 status
+	// u:myapp_config u32 level
+}
