@@ -333,8 +333,16 @@ func (c *Client) ReadDir(name string) ([]DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseDirEntries(data)
+}
+
+// parseDirEntries reads a ReadDir reply: u32 mode, name, NUL, repeated.
+func parseDirEntries(data []byte) ([]DirEntry, error) {
 	var out []DirEntry
-	for len(data) >= 5 {
+	for len(data) > 0 {
+		if len(data) < 5 {
+			return nil, errProtocol
+		}
 		mode := fs.FileMode(le.Uint32(data))
 		data = data[4:]
 		i := 0
@@ -416,12 +424,21 @@ func (s *Session) Read(ctx context.Context, dst []Record) (recs []Record, lost, 
 		}
 		return dst, 0, 0, err
 	}
+	return parseRecords(data, dst)
+}
+
+// parseRecords reads a SessionRead reply: the lost and too-large counts,
+// then records, each 8-byte aligned.
+func parseRecords(data []byte, dst []Record) (recs []Record, lost, tooLarge uint64, err error) {
 	if len(data) < 16 {
 		return dst, 0, 0, errProtocol
 	}
 	lost, tooLarge = le.Uint64(data), le.Uint64(data[8:])
 	data = data[16:]
-	for len(data) >= recordHeaderLen {
+	for len(data) > 0 {
+		if len(data) < recordHeaderLen {
+			return dst, lost, tooLarge, errProtocol
+		}
 		n := int(le.Uint32(data[24:]))
 		if n > len(data)-recordHeaderLen {
 			return dst, lost, tooLarge, errProtocol

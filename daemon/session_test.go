@@ -1,0 +1,131 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSessionOverSocket is a perf-like consumer in another connection:
+// attaching enables the event, records arrive with their values and
+// who wrote them, closing the session disables it.
+func TestSessionOverSocket(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	prod := a.dial(t, s.sock)
+	idx, _, err := prod.Register(reg(a.addr(0), 0), "sess_ev u32 n; u64 v", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ss, err := cons.NewSession(0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := ss.Attach("sess_*", true)
+	if err != nil || len(names) != 1 || names[0] != "user_events:sess_ev" {
+		t.Fatalf("attach: %v, %v", names, err)
+	}
+	if a.word(0)&1 == 0 {
+		t.Fatal("attaching a session did not set the enable bit")
+	}
+	if st := readFile(t, prod, "user_events_status"); !strings.Contains(st, "sess_ev # Used by perf") {
+		t.Errorf("status:\n%s", st)
+	}
+	for i := range 3 {
+		rec := le.AppendUint32(nil, idx)
+		rec = le.AppendUint32(rec, uint32(i))
+		rec = le.AppendUint64(rec, uint64(1000+i))
+		if _, err := prod.Writev(4242, 1, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pattern with follow picks up events created later.
+	idx2, _, err := prod.Register(reg(a.addr(8), 0), "sess_late u32 n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prod.Writev(4243, 0, le.AppendUint32(le.AppendUint32(nil, idx2), 9)); err != nil {
+		t.Fatalf("write to the followed event: %v", err)
+	}
+	var recs []Record
+	for len(recs) < 4 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		recs, _, _, err = ss.Read(ctx, recs)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range recs[:3] {
+		if r.TID != 4242 || r.CPU != 1 || r.PID != int32(os.Getpid()) || len(r.Raw) != 8+12 ||
+			le.Uint32(r.Raw[8:]) != uint32(i) || le.Uint64(r.Raw[12:]) != uint64(1000+i) {
+			t.Errorf("record %d: %+v", i, r)
+		}
+	}
+	if r := recs[3]; r.TID != 4243 || le.Uint32(r.Raw[8:]) != 9 {
+		t.Errorf("followed event's record: %+v", r)
+	}
+	if err := ss.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a.word(0)&1 != 0 {
+		t.Error("closing the session left the enable bit set")
+	}
+}
+
+// TestBlockedReadEndsWithConnection: a trace_pipe read waiting in the
+// daemon ends when its client goes away, and the pipe can be opened again.
+func TestBlockedReadEndsWithConnection(t *testing.T) {
+	s := serve(t, Config{})
+	c, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.Open("trace_pipe", os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Read(make([]byte, 100))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	c.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("read returned no error after close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("read still blocked after the client closed")
+	}
+	c2, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	var f2 *File
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f2, err = c2.Open("trace_pipe", os.O_RDONLY)
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("trace_pipe after its reader left: %v", err)
+	}
+	f2.Close()
+}
