@@ -129,3 +129,28 @@ func TestBlockedReadEndsWithConnection(t *testing.T) {
 	}
 	f2.Close()
 }
+
+// TestConnectionsShareEnablers: the connections of one process are one
+// user_event_mm, as the threads of a process are in Linux: an address
+// registered through one is EADDRINUSE through another, and can be
+// unregistered through it.
+func TestConnectionsShareEnablers(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	c1, c2 := a.dial(t, s.sock), a.dial(t, s.sock)
+	if _, _, err := c1.Register(reg(a.addr(16), 0), "shared_ev u32 a", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c2.Register(reg(a.addr(16), 0), "shared_ev u32 a", false); !errors.Is(err, unix.EADDRINUSE) {
+		t.Errorf("same address through a second connection: %v, want EADDRINUSE", err)
+	}
+	un := make([]byte, 16)
+	le.PutUint32(un, 16)
+	le.PutUint64(un[8:], a.addr(16))
+	if err := c2.Unregister(un); err != nil {
+		t.Errorf("unregister through the second connection: %v", err)
+	}
+	if err := c1.Unregister(un); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("unregister again: %v, want ENOENT", err)
+	}
+}
