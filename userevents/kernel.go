@@ -150,6 +150,9 @@ func onRegisterThread(fn func() error) error {
 // iovecs live in a fixed array on the stack, so that neither they nor the
 // caller's buffers escape: payload has at most maxIov slices.
 func kernelWritev(fd int, index uint32, payload [][]byte) error {
+	if len(payload) == 1 && len(payload[0]) > 0 {
+		return kernelWrite1(fd, index, payload[0])
+	}
 	var vecs [maxIov + 1]unix.Iovec
 	vecs[0] = unix.Iovec{Base: (*byte)(unsafe.Pointer(&index)), Len: 4}
 	n := 1
@@ -161,6 +164,26 @@ func kernelWritev(fd int, index uint32, payload [][]byte) error {
 	}
 	for {
 		_, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&vecs[0])), uintptr(n))
+		runtime.KeepAlive(payload)
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return e
+	}
+}
+
+// kernelWrite1 is kernelWritev of one payload slice, the usual case (an
+// Encoder's payload), with no array of iovecs to clear.
+func kernelWrite1(fd int, index uint32, payload []byte) error {
+	vecs := [2]unix.Iovec{
+		{Base: (*byte)(unsafe.Pointer(&index)), Len: 4},
+		{Base: &payload[0], Len: uint64(len(payload))},
+	}
+	for {
+		_, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&vecs[0])), 2)
 		runtime.KeepAlive(payload)
 		switch e {
 		case 0:
