@@ -114,11 +114,14 @@ func diagnose(op, path, input string) string {
 	case op == "register":
 		cmds = []string{input}
 	case path == "dynamic_events":
+		// As trace_parse_run_command and user_event_create read it: lines
+		// cut at '#', "u:" at the start, then only leading spaces skipped —
+		// a trailing space is a field of its own, and EINVAL.
 		for line := range strings.Lines(input) {
+			line = strings.TrimSuffix(line, "\n")
 			line, _, _ = strings.Cut(line, "#")
-			line = strings.TrimSpace(line)
 			if c, ok := strings.CutPrefix(line, "u:"); ok {
-				cmds = append(cmds, c)
+				cmds = append(cmds, strings.TrimLeft(c, " \t"))
 			}
 		}
 	}

@@ -79,7 +79,7 @@ func kernelTracefs(root string) (*Tracefs, error) {
 func daemonTracefs(sock string) (*Tracefs, error) {
 	c, err := daemon.Dial(sock, nil)
 	if err != nil {
-		return nil, err
+		return nil, dialErr(err)
 	}
 	return &Tracefs{backend: Daemon, sock: c.Path(), dc: c}, nil
 }

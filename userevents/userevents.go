@@ -170,9 +170,17 @@ func openDaemon(sock string) (*File, error) {
 	}
 	c, err := daemon.Dial(sock, &daemon.Arena{FD: a.fd, Addr: a.base(), Size: uint64(len(a.mem))})
 	if err != nil {
-		return nil, err
+		return nil, dialErr(err)
 	}
 	return &File{backend: Daemon, arena: a, kfd: -1, dc: c, events: map[*Event]struct{}{}}, nil
+}
+
+// dialErr says what to do when no daemon answers.
+func dialErr(err error) error {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
+		return fmt.Errorf("%w (no uetrace daemon there: start one with `uetrace serve`)", err)
+	}
+	return err
 }
 
 func openInProcess(s *subsys.Subsystem) (*File, error) {
