@@ -64,7 +64,11 @@ func Dial(path string, arena *Arena) (*Client, error) {
 		hello = le.AppendUint64(hello, 0)
 		hello = le.AppendUint64(hello, 0)
 	}
-	if err := unix.Sendmsg(fd, hello, oob, nil, 0); err != nil {
+	err = unix.Sendmsg(fd, hello, oob, nil, 0)
+	for err == unix.EINTR {
+		err = unix.Sendmsg(fd, hello, oob, nil, 0)
+	}
+	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("dial %s: hello: %w", path, err)
 	}

@@ -302,14 +302,14 @@ func exchange(t *testing.T, fd int, msg []byte, fds ...int) []byte {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	if err := unix.Sendmsg(fd, msg, oob, nil, 0); err != nil {
+	if err := sendRetry(fd, msg, oob); err != nil {
 		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
 			return nil
 		}
 		t.Fatal(err)
 	}
 	buf := make([]byte, MaxMessage)
-	n, _, err := unix.Recvfrom(fd, buf, 0)
+	n, err := recvRetry(fd, buf)
 	if err != nil {
 		if errors.Is(err, unix.ECONNRESET) {
 			return nil
@@ -333,7 +333,7 @@ func wantErrno(t *testing.T, what string, reply []byte, want unix.Errno) {
 // hungUp reports whether the daemon closed fd's connection.
 func hungUp(fd int) bool {
 	buf := make([]byte, 64)
-	n, _, err := unix.Recvfrom(fd, buf, 0)
+	n, err := recvRetry(fd, buf)
 	return n == 0 && err == nil || errors.Is(err, unix.ECONNRESET)
 }
 
@@ -449,7 +449,7 @@ func TestClientThatNeverReads(t *testing.T) {
 	msg := append(appendHeader(nil, opDelete, 0, 0), "nothing"...)
 	for start := time.Now(); time.Since(start) < 5*time.Second; {
 		err := unix.Sendmsg(fd, msg, nil, nil, unix.MSG_DONTWAIT)
-		if err == unix.EAGAIN {
+		if err == unix.EAGAIN || err == unix.EINTR {
 			time.Sleep(time.Millisecond)
 			continue
 		}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,27 +13,18 @@ import (
 	"github.com/uetrace/uetrace/subsys"
 )
 
-var (
-	fuzzOnce sync.Once
-	fuzzSock string
-)
-
-// fuzzServer is one daemon for every fuzz iteration of the process.
-func fuzzServer() string {
-	fuzzOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "uetrace-fuzz")
-		if err != nil {
-			panic(err)
-		}
-		fuzzSock = filepath.Join(dir, "f.sock")
-		ln, err := Listen(fuzzSock)
-		if err != nil {
-			panic(err)
-		}
-		srv := New(Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1}), Logger: slog.New(slog.DiscardHandler)})
-		go srv.Serve(ln)
-	})
-	return fuzzSock
+// fuzzServer starts one daemon for every iteration of a fuzz target.
+func fuzzServer(f *testing.F) string {
+	dir := f.TempDir()
+	sock := filepath.Join(dir, "f.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv := New(Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1}), Logger: slog.New(slog.DiscardHandler)})
+	go srv.Serve(ln)
+	f.Cleanup(func() { srv.Close() })
+	return sock
 }
 
 // FuzzRequest sends one arbitrary message after a good handshake: the
@@ -49,7 +39,7 @@ func FuzzRequest(f *testing.F) {
 	f.Add(append(appendHeader(nil, opReadDir, 0, 0), "events"...))
 	f.Add(append(appendHeader(nil, opUnregister, 0, 0), make([]byte, 16)...))
 	f.Add([]byte{})
-	sock := fuzzServer()
+	sock := fuzzServer(f)
 	probe, err := Dial(sock, nil)
 	if err != nil {
 		f.Fatal(err)
@@ -66,16 +56,16 @@ func FuzzRequest(f *testing.F) {
 		// A read on trace_pipe or a session waits: give up after a while.
 		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
 		buf := make([]byte, MaxMessage+1)
-		if err := unix.Sendmsg(fd, helloMsg(0, 0), nil, nil, 0); err != nil {
+		if err := sendRetry(fd, helloMsg(0, 0), nil); err != nil {
 			t.Fatal(err)
 		}
-		if n, _, err := unix.Recvfrom(fd, buf, 0); err != nil || n == 0 {
+		if n, err := recvRetry(fd, buf); err != nil || n == 0 {
 			t.Fatalf("hello: %d, %v", n, err)
 		}
-		if err := unix.Sendmsg(fd, msg, nil, nil, 0); err != nil && !errors.Is(err, unix.EMSGSIZE) {
+		if err := sendRetry(fd, msg, nil); err != nil && !errors.Is(err, unix.EMSGSIZE) {
 			return // dropped already
 		}
-		n, _, err := unix.Recvfrom(fd, buf, 0)
+		n, err := recvRetry(fd, buf)
 		if err == nil && n > 0 {
 			h, ok := parseHeader(buf[:n])
 			if !ok || h.op != opResult && h.op != opData {
@@ -103,4 +93,24 @@ func FuzzReplies(f *testing.F) {
 		parseDirEntries(b)
 		parseRecords(b, nil)
 	})
+}
+
+// recvRetry is recv(2) that goes on after a signal: Go preempts goroutines
+// with SIGURG, and a socket with a receive timeout is not restarted.
+func recvRetry(fd int, buf []byte) (int, error) {
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+func sendRetry(fd int, msg, oob []byte) error {
+	for {
+		err := unix.Sendmsg(fd, msg, oob, nil, 0)
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
