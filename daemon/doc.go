@@ -1,0 +1,41 @@
+// Package daemon serves a subsys.Subsystem — user_events in user space — to
+// the programs of a machine over a Unix socket, and is the client side of
+// that protocol: what `uetrace serve` runs and what the userevents package's
+// daemon backend speaks.
+//
+// One SOCK_SEQPACKET connection is one open user_events_data: its
+// registrations and write indices, plus tracefs files and perf-like
+// sessions opened through it. A client shares its enable words with a
+// memfd it passes in the handshake (SCM_RIGHTS), sealed against shrinking
+// so that the daemon's writes can never fault; the daemon maps it and sets
+// and clears enable bits there, bounds-checked, and nowhere else — an
+// enable_addr outside it is ENOMEM, as unwritable memory is in Linux.
+//
+// The connections of one process (by SO_PEERCRED pid) share its enablers,
+// as the threads of a process share its user_event_mm; when the last one
+// closes — the process exited, crashed or exec'ed, since the descriptors
+// are close-on-exec — its enablers go and with them its events, as at
+// process exit in Linux. A caller is perfmon_capable when its effective
+// capabilities (read from /proc/<pid>/status) hold CAP_PERFMON or
+// CAP_SYS_ADMIN: PERSIST and dynamic_events changes need it.
+//
+// The daemon never trusts a client: a malformed, truncated or oversized
+// message is answered with an error (EPROTO, EMSGSIZE) or drops that
+// client; a client that does not read its replies is dropped after
+// Config.ReplyTimeout; each case is logged with log/slog, and everyone
+// else is served on.
+//
+// # Differences from Linux
+//
+//   - A process is who connected: a connection inherited by a child (without
+//     exec) still counts as its parent's, and a client in another pid
+//     namespace, whose pid the daemon cannot see, is a process per
+//     connection.
+//   - A write carries at most MaxWrite bytes (EMSGSIZE beyond).
+//   - Each write is a round trip on the socket, so that the writer gets the
+//     kernel's errno; it costs a context switch each way, not a system call.
+//
+// It is not the subsystem (package subsys) nor the client library (package
+// userevents), and it does not collect records into files (that is the
+// record command's job).
+package daemon
