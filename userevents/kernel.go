@@ -162,17 +162,9 @@ func kernelWritev(fd int, index uint32, payload [][]byte) error {
 			n++
 		}
 	}
-	for {
-		_, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&vecs[0])), uintptr(n))
-		runtime.KeepAlive(payload)
-		switch e {
-		case 0:
-			return nil
-		case unix.EINTR:
-			continue
-		}
-		return e
-	}
+	err := writev(fd, &vecs[0], n)
+	runtime.KeepAlive(payload)
+	return err
 }
 
 // kernelWrite1 is kernelWritev of one payload slice, the usual case (an
@@ -182,9 +174,15 @@ func kernelWrite1(fd int, index uint32, payload []byte) error {
 		{Base: (*byte)(unsafe.Pointer(&index)), Len: 4},
 		{Base: &payload[0], Len: uint64(len(payload))},
 	}
+	err := writev(fd, &vecs[0], 2)
+	runtime.KeepAlive(payload)
+	return err
+}
+
+// writev is writev(2) of n iovecs, retried after a signal.
+func writev(fd int, vecs *unix.Iovec, n int) error {
 	for {
-		_, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&vecs[0])), 2)
-		runtime.KeepAlive(payload)
+		_, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(vecs)), uintptr(n))
 		switch e {
 		case 0:
 			return nil

@@ -417,26 +417,22 @@ func (e *Event) Write(payload ...[]byte) error {
 	switch f.backend {
 	case Kernel:
 		err = kernelWritev(f.kfd, e.index, payload)
-	case Daemon:
+	default:
+		// The index and the payload slices in one stack array, filled by a
+		// loop: copy() — or a helper taking the array by pointer — makes
+		// escape analysis send them, and the caller's buffers, to the heap.
 		var iov [maxIov + 1][]byte
 		var idx [4]byte
 		*(*uint32)(unsafe.Pointer(&idx)) = e.index
 		iov[0] = idx[:]
 		n := 1
-		for _, p := range payload { // not copy(): escape analysis sends copied pointers to the heap
+		for _, p := range payload {
 			iov[n] = p
 			n++
 		}
-		_, err = f.dc.Writev(int32(unix.Gettid()), getcpu(), iov[:n]...)
-	case InProcess:
-		var iov [maxIov + 1][]byte
-		var idx [4]byte
-		*(*uint32)(unsafe.Pointer(&idx)) = e.index
-		iov[0] = idx[:]
-		n := 1
-		for _, p := range payload { // not copy(): escape analysis sends copied pointers to the heap
-			iov[n] = p
-			n++
+		if f.backend == Daemon {
+			_, err = f.dc.Writev(int32(unix.Gettid()), getcpu(), iov[:n]...)
+			break
 		}
 		_, err = f.sf.Writev(subsys.Writer{PID: int32(unix.Gettid()), TGID: int32(pid), Comm: comm(), CPU: getcpu()}, iov[:n]...)
 	}
