@@ -8,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/subsys"
 )
 
@@ -218,26 +218,9 @@ func (s *Server) Conns() int {
 	return len(s.conns)
 }
 
-// procCred reads CapEff of /proc/<pid>/status: perfmon_capable() is
-// CAP_PERFMON (38) or CAP_SYS_ADMIN (21) in the effective set.
+// procCred is perfmon_capable() of the peer process.
 func procCred(u unix.Ucred) subsys.Cred {
-	if u.Pid <= 0 {
-		return subsys.Cred{}
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(u.Pid)) + "/status")
-	if err != nil {
-		return subsys.Cred{}
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				return subsys.Cred{}
-			}
-			return subsys.Cred{PerfmonCapable: caps&(1<<38|1<<21) != 0}
-		}
-	}
-	return subsys.Cred{}
+	return subsys.Cred{PerfmonCapable: u.Pid > 0 && caps.PerfmonCapable(int(u.Pid))}
 }
 
 // join attaches a connection to its process, creating it on first use.

@@ -16,6 +16,7 @@ import (
 	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/subsys"
 )
 
@@ -216,21 +217,8 @@ func inProcessProcess(s *subsys.Subsystem, a *arena) *subsys.Process {
 	return p
 }
 
-// selfCred is perfmon_capable() of this process: CAP_PERFMON or
-// CAP_SYS_ADMIN in its effective set.
-func selfCred() subsys.Cred {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return subsys.Cred{}
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			caps, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return subsys.Cred{PerfmonCapable: caps&(1<<38|1<<21) != 0}
-		}
-	}
-	return subsys.Cred{}
-}
+// selfCred is perfmon_capable() of this process.
+func selfCred() subsys.Cred { return subsys.Cred{PerfmonCapable: caps.PerfmonCapable(0)} }
 
 // Backend is the backend the File was opened on.
 func (f *File) Backend() Backend { return f.backend }
