@@ -52,6 +52,9 @@ type conn struct {
 	trunc  bool
 	rerr   error
 	recvFn func(fd uintptr) bool
+	// wantRights keeps the descriptors of the message read (the Hello's
+	// memfd); any other message's are closed at once.
+	wantRights bool
 
 	out       []byte // the reply being built
 	deadline  time.Time
@@ -112,7 +115,8 @@ func (c *conn) serve() {
 }
 
 // recv is the RawConn read callback: one recvmsg without blocking, into a
-// pooled buffer taken only now that a message is there.
+// pooled buffer taken only now that a message is there. Descriptors that
+// came with it stay in c.oob for the caller.
 func (c *conn) recv(fd uintptr) bool {
 	if c.in == nil {
 		c.in = bufPool.Get().(*[]byte)
@@ -123,10 +127,8 @@ func (c *conn) recv(fd uintptr) bool {
 		c.in = nil
 		return false
 	}
-	c.n, c.oobn, c.trunc, c.rerr = n, oobn, flags&unix.MSG_TRUNC != 0 || n > MaxMessage, err
-	if flags&unix.MSG_CTRUNC != 0 || oobn > 0 {
-		closeRights(c.oob[:oobn]) // descriptors are expected only in Hello
-	}
+	c.n, c.oobn, c.rerr = n, oobn, err
+	c.trunc = flags&unix.MSG_TRUNC != 0 || n > MaxMessage
 	return true
 }
 
@@ -137,6 +139,10 @@ func (c *conn) read() (buf *[]byte, n int, trunc, ok bool) {
 		err = c.rerr
 	}
 	buf, c.in = c.in, nil
+	if c.oobn > 0 && !c.wantRights {
+		closeRights(c.oob[:c.oobn]) // descriptors are expected only in Hello
+		c.oobn = 0
+	}
 	if err != nil || c.n == 0 {
 		if buf != nil {
 			bufPool.Put(buf)
@@ -162,17 +168,24 @@ func (c *conn) nextMessage() (*[]byte, int, bool, bool) {
 	return c.read()
 }
 
-func closeRights(oob []byte) {
+// rights returns the descriptors an SCM_RIGHTS message carried.
+func rights(oob []byte) []int {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
-		return
+		return nil
 	}
+	var fds []int
 	for _, m := range msgs {
-		if fds, err := unix.ParseUnixRights(&m); err == nil {
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
+		if f, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, f...)
 		}
+	}
+	return fds
+}
+
+func closeRights(oob []byte) {
+	for _, fd := range rights(oob) {
+		unix.Close(fd)
 	}
 }
 
@@ -202,40 +215,14 @@ func (c *conn) result(ret int64, err error) bool {
 // this daemon speaks; its memfd, if any, becomes part of the process's
 // memory.
 func (c *conn) hello(u unix.Ucred) bool {
-	err := c.raw.Read(func(fd uintptr) bool {
-		if c.in == nil {
-			c.in = bufPool.Get().(*[]byte)
-		}
-		n, oobn, flags, _, err := unix.Recvmsg(int(fd), *c.in, c.oob[:], unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
-		if err == unix.EAGAIN {
-			return false
-		}
-		c.n, c.oobn, c.trunc, c.rerr = n, oobn, flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0, err
-		return true
-	})
-	buf := c.in
-	c.in = nil
-	defer func() {
-		if buf != nil {
-			bufPool.Put(buf)
-		}
-	}()
-	if err == nil {
-		err = c.rerr
-	}
-	if err != nil || c.n == 0 {
+	c.wantRights = true
+	buf, n, trunc, ok := c.read()
+	c.wantRights = false
+	if !ok {
 		return false
 	}
-	var fds []int
-	if c.oobn > 0 {
-		if msgs, err := unix.ParseSocketControlMessage(c.oob[:c.oobn]); err == nil {
-			for _, m := range msgs {
-				if f, err := unix.ParseUnixRights(&m); err == nil {
-					fds = append(fds, f...)
-				}
-			}
-		}
-	}
+	defer bufPool.Put(buf)
+	fds := rights(c.oob[:c.oobn])
 	defer func() {
 		for _, fd := range fds {
 			unix.Close(fd)
@@ -246,9 +233,9 @@ func (c *conn) hello(u unix.Ucred) bool {
 		c.result(0, err)
 		return false
 	}
-	b := (*buf)[:c.n]
+	b := (*buf)[:n]
 	h, _ := parseHeader(b)
-	if c.trunc || len(b) != helloSize || h.op != opHello || string(b[headerSize:headerSize+8]) != helloMagic {
+	if trunc || len(b) != helloSize || h.op != opHello || string(b[headerSize:headerSize+8]) != helloMagic {
 		return fail(fmt.Errorf("handshake: expected a %d-byte Hello: %w", helloSize, unix.EPROTO))
 	}
 	if v := le.Uint32(b[16:]); v != Version {

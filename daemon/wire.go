@@ -72,8 +72,11 @@ const (
 	opSession
 	opAttach
 	opSessionRead
+)
 
-	opResult uint16 = 0x8000 + iota - opSessionRead - 1
+// Reply ops have the top bit set.
+const (
+	opResult uint16 = 0x8000 + iota
 	opData
 	opHelloOK
 )
