@@ -92,20 +92,34 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-func openKernel(root string) (*File, error) {
+// kernelFile is the path of a user_events file of the tracefs at root
+// ("": found), after checking it with check: an ENOENT means the kernel was
+// built without user_events.
+func kernelFile(root, name string, check func(path string) error) (string, error) {
 	if root == "" {
 		var err error
 		if root, err = FindTracefs(); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
-	path := filepath.Join(root, "user_events_data")
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
+	path := filepath.Join(root, name)
+	if err := check(path); err != nil {
 		if err == unix.ENOENT {
-			return nil, fmt.Errorf("%s: this kernel has no user_events (CONFIG_USER_EVENTS): %w", path, err)
+			return "", fmt.Errorf("%s: this kernel has no user_events (CONFIG_USER_EVENTS): %w", path, err)
 		}
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return "", fmt.Errorf("open %s: %w", path, err)
+	}
+	return root, nil
+}
+
+func openKernel(root string) (*File, error) {
+	fd := -1
+	_, err := kernelFile(root, "user_events_data", func(path string) (err error) {
+		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	a, err := privateArena()
 	if err != nil {

@@ -60,18 +60,9 @@ func OpenTracefs(opts Options) (*Tracefs, error) {
 }
 
 func kernelTracefs(root string) (*Tracefs, error) {
-	if root == "" {
-		var err error
-		if root, err = FindTracefs(); err != nil {
-			return nil, err
-		}
-	}
-	p := filepath.Join(root, "user_events_status")
-	if err := unix.Access(p, unix.R_OK); err != nil {
-		if err == unix.ENOENT {
-			return nil, fmt.Errorf("%s: this kernel has no user_events (CONFIG_USER_EVENTS): %w", p, err)
-		}
-		return nil, fmt.Errorf("%s: %w", p, err)
+	root, err := kernelFile(root, "user_events_status", func(path string) error { return unix.Access(path, unix.R_OK) })
+	if err != nil {
+		return nil, err
 	}
 	return &Tracefs{backend: Kernel, root: root}, nil
 }
@@ -122,14 +113,10 @@ func (t *Tracefs) Open(name string, flag int) (TracefsFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	var f TracefsFile
+	var f io.ReadWriteCloser
 	switch t.backend {
 	case Kernel:
-		var of *os.File
-		of, err = os.OpenFile(filepath.Join(t.root, filepath.FromSlash(name)), flag, 0)
-		if of != nil {
-			f = &kernelFile{of, name}
-		}
+		f, err = os.OpenFile(filepath.Join(t.root, filepath.FromSlash(name)), flag, 0)
 	case Daemon:
 		var c *daemon.Client
 		if c, err = daemon.Dial(t.sock, nil); err == nil {
@@ -137,91 +124,51 @@ func (t *Tracefs) Open(name string, flag int) (TracefsFile, error) {
 			if df, err = c.Open(name, flag); err != nil {
 				c.Close()
 			} else {
-				f = &daemonFile{c: c, f: df, name: name}
+				f = daemonFile{df, c}
 			}
 		}
 	case InProcess:
-		var h *subsys.Handle
-		if h, err = t.fs.Open(name, flag, t.cred); err == nil {
-			f = &inprocFile{h, name}
-		}
+		f, err = t.fs.Open(name, flag, t.cred)
 	}
 	if err != nil {
 		return nil, wrapErr("open", name, "", err)
 	}
-	return f, nil
+	return &tracefsFile{f, name}, nil
 }
 
-type kernelFile struct {
-	f    *os.File
+// tracefsFile is an open file of any backend, whose errors it words as
+// *Error values naming the file.
+type tracefsFile struct {
+	rwc  io.ReadWriteCloser
 	name string
 }
 
-func (k *kernelFile) Read(p []byte) (int, error) {
-	n, err := k.f.Read(p)
+func (f *tracefsFile) Read(p []byte) (int, error) {
+	n, err := f.rwc.Read(p)
 	if err != nil && err != io.EOF {
-		err = wrapErr("read", k.name, "", err)
+		err = wrapErr("read", f.name, "", err)
 	}
 	return n, err
 }
 
-func (k *kernelFile) Write(p []byte) (int, error) {
-	n, err := k.f.Write(p)
+func (f *tracefsFile) Write(p []byte) (int, error) {
+	n, err := f.rwc.Write(p)
 	if err != nil {
-		err = wrapErr("write", k.name, string(p), err)
+		err = wrapErr("write", f.name, string(p), err)
 	}
 	return n, err
 }
 
-func (k *kernelFile) Close() error { return k.f.Close() }
+func (f *tracefsFile) Close() error { return f.rwc.Close() }
 
+// daemonFile is a file open through a connection of its own: closing it
+// closes the connection, which ends a wait in Read at once.
 type daemonFile struct {
-	c    *daemon.Client
-	f    *daemon.File
-	name string
+	*daemon.File
+	c *daemon.Client
 }
 
-func (d *daemonFile) Read(p []byte) (int, error) {
-	n, err := d.f.Read(p)
-	if err != nil && err != io.EOF {
-		err = wrapErr("read", d.name, "", err)
-	}
-	return n, err
-}
-
-func (d *daemonFile) Write(p []byte) (int, error) {
-	n, err := d.f.Write(p)
-	if err != nil {
-		err = wrapErr("write", d.name, string(p), err)
-	}
-	return n, err
-}
-
-// Close closes the connection, which ends a wait in Read at once.
-func (d *daemonFile) Close() error { return d.c.Close() }
-
-type inprocFile struct {
-	h    *subsys.Handle
-	name string
-}
-
-func (i *inprocFile) Read(p []byte) (int, error) {
-	n, err := i.h.Read(p)
-	if err != nil && err != io.EOF {
-		err = wrapErr("read", i.name, "", err)
-	}
-	return n, err
-}
-
-func (i *inprocFile) Write(p []byte) (int, error) {
-	n, err := i.h.Write(p)
-	if err != nil {
-		err = wrapErr("write", i.name, string(p), err)
-	}
-	return n, err
-}
-
-func (i *inprocFile) Close() error { return i.h.Close() }
+func (d daemonFile) Close() error { return d.c.Close() }
 
 // ReadFile reads a whole file.
 func (t *Tracefs) ReadFile(name string) ([]byte, error) {

@@ -342,9 +342,8 @@ type Event struct {
 	flags Flags
 	def   *eventdef.Event
 
-	disabled *Error // preallocated: a disabled write must not allocate
-	closeMu  sync.Mutex
-	closed   bool
+	disabled *Error     // preallocated: a disabled write must not allocate
+	closeMu  sync.Mutex // serialises Close; word == &zeroWord says it was done
 }
 
 // Enabled reports whether anything — ftrace, perf, a uetrace session — is
@@ -461,10 +460,9 @@ func (e *Event) Encode(enc *eventdef.Encoder, buf []byte, fill func(*eventdef.En
 func (e *Event) Close() error {
 	e.closeMu.Lock()
 	defer e.closeMu.Unlock()
-	if e.closed {
+	if e.word.Load() == &zeroWord {
 		return nil
 	}
-	e.closed = true
 	// Repoint first: from here on a concurrent Enabled reads zeroWord, so the
 	// slot can be reused without a stale handle seeing another event's bit.
 	e.word.Store(&zeroWord)
