@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -125,21 +124,6 @@ func runDemo(ctx context.Context, out io.Writer, duration time.Duration) error {
 	fmt.Fprintf(out, "\n$ uetrace cat events/user_events/demo_http_request/format\n%s", format)
 	fmt.Fprintf(out, "\nThe producer wrote %d records and skipped %d checks while nothing was attached.\n", written, skipped)
 	fmt.Fprintf(out, "Next: `uetrace serve` gives every program on this machine the same, and `uetrace emit`, `uetrace trace -f`\nand `uetrace status` work against it (or against the kernel, where it has user_events).\n")
-	return nil
-}
-
-func printStatus(out io.Writer, fs *userevents.Tracefs) error {
-	rows, footer, err := readStatus(fs)
-	if err != nil {
-		return err
-	}
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "EVENT\tSYSTEM\tID\tUSERS\tFIELDS")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.tracepoint, r.system, r.id, r.users, r.fields)
-	}
-	w.Flush()
-	fmt.Fprintf(out, "%s\n", footer)
 	return nil
 }
 

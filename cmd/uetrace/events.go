@@ -161,7 +161,7 @@ func matchEvents(fs *userevents.Tracefs, pattern string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, &userevents.Error{Op: "match", Input: pattern, Errno: unix.ENOENT, Reason: errNoMatch.Error()}
+		return nil, &userevents.Error{Op: "match", Input: pattern, Errno: unix.ENOENT, Reason: "no event matches"}
 	}
 	return out, nil
 }
@@ -205,7 +205,7 @@ is nobody to see the record: emit says so and writes nothing.`,
 			}
 			def := ev.Def()
 			for k := range values {
-				if !slicesContainsField(def, k) {
+				if !hasField(def, k) {
 					return &userevents.Error{Op: "emit", Input: k, Errno: unix.EINVAL, Reason: "the event has no such field"}
 				}
 			}
@@ -232,7 +232,7 @@ is nobody to see the record: emit says so and writes nothing.`,
 	return cmd
 }
 
-func slicesContainsField(def *eventdef.Event, name string) bool {
+func hasField(def *eventdef.Event, name string) bool {
 	for _, f := range def.Fields {
 		if f.Name == name {
 			return true

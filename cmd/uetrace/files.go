@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 
@@ -20,21 +19,25 @@ path relative to the tracefs root. trace_pipe streams until interrupted.`,
 		Example: `  uetrace cat user_events_status
   uetrace cat events/user_events/myapp_request/format`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			fs, err := g.tracefs()
-			if err != nil {
-				return err
-			}
-			defer fs.Close()
-			f, err := fs.Open(args[0], os.O_RDONLY)
-			if err != nil {
-				return err
-			}
-			ctx, stop := interruptible(cmd)
-			defer stop()
-			return copyUntil(ctx, cmd.OutOrStdout(), f)
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return catFile(cmd, g, args[0]) },
 	}
+}
+
+// catFile copies a tracefs file to the output until its end or an
+// interrupt.
+func catFile(cmd *cobra.Command, g *globals, name string) error {
+	fs, err := g.tracefs()
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	f, err := fs.Open(name, os.O_RDONLY)
+	if err != nil {
+		return err
+	}
+	ctx, stop := interruptible(cmd)
+	defer stop()
+	return copyUntil(ctx, cmd.OutOrStdout(), f)
 }
 
 // copyUntil copies f to w until EOF or ctx is done (closing f ends a
@@ -79,5 +82,3 @@ written as given: add a newline yourself where it matters.`,
 	cmd.Flags().BoolVar(&trunc, "trunc", false, "open with O_TRUNC, as the shell's > does")
 	return cmd
 }
-
-var errNoMatch = errors.New("no event matches")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -24,20 +25,25 @@ its fields (from its format file), followed by the Active and Busy counts.`,
 				return err
 			}
 			defer fs.Close()
-			rows, footer, err := readStatus(fs)
-			if err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "EVENT\tSYSTEM\tID\tUSERS\tFIELDS")
-			for _, r := range rows {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.tracepoint, r.system, r.id, r.users, r.fields)
-			}
-			w.Flush()
-			fmt.Fprintf(cmd.OutOrStdout(), "\n%s\n", footer)
-			return nil
+			return printStatus(cmd.OutOrStdout(), fs)
 		},
 	}
+}
+
+// printStatus prints the status table, a blank line and the counts.
+func printStatus(out io.Writer, fs *userevents.Tracefs) error {
+	rows, footer, err := readStatus(fs)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "EVENT\tSYSTEM\tID\tUSERS\tFIELDS")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.tracepoint, r.system, r.id, r.users, r.fields)
+	}
+	w.Flush()
+	fmt.Fprintf(out, "\n%s\n", footer)
+	return nil
 }
 
 type statusRow struct {

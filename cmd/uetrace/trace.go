@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/spf13/cobra"
 )
 
@@ -18,22 +16,10 @@ and waits for new ones until interrupted.`,
   uetrace trace -f`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fs, err := g.tracefs()
-			if err != nil {
-				return err
-			}
-			defer fs.Close()
-			name := "trace"
 			if follow {
-				name = "trace_pipe"
+				return catFile(cmd, g, "trace_pipe")
 			}
-			f, err := fs.Open(name, os.O_RDONLY)
-			if err != nil {
-				return err
-			}
-			ctx, stop := interruptible(cmd)
-			defer stop()
-			return copyUntil(ctx, cmd.OutOrStdout(), f)
+			return catFile(cmd, g, "trace")
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow trace_pipe until interrupted")
