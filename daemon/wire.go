@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io/fs"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -159,7 +158,7 @@ func appendResult(b []byte, ret int64, err error) []byte {
 func errorText(err error) string {
 	var pe *eventdef.Error
 	if errors.As(err, &pe) {
-		return strings.TrimPrefix(pe.Error(), eventdef.ErrnoString(pe.Errno)+": ")
+		return pe.Detail()
 	}
 	var pathErr *fs.PathError
 	if errors.As(err, &pathErr) {

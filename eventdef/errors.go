@@ -28,8 +28,13 @@ type Error struct {
 // so that a caller's prefix reads naturally:
 // register "x u32 a ": invalid argument (EINVAL): field 1 "u32 a ": ...
 func (e *Error) Error() string {
-	b := []byte(ErrnoString(e.Errno))
-	b = append(b, ": "...)
+	return ErrnoString(e.Errno) + ": " + e.Detail()
+}
+
+// Detail is the error without its errno: `field <n> "<token>": <reason>`,
+// for callers that name the errno themselves.
+func (e *Error) Detail() string {
+	var b []byte
 	if e.Field > 0 {
 		b = append(b, "field "...)
 		b = strconv.AppendInt(b, int64(e.Field), 10)

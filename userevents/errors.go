@@ -69,7 +69,7 @@ func wrapErr(op, path, input string, err error) error {
 		e.Ret = int64(ret)
 	case errors.As(err, &pe):
 		e.Errno = pe.Errno
-		e.Reason = strings.TrimPrefix(pe.Error(), eventdef.ErrnoString(pe.Errno)+": ")
+		e.Reason = pe.Detail()
 		if pe.Errno > 4095 {
 			e.Ret, e.Errno = -int64(pe.Errno), 0
 		}
@@ -129,8 +129,7 @@ func diagnose(op, path, input string) string {
 		if _, err := eventdef.Parse(c); err != nil {
 			var pe *eventdef.Error
 			if errors.As(err, &pe) {
-				s := pe.Error()
-				return strings.TrimPrefix(s, eventdef.ErrnoString(pe.Errno)+": ")
+				return pe.Detail()
 			}
 		}
 	}
