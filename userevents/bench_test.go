@@ -151,7 +151,7 @@ func BenchmarkDaemonWrite(b *testing.B) {
 			b.Fatal("the daemon did not start")
 		}
 	}
-	benchWrite(b, Options{Backend: Daemon, Socket: sock}, nil)
+	benchWrite(b, Options{Backend: Daemon, Socket: sock})
 }
 
 // TestMain serves as the benchmark's daemon when asked to.
@@ -169,11 +169,10 @@ func TestMain(m *testing.M) {
 
 // BenchmarkInProcessWrite is the in-process backend's write path.
 func BenchmarkInProcessWrite(b *testing.B) {
-	sys := subsys.New(subsys.Options{NumCPU: 2})
-	benchWrite(b, Options{Backend: InProcess, Subsystem: sys}, sys)
+	benchWrite(b, Options{Backend: InProcess, Subsystem: subsys.New(subsys.Options{NumCPU: 2})})
 }
 
-func benchWrite(b *testing.B, o Options, _ *subsys.Subsystem) {
+func benchWrite(b *testing.B, o Options) {
 	f, err := Open(o)
 	if err != nil {
 		b.Fatal(err)

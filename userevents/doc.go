@@ -28,8 +28,9 @@
 // word that is never set, so a stale Event reads "disabled" rather than
 // another event's bit, and Enabled needs no lock.
 //
-// The kernel keeps enablers per thread group member that registered
-// (current->user_event_mm), so this package issues every DIAG_IOCSREG and
+// The kernel keeps enablers per task (current->user_event_mm), shared only
+// with threads cloned after the first registration; Go moves goroutines
+// between threads, so this package issues every DIAG_IOCSREG and
 // DIAG_IOCSUNREG from one locked OS thread. Writes come from any goroutine.
 //
 // # Differences between the backends

@@ -110,7 +110,7 @@ func tracefs(t *testing.T, o *userevents.Options) *userevents.Tracefs {
 
 // uniq makes event names unique per test, since the kernel's registry is
 // shared by every test in the VM.
-func uniq(t *testing.T, base string) string {
+func uniq(base string) string {
 	return fmt.Sprintf("%s_%d", base, time.Now().UnixNano()%1_000_000_007)
 }
 
@@ -149,7 +149,7 @@ func TestRegisterEnableWrite(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
 		fs := tracefs(t, b.opts)
-		name := uniq(t, "suite_rew")
+		name := uniq("suite_rew")
 		ev := register(t, f, name+" u32 status; __rel_loc char[] path", 0)
 		if ev.WriteIndex() != 0 {
 			t.Errorf("first write index = %d, want 0", ev.WriteIndex())
@@ -210,7 +210,7 @@ func TestEnableBitFlipsWithin1ms(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
 		fs := tracefs(t, b.opts)
-		name := uniq(t, "suite_flip")
+		name := uniq("suite_flip")
 		ev := register(t, f, name+" u64 v", 0)
 		for range 20 {
 			setEnable(t, fs, "user_events", name, true)
@@ -225,7 +225,7 @@ func TestErrnoParity(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
 		fs := tracefs(t, b.opts)
-		name := uniq(t, "suite_errno")
+		name := uniq("suite_errno")
 		ev := register(t, f, name+" u32 a; __data_loc char[] s", 0)
 		cases := []struct {
 			what string
@@ -320,7 +320,7 @@ func TestUnregisterAndDelete(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
 		fs := tracefs(t, b.opts)
-		name := uniq(t, "suite_del")
+		name := uniq("suite_del")
 		ev := register(t, f, name+" u32 a", 0)
 		setEnable(t, fs, "user_events", name, true)
 		waitBit(t, ev, true)
@@ -355,7 +355,7 @@ func TestUnregisterAndDelete(t *testing.T) {
 func TestPersist(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		fs := tracefs(t, b.opts)
-		name := uniq(t, "suite_persist")
+		name := uniq("suite_persist")
 		if b.unpriv != nil {
 			uf := open(t, b.unpriv)
 			if err := regFlagsErr(uf, name+" u32 a", userevents.Persist); !errors.Is(err, unix.EPERM) {
@@ -403,7 +403,7 @@ func TestMultiFormat(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
 		fs := tracefs(t, b.opts)
-		name := uniq(t, "suite_multi")
+		name := uniq("suite_multi")
 		ev1 := register(t, f, name+" u32 a", userevents.MultiFormat)
 		ev2 := register(t, f, name+" u64 a; u64 b", userevents.MultiFormat)
 		ev3 := register(t, f, name+" u32 a", userevents.MultiFormat)
@@ -444,7 +444,7 @@ func TestMultiFormat(t *testing.T) {
 func TestSlotsAreReused(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
-		name := uniq(t, "suite_slots")
+		name := uniq("suite_slots")
 		first := register(t, f, name+" u32 a", 0)
 		first.Close()
 		for range 200 {
