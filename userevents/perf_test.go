@@ -155,8 +155,8 @@ func (p *kernelPerf) payloads(t *testing.T) [][]byte {
 	var out [][]byte
 	for _, ring := range p.rings {
 		end := atomic.LoadUint64((*uint64)(unsafe.Pointer(&ring[1024]))) // data_head
-		dataOff := binary.LittleEndian.Uint64(ring[1040:])                // data_offset
-		dataSize := binary.LittleEndian.Uint64(ring[1048:])               // data_size
+		dataOff := binary.LittleEndian.Uint64(ring[1040:])               // data_offset
+		dataSize := binary.LittleEndian.Uint64(ring[1048:])              // data_size
 		data := ring[dataOff : dataOff+dataSize]
 		if end > dataSize {
 			t.Fatalf("perf ring wrapped (%d bytes): the test writes a few records only", end)
