@@ -25,7 +25,9 @@ type Record struct {
 	Event *Event // the event; its ID may since have been reused if it was deleted
 	ID    int    // the event's type ID when the record was written
 	// Raw is the record as perf's raw data carries it: the 8-byte common
-	// header followed by the payload. It aliases the buffer passed to Read.
+	// header, the payload, and zeros up to perf's 8-byte alignment of the
+	// raw size field and data (so len(Raw)%8 == 4). It aliases the buffer
+	// passed to Read.
 	Raw []byte
 }
 
@@ -266,14 +268,16 @@ func (ss *Session) TooLarge() uint64 {
 // when the buffer is full the record is dropped and counted.
 func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 	// perf_trace_buf_alloc's size: raw data with its u32 size, 8-aligned.
-	if (len(rec)+4+7)&^7-4 > maxPerfRecord {
+	// The raw data perf hands out includes the zero padding, so Raw does.
+	size := (len(rec)+4+7)&^7 - 4
+	if size > maxPerfRecord {
 		ss.mu.Lock()
 		ss.tooLarge++
 		ss.mu.Unlock()
 		return
 	}
 	ss.mu.Lock()
-	if ss.used+len(rec) > len(ss.ring) {
+	if ss.used+size > len(ss.ring) {
 		ss.lost++
 		ss.mu.Unlock()
 		return
@@ -282,13 +286,16 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		ss.growQueue()
 	}
 	ss.queue[(ss.qhead+ss.qlen)%len(ss.queue)] = pending{
-		ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: ev.id, n: len(rec), ev: ev,
+		ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: ev.id, n: size, ev: ev,
 	}
 	ss.qlen++
 	tail := (ss.head + ss.used) % len(ss.ring)
 	n := copy(ss.ring[tail:], rec)
 	copy(ss.ring, rec[n:])
-	ss.used += len(rec)
+	for i := len(rec); i < size; i++ {
+		ss.ring[(tail+i)%len(ss.ring)] = 0
+	}
+	ss.used += size
 	ss.mu.Unlock()
 	select {
 	case ss.notify <- struct{}{}:

@@ -1,0 +1,222 @@
+package conform
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/abi"
+)
+
+// daemonProc is this OS process as a client of a uetrace daemon: every
+// user_events_data is a connection sharing the process's enable page (a
+// memfd), tracefs goes through one more connection.
+type daemonProc struct {
+	socket  string
+	mem     *enablePage
+	memfd   int
+	spawner spawner
+	fsConn  *daemon.Client
+	conns   []*daemon.Client
+}
+
+func newDaemonProc(socket string, spawn spawner) (*daemonProc, error) {
+	mem, fd, err := newEnablePage(true)
+	if err != nil {
+		return nil, err
+	}
+	d := &daemonProc{socket: socket, mem: mem, memfd: fd, spawner: spawn}
+	c, err := d.dial()
+	if err != nil {
+		return nil, err
+	}
+	d.fsConn = c
+	return d, nil
+}
+
+func (d *daemonProc) dial() (*daemon.Client, error) {
+	c, err := daemon.Dial(d.socket, &daemon.Arena{FD: d.memfd, Addr: d.mem.base(), Size: uint64(len(d.mem.mem))})
+	if err != nil {
+		return nil, err
+	}
+	d.conns = append(d.conns, c)
+	return c, nil
+}
+
+func (d *daemonProc) page() []byte                       { return d.mem.mem }
+func (d *daemonProc) base() uint64                       { return d.mem.base() }
+func (d *daemonProc) special(name string) (uint64, bool) { return d.mem.special(name) }
+func (d *daemonProc) fs() fileSystem                     { return daemonFS{d.fsConn} }
+
+func (d *daemonProc) open() (dataFile, error) {
+	c, err := d.dial()
+	if err != nil {
+		return nil, err
+	}
+	return &daemonData{c: c}, nil
+}
+
+func (d *daemonProc) child(steps []Step) ([]byte, error) { return d.spawner(source(steps)) }
+
+func (d *daemonProc) exit() {
+	for _, c := range d.conns {
+		c.Close()
+	}
+}
+
+type daemonData struct{ c *daemon.Client }
+
+func (d *daemonData) reg(raw []byte, name string, nameFault bool) (uint32, error) {
+	name, _, _ = strings.Cut(name, "\x00")
+	idx, ret, err := d.c.Register(raw, name, nameFault)
+	if err != nil {
+		return 0, err
+	}
+	if ret != 0 {
+		if ret < 0 && ret >= -4095 {
+			return 0, unix.Errno(-ret)
+		}
+		return 0, abi.RetError(int(ret))
+	}
+	return idx, nil
+}
+
+func (d *daemonData) unreg(raw []byte) error { return d.c.Unregister(raw) }
+
+func (d *daemonData) del(name string, fault bool) error {
+	if fault {
+		return errUnsupported
+	}
+	name, _, _ = strings.Cut(name, "\x00")
+	return d.c.Delete(name)
+}
+
+func (d *daemonData) writev(iov []iovec) (int, error) {
+	bufs := make([][]byte, len(iov))
+	for i, v := range iov {
+		if v.fault != 0 {
+			return 0, errUnsupported
+		}
+		bufs[i] = v.b
+	}
+	if len(bufs) > daemon.MaxIov {
+		return 0, errUnsupported
+	}
+	return d.c.Writev(int32(unix.Gettid()), 0, bufs...)
+}
+
+// write is a writev of one buffer: the daemon's protocol has no write(2)
+// of its own, and for a non-zero position none at all.
+func (d *daemonData) write(b []byte, off int64) (int, error) {
+	if off != 0 {
+		return 0, errUnsupported
+	}
+	return d.c.Writev(int32(unix.Gettid()), 0, b)
+}
+
+func (d *daemonData) close() error { return d.c.Close() }
+
+type daemonFS struct{ c *daemon.Client }
+
+func (f daemonFS) read(p string) ([]byte, error) {
+	h, err := f.c.Open(p, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	return io.ReadAll(h)
+}
+
+func (f daemonFS) write(p string, flag int, data []byte) (int, error) {
+	h, err := f.c.Open(p, unix.O_WRONLY|flag)
+	if err != nil {
+		return 0, err
+	}
+	defer h.Close()
+	if data == nil {
+		return 0, nil
+	}
+	return h.Write(data)
+}
+
+func (f daemonFS) readDir(p string) ([]string, error) {
+	ents, err := f.c.ReadDir(p)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name
+	}
+	return names, nil
+}
+
+func (f daemonFS) exists(p string) bool {
+	if _, err := f.c.ReadDir(p); err == nil {
+		return true
+	}
+	h, err := f.c.Open(p, unix.O_RDONLY)
+	if err == nil {
+		h.Close()
+		return true
+	}
+	// A write-only file (none in tracefs's user_events part) or a
+	// directory that cannot be listed still exists unless ENOENT.
+	return !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR)
+}
+
+type daemonPerf struct {
+	c *daemon.Client
+	s *daemon.Session
+}
+
+func (d *daemonProc) perf(system, name string) (perfReader, error) {
+	c, err := daemon.Dial(d.socket, nil)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.NewSession(0, false)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	names, err := s.Attach(system+":"+name, false)
+	if err == nil && len(names) == 0 {
+		err = unix.ENOENT
+	}
+	if err != nil {
+		s.Close()
+		c.Close()
+		return nil, err
+	}
+	d.conns = append(d.conns, c)
+	return &daemonPerf{c: c, s: s}, nil
+}
+
+func (p *daemonPerf) read() ([][]byte, error) {
+	var out [][]byte
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		recs, _, _, err := p.s.Read(ctx, nil)
+		cancel()
+		for _, r := range recs {
+			out = append(out, append([]byte(nil), r.Raw[min(8, len(r.Raw)):]...))
+		}
+		if err != nil || len(recs) == 0 {
+			if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+				return out, err
+			}
+			return out, nil
+		}
+	}
+}
+
+func (p *daemonPerf) close() error {
+	p.s.Close()
+	return p.c.Close()
+}

@@ -1,0 +1,219 @@
+package conform
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/subsys"
+)
+
+// Backends are the names Options.Backend takes.
+var Backends = []string{"kernel", "daemon", "inprocess"}
+
+// Options configure a run of the driver.
+type Options struct {
+	Backend string // kernel, daemon or inprocess
+	// Socket is a running daemon's socket; "" starts one in this process.
+	Socket string
+	// Self is the driver's executable: each scenario on the kernel and
+	// the daemon, and each child block, runs in a new process of it
+	// ("": os.Executable).
+	Self string
+}
+
+// emptyStatus is user_events_status with no events.
+const emptyStatus = "\nActive: 0\nBusy: 0\n"
+
+// Run runs scenarios one after the other and writes each one's normalised
+// results to w as "=== NAME\n" followed by its lines.
+func Run(o Options, scenarios []*Scenario, w io.Writer) error {
+	if o.Self == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.Self = self
+	}
+	var run func(steps []Step) []byte
+	var fs fileSystem
+	switch o.Backend {
+	case "inprocess":
+		sys := subsys.New(subsys.Options{NumCPU: 2})
+		fs = subsysFS{sys.FS()}
+		run = func(steps []Step) []byte {
+			p, err := newSubsysProc(sys)
+			if err != nil {
+				return []byte("= error: " + err.Error() + "\n")
+			}
+			return runProcess(p, steps)
+		}
+	case "daemon", "kernel":
+		if o.Backend == "daemon" && o.Socket == "" {
+			sock, stop, err := startDaemon()
+			if err != nil {
+				return err
+			}
+			defer stop()
+			o.Socket = sock
+		}
+		if o.Backend == "kernel" {
+			fs = kernelFS(TracefsRoot)
+			if _, err := os.Stat(filepath.Join(TracefsRoot, "user_events_data")); err != nil {
+				return fmt.Errorf("the kernel backend needs user_events: %w", err)
+			}
+		} else {
+			p, err := newDaemonProc(o.Socket, nil)
+			if err != nil {
+				return err
+			}
+			defer p.exit()
+			fs = p.fs()
+		}
+		spawn := o.spawner()
+		run = func(steps []Step) []byte {
+			out, err := spawn(source(steps))
+			if err != nil {
+				out = append(out, "= child: "+errText(err)+"\n"...)
+			}
+			return out
+		}
+	default:
+		return fmt.Errorf("unknown backend %q (want kernel, daemon or inprocess)", o.Backend)
+	}
+	if err := cleanup(fs); err != nil {
+		return fmt.Errorf("the %s backend is not clean before the first scenario: %w", o.Backend, err)
+	}
+	for _, sc := range scenarios {
+		raw := run(sc.Steps)
+		fmt.Fprintf(w, "=== %s\n%s", sc.Name, normalise(string(raw), multiNames(sc.Steps)))
+		if err := cleanup(fs); err != nil {
+			fmt.Fprintf(w, "= cleanup after the scenario: %v\n", err)
+		}
+	}
+	return nil
+}
+
+// runProcess runs steps as one process and then ends it as exit(2) would.
+func runProcess(p proc, steps []Step) []byte {
+	var out bytes.Buffer
+	runSteps(p, steps, &out)
+	p.exit()
+	return out.Bytes()
+}
+
+// spawner runs scenario text in a new process of the driver: "-child".
+func (o Options) spawner() spawner {
+	return func(text string) ([]byte, error) {
+		args := []string{"-child", "-backend", o.Backend}
+		if o.Socket != "" {
+			args = append(args, "-socket", o.Socket)
+		}
+		cmd := exec.Command(o.Self, args...)
+		cmd.Stdin = bytes.NewBufferString(text)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return out, fmt.Errorf("%v: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		}
+		return out, nil
+	}
+}
+
+// RunChild runs scenario text read from r as this process (the -child mode)
+// and writes its raw results to w.
+func RunChild(o Options, r io.Reader, w io.Writer) error {
+	// One thread does every ioctl: the kernel keeps enablers per task, and
+	// a task that did not register has none to unregister.
+	runtime.LockOSThread()
+	text, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	steps, err := Parse(string(text))
+	if err != nil {
+		return err
+	}
+	if o.Self == "" {
+		if o.Self, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	var p proc
+	switch o.Backend {
+	case "kernel":
+		p, err = newKernelProc(o.spawner())
+	case "daemon":
+		p, err = newDaemonProc(o.Socket, o.spawner())
+	default:
+		return fmt.Errorf("-child runs the kernel or daemon backend, not %q", o.Backend)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(runProcess(p, steps))
+	return err
+}
+
+// startDaemon serves a fresh subsystem, with every caller privileged, on a
+// socket in a temporary directory.
+func startDaemon() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "ueconform-")
+	if err != nil {
+		return "", nil, err
+	}
+	sock := filepath.Join(dir, "uetrace.sock")
+	ln, err := daemon.Listen(sock)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	srv := daemon.New(daemon.Config{
+		Subsystem: subsys.New(subsys.Options{NumCPU: 2}),
+		Logger:    slog.New(slog.DiscardHandler),
+		Cred:      func(unix.Ucred) subsys.Cred { return root },
+	})
+	go srv.Serve(ln)
+	return sock, func() { srv.Close(); os.RemoveAll(dir) }, nil
+}
+
+// cleanup brings a backend back to its state at boot between scenarios:
+// every event disabled and deleted (persistent ones by truncating
+// dynamic_events, once the kernel's deferred teardown has let go of the
+// others), tracing on, the trace buffer empty.
+func cleanup(fs fileSystem) error {
+	for _, system := range []string{"user_events", "user_events_multi"} {
+		names, _ := fs.readDir("events/" + system)
+		for _, n := range names {
+			p := "events/" + system + "/" + n + "/enable"
+			if n != "enable" && fs.exists(p) {
+				fs.write(p, unix.O_TRUNC, []byte("0"))
+			}
+		}
+	}
+	fs.write("tracing_on", unix.O_TRUNC, []byte("1"))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fs.write("dynamic_events", unix.O_TRUNC, nil)
+		st, err := fs.read("user_events_status")
+		if err == nil && string(st) == emptyStatus {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("events left after 5 s: %q (%v)", st, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	_, err := fs.write("trace", unix.O_TRUNC, nil)
+	return err
+}

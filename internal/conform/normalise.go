@@ -1,0 +1,111 @@
+package conform
+
+import (
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// A type ID in raw output, before normalisation.
+var idMark = regexp.MustCompile(`⟪ID (\d+)⟫`)
+
+func markID(s string) string {
+	if _, err := strconv.ParseUint(s, 10, 32); err != nil {
+		return s
+	}
+	return "⟪ID " + s + "⟫"
+}
+
+// traceLine is a record line of the trace file: "  comm-pid  [cpu] flags  ts: rest".
+var traceLine = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d{3})\]\s(\S{4,5})\s+(\d+\.\d{6}): (.*)$`)
+
+// maskTraceLine masks what differs from run to run in a trace record line:
+// pid, CPU and timestamp. The task name and the flags stay.
+func maskTraceLine(line string) string {
+	if strings.HasPrefix(line, "#") {
+		return line
+	}
+	m := traceLine.FindStringSubmatch(line)
+	if m == nil {
+		return line
+	}
+	return m[1] + "-<pid> [CPU] " + m[4] + " <ts>: " + m[6]
+}
+
+// multiNames are the names a scenario registers with MULTI_FORMAT, whose
+// tracepoints are "name.<hexid>".
+func multiNames(steps []Step) []string {
+	var names []string
+	for _, st := range steps {
+		if st.Verb == "child" {
+			names = append(names, multiNames(st.Child)...)
+			continue
+		}
+		if st.Verb != "reg" {
+			continue
+		}
+		pos, kv := st.options()
+		if len(pos) < 2 || !isMulti(kv["flags"]) {
+			continue
+		}
+		name, _, _ := strings.Cut(pos[1], " ")
+		names = append(names, name)
+	}
+	return names
+}
+
+func isMulti(flags string) bool {
+	for _, f := range strings.Split(flags, ",") {
+		if f == "multi" {
+			return true
+		}
+		if v, err := strconv.ParseUint(f, 0, 16); err == nil && v&2 != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// normalise rewrites a scenario's raw output so that backends compare: type
+// IDs become <ID+k> and multi-format ids name.<M+k>, k counted from the
+// lowest the scenario printed (both come from global counters whose
+// starting points differ between the kernel and uetrace).
+func normalise(raw string, multi []string) string {
+	out := relabel(raw, idMark, 1, 10, func(_ []string, k int) string {
+		return "<ID+" + strconv.Itoa(k) + ">"
+	})
+	if len(multi) == 0 {
+		return out
+	}
+	sort.Slice(multi, func(i, j int) bool { return len(multi[i]) > len(multi[j]) })
+	var alts []string
+	for _, n := range multi {
+		if n != "" {
+			alts = append(alts, regexp.QuoteMeta(n))
+		}
+	}
+	if len(alts) == 0 {
+		return out
+	}
+	re := regexp.MustCompile(`(^|[\s/:'"=])(` + strings.Join(alts, "|") + `)\.([0-9a-f]+)\b`)
+	return relabel(out, re, 3, 16, func(m []string, k int) string {
+		return m[1] + m[2] + ".<M+" + strconv.Itoa(k) + ">"
+	})
+}
+
+// relabel replaces each match of re by repl(match, value - lowest value),
+// where value is submatch group parsed as a number in base.
+func relabel(s string, re *regexp.Regexp, group, base int, repl func(m []string, k int) string) string {
+	lowest := uint64(1<<64 - 1)
+	for _, m := range re.FindAllStringSubmatch(s, -1) {
+		if v, err := strconv.ParseUint(m[group], base, 64); err == nil && v < lowest {
+			lowest = v
+		}
+	}
+	return re.ReplaceAllStringFunc(s, func(match string) string {
+		m := re.FindStringSubmatch(match)
+		v, _ := strconv.ParseUint(m[group], base, 64)
+		return repl(m, int(v-lowest))
+	})
+}
