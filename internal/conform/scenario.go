@@ -178,7 +178,11 @@ func split(line string) (words []string, quoted []bool, err error) {
 				return nil, nil, fmt.Errorf("bad string at column %d: %v", i+1, err)
 			}
 			s, _ := strconv.Unquote(lit)
-			word.WriteString(expand(s))
+			s, err = expand(s)
+			if err != nil {
+				return nil, nil, err
+			}
+			word.WriteString(s)
 			i += len(lit)
 			q = true
 		}
@@ -191,12 +195,21 @@ func split(line string) (words []string, quoted []bool, err error) {
 	return words, quoted, nil
 }
 
-func expand(s string) string {
-	return repeat.ReplaceAllStringFunc(s, func(m string) string {
+// maxRepeat bounds ${N*x}: scenarios need a few KiB at most.
+const maxRepeat = 1 << 16
+
+func expand(s string) (string, error) {
+	var err error
+	out := repeat.ReplaceAllStringFunc(s, func(m string) string {
 		sub := repeat.FindStringSubmatch(m)
-		n, _ := strconv.Atoi(sub[1])
+		n, e := strconv.Atoi(sub[1])
+		if e != nil || n > maxRepeat || n*len(sub[2]) > maxRepeat {
+			err = fmt.Errorf("${%s*...} repeats more than %d bytes", sub[1], maxRepeat)
+			return ""
+		}
 		return strings.Repeat(sub[2], n)
 	})
+	return out, err
 }
 
 // options splits a step's words into positional ones and key=value ones.

@@ -144,6 +144,9 @@ func Require(t testing.TB) {
 	if InVM() {
 		t.Skip("already inside the VM")
 	}
+	if raceEnabled {
+		t.Skip("VM tests run without -race: what they boot is built without it")
+	}
 	if err := Available(); err != nil {
 		if os.Getenv(EnvRequire) == "require" {
 			t.Fatalf("%v (%s=require)", err, EnvRequire)

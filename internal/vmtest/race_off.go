@@ -1,0 +1,5 @@
+//go:build !race
+
+package vmtest
+
+const raceEnabled = false
