@@ -366,7 +366,8 @@ func (f *FS) content(n node) ([]byte, error) {
 		case "format":
 			return n.ev.def.AppendFormat(nil, n.ev.tp, n.ev.id), nil
 		case "id":
-			return strconv.AppendInt(nil, int64(n.ev.id), 10), nil
+			// event_id_read: "%llu\n".
+			return append(strconv.AppendInt(nil, int64(n.ev.id), 10), '\n'), nil
 		}
 	case n.name == "enable":
 		return []byte{f.enableState(n.system), '\n'}, nil

@@ -30,25 +30,29 @@ func Differential(dirs []string, kernelResults string) (kernel *Results, backend
 	if err := vmtest.Build("./cmd/ueconform", bin); err != nil {
 		return nil, nil, err
 	}
-	// Every backend reads the same files: a copy, named as the VM sees it.
+	// Every backend runs a snapshot of the files, taken now: the VM gets
+	// it as /test/scenarios, this machine's runs read it from tmp.
+	snap := filepath.Join(tmp, "scenarios")
+	if err := os.Mkdir(snap, 0o755); err != nil {
+		return nil, nil, err
+	}
 	files := map[string]string{"ueconform": bin}
-	var guestDirs []string
-	for i, d := range dirs {
-		st, err := os.Stat(d)
-		if err != nil {
-			return nil, nil, err
+	for _, d := range dirs {
+		matches := []string{d}
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			matches, _ = filepath.Glob(filepath.Join(d, "*.scn"))
 		}
-		g := fmt.Sprintf("s%d", i)
-		if !st.IsDir() {
-			files[filepath.Join(g, filepath.Base(d))] = d
-			guestDirs = append(guestDirs, filepath.Join(g, filepath.Base(d)))
-			continue
-		}
-		matches, _ := filepath.Glob(filepath.Join(d, "*.scn"))
 		for _, m := range matches {
-			files[filepath.Join(g, filepath.Base(m))] = m
+			data, err := os.ReadFile(m)
+			if err != nil {
+				return nil, nil, err
+			}
+			dst := filepath.Join(snap, filepath.Base(m))
+			if err := os.WriteFile(dst, data, 0o644); err != nil {
+				return nil, nil, err
+			}
+			files["scenarios/"+filepath.Base(m)] = dst
 		}
-		guestDirs = append(guestDirs, g)
 	}
 
 	if kernelResults != "" {
@@ -62,7 +66,7 @@ func Differential(dirs []string, kernelResults string) (kernel *Results, backend
 		}
 	} else {
 		res, err := vmtest.Run(context.Background(), vmtest.Options{Files: files, Timeout: 30 * time.Minute},
-			append([]string{"./ueconform", "-backend", "kernel"}, guestDirs...)...)
+			"./ueconform", "-backend", "kernel", "scenarios")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -77,7 +81,7 @@ func Differential(dirs []string, kernelResults string) (kernel *Results, backend
 
 	backends = map[string]*Results{}
 	for _, b := range Backends[1:] {
-		cmd := exec.Command(bin, append([]string{"-backend", b}, dirs...)...)
+		cmd := exec.Command(bin, "-backend", b, snap)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
