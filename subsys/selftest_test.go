@@ -453,7 +453,7 @@ func TestTypeIDsLowestFree(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		e.write(FileDynamicEvents, "u:"+n)
 	}
-	id := func(n string) string { return e.read("events/user_events/" + n + "/id") }
+	id := func(n string) string { return strings.TrimSuffix(e.read("events/user_events/"+n+"/id"), "\n") }
 	if id("a") != "1024" || id("b") != "1025" || id("c") != "1026" {
 		t.Fatalf("ids %s %s %s", id("a"), id("b"), id("c"))
 	}

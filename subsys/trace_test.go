@@ -146,7 +146,7 @@ func TestTraceDeletedEvents(t *testing.T) {
 	e.enable("gone", false)
 	e.unreg(0)
 	f.Close()
-	id := e.read("events/user_events/gone/id")
+	id := strings.TrimSuffix(e.read("events/user_events/gone/id"), "\n")
 	if err := e.s.Delete("gone", root); err != nil {
 		t.Fatal(err)
 	}
