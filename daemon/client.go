@@ -417,7 +417,9 @@ func (s *Session) Attach(pattern string, follow bool) ([]string, error) {
 }
 
 // Read waits for records and appends them to dst, with the counts of
-// records lost to a full buffer and dropped as too large so far.
+// records lost to a full buffer and dropped as too large so far. Cancelling
+// ctx ends the wait by shutting the connection down: the Client is unusable
+// afterwards (Poll does not wait).
 func (s *Session) Read(ctx context.Context, dst []Record) (recs []Record, lost, tooLarge uint64, err error) {
 	stop := context.AfterFunc(ctx, func() { unix.Shutdown(s.c.fd, unix.SHUT_RDWR) })
 	defer stop()
@@ -426,6 +428,16 @@ func (s *Session) Read(ctx context.Context, dst []Record) (recs []Record, lost, 
 		if ctx.Err() != nil {
 			return dst, 0, 0, ctx.Err()
 		}
+		return dst, 0, 0, err
+	}
+	return parseRecords(data, dst)
+}
+
+// Poll is Read without the wait: the records already waiting, perhaps none.
+// Unlike a cancelled Read it leaves the connection usable.
+func (s *Session) Poll(dst []Record) (recs []Record, lost, tooLarge uint64, err error) {
+	data, err := s.c.callData(le.AppendUint32(appendHeader(nil, opSessionRead, flagNoWait, s.handle), MaxMessage))
+	if err != nil {
 		return dst, 0, 0, err
 	}
 	return parseRecords(data, dst)

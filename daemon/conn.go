@@ -425,7 +425,7 @@ func (c *conn) handle(m []byte) bool {
 		if !ok || len(body) != 4 {
 			return c.result(0, fmt.Errorf("session read: bad session %d: %w", h.arg, unix.EBADF))
 		}
-		return c.sessionRead(ss, int(le.Uint32(body)))
+		return c.sessionRead(ss, int(le.Uint32(body)), h.flags&flagNoWait != 0)
 	case opHello:
 		return c.result(0, fmt.Errorf("hello after the handshake: %w", unix.EPROTO))
 	}
@@ -443,11 +443,12 @@ func (c *conn) add(h any) uint32 {
 	}
 }
 
-// sessionRead waits for records and sends as many as fit in one message.
+// sessionRead waits for records (unless noWait) and sends as many as fit in
+// one message.
 // A record's encoding is at most 5.5 times its raw size (a 28-byte header
 // and padding for an 8-byte record), so reading a sixth of the room left
 // never overflows the reply.
-func (c *conn) sessionRead(ss *subsys.Session, max int) bool {
+func (c *conn) sessionRead(ss *subsys.Session, max int, noWait bool) bool {
 	max = min(max, MaxMessage)
 	room := max - headerSize - 16
 	if room < 6*(8+recordHeaderLen) {
@@ -456,7 +457,16 @@ func (c *conn) sessionRead(ss *subsys.Session, max int) bool {
 	raw := make([]byte, room/6)
 	var recs []subsys.Record
 	var err error
-	c.blocking(func(ctx context.Context) { recs, err = ss.Read(ctx, raw, nil) })
+	if noWait {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		recs, err = ss.Read(ctx, raw, nil)
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	} else {
+		c.blocking(func(ctx context.Context) { recs, err = ss.Read(ctx, raw, nil) })
+	}
 	if err != nil {
 		return c.result(0, err)
 	}

@@ -154,3 +154,43 @@ func TestConnectionsShareEnablers(t *testing.T) {
 		t.Errorf("unregister again: %v, want ENOENT", err)
 	}
 }
+
+// TestSessionPoll reads without waiting: nothing waiting is an empty answer
+// at once, and the connection stays usable (a cancelled Read's does not).
+func TestSessionPoll(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	prod := a.dial(t, s.sock)
+	idx, _, err := prod.Register(reg(a.addr(0), 0), "poll_ev u32 n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ss, err := cons.NewSession(0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Attach("poll_ev", false); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _, _, err := ss.Poll(nil); err != nil || len(recs) != 0 {
+		t.Fatalf("Poll with nothing waiting = %v, %v", recs, err)
+	}
+	if _, err := prod.Writev(1, 0, le.AppendUint32(le.AppendUint32(nil, idx), 7)); err != nil {
+		t.Fatal(err)
+	}
+	recs, _, _, err := ss.Poll(nil)
+	if err != nil || len(recs) != 1 || le.Uint32(recs[0].Raw[8:]) != 7 {
+		t.Fatalf("Poll after a write = %+v, %v", recs, err)
+	}
+	if err := ss.Close(); err != nil {
+		t.Fatalf("Close after Poll: %v", err)
+	}
+	if a.word(0)&1 != 0 {
+		t.Error("closing the session left the enable bit set")
+	}
+}

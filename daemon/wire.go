@@ -45,8 +45,9 @@ import (
 //	Attach      arg: session handle; flags: 1 = follow events created later.
 //	            Body: a pattern (subsys.MatchEvent). Reply: Data with the
 //	            attached events' "system:tracepoint" names, NUL-terminated.
-//	SessionRead arg: session handle. Body: u32 maximum bytes. Blocks until a
-//	            record is there. Reply: Data: u64 lost, u64 too large, then
+//	SessionRead arg: session handle; flags: 1 = do not wait. Body: u32
+//	            maximum bytes. Blocks until a record is there, unless told
+//	            not to wait (then the reply may hold none). Reply: Data: u64 lost, u64 too large, then
 //	            records of u64 time, i32 pid, i32 tid, i32 cpu, u32 type id,
 //	            u32 length and the raw record padded to 8 bytes.
 //
@@ -106,6 +107,7 @@ const (
 	flagNameFault   = 1 // Register: name_args unreadable
 	flagOther       = 1 // Session: an "other" consumer
 	flagFollow      = 1 // Attach: follow new events
+	flagNoWait      = 1 // SessionRead: answer at once, with no records if none wait
 	helloPerfmon    = 1 // HelloOK: caller is perfmon_capable
 	recordHeaderLen = 8 + 4 + 4 + 4 + 4 + 4
 )

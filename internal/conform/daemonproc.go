@@ -1,11 +1,9 @@
 package conform
 
 import (
-	"context"
 	"errors"
 	"io"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -201,16 +199,14 @@ func (d *daemonProc) perf(system, name string) (perfReader, error) {
 func (p *daemonPerf) read() ([][]byte, error) {
 	var out [][]byte
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		recs, _, _, err := p.s.Read(ctx, nil)
-		cancel()
+		recs, _, _, err := p.s.Poll(nil)
+		if err != nil {
+			return out, err
+		}
 		for _, r := range recs {
 			out = append(out, append([]byte(nil), r.Raw[min(8, len(r.Raw)):]...))
 		}
-		if err != nil || len(recs) == 0 {
-			if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-				return out, err
-			}
+		if len(recs) == 0 {
 			return out, nil
 		}
 	}
