@@ -127,7 +127,7 @@ func TestNormalise(t *testing.T) {
 		t.Errorf("normalise:\n%s\nwant\n%s", got, want)
 	}
 	line := "       ueconform-48      [001] .....     1.492780: __t: a=1"
-	if got, want := maskTraceLine(line), "ueconform-<pid> [CPU] ..... <ts>: __t: a=1"; got != want {
+	if got, want := maskTraceLine(line), "<task>-<pid> [CPU] ..... <ts>: __t: a=1"; got != want {
 		t.Errorf("maskTraceLine = %q, want %q", got, want)
 	}
 }

@@ -6,20 +6,22 @@
 //
 // # Regenerating
 //
-// From the repository root, one command:
-//
-//	internal/cmd/eventgolden/regen.sh
-//
-// It builds this program statically (CGO_ENABLED=0, GOARCH=amd64), boots
-// the kernel with ${UETRACE_KERNEL_DIR:-../shared/kernel}/run-vm (relative
-// paths are taken from the repository root), runs
+// TestGoldenMatchesKernel (golden_test.go) builds this program statically,
+// boots the kernel with package internal/vmtest, runs
 //
 //	eventgolden -cases kernel-cases.txt
 //
-// there, and writes eventdef/testdata/kernel-golden.json from
-// eventdef/testdata/kernel-cases.txt. The JSON travels over the VM console
-// as base64 between marker lines, with its SHA-256, and the script fails if
-// the VM fails or the output is missing or corrupt.
+// there with eventdef/testdata/kernel-cases.txt, and compares the JSON with
+// eventdef/testdata/kernel-golden.json; it is part of go test ./... when a
+// kernel image and qemu are available (see internal/vmtest). To rewrite the
+// golden file from the kernel's answers:
+//
+//	go test ./internal/cmd/eventgolden -run TestGoldenMatchesKernel -update
+//
+// On stdout the JSON comes between the marker lines
+// "@@EVENTGOLDEN-JSON-BEGIN@@" and "@@EVENTGOLDEN-JSON-END <sha256>@@",
+// whose SHA-256 the test checks; diagnostics go to stderr. With -o the JSON
+// is written to a file instead.
 //
 // # Input
 //
@@ -119,14 +121,13 @@
 // main thread and names itself "eventgolden", so the trace prefix is
 // "eventgolden-<pid> [000] ....."; the pid (47 or 48 so far) and the
 // timestamps (and with them the prefix's padding) vary between boots and are
-// recorded raw. A warm-up write before the first case gets the comm into
+// recorded raw (TestGoldenMatchesKernel masks them). A warm-up write before the first case gets the comm into
 // saved_cmdlines; otherwise the first record would show as "<...>".
 package main
 
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -146,7 +147,8 @@ import (
 	"github.com/uetrace/uetrace/internal/abi"
 )
 
-// Marker lines around the base64 JSON on stdout; regen.sh looks for them.
+// Marker lines around the JSON on stdout; TestGoldenMatchesKernel looks
+// for them. The end marker carries the JSON's SHA-256: "<endMarker> <hex>@@".
 const (
 	beginMarker = "@@EVENTGOLDEN-JSON-BEGIN@@"
 	endMarker   = "@@EVENTGOLDEN-JSON-END"
@@ -230,7 +232,7 @@ type gen struct {
 func main() {
 	casesPath := flag.String("cases", "kernel-cases.txt", "case file")
 	tfs := flag.String("tracefs", "/sys/kernel/tracing", "tracefs mount point")
-	out := flag.String("o", "", "write the JSON to this file instead of base64 between markers on stdout")
+	out := flag.String("o", "", "write the JSON to this file instead of between markers on stdout")
 	flag.Parse()
 	if err := run(*casesPath, tracefs(*tfs), *out); err != nil {
 		fmt.Fprintln(os.Stderr, "eventgolden:", err)
@@ -320,16 +322,11 @@ func run(casesPath string, t tracefs, outPath string) error {
 		return os.WriteFile(outPath, buf.Bytes(), 0o644)
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	b64 := base64.StdEncoding.EncodeToString(buf.Bytes())
-	var o strings.Builder
+	var o bytes.Buffer
 	o.WriteString(beginMarker + "\n")
-	for len(b64) > 76 {
-		o.WriteString(b64[:76] + "\n")
-		b64 = b64[76:]
-	}
-	o.WriteString(b64 + "\n")
+	o.Write(buf.Bytes())
 	fmt.Fprintf(&o, "%s %x@@\n", endMarker, sum)
-	_, err = os.Stdout.WriteString(o.String())
+	_, err = os.Stdout.Write(o.Bytes())
 	return err
 }
 
