@@ -34,6 +34,12 @@
 //   - A write carries at most MaxWrite bytes (EMSGSIZE beyond).
 //   - Each write is a round trip on the socket, so that the writer gets the
 //     kernel's errno; it costs a context switch each way, not a system call.
+//   - Writes are writev(2): there is no write(2) with a file position, so
+//     pwrite's EFAULT for a non-zero offset and write(2)'s EFAULT for 0 bytes
+//     (a 0-byte writev is 0) have no counterpart.
+//   - Names and payloads travel as bytes: DIAG_IOCSDEL with an unreadable name
+//     and a writev from unmapped memory, EFAULT in Linux, cannot be sent.
+//     (Register carries an unreadable name_args as a flag.)
 //
 // It is not the subsystem (package subsys) nor the client library (package
 // userevents), and it does not collect records into files (that is the

@@ -41,6 +41,11 @@
 //   - buffer_size_kb past Options.MaxBufferKB is ENOMEM even where the
 //     memory could be had: one client must not make the daemon allocate
 //     without bound.
+//   - A File has no open mode: the VFS's EBADF for writing to an O_RDONLY
+//     user_events_data is the caller's (the daemon's connections and
+//     userevents' files are read-write). Names and payloads are Go strings
+//     and slices, so the EFAULT of an unreadable DIAG_IOCSDEL name or write
+//     buffer is the caller's too (RegisterArgs carries an unreadable name).
 //   - The kernel fills a record's common_flags from the writer's
 //     interrupt and preemption state (need-resched can show); here they are
 //     always 0.

@@ -126,8 +126,8 @@ func TestNormalise(t *testing.T) {
 	if got := normalise(raw, []string{"__m"}); got != want {
 		t.Errorf("normalise:\n%s\nwant\n%s", got, want)
 	}
-	line := "       ueconform-48      [001] .....     1.492780: __t: a=1"
-	if got, want := maskTraceLine(line), "<task>-<pid> [CPU] ..... <ts>: __t: a=1"; got != want {
+	line := "       ueconform-48      [001] .N...     1.492780: __t: a=1"
+	if got, want := maskTraceLine(line), "<task>-<pid> [CPU] .?... <ts>: __t: a=1"; got != want {
 		t.Errorf("maskTraceLine = %q, want %q", got, want)
 	}
 }

@@ -51,7 +51,10 @@ func (d *daemonProc) base() uint64                       { return d.mem.base() }
 func (d *daemonProc) special(name string) (uint64, bool) { return d.mem.special(name) }
 func (d *daemonProc) fs() fileSystem                     { return daemonFS{d.fsConn} }
 
-func (d *daemonProc) open() (dataFile, error) {
+func (d *daemonProc) open(mode int) (dataFile, error) {
+	if mode != 0 {
+		return nil, errUnsupported // a connection is always read-write
+	}
 	c, err := d.dial()
 	if err != nil {
 		return nil, err

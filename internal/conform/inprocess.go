@@ -108,7 +108,12 @@ func (s *subsysProc) base() uint64                       { return s.mem.base() }
 func (s *subsysProc) special(name string) (uint64, bool) { return s.mem.special(name) }
 func (s *subsysProc) fs() fileSystem                     { return subsysFS{s.sys.FS()} }
 
-func (s *subsysProc) open() (dataFile, error) {
+// open: a subsys File has no open mode (the daemon's connections and
+// userevents' files are always read-write), so asking for one is unsupported.
+func (s *subsysProc) open(mode int) (dataFile, error) {
+	if mode != 0 {
+		return nil, errUnsupported
+	}
 	f := &subsysData{s: s, f: s.sys.Open()}
 	s.files = append(s.files, f)
 	return f, nil

@@ -72,8 +72,12 @@ func (k *kernelProc) special(name string) (uint64, bool) {
 	return 0, false
 }
 
-func (k *kernelProc) open() (dataFile, error) {
-	fd, err := unix.Open(filepath.Join(TracefsRoot, "user_events_data"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+func (k *kernelProc) open(mode int) (dataFile, error) {
+	flags := unix.O_RDWR
+	if mode != 0 {
+		flags = mode &^ openModeSet
+	}
+	fd, err := unix.Open(filepath.Join(TracefsRoot, "user_events_data"), flags|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,8 @@ import (
 // proc is one process of a backend: its user_events_data files, its enable
 // memory, and the tracefs it sees.
 type proc interface {
-	open() (dataFile, error)
+	// open opens user_events_data with O_RDWR or, if not 0, this mode.
+	open(mode int) (dataFile, error)
 	fs() fileSystem
 	// page is the process's page of enable memory; base its address.
 	page() []byte
@@ -67,6 +68,9 @@ type perfReader interface {
 	read() ([][]byte, error)
 	close() error
 }
+
+// openModeSet marks an explicit open mode (O_RDONLY is 0).
+const openModeSet = 1 << 30
 
 // errUnsupported is a step a backend cannot express; it prints as such and
 // the scenario then differs (known-differences.txt says why).
@@ -147,7 +151,19 @@ func (r *runner) step(st Step) {
 			r.printf("= error: %s is already open\n", pos[0])
 			return
 		}
-		f, err := r.p.open()
+		mode := 0
+		if len(pos) == 2 {
+			switch pos[1] {
+			case "rdonly":
+				mode = unix.O_RDONLY | openModeSet
+			case "wronly":
+				mode = unix.O_WRONLY | openModeSet
+			default:
+				r.printf("= error: open mode %q is not rdonly or wronly\n", pos[1])
+				return
+			}
+		}
+		f, err := r.p.open(mode)
 		if err == nil {
 			r.files[pos[0]] = f
 		}
@@ -216,7 +232,7 @@ func (r *runner) step(st Step) {
 		r.printf("= %s\n", yesNo(r.p.fs().exists(pos[0])))
 	case "wait-gone":
 		deadline := time.Now().Add(2 * time.Second)
-		for r.p.fs().exists(pos[0]) {
+		for r.present(pos[0]) {
 			if time.Now().After(deadline) {
 				r.printf("= still there\n")
 				return
@@ -466,6 +482,14 @@ func (r *runner) cat(p string) {
 		}
 		r.printContent(p, data)
 	}
+}
+
+// present reports whether path, or any match of it if it is a glob, exists.
+func (r *runner) present(p string) bool {
+	if strings.ContainsAny(p, "*?[") {
+		return len(r.glob(p)) > 0
+	}
+	return r.p.fs().exists(p)
 }
 
 // glob expands a pattern one path element at a time.
