@@ -119,10 +119,12 @@
 //
 // The process pins itself to CPU 0, runs with GOMAXPROCS(1) on its locked
 // main thread and names itself "eventgolden", so the trace prefix is
-// "eventgolden-<pid> [000] ....."; the pid (47 or 48 so far) and the
-// timestamps (and with them the prefix's padding) vary between boots and are
-// recorded raw (TestGoldenMatchesKernel masks them). A warm-up write before the first case gets the comm into
-// saved_cmdlines; otherwise the first record would show as "<...>".
+// "eventgolden-<pid> [000] ....."; the pid (47 or 48 so far), the
+// timestamps (and with them the prefix's padding) and the need-resched flag
+// (the second of the five, "." or "N") vary between boots and are recorded
+// raw; TestGoldenMatchesKernel masks them. A warm-up write before the first
+// case gets the comm into saved_cmdlines; otherwise the first record would
+// show as "<...>".
 package main
 
 import (

@@ -1,18 +1,23 @@
 // Command capture records how a real kernel's ftrace ring buffer and its
 // trace, trace_pipe and trace_pipe_raw files behave under user_events
 // writes, so that package ftrace can be tested against it. It runs inside
-// the reference kernel VM as root (see regen.sh); it is a test-data
-// generator, not part of uetrace, and never runs on the host.
+// the reference kernel VM as root (see TestGoldenMatchesKernel); it is a
+// test-data generator, not part of uetrace, and never runs on the host.
 //
 // # Regenerating
 //
-// From the repository root, one command:
+// TestGoldenMatchesKernel (golden_test.go) builds this program statically,
+// runs it in the kernel with package internal/vmtest, and compares its JSON
+// with internal/ftrace/testdata/kernel-ftrace.json; it is part of
+// go test ./... when a kernel image and qemu are available (see
+// internal/vmtest). To rewrite the golden file from the kernel's answers:
 //
-//	internal/ftrace/internal/capture/regen.sh
+//	go test ./internal/ftrace/internal/capture -run TestGoldenMatchesKernel -update
 //
-// It builds this program statically, boots the kernel with run-vm, runs it
-// and writes internal/ftrace/testdata/kernel-ftrace.json. The JSON travels
-// over the console as base64 between marker lines with its SHA-256.
+// On stdout the JSON comes between the marker lines
+// "@@FTCAPTURE-JSON-BEGIN@@" and "@@FTCAPTURE-JSON-END <sha256>@@", whose
+// SHA-256 the test checks; diagnostics go to stderr. With -o the JSON is
+// written to a file instead.
 //
 // # What it does
 //
@@ -556,7 +561,7 @@ func init() {
 
 func main() {
 	tfs := flag.String("tracefs", "/sys/kernel/tracing", "tracefs mount point")
-	outPath := flag.String("o", "", "write the JSON to this file instead of base64 between markers on stdout")
+	outPath := flag.String("o", "", "write the JSON to this file instead of between markers on stdout")
 	flag.Parse()
 	if err := run(tracefs(*tfs), *outPath); err != nil {
 		fmt.Fprintln(os.Stderr, "capture:", err)
@@ -635,24 +640,28 @@ func run(t tracefs, outPath string) error {
 		}
 	}
 
-	js, err := json.MarshalIndent(g.g, "", "  ")
+	js, err := encode(g.g)
 	if err != nil {
 		return err
 	}
-	js = append(js, '\n')
 	if outPath != "" {
 		return os.WriteFile(outPath, js, 0o644)
 	}
 	sum := sha256.Sum256(js)
-	fmt.Println(beginMarker)
-	enc := base64.StdEncoding.EncodeToString(js)
-	for len(enc) > 76 {
-		fmt.Println(enc[:76])
-		enc = enc[76:]
+	var o bytes.Buffer
+	o.WriteString(beginMarker + "\n")
+	o.Write(js)
+	fmt.Fprintf(&o, "%s %x@@\n", endMarker, sum)
+	_, err = os.Stdout.Write(o.Bytes())
+	return err
+}
+
+// encode is the golden file's form: JSON with a two-space indent and a
+// final newline.
+func encode(g *golden) ([]byte, error) {
+	js, err := json.MarshalIndent(g, "", "  ")
+	if err != nil {
+		return nil, err
 	}
-	if enc != "" {
-		fmt.Println(enc)
-	}
-	fmt.Printf("%s %x@@\n", endMarker, sum)
-	return nil
+	return append(js, '\n'), nil
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/uetrace/uetrace/internal/vmtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden file from the kernel's answers")
+
+const (
+	casesFile  = "../../../eventdef/testdata/kernel-cases.txt"
+	goldenFile = "../../../eventdef/testdata/kernel-golden.json"
+)
+
+// TestGoldenMatchesKernel runs eventgolden in the reference kernel and checks
+// that eventdef/testdata/kernel-golden.json is what the kernel answers now;
+// with -update it rewrites the file instead.
+func TestGoldenMatchesKernel(t *testing.T) {
+	vmtest.Require(t)
+	bin := filepath.Join(t.TempDir(), "eventgolden")
+	if err := vmtest.Build("./internal/cmd/eventgolden", bin); err != nil {
+		t.Fatal(err)
+	}
+	res, err := vmtest.Run(t.Context(), vmtest.Options{
+		Files:   map[string]string{"eventgolden": bin, "kernel-cases.txt": casesFile},
+		Timeout: 5 * time.Minute,
+	}, "./eventgolden", "-cases", "kernel-cases.txt")
+	if err != nil {
+		if res != nil {
+			t.Logf("output:\n%s", res.Output)
+		}
+		t.Fatal(err)
+	}
+	js, rest, err := extractJSON(res.Output)
+	t.Logf("eventgolden in the VM (%v, exit status %d):\n%s", res.Elapsed.Round(time.Millisecond), res.ExitCode, rest)
+	if res.ExitCode != 0 {
+		t.Fatalf("eventgolden exited with status %d", res.ExitCode)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if *update {
+		if err := os.WriteFile(goldenFile, js, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s (%d bytes)", filepath.Clean(goldenFile), len(js))
+		return
+	}
+	want, err := os.ReadFile(goldenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotN, wantN := normalise(js), normalise(want)
+	if bytes.Equal(gotN, wantN) {
+		return
+	}
+	// Show where: field by field if both decode, else line by line.
+	var diff string
+	gotG, err1 := decodeGolden(gotN)
+	wantG, err2 := decodeGolden(wantN)
+	if err1 == nil && err2 == nil {
+		diff = cmp.Diff(wantG, gotG)
+	}
+	if diff == "" {
+		diff = cmp.Diff(string(wantN), string(gotN))
+	}
+	t.Fatalf("%s is not what the kernel answers now (-golden +kernel; pids, time stamps and need-resched flags masked):\n%s\n"+
+		"If the change is expected, run: go test ./internal/cmd/eventgolden -run TestGoldenMatchesKernel -update",
+		filepath.Clean(goldenFile), diff)
+}
+
+// extractJSON finds the JSON between eventgolden's marker lines in out and
+// checks its SHA-256; rest is everything else (the program's stderr).
+func extractJSON(out []byte) (js, rest []byte, err error) {
+	begin := []byte(beginMarker + "\n")
+	i := bytes.Index(out, begin)
+	if i < 0 || (i > 0 && out[i-1] != '\n') {
+		return nil, out, fmt.Errorf("no line %q in the output", beginMarker)
+	}
+	body := out[i+len(begin):]
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(endMarker) + ` ([0-9a-f]{64})@@\n`).FindSubmatchIndex(body)
+	if m == nil {
+		return nil, out, fmt.Errorf("no line %q after the JSON", endMarker+" <sha256>@@")
+	}
+	js = body[:m[0]]
+	rest = append(append([]byte{}, out[:i]...), body[m[1]:]...)
+	sum := sha256.Sum256(js)
+	if hex.EncodeToString(sum[:]) != string(body[m[2]:m[3]]) {
+		return nil, rest, fmt.Errorf("the JSON's SHA-256 is not the one after it: %d bytes corrupted on the way", len(js))
+	}
+	return js, rest, nil
+}
+
+func decodeGolden(b []byte) (*golden, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var g golden
+	if err := dec.Decode(&g); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// normalise masks in eventgolden's JSON what differs between two boots of
+// the same kernel with the same input, all in the prefix of trace lines:
+//   - the pid of the writes (47 or 48 so far, as the kernel's own threads
+//     happen to start) and the time stamps, with the padding that depends
+//     on their widths;
+//   - the need-resched flag (the second of the five flags, "." or "N"): it
+//     says whether a timer tick had asked for a reschedule when the record
+//     was written, which depends on timing (one or two lines of the ~900
+//     differ from boot to boot).
+//
+// The rest of the prefix (the CPU and the other flags), the rest of the
+// lines and every other byte of the file are compared as they are.
+//
+// It works on the JSON text, not on decoded values, so that the comparison
+// stays byte for byte: a trace line starts a "trace" string or follows a
+// \n escape in it, and "trace_hex" holds the same bytes in hex.
+func normalise(js []byte) []byte {
+	js = traceLine.ReplaceAll(js, traceMask)
+	return traceHex.ReplaceAllFunc(js, func(m []byte) []byte {
+		h := traceHex.FindSubmatch(m)[1]
+		b, err := hex.DecodeString(string(h))
+		if err != nil {
+			return m
+		}
+		b = traceLine.ReplaceAll(b, traceMask)
+		return []byte(`"trace_hex": "` + hex.EncodeToString(b) + `"`)
+	})
+}
+
+var (
+	// traceLine is the prefix of a trace line of eventgolden's writes,
+	// "     eventgolden-47      [000] .....     2.320144: ", at the start
+	// of a string, after a \n escape in the JSON or after a newline in
+	// trace_hex's bytes; traceMask is what it becomes.
+	traceLine = regexp.MustCompile(`(^|"|\\n|\n) *eventgolden-\d+ +\[(\d{3})\] (\S)\S(\S+) +\d+\.\d{6}: `)
+	traceMask = []byte(`${1}eventgolden-PID [$2] ${3}?$4 TS: `)
+	traceHex  = regexp.MustCompile(`"trace_hex": "([0-9a-f]*)"`)
+)
