@@ -40,6 +40,9 @@
 //   - Names and payloads travel as bytes: DIAG_IOCSDEL with an unreadable name
 //     and a writev from unmapped memory, EFAULT in Linux, cannot be sent.
 //     (Register carries an unreadable name_args as a flag.)
+//   - Enable bits are written through the daemon's own mapping of the
+//     client's memfd: a client that mprotects its mapping read-only does not
+//     make registration ENOMEM or unregister EFAULT, as it would in Linux.
 //
 // It is not the subsystem (package subsys) nor the client library (package
 // userevents), and it does not collect records into files (that is the

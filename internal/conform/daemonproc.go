@@ -51,6 +51,16 @@ func (d *daemonProc) base() uint64                       { return d.mem.base() }
 func (d *daemonProc) special(name string) (uint64, bool) { return d.mem.special(name) }
 func (d *daemonProc) fs() fileSystem                     { return daemonFS{d.fsConn} }
 
+// protect changes this process's mapping; the daemon writes the memfd
+// through its own, which a client's mprotect does not reach.
+func (d *daemonProc) protect(writable bool) error {
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	return unix.Mprotect(d.mem.mem, prot)
+}
+
 func (d *daemonProc) open(mode int) (dataFile, error) {
 	if mode != 0 {
 		return nil, errUnsupported // a connection is always read-write

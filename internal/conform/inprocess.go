@@ -23,7 +23,8 @@ var root = subsys.Cred{PerfmonCapable: true}
 // page of this OS process, written with the atomic 64-bit operations the
 // kernel uses. Addresses outside it fail as unmapped memory does.
 type enablePage struct {
-	mem []byte
+	mem      []byte
+	readonly atomic.Bool // protect readonly: the kernel could not write it either
 }
 
 func newEnablePage(shared bool) (*enablePage, int, error) {
@@ -77,6 +78,9 @@ func (e *enablePage) SetBit(addr uint64, bit uint, on bool) error {
 	if addr < b || addr+8 > b+uint64(len(e.mem)) {
 		return fmt.Errorf("address %#x outside the enable page: %w", addr, unix.EFAULT)
 	}
+	if e.readonly.Load() {
+		return fmt.Errorf("address %#x is read-only: %w", addr, unix.EFAULT)
+	}
 	w := (*uint64)(unsafe.Pointer(&e.mem[addr-b]))
 	if on {
 		atomic.OrUint64(w, 1<<bit)
@@ -110,6 +114,11 @@ func (s *subsysProc) fs() fileSystem                     { return subsysFS{s.sys
 
 // open: a subsys File has no open mode (the daemon's connections and
 // userevents' files are always read-write), so asking for one is unsupported.
+func (s *subsysProc) protect(writable bool) error {
+	s.mem.readonly.Store(!writable)
+	return nil
+}
+
 func (s *subsysProc) open(mode int) (dataFile, error) {
 	if mode != 0 {
 		return nil, errUnsupported

@@ -84,6 +84,14 @@ func (k *kernelProc) open(mode int) (dataFile, error) {
 	return &kernelData{k: k, fd: fd}, nil
 }
 
+func (k *kernelProc) protect(writable bool) error {
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	return unix.Mprotect(k.page(), prot)
+}
+
 func (k *kernelProc) child(steps []Step) ([]byte, error) { return k.spawner(source(steps)) }
 
 func (k *kernelProc) exit() {
@@ -125,7 +133,9 @@ func (d *kernelData) reg(raw []byte, name string, nameFault bool) (uint32, error
 		ptr, _ = d.k.special("unmapped")
 	}
 	raw = slices.Clone(raw)
-	binary.LittleEndian.PutUint64(raw[16:], ptr)
+	if len(raw) >= 24 {
+		binary.LittleEndian.PutUint64(raw[16:], ptr)
+	}
 	at := d.place(raw)
 	err := d.ioctl(abi.IocSReg, at)
 	runtime.KeepAlive(cname)

@@ -30,6 +30,8 @@ type proc interface {
 	// special resolves addr=null|kernel|unmapped|readonly.
 	special(name string) (uint64, bool)
 	perf(system, name string) (perfReader, error)
+	// protect makes the enable page read-only or writable again.
+	protect(writable bool) error
 	// child runs steps in a new process and returns its raw output.
 	child(steps []Step) ([]byte, error)
 	exit()
@@ -82,6 +84,8 @@ type runner struct {
 	out   *bytes.Buffer
 	files map[string]dataFile
 	perfs map[string]perfReader
+	// readonly: the enable page is protected, and setmem would fault.
+	readonly bool
 }
 
 func runSteps(p proc, steps []Step, out *bytes.Buffer) {
@@ -195,6 +199,10 @@ func (r *runner) step(st Step) {
 		}
 		r.printf("= %#x\n", binary.LittleEndian.Uint64(page[off:]))
 	case "setmem":
+		if r.readonly {
+			r.printf("= error: the enable page is read-only\n")
+			return
+		}
 		off, v := r.int(pos[0]), r.uint(pos[1])
 		page := r.p.page()
 		if off < 0 || off+8 > len(page) {
@@ -202,6 +210,21 @@ func (r *runner) step(st Step) {
 			return
 		}
 		binary.LittleEndian.PutUint64(page[off:], v)
+	case "protect":
+		var writable bool
+		switch pos[0] {
+		case "readonly":
+		case "readwrite":
+			writable = true
+		default:
+			r.printf("= error: protect readonly|readwrite\n")
+			return
+		}
+		err := r.p.protect(writable)
+		if err == nil {
+			r.readonly = !writable
+		}
+		r.result(err)
 	case "cat":
 		r.cat(pos[0])
 	case "echo":
@@ -318,13 +341,28 @@ func (r *runner) reg(pos []string, kv map[string]string) {
 	raw[5] = byte(r.uint(or(kv["size"], "4")))
 	binary.LittleEndian.PutUint16(raw[6:], uint16(r.flags(kv["flags"])))
 	binary.LittleEndian.PutUint64(raw[8:], r.addr(kv))
-	raw = append(raw, r.hex(kv["tail"])...)
+	raw = r.avail(append(raw, r.hex(kv["tail"])...), kv)
 	idx, err := f.reg(raw, pos[1], kv["name"] == "fault")
 	if err != nil {
 		r.result(err)
 		return
 	}
 	r.printf("= 0 index=%d\n", idx)
+}
+
+// avail cuts the struct to its first avail=N bytes: only those are
+// readable, the memory after them faults.
+func (r *runner) avail(raw []byte, kv map[string]string) []byte {
+	v, ok := kv["avail"]
+	if !ok {
+		return raw
+	}
+	n := r.int(v)
+	if n < 0 || n > len(raw) {
+		r.printf("= error: avail=%d outside the struct's %d bytes\n", n, len(raw))
+		return raw
+	}
+	return raw[:n]
 }
 
 func or(s, def string) string {
@@ -361,7 +399,7 @@ func (r *runner) unreg(pos []string, kv map[string]string) {
 	raw[5] = byte(r.uint(or(kv["res"], "0")))
 	binary.LittleEndian.PutUint16(raw[6:], uint16(r.uint(or(kv["res2"], "0"))))
 	binary.LittleEndian.PutUint64(raw[8:], r.addr(kv))
-	raw = append(raw, r.hex(kv["tail"])...)
+	raw = r.avail(append(raw, r.hex(kv["tail"])...), kv)
 	r.status(f.unreg(raw))
 }
 

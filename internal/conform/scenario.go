@@ -134,7 +134,7 @@ var arity = map[string][2]int{
 	"open": {1, 2}, "close": {1, 1}, "reg": {2, -1}, "unreg": {1, -1}, "del": {2, 3},
 	"writev": {1, -1}, "write": {1, -1}, "pwrite": {2, -1},
 	"mem": {0, 1}, "setmem": {2, 2}, "cat": {1, 1}, "echo": {3, 3}, "trunc": {1, 1},
-	"ls": {1, 1}, "exists": {1, 1}, "wait-gone": {1, 1}, "perf": {2, 3},
+	"ls": {1, 1}, "exists": {1, 1}, "wait-gone": {1, 1}, "perf": {2, 3}, "protect": {1, 1},
 }
 
 func checkStep(st Step) error {
@@ -227,7 +227,7 @@ func (st Step) options() (pos []string, kv map[string]string) {
 
 func isKey(k string) bool {
 	switch k {
-	case "bit", "size", "flags", "addr", "regsize", "tail", "name", "res", "res2":
+	case "bit", "size", "flags", "addr", "regsize", "tail", "name", "res", "res2", "avail":
 		return true
 	}
 	return false
