@@ -29,6 +29,9 @@ func TestConformance(t *testing.T) {
 	if vmtest.InVM() {
 		t.Skip("runs the VM itself")
 	}
+	if vmtest.RaceEnabled {
+		t.Skip("every backend runs in a ueconform binary built without -race")
+	}
 	kernelResults := ""
 	if err := vmtest.Available(); err != nil {
 		if os.Getenv(vmtest.EnvRequire) == "require" {

@@ -3,3 +3,6 @@
 package vmtest
 
 const raceEnabled = false
+
+// RaceEnabled reports whether this binary has the race detector.
+const RaceEnabled = raceEnabled

@@ -6,3 +6,6 @@ package vmtest
 // binaries built without the race detector, so a -race run would only
 // repeat them.
 const raceEnabled = true
+
+// RaceEnabled reports whether this binary has the race detector.
+const RaceEnabled = raceEnabled
