@@ -172,6 +172,17 @@ type tracefs string
 
 func (t tracefs) path(rel string) string { return filepath.Join(string(t), rel) }
 
+// waitGone polls until rel no longer exists, for at most d.
+func (t tracefs) waitGone(rel string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(t.path(rel)); os.IsNotExist(err) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (t tracefs) read(rel string) string {
 	b, err := os.ReadFile(t.path(rel))
 	if err != nil {
@@ -232,6 +243,7 @@ type gen struct {
 	word    *uint32
 	index   map[string]uint32
 	bits    map[string]uint8 // reg_only registrations: name -> enable bit
+	persist map[string]bool  // events created through dynamic_events
 	nextBit uint8
 	workers []*worker
 	g       *golden
@@ -412,6 +424,9 @@ func (g *gen) run(sc *scenario) {
 		case "dyn": // append a line to dynamic_events
 			if err := g.t.write("dynamic_events", s.Arg, unix.O_APPEND); err != nil {
 				s.Err = errnoName(err)
+			} else if rest, ok := strings.CutPrefix(s.Arg, "u:"); ok {
+				name, _, _ := strings.Cut(rest, " ")
+				g.persist[name] = true
 			}
 		case "register": // register and enable Arg on the shared fd
 			if err := g.register(s.Arg, 30); err != nil {
@@ -433,6 +448,14 @@ func (g *gen) run(sc *scenario) {
 			g.pipeBusy(s)
 		case "close_reopen": // close the shared fd (dropping its registrations) and open a new one
 			unix.Close(g.fd)
+			// The events only this fd held go, after 6.12.117's deferred
+			// teardown: wait for it, so that the next event's type ID
+			// does not depend on how quickly it came.
+			for name := range g.index {
+				if !g.persist[name] {
+					g.t.waitGone("events/user_events/"+name, 2*time.Second)
+				}
+			}
 			fd, err := unix.Open(g.t.path("user_events_data"), unix.O_RDWR|unix.O_CLOEXEC, 0)
 			if err != nil {
 				s.Err = errnoName(err)
@@ -576,7 +599,7 @@ func run(t tracefs, outPath string) error {
 	}
 	var uts unix.Utsname
 	unix.Uname(&uts)
-	g := &gen{t: t, index: map[string]uint32{}, bits: map[string]uint8{}, nextBit: 24, g: &golden{Comm: comm}}
+	g := &gen{t: t, index: map[string]uint32{}, bits: map[string]uint8{}, persist: map[string]bool{}, nextBit: 24, g: &golden{Comm: comm}}
 	g.g.Kernel = unix.ByteSliceToString(uts.Release[:])
 	g.g.NCPU = runtime.NumCPU()
 	g.g.TraceClock = strings.TrimSpace(t.read("trace_clock"))
