@@ -23,7 +23,7 @@
 #
 # Needs (Debian): apt-get install -y linux-source-6.12 build-essential bc \
 #   bison flex libelf-dev libssl-dev cpio xz-utils
-# About 15 minutes on 2 cores.
+# About 10 minutes on 2 cores.
 set -euo pipefail
 
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -131,7 +131,7 @@ done <"$fragment"
 [ "$dropped" -eq 0 ] || echo "build.sh: warning: $dropped fragment value(s) not in .config" >&2
 
 # --- build ------------------------------------------------------------------
-echo ">> make -j$jobs bzImage (about 15 minutes on 2 cores)"
+echo ">> make -j$jobs bzImage (about 10 minutes on 2 cores)"
 make -j"$jobs" bzImage
 
 mkdir -p "$(dirname "$output")"
