@@ -55,10 +55,13 @@ func newEnablePage(shared bool) (*enablePage, int, error) {
 
 func (e *enablePage) base() uint64 { return uint64(uintptr(unsafe.Pointer(&e.mem[0]))) }
 
-// special addresses: the two pages after the enable page are never mapped
-// by this process for the uetrace backends (the kernel backend maps them
-// PROT_NONE and PROT_READ), so both fail to be written, as in Linux.
-func (e *enablePage) special(name string) (uint64, bool) {
+func (e *enablePage) special(name string) (uint64, bool) { return specialAddr(e.base(), name) }
+
+// specialAddr resolves addr=null|kernel|unmapped|readonly for an enable
+// page at base. The two pages after it are, on the kernel backend, mapped
+// PROT_NONE and PROT_READ; the uetrace backends never map them, so writing
+// either fails there as in Linux.
+func specialAddr(base uint64, name string) (uint64, bool) {
 	pg := uint64(os.Getpagesize())
 	switch name {
 	case "null":
@@ -66,9 +69,9 @@ func (e *enablePage) special(name string) (uint64, bool) {
 	case "kernel":
 		return 0xffff800000000000, true
 	case "unmapped":
-		return e.base() + pg, true
+		return base + pg, true
 	case "readonly":
-		return e.base() + 2*pg, true
+		return base + 2*pg, true
 	}
 	return 0, false
 }

@@ -57,20 +57,7 @@ func (k *kernelProc) page() []byte   { return k.mem[:os.Getpagesize()] }
 func (k *kernelProc) base() uint64   { return uint64(uintptr(unsafe.Pointer(&k.mem[0]))) }
 func (k *kernelProc) fs() fileSystem { return k.filesys }
 
-func (k *kernelProc) special(name string) (uint64, bool) {
-	pg := uint64(os.Getpagesize())
-	switch name {
-	case "null":
-		return 0, true
-	case "kernel":
-		return 0xffff800000000000, true
-	case "unmapped":
-		return k.base() + pg, true
-	case "readonly":
-		return k.base() + 2*pg, true
-	}
-	return 0, false
-}
+func (k *kernelProc) special(name string) (uint64, bool) { return specialAddr(k.base(), name) }
 
 func (k *kernelProc) open(mode int) (dataFile, error) {
 	flags := unix.O_RDWR
