@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -30,25 +28,9 @@ const (
 // with -update it rewrites the file instead.
 func TestGoldenMatchesKernel(t *testing.T) {
 	vmtest.Require(t)
-	bin := filepath.Join(t.TempDir(), "eventgolden")
-	if err := vmtest.Build("./internal/cmd/eventgolden", bin); err != nil {
-		t.Fatal(err)
-	}
-	res, err := vmtest.Run(t.Context(), vmtest.Options{
-		Files:   map[string]string{"eventgolden": bin, "kernel-cases.txt": casesFile},
-		Timeout: 5 * time.Minute,
-	}, "./eventgolden", "-cases", "kernel-cases.txt")
-	if err != nil {
-		if res != nil {
-			t.Logf("output:\n%s", res.Output)
-		}
-		t.Fatal(err)
-	}
-	js, rest, err := extractJSON(res.Output)
-	t.Logf("eventgolden in the VM (%v, exit status %d):\n%s", res.Elapsed.Round(time.Millisecond), res.ExitCode, rest)
-	if res.ExitCode != 0 {
-		t.Fatalf("eventgolden exited with status %d", res.ExitCode)
-	}
+	res := vmtest.RunProgram(t, "./internal/cmd/eventgolden", "eventgolden", map[string]string{"kernel-cases.txt": casesFile}, "-cases", "kernel-cases.txt")
+	js, rest, err := vmtest.Section(res.Output, "EVENTGOLDEN-JSON")
+	t.Logf("eventgolden in the VM (%v):\n%s", res.Elapsed.Round(time.Millisecond), rest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,28 +63,6 @@ func TestGoldenMatchesKernel(t *testing.T) {
 	t.Fatalf("%s is not what the kernel answers now (-golden +kernel; pids, time stamps and need-resched flags masked):\n%s\n"+
 		"If the change is expected, run: go test ./internal/cmd/eventgolden -run TestGoldenMatchesKernel -update",
 		filepath.Clean(goldenFile), diff)
-}
-
-// extractJSON finds the JSON between eventgolden's marker lines in out and
-// checks its SHA-256; rest is everything else (the program's stderr).
-func extractJSON(out []byte) (js, rest []byte, err error) {
-	begin := []byte(beginMarker + "\n")
-	i := bytes.Index(out, begin)
-	if i < 0 || (i > 0 && out[i-1] != '\n') {
-		return nil, out, fmt.Errorf("no line %q in the output", beginMarker)
-	}
-	body := out[i+len(begin):]
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(endMarker) + ` ([0-9a-f]{64})@@\n`).FindSubmatchIndex(body)
-	if m == nil {
-		return nil, out, fmt.Errorf("no line %q after the JSON", endMarker+" <sha256>@@")
-	}
-	js = body[:m[0]]
-	rest = append(append([]byte{}, out[:i]...), body[m[1]:]...)
-	sum := sha256.Sum256(js)
-	if hex.EncodeToString(sum[:]) != string(body[m[2]:m[3]]) {
-		return nil, rest, fmt.Errorf("the JSON's SHA-256 is not the one after it: %d bytes corrupted on the way", len(js))
-	}
-	return js, rest, nil
 }
 
 func decodeGolden(b []byte) (*golden, error) {

@@ -149,8 +149,9 @@ import (
 	"github.com/uetrace/uetrace/internal/abi"
 )
 
-// Marker lines around the JSON on stdout; TestGoldenMatchesKernel looks
-// for them. The end marker carries the JSON's SHA-256: "<endMarker> <hex>@@".
+// Marker lines around the JSON on stdout, as vmtest.Section reads them
+// (section "EVENTGOLDEN-JSON"): the end marker carries the JSON's SHA-256,
+// "<endMarker> <hex>@@".
 const (
 	beginMarker = "@@EVENTGOLDEN-JSON-BEGIN@@"
 	endMarker   = "@@EVENTGOLDEN-JSON-END"

@@ -84,6 +84,8 @@ import (
 )
 
 const (
+	// Marker lines around the JSON, as vmtest.Section reads them (section
+	// "FTCAPTURE-JSON"; the end marker carries the JSON's SHA-256).
 	beginMarker = "@@FTCAPTURE-JSON-BEGIN@@"
 	endMarker   = "@@FTCAPTURE-JSON-END"
 	comm        = "ftcapture"
