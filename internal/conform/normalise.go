@@ -22,9 +22,10 @@ var traceLine = regexp.MustCompile(`^\s*(.*)-(\d+)\s+\[(\d{3})\]\s(\S{4,5})\s+(\
 
 // maskTraceLine masks what differs from run to run in a trace record line:
 // pid, CPU, timestamp — and the task name. Linux prints the name from its
-// saved_cmdlines, which records a task's comm only at a context switch
-// after it traced something; whether one came before the trace is read is
-// up to the scheduler, so the kernel prints "<...>" or the name at random.
+// saved_cmdlines, which the sched_switch and sched_wakeup probes fill only
+// after a commit set trace_taskinfo_save on that CPU (kernel/trace/trace.c,
+// trace_sched_switch.c); whether a switch or wakeup came before the trace
+// is read is up to the scheduler, so the kernel prints "<...>" or the name.
 // (The name's text is checked by internal/ftrace's kernel goldens.) Of the
 // flags, need-resched (the second) is masked too: the kernel shows whether
 // the writer happened to be due for rescheduling (subsys documents that it
