@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -178,13 +179,13 @@ func writer() subsys.Writer {
 }
 
 // comm is this process's name as the kernel's trace shows it.
-func comm() string {
+var comm = sync.OnceValue(func() string {
 	b, err := os.ReadFile("/proc/self/comm")
 	if err != nil {
 		return "ueconform"
 	}
 	return strings.TrimSuffix(string(b), "\n")
-}
+})
 
 func (d *subsysData) writev(iov []iovec) (int, error) {
 	bufs := make([][]byte, len(iov))

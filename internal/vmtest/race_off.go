@@ -2,7 +2,5 @@
 
 package vmtest
 
-const raceEnabled = false
-
 // RaceEnabled reports whether this binary has the race detector.
-const RaceEnabled = raceEnabled
+const RaceEnabled = false

@@ -144,7 +144,7 @@ func Require(t testing.TB) {
 	if InVM() {
 		t.Skip("already inside the VM")
 	}
-	if raceEnabled {
+	if RaceEnabled {
 		t.Skip("VM tests run without -race: what they boot is built without it")
 	}
 	if err := Available(); err != nil {
