@@ -45,6 +45,8 @@ working without either.`,
 		newEnableCmd(g, true),
 		newEnableCmd(g, false),
 		newTraceCmd(g),
+		newRecordCmd(g),
+		newReportCmd(),
 		newEmitCmd(g),
 		newDemoCmd(),
 	)

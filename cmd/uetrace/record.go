@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/record"
+	"github.com/uetrace/uetrace/userevents"
+)
+
+func newRecordCmd(g *globals) *cobra.Command {
+	var (
+		events   []string
+		output   string
+		duration time.Duration
+		bufferKB int
+		noFollow bool
+		quiet    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "record [-e EVENT]... [-o FILE] [--duration D] [-- COMMAND [ARG...]]",
+		Short: "Record events of every process into a perf.data file",
+		Long: `record samples events into a perf.data file that "uetrace report" and perf's
+own tools (perf script, perf report) read, like "perf record -a -e EVENT".
+
+It records every process's events until interrupted (Ctrl-C), until --duration
+has passed, or — when a command is given — until the command exits; the
+command only bounds the recording, it does not filter it.
+
+-e selects events as system:name or name, either part a glob; a multi-format
+event's name selects every version of it (name.<hexid>). Without -e every user
+event is recorded. Events registered while the recording runs are picked up if
+a pattern selects them (the daemon attaches them at once; on the kernel they
+are found within 250 ms, and their writers see the event enabled only then).
+
+On a terminal a status line shows events/s, bytes written and records lost.
+Lost records are counted in the file and reported, never dropped silently.`,
+		Example: `  uetrace record -e 'myapp_*' --duration 10s
+  uetrace record -e user_events:request -o req.data -- ./loadtest
+  uetrace report req.data --format json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRecord(cmd, g, recordArgs{
+				events: events, output: output, duration: duration, bufferKB: bufferKB,
+				noFollow: noFollow, quiet: quiet, command: args,
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&events, "event", "e", nil, "event to record: system:name or name, globs allowed (repeatable; default every user event)")
+	f.StringVarP(&output, "output", "o", "perf.data", "the perf.data file to write (an existing one is kept as FILE.old)")
+	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until interrupted or the command exits)")
+	f.IntVar(&bufferKB, "buffer-kb", 0, "buffer size in KiB: per CPU on the kernel (default 512), the daemon session's (default 16384)")
+	f.BoolVar(&noFollow, "no-follow", false, "record only events that exist at the start")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no status line or notices; the summary and lost counts are still printed")
+	return cmd
+}
+
+type recordArgs struct {
+	events   []string
+	output   string
+	duration time.Duration
+	bufferKB int
+	noFollow bool
+	quiet    bool
+	command  []string
+}
+
+func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
+	stderr := &lineWriter{w: cmd.ErrOrStderr()}
+	opts := record.Options{
+		Events:   a.events,
+		BufferKB: a.bufferKB,
+		NoFollow: a.noFollow,
+		Cmdline:  os.Args,
+	}
+	if !a.quiet {
+		opts.Notify = func(msg string) { stderr.line("uetrace record: " + msg) }
+	}
+	if _, err := os.Stat(a.output); err == nil {
+		if err := os.Rename(a.output, a.output+".old"); err != nil {
+			return err
+		}
+	}
+	out, err := os.Create(a.output)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	rec, closeBackend, err := openRecorder(g, out, opts)
+	if err != nil {
+		os.Remove(a.output)
+		return err
+	}
+	defer closeBackend()
+
+	ctx, stop := interruptible(cmd)
+	defer stop()
+	if a.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.duration)
+		defer cancel()
+	}
+	var child *exec.Cmd
+	childDone := make(chan error, 1)
+	if len(a.command) > 0 {
+		child = exec.Command(a.command[0], a.command[1:]...)
+		child.Stdin, child.Stdout, child.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+		if err := child.Start(); err != nil {
+			cancelRun(rec)
+			return fmt.Errorf("start %s: %w", a.command[0], err)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() { childDone <- child.Wait(); cancel() }()
+	}
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	statusDone := make(chan struct{})
+	if !a.quiet && isTerminal(cmd.ErrOrStderr()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statusLine(rec, stderr, start, statusDone)
+		}()
+	}
+	runErr := rec.Run(ctx)
+	close(statusDone)
+	wg.Wait()
+	stderr.clear()
+
+	st := rec.Stats()
+	printSummary(cmd.ErrOrStderr(), st, a.output, time.Since(start))
+	if runErr != nil {
+		return runErr
+	}
+	if child != nil {
+		if err := <-childDone; err != nil {
+			return fmt.Errorf("%s: %w", a.command[0], err)
+		}
+	}
+	return nil
+}
+
+// cancelRun completes the file of a recording that will not run.
+func cancelRun(rec *record.Recorder) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec.Run(ctx)
+}
+
+// openRecorder starts a recording on the backend the flags choose: the
+// kernel's perf events when it has user_events, else the daemon.
+func openRecorder(g *globals, out *os.File, opts record.Options) (*record.Recorder, func(), error) {
+	o, err := g.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Backend == userevents.InProcess {
+		return nil, nil, fmt.Errorf("record: the inprocess backend has no events of other processes to record; use kernel or daemon: %w", unix.EINVAL)
+	}
+	if o.Backend == userevents.Kernel || o.Backend == userevents.Auto {
+		t, kerr := userevents.OpenTracefs(userevents.Options{Backend: userevents.Kernel, Tracefs: o.Tracefs})
+		if kerr == nil {
+			root := t.Root()
+			t.Close()
+			r, err := record.Kernel(root, out, opts)
+			return r, func() {}, err
+		}
+		if o.Backend == userevents.Kernel {
+			return nil, nil, kerr
+		}
+	}
+	c, err := daemon.Dial(o.Socket, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("no kernel user_events and no daemon: %w", err)
+	}
+	r, err := record.Daemon(c, out, opts)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return r, func() { c.Close() }, nil
+}
+
+func statusLine(rec *record.Recorder, w *lineWriter, start time.Time, done <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var last uint64
+	lastT := start
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-t.C:
+			st := rec.Stats()
+			rate := float64(st.Samples-last) / now.Sub(lastT).Seconds()
+			last, lastT = st.Samples, now
+			w.status(fmt.Sprintf("[ recording %s: %d events, %s/s, %s, lost %d ]",
+				now.Sub(start).Truncate(time.Second), st.Samples, siCount(rate), byteSize(st.Bytes), st.Lost))
+		}
+	}
+}
+
+func printSummary(w io.Writer, st record.Stats, file string, elapsed time.Duration) {
+	fmt.Fprintf(w, "[ uetrace record: %d samples of %d events in %s, %s written to %s ]\n",
+		st.Samples, len(st.Events), elapsed.Round(time.Millisecond), byteSize(st.Bytes), file)
+	width := 0
+	for _, e := range st.Events {
+		width = max(width, len(e.System)+1+len(e.Name))
+	}
+	for _, e := range st.Events {
+		late := ""
+		if e.Late {
+			late = "  (registered during the recording)"
+		}
+		fmt.Fprintf(w, "  %-*s %10d%s\n", width, e.System+":"+e.Name, e.Samples, late)
+	}
+	if st.Lost > 0 {
+		big := ""
+		if st.TooLarge > 0 {
+			big = fmt.Sprintf(", %d of them larger than perf's 8 KiB sample limit", st.TooLarge)
+		}
+		fmt.Fprintf(w, "warning: %d records were lost%s; try a larger --buffer-kb\n", st.Lost, big)
+	}
+	if st.Unknown > 0 {
+		fmt.Fprintf(w, "warning: %d samples belong to events deleted before their format could be read; they cannot be decoded\n", st.Unknown)
+	}
+}
+
+func siCount(x float64) string {
+	switch {
+	case x >= 1e6:
+		return fmt.Sprintf("%.2fM", x/1e6)
+	case x >= 1e3:
+		return fmt.Sprintf("%.1fk", x/1e3)
+	}
+	return fmt.Sprintf("%.0f", x)
+}
+
+func byteSize(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// lineWriter writes whole lines to a terminal that may show a status line,
+// which is cleared before a line and redrawn after it.
+type lineWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	current string // the status line shown, "" when none
+}
+
+func (l *lineWriter) line(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.current != "" {
+		io.WriteString(l.w, "\r\x1b[K")
+	}
+	io.WriteString(l.w, strings.TrimRight(s, "\n")+"\n")
+	if l.current != "" {
+		io.WriteString(l.w, l.current)
+	}
+}
+
+func (l *lineWriter) status(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.current = s
+	io.WriteString(l.w, "\r\x1b[K"+s)
+}
+
+func (l *lineWriter) clear() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.current != "" {
+		io.WriteString(l.w, "\r\x1b[K")
+		l.current = ""
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

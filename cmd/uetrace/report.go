@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/perfdata"
+	"github.com/uetrace/uetrace/report"
+)
+
+func newReportCmd() *cobra.Command {
+	var format, output string
+	cmd := &cobra.Command{
+		Use:   "report [FILE] [--format text|json|perfetto] [-o OUT]",
+		Short: "Decode a perf.data file's events as text, JSON lines or a Perfetto trace",
+		Long: `report reads a perf.data file — made by "uetrace record" or by perf record —
+and writes its tracepoint samples in time order, decoded by the event formats
+stored in the file (so events deleted since are still decoded):
+
+  text      one line per event like perf script: comm, pid/tid, CPU, time,
+            event, and the fields as name=value
+  json      one JSON object per line: time (ns), cpu, pid, tid, comm, system,
+            name and fields (numbers as numbers, text as strings, other
+            bytes as hex)
+  perfetto  a Perfetto trace (open it at ui.perfetto.dev): a track per
+            process and thread, an instant event per record with its fields
+
+FILE defaults to perf.data. Records lost while recording are reported on
+stderr.`,
+		Example: `  uetrace report
+  uetrace report req.data --format json | jq .fields
+  uetrace report req.data --format perfetto -o req.pftrace`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := report.ParseFormat(format)
+			if err != nil {
+				return err
+			}
+			in := "perf.data"
+			if len(args) == 1 {
+				in = args[0]
+			}
+			r, err := perfdata.Open(in)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			var w io.Writer = cmd.OutOrStdout()
+			if output != "" && output != "-" {
+				out, err := os.Create(output)
+				if err != nil {
+					return err
+				}
+				defer out.Close()
+				w = out
+			} else if f == report.Perfetto && isTerminal(w) {
+				return fmt.Errorf("a Perfetto trace is binary: give -o FILE: %w", unix.EINVAL)
+			}
+			sum, err := report.Write(w, r, f)
+			if err != nil {
+				return fmt.Errorf("%s: %w", in, err)
+			}
+			if c, ok := w.(io.Closer); ok && w != cmd.OutOrStdout() {
+				if err := c.Close(); err != nil {
+					return err
+				}
+			}
+			if sum.Lost > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d records were lost while recording %s\n", sum.Lost, in)
+			}
+			if sum.Undecoded > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d samples have no event format in %s; their fields are not shown\n", sum.Undecoded, in)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "text, json or perfetto")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write here instead of stdout")
+	return cmd
+}

@@ -1,0 +1,110 @@
+package perfring
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+)
+
+func TestParseCPUList(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+	}{
+		{"", nil},
+		{"0", []int{0}},
+		{"0-3", []int{0, 1, 2, 3}},
+		{"0-1,4,6-7", []int{0, 1, 4, 6, 7}},
+	} {
+		got, err := ParseCPUList(tc.in)
+		if err != nil {
+			t.Errorf("ParseCPUList(%q): %v", tc.in, err)
+			continue
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("ParseCPUList(%q): %s", tc.in, d)
+		}
+	}
+	for _, bad := range []string{"x", "1-", "3-1", "-1", "0,,1", "0-99999999"} {
+		if _, err := ParseCPUList(bad); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("ParseCPUList(%q) = %v, want EINVAL", bad, err)
+		}
+	}
+}
+
+func FuzzParseCPUList(f *testing.F) {
+	f.Add("0-3,8")
+	f.Fuzz(func(t *testing.T, s string) {
+		cpus, err := ParseCPUList(s)
+		if err == nil && len(cpus) > 1<<20 {
+			t.Fatalf("%d cpus from %q", len(cpus), s)
+		}
+	})
+}
+
+// A kernel tracepoint that fires on its own: sched_switch on CPU 0, read
+// through a ring small enough to wrap.
+func TestRingReadsKernelSamples(t *testing.T) {
+	idText, err := os.ReadFile("/sys/kernel/tracing/events/sched/sched_switch/id")
+	if err != nil {
+		t.Skipf("no tracefs sched_switch here: %v", err)
+	}
+	id, _ := strconv.Atoi(strings.TrimSpace(string(idText)))
+	attr := unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_TRACEPOINT,
+		Config:      uint64(id),
+		Sample:      1,
+		Sample_type: unix.PERF_SAMPLE_IDENTIFIER | unix.PERF_SAMPLE_RAW,
+		Wakeup:      1,
+	}
+	fd, err := Open(&attr, -1, 0)
+	if err != nil {
+		t.Skipf("cannot open a system-wide tracepoint event here: %v", err)
+	}
+	sid, err := ID(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRing(fd, 1)
+	if err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := NewRing(fd, 3); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("NewRing of 3 pages = %v, want EINVAL", err)
+	}
+	samples := 0
+	deadline := time.Now().Add(5 * time.Second)
+	for samples < 200 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // each sleep is a context switch
+		r.Read(func(rec []byte) {
+			typ := binary.NativeEndian.Uint32(rec)
+			if typ != unix.PERF_RECORD_SAMPLE {
+				return
+			}
+			if got := binary.NativeEndian.Uint64(rec[8:]); got != sid {
+				t.Fatalf("sample id %d, want %d", got, sid)
+			}
+			n := binary.NativeEndian.Uint32(rec[16:])
+			raw := rec[20 : 20+n]
+			if got := binary.NativeEndian.Uint16(raw); int(got) != id {
+				t.Fatalf("common_type %d, want %d", got, id)
+			}
+			samples++
+		})
+	}
+	if samples < 200 {
+		t.Fatalf("%d samples in 5 s", samples)
+	}
+	if r.Pending() != 0 {
+		t.Logf("%d bytes pending after the last read", r.Pending())
+	}
+}

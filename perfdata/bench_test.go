@@ -1,0 +1,135 @@
+package perfdata
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// discard is an io.WriteSeeker that keeps nothing.
+type discard struct{ off int64 }
+
+func (d *discard) Write(p []byte) (int, error) { d.off += int64(len(p)); return len(p), nil }
+func (d *discard) Seek(off int64, whence int) (int64, error) {
+	if whence == io.SeekStart {
+		d.off = off
+	}
+	return d.off, nil
+}
+
+// benchRaw is a tracepoint record of a typical size: the common header and
+// 56 bytes of payload.
+var benchRaw = make([]byte, 64)
+
+func BenchmarkWriteSample(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		attrs []Attr
+	}{
+		{"1attr", []Attr{testAttr()}},
+		{"2attrs", []Attr{testAttr(), otherAttr()}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			w, err := NewWriter(&discard{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, a := range bc.attrs {
+				if _, err := w.AddAttr(a); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s := Sample{Misc: MiscUser, ID: testIDBase, PID: 1, TID: 2, Time: 3, CPU: 1, Period: 1, Raw: benchRaw}
+			b.SetBytes(8 + 48 + 4 + int64(len(benchRaw)) + 4)
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Time++
+				if err := w.WriteSample(&s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
+
+func BenchmarkWriteComm(b *testing.B) {
+	w, err := NewWriter(&discard{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := w.AddAttr(testAttr()); err != nil {
+		b.Fatal(err)
+	}
+	t := Sample{ID: testIDBase, PID: 1, TID: 2, Time: 3}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.WriteComm(1, 2, "some-thread", &t); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReadSamples reads a file of samples of the size perf record
+// writes for a tracepoint from the page cache: one op is one record.
+func BenchmarkReadSamples(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		attrs []Attr
+		ids   []uint64
+	}{
+		{"1attr", []Attr{testAttr()}, []uint64{testIDBase}},
+		{"2attrs", []Attr{testAttr(), otherAttr()}, []uint64{testIDBase, testIDBase, testIDBase, otherIDBase}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "bench.data")
+			w, err := Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, a := range bc.attrs {
+				if _, err := w.AddAttr(a); err != nil {
+					b.Fatal(err)
+				}
+			}
+			const n = 200_000 // 25 MB
+			for i := range n {
+				s := Sample{ID: bc.ids[i%len(bc.ids)], PID: 1, TID: 2, Time: uint64(i), CPU: 1, Period: 1, Raw: benchRaw}
+				if err := w.WriteSample(&s); err != nil {
+					b.Fatal(err)
+				}
+				if i%1000 == 999 {
+					w.WriteFinishedRound()
+				}
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+			st, _ := os.Stat(path)
+			r, err := Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			b.SetBytes(st.Size() / (n + n/1000))
+			b.ReportAllocs()
+			var sum uint64
+			for b.Loop() {
+				rec, err := r.Next()
+				if err == io.EOF {
+					r.rewind()
+					continue
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum += rec.Sample.Time + uint64(len(rec.Sample.Raw))
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			if sum == 0 {
+				b.Fatal("read nothing")
+			}
+		})
+	}
+}

@@ -1,0 +1,43 @@
+// Package perfdata reads and writes perf.data files: the PERFILE2 file format
+// of `perf record`, as tools/perf/util/header.c lays it out.
+//
+// A file is a 104-byte header, a data section of records (samples, COMM,
+// LOST, ...), the perf_event_attr of every event with the sample ids that
+// belong to it, and feature sections: the tracing data (tracefs format files,
+// which tell `perf script` how to print a tracepoint's raw record), the event
+// names, and host facts (hostname, OS release, arch, CPUs, command line).
+//
+// [Writer] streams records into the data section through a large buffer; the
+// attrs, ids and features can be added at any time and are written by
+// [Writer.Close], after the data, followed by the header: the layout perf
+// 6.12's `perf inject` writes with write_attrs_after_data. Perf (6.1 and
+// later) reads it.
+//
+// [Reader] opens files written by the Writer and by real `perf record`, and
+// iterates the records in file order without allocating, from a mapping of
+// the data section (or large ReadAt reads); samples are decoded by the
+// sample_type of the attr their id belongs to, and the sample_id_all
+// trailer of other kernel records is decoded too. Records perfdata does
+// not know are returned as they are.
+//
+// perfdata is not a perf session: it does not sort records by time (perf
+// orders them in rounds between FINISHED_ROUND records), does not resolve
+// symbols, and does not format tracepoint records; package eventdef knows
+// the tracefs format text. Its limits:
+//
+//   - Only file mode. Pipe-mode streams (`perf record -o -`) are refused with
+//     an error saying so; `perf inject -i - -o file` converts them.
+//   - Only files in the machine's byte order. Perf can swap a file recorded
+//     on a machine of the other endianness; perfdata refuses it.
+//   - Compressed records (PERF_RECORD_COMPRESSED, `perf record -z`) and
+//     auxtrace data are passed through as raw records, not decoded.
+//   - The Writer encodes samples whose sample_type has only IDENTIFIER, IP,
+//     TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD and RAW; records with other
+//     fields can be written already encoded with [Writer.WriteRecord].
+//   - The Writer writes attrs of PERF_ATTR_SIZE_VER7 (128 bytes, the largest
+//     that perf 6.1 reads), or VER8 (136) if an attr sets Config3.
+//   - A COMM or LOST written before the first attr is refused: the first
+//     attr decides the layout of their sample_id trailer.
+//
+// A Writer or a Reader is not safe for concurrent use.
+package perfdata

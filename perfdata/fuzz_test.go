@@ -1,0 +1,158 @@
+package perfdata
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// fuzzSeeds are files the tests write and the file of real perf.
+func fuzzSeeds(f *testing.F) [][]byte {
+	f.Helper()
+	var seeds [][]byte
+	for _, lost := range []bool{false, true} {
+		tf := writeTestFile(f, f.TempDir(), 6, lost)
+		b, err := os.ReadFile(tf.path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	attr := testAttr()
+	for _, size := range []int{AttrSizeVer0, AttrSizeVer8, 160} {
+		seeds = append(seeds, buildFile(size, []Attr{attr, otherAttr()}, sampleRecord(testIDBase, 1, 2, 3, 4, 5, 0), sampleRecord(otherIDBase, 1, 2, 3, 4, 5, 4|0x1234<<32)))
+	}
+	one := Attr{SampleType: SampleIdentifier | SampleRead | SampleCallchain | SampleRaw, ReadFormat: FormatGroup | FormatID, Flags: AttrSampleIDAll, IDs: []uint64{1}}
+	seeds = append(seeds, buildFile(AttrSizeVer7, []Attr{one}, sampleRecord(1, 1, 5, 1, 0, 1, 4)))
+	if b, err := os.ReadFile(filepath.Join("testdata", "sched_switch.data")); err == nil {
+		seeds = append(seeds, b)
+	}
+	return seeds
+}
+
+// FuzzReader reads any bytes as a perf.data file: it must give an error or
+// records, never panic or loop, and what it returns must lie in the file.
+func FuzzReader(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			if _, ok := err.(*FormatError); !ok {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			return
+		}
+		attrs := r.Attrs()
+		for i := 0; ; i++ {
+			if i > len(data) {
+				t.Fatalf("%d records from %d bytes", i, len(data))
+			}
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				if _, ok := err.(*FormatError); !ok {
+					t.Fatalf("error of type %T: %v", err, err)
+				}
+				if r.err != nil {
+					break // the framing is broken: the iteration ends
+				}
+				continue
+			}
+			end := rec.Offset + recordHeaderSize + int64(len(rec.Data))
+			if rec.Offset < r.dataOff || end > r.dataEnd || end > int64(len(data)) {
+				t.Fatalf("record [%d, %d) outside the data [%d, %d)", rec.Offset, end, r.dataOff, r.dataEnd)
+			}
+			if !bytes.Equal(rec.Data, data[rec.Offset+recordHeaderSize:end]) {
+				t.Fatalf("record at %d: Data is not the file's bytes", rec.Offset)
+			}
+			if rec.Attr != nil && !containsPtr(attrs, rec.Attr) {
+				t.Fatalf("record at %d: Attr points outside Attrs", rec.Offset)
+			}
+			if len(rec.Sample.Raw) > len(rec.Data) || len(rec.Comm) > len(rec.Data) {
+				t.Fatalf("record at %d: Raw or Comm longer than the record", rec.Offset)
+			}
+		}
+	})
+}
+
+func containsPtr(attrs []Attr, a *Attr) bool {
+	for i := range attrs {
+		if &attrs[i] == a {
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzTracingData decodes any bytes as HEADER_TRACING_DATA; what decodes
+// must encode back to the same TracingData.
+func FuzzTracingData(f *testing.F) {
+	ev := testEvent(f)
+	td := testTracingData(ev)
+	f.Add(appendTracingData(nil, td))
+	td.Ftrace = [][]byte{[]byte("name: function\n")}
+	td.Kallsyms, td.Printk, td.SavedCmdlines = []byte("ffff t x\n"), []byte("0x1 : \"%s\"\n"), []byte("1 init\n")
+	f.Add(appendTracingData(nil, td))
+	td.Version = "0.5"
+	f.Add(appendTracingData(nil, td))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fr := &featReader{b: data, f: FeatureTracingData}
+		got := decodeTracingData(fr)
+		if got == nil {
+			if fr.err == nil {
+				t.Fatal("no tracing data and no error")
+			}
+			return
+		}
+		if got.Version == "" || got.LongSize == 0 || got.PageSize == 0 || len(got.HeaderPage) == 0 || len(got.HeaderEvent) == 0 {
+			return // the encoder would write its defaults instead
+		}
+		fr = &featReader{b: appendTracingData(nil, got), f: FeatureTracingData}
+		again := decodeTracingData(fr)
+		if fr.err != nil {
+			t.Fatalf("decoding what was encoded: %v", fr.err)
+		}
+		if !versionAtLeast06(got.Version) {
+			got.SavedCmdlines = nil
+		}
+		// cmp.Diff is slow on long byte slices: it is only for the message.
+		if !tracingEqual(got, again) {
+			t.Fatalf("(-decoded +decoded again):\n%s", cmp.Diff(got, again, cmpopts.EquateEmpty()))
+		}
+	})
+}
+
+func tracingEqual(a, b *TracingData) bool {
+	eq := func(x, y [][]byte) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !bytes.Equal(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if a.Version != b.Version || a.LongSize != b.LongSize || a.PageSize != b.PageSize ||
+		!bytes.Equal(a.HeaderPage, b.HeaderPage) || !bytes.Equal(a.HeaderEvent, b.HeaderEvent) ||
+		!eq(a.Ftrace, b.Ftrace) || len(a.Systems) != len(b.Systems) ||
+		!bytes.Equal(a.Kallsyms, b.Kallsyms) || !bytes.Equal(a.Printk, b.Printk) || !bytes.Equal(a.SavedCmdlines, b.SavedCmdlines) {
+		return false
+	}
+	for i := range a.Systems {
+		if a.Systems[i].Name != b.Systems[i].Name || !eq(a.Systems[i].Formats, b.Systems[i].Formats) {
+			return false
+		}
+	}
+	return true
+}

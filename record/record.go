@@ -1,0 +1,494 @@
+// Package record collects trace event samples into a perf.data file, as
+// `perf record -a -e EVENT` does: from the kernel's perf ring buffers
+// (perf_event_open(PERF_TYPE_TRACEPOINT) on every online CPU) or from a
+// uetrace daemon's perf-like session, with the same output either way.
+//
+// The file has one attribute per event, named in HEADER_EVENT_DESC, and the
+// tracing data (HEADER_TRACING_DATA) with every recorded event's format
+// file, so perf script and uetrace report decode the records — also of
+// events deleted since. Records the kernel or daemon had to drop are
+// written as PERF_RECORD_LOST and counted in Stats: never silent.
+//
+// Events created after the recording starts are picked up when a pattern
+// selects them: the daemon attaches them as they are created; on the
+// kernel they are found by rescanning tracefs every FollowInterval, since
+// perf cannot open a tracepoint that does not exist yet. Writers test
+// their enable bit, which only becomes set once the event is attached, so
+// they do not write records that the late attach misses.
+//
+// It is not the reader of perf.data files (package perfdata) nor the
+// decoder (package report).
+package record
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/perfdata"
+)
+
+// FollowInterval is how often a kernel recording looks for new events.
+const FollowInterval = 250 * time.Millisecond
+
+// Options configure a recording.
+type Options struct {
+	// Events select what to record (see Pattern); empty: DefaultEvents.
+	Events []string
+	// BufferKB is the buffer size: per CPU ring on the kernel (rounded up
+	// to a power-of-two number of pages; 0: 512 KiB), the session's buffer
+	// on the daemon (0: 16 MiB).
+	BufferKB int
+	// NoFollow records only the events that exist at the start.
+	NoFollow bool
+	// Notify, when set, is told what the user should know as it happens:
+	// events picked up late, patterns that select nothing yet, the first
+	// records lost.
+	Notify func(msg string)
+	// Cmdline is stored in the file's header (HEADER_CMDLINE).
+	Cmdline []string
+}
+
+// Stats are a recording's counts so far. Safe to read while it runs.
+type Stats struct {
+	Samples uint64 // samples written
+	Bytes   uint64 // bytes written to the file
+	Lost    uint64 // records the kernel or daemon dropped (PERF_RECORD_LOST)
+	// TooLarge counts records the daemon dropped for exceeding perf's 8 KiB
+	// raw sample limit; they are also in Lost.
+	TooLarge uint64
+	// Unknown counts samples of events that were gone before their format
+	// could be read (daemon only); they are in the file but cannot be
+	// decoded.
+	Unknown uint64
+	Events  []EventStats
+}
+
+// EventStats are the counts of one recorded event.
+type EventStats struct {
+	System, Name string
+	ID           int
+	Samples      uint64
+	Late         bool // picked up after the recording started
+}
+
+// event is one recorded event.
+type event struct {
+	system, name string
+	id           int
+	format       []byte
+	attr         unix.PerfEventAttr
+	ids          []uint64
+	late         bool
+	samples      atomic.Uint64
+}
+
+// Recorder is one recording: the events it selects are attached when it is
+// made (their enable bits set); Run collects until told to stop.
+type Recorder struct {
+	src    source
+	w      *perfdata.Writer
+	opts   Options
+	pats   []Pattern
+	follow bool
+
+	mu     sync.Mutex // guards events for Stats
+	events []*event
+	known  map[string]bool // "system/name" already looked at
+	byID   map[uint64]*event
+	tasks  map[int32]struct{} // tids whose name the file has
+
+	lastTID  int32
+	samples  atomic.Uint64
+	bytes    atomic.Uint64
+	lost     atomic.Uint64
+	unknown  atomic.Uint64
+	tooLarge func() uint64
+	buf      []byte
+	wrote    bool // records since the last FINISHED_ROUND
+	err      error
+}
+
+// Kernel starts a recording of the kernel's events under the tracefs
+// root (e.g. /sys/kernel/tracing) into w.
+func Kernel(root string, w io.WriteSeeker, opts Options) (*Recorder, error) {
+	if opts.BufferKB <= 0 {
+		opts.BufferKB = 512
+	}
+	src, err := newKernelSource(root, opts.BufferKB)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRecorder(src, w, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.start(); err != nil {
+		src.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Daemon starts a recording of a uetrace daemon's events into w, through
+// a session on c. c is used by the recording until Run returns.
+func Daemon(c *daemon.Client, w io.WriteSeeker, opts Options) (*Recorder, error) {
+	if opts.BufferKB <= 0 {
+		opts.BufferKB = 16 << 10
+	}
+	src, err := newDaemonSource(c, opts.BufferKB)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRecorder(src, w, opts)
+	if err != nil {
+		return nil, err
+	}
+	src.unknown = r.resolveType
+	r.tooLarge = src.big.Load
+	if err := src.attachPatterns(r.pats, r.follow); err != nil {
+		src.close()
+		return nil, err
+	}
+	if err := r.start(); err != nil {
+		src.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func newRecorder(src source, w io.WriteSeeker, opts Options) (*Recorder, error) {
+	r := &Recorder{
+		src:    src,
+		opts:   opts,
+		follow: !opts.NoFollow,
+		known:  make(map[string]bool),
+		byID:   make(map[uint64]*event),
+		tasks:  make(map[int32]struct{}),
+	}
+	specs := opts.Events
+	if len(specs) == 0 {
+		specs = DefaultEvents
+	}
+	for _, s := range specs {
+		p, err := ParsePattern(s)
+		if err != nil {
+			src.close()
+			return nil, err
+		}
+		r.pats = append(r.pats, p)
+	}
+	pw, err := perfdata.NewWriter(w)
+	if err != nil {
+		src.close()
+		return nil, err
+	}
+	r.w = pw
+	return r, nil
+}
+
+func (r *Recorder) notify(format string, args ...any) {
+	if r.opts.Notify != nil {
+		r.opts.Notify(fmt.Sprintf(format, args...))
+	}
+}
+
+// start attaches what the patterns select now.
+func (r *Recorder) start() error {
+	if err := r.scan(false); err != nil {
+		return err
+	}
+	if len(r.events) == 0 {
+		if !r.follow {
+			return fmt.Errorf("no event matches %s: %w", r.patternList(), unix.ENOENT)
+		}
+		r.notify("no event matches %s yet; recording them when they are registered", r.patternList())
+	}
+	return nil
+}
+
+// Run records until ctx is done, then stops the events, takes what is
+// still buffered and completes the file. It returns the first error that
+// stopped the recording; the file is completed even then.
+func (r *Recorder) Run(ctx context.Context) error {
+	var err error
+	lastScan := time.Now()
+	for err == nil && ctx.Err() == nil {
+		r.src.wait(100 * time.Millisecond)
+		if err = r.src.drain(r.handle); err != nil {
+			break
+		}
+		r.finishRound()
+		if r.follow && time.Since(lastScan) >= FollowInterval {
+			if _, ok := r.src.(*kernelSource); ok {
+				err = r.scan(true)
+			}
+			lastScan = time.Now()
+		}
+		err = r.writeErr(err)
+	}
+	r.src.stop()
+	if derr := r.src.drain(r.handle); err == nil {
+		err = derr
+	}
+	r.finishRound()
+	if cerr := r.finish(); err == nil {
+		err = cerr
+	}
+	if cerr := r.src.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (r *Recorder) writeErr(err error) error {
+	if err == nil {
+		err = r.err
+	}
+	return err
+}
+
+func (r *Recorder) patternList() string {
+	var s []string
+	for _, p := range r.pats {
+		s = append(s, p.text)
+	}
+	return strings.Join(s, ", ")
+}
+
+// scan attaches the events the patterns select that are not recorded yet.
+func (r *Recorder) scan(late bool) error {
+	systems, err := r.src.systems()
+	if err != nil {
+		return fmt.Errorf("list event systems: %w", err)
+	}
+	slices.Sort(systems)
+	for _, sys := range systems {
+		want := false
+		for _, p := range r.pats {
+			want = want || p.MatchSystem(sys)
+		}
+		if !want {
+			continue
+		}
+		names, err := r.src.events(sys)
+		if err != nil {
+			continue // a system can vanish with its last event
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			key := sys + "/" + name
+			if r.known[key] {
+				continue
+			}
+			match := false
+			for _, p := range r.pats {
+				match = match || p.Match(sys, name)
+			}
+			if !match {
+				continue
+			}
+			r.known[key] = true
+			if err := r.add(sys, name, late); err != nil {
+				if late {
+					// A new event can go again before we open it.
+					r.notify("could not record %s:%s: %v", sys, name, err)
+					continue
+				}
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// add reads an event's id and format and starts recording it.
+func (r *Recorder) add(system, name string, late bool) error {
+	dir := "events/" + system + "/" + name + "/"
+	idText, err := r.src.readFile(dir + "id")
+	if err != nil {
+		return err
+	}
+	var id int
+	if _, err := fmt.Sscanf(string(idText), "%d", &id); err != nil {
+		return fmt.Errorf("%sid: %q: %w", dir, idText, unix.EINVAL)
+	}
+	format, err := r.src.readFile(dir + "format")
+	if err != nil {
+		return err
+	}
+	ev := &event{system: system, name: name, id: id, format: format, late: late}
+	if err := r.src.attach(ev); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	for _, sid := range ev.ids {
+		r.byID[sid] = ev
+	}
+	r.mu.Unlock()
+	if late {
+		r.notify("recording %s:%s, registered after the recording started", system, name)
+	}
+	return nil
+}
+
+// resolveType finds the event of a daemon record's type id that the
+// session was attached to after the start.
+func (r *Recorder) resolveType(typeID int) *event {
+	if err := r.scan(true); err != nil {
+		r.notify("looking for new events: %v", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range r.events {
+		if ev.id == typeID {
+			return ev
+		}
+	}
+	// Gone before we could read its format: count it, never hide it.
+	r.unknown.Add(1)
+	return nil
+}
+
+// handle writes one record to the file, keeping the counts.
+func (r *Recorder) handle(rec []byte) {
+	if r.err != nil {
+		return
+	}
+	switch ne.Uint32(rec) {
+	case perfdata.RecordSample:
+		if len(rec) < 8+8+8 {
+			break
+		}
+		if ev := r.byID[ne.Uint64(rec[8:])]; ev != nil {
+			ev.samples.Add(1)
+		}
+		r.samples.Add(1)
+		pid, tid := int32(ne.Uint32(rec[16:])), int32(ne.Uint32(rec[20:]))
+		if tid != r.lastTID {
+			if _, ok := r.tasks[tid]; !ok {
+				r.tasks[tid] = struct{}{}
+				r.synthComm(pid, tid, rec)
+			}
+			r.lastTID = tid
+		}
+	case perfdata.RecordLost:
+		if len(rec) >= 8+16 {
+			n := ne.Uint64(rec[16:])
+			if r.lost.Add(n) == n {
+				r.notify("lost %d records: the buffer was full (a bigger buffer, fewer events or a faster disk may help)", n)
+			}
+		}
+	case perfdata.RecordComm:
+		if len(rec) >= 16 {
+			r.tasks[int32(ne.Uint32(rec[12:]))] = struct{}{}
+		}
+	}
+	r.write(rec)
+	r.wrote = true
+}
+
+// synthComm writes the name of a task seen for the first time, before its
+// first sample, as perf record synthesizes those of existing tasks.
+func (r *Recorder) synthComm(pid, tid int32, sample []byte) {
+	comm, ok := taskComm(pid, tid)
+	if !ok {
+		return // gone: perf shows such tasks as ":<tid>"
+	}
+	ts := ne.Uint64(sample[24:])
+	cpu := int32(ne.Uint32(sample[32:]))
+	r.buf = appendComm(r.buf[:0], pid, tid, comm, ts, cpu, ne.Uint64(sample[8:]))
+	r.write(r.buf)
+}
+
+func (r *Recorder) write(rec []byte) {
+	if err := r.w.WriteRecord(rec); err != nil {
+		r.err = err
+		return
+	}
+	r.bytes.Add(uint64(len(rec)))
+}
+
+// finishRound marks that every ring has been read up to here, which lets
+// readers sort by time within bounded memory (PERF_RECORD_FINISHED_ROUND).
+func (r *Recorder) finishRound() {
+	if !r.wrote || r.err != nil {
+		return
+	}
+	r.wrote = false
+	if err := r.w.WriteFinishedRound(); err != nil {
+		r.err = err
+	}
+}
+
+// finish writes the attributes, their names and the tracing data.
+func (r *Recorder) finish() error {
+	if r.err != nil {
+		r.w.Close()
+		return r.err
+	}
+	r.mu.Lock()
+	events := slices.Clone(r.events)
+	r.mu.Unlock()
+	td := &perfdata.TracingData{
+		HeaderPage:  []byte(perfdata.HeaderPage),
+		HeaderEvent: []byte(perfdata.HeaderEvent),
+	}
+	if hp, err := r.src.readFile("events/header_page"); err == nil && len(hp) > 0 {
+		td.HeaderPage = hp
+	}
+	if he, err := r.src.readFile("events/header_event"); err == nil && len(he) > 0 {
+		td.HeaderEvent = he
+	}
+	for _, ev := range events {
+		i := slices.IndexFunc(td.Systems, func(s perfdata.TracingSystem) bool { return s.Name == ev.system })
+		if i < 0 {
+			td.Systems = append(td.Systems, perfdata.TracingSystem{Name: ev.system})
+			i = len(td.Systems) - 1
+		}
+		td.Systems[i].Formats = append(td.Systems[i].Formats, ev.format)
+		r.w.AddAttr(perfdata.Attr{
+			Name:         ev.system + ":" + ev.name,
+			Type:         ev.attr.Type,
+			Config:       ev.attr.Config,
+			SamplePeriod: ev.attr.Sample,
+			SampleType:   ev.attr.Sample_type,
+			Flags:        ev.attr.Bits,
+			Wakeup:       ev.attr.Wakeup,
+			IDs:          ev.ids,
+		})
+	}
+	r.w.SetTracingData(td)
+	r.w.SetMeta(perfdata.HostMeta(r.opts.Cmdline))
+	return r.w.Close()
+}
+
+// Stats returns the counts so far.
+func (r *Recorder) Stats() Stats {
+	st := Stats{
+		Samples: r.samples.Load(),
+		Bytes:   r.bytes.Load(),
+		Lost:    r.lost.Load(),
+		Unknown: r.unknown.Load(),
+	}
+	if r.tooLarge != nil {
+		st.TooLarge = r.tooLarge()
+	}
+	r.mu.Lock()
+	for _, ev := range r.events {
+		st.Events = append(st.Events, EventStats{
+			System: ev.system, Name: ev.name, ID: ev.id, Samples: ev.samples.Load(), Late: ev.late,
+		})
+	}
+	r.mu.Unlock()
+	return st
+}

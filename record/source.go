@@ -1,0 +1,419 @@
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/perfring"
+	"github.com/uetrace/uetrace/perfdata"
+)
+
+// SampleType is what every recorded sample carries: perf record's choice
+// for tracepoints, less the IP and period that mean nothing for them.
+// PERF_SAMPLE_IDENTIFIER puts the sample id first, where any reader finds
+// it whatever the attribute.
+const SampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.SampleTime |
+	perfdata.SampleCPU | perfdata.SampleRaw
+
+// source is where records come from. It hands out perf records as a perf
+// ring holds them (and perf.data stores them): struct perf_event_header and
+// a body laid out by SampleType, with sample_id_all trailers.
+type source interface {
+	// systems lists the event systems; events lists a system's tracepoints.
+	systems() ([]string, error)
+	events(system string) ([]string, error)
+	// readFile reads a tracefs file.
+	readFile(name string) ([]byte, error)
+	// attach starts sampling ev and sets its attribute and sample ids.
+	attach(ev *event) error
+	// wait returns when records may be waiting, or after d.
+	wait(d time.Duration)
+	// drain calls fn with every waiting record.
+	drain(fn func(rec []byte)) error
+	// stop stops sampling; records already taken can still be drained.
+	stop()
+	close() error
+}
+
+// ---- kernel ----
+
+// kernelSource samples with perf_event_open(PERF_TYPE_TRACEPOINT) on every
+// online CPU for every task, like perf record -a, with one ring per CPU
+// that every event's records go to (PERF_EVENT_IOC_SET_OUTPUT).
+type kernelSource struct {
+	root  string
+	cpus  []int
+	pages int
+	rings []*perfring.Ring // by index in cpus; nil until the first event
+	fds   []int            // every event fd that does not own a ring
+	poll  []unix.PollFd
+}
+
+func newKernelSource(root string, bufferKB int) (*kernelSource, error) {
+	cpus, err := perfring.OnlineCPUs()
+	if err != nil {
+		return nil, fmt.Errorf("online CPUs: %w", err)
+	}
+	pg := os.Getpagesize()
+	pages := 1
+	for pages*pg < bufferKB<<10 {
+		pages *= 2
+	}
+	return &kernelSource{root: root, cpus: cpus, pages: pages, rings: make([]*perfring.Ring, len(cpus))}, nil
+}
+
+func (k *kernelSource) path(name string) string {
+	return filepath.Join(k.root, filepath.FromSlash(name))
+}
+
+func (k *kernelSource) systems() ([]string, error) { return dirNames(k.path("events"), true) }
+
+func (k *kernelSource) events(system string) ([]string, error) {
+	return dirNames(k.path("events/"+system), true)
+}
+
+func (k *kernelSource) readFile(name string) ([]byte, error) { return os.ReadFile(k.path(name)) }
+
+func dirNames(dir string, dirsOnly bool) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		if !dirsOnly || e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+func (k *kernelSource) attach(ev *event) error {
+	ringBytes := k.pages * os.Getpagesize()
+	attr := unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_TRACEPOINT,
+		Config:      uint64(ev.id),
+		Sample:      1,
+		Sample_type: SampleType,
+		// Wake the reader when half the ring is full rather than per record:
+		// the batching that keeps a busy recording cheap.
+		Bits:   unix.PerfBitSampleIDAll | unix.PerfBitWatermark,
+		Wakeup: uint32(ringBytes / 2),
+	}
+	if k.rings[0] == nil {
+		// The first event also reports exec's new task names (perf
+		// record's tracking event does the same).
+		attr.Bits |= unix.PerfBitComm
+	}
+	var opened []int
+	var ids []uint64
+	fail := func(err error) error {
+		for _, fd := range opened {
+			unix.Close(fd)
+		}
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			err = fmt.Errorf("%w (recording every task's events needs root, CAP_PERFMON or kernel.perf_event_paranoid ≤ -1)", err)
+		}
+		return fmt.Errorf("record %s:%s: %w", ev.system, ev.name, err)
+	}
+	for i, cpu := range k.cpus {
+		fd, err := perfring.Open(&attr, -1, cpu)
+		if err != nil {
+			return fail(err)
+		}
+		opened = append(opened, fd)
+		id, err := perfring.ID(fd)
+		if err != nil {
+			return fail(err)
+		}
+		ids = append(ids, id)
+		if k.rings[i] == nil {
+			continue
+		}
+		if err := perfring.SetOutput(fd, k.rings[i].FD); err != nil {
+			return fail(err)
+		}
+	}
+	for i, fd := range opened {
+		if k.rings[i] != nil {
+			k.fds = append(k.fds, fd)
+			continue
+		}
+		r, err := perfring.NewRing(fd, k.pages)
+		if err != nil {
+			// Rings made in this loop keep their fds; only the rest go.
+			return fail(err)
+		}
+		k.rings[i] = r
+		k.poll = append(k.poll, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	ev.attr = attr
+	ev.ids = ids
+	return nil
+}
+
+func (k *kernelSource) wait(d time.Duration) {
+	if len(k.poll) == 0 {
+		time.Sleep(d)
+		return
+	}
+	_, _ = unix.Poll(k.poll, int(d/time.Millisecond))
+}
+
+func (k *kernelSource) drain(fn func(rec []byte)) error {
+	for _, r := range k.rings {
+		if r != nil {
+			r.Read(fn)
+		}
+	}
+	return nil
+}
+
+func (k *kernelSource) stop() {
+	for _, fd := range k.fds {
+		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+	}
+	for _, r := range k.rings {
+		if r != nil {
+			unix.IoctlSetInt(r.FD, unix.PERF_EVENT_IOC_DISABLE, 0)
+		}
+	}
+}
+
+func (k *kernelSource) close() error {
+	for _, fd := range k.fds {
+		unix.Close(fd)
+	}
+	k.fds = nil
+	for i, r := range k.rings {
+		if r != nil {
+			r.Close()
+			k.rings[i] = nil
+		}
+	}
+	return nil
+}
+
+// ---- daemon ----
+
+// daemonSource reads a uetrace daemon's session and turns its records into
+// the perf records the kernel would have made.
+type daemonSource struct {
+	c       *daemon.Client
+	s       *daemon.Session
+	recs    []daemon.Record
+	buf     []byte
+	lost    uint64        // the session's lost count so far
+	big     atomic.Uint64 // the session's too-large count so far
+	byType  map[int]*event
+	unknown func(typeID int) *event // called for a type id not yet attached
+	idle    int
+}
+
+func newDaemonSource(c *daemon.Client, bufferKB int) (*daemonSource, error) {
+	s, err := c.NewSession(bufferKB<<10, false)
+	if err != nil {
+		return nil, fmt.Errorf("daemon session: %w", err)
+	}
+	return &daemonSource{c: c, s: s, byType: make(map[int]*event)}, nil
+}
+
+func (d *daemonSource) systems() ([]string, error) { return d.dir("events") }
+
+func (d *daemonSource) events(system string) ([]string, error) { return d.dir("events/" + system) }
+
+func (d *daemonSource) dir(name string) ([]string, error) {
+	ents, err := d.c.ReadDir(name)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range ents {
+		if e.Mode.IsDir() {
+			names = append(names, e.Name)
+		}
+	}
+	return names, nil
+}
+
+func (d *daemonSource) readFile(name string) ([]byte, error) {
+	f, err := d.c.Open(name, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// attachPatterns attaches the session to what the patterns select, now and
+// (with follow) later: the daemon does the following itself.
+func (d *daemonSource) attachPatterns(pats []Pattern, follow bool) error {
+	for _, p := range pats {
+		if _, err := d.s.Attach(p.text, follow); err != nil {
+			return fmt.Errorf("attach %s: %w", p.text, err)
+		}
+	}
+	return nil
+}
+
+// attach gives ev its attribute; the session is already attached to it.
+func (d *daemonSource) attach(ev *event) error {
+	ev.attr = unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_TRACEPOINT,
+		Config:      uint64(ev.id),
+		Sample:      1,
+		Sample_type: SampleType,
+		Bits:        unix.PerfBitSampleIDAll,
+	}
+	// One sample id per event; the kernel's are per event and CPU.
+	ev.ids = []uint64{uint64(ev.id) + 1}
+	d.byType[ev.id] = ev
+	return nil
+}
+
+func (d *daemonSource) wait(time.Duration) {
+	// Polling the session costs a round trip; back off while it is empty.
+	if d.idle > 0 {
+		time.Sleep(time.Duration(min(d.idle, 10)) * time.Millisecond)
+	}
+}
+
+func (d *daemonSource) drain(fn func(rec []byte)) error {
+	for {
+		recs, lost, big, err := d.s.Poll(d.recs[:0])
+		if err != nil {
+			return fmt.Errorf("daemon session: %w", err)
+		}
+		d.recs = recs
+		// The session's drops are not per event; perf readers file a LOST
+		// record under the event whose id it carries, so give it one.
+		if lost > d.lost {
+			d.buf = appendLost(d.buf[:0], d.anyID(), lost-d.lost)
+			fn(d.buf)
+			d.lost = lost
+		}
+		if old := d.big.Load(); big > old {
+			d.buf = appendLost(d.buf[:0], d.anyID(), big-old)
+			fn(d.buf)
+			d.big.Store(big)
+		}
+		if len(recs) == 0 {
+			d.idle++
+			return nil
+		}
+		d.idle = 0
+		for i := range recs {
+			r := &recs[i]
+			ev := d.byType[r.ID]
+			if ev == nil && d.unknown != nil {
+				ev = d.unknown(r.ID)
+			}
+			var sid uint64 // 0: an event whose format could not be read
+			if ev != nil {
+				sid = ev.ids[0]
+			}
+			d.buf = appendSample(d.buf[:0], sid, r.PID, r.TID, r.TS, r.CPU, r.Raw)
+			fn(d.buf)
+		}
+	}
+}
+
+// anyID is the lowest sample id of an attached event.
+func (d *daemonSource) anyID() uint64 {
+	var id uint64
+	for _, ev := range d.byType {
+		if id == 0 || ev.ids[0] < id {
+			id = ev.ids[0]
+		}
+	}
+	return id
+}
+
+func (d *daemonSource) stop() {}
+
+func (d *daemonSource) close() error { return d.s.Close() }
+
+// ---- perf records ----
+
+var ne = binary.NativeEndian
+
+// appendSample appends a PERF_RECORD_SAMPLE laid out by SampleType. raw is
+// the raw data, already padded so that its u32 size and it end 8-aligned.
+func appendSample(b []byte, id uint64, pid, tid int32, ts uint64, cpu int32, raw []byte) []byte {
+	size := 8 + 8 + 8 + 8 + 8 + 4 + len(raw)
+	pad := (8 - size%8) % 8
+	b = ne.AppendUint32(b, perfdata.RecordSample)
+	b = ne.AppendUint16(b, 0)
+	b = ne.AppendUint16(b, uint16(size+pad))
+	b = ne.AppendUint64(b, id)
+	b = ne.AppendUint32(b, uint32(pid))
+	b = ne.AppendUint32(b, uint32(tid))
+	b = ne.AppendUint64(b, ts)
+	b = ne.AppendUint32(b, uint32(cpu))
+	b = ne.AppendUint32(b, 0)
+	b = ne.AppendUint32(b, uint32(len(raw)+pad))
+	b = append(b, raw...)
+	for range pad {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// appendLost appends a PERF_RECORD_LOST with an all-zero sample_id trailer.
+func appendLost(b []byte, id, n uint64) []byte {
+	b = ne.AppendUint32(b, perfdata.RecordLost)
+	b = ne.AppendUint16(b, 0)
+	b = ne.AppendUint16(b, 8+16+trailerSize)
+	b = ne.AppendUint64(b, id)
+	b = ne.AppendUint64(b, n)
+	return appendTrailer(b, 0, 0, 0, 0, id)
+}
+
+// trailerSize is the sample_id_all trailer of SampleType: pid/tid, time,
+// cpu, identifier.
+const trailerSize = 8 + 8 + 8 + 8
+
+func appendTrailer(b []byte, pid, tid int32, ts uint64, cpu int32, id uint64) []byte {
+	b = ne.AppendUint32(b, uint32(pid))
+	b = ne.AppendUint32(b, uint32(tid))
+	b = ne.AppendUint64(b, ts)
+	b = ne.AppendUint32(b, uint32(cpu))
+	b = ne.AppendUint32(b, 0)
+	return ne.AppendUint64(b, id)
+}
+
+// appendComm appends a PERF_RECORD_COMM for a task seen in a sample.
+func appendComm(b []byte, pid, tid int32, comm string, ts uint64, cpu int32, id uint64) []byte {
+	n := (len(comm) + 1 + 7) &^ 7
+	b = ne.AppendUint32(b, perfdata.RecordComm)
+	b = ne.AppendUint16(b, 0)
+	b = ne.AppendUint16(b, uint16(8+8+n+trailerSize))
+	b = ne.AppendUint32(b, uint32(pid))
+	b = ne.AppendUint32(b, uint32(tid))
+	b = append(b, comm...)
+	for range n - len(comm) {
+		b = append(b, 0)
+	}
+	return appendTrailer(b, pid, tid, ts, cpu, id)
+}
+
+// taskComm reads a task's name from /proc, as perf record does for the
+// tasks that were running before it started.
+func taskComm(pid, tid int32) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/task/" + strconv.Itoa(int(tid)) + "/comm")
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(string(b), "\n"), true
+}

@@ -1,0 +1,323 @@
+// Package report decodes the tracepoint samples of a perf.data file — made
+// by uetrace record or by perf record — and writes them as text like perf
+// script, as JSON lines, or as a Perfetto trace.
+//
+// Records are decoded by the format files in the file's tracing data, so
+// the events need not exist any more. Samples are put in time order the way
+// perf does it: the file is read in rounds (PERF_RECORD_FINISHED_ROUND),
+// and at the end of a round every buffered sample older than the previous
+// round's newest is sorted and written. Task names come from the file's
+// PERF_RECORD_COMM records, applied in time order.
+//
+// It does not evaluate a tracepoint's print fmt as perf script does: the
+// text shows every field as name=value by its type, which for user events
+// is exactly what their print fmt prints.
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"slices"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/perfetto"
+	"github.com/uetrace/uetrace/perfdata"
+	"github.com/uetrace/uetrace/tracefmt"
+)
+
+// Format is an output format.
+type Format int
+
+const (
+	Text     Format = iota // perf script's lines
+	JSON                   // one JSON object per line
+	Perfetto               // a perfetto.protos.Trace
+)
+
+var formatNames = [...]string{Text: "text", JSON: "json", Perfetto: "perfetto"}
+
+func (f Format) String() string {
+	if int(f) < len(formatNames) {
+		return formatNames[f]
+	}
+	return fmt.Sprintf("Format(%d)", int(f))
+}
+
+// ParseFormat parses "text", "json" or "perfetto".
+func ParseFormat(s string) (Format, error) {
+	for f, n := range formatNames {
+		if n == s {
+			return Format(f), nil
+		}
+	}
+	return 0, fmt.Errorf("report format %q: want text, json or perfetto: %w", s, unix.EINVAL)
+}
+
+// Summary counts what a report saw.
+type Summary struct {
+	Samples uint64 // samples written
+	Lost    uint64 // records lost while recording (PERF_RECORD_LOST)
+	// Undecoded counts samples written without fields: their event has no
+	// format in the file, or their id matches no event.
+	Undecoded uint64
+}
+
+// item is a buffered sample or task name, waiting for its turn.
+type item struct {
+	time     uint64
+	cpu      uint32
+	pid, tid int32
+	ev       *Event // nil for a COMM
+	off, n   int    // raw data (or the name) in the arena
+}
+
+// reporter is one report being written.
+type reporter struct {
+	format Format
+	out    *bufio.Writer
+	pf     *perfetto.Writer
+
+	byID      map[uint64]*Event
+	only      *Event // the event of a file with one attr and no ids
+	nameWidth int
+
+	queue []item
+	arena []byte
+	limit uint64 // end of the previous round: what may be written
+	maxTS uint64 // newest time seen so far
+	comms map[int32]string
+	seen  map[int32]bool // threads described to Perfetto
+	line  []byte
+	vals  []tracefmt.Value
+	args  []perfetto.Arg
+	sum   Summary
+}
+
+// Write reads every record of r and writes its samples to w in format.
+func Write(w io.Writer, r *perfdata.Reader, format Format) (Summary, error) {
+	rp := &reporter{
+		format: format,
+		out:    bufio.NewWriterSize(w, 256<<10),
+		byID:   make(map[uint64]*Event),
+		comms:  make(map[int32]string),
+		seen:   make(map[int32]bool),
+	}
+	if format == Perfetto {
+		rp.pf = perfetto.NewWriter(rp.out)
+	}
+	if err := rp.events(r); err != nil {
+		return rp.sum, err
+	}
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return rp.sum, err
+		}
+		if err := rp.record(&rec); err != nil {
+			return rp.sum, err
+		}
+	}
+	if err := rp.flush(^uint64(0)); err != nil {
+		return rp.sum, err
+	}
+	if rp.pf != nil {
+		if err := rp.pf.Flush(); err != nil {
+			return rp.sum, err
+		}
+	}
+	return rp.sum, rp.out.Flush()
+}
+
+// events makes an Event of every attr, with the format its config names.
+func (rp *reporter) events(r *perfdata.Reader) error {
+	formats := make(map[uint64]*tracefmt.Format)
+	if td := r.TracingData(); td != nil {
+		for _, sys := range td.Systems {
+			for _, text := range sys.Formats {
+				f, err := tracefmt.Parse(text)
+				if err != nil {
+					return fmt.Errorf("tracing data of %s: %w", sys.Name, err)
+				}
+				f.System = sys.Name
+				formats[uint64(f.ID)] = f
+			}
+		}
+	}
+	attrs := r.Attrs()
+	for i := range attrs {
+		a := &attrs[i]
+		ev := &Event{full: a.Name}
+		if a.Type == unix.PERF_TYPE_TRACEPOINT {
+			ev.Format = formats[a.Config]
+		}
+		if ev.Format != nil {
+			ev.System, ev.Name = ev.Format.System, ev.Format.Name
+			if ev.full == "" {
+				ev.full = ev.System + ":" + ev.Name
+			}
+		} else if ev.full == "" {
+			ev.full = fmt.Sprintf("type%d:config%d", a.Type, a.Config)
+		}
+		if ev.System == "" {
+			ev.System, ev.Name = splitName(ev.full)
+		}
+		rp.nameWidth = max(rp.nameWidth, len(ev.full))
+		for _, id := range a.IDs {
+			rp.byID[id] = ev
+		}
+		if len(attrs) == 1 {
+			rp.only = ev
+		}
+	}
+	return nil
+}
+
+func splitName(full string) (system, name string) {
+	for i := 0; i < len(full); i++ {
+		if full[i] == ':' {
+			return full[:i], full[i+1:]
+		}
+	}
+	return "", full
+}
+
+func (rp *reporter) record(rec *perfdata.Record) error {
+	switch rec.Type {
+	case perfdata.RecordSample:
+		s := &rec.Sample
+		ev := rp.byID[s.ID]
+		if ev == nil {
+			ev = rp.only
+		}
+		rp.push(item{time: s.Time, cpu: s.CPU, pid: int32(s.PID), tid: int32(s.TID), ev: ev}, s.Raw)
+	case perfdata.RecordComm:
+		rp.push(item{time: rec.Sample.Time, pid: int32(rec.PID), tid: int32(rec.TID)}, rec.Comm)
+	case perfdata.RecordLost:
+		rp.sum.Lost += rec.Lost
+	case perfdata.RecordFinishedRound:
+		limit := rp.limit
+		rp.limit = rp.maxTS
+		return rp.flush(limit)
+	}
+	return nil
+}
+
+func (rp *reporter) push(it item, data []byte) {
+	it.off, it.n = len(rp.arena), len(data)
+	rp.arena = append(rp.arena, data...)
+	rp.maxTS = max(rp.maxTS, it.time)
+	rp.queue = append(rp.queue, it)
+}
+
+// flush writes the buffered items up to time limit, in time order (stable:
+// a task's name comes before its samples of the same time).
+func (rp *reporter) flush(limit uint64) error {
+	q := rp.queue
+	if !slices.IsSortedFunc(q, byTime) {
+		slices.SortStableFunc(q, byTime)
+	}
+	n := 0
+	for n < len(q) && q[n].time <= limit {
+		if err := rp.emit(&q[n]); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == len(q) {
+		rp.queue, rp.arena = q[:0], rp.arena[:0]
+		return nil
+	}
+	// Keep the rest, their data moved to the front of the arena.
+	rest := q[n:]
+	var arena []byte
+	for i := range rest {
+		it := &rest[i]
+		off := len(arena)
+		arena = append(arena, rp.arena[it.off:it.off+it.n]...)
+		it.off = off
+	}
+	rp.arena = append(rp.arena[:0], arena...)
+	rp.queue = append(q[:0], rest...)
+	return nil
+}
+
+func byTime(a, b item) int {
+	switch {
+	case a.time < b.time:
+		return -1
+	case a.time > b.time:
+		return 1
+	}
+	return 0
+}
+
+func (rp *reporter) emit(it *item) error {
+	data := rp.arena[it.off : it.off+it.n]
+	if it.ev == nil { // a task's name
+		rp.comms[it.tid] = string(data)
+		if rp.pf != nil && rp.seen[it.tid] {
+			return rp.pf.Thread(it.pid, it.tid, string(data))
+		}
+		return nil
+	}
+	s := Sample{Time: it.time, CPU: it.cpu, PID: it.pid, TID: it.tid, Comm: rp.comms[it.tid], Event: it.ev, Raw: data}
+	rp.vals = rp.vals[:0]
+	if f := it.ev.Format; f != nil {
+		rp.vals = f.Decode(rp.vals, data)
+	} else {
+		rp.sum.Undecoded++
+	}
+	rp.sum.Samples++
+	switch rp.format {
+	case Text:
+		rp.line = appendText(rp.line[:0], &s, rp.nameWidth, rp.vals)
+	case JSON:
+		rp.line = appendJSON(rp.line[:0], &s, rp.vals)
+	case Perfetto:
+		return rp.instant(&s)
+	}
+	_, err := rp.out.Write(rp.line)
+	return err
+}
+
+func (rp *reporter) instant(s *Sample) error {
+	if !rp.seen[s.TID] {
+		rp.seen[s.TID] = true
+		if name, ok := rp.comms[s.PID]; ok {
+			if err := rp.pf.Process(s.PID, name); err != nil {
+				return err
+			}
+		}
+		if err := rp.pf.Thread(s.PID, s.TID, s.Comm); err != nil {
+			return err
+		}
+	}
+	rp.args = rp.args[:0]
+	for i := range rp.vals {
+		v := &rp.vals[i]
+		name := v.Field.Name
+		switch {
+		case v.Overflow:
+			rp.args = append(rp.args, perfetto.String(name, "<OVERFLOW>"))
+		case v.Field.Kind == tracefmt.Int && v.Field.Signed:
+			rp.args = append(rp.args, perfetto.Int(name, v.Int()))
+		case v.Field.Kind == tracefmt.Int:
+			rp.args = append(rp.args, perfetto.Uint(name, v.Uint()))
+		case v.Field.Kind == tracefmt.String:
+			rp.args = append(rp.args, perfetto.String(name, view(v.Text())))
+		default:
+			rp.args = append(rp.args, perfetto.Bytes(name, v.Data))
+		}
+	}
+	return rp.pf.Instant(s.Time, s.PID, s.TID, s.Event.System, s.Event.Name, rp.args)
+}
+
+// view is b as a string without a copy; the perfetto Writer does not keep
+// the strings it is given.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
