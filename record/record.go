@@ -228,9 +228,9 @@ func (r *Recorder) Run(ctx context.Context) error {
 		}
 		r.finishRound()
 		if r.follow && time.Since(lastScan) >= FollowInterval {
-			if _, ok := r.src.(*kernelSource); ok {
-				err = r.scan(true)
-			}
+			// The daemon attaches new events itself, but their formats
+			// are read here: before their first record if possible.
+			err = r.scan(true)
 			lastScan = time.Now()
 		}
 		err = r.writeErr(err)
@@ -404,9 +404,11 @@ func (r *Recorder) synthComm(pid, tid int32, sample []byte) {
 	if !ok {
 		return // gone: perf shows such tasks as ":<tid>"
 	}
-	ts := ne.Uint64(sample[24:])
+	// Time 0, as perf gives the names it synthesizes at the start: the
+	// name holds from the beginning, also for this task's samples on other
+	// CPUs that are earlier than this one but come later in the file.
 	cpu := int32(ne.Uint32(sample[32:]))
-	r.buf = appendComm(r.buf[:0], pid, tid, comm, ts, cpu, ne.Uint64(sample[8:]))
+	r.buf = appendComm(r.buf[:0], pid, tid, comm, 0, cpu, ne.Uint64(sample[8:]))
 	r.write(r.buf)
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,7 +163,6 @@ func TestRecordExactValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
 		prefix := uniq("rec")
 		a, err := f.Register(prefix+"_a u32 n; s64 v; char[8] tag; __rel_loc char[] msg; u8 flag", 0)
 		if err != nil {
@@ -174,10 +174,10 @@ func TestRecordExactValues(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer out.Close()
-		var notes []string
+		notes := make(chan string, 10)
 		rec := tg.start(t, out, record.Options{
 			Events: []string{prefix + "_*"},
-			Notify: func(s string) { notes = append(notes, s) },
+			Notify: func(s string) { notes <- s },
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -217,7 +217,19 @@ func TestRecordExactValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitEnabled(t, late, 2*time.Second)
+		// On the kernel the bit is set when the first CPU's perf event
+		// opens, before every CPU's is enabled; the notice says when all are.
+		select {
+		case note := <-notes:
+			if !strings.Contains(note, prefix+"_late, registered after the recording started") {
+				t.Fatalf("notice %q", note)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no notice of the late event 5 s after it was registered")
+		}
+		if !late.Enabled() {
+			t.Fatal("the late event is recorded but not enabled")
+		}
 		for i := range 10 {
 			if err := late.Write(le64(uint64(i) << 40)); err != nil {
 				t.Fatal(err)
@@ -230,10 +242,10 @@ func TestRecordExactValues(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := rec.Stats()
-		late.Close()
-		if err := f.Delete(prefix + "_late"); err != nil {
-			t.Logf("delete late event: %v", err)
-		}
+		// Closing the file drops the last reference: both events are
+		// deleted before the report is made, which decodes them anyway.
+		f.Close()
+		waitDeleted(t, tg.opts, prefix+"_a", prefix+"_late")
 		if st.Lost != 0 || st.Samples != n+10 {
 			t.Errorf("stats: %d samples, %d lost; want %d, 0", st.Samples, st.Lost, n+10)
 		}
@@ -257,8 +269,31 @@ func TestRecordExactValues(t *testing.T) {
 				t.Fatalf("sample %d at %d before sample %d at %d", i, got[i].Time, i-1, got[i-1].Time)
 			}
 		}
-		t.Logf("notices: %q", notes)
 	})
+}
+
+// waitDeleted waits for events to leave tracefs (the kernel deletes them
+// after an RCU grace period).
+func waitDeleted(t *testing.T, o userevents.Options, names ...string) {
+	t.Helper()
+	fs, err := userevents.OpenTracefs(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, name := range names {
+		for {
+			_, err := fs.ReadFile("events/user_events/" + name + "/id")
+			if err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still exists 5 s after its last reference went", name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 func le64(x uint64) []byte {

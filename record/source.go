@@ -57,7 +57,13 @@ type kernelSource struct {
 	pages int
 	rings []*perfring.Ring // by index in cpus; nil until the first event
 	fds   []int            // every event fd that does not own a ring
+	all   []int            // every event fd, ring owners included
 	poll  []unix.PollFd
+
+	stopped   bool
+	lostSeen  uint64 // counted by PERF_RECORD_LOST records read so far
+	lostFinal bool   // the final lost count has been settled
+	buf       []byte
 }
 
 func newKernelSource(root string, bufferKB int) (*kernelSource, error) {
@@ -108,8 +114,12 @@ func (k *kernelSource) attach(ev *event) error {
 		Sample_type: SampleType,
 		// Wake the reader when half the ring is full rather than per record:
 		// the batching that keeps a busy recording cheap.
-		Bits:   unix.PerfBitSampleIDAll | unix.PerfBitWatermark,
+		Bits:   unix.PerfBitSampleIDAll | unix.PerfBitWatermark | unix.PerfBitDisabled,
 		Wakeup: uint32(ringBytes / 2),
+		// Each event's own count of the samples its ring had no room for,
+		// read at the end: the kernel reports a full ring's losses as a
+		// PERF_RECORD_LOST only with its next record, which may never come.
+		Read_format: unix.PERF_FORMAT_LOST,
 	}
 	if k.rings[0] == nil {
 		// The first event also reports exec's new task names (perf
@@ -158,7 +168,18 @@ func (k *kernelSource) attach(ev *event) error {
 		k.rings[i] = r
 		k.poll = append(k.poll, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
+	k.all = append(k.all, opened...)
+	// Opening the first CPU's event set the writers' enable bit; records
+	// written on a CPU before its event is enabled are not recorded (perf
+	// record -a has the same window). Enabling them all only now, with
+	// their output set up, keeps the window to these few syscalls.
+	for _, fd := range opened {
+		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+			return fmt.Errorf("record %s:%s: PERF_EVENT_IOC_ENABLE: %w", ev.system, ev.name, err)
+		}
+	}
 	ev.attr = attr
+	ev.attr.Bits &^= unix.PerfBitDisabled
 	ev.ids = ids
 	return nil
 }
@@ -172,23 +193,52 @@ func (k *kernelSource) wait(d time.Duration) {
 }
 
 func (k *kernelSource) drain(fn func(rec []byte)) error {
+	count := func(rec []byte) {
+		if ne.Uint32(rec) == perfdata.RecordLost && len(rec) >= 24 {
+			k.lostSeen += ne.Uint64(rec[16:])
+		}
+		fn(rec)
+	}
 	for _, r := range k.rings {
 		if r != nil {
-			r.Read(fn)
+			r.Read(count)
 		}
+	}
+	if k.stopped && !k.lostFinal {
+		k.lostFinal = true
+		return k.settleLost(fn)
+	}
+	return nil
+}
+
+// settleLost writes a PERF_RECORD_LOST for the samples the events counted
+// as lost (PERF_FORMAT_LOST) that no LOST record in the rings reported.
+func (k *kernelSource) settleLost(fn func(rec []byte)) error {
+	var total uint64
+	var buf [16]byte // u64 value, u64 lost
+	for _, fd := range k.all {
+		n, err := unix.Read(fd, buf[:])
+		if err != nil || n != len(buf) {
+			return fmt.Errorf("read perf event's lost count: %v (%d bytes)", err, n)
+		}
+		total += ne.Uint64(buf[8:])
+	}
+	if total > k.lostSeen {
+		var id uint64
+		if len(k.all) > 0 {
+			id, _ = perfring.ID(k.all[0])
+		}
+		k.buf = appendLost(k.buf[:0], id, total-k.lostSeen)
+		fn(k.buf)
 	}
 	return nil
 }
 
 func (k *kernelSource) stop() {
-	for _, fd := range k.fds {
+	for _, fd := range k.all {
 		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
 	}
-	for _, r := range k.rings {
-		if r != nil {
-			unix.IoctlSetInt(r.FD, unix.PERF_EVENT_IOC_DISABLE, 0)
-		}
-	}
+	k.stopped = true
 }
 
 func (k *kernelSource) close() error {

@@ -102,6 +102,19 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		return err
 	}
 	defer closeBackend()
+	if !a.quiet {
+		st := rec.Stats()
+		var names []string
+		for _, e := range st.Events {
+			names = append(names, e.System+":"+e.Name)
+		}
+		if len(names) > 0 {
+			if len(names) > 4 {
+				names = append(names[:4], fmt.Sprintf("and %d more", len(names)-4))
+			}
+			stderr.line("uetrace record: recording " + strings.Join(names, ", "))
+		}
+	}
 
 	ctx, stop := interruptible(cmd)
 	defer stop()
@@ -170,16 +183,21 @@ func openRecorder(g *globals, out *os.File, opts record.Options) (*record.Record
 	if o.Backend == userevents.InProcess {
 		return nil, nil, fmt.Errorf("record: the inprocess backend has no events of other processes to record; use kernel or daemon: %w", unix.EINVAL)
 	}
-	if o.Backend == userevents.Kernel || o.Backend == userevents.Auto {
-		t, kerr := userevents.OpenTracefs(userevents.Options{Backend: userevents.Kernel, Tracefs: o.Tracefs})
-		if kerr == nil {
+	switch o.Backend {
+	case userevents.Kernel:
+		// perf records any tracepoint: the kernel need not have user_events.
+		root, err := tracefsRoot(o.Tracefs)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := record.Kernel(root, out, opts)
+		return r, func() {}, err
+	case userevents.Auto:
+		if t, err := userevents.OpenTracefs(userevents.Options{Backend: userevents.Kernel, Tracefs: o.Tracefs}); err == nil {
 			root := t.Root()
 			t.Close()
 			r, err := record.Kernel(root, out, opts)
 			return r, func() {}, err
-		}
-		if o.Backend == userevents.Kernel {
-			return nil, nil, kerr
 		}
 	}
 	c, err := daemon.Dial(o.Socket, nil)
@@ -304,4 +322,19 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// tracefsRoot finds the kernel's tracefs: root if given, else where it is
+// usually mounted.
+func tracefsRoot(root string) (string, error) {
+	cands := []string{root}
+	if root == "" {
+		cands = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
+	}
+	for _, c := range cands {
+		if st, err := os.Stat(c + "/events"); err == nil && st.IsDir() {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("no tracefs at %s (mount -t tracefs nodev /sys/kernel/tracing): %w", strings.Join(cands, " or "), unix.ENOENT)
 }

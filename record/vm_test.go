@@ -1,0 +1,53 @@
+package record_test
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/uetrace/uetrace/internal/vmtest"
+)
+
+// TestKernelInVM runs this package's tests inside the 6.12 kernel
+// (internal/vmtest), with the uetrace command built for them, and requires
+// every per-target test to have passed on the kernel.
+func TestKernelInVM(t *testing.T) {
+	vmtest.Require(t)
+	dir := t.TempDir()
+	testBin, uetrace := filepath.Join(dir, "record.test"), filepath.Join(dir, "uetrace")
+	if err := vmtest.BuildTest("./record", testBin); err != nil {
+		t.Fatal(err)
+	}
+	if err := vmtest.Build("./cmd/uetrace", uetrace); err != nil {
+		t.Fatal(err)
+	}
+	res, err := vmtest.Run(context.Background(), vmtest.Options{
+		Files:   map[string]string{"record.test": testBin, "uetrace": uetrace},
+		Env:     []string{"UETRACE_BIN=/test/uetrace"},
+		Timeout: 10 * time.Minute,
+	}, "./record.test", "-test.v", "-test.count=1", "-test.run=/kernel$")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(res.Output)
+	t.Logf("VM run: %v, exit %d", res.Elapsed.Round(time.Millisecond), res.ExitCode)
+	if res.ExitCode != 0 {
+		t.Fatalf("the tests failed in the VM (exit %d):\n%s", res.ExitCode, out)
+	}
+	tests := regexp.MustCompile(`(?m)^=== RUN   (Test\w+)/kernel$`).FindAllStringSubmatch(out, -1)
+	if len(tests) < 3 {
+		t.Fatalf("%d tests ran on the kernel in the VM, want 3 or more:\n%s", len(tests), out)
+	}
+	for _, m := range tests {
+		if !strings.Contains(out, "--- PASS: "+m[1]+"/kernel ") {
+			t.Errorf("%s did not pass on the kernel:\n%s", m[1], out)
+		}
+	}
+	for _, line := range regexp.MustCompile(`(?m)^.*(written:|notices:).*$`).FindAllString(out, -1) {
+		t.Log(strings.TrimSpace(line))
+	}
+	t.Logf("%d tests passed on the kernel", len(tests))
+}
