@@ -4,17 +4,16 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"runtime"
+	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/perfring"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -101,14 +100,13 @@ func (p *subsysPerf) payloads(t *testing.T) [][]byte {
 
 func (p *subsysPerf) close() { p.s.Close() }
 
-// kernelPerf is one perf event per CPU (pid -1: every task, as root may),
-// since Go writes from whichever thread runs the goroutine.
+// kernelPerf is one perf event per online CPU (pid -1: every task, as root
+// may), since Go writes from whichever thread runs the goroutine.
 type kernelPerf struct {
-	fds   []int
-	rings [][]byte
+	rings []*perfring.Ring
 }
 
-const perfRingPages = 1 + 2 // the metadata page and a 2-page data ring
+const perfRingPages = 2 // data pages of each ring
 
 func openKernelPerf(t *testing.T, b backend, system, tp string) perfConsumer {
 	t.Helper()
@@ -121,70 +119,65 @@ func openKernelPerf(t *testing.T, b backend, system, tp string) perfConsumer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cpus, err := perfring.OnlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := &kernelPerf{}
-	for cpu := range runtime.NumCPU() {
+	for _, cpu := range cpus {
 		attr := unix.PerfEventAttr{
 			Type:        unix.PERF_TYPE_TRACEPOINT,
-			Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 			Config:      id,
 			Sample:      1,
 			Sample_type: unix.PERF_SAMPLE_RAW,
 			Wakeup:      1,
 		}
-		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		fd, err := perfring.Open(&attr, -1, cpu)
 		if err != nil {
 			p.close()
-			t.Fatalf("perf_event_open(tracepoint %d, cpu %d): %v", id, cpu, err)
+			t.Fatal(err)
 		}
-		ring, err := unix.Mmap(fd, 0, perfRingPages*unix.Getpagesize(), unix.PROT_READ, unix.MAP_SHARED)
+		ring, err := perfring.NewRing(fd, perfRingPages)
 		if err != nil {
 			unix.Close(fd)
 			p.close()
 			t.Fatal(err)
 		}
-		p.fds = append(p.fds, fd)
 		p.rings = append(p.rings, ring)
 	}
 	return p
 }
 
-// payloads reads every ring from the start (the test reads once): records
-// are perf_event_header{type u32, misc u16, size u16} and, for
-// PERF_RECORD_SAMPLE with only PERF_SAMPLE_RAW, a u32 size and the raw data.
+// payloads reads what every ring holds: for PERF_RECORD_SAMPLE with only
+// PERF_SAMPLE_RAW, perf_event_header{type u32, misc u16, size u16}, a u32
+// size and the raw data.
 func (p *kernelPerf) payloads(t *testing.T) [][]byte {
 	var out [][]byte
-	for _, ring := range p.rings {
-		end := atomic.LoadUint64((*uint64)(unsafe.Pointer(&ring[1024]))) // data_head
-		dataOff := binary.LittleEndian.Uint64(ring[1040:])               // data_offset
-		dataSize := binary.LittleEndian.Uint64(ring[1048:])              // data_size
-		data := ring[dataOff : dataOff+dataSize]
-		if end > dataSize {
-			t.Fatalf("perf ring wrapped (%d bytes): the test writes a few records only", end)
-		}
-		for off := uint64(0); off+8 <= end; {
-			typ := binary.LittleEndian.Uint32(data[off:])
-			size := uint64(binary.LittleEndian.Uint16(data[off+6:]))
-			if size == 0 {
-				break
+	for _, r := range p.rings {
+		r.Read(func(rec []byte) {
+			switch binary.NativeEndian.Uint32(rec) {
+			case unix.PERF_RECORD_SAMPLE:
+				var n uint64
+				if len(rec) >= 12 {
+					n = uint64(binary.NativeEndian.Uint32(rec[8:]))
+				}
+				if n < 8 || 12+n > uint64(len(rec)) {
+					t.Fatalf("sample of %d bytes with %d bytes of raw data", len(rec), n)
+				}
+				out = append(out, slices.Clone(rec[20:12+n]))
+			case unix.PERF_RECORD_LOST:
+				t.Fatalf("perf lost %d records: the test writes a few only", binary.NativeEndian.Uint64(rec[16:]))
 			}
-			if typ == unix.PERF_RECORD_SAMPLE {
-				n := binary.LittleEndian.Uint32(data[off+8:])
-				raw := data[off+12 : off+12+uint64(n)]
-				out = append(out, append([]byte(nil), raw[8:]...))
-			}
-			off += size
-		}
+		})
 	}
 	return out
 }
 
 func (p *kernelPerf) close() {
 	for _, r := range p.rings {
-		unix.Munmap(r)
+		r.Close()
 	}
-	for _, fd := range p.fds {
-		unix.Close(fd)
-	}
+	p.rings = nil
 }
 
 // TestPerfSetsEnableBit is perf_test.c's perf_write: opening a perf event on

@@ -1,17 +1,18 @@
 package conform
 
 import (
+	"cmp"
 	"encoding/binary"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/perfring"
 )
 
 // TracefsRoot is where the kernel backend finds tracefs.
@@ -224,12 +225,10 @@ func (f kernelFS) exists(p string) bool {
 	return err == nil
 }
 
-// kernelPerf is perf_event_open(PERF_TYPE_TRACEPOINT) on every CPU for
-// every task, as perf record -a does, with raw data and time.
+// kernelPerf is perf_event_open(PERF_TYPE_TRACEPOINT) on every online CPU
+// for every task, as perf record -a does, with raw data and time.
 type kernelPerf struct {
-	fds   []int
-	rings [][]byte
-	tails []uint64
+	rings []*perfring.Ring
 }
 
 func (k *kernelProc) perf(system, name string) (perfReader, error) {
@@ -243,87 +242,59 @@ func (k *kernelProc) perf(system, name string) (perfReader, error) {
 			id = id*10 + uint64(c-'0')
 		}
 	}
+	cpus, err := perfring.OnlineCPUs()
+	if err != nil {
+		return nil, err
+	}
 	p := &kernelPerf{}
-	pg := os.Getpagesize()
-	for cpu := range runtime.NumCPU() {
+	for _, cpu := range cpus {
 		attr := unix.PerfEventAttr{
 			Type:        unix.PERF_TYPE_TRACEPOINT,
-			Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 			Config:      id,
 			Sample:      1,
 			Sample_type: unix.PERF_SAMPLE_RAW | unix.PERF_SAMPLE_TIME,
 			Wakeup:      1,
 		}
-		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		fd, err := perfring.Open(&attr, -1, cpu)
 		if err != nil {
 			p.close()
 			return nil, err
 		}
-		ring, err := unix.Mmap(fd, 0, (1+8)*pg, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		ring, err := perfring.NewRing(fd, 8)
 		if err != nil {
 			unix.Close(fd)
 			p.close()
 			return nil, err
 		}
-		p.fds = append(p.fds, fd)
 		p.rings = append(p.rings, ring)
-		p.tails = append(p.tails, 0)
 	}
 	k.perfList = append(k.perfList, p)
 	return p, nil
 }
 
-// read takes the samples from every ring: perf_event_header {u32 type,
-// u16 misc, u16 size}, then for PERF_RECORD_SAMPLE the u64 time and the
-// u32 size of the raw data. Samples are returned in time order.
+// read takes the samples from every ring, in time order, and returns their
+// raw data after the 8-byte common header. A PERF_RECORD_SAMPLE of
+// PERF_SAMPLE_TIME|PERF_SAMPLE_RAW is perf_event_header {u32 type, u16 misc,
+// u16 size}, the u64 time, the u32 size of the raw data and the raw data.
 func (p *kernelPerf) read() ([][]byte, error) {
 	type sample struct {
 		time uint64
 		data []byte
 	}
 	var all []sample
-	for i, ring := range p.rings {
-		head := atomic.LoadUint64((*uint64)(unsafe.Pointer(&ring[1024])))
-		off := binary.LittleEndian.Uint64(ring[1040:])
-		size := binary.LittleEndian.Uint64(ring[1048:])
-		data := ring[off : off+size]
-		byteAt := func(pos uint64) byte { return data[pos%size] }
-		get := func(pos, n uint64) []byte {
-			b := make([]byte, n)
-			for j := range n {
-				b[j] = byteAt(pos + j)
+	for _, r := range p.rings {
+		r.Read(func(rec []byte) {
+			if binary.NativeEndian.Uint32(rec) != unix.PERF_RECORD_SAMPLE || len(rec) < 20 {
+				return
 			}
-			return b
-		}
-		for tail := p.tails[i]; tail < head; {
-			h := get(tail, 8)
-			typ := binary.LittleEndian.Uint32(h)
-			sz := uint64(binary.LittleEndian.Uint16(h[6:]))
-			if sz == 0 {
-				break
+			n := uint64(binary.NativeEndian.Uint32(rec[16:]))
+			if n < 8 || 20+n > uint64(len(rec)) {
+				return
 			}
-			if typ == unix.PERF_RECORD_SAMPLE {
-				t := binary.LittleEndian.Uint64(get(tail+8, 8))
-				n := uint64(binary.LittleEndian.Uint32(get(tail+16, 4)))
-				raw := get(tail+20, n)
-				if len(raw) >= 8 {
-					all = append(all, sample{t, raw[8:]})
-				}
-			}
-			tail += sz
-		}
-		p.tails[i] = head
-		atomic.StoreUint64((*uint64)(unsafe.Pointer(&ring[1032])), head) // data_tail
+			all = append(all, sample{binary.NativeEndian.Uint64(rec[8:]), slices.Clone(rec[28 : 20+n])})
+		})
 	}
-	slices.SortStableFunc(all, func(a, b sample) int {
-		switch {
-		case a.time < b.time:
-			return -1
-		case a.time > b.time:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(all, func(a, b sample) int { return cmp.Compare(a.time, b.time) })
 	out := make([][]byte, len(all))
 	for i, s := range all {
 		out[i] = s.data
@@ -333,11 +304,8 @@ func (p *kernelPerf) read() ([][]byte, error) {
 
 func (p *kernelPerf) close() error {
 	for _, r := range p.rings {
-		unix.Munmap(r)
+		r.Close()
 	}
-	for _, fd := range p.fds {
-		unix.Close(fd)
-	}
-	p.rings, p.fds = nil, nil
+	p.rings = nil
 	return nil
 }
