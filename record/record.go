@@ -9,6 +9,11 @@
 // events deleted since. Records the kernel or daemon had to drop are
 // written as PERF_RECORD_LOST and counted in Stats: never silent.
 //
+// perf's libtraceevent cannot parse a multi-format event's name
+// ("name.<hexid>"), so the tracing data names those "name_<hexid>"; the
+// attributes' names (HEADER_EVENT_DESC), which perf script prints, keep the
+// true one.
+//
 // Events created after the recording starts are picked up when a pattern
 // selects them: the daemon attaches them as they are created; on the
 // kernel they are found by rescanning tracefs every FollowInterval, since
@@ -21,6 +26,7 @@
 package record
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -457,7 +463,7 @@ func (r *Recorder) finish() error {
 			td.Systems = append(td.Systems, perfdata.TracingSystem{Name: ev.system})
 			i = len(td.Systems) - 1
 		}
-		td.Systems[i].Formats = append(td.Systems[i].Formats, ev.format)
+		td.Systems[i].Formats = append(td.Systems[i].Formats, perfSafeFormat(ev.format))
 		r.w.AddAttr(perfdata.Attr{
 			Name:         ev.system + ":" + ev.name,
 			Type:         ev.attr.Type,
@@ -493,4 +499,19 @@ func (r *Recorder) Stats() Stats {
 	}
 	r.mu.Unlock()
 	return st
+}
+
+// perfSafeFormat is the format text as the tracing data carries it. perf's
+// libtraceevent (1.7, that of Debian's perf 6.1) cannot read an event name
+// with a '.' — every multi-format event's, "name.<hexid>" — and perf script
+// then fails on the whole file. Such a name becomes "name_<hexid>" in this
+// copy only; perf and report show the true name, from HEADER_EVENT_DESC.
+func perfSafeFormat(format []byte) []byte {
+	line, rest, ok := bytes.Cut(format, []byte("\n"))
+	if !ok || !bytes.HasPrefix(line, []byte("name: ")) || !bytes.Contains(line, []byte(".")) {
+		return format
+	}
+	out := bytes.ReplaceAll(line, []byte("."), []byte("_"))
+	out = append(out, '\n')
+	return append(out, rest...)
 }
