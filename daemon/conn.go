@@ -57,6 +57,8 @@ type conn struct {
 	wantRights bool
 
 	out       []byte // the reply being built
+	sessRaw   []byte // raw records taken from a session, reused
+	sessRecs  []subsys.Record
 	deadline  time.Time
 	pending   *[]byte // a message the watcher read during a blocking call
 	pendingN  int
@@ -454,19 +456,26 @@ func (c *conn) sessionRead(ss *subsys.Session, max int, noWait bool) bool {
 	if room < 6*(8+recordHeaderLen) {
 		return c.result(0, fmt.Errorf("session read: %d bytes cannot hold a record: %w", max, unix.EINVAL))
 	}
-	raw := make([]byte, room/6)
-	var recs []subsys.Record
+	// A record's raw data is at least 12 bytes (8-byte header, padded to
+	// len%8 == 4) and costs recordHeaderLen+12 = 40 in the reply, so raw
+	// data of 12/40 of the room always fits.
+	if n := room * 12 / (recordHeaderLen + 12); len(c.sessRaw) != n {
+		c.sessRaw = make([]byte, n)
+	}
+	raw := c.sessRaw
+	recs := c.sessRecs[:0]
 	var err error
 	if noWait {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		recs, err = ss.Read(ctx, raw, nil)
+		recs, err = ss.Read(ctx, raw, recs)
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}
 	} else {
-		c.blocking(func(ctx context.Context) { recs, err = ss.Read(ctx, raw, nil) })
+		c.blocking(func(ctx context.Context) { recs, err = ss.Read(ctx, raw, recs) })
 	}
+	c.sessRecs = recs[:0]
 	if err != nil {
 		return c.result(0, err)
 	}

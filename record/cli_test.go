@@ -50,6 +50,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(benchServeEnv); spec != "" {
+		benchServe(spec)
+		return
+	}
 	code := m.Run()
 	if builtBin != "" {
 		os.RemoveAll(filepath.Dir(builtBin))
