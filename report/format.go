@@ -95,8 +95,10 @@ func appendText(b []byte, s *Sample, nameWidth int, vals []tracefmt.Value) []byt
 	return append(b, '\n')
 }
 
+// appendPadLeft appends s right-aligned in w bytes, as printf's %*s does
+// (perf script's columns count bytes, not runes).
 func appendPadLeft(b []byte, s string, w int) []byte {
-	for i := utf8.RuneCountInString(s); i < w; i++ {
+	for i := len(s); i < w; i++ {
 		b = append(b, ' ')
 	}
 	return append(b, s...)

@@ -70,7 +70,8 @@ type item struct {
 	time     uint64
 	cpu      uint32
 	pid, tid int32
-	ev       *Event // nil for a COMM
+	comm     bool   // a task's name, not a sample
+	ev       *Event // nil for a COMM, and for a sample of no known event
 	off, n   int    // raw data (or the name) in the arena
 }
 
@@ -156,12 +157,15 @@ func (rp *reporter) events(r *perfdata.Reader) error {
 		if a.Type == unix.PERF_TYPE_TRACEPOINT {
 			ev.Format = formats[a.Config]
 		}
-		if ev.Format != nil {
+		// The attr's name (HEADER_EVENT_DESC) is the event's true name:
+		// uetrace record's tracing data writes a multi-format event's
+		// "name.<hexid>" as "name_<hexid>", which perf can parse.
+		if ev.full != "" {
+			ev.System, ev.Name = splitName(ev.full)
+		} else if ev.Format != nil {
 			ev.System, ev.Name = ev.Format.System, ev.Format.Name
-			if ev.full == "" {
-				ev.full = ev.System + ":" + ev.Name
-			}
-		} else if ev.full == "" {
+			ev.full = ev.System + ":" + ev.Name
+		} else {
 			ev.full = fmt.Sprintf("type%d:config%d", a.Type, a.Config)
 		}
 		if ev.System == "" {
@@ -197,7 +201,7 @@ func (rp *reporter) record(rec *perfdata.Record) error {
 		}
 		rp.push(item{time: s.Time, cpu: s.CPU, pid: int32(s.PID), tid: int32(s.TID), ev: ev}, s.Raw)
 	case perfdata.RecordComm:
-		rp.push(item{time: rec.Sample.Time, pid: int32(rec.PID), tid: int32(rec.TID)}, rec.Comm)
+		rp.push(item{time: rec.Sample.Time, pid: int32(rec.PID), tid: int32(rec.TID), comm: true}, rec.Comm)
 	case perfdata.RecordLost:
 		rp.sum.Lost += rec.Lost
 	case perfdata.RecordFinishedRound:
@@ -259,7 +263,7 @@ func byTime(a, b item) int {
 
 func (rp *reporter) emit(it *item) error {
 	data := rp.arena[it.off : it.off+it.n]
-	if it.ev == nil { // a task's name
+	if it.comm {
 		rp.comms[it.tid] = string(data)
 		if rp.pf != nil && rp.seen[it.tid] {
 			return rp.pf.Thread(it.pid, it.tid, string(data))
@@ -268,8 +272,8 @@ func (rp *reporter) emit(it *item) error {
 	}
 	s := Sample{Time: it.time, CPU: it.cpu, PID: it.pid, TID: it.tid, Comm: rp.comms[it.tid], Event: it.ev, Raw: data}
 	rp.vals = rp.vals[:0]
-	if f := it.ev.Format; f != nil {
-		rp.vals = f.Decode(rp.vals, data)
+	if it.ev != nil && it.ev.Format != nil {
+		rp.vals = it.ev.Format.Decode(rp.vals, data)
 	} else {
 		rp.sum.Undecoded++
 	}
@@ -315,7 +319,11 @@ func (rp *reporter) instant(s *Sample) error {
 			rp.args = append(rp.args, perfetto.Bytes(name, v.Data))
 		}
 	}
-	return rp.pf.Instant(s.Time, s.PID, s.TID, s.Event.System, s.Event.Name, rp.args)
+	sys, name := "", "[unknown]" // as the text names it
+	if s.Event != nil {
+		sys, name = s.Event.System, s.Event.Name
+	}
+	return rp.pf.Instant(s.Time, s.PID, s.TID, sys, name, rp.args)
 }
 
 // view is b as a string without a copy; the perfetto Writer does not keep
