@@ -122,6 +122,11 @@ func NewReader(ra io.ReaderAt, size int64) (*Reader, error) {
 	return r, nil
 }
 
+// Mapped reports whether the data section is mapped (Open maps it when it
+// can): then the slices in the records Next returns stay valid until Close,
+// not only until the next Next.
+func (r *Reader) Mapped() bool { return r.mapping != nil }
+
 // Close closes the file if Open opened it. Records returned before alias
 // the file's mapping: they are invalid after Close.
 func (r *Reader) Close() error {

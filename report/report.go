@@ -72,7 +72,8 @@ type item struct {
 	pid, tid int32
 	comm     bool   // a task's name, not a sample
 	ev       *Event // nil for a COMM, and for a sample of no known event
-	off, n   int    // raw data (or the name) in the arena
+	seq      uint64 // order in the file: ties in time keep it
+	data     []byte // raw data (or the name)
 }
 
 // reporter is one report being written.
@@ -85,16 +86,18 @@ type reporter struct {
 	only      *Event // the event of a file with one attr and no ids
 	nameWidth int
 
-	queue []item
-	arena []byte
-	limit uint64 // end of the previous round: what may be written
-	maxTS uint64 // newest time seen so far
-	comms map[int32]string
-	seen  map[int32]bool // threads described to Perfetto
-	line  []byte
-	vals  []tracefmt.Value
-	args  []perfetto.Arg
-	sum   Summary
+	mapped bool   // records alias the file's mapping until it is closed
+	seq    uint64 // items pushed so far
+	queue  []item
+	arena  []byte
+	limit  uint64 // end of the previous round: what may be written
+	maxTS  uint64 // newest time seen so far
+	comms  map[int32]string
+	seen   map[int32]bool // threads described to Perfetto
+	line   []byte
+	vals   []tracefmt.Value
+	args   []perfetto.Arg
+	sum    Summary
 }
 
 // Write reads every record of r and writes its samples to w in format.
@@ -105,6 +108,7 @@ func Write(w io.Writer, r *perfdata.Reader, format Format) (Summary, error) {
 		byID:   make(map[uint64]*Event),
 		comms:  make(map[int32]string),
 		seen:   make(map[int32]bool),
+		mapped: r.Mapped(),
 	}
 	if format == Perfetto {
 		rp.pf = perfetto.NewWriter(rp.out)
@@ -212,9 +216,18 @@ func (rp *reporter) record(rec *perfdata.Record) error {
 	return nil
 }
 
+// push buffers an item. Its data is the file's own when the file is mapped
+// (valid until Close); otherwise it is copied into the arena, whose old
+// arrays stay alive as long as an item points into them.
 func (rp *reporter) push(it item, data []byte) {
-	it.off, it.n = len(rp.arena), len(data)
-	rp.arena = append(rp.arena, data...)
+	if !rp.mapped {
+		start := len(rp.arena)
+		rp.arena = append(rp.arena, data...)
+		data = rp.arena[start:len(rp.arena):len(rp.arena)]
+	}
+	it.data = data
+	rp.seq++
+	it.seq = rp.seq
 	rp.maxTS = max(rp.maxTS, it.time)
 	rp.queue = append(rp.queue, it)
 }
@@ -224,7 +237,7 @@ func (rp *reporter) push(it item, data []byte) {
 func (rp *reporter) flush(limit uint64) error {
 	q := rp.queue
 	if !slices.IsSortedFunc(q, byTime) {
-		slices.SortStableFunc(q, byTime)
+		slices.SortFunc(q, byTime)
 	}
 	n := 0
 	for n < len(q) && q[n].time <= limit {
@@ -234,35 +247,36 @@ func (rp *reporter) flush(limit uint64) error {
 		n++
 	}
 	if n == len(q) {
+		// Nothing points into the arena any more.
 		rp.queue, rp.arena = q[:0], rp.arena[:0]
 		return nil
 	}
-	// Keep the rest, their data moved to the front of the arena.
-	rest := q[n:]
-	var arena []byte
-	for i := range rest {
-		it := &rest[i]
-		off := len(arena)
-		arena = append(arena, rp.arena[it.off:it.off+it.n]...)
-		it.off = off
+	// The rest keep their data; new items go to a new arena.
+	rp.queue = append(q[:0], q[n:]...)
+	clear(q[len(rp.queue):])
+	if !rp.mapped {
+		rp.arena = make([]byte, 0, cap(rp.arena))
 	}
-	rp.arena = append(rp.arena[:0], arena...)
-	rp.queue = append(q[:0], rest...)
 	return nil
 }
 
+// byTime orders items by time, then by their order in the file.
 func byTime(a, b item) int {
 	switch {
 	case a.time < b.time:
 		return -1
 	case a.time > b.time:
 		return 1
+	case a.seq < b.seq:
+		return -1
+	case a.seq > b.seq:
+		return 1
 	}
 	return 0
 }
 
 func (rp *reporter) emit(it *item) error {
-	data := rp.arena[it.off : it.off+it.n]
+	data := it.data
 	if it.comm {
 		rp.comms[it.tid] = string(data)
 		if rp.pf != nil && rp.seen[it.tid] {
