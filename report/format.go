@@ -25,6 +25,9 @@ type Event struct {
 	// lacks it (the fields are then not shown).
 	Format *tracefmt.Format
 	full   string // "system:name"
+	// jsonKeys are the fields' names as JSON object keys with their colon,
+	// encoded once: `"name":`.
+	jsonKeys [][]byte
 }
 
 // FullName is "system:name", as perf names tracepoints.
@@ -146,8 +149,12 @@ func appendJSON(b []byte, s *Sample, vals []tracefmt.Value) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, v.Field.Name)
-		b = append(b, ':')
+		if s.Event != nil && i < len(s.Event.jsonKeys) {
+			b = append(b, s.Event.jsonKeys[i]...)
+		} else {
+			b = appendJSONString(b, v.Field.Name)
+			b = append(b, ':')
+		}
 		switch {
 		case v.Overflow:
 			b = append(b, "null"...)

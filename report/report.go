@@ -175,6 +175,11 @@ func (rp *reporter) events(r *perfdata.Reader) error {
 		if ev.System == "" {
 			ev.System, ev.Name = splitName(ev.full)
 		}
+		if ev.Format != nil {
+			for i := range ev.Format.Fields {
+				ev.jsonKeys = append(ev.jsonKeys, append(appendJSONString(nil, ev.Format.Fields[i].Name), ':'))
+			}
+		}
 		rp.nameWidth = max(rp.nameWidth, len(ev.full))
 		for _, id := range a.IDs {
 			rp.byID[id] = ev
