@@ -88,6 +88,8 @@ type reporter struct {
 
 	mapped bool   // records alias the file's mapping until it is closed
 	seq    uint64 // items pushed so far
+	runs   []int  // where the ordered runs of a round end (order)
+	tmp    []item // order's other buffer
 	queue  []item
 	arena  []byte
 	limit  uint64 // end of the previous round: what may be written
@@ -241,9 +243,7 @@ func (rp *reporter) push(it item, data []byte) {
 // a task's name comes before its samples of the same time).
 func (rp *reporter) flush(limit uint64) error {
 	q := rp.queue
-	if !slices.IsSortedFunc(q, byTime) {
-		slices.SortFunc(q, byTime)
-	}
+	rp.order(q)
 	n := 0
 	for n < len(q) && q[n].time <= limit {
 		if err := rp.emit(&q[n]); err != nil {
@@ -263,6 +263,66 @@ func (rp *reporter) flush(limit uint64) error {
 		rp.arena = make([]byte, 0, cap(rp.arena))
 	}
 	return nil
+}
+
+// order sorts q by byTime. A round is a few runs already in order, one
+// per CPU ring read: those are merged, in O(n log runs).
+func (rp *reporter) order(q []item) {
+	rp.runs = rp.runs[:0]
+	for i := 1; i < len(q); i++ {
+		if byTime(q[i-1], q[i]) > 0 {
+			rp.runs = append(rp.runs, i)
+		}
+	}
+	if len(rp.runs) == 0 {
+		return
+	}
+	if len(rp.runs) > 16 {
+		slices.SortFunc(q, byTime)
+		return
+	}
+	rp.runs = append(rp.runs, len(q))
+	src, dst := q, slices.Grow(rp.tmp[:0], len(q))[:len(q)]
+	for len(rp.runs) > 1 {
+		start, next := 0, rp.runs[:0]
+		for i := 0; i < len(rp.runs); i += 2 {
+			if i+1 == len(rp.runs) {
+				copy(dst[start:], src[start:rp.runs[i]])
+				next = append(next, rp.runs[i])
+				break
+			}
+			mid, end := rp.runs[i], rp.runs[i+1]
+			merge(dst[start:end], src[start:mid], src[mid:end])
+			next = append(next, end)
+			start = end
+		}
+		rp.runs = next
+		src, dst = dst, src
+	}
+	if &src[0] != &q[0] {
+		copy(q, src)
+		rp.tmp = src[:0]
+	} else {
+		rp.tmp = dst[:0]
+	}
+	clear(rp.tmp[:cap(rp.tmp)]) // no stale data references
+}
+
+// merge merges the ordered a and b into dst.
+func merge(dst, a, b []item) {
+	i, j, k := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		if byTime(b[j], a[i]) < 0 {
+			dst[k] = b[j]
+			j++
+		} else {
+			dst[k] = a[i]
+			i++
+		}
+		k++
+	}
+	k += copy(dst[k:], a[i:])
+	copy(dst[k:], b[j:])
 }
 
 // byTime orders items by time, then by their order in the file.
@@ -297,15 +357,25 @@ func (rp *reporter) emit(it *item) error {
 		rp.sum.Undecoded++
 	}
 	rp.sum.Samples++
-	switch rp.format {
-	case Text:
-		rp.line = appendText(rp.line[:0], &s, rp.nameWidth, rp.vals)
-	case JSON:
-		rp.line = appendJSON(rp.line[:0], &s, rp.vals)
-	case Perfetto:
+	if rp.format == Perfetto {
 		return rp.instant(&s)
 	}
-	_, err := rp.out.Write(rp.line)
+	// Build the line in the output buffer itself when it has room: one
+	// copy less (bufio.Writer.AvailableBuffer).
+	line := rp.out.AvailableBuffer()
+	scratch := cap(line) < 4096
+	if scratch {
+		line = rp.line[:0]
+	}
+	if rp.format == Text {
+		line = appendText(line, &s, rp.nameWidth, rp.vals)
+	} else {
+		line = appendJSON(line, &s, rp.vals)
+	}
+	if scratch {
+		rp.line = line[:0]
+	}
+	_, err := rp.out.Write(line)
 	return err
 }
 
