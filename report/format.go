@@ -28,6 +28,8 @@ type Event struct {
 	// jsonKeys are the fields' names as JSON object keys with their colon,
 	// encoded once: `"name":`.
 	jsonKeys [][]byte
+	// jsonHead is `,"system":…,"name":…,"fields":{`, encoded once.
+	jsonHead []byte
 }
 
 // FullName is "system:name", as perf names tracepoints.
@@ -135,15 +137,11 @@ func appendJSON(b []byte, s *Sample, vals []tracefmt.Value) []byte {
 	b = strconv.AppendInt(b, int64(s.TID), 10)
 	b = append(b, `,"comm":`...)
 	b = appendJSONString(b, s.Comm)
-	sys, name := "", ""
 	if s.Event != nil {
-		sys, name = s.Event.System, s.Event.Name
+		b = append(b, s.Event.jsonHead...)
+	} else {
+		b = append(b, `,"system":"","name":"","fields":{`...)
 	}
-	b = append(b, `,"system":`...)
-	b = appendJSONString(b, sys)
-	b = append(b, `,"name":`...)
-	b = appendJSONString(b, name)
-	b = append(b, `,"fields":{`...)
 	for i := range vals {
 		v := &vals[i]
 		if i > 0 {
@@ -184,12 +182,18 @@ func appendJSONString(b []byte, s string) []byte {
 func appendJSONBytes(b, s []byte) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			b = append(b, c)
-			i++
-			continue
+		// Copy the run of bytes that need no escaping in one append.
+		j := i
+		for j < len(s) && jsonPlain[s[j]] {
+			j++
 		}
+		if j > i {
+			b = append(b, s[i:j]...)
+			if i = j; i == len(s) {
+				break
+			}
+		}
+		c := s[i]
 		if c < utf8.RuneSelf {
 			b = appendJSONEscape(b, c)
 			i++
@@ -205,6 +209,15 @@ func appendJSONBytes(b, s []byte) []byte {
 	}
 	return append(b, '"')
 }
+
+// jsonPlain marks the bytes a JSON string holds as they are: printable
+// ASCII other than '"' and '\\'.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func appendJSONEscape(b []byte, c byte) []byte {
 	switch c {

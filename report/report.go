@@ -177,6 +177,8 @@ func (rp *reporter) events(r *perfdata.Reader) error {
 		if ev.System == "" {
 			ev.System, ev.Name = splitName(ev.full)
 		}
+		ev.jsonHead = append(appendJSONString([]byte(`,"system":`), ev.System), `,"name":`...)
+		ev.jsonHead = append(appendJSONString(ev.jsonHead, ev.Name), `,"fields":{`...)
 		if ev.Format != nil {
 			for i := range ev.Format.Fields {
 				ev.jsonKeys = append(ev.jsonKeys, append(appendJSONString(nil, ev.Format.Fields[i].Name), ':'))

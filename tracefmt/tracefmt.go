@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -233,14 +234,21 @@ type Value struct {
 
 // Value returns field f of record raw.
 func (f *Field) Value(raw []byte) Value {
-	v := Value{Field: f}
+	var v Value
+	f.value(&v, raw)
+	return v
+}
+
+// value sets *v to field f of record raw.
+func (f *Field) value(v *Value, raw []byte) {
+	*v = Value{Field: f}
 	if f.Offset+f.Size > len(raw) {
 		v.Overflow = true
-		return v
+		return
 	}
 	v.Data = raw[f.Offset : f.Offset+f.Size]
 	if f.Loc == Inline {
-		return v
+		return
 	}
 	loc := binary.NativeEndian.Uint32(v.Data)
 	start, n := int(loc&0xffff), int(loc>>16)
@@ -249,16 +257,17 @@ func (f *Field) Value(raw []byte) Value {
 	}
 	if start+n > len(raw) {
 		v.Data, v.Overflow = nil, true
-		return v
+		return
 	}
 	v.Data = raw[start : start+n]
-	return v
 }
 
 // Decode appends the values of the format's own fields in raw to dst.
 func (f *Format) Decode(dst []Value, raw []byte) []Value {
+	n := len(dst)
+	dst = slices.Grow(dst, len(f.Fields))[:n+len(f.Fields)]
 	for i := range f.Fields {
-		dst = append(dst, f.Fields[i].Value(raw))
+		f.Fields[i].value(&dst[n+i], raw)
 	}
 	return dst
 }
