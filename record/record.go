@@ -110,15 +110,14 @@ type Recorder struct {
 	events []*event
 	known  map[string]bool // "system/name" already looked at
 	byID   map[uint64]*event
-	tasks  map[int32]struct{} // tids whose name the file has
+	tasks  map[uint32]struct{} // tids whose name the file has
 
-	lastTID  int32
+	lastTID  uint32
 	samples  atomic.Uint64
-	bytes    atomic.Uint64
-	lost     atomic.Uint64
+	bytes    atomic.Uint64 // the size of the file so far
+	dropped  atomic.Uint64 // records lost
 	unknown  atomic.Uint64
 	tooLarge func() uint64
-	buf      []byte
 	wrote    bool // records since the last FINISHED_ROUND
 	err      error
 }
@@ -178,7 +177,7 @@ func newRecorder(src source, w io.WriteSeeker, opts Options) (*Recorder, error) 
 		follow: !opts.NoFollow,
 		known:  make(map[string]bool),
 		byID:   make(map[uint64]*event),
-		tasks:  make(map[int32]struct{}),
+		tasks:  make(map[uint32]struct{}),
 	}
 	specs := opts.Events
 	if len(specs) == 0 {
@@ -229,7 +228,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 	lastScan := time.Now()
 	for err == nil && ctx.Err() == nil {
 		r.src.wait(100 * time.Millisecond)
-		if err = r.src.drain(r.handle); err != nil {
+		if err = r.src.drain(r); err != nil {
 			break
 		}
 		r.finishRound()
@@ -239,10 +238,12 @@ func (r *Recorder) Run(ctx context.Context) error {
 			err = r.scan(true)
 			lastScan = time.Now()
 		}
-		err = r.writeErr(err)
+		if err == nil {
+			err = r.err
+		}
 	}
 	r.src.stop()
-	if derr := r.src.drain(r.handle); err == nil {
+	if derr := r.src.drain(r); err == nil {
 		err = derr
 	}
 	r.finishRound()
@@ -251,13 +252,6 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 	if cerr := r.src.close(); err == nil {
 		err = cerr
-	}
-	return err
-}
-
-func (r *Recorder) writeErr(err error) error {
-	if err == nil {
-		err = r.err
 	}
 	return err
 }
@@ -335,6 +329,20 @@ func (r *Recorder) add(system, name string, late bool) error {
 	if err := r.src.attach(ev); err != nil {
 		return err
 	}
+	// The attr goes in now: the records that follow need it to be written.
+	if _, err := r.w.AddAttr(perfdata.Attr{
+		Name:         system + ":" + name,
+		Type:         ev.attr.Type,
+		Config:       ev.attr.Config,
+		SamplePeriod: ev.attr.Sample,
+		SampleType:   ev.attr.Sample_type,
+		ReadFormat:   ev.attr.Read_format,
+		Flags:        ev.attr.Bits,
+		Wakeup:       ev.attr.Wakeup,
+		IDs:          ev.ids,
+	}); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	r.events = append(r.events, ev)
 	for _, sid := range ev.ids {
@@ -365,65 +373,91 @@ func (r *Recorder) resolveType(typeID int) *event {
 	return nil
 }
 
-// handle writes one record to the file, keeping the counts.
-func (r *Recorder) handle(rec []byte) {
+// record writes a perf record from a kernel ring, keeping the counts.
+func (r *Recorder) record(rec []byte) {
 	if r.err != nil {
 		return
 	}
 	switch ne.Uint32(rec) {
 	case perfdata.RecordSample:
-		if len(rec) < 8+8+8 {
-			break
-		}
-		if ev := r.byID[ne.Uint64(rec[8:])]; ev != nil {
-			ev.samples.Add(1)
-		}
-		r.samples.Add(1)
-		pid, tid := int32(ne.Uint32(rec[16:])), int32(ne.Uint32(rec[20:]))
-		if tid != r.lastTID {
-			if _, ok := r.tasks[tid]; !ok {
-				r.tasks[tid] = struct{}{}
-				r.synthComm(pid, tid, rec)
-			}
-			r.lastTID = tid
+		// Laid out by SampleType: identifier, pid/tid, time, cpu, raw.
+		if len(rec) >= 40 {
+			r.seen(ne.Uint64(rec[8:]), ne.Uint32(rec[16:]), ne.Uint32(rec[20:]))
 		}
 	case perfdata.RecordLost:
-		if len(rec) >= 8+16 {
-			n := ne.Uint64(rec[16:])
-			if r.lost.Add(n) == n {
-				r.notify("lost %d records: the buffer was full (a bigger buffer, fewer events or a faster disk may help)", n)
-			}
+		if len(rec) >= 24 {
+			r.countLost(ne.Uint64(rec[16:]))
 		}
 	case perfdata.RecordComm:
 		if len(rec) >= 16 {
-			r.tasks[int32(ne.Uint32(rec[12:]))] = struct{}{}
+			r.tasks[ne.Uint32(rec[12:])] = struct{}{}
 		}
 	}
-	r.write(rec)
-	r.wrote = true
+	r.check(r.w.WriteRecord(rec))
 }
 
-// synthComm writes the name of a task seen for the first time, before its
-// first sample, as perf record synthesizes those of existing tasks.
-func (r *Recorder) synthComm(pid, tid int32, sample []byte) {
-	comm, ok := taskComm(pid, tid)
+// sample writes a sample of the daemon source.
+func (r *Recorder) sample(s *perfdata.Sample) {
+	if r.err != nil {
+		return
+	}
+	if len(r.byID) == 0 {
+		// No attr yet to lay it out by: an event gone before its format
+		// was read, already counted in Unknown.
+		return
+	}
+	r.seen(s.ID, s.PID, s.TID)
+	r.check(r.w.WriteSample(s))
+}
+
+// lost writes that n records were dropped.
+func (r *Recorder) lost(id, n uint64) {
+	if r.err != nil {
+		return
+	}
+	r.countLost(n)
+	r.check(r.w.WriteLost(id, n, nil))
+}
+
+// seen counts a sample of sample id id by task tid of process pid, and
+// names the task in the file before its first sample, as perf record
+// names the tasks that exist when it starts.
+func (r *Recorder) seen(id uint64, pid, tid uint32) {
+	if ev := r.byID[id]; ev != nil {
+		ev.samples.Add(1)
+	}
+	r.samples.Add(1)
+	if tid == r.lastTID {
+		return
+	}
+	r.lastTID = tid
+	if _, ok := r.tasks[tid]; ok {
+		return
+	}
+	r.tasks[tid] = struct{}{}
+	comm, ok := taskComm(int32(pid), int32(tid))
 	if !ok {
 		return // gone: perf shows such tasks as ":<tid>"
 	}
 	// Time 0, as perf gives the names it synthesizes at the start: the
 	// name holds from the beginning, also for this task's samples on other
 	// CPUs that are earlier than this one but come later in the file.
-	cpu := int32(ne.Uint32(sample[32:]))
-	r.buf = appendComm(r.buf[:0], pid, tid, comm, 0, cpu, ne.Uint64(sample[8:]))
-	r.write(r.buf)
+	r.check(r.w.WriteComm(pid, tid, comm, &perfdata.Sample{PID: pid, TID: tid, ID: id}))
 }
 
-func (r *Recorder) write(rec []byte) {
-	if err := r.w.WriteRecord(rec); err != nil {
-		r.err = err
-		return
+func (r *Recorder) countLost(n uint64) {
+	if r.dropped.Add(n) == n {
+		r.notify("lost %d records: the buffer was full (a bigger buffer, fewer events or a faster disk may help)", n)
 	}
-	r.bytes.Add(uint64(len(rec)))
+}
+
+// check keeps the first write error, and the file's size for Stats.
+func (r *Recorder) check(err error) {
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	r.bytes.Store(uint64(r.w.Size()))
+	r.wrote = true
 }
 
 // finishRound marks that every ring has been read up to here, which lets
@@ -438,15 +472,14 @@ func (r *Recorder) finishRound() {
 	}
 }
 
-// finish writes the attributes, their names and the tracing data.
+// finish writes the tracing data (every recorded event's format) and the
+// host's facts, and completes the file.
 func (r *Recorder) finish() error {
 	if r.err != nil {
 		r.w.Close()
 		return r.err
 	}
-	r.mu.Lock()
-	events := slices.Clone(r.events)
-	r.mu.Unlock()
+	// Only this goroutine adds events: no lock needed to read them.
 	td := &perfdata.TracingData{
 		HeaderPage:  []byte(perfdata.HeaderPage),
 		HeaderEvent: []byte(perfdata.HeaderEvent),
@@ -457,23 +490,13 @@ func (r *Recorder) finish() error {
 	if he, err := r.src.readFile("events/header_event"); err == nil && len(he) > 0 {
 		td.HeaderEvent = he
 	}
-	for _, ev := range events {
+	for _, ev := range r.events {
 		i := slices.IndexFunc(td.Systems, func(s perfdata.TracingSystem) bool { return s.Name == ev.system })
 		if i < 0 {
 			td.Systems = append(td.Systems, perfdata.TracingSystem{Name: ev.system})
 			i = len(td.Systems) - 1
 		}
 		td.Systems[i].Formats = append(td.Systems[i].Formats, perfSafeFormat(ev.format))
-		r.w.AddAttr(perfdata.Attr{
-			Name:         ev.system + ":" + ev.name,
-			Type:         ev.attr.Type,
-			Config:       ev.attr.Config,
-			SamplePeriod: ev.attr.Sample,
-			SampleType:   ev.attr.Sample_type,
-			Flags:        ev.attr.Bits,
-			Wakeup:       ev.attr.Wakeup,
-			IDs:          ev.ids,
-		})
 	}
 	r.w.SetTracingData(td)
 	r.w.SetMeta(perfdata.HostMeta(r.opts.Cmdline))
@@ -485,7 +508,7 @@ func (r *Recorder) Stats() Stats {
 	st := Stats{
 		Samples: r.samples.Load(),
 		Bytes:   r.bytes.Load(),
-		Lost:    r.lost.Load(),
+		Lost:    r.dropped.Load(),
 		Unknown: r.unknown.Load(),
 	}
 	if r.tooLarge != nil {

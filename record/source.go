@@ -26,9 +26,7 @@ import (
 const SampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.SampleTime |
 	perfdata.SampleCPU | perfdata.SampleRaw
 
-// source is where records come from. It hands out perf records as a perf
-// ring holds them (and perf.data stores them): struct perf_event_header and
-// a body laid out by SampleType, with sample_id_all trailers.
+// source is where records come from.
 type source interface {
 	// systems lists the event systems; events lists a system's tracepoints.
 	systems() ([]string, error)
@@ -39,11 +37,24 @@ type source interface {
 	attach(ev *event) error
 	// wait returns when records may be waiting, or after d.
 	wait(d time.Duration)
-	// drain calls fn with every waiting record.
-	drain(fn func(rec []byte)) error
+	// drain gives every waiting record to k.
+	drain(k sink) error
 	// stop stops sampling; records already taken can still be drained.
 	stop()
 	close() error
+}
+
+// sink takes what a source drains.
+type sink interface {
+	// record takes a perf record as a perf ring holds it (and perf.data
+	// stores it): struct perf_event_header and a body laid out by
+	// SampleType, with sample_id_all trailers.
+	record(rec []byte)
+	// sample takes a sample of a source that is not a perf ring.
+	sample(s *perfdata.Sample)
+	// lost takes n records of the event instance with sample id id that
+	// were dropped.
+	lost(id, n uint64)
 }
 
 // ---- kernel ----
@@ -63,7 +74,6 @@ type kernelSource struct {
 	stopped   bool
 	lostSeen  uint64 // counted by PERF_RECORD_LOST records read so far
 	lostFinal bool   // the final lost count has been settled
-	buf       []byte
 }
 
 func newKernelSource(root string, bufferKB int) (*kernelSource, error) {
@@ -192,12 +202,12 @@ func (k *kernelSource) wait(d time.Duration) {
 	_, _ = unix.Poll(k.poll, int(d/time.Millisecond))
 }
 
-func (k *kernelSource) drain(fn func(rec []byte)) error {
+func (k *kernelSource) drain(to sink) error {
 	count := func(rec []byte) {
 		if ne.Uint32(rec) == perfdata.RecordLost && len(rec) >= 24 {
 			k.lostSeen += ne.Uint64(rec[16:])
 		}
-		fn(rec)
+		to.record(rec)
 	}
 	for _, r := range k.rings {
 		if r != nil {
@@ -206,14 +216,14 @@ func (k *kernelSource) drain(fn func(rec []byte)) error {
 	}
 	if k.stopped && !k.lostFinal {
 		k.lostFinal = true
-		return k.settleLost(fn)
+		return k.settleLost(to)
 	}
 	return nil
 }
 
-// settleLost writes a PERF_RECORD_LOST for the samples the events counted
-// as lost (PERF_FORMAT_LOST) that no LOST record in the rings reported.
-func (k *kernelSource) settleLost(fn func(rec []byte)) error {
+// settleLost reports the samples the events counted as lost
+// (PERF_FORMAT_LOST) that no LOST record in the rings reported.
+func (k *kernelSource) settleLost(to sink) error {
 	var total uint64
 	var buf [16]byte // u64 value, u64 lost
 	for _, fd := range k.all {
@@ -228,8 +238,7 @@ func (k *kernelSource) settleLost(fn func(rec []byte)) error {
 		if len(k.all) > 0 {
 			id, _ = perfring.ID(k.all[0])
 		}
-		k.buf = appendLost(k.buf[:0], id, total-k.lostSeen)
-		fn(k.buf)
+		to.lost(id, total-k.lostSeen)
 	}
 	return nil
 }
@@ -263,7 +272,7 @@ type daemonSource struct {
 	c       *daemon.Client
 	s       *daemon.Session
 	recs    []daemon.Record
-	buf     []byte
+	smp     perfdata.Sample
 	lost    uint64        // the session's lost count so far
 	big     atomic.Uint64 // the session's too-large count so far
 	byType  map[int]*event
@@ -339,7 +348,7 @@ func (d *daemonSource) wait(time.Duration) {
 	}
 }
 
-func (d *daemonSource) drain(fn func(rec []byte)) error {
+func (d *daemonSource) drain(to sink) error {
 	for {
 		recs, lost, big, err := d.s.Poll(d.recs[:0])
 		if err != nil {
@@ -349,13 +358,11 @@ func (d *daemonSource) drain(fn func(rec []byte)) error {
 		// The session's drops are not per event; perf readers file a LOST
 		// record under the event whose id it carries, so give it one.
 		if lost > d.lost {
-			d.buf = appendLost(d.buf[:0], d.anyID(), lost-d.lost)
-			fn(d.buf)
+			to.lost(d.anyID(), lost-d.lost)
 			d.lost = lost
 		}
 		if old := d.big.Load(); big > old {
-			d.buf = appendLost(d.buf[:0], d.anyID(), big-old)
-			fn(d.buf)
+			to.lost(d.anyID(), big-old)
 			d.big.Store(big)
 		}
 		if len(recs) == 0 {
@@ -373,8 +380,10 @@ func (d *daemonSource) drain(fn func(rec []byte)) error {
 			if ev != nil {
 				sid = ev.ids[0]
 			}
-			d.buf = appendSample(d.buf[:0], sid, r.PID, r.TID, r.TS, r.CPU, r.Raw)
-			fn(d.buf)
+			d.smp = perfdata.Sample{
+				ID: sid, PID: uint32(r.PID), TID: uint32(r.TID), Time: r.TS, CPU: uint32(r.CPU), Raw: r.Raw,
+			}
+			to.sample(&d.smp)
 		}
 	}
 }
@@ -394,69 +403,7 @@ func (d *daemonSource) stop() {}
 
 func (d *daemonSource) close() error { return d.s.Close() }
 
-// ---- perf records ----
-
 var ne = binary.NativeEndian
-
-// appendSample appends a PERF_RECORD_SAMPLE laid out by SampleType. raw is
-// the raw data, already padded so that its u32 size and it end 8-aligned.
-func appendSample(b []byte, id uint64, pid, tid int32, ts uint64, cpu int32, raw []byte) []byte {
-	size := 8 + 8 + 8 + 8 + 8 + 4 + len(raw)
-	pad := (8 - size%8) % 8
-	b = ne.AppendUint32(b, perfdata.RecordSample)
-	b = ne.AppendUint16(b, 0)
-	b = ne.AppendUint16(b, uint16(size+pad))
-	b = ne.AppendUint64(b, id)
-	b = ne.AppendUint32(b, uint32(pid))
-	b = ne.AppendUint32(b, uint32(tid))
-	b = ne.AppendUint64(b, ts)
-	b = ne.AppendUint32(b, uint32(cpu))
-	b = ne.AppendUint32(b, 0)
-	b = ne.AppendUint32(b, uint32(len(raw)+pad))
-	b = append(b, raw...)
-	for range pad {
-		b = append(b, 0)
-	}
-	return b
-}
-
-// appendLost appends a PERF_RECORD_LOST with an all-zero sample_id trailer.
-func appendLost(b []byte, id, n uint64) []byte {
-	b = ne.AppendUint32(b, perfdata.RecordLost)
-	b = ne.AppendUint16(b, 0)
-	b = ne.AppendUint16(b, 8+16+trailerSize)
-	b = ne.AppendUint64(b, id)
-	b = ne.AppendUint64(b, n)
-	return appendTrailer(b, 0, 0, 0, 0, id)
-}
-
-// trailerSize is the sample_id_all trailer of SampleType: pid/tid, time,
-// cpu, identifier.
-const trailerSize = 8 + 8 + 8 + 8
-
-func appendTrailer(b []byte, pid, tid int32, ts uint64, cpu int32, id uint64) []byte {
-	b = ne.AppendUint32(b, uint32(pid))
-	b = ne.AppendUint32(b, uint32(tid))
-	b = ne.AppendUint64(b, ts)
-	b = ne.AppendUint32(b, uint32(cpu))
-	b = ne.AppendUint32(b, 0)
-	return ne.AppendUint64(b, id)
-}
-
-// appendComm appends a PERF_RECORD_COMM for a task seen in a sample.
-func appendComm(b []byte, pid, tid int32, comm string, ts uint64, cpu int32, id uint64) []byte {
-	n := (len(comm) + 1 + 7) &^ 7
-	b = ne.AppendUint32(b, perfdata.RecordComm)
-	b = ne.AppendUint16(b, 0)
-	b = ne.AppendUint16(b, uint16(8+8+n+trailerSize))
-	b = ne.AppendUint32(b, uint32(pid))
-	b = ne.AppendUint32(b, uint32(tid))
-	b = append(b, comm...)
-	for range n - len(comm) {
-		b = append(b, 0)
-	}
-	return appendTrailer(b, pid, tid, ts, cpu, id)
-}
 
 // taskComm reads a task's name from /proc, as perf record does for the
 // tasks that were running before it started.
