@@ -524,8 +524,8 @@ func (r *Recorder) Stats() Stats {
 	return st
 }
 
-// perfSafeFormat is the format text as the tracing data carries it. perf's
-// libtraceevent (1.7, that of Debian's perf 6.1) cannot read an event name
+// perfSafeFormat is the format text as the tracing data carries it. The
+// libtraceevent built into Debian's perf 6.1 cannot read an event name
 // with a '.' — every multi-format event's, "name.<hexid>" — and perf script
 // then fails on the whole file. Such a name becomes "name_<hexid>" in this
 // copy only; perf and report show the true name, from HEADER_EVENT_DESC.

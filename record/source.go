@@ -179,10 +179,12 @@ func (k *kernelSource) attach(ev *event) error {
 		k.poll = append(k.poll, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
 	k.all = append(k.all, opened...)
-	// Opening the first CPU's event set the writers' enable bit; records
-	// written on a CPU before its event is enabled are not recorded (perf
-	// record -a has the same window). Enabling them all only now, with
-	// their output set up, keeps the window to these few syscalls.
+	// Opening the first CPU's event set the writers' enable bit
+	// (user_event_reg acts on TRACE_REG_PERF_REGISTER, at open, and
+	// ignores PERF_ADD); a record written on a CPU whose event is not yet
+	// enabled reaches no perf event and is dropped without a count.
+	// Enabling them all only now, with their output set up, keeps that
+	// window to these few syscalls.
 	for _, fd := range opened {
 		if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
 			return fmt.Errorf("record %s:%s: PERF_EVENT_IOC_ENABLE: %w", ev.system, ev.name, err)
