@@ -1,103 +1,220 @@
 package report
 
 import (
-	"strconv"
+	"encoding/binary"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/uetrace/uetrace/tracefmt"
 )
 
-// Sample is one decoded record, in time order.
-type Sample struct {
-	Time     uint64 // perf clock, ns
-	CPU      uint32
-	PID, TID int32
-	Comm     string // the task's name, "" when the file does not have it
-	Event    *Event // nil when no attribute matches the sample's id
-	Raw      []byte // the tracepoint's raw record: common fields, then its own
-}
-
-// Event is one recorded event of a file.
-type Event struct {
-	System, Name string
-	// Format decodes the event's records; nil when the file's tracing data
+// event is one recorded event of a file, with what printing its samples
+// needs encoded once.
+type event struct {
+	system, name string
+	full         string // "system:name"
+	// format decodes the event's records; nil when the file's tracing data
 	// lacks it (the fields are then not shown).
-	Format *tracefmt.Format
-	full   string // "system:name"
-	// jsonKeys are the fields' names as JSON object keys with their colon,
-	// encoded once: `"name":`.
-	jsonKeys [][]byte
-	// jsonHead is `,"system":…,"name":…,"fields":{`, encoded once.
+	format *tracefmt.Format
+	fields []fieldPlan
+	// jsonHead is `,"system":…,"name":…,"fields":{`.
 	jsonHead []byte
+	// textName is the name right-aligned in the file's name column and a
+	// colon, as perf script's "%*s:".
+	textName []byte
 }
 
-// FullName is "system:name", as perf names tracepoints.
-func (e *Event) FullName() string { return e.full }
+// fieldPlan is how one field of an event is printed.
+type fieldPlan struct {
+	f *tracefmt.Field
+	// jsonKey is `"name":`, after a comma for all but the first field.
+	jsonKey []byte
+	// textKey is ` name=`.
+	textKey []byte
+	op      fieldOp
+}
+
+// fieldOp is a field's decoding, chosen once per event rather than per
+// record.
+type fieldOp uint8
+
+const (
+	opUint  fieldOp = iota // unsigned integer of 1, 2, 4 or 8 bytes
+	opInt                  // signed integer of 1, 2, 4 or 8 bytes
+	opText                 // text up to its first NUL
+	opBytes                // anything else, printed as hex
+)
+
+func newEvent(system, name string, format *tracefmt.Format) *event {
+	ev := &event{system: system, name: name, full: system + ":" + name, format: format}
+	if system == "" {
+		ev.full = name
+	}
+	ev.jsonHead = append(appendJSONString([]byte(`,"system":`), system), `,"name":`...)
+	ev.jsonHead = append(appendJSONString(ev.jsonHead, name), `,"fields":{`...)
+	if format == nil {
+		return ev
+	}
+	for i := range format.Fields {
+		f := &format.Fields[i]
+		p := fieldPlan{f: f, textKey: []byte(" " + f.Name + "=")}
+		if i > 0 {
+			p.jsonKey = []byte{','}
+		}
+		p.jsonKey = append(appendJSONString(p.jsonKey, f.Name), ':')
+		switch {
+		case f.Kind == tracefmt.Int && f.Signed:
+			p.op = opInt
+		case f.Kind == tracefmt.Int:
+			p.op = opUint
+		case f.Kind == tracefmt.String:
+			p.op = opText
+		default:
+			p.op = opBytes
+		}
+		ev.fields = append(ev.fields, p)
+	}
+	return ev
+}
+
+var ne = binary.NativeEndian
+
+// newUnknownEvent returns the event of samples whose id matches no attr:
+// perf script names them "[unknown]"; in JSON their system and name are
+// empty.
+func newUnknownEvent() *event {
+	ev := newEvent("", "[unknown]", nil)
+	ev.jsonHead = []byte(`,"system":"","name":"","fields":{`)
+	return ev
+}
+
+// thread is what a report knows of a task.
+type thread struct {
+	comm string // "" until the file names the task
+	// pid is the process heads were made for: a tid can be reused by
+	// another process.
+	pid       int32
+	heads     *heads // nil when stale
+	described bool   // given to Perfetto as a track
+}
+
+// heads are a thread's parts of a line, encoded once: they change only
+// when its name does. They are never changed once made, so lines already
+// handed to a formatter keep the name they had.
+type heads struct {
+	json []byte // `,"pid":P,"tid":T,"comm":"…"`
+	text []byte // perf script's "%16s %7d/%-7d [" of comm, pid and tid
+}
+
+// headsFor returns t's heads for a sample of pid and tid.
+func (t *thread) headsFor(pid, tid int32) *heads {
+	if t.heads != nil && t.pid == pid {
+		return t.heads
+	}
+	h := new(heads)
+	b := append(appendInt([]byte(`,"pid":`), int64(pid)), `,"tid":`...)
+	b = append(appendInt(b, int64(tid)), `,"comm":`...)
+	h.json = appendJSONString(b, t.comm)
+
+	comm := t.comm
+	if comm == "" {
+		comm = ":" + string(appendInt(nil, int64(tid))) // perf's name of an unnamed task
+	}
+	b = appendPadLeft(nil, comm, 16)
+	b = appendPadLeft(append(b, ' '), string(appendInt(nil, int64(pid))), 7)
+	b = append(b, '/')
+	n := len(b)
+	b = appendInt(b, int64(tid))
+	for len(b)-n < 7 {
+		b = append(b, ' ')
+	}
+	h.text = append(b, " ["...)
+	t.pid, t.heads = pid, h
+	return h
+}
 
 // appendText appends the sample as perf script prints a tracepoint sample
 // with -F comm,pid,tid,cpu,time,event,trace (tools/perf/builtin-script.c:
 // "%16s %7d/%-7d [%03d] %12s: %*s: "), then the fields as name=value —
 // what the print fmt of a user event shows; for other tracepoints perf
 // evaluates their print fmt, uetrace prints every field by its type.
-func appendText(b []byte, s *Sample, nameWidth int, vals []tracefmt.Value) []byte {
-	comm := s.Comm
-	if comm == "" {
-		comm = ":" + strconv.Itoa(int(s.TID))
+func appendText(b []byte, it *item) []byte {
+	ev := it.ev
+	b = append(b, it.heads.text...)
+	if it.cpu < 1000 {
+		b = appendZeroPad(b, uint64(it.cpu), 3)
+	} else {
+		b = appendUint(b, uint64(it.cpu))
 	}
-	b = appendPadLeft(b, comm, 16)
-	b = append(b, ' ')
-	b = appendPadLeft(b, strconv.Itoa(int(s.PID)), 7)
-	b = append(b, '/')
-	n := len(b)
-	b = strconv.AppendInt(b, int64(s.TID), 10)
-	for len(b)-n < 7 {
-		b = append(b, ' ')
-	}
-	b = append(b, " ["...)
-	if s.CPU < 100 {
-		b = append(b, '0')
-		if s.CPU < 10 {
-			b = append(b, '0')
-		}
-	}
-	b = strconv.AppendUint(b, uint64(s.CPU), 10)
 	b = append(b, "] "...)
-	var t [32]byte
-	ts := strconv.AppendUint(t[:0], s.Time/1e9, 10)
-	ts = append(ts, '.')
-	us := s.Time % 1e9 / 1e3
-	for d := uint64(100000); d > 1 && us < d; d /= 10 {
-		ts = append(ts, '0')
-	}
-	ts = strconv.AppendUint(ts, us, 10)
-	b = appendPadLeft(b, string(ts), 12)
-	b = append(b, ": "...)
-	name := "[unknown]"
-	if s.Event != nil {
-		name = s.Event.full
-	}
-	b = appendPadLeft(b, name, nameWidth)
-	b = append(b, ':')
-	for i := range vals {
-		v := &vals[i]
+	// The time is seconds.microseconds in a 12-byte column.
+	var ts [32]byte
+	tb := appendUint(ts[:0], it.time/1e9)
+	tb = appendZeroPad(append(tb, '.'), it.time%1e9/1e3, 6)
+	for i := len(tb); i < 12; i++ {
 		b = append(b, ' ')
-		b = append(b, v.Field.Name...)
-		b = append(b, '=')
+	}
+	b = append(b, tb...)
+	b = append(b, ": "...)
+	b = append(b, ev.textName...)
+	for i := range ev.fields {
+		p := &ev.fields[i]
+		b = append(b, p.textKey...)
+		data, ok := p.f.Data(it.data)
 		switch {
-		case v.Overflow:
+		case !ok:
 			b = append(b, "<OVERFLOW>"...)
-		case v.Field.Kind == tracefmt.Int && v.Field.Signed:
-			b = strconv.AppendInt(b, v.Int(), 10)
-		case v.Field.Kind == tracefmt.Int:
-			b = strconv.AppendUint(b, v.Uint(), 10)
-		case v.Field.Kind == tracefmt.String:
-			b = append(b, v.Text()...)
+		case p.op == opInt:
+			b = appendInt(b, intValue(data))
+		case p.op == opUint:
+			b = appendUint(b, uintValue(data))
+		case p.op == opText:
+			b = append(b, text(data)...)
 		default:
-			b = appendHex(b, v.Data)
+			b = appendHex(b, data)
 		}
 	}
 	return append(b, '\n')
+}
+
+// intValue is a signed integer field's value.
+func intValue(d []byte) int64 {
+	switch len(d) {
+	case 1:
+		return int64(int8(d[0]))
+	case 2:
+		return int64(int16(ne.Uint16(d)))
+	case 4:
+		return int64(int32(ne.Uint32(d)))
+	case 8:
+		return int64(ne.Uint64(d))
+	}
+	return 0
+}
+
+// uintValue is an unsigned integer field's value.
+func uintValue(d []byte) uint64 {
+	switch len(d) {
+	case 1:
+		return uint64(d[0])
+	case 2:
+		return uint64(ne.Uint16(d))
+	case 4:
+		return uint64(ne.Uint32(d))
+	case 8:
+		return ne.Uint64(d)
+	}
+	return 0
+}
+
+// text is a text field's bytes up to the first NUL.
+func text(d []byte) []byte {
+	for i, c := range d {
+		if c == 0 {
+			return d[:i]
+		}
+	}
+	return d
 }
 
 // appendPadLeft appends s right-aligned in w bytes, as printf's %*s does
@@ -126,45 +243,30 @@ func appendHex(b, data []byte) []byte {
 // 64-bit values are not rounded through floats), text fields strings, and
 // everything else — byte arrays, structs, non-text loc data — lowercase
 // hex strings. A field whose data lies outside the record is null.
-func appendJSON(b []byte, s *Sample, vals []tracefmt.Value) []byte {
+func appendJSON(b []byte, it *item, times *timeDigits) []byte {
+	ev := it.ev
 	b = append(b, `{"time":`...)
-	b = strconv.AppendUint(b, s.Time, 10)
+	b = times.append(b, it.time)
 	b = append(b, `,"cpu":`...)
-	b = strconv.AppendUint(b, uint64(s.CPU), 10)
-	b = append(b, `,"pid":`...)
-	b = strconv.AppendInt(b, int64(s.PID), 10)
-	b = append(b, `,"tid":`...)
-	b = strconv.AppendInt(b, int64(s.TID), 10)
-	b = append(b, `,"comm":`...)
-	b = appendJSONString(b, s.Comm)
-	if s.Event != nil {
-		b = append(b, s.Event.jsonHead...)
-	} else {
-		b = append(b, `,"system":"","name":"","fields":{`...)
-	}
-	for i := range vals {
-		v := &vals[i]
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if s.Event != nil && i < len(s.Event.jsonKeys) {
-			b = append(b, s.Event.jsonKeys[i]...)
-		} else {
-			b = appendJSONString(b, v.Field.Name)
-			b = append(b, ':')
-		}
+	b = appendUint(b, uint64(it.cpu))
+	b = append(b, it.heads.json...)
+	b = append(b, ev.jsonHead...)
+	for i := range ev.fields {
+		p := &ev.fields[i]
+		b = append(b, p.jsonKey...)
+		data, ok := p.f.Data(it.data)
 		switch {
-		case v.Overflow:
+		case !ok:
 			b = append(b, "null"...)
-		case v.Field.Kind == tracefmt.Int && v.Field.Signed:
-			b = strconv.AppendInt(b, v.Int(), 10)
-		case v.Field.Kind == tracefmt.Int:
-			b = strconv.AppendUint(b, v.Uint(), 10)
-		case v.Field.Kind == tracefmt.String:
-			b = appendJSONBytes(b, v.Text())
+		case p.op == opInt:
+			b = appendInt(b, intValue(data))
+		case p.op == opUint:
+			b = appendUint(b, uintValue(data))
+		case p.op == opText:
+			b = appendJSONBytes(b, data, true)
 		default:
 			b = append(b, '"')
-			b = appendHex(b, v.Data)
+			b = appendHex(b, data)
 			b = append(b, '"')
 		}
 	}
@@ -174,20 +276,17 @@ func appendJSON(b []byte, s *Sample, vals []tracefmt.Value) []byte {
 // appendJSONString appends s as a JSON string.
 func appendJSONString(b []byte, s string) []byte {
 	// Read-only view of s: appendJSONBytes does not keep or change it.
-	return appendJSONBytes(b, unsafe.Slice(unsafe.StringData(s), len(s)))
+	return appendJSONBytes(b, unsafe.Slice(unsafe.StringData(s), len(s)), false)
 }
 
-// appendJSONBytes appends text from a record as a JSON string: invalid
-// UTF-8 becomes U+FFFD, as encoding/json does.
-func appendJSONBytes(b, s []byte) []byte {
+// appendJSONBytes appends text from a record as a JSON string, up to its
+// first NUL when toNUL: invalid UTF-8 becomes U+FFFD, as encoding/json
+// does.
+func appendJSONBytes(b, s []byte, toNUL bool) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
 		// Copy the run of bytes that need no escaping in one append.
-		j := i
-		for j < len(s) && jsonPlain[s[j]] {
-			j++
-		}
-		if j > i {
+		if j := i + plainPrefix(s[i:]); j > i {
 			b = append(b, s[i:j]...)
 			if i = j; i == len(s) {
 				break
@@ -195,6 +294,9 @@ func appendJSONBytes(b, s []byte) []byte {
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
+			if c == 0 && toNUL {
+				break
+			}
 			b = appendJSONEscape(b, c)
 			i++
 			continue
@@ -208,6 +310,27 @@ func appendJSONBytes(b, s []byte) []byte {
 		i += n
 	}
 	return append(b, '"')
+}
+
+// plainPrefix is the length of s's prefix that a JSON string holds as it
+// is (jsonPlain), found eight bytes at a time while it can be.
+func plainPrefix(s []byte) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := ne.Uint64(s[i:])
+		// A byte < 0x20, a '"', a '\\' or one with its high bit: the usual
+		// "has a byte less than n" and "has a zero byte" tests.
+		quote, slash := x^(ones*'"'), x^(ones*'\\')
+		special := (x - ones*0x20) | (quote-ones)&^quote | (slash-ones)&^slash
+		if (special&^x|x)&highs != 0 {
+			break
+		}
+	}
+	for i < len(s) && jsonPlain[s[i]] {
+		i++
+	}
+	return i
 }
 
 // jsonPlain marks the bytes a JSON string holds as they are: printable

@@ -71,7 +71,8 @@ type item struct {
 	cpu      uint32
 	pid, tid int32
 	comm     bool   // a task's name, not a sample
-	ev       *Event // nil for a COMM, and for a sample of no known event
+	ev       *event // nil for a COMM
+	heads    *heads // the task's, set when the sample is emitted
 	seq      uint64 // order in the file: ties in time keep it
 	data     []byte // raw data (or the name)
 }
@@ -79,69 +80,79 @@ type item struct {
 // reporter is one report being written.
 type reporter struct {
 	format Format
-	out    *bufio.Writer
+	lines  *lines // text and JSON
 	pf     *perfetto.Writer
+	pfOut  *bufio.Writer
 
-	byID      map[uint64]*Event
-	only      *Event // the event of a file with one attr and no ids
-	nameWidth int
+	byID map[uint64]*event
+	only *event // the event of a file with one attr and no ids
+	// unknown stands for samples of no known event.
+	unknown *event
 
-	mapped bool   // records alias the file's mapping until it is closed
-	seq    uint64 // items pushed so far
-	runs   []int  // where the ordered runs of a round end (order)
-	tmp    []item // order's other buffer
-	queue  []item
-	arena  []byte
-	limit  uint64 // end of the previous round: what may be written
-	maxTS  uint64 // newest time seen so far
-	comms  map[int32]string
-	seen   map[int32]bool // threads described to Perfetto
-	line   []byte
-	vals   []tracefmt.Value
-	args   []perfetto.Arg
-	sum    Summary
+	mapped  bool   // records alias the file's mapping until it is closed
+	seq     uint64 // items pushed so far
+	runs    []int  // where the ordered runs of a round end (flush)
+	next    []int  // the next item of each run (flush)
+	queue   []item
+	arena   []byte
+	limit   uint64            // end of the previous round: what may be written
+	maxTS   uint64            // newest time seen so far
+	threads map[int32]*thread // by tid
+	args    []perfetto.Arg
+	sum     Summary
 }
 
 // Write reads every record of r and writes its samples to w in format.
 func Write(w io.Writer, r *perfdata.Reader, format Format) (Summary, error) {
 	rp := &reporter{
-		format: format,
-		out:    bufio.NewWriterSize(w, 256<<10),
-		byID:   make(map[uint64]*Event),
-		comms:  make(map[int32]string),
-		seen:   make(map[int32]bool),
-		mapped: r.Mapped(),
-	}
-	if format == Perfetto {
-		rp.pf = perfetto.NewWriter(rp.out)
+		format:  format,
+		byID:    make(map[uint64]*event),
+		threads: make(map[int32]*thread),
+		mapped:  r.Mapped(),
 	}
 	if err := rp.events(r); err != nil {
 		return rp.sum, err
 	}
+	if format == Perfetto {
+		rp.pfOut = bufio.NewWriterSize(w, 256<<10)
+		rp.pf = perfetto.NewWriter(rp.pfOut)
+	} else {
+		rp.lines = newLines(w, format)
+	}
+	err := rp.records(r)
+	if rp.lines != nil {
+		if cerr := rp.lines.close(); err == nil {
+			err = cerr
+		}
+		return rp.sum, err
+	}
+	if err == nil {
+		err = rp.pf.Flush()
+	}
+	if err == nil {
+		err = rp.pfOut.Flush()
+	}
+	return rp.sum, err
+}
+
+// records reads and handles every record of r.
+func (rp *reporter) records(r *perfdata.Reader) error {
 	for {
 		rec, err := r.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return rp.sum, err
+			return err
 		}
 		if err := rp.record(&rec); err != nil {
-			return rp.sum, err
+			return err
 		}
 	}
-	if err := rp.flush(^uint64(0)); err != nil {
-		return rp.sum, err
-	}
-	if rp.pf != nil {
-		if err := rp.pf.Flush(); err != nil {
-			return rp.sum, err
-		}
-	}
-	return rp.sum, rp.out.Flush()
+	return rp.flush(^uint64(0))
 }
 
-// events makes an Event of every attr, with the format its config names.
+// events makes an event of every attr, with the format its config names.
 func (rp *reporter) events(r *perfdata.Reader) error {
 	formats := make(map[uint64]*tracefmt.Format)
 	if td := r.TracingData(); td != nil {
@@ -157,40 +168,42 @@ func (rp *reporter) events(r *perfdata.Reader) error {
 		}
 	}
 	attrs := r.Attrs()
+	rp.unknown = newUnknownEvent()
+	events := []*event{rp.unknown}
 	for i := range attrs {
 		a := &attrs[i]
-		ev := &Event{full: a.Name}
+		var format *tracefmt.Format
 		if a.Type == unix.PERF_TYPE_TRACEPOINT {
-			ev.Format = formats[a.Config]
+			format = formats[a.Config]
 		}
 		// The attr's name (HEADER_EVENT_DESC) is the event's true name:
 		// uetrace record's tracing data writes a multi-format event's
 		// "name.<hexid>" as "name_<hexid>", which perf can parse.
-		if ev.full != "" {
-			ev.System, ev.Name = splitName(ev.full)
-		} else if ev.Format != nil {
-			ev.System, ev.Name = ev.Format.System, ev.Format.Name
-			ev.full = ev.System + ":" + ev.Name
-		} else {
-			ev.full = fmt.Sprintf("type%d:config%d", a.Type, a.Config)
+		var system, name string
+		switch {
+		case a.Name != "":
+			system, name = splitName(a.Name)
+		case format != nil:
+			system, name = format.System, format.Name
+		default:
+			system, name = fmt.Sprintf("type%d", a.Type), fmt.Sprintf("config%d", a.Config)
 		}
-		if ev.System == "" {
-			ev.System, ev.Name = splitName(ev.full)
-		}
-		ev.jsonHead = append(appendJSONString([]byte(`,"system":`), ev.System), `,"name":`...)
-		ev.jsonHead = append(appendJSONString(ev.jsonHead, ev.Name), `,"fields":{`...)
-		if ev.Format != nil {
-			for i := range ev.Format.Fields {
-				ev.jsonKeys = append(ev.jsonKeys, append(appendJSONString(nil, ev.Format.Fields[i].Name), ':'))
-			}
-		}
-		rp.nameWidth = max(rp.nameWidth, len(ev.full))
+		ev := newEvent(system, name, format)
+		events = append(events, ev)
 		for _, id := range a.IDs {
 			rp.byID[id] = ev
 		}
 		if len(attrs) == 1 {
 			rp.only = ev
 		}
+	}
+	// perf script right-aligns the names in the width of the longest.
+	width := 0
+	for _, ev := range events {
+		width = max(width, len(ev.full))
+	}
+	for _, ev := range events {
+		ev.textName = append(appendPadLeft(nil, ev.full, width), ':')
 	}
 	return nil
 }
@@ -211,6 +224,9 @@ func (rp *reporter) record(rec *perfdata.Record) error {
 		ev := rp.byID[s.ID]
 		if ev == nil {
 			ev = rp.only
+		}
+		if ev == nil {
+			ev = rp.unknown
 		}
 		rp.push(item{time: s.Time, cpu: s.CPU, pid: int32(s.PID), tid: int32(s.TID), ev: ev}, s.Raw)
 	case perfdata.RecordComm:
@@ -243,88 +259,67 @@ func (rp *reporter) push(it item, data []byte) {
 
 // flush writes the buffered items up to time limit, in time order (stable:
 // a task's name comes before its samples of the same time).
+//
+// A round is a few runs already in order, one per CPU ring read, so the
+// items are not sorted: each step writes the oldest of the runs' first
+// items, and what is left of each run stays queued, still in order.
 func (rp *reporter) flush(limit uint64) error {
 	q := rp.queue
-	rp.order(q)
-	n := 0
-	for n < len(q) && q[n].time <= limit {
-		if err := rp.emit(&q[n]); err != nil {
-			return err
-		}
-		n++
-	}
-	if n == len(q) {
-		// Nothing points into the arena any more.
-		rp.queue, rp.arena = q[:0], rp.arena[:0]
-		return nil
-	}
-	// The rest keep their data; new items go to a new arena.
-	rp.queue = append(q[:0], q[n:]...)
-	clear(q[len(rp.queue):])
-	if !rp.mapped {
-		rp.arena = make([]byte, 0, cap(rp.arena))
-	}
-	return nil
-}
-
-// order sorts q by byTime. A round is a few runs already in order, one
-// per CPU ring read: those are merged, in O(n log runs).
-func (rp *reporter) order(q []item) {
 	rp.runs = rp.runs[:0]
 	for i := 1; i < len(q); i++ {
 		if byTime(q[i-1], q[i]) > 0 {
 			rp.runs = append(rp.runs, i)
 		}
 	}
-	if len(rp.runs) == 0 {
-		return
-	}
 	if len(rp.runs) > 16 {
+		// Too many runs to pick from: one run.
 		slices.SortFunc(q, byTime)
-		return
+		rp.runs = rp.runs[:0]
 	}
 	rp.runs = append(rp.runs, len(q))
-	src, dst := q, slices.Grow(rp.tmp[:0], len(q))[:len(q)]
-	for len(rp.runs) > 1 {
-		start, next := 0, rp.runs[:0]
-		for i := 0; i < len(rp.runs); i += 2 {
-			if i+1 == len(rp.runs) {
-				copy(dst[start:], src[start:rp.runs[i]])
-				next = append(next, rp.runs[i])
-				break
+	// next[r] is the first item of run r not yet written; run r ends at
+	// rp.runs[r].
+	next := slices.Grow(rp.next[:0], len(rp.runs))
+	start := 0
+	for _, end := range rp.runs {
+		next = append(next, start)
+		start = end
+	}
+	rp.next = next
+	written := 0
+	for {
+		best := -1
+		for r, i := range next {
+			if i < rp.runs[r] && (best < 0 || byTime(q[i], q[next[best]]) < 0) {
+				best = r
 			}
-			mid, end := rp.runs[i], rp.runs[i+1]
-			merge(dst[start:end], src[start:mid], src[mid:end])
-			next = append(next, end)
-			start = end
 		}
-		rp.runs = next
-		src, dst = dst, src
-	}
-	if &src[0] != &q[0] {
-		copy(q, src)
-		rp.tmp = src[:0]
-	} else {
-		rp.tmp = dst[:0]
-	}
-	clear(rp.tmp[:cap(rp.tmp)]) // no stale data references
-}
-
-// merge merges the ordered a and b into dst.
-func merge(dst, a, b []item) {
-	i, j, k := 0, 0, 0
-	for i < len(a) && j < len(b) {
-		if byTime(b[j], a[i]) < 0 {
-			dst[k] = b[j]
-			j++
-		} else {
-			dst[k] = a[i]
-			i++
+		if best < 0 || q[next[best]].time > limit {
+			break
 		}
-		k++
+		if err := rp.emit(&q[next[best]]); err != nil {
+			return err
+		}
+		next[best]++
+		written++
 	}
-	k += copy(dst[k:], a[i:])
-	copy(dst[k:], b[j:])
+	if written == len(q) && rp.lines == nil {
+		// Nothing points into the arena any more.
+		rp.queue, rp.arena = q[:0], rp.arena[:0]
+		return nil
+	}
+	// The rest, and lines not yet formatted, keep their data; new items
+	// go to a new arena.
+	n := 0
+	for r, i := range next {
+		n += copy(q[n:], q[i:rp.runs[r]])
+	}
+	clear(q[n:])
+	rp.queue = q[:n]
+	if !rp.mapped && written > 0 {
+		rp.arena = make([]byte, 0, cap(rp.arena))
+	}
+	return nil
 }
 
 // byTime orders items by time, then by their order in the file.
@@ -343,78 +338,68 @@ func byTime(a, b item) int {
 }
 
 func (rp *reporter) emit(it *item) error {
-	data := it.data
+	t := rp.thread(it.tid)
 	if it.comm {
-		rp.comms[it.tid] = string(data)
-		if rp.pf != nil && rp.seen[it.tid] {
-			return rp.pf.Thread(it.pid, it.tid, string(data))
+		t.comm = string(it.data)
+		t.heads = nil
+		if t.described {
+			return rp.pf.Thread(it.pid, it.tid, t.comm)
 		}
 		return nil
 	}
-	s := Sample{Time: it.time, CPU: it.cpu, PID: it.pid, TID: it.tid, Comm: rp.comms[it.tid], Event: it.ev, Raw: data}
-	rp.vals = rp.vals[:0]
-	if it.ev != nil && it.ev.Format != nil {
-		rp.vals = it.ev.Format.Decode(rp.vals, data)
-	} else {
+	if it.ev.format == nil {
 		rp.sum.Undecoded++
 	}
 	rp.sum.Samples++
 	if rp.format == Perfetto {
-		return rp.instant(&s)
+		return rp.instant(it, t)
 	}
-	// Build the line in the output buffer itself when it has room: one
-	// copy less (bufio.Writer.AvailableBuffer).
-	line := rp.out.AvailableBuffer()
-	scratch := cap(line) < 4096
-	if scratch {
-		line = rp.line[:0]
-	}
-	if rp.format == Text {
-		line = appendText(line, &s, rp.nameWidth, rp.vals)
-	} else {
-		line = appendJSON(line, &s, rp.vals)
-	}
-	if scratch {
-		rp.line = line[:0]
-	}
-	_, err := rp.out.Write(line)
-	return err
+	it.heads = t.headsFor(it.pid, it.tid)
+	return rp.lines.add(it)
 }
 
-func (rp *reporter) instant(s *Sample) error {
-	if !rp.seen[s.TID] {
-		rp.seen[s.TID] = true
-		if name, ok := rp.comms[s.PID]; ok {
-			if err := rp.pf.Process(s.PID, name); err != nil {
+// thread returns what is known of task tid.
+func (rp *reporter) thread(tid int32) *thread {
+	t := rp.threads[tid]
+	if t == nil {
+		t = new(thread)
+		rp.threads[tid] = t
+	}
+	return t
+}
+
+func (rp *reporter) instant(it *item, t *thread) error {
+	if !t.described {
+		t.described = true
+		if p := rp.threads[it.pid]; p != nil && p.comm != "" {
+			if err := rp.pf.Process(it.pid, p.comm); err != nil {
 				return err
 			}
 		}
-		if err := rp.pf.Thread(s.PID, s.TID, s.Comm); err != nil {
+		if err := rp.pf.Thread(it.pid, it.tid, t.comm); err != nil {
 			return err
 		}
 	}
 	rp.args = rp.args[:0]
-	for i := range rp.vals {
-		v := &rp.vals[i]
-		name := v.Field.Name
+	ev := it.ev
+	for i := range ev.fields {
+		p := &ev.fields[i]
+		name := p.f.Name
+		data, ok := p.f.Data(it.data)
 		switch {
-		case v.Overflow:
+		case !ok:
 			rp.args = append(rp.args, perfetto.String(name, "<OVERFLOW>"))
-		case v.Field.Kind == tracefmt.Int && v.Field.Signed:
-			rp.args = append(rp.args, perfetto.Int(name, v.Int()))
-		case v.Field.Kind == tracefmt.Int:
-			rp.args = append(rp.args, perfetto.Uint(name, v.Uint()))
-		case v.Field.Kind == tracefmt.String:
-			rp.args = append(rp.args, perfetto.String(name, view(v.Text())))
+		case p.op == opInt:
+			rp.args = append(rp.args, perfetto.Int(name, intValue(data)))
+		case p.op == opUint:
+			rp.args = append(rp.args, perfetto.Uint(name, uintValue(data)))
+		case p.op == opText:
+			rp.args = append(rp.args, perfetto.String(name, view(text(data))))
 		default:
-			rp.args = append(rp.args, perfetto.Bytes(name, v.Data))
+			rp.args = append(rp.args, perfetto.Bytes(name, data))
 		}
 	}
-	sys, name := "", "[unknown]" // as the text names it
-	if s.Event != nil {
-		sys, name = s.Event.System, s.Event.Name
-	}
-	return rp.pf.Instant(s.Time, s.PID, s.TID, sys, name, rp.args)
+	return rp.pf.Instant(it.time, it.pid, it.tid, ev.system, ev.name, rp.args)
 }
 
 // view is b as a string without a copy; the perfetto Writer does not keep

@@ -241,25 +241,31 @@ func (f *Field) Value(raw []byte) Value {
 
 // value sets *v to field f of record raw.
 func (f *Field) value(v *Value, raw []byte) {
-	*v = Value{Field: f}
-	if f.Offset+f.Size > len(raw) {
-		v.Overflow = true
-		return
+	data, ok := f.Data(raw)
+	*v = Value{Field: f, Data: data, Overflow: !ok}
+}
+
+// Data returns the field's bytes in record raw — for loc fields the data
+// the loc word points at — and false when they lie outside the record.
+// It is Value without the Value, for decoders that go field by field.
+func (f *Field) Data(raw []byte) ([]byte, bool) {
+	end := f.Offset + f.Size
+	if end > len(raw) {
+		return nil, false
 	}
-	v.Data = raw[f.Offset : f.Offset+f.Size]
+	data := raw[f.Offset:end]
 	if f.Loc == Inline {
-		return
+		return data, true
 	}
-	loc := binary.NativeEndian.Uint32(v.Data)
+	loc := binary.NativeEndian.Uint32(data)
 	start, n := int(loc&0xffff), int(loc>>16)
 	if f.Loc == RelLoc {
-		start += f.Offset + f.Size
+		start += end
 	}
 	if start+n > len(raw) {
-		v.Data, v.Overflow = nil, true
-		return
+		return nil, false
 	}
-	v.Data = raw[start : start+n]
+	return raw[start : start+n], true
 }
 
 // Decode appends the values of the format's own fields in raw to dst.
