@@ -52,7 +52,8 @@ func newLines(w io.Writer, format Format) *lines {
 	l.work = make(chan *batch, inFlight)
 	l.ordered = make(chan *batch, inFlight)
 	for range inFlight {
-		l.free <- &batch{items: make([]item, 0, batchLen)}
+		// Lines of user events are mostly under 256 bytes.
+		l.free <- &batch{items: make([]item, 0, batchLen), out: make([]byte, 0, batchLen*256)}
 	}
 	l.wg.Add(workers + 1)
 	for range workers {

@@ -1,0 +1,121 @@
+package report_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/uetrace/uetrace/perfdata"
+	"github.com/uetrace/uetrace/report"
+)
+
+// writeBatchFile writes n samples of x from two CPUs in rounds of two
+// interleaved runs, renaming task 1002 every 1500 samples, so that a
+// report spans many batches and a name changes inside them.
+func writeBatchFile(t *testing.T, n int) string {
+	x, _ := testEvents(t)
+	f := newFile(t, tracingData(x.Format("x", xID)), attr("user_events:x", xID, xID0, xID1))
+	f.comm(xID0, 1000, 1002, "first", 0, 0)
+	ts := uint64(5_000_000_000)
+	for base := 0; base < n; base += 700 {
+		for cpu := range uint32(2) {
+			for i := base + int(cpu); i < base+700 && i < n; i += 2 {
+				tid := int32(1001 + i%3)
+				if i%1500 == 0 && i > 0 {
+					f.comm(xID0+uint64(cpu), 1000, 1002, fmt.Sprintf("renamed-%d", i), ts+uint64(i)*997, cpu)
+				}
+				f.sample(xID0+uint64(cpu), 1000, tid, ts+uint64(i)*997, cpu, xRaw(t, x, tid, uint32(i), -int64(i), "c", fmt.Sprintf("m%d", i), uint8(i)))
+			}
+		}
+		f.round()
+	}
+	return f.close()
+}
+
+// The lines are the same whether they are formatted on one CPU or on
+// several, from a mapped file or from a reader without a mapping.
+func TestBatchesInOrder(t *testing.T) {
+	const n = 10_000 // ~10 batches
+	path := writeBatchFile(t, n)
+	data := readFile(t, path)
+	for _, format := range []report.Format{report.Text, report.JSON} {
+		var outs []string
+		for _, procs := range []int{1, 4} {
+			old := runtime.GOMAXPROCS(procs)
+			out, sum := run(t, path, format)
+			r, err := perfdata.NewReader(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var unmapped bytes.Buffer
+			if _, err := report.Write(&unmapped, r, format); err != nil {
+				t.Fatal(err)
+			}
+			runtime.GOMAXPROCS(old)
+			if sum.Samples != n {
+				t.Fatalf("%s, %d CPUs: %d samples, want %d", format, procs, sum.Samples, n)
+			}
+			outs = append(outs, string(out), unmapped.String())
+		}
+		for i := 1; i < len(outs); i++ {
+			if outs[i] != outs[0] {
+				t.Errorf("%s: output %d differs from the one-CPU report of the mapped file", format, i)
+			}
+		}
+	}
+	// Each line has the sample's own values and the name its task had then.
+	out, _ := run(t, path, report.JSON)
+	name := "first"
+	for i, line := range bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n")) {
+		var got struct {
+			Time   uint64
+			TID    int32
+			Comm   string
+			Fields struct{ A int }
+		}
+		if err := json.Unmarshal(line, &got); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if i%1500 == 0 && i > 0 {
+			name = fmt.Sprintf("renamed-%d", i)
+		}
+		if got.Fields.A != i || got.Time != 5_000_000_000+uint64(i)*997 {
+			t.Fatalf("line %d is sample %d at %d", i, got.Fields.A, got.Time)
+		}
+		if got.TID == 1002 && got.Comm != name {
+			t.Fatalf("line %d: task 1002 named %q, want %q", i, got.Comm, name)
+		}
+	}
+}
+
+// failWriter fails every write after the first.
+type failWriter struct{ writes int }
+
+var errFull = errors.New("disk full")
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	if w.writes++; w.writes > 1 {
+		return 0, errFull
+	}
+	return len(p), nil
+}
+
+// A write error ends the report and is returned, on one CPU or several.
+func TestWriteError(t *testing.T) {
+	path := writeBatchFile(t, 20_000)
+	for _, procs := range []int{1, 2} {
+		old := runtime.GOMAXPROCS(procs)
+		var w failWriter
+		sum, err := report.Write(&w, open(t, path), report.JSON)
+		runtime.GOMAXPROCS(old)
+		if !errors.Is(err, errFull) {
+			t.Errorf("%d CPUs: error %v, want %v", procs, err, errFull)
+		}
+		if sum.Samples == 20_000 && procs == 1 {
+			t.Errorf("%d CPUs: all samples handled after the writer failed", procs)
+		}
+	}
+}
