@@ -161,6 +161,11 @@ func (c *Client) send(msg []byte) error {
 
 // callData sends msg and returns a Data reply.
 func (c *Client) callData(msg []byte) ([]byte, error) {
+	return c.callDataInto(msg, make([]byte, MaxMessage))
+}
+
+// callDataInto is callData receiving into buf, of MaxMessage bytes.
+func (c *Client) callDataInto(msg, buf []byte) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -169,7 +174,6 @@ func (c *Client) callData(msg []byte) ([]byte, error) {
 	if err := c.send(msg); err != nil {
 		return nil, err
 	}
-	buf := make([]byte, MaxMessage)
 	r, err := c.recv(buf)
 	if err != nil {
 		return nil, err
@@ -366,6 +370,7 @@ func parseDirEntries(data []byte) ([]DirEntry, error) {
 type Session struct {
 	c      *Client
 	handle uint32
+	buf    []byte // the last reply, which the last records alias
 }
 
 // Record is one record a Session read.
@@ -417,13 +422,14 @@ func (s *Session) Attach(pattern string, follow bool) ([]string, error) {
 }
 
 // Read waits for records and appends them to dst, with the counts of
-// records lost to a full buffer and dropped as too large so far. Cancelling
-// ctx ends the wait by shutting the connection down: the Client is unusable
-// afterwards (Poll does not wait).
+// records lost to a full buffer and dropped as too large so far. The
+// records' Raw data is valid until the session's next Read or Poll.
+// Cancelling ctx ends the wait by shutting the connection down: the Client
+// is unusable afterwards (Poll does not wait).
 func (s *Session) Read(ctx context.Context, dst []Record) (recs []Record, lost, tooLarge uint64, err error) {
 	stop := context.AfterFunc(ctx, func() { unix.Shutdown(s.c.fd, unix.SHUT_RDWR) })
 	defer stop()
-	data, err := s.c.callData(le.AppendUint32(appendHeader(nil, opSessionRead, 0, s.handle), MaxMessage))
+	data, err := s.read(0)
 	if err != nil {
 		if ctx.Err() != nil {
 			return dst, 0, 0, ctx.Err()
@@ -436,11 +442,20 @@ func (s *Session) Read(ctx context.Context, dst []Record) (recs []Record, lost, 
 // Poll is Read without the wait: the records already waiting, perhaps none.
 // Unlike a cancelled Read it leaves the connection usable.
 func (s *Session) Poll(dst []Record) (recs []Record, lost, tooLarge uint64, err error) {
-	data, err := s.c.callData(le.AppendUint32(appendHeader(nil, opSessionRead, flagNoWait, s.handle), MaxMessage))
+	data, err := s.read(flagNoWait)
 	if err != nil {
 		return dst, 0, 0, err
 	}
 	return parseRecords(data, dst)
+}
+
+// read asks for records into the session's reply buffer.
+func (s *Session) read(flags uint16) ([]byte, error) {
+	if s.buf == nil {
+		s.buf = make([]byte, MaxMessage)
+	}
+	var msg [headerSize + 4]byte
+	return s.c.callDataInto(le.AppendUint32(appendHeader(msg[:0], opSessionRead, flags, s.handle), MaxMessage), s.buf)
 }
 
 // parseRecords reads a SessionRead reply: the lost and too-large counts,

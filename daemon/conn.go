@@ -447,33 +447,28 @@ func (c *conn) add(h any) uint32 {
 
 // sessionRead waits for records (unless noWait) and sends as many as fit in
 // one message.
-// A record's encoding is at most 5.5 times its raw size (a 28-byte header
-// and padding for an 8-byte record), so reading a sixth of the room left
-// never overflows the reply.
 func (c *conn) sessionRead(ss *subsys.Session, max int, noWait bool) bool {
 	max = min(max, MaxMessage)
 	room := max - headerSize - 16
 	if room < 6*(8+recordHeaderLen) {
 		return c.result(0, fmt.Errorf("session read: %d bytes cannot hold a record: %w", max, unix.EINVAL))
 	}
-	// A record's raw data is at least 12 bytes (8-byte header, padded to
-	// len%8 == 4) and costs recordHeaderLen+12 = 40 in the reply, so raw
-	// data of 12/40 of the room always fits.
-	if n := room * 12 / (recordHeaderLen + 12); len(c.sessRaw) != n {
-		c.sessRaw = make([]byte, n)
+	// Each record costs recordHeaderLen bytes of the reply besides its
+	// raw data, and no padding: raw data is 4 bytes past a multiple of 8
+	// (subsys.Record.Raw), so header and data end on one.
+	if len(c.sessRaw) != room {
+		c.sessRaw = make([]byte, room)
 	}
 	raw := c.sessRaw
 	recs := c.sessRecs[:0]
 	var err error
 	if noWait {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		recs, err = ss.Read(ctx, raw, recs)
+		recs, err = ss.ReadFramed(doneContext, raw, recordHeaderLen, recs)
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}
 	} else {
-		c.blocking(func(ctx context.Context) { recs, err = ss.Read(ctx, raw, recs) })
+		c.blocking(func(ctx context.Context) { recs, err = ss.ReadFramed(ctx, raw, recordHeaderLen, recs) })
 	}
 	c.sessRecs = recs[:0]
 	if err != nil {
@@ -497,6 +492,13 @@ func (c *conn) sessionRead(ss *subsys.Session, max int, noWait bool) bool {
 	c.out = out[:0]
 	return c.reply(out)
 }
+
+// doneContext is a context already cancelled: a read that must not wait.
+var doneContext = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // blocking runs fn, which may wait, with a context cancelled when the peer
 // hangs up. Meanwhile a watcher reads the connection: end of file or an

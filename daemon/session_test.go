@@ -194,3 +194,52 @@ func TestSessionPoll(t *testing.T) {
 		t.Error("closing the session left the enable bit set")
 	}
 }
+
+// TestSessionReplyFull: a session read fills its reply — each record costs
+// its raw data and a record header, nothing more — and the records come
+// whole and in order across replies.
+func TestSessionReplyFull(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	prod := a.dial(t, s.sock)
+	idx, _, err := prod.Register(reg(a.addr(0), 0), "full_ev u32 n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ss, err := cons.NewSession(0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Attach("full_ev", false); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	for i := range n {
+		if _, err := prod.Writev(1, 0, le.AppendUint32(le.AppendUint32(nil, idx), uint32(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Raw data: the 8-byte common header and the u32 = 12 bytes.
+	perReply := (MaxMessage - headerSize - 16) / (recordHeaderLen + 12)
+	next := 0
+	for polls := 0; next < n; polls++ {
+		recs, lost, _, err := ss.Poll(nil)
+		if err != nil || lost != 0 {
+			t.Fatalf("poll %d: %v, lost %d", polls, err, lost)
+		}
+		if want := min(perReply, n-next); len(recs) != want {
+			t.Fatalf("poll %d: %d records, want %d", polls, len(recs), want)
+		}
+		for _, r := range recs {
+			if len(r.Raw) != 12 || le.Uint32(r.Raw[8:]) != uint32(next) {
+				t.Fatalf("record %d: raw %x", next, r.Raw)
+			}
+			next++
+		}
+	}
+}

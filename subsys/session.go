@@ -316,11 +316,19 @@ func (ss *Session) growQueue() {
 // (their Raw slices alias buf). A closed session with nothing left returns
 // ErrClosed; a buf too small for the next record is EINVAL.
 func (ss *Session) Read(ctx context.Context, buf []byte, dst []Record) ([]Record, error) {
+	return ss.ReadFramed(ctx, buf, 0, dst)
+}
+
+// ReadFramed is Read for a caller that sends each record on with frame
+// bytes of its own: every record taken uses frame bytes of len(buf) besides
+// its raw data, so that records and frames together fit len(buf). The raw
+// data is packed at the start of buf as Read packs it.
+func (ss *Session) ReadFramed(ctx context.Context, buf []byte, frame int, dst []Record) ([]Record, error) {
 	for {
 		ss.mu.Lock()
 		if ss.qlen > 0 {
 			n := len(dst)
-			dst = ss.drain(buf, dst)
+			dst = ss.drain(buf, frame, dst)
 			ss.mu.Unlock()
 			if len(dst) == n {
 				return dst, fmt.Errorf("read buffer of %d bytes is too small for the next record: %w", len(buf), unix.EINVAL)
@@ -346,13 +354,16 @@ func (ss *Session) Read(ctx context.Context, buf []byte, dst []Record) ([]Record
 // ErrClosed is returned by reads of a closed consumer that has nothing left.
 var ErrClosed = fmt.Errorf("consumer closed: %w", unix.EBADF)
 
-// drain moves records into buf. Called with ss.mu held.
-func (ss *Session) drain(buf []byte, dst []Record) []Record {
+// drain moves records into buf, each using frame bytes of its length
+// besides its own. Called with ss.mu held.
+func (ss *Session) drain(buf []byte, frame int, dst []Record) []Record {
+	budget := len(buf)
 	for ss.qlen > 0 {
 		p := &ss.queue[ss.qhead]
-		if p.n > len(buf) {
+		if p.n+frame > budget {
 			break
 		}
+		budget -= p.n + frame
 		b := buf[:p.n:p.n]
 		k := copy(b, ss.ring[ss.head:])
 		copy(b[k:], ss.ring)
