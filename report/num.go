@@ -1,10 +1,7 @@
 package report
 
-import "math/bits"
-
-// Integer printing for the hot path. strconv.AppendUint formats into a
-// buffer of its own and then copies; these write the digits where they
-// go, two at a time, and a report prints seven or more integers an event.
+// Integer printing for the hot path: strconv.AppendUint is general (any
+// base) and slower; a report prints seven or more integers an event.
 
 const digitPairs = "00010203040506070809" +
 	"10111213141516171819" +
@@ -17,64 +14,47 @@ const digitPairs = "00010203040506070809" +
 	"80818283848586878889" +
 	"90919293949596979899"
 
-var pow10 = [...]uint64{
-	1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
-	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
-}
-
-// decimalLen is the number of decimal digits of v (1 for 0).
-func decimalLen(v uint64) int {
-	// log10(2) ≈ 1233/4096: a guess that is right or one too many.
-	n := bits.Len64(v) * 1233 >> 12
-	if v >= pow10[n] {
-		n++
-	}
-	return max(n, 1)
-}
-
 // appendUint appends v in decimal, as strconv.AppendUint(b, v, 10).
 func appendUint(b []byte, v uint64) []byte {
-	if v < 10 {
-		return append(b, byte('0'+v))
+	if v < 100 {
+		if v < 10 {
+			return append(b, byte('0'+v))
+		}
+		return append(b, digitPairs[v*2], digitPairs[v*2+1])
 	}
-	n := decimalLen(v)
-	l := len(b)
-	if cap(b)-l < n {
-		b = append(b, make([]byte, n)...)
-	} else {
-		b = b[:l+n]
-	}
-	putDigits(b[l:], v)
-	return b
+	var buf [20]byte
+	i := putDigits(&buf, v)
+	return append(b, buf[i:]...)
 }
 
-// putDigits writes v's decimal digits so that they end at the end of d,
-// which must be long enough; leading positions beyond the digits are not
-// touched.
-func putDigits(d []byte, v uint64) {
-	i := len(d)
-	for v >= 1e8 && i >= 2 {
+// putDigits writes v's decimal digits at the end of buf, two at a time,
+// and returns where they start.
+func putDigits(buf *[20]byte, v uint64) int {
+	i := len(buf)
+	for v >= 1e8 {
 		q := v / 100
 		r := (v - q*100) * 2
-		d[i-1], d[i-2] = digitPairs[r+1], digitPairs[r]
 		i -= 2
+		buf[i+1], buf[i] = digitPairs[r+1], digitPairs[r]
 		v = q
 	}
 	// The rest fits 32 bits, whose division is cheaper.
 	w := uint32(v)
-	for w >= 100 && i >= 2 {
+	for w >= 100 {
 		q := w / 100
 		r := (w - q*100) * 2
-		d[i-1], d[i-2] = digitPairs[r+1], digitPairs[r]
 		i -= 2
+		buf[i+1], buf[i] = digitPairs[r+1], digitPairs[r]
 		w = q
 	}
-	switch {
-	case w >= 10 && i >= 2:
-		d[i-1], d[i-2] = digitPairs[w*2+1], digitPairs[w*2]
-	case i >= 1:
-		d[i-1] = byte('0' + w)
+	if w >= 10 {
+		i -= 2
+		buf[i+1], buf[i] = digitPairs[w*2+1], digitPairs[w*2]
+	} else {
+		i--
+		buf[i] = byte('0' + w)
 	}
+	return i
 }
 
 // appendInt appends v in decimal, as strconv.AppendInt(b, v, 10).
@@ -85,20 +65,19 @@ func appendInt(b []byte, v int64) []byte {
 	return appendUint(b, uint64(v))
 }
 
-// appendZeroPad appends v < 10^width in exactly width digits.
+// appendZeroPad appends v < 10^width in exactly width ≤ 20 digits.
 func appendZeroPad(b []byte, v uint64, width int) []byte {
-	l := len(b)
-	if cap(b)-l < width {
-		b = append(b, make([]byte, width)...)
-	} else {
-		b = b[:l+width]
+	if width == 6 { // the microseconds and nanoseconds of a time
+		hi := v / 10000
+		lo := v - hi*10000
+		mid := lo / 100
+		lo -= mid * 100
+		return append(b, digitPairs[hi*2], digitPairs[hi*2+1], digitPairs[mid*2], digitPairs[mid*2+1],
+			digitPairs[lo*2], digitPairs[lo*2+1])
 	}
-	d := b[l:]
-	for i := range d {
-		d[i] = '0'
-	}
-	putDigits(d, v)
-	return b
+	buf := [20]byte{'0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0', '0'}
+	putDigits(&buf, v)
+	return append(b, buf[len(buf)-width:]...)
 }
 
 // timeDigits prints increasing nanosecond times fast: consecutive events

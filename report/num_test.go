@@ -10,9 +10,11 @@ import (
 
 func TestAppendInt(t *testing.T) {
 	var vals []uint64
-	for i := range 20 {
-		p := pow10[i]
-		vals = append(vals, p-1, p, p+1, p*7/3)
+	for p := uint64(1); p <= 1e19; p *= 10 {
+		vals = append(vals, p-1, p, p+1, p/3*7)
+		if p == 1e19 {
+			break
+		}
 	}
 	vals = append(vals, 0, 99, 100, 101, 255, 65535, 1<<32-1, 1<<32, math.MaxInt64, math.MaxUint64, math.MaxUint64-1)
 	for _, v := range vals {
@@ -27,6 +29,19 @@ func TestAppendInt(t *testing.T) {
 	}
 	if got := string(appendInt(nil, math.MinInt64)); got != "-9223372036854775808" {
 		t.Errorf("appendInt(MinInt64) = %q", got)
+	}
+}
+
+func TestAppendZeroPad(t *testing.T) {
+	for _, c := range []struct {
+		v     uint64
+		width int
+		want  string
+	}{{0, 6, "000000"}, {7, 6, "000007"}, {123456, 6, "123456"}, {999999, 6, "999999"}, {40, 6, "000040"},
+		{0, 3, "000"}, {5, 3, "005"}, {999, 3, "999"}, {2, 1, "2"}, {math.MaxUint64, 20, "18446744073709551615"}} {
+		if got := string(appendZeroPad([]byte("x"), c.v, c.width)); got != "x"+c.want {
+			t.Errorf("appendZeroPad(%d, %d) = %q, want %q", c.v, c.width, got, "x"+c.want)
+		}
 	}
 }
 
