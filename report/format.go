@@ -179,56 +179,16 @@ func appendText(b []byte, it *item) []byte {
 		case !ok:
 			b = append(b, "<OVERFLOW>"...)
 		case p.op == opInt:
-			b = appendInt(b, intValue(data))
+			b = appendInt(b, tracefmt.Value{Field: p.f, Data: data}.Int())
 		case p.op == opUint:
-			b = appendUint(b, uintValue(data))
+			b = appendUint(b, tracefmt.Value{Field: p.f, Data: data}.Uint())
 		case p.op == opText:
-			b = append(b, text(data)...)
+			b = append(b, tracefmt.Value{Field: p.f, Data: data}.Text()...)
 		default:
 			b = appendHex(b, data)
 		}
 	}
 	return append(b, '\n')
-}
-
-// intValue is a signed integer field's value.
-func intValue(d []byte) int64 {
-	switch len(d) {
-	case 1:
-		return int64(int8(d[0]))
-	case 2:
-		return int64(int16(ne.Uint16(d)))
-	case 4:
-		return int64(int32(ne.Uint32(d)))
-	case 8:
-		return int64(ne.Uint64(d))
-	}
-	return 0
-}
-
-// uintValue is an unsigned integer field's value.
-func uintValue(d []byte) uint64 {
-	switch len(d) {
-	case 1:
-		return uint64(d[0])
-	case 2:
-		return uint64(ne.Uint16(d))
-	case 4:
-		return uint64(ne.Uint32(d))
-	case 8:
-		return ne.Uint64(d)
-	}
-	return 0
-}
-
-// text is a text field's bytes up to the first NUL.
-func text(d []byte) []byte {
-	for i, c := range d {
-		if c == 0 {
-			return d[:i]
-		}
-	}
-	return d
 }
 
 // appendPadLeft appends s right-aligned in w bytes, as printf's %*s does
@@ -273,9 +233,9 @@ func appendJSON(b []byte, it *item, times *timeDigits) []byte {
 		case !ok:
 			b = append(b, "null"...)
 		case p.op == opInt:
-			b = appendInt(b, intValue(data))
+			b = appendInt(b, tracefmt.Value{Field: p.f, Data: data}.Int())
 		case p.op == opUint:
-			b = appendUint(b, uintValue(data))
+			b = appendUint(b, tracefmt.Value{Field: p.f, Data: data}.Uint())
 		case p.op == opText:
 			b = appendJSONBytes(b, data, true)
 		default:

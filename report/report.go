@@ -398,11 +398,11 @@ func (rp *reporter) instant(it *item, t *thread) error {
 		case !ok:
 			rp.args = append(rp.args, perfetto.String(name, "<OVERFLOW>"))
 		case p.op == opInt:
-			rp.args = append(rp.args, perfetto.Int(name, intValue(data)))
+			rp.args = append(rp.args, perfetto.Int(name, tracefmt.Value{Field: p.f, Data: data}.Int()))
 		case p.op == opUint:
-			rp.args = append(rp.args, perfetto.Uint(name, uintValue(data)))
+			rp.args = append(rp.args, perfetto.Uint(name, tracefmt.Value{Field: p.f, Data: data}.Uint()))
 		case p.op == opText:
-			rp.args = append(rp.args, perfetto.String(name, view(text(data))))
+			rp.args = append(rp.args, perfetto.String(name, view(tracefmt.Value{Field: p.f, Data: data}.Text())))
 		default:
 			rp.args = append(rp.args, perfetto.Bytes(name, data))
 		}
