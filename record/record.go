@@ -102,6 +102,7 @@ type event struct {
 type Recorder struct {
 	src    source
 	w      *perfdata.Writer
+	bw     *backgroundWriter // under w
 	opts   Options
 	pats   []Pattern
 	follow bool
@@ -137,7 +138,7 @@ func Kernel(root string, w io.WriteSeeker, opts Options) (*Recorder, error) {
 		return nil, err
 	}
 	if err := r.start(); err != nil {
-		src.close()
+		r.abandon()
 		return nil, err
 	}
 	return r, nil
@@ -160,14 +161,20 @@ func Daemon(c *daemon.Client, w io.WriteSeeker, opts Options) (*Recorder, error)
 	src.unknown = r.resolveType
 	r.tooLarge = src.big.Load
 	if err := src.attachPatterns(r.pats, r.follow); err != nil {
-		src.close()
+		r.abandon()
 		return nil, err
 	}
 	if err := r.start(); err != nil {
-		src.close()
+		r.abandon()
 		return nil, err
 	}
 	return r, nil
+}
+
+// abandon releases a recording that failed to start.
+func (r *Recorder) abandon() {
+	r.bw.Close()
+	r.src.close()
 }
 
 func newRecorder(src source, w io.WriteSeeker, opts Options) (*Recorder, error) {
@@ -191,8 +198,10 @@ func newRecorder(src source, w io.WriteSeeker, opts Options) (*Recorder, error) 
 		}
 		r.pats = append(r.pats, p)
 	}
-	pw, err := perfdata.NewWriter(w)
+	r.bw = newBackgroundWriter(w)
+	pw, err := perfdata.NewWriter(r.bw)
 	if err != nil {
+		r.bw.Close()
 		src.close()
 		return nil, err
 	}
@@ -475,6 +484,15 @@ func (r *Recorder) finishRound() {
 // finish writes the tracing data (every recorded event's format) and the
 // host's facts, and completes the file.
 func (r *Recorder) finish() error {
+	err := r.finishFile()
+	if cerr := r.bw.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// finishFile writes the end of the file.
+func (r *Recorder) finishFile() error {
 	if r.err != nil {
 		r.w.Close()
 		return r.err
