@@ -12,6 +12,11 @@
 // It does not evaluate a tracepoint's print fmt as perf script does: the
 // text shows every field as name=value by its type, which for user events
 // is exactly what their print fmt prints.
+//
+// Text and JSON lines are formatted on every CPU the process may use
+// (GOMAXPROCS), in batches, and written in order; the output is the same
+// on one CPU or many. A Perfetto trace is written on one goroutine: its
+// interning is a sequence.
 package report
 
 import (
