@@ -2,10 +2,12 @@ package report_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/uetrace/uetrace/perfdata"
@@ -116,6 +118,53 @@ func TestWriteError(t *testing.T) {
 		}
 		if sum.Samples == 20_000 && procs == 1 {
 			t.Errorf("%d CPUs: all samples handled after the writer failed", procs)
+		}
+	}
+}
+
+// A round holding any number of runs in order (one per CPU ring read) is
+// written in time order, ties in file order, whatever the number of runs;
+// what is newer than the previous round waits for the next.
+func TestRoundRuns(t *testing.T) {
+	x, _ := testEvents(t)
+	for _, runs := range []int{1, 2, 3, 5, 17, 40} {
+		f := newFile(t, tracingData(x.Format("x", xID)), attr("user_events:x", xID, xID0))
+		type want struct{ time, a uint64 }
+		var all []want
+		seq := uint64(0)
+		for round := range 4 {
+			for r := range runs {
+				// Run r holds times round*1000 + r + k*runs: the runs
+				// interleave, and every odd run repeats the times of the
+				// previous one (a tie, to be kept in file order).
+				for k := range 7 {
+					ts := uint64(round*1000 + r + k*runs)
+					if r%2 == 1 {
+						ts--
+					}
+					f.sample(xID0, 1, 1, ts, 0, xRaw(t, x, 1, uint32(seq), 0, "", "", 0))
+					all = append(all, want{ts, seq})
+					seq++
+				}
+			}
+			f.round()
+		}
+		out, sum := run(t, f.close(), report.JSON)
+		if sum.Samples != uint64(len(all)) {
+			t.Fatalf("%d runs: %d samples, want %d", runs, sum.Samples, len(all))
+		}
+		slices.SortStableFunc(all, func(a, b want) int { return cmp.Compare(a.time, b.time) })
+		for i, line := range bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n")) {
+			var got struct {
+				Time   uint64
+				Fields struct{ A uint64 }
+			}
+			if err := json.Unmarshal(line, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Time != all[i].time || got.Fields.A != all[i].a {
+				t.Fatalf("%d runs: line %d is sample %d at %d, want sample %d at %d", runs, i, got.Fields.A, got.Time, all[i].a, all[i].time)
+			}
 		}
 	}
 }

@@ -293,7 +293,22 @@ func (rp *reporter) flush(limit uint64) error {
 	}
 	rp.next = next
 	written := 0
-	for {
+	switch len(next) {
+	case 1: // in order already
+		n, err := rp.emitRun(q, limit)
+		if err != nil {
+			return err
+		}
+		next[0], written = n, n
+	case 2: // the usual round: two CPUs' rings
+		mid := rp.runs[0]
+		i, j, err := rp.emitTwo(q[:mid], q[mid:], limit)
+		if err != nil {
+			return err
+		}
+		next[0], next[1], written = i, mid+j, i+j
+	}
+	for len(next) > 2 {
 		best := -1
 		for r, i := range next {
 			if i < rp.runs[r] && (best < 0 || byTime(q[i], q[next[best]]) < 0) {
@@ -326,6 +341,45 @@ func (rp *reporter) flush(limit uint64) error {
 		rp.arena = make([]byte, 0, cap(rp.arena))
 	}
 	return nil
+}
+
+// emitRun writes the items of run up to time limit; it returns how many.
+func (rp *reporter) emitRun(run []item, limit uint64) (int, error) {
+	for i := range run {
+		if run[i].time > limit {
+			return i, nil
+		}
+		if err := rp.emit(&run[i]); err != nil {
+			return i, err
+		}
+	}
+	return len(run), nil
+}
+
+// emitTwo merges runs a and b as it writes their items up to time limit;
+// it returns how many it took of each.
+func (rp *reporter) emitTwo(a, b []item, limit uint64) (i, j int, err error) {
+	for i < len(a) && j < len(b) {
+		from := &i
+		it := &a[i]
+		if byTime(b[j], a[i]) < 0 {
+			from, it = &j, &b[j]
+		}
+		if it.time > limit {
+			return i, j, nil
+		}
+		if err := rp.emit(it); err != nil {
+			return i, j, err
+		}
+		*from++
+	}
+	n, err := rp.emitRun(a[i:], limit)
+	i += n
+	if err != nil {
+		return i, j, err
+	}
+	n, err = rp.emitRun(b[j:], limit)
+	return i, j + n, err
 }
 
 // byTime orders items by time, then by their order in the file.
