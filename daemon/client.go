@@ -379,18 +379,29 @@ type Record struct {
 	PID int32
 	TID int32
 	CPU int32
-	ID  int    // the event's type ID
-	Raw []byte // the 8-byte common header and the payload
+	ID  int // the event's type ID
+	// Raw is the 8-byte common header and the payload; for ID 0, a task's
+	// name (SessionOptions.Comm), NUL-terminated and NUL-padded.
+	Raw []byte
 }
 
-// NewSession opens a session buffering up to bufferBytes (0: 1 MiB);
-// other makes it count as an "other" consumer instead of perf.
-func (c *Client) NewSession(bufferBytes int, other bool) (*Session, error) {
+// SessionOptions configure a session (see subsys.SessionOptions).
+type SessionOptions struct {
+	BufferBytes int  // bound of the records waiting to be read (0: 1 MiB)
+	Other       bool // count as an "other" consumer instead of perf
+	Comm        bool // records of the writers' names (Record ID 0)
+}
+
+// NewSession opens a session.
+func (c *Client) NewSession(opts SessionOptions) (*Session, error) {
 	var flags uint16
-	if other {
-		flags = flagOther
+	if opts.Other {
+		flags |= flagOther
 	}
-	ret, _, err := c.call(le.AppendUint32(appendHeader(nil, opSession, flags, 0), uint32(bufferBytes)))
+	if opts.Comm {
+		flags |= flagComm
+	}
+	ret, _, err := c.call(le.AppendUint32(appendHeader(nil, opSession, flags, 0), uint32(opts.BufferBytes)))
 	if err != nil {
 		return nil, err
 	}

@@ -402,7 +402,9 @@ func (c *conn) handle(m []byte) bool {
 		if len(body) != 4 || le.Uint32(body) > maxSessionBuffer {
 			return c.result(0, fmt.Errorf("session: buffer size missing or over %d bytes: %w", maxSessionBuffer, unix.EINVAL))
 		}
-		ss := c.s.sys.NewSession(subsys.SessionOptions{BufferBytes: int(le.Uint32(body)), Other: h.flags&flagOther != 0})
+		ss := c.s.sys.NewSession(subsys.SessionOptions{
+			BufferBytes: int(le.Uint32(body)), Other: h.flags&flagOther != 0, Comm: h.flags&flagComm != 0,
+		})
 		return c.result(int64(c.add(ss)), nil)
 	case opAttach:
 		ss, ok := c.handles[h.arg].(*subsys.Session)

@@ -27,7 +27,7 @@ func TestSessionOverSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	ss, err := cons.NewSession(0, false)
+	ss, err := cons.NewSession(SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestSessionPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	ss, err := cons.NewSession(0, false)
+	ss, err := cons.NewSession(SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestSessionReplyFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	ss, err := cons.NewSession(0, false)
+	ss, err := cons.NewSession(SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,6 +106,7 @@ const (
 const (
 	flagNameFault   = 1 // Register: name_args unreadable
 	flagOther       = 1 // Session: an "other" consumer
+	flagComm        = 2 // Session: records of the writers' names
 	flagFollow      = 1 // Attach: follow new events
 	flagNoWait      = 1 // SessionRead: answer at once, with no records if none wait
 	helloPerfmon    = 1 // HelloOK: caller is perfmon_capable

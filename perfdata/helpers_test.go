@@ -134,23 +134,26 @@ type testFile struct {
 
 // testRec is what a test compares of a Record: no offsets or aliases.
 type testRec struct {
-	Type     RecordType
-	Misc     uint16
-	Attr     string // the name of Record.Attr, "" when nil
-	Sample   Sample
-	PID, TID uint32
-	Comm     string
-	ID, Lost uint64
-	Data     []byte // only for records other than SAMPLE, COMM and LOST
+	Type       RecordType
+	Misc       uint16
+	Attr       string // the name of Record.Attr, "" when nil
+	Sample     Sample
+	PID, TID   uint32
+	PPID, PTID uint32
+	Time       uint64
+	Comm       string
+	ID, Lost   uint64
+	Data       []byte // only for records other than SAMPLE, COMM, FORK, EXIT and LOST
 }
 
 func toTestRec(r *Record) testRec {
-	t := testRec{Type: r.Type, Misc: r.Misc, Sample: r.Sample, PID: r.PID, TID: r.TID, Comm: string(r.Comm), ID: r.ID, Lost: r.Lost}
+	t := testRec{Type: r.Type, Misc: r.Misc, Sample: r.Sample, PID: r.PID, TID: r.TID, PPID: r.PPID, PTID: r.PTID, Time: r.Time,
+		Comm: string(r.Comm), ID: r.ID, Lost: r.Lost}
 	if r.Attr != nil {
 		t.Attr = r.Attr.Name
 	}
 	switch r.Type {
-	case RecordSample, RecordComm, RecordLost:
+	case RecordSample, RecordComm, RecordFork, RecordExit, RecordLost:
 	default:
 		t.Data = r.Data
 	}
@@ -197,6 +200,11 @@ func writeTestFile(tb testing.TB, dir string, n int, lost bool) *testFile {
 	comm := Sample{PID: testPID, TID: testTID, Time: testTime0, CPU: testCPU, ID: testIDBase}
 	check(w.WriteComm(testPID, testTID, testComm, &comm))
 	tf.records = append(tf.records, testRec{Type: RecordComm, Attr: "user_events:test", Sample: comm, PID: testPID, TID: testTID, Comm: testComm})
+	// A thread the test task makes, as the kernel reports it with attr.task.
+	fork := Sample{PID: testPID, TID: testTID + 1, Time: testTime0, CPU: testCPU, ID: testIDBase}
+	check(w.WriteFork(testPID, testPID, testTID+1, testTID, testTime0, &fork))
+	tf.records = append(tf.records, testRec{Type: RecordFork, Attr: "user_events:test", Sample: fork,
+		PID: testPID, PPID: testPID, TID: testTID + 1, PTID: testTID, Time: testTime0})
 	round := func() {
 		check(w.WriteFinishedRound())
 		tf.records = append(tf.records, testRec{Type: RecordFinishedRound, Data: []byte{}})

@@ -28,10 +28,14 @@ type Record struct {
 	// trailer, the trailer's PID, TID, Time, ID, StreamID and CPU.
 	Sample Sample
 
-	PID, TID uint32 // RecordComm: the thread
+	PID, TID uint32 // RecordComm, RecordFork, RecordExit: the thread
 	Comm     []byte // RecordComm: its name, without the NUL
-	ID       uint64 // RecordLost: the sample id of the instance that lost records
-	Lost     uint64 // RecordLost, RecordLostSamples: how many were lost
+	// PPID and PTID are, for RecordFork and RecordExit, the parent: the
+	// thread that made this one (struct perf_record_fork).
+	PPID, PTID uint32
+	Time       uint64 // RecordFork, RecordExit: when
+	ID         uint64 // RecordLost: the sample id of the instance that lost records
+	Lost       uint64 // RecordLost, RecordLostSamples: how many were lost
 }
 
 // readerBufSize is the size of the Reader's reads of the data section.
@@ -702,6 +706,13 @@ func (r *Reader) kernelRecord(rec *Record) error {
 			}
 		}
 		rec.Comm = name
+	case RecordFork, RecordExit:
+		if len(body) < 24 {
+			return formatErr(rec.Offset, "%s record of %d bytes (%d without its trailer) is shorter than pid, ppid, tid, ptid, time", rec.Type, len(b), len(body))
+		}
+		rec.PID, rec.PPID = ne.Uint32(body), ne.Uint32(body[4:])
+		rec.TID, rec.PTID = ne.Uint32(body[8:]), ne.Uint32(body[12:])
+		rec.Time = ne.Uint64(body[16:])
 	case RecordLost:
 		if len(body) < 16 {
 			return formatErr(rec.Offset, "LOST record of %d bytes (%d without its trailer) is shorter than id, lost", len(b), len(body))

@@ -439,8 +439,43 @@ func putTrailer(p []byte, st uint64, t *Sample) {
 // is what perf writes for the threads it finds at start (time 0 sorts
 // before every sample).
 func (w *Writer) WriteComm(pid, tid uint32, comm string, trailer *Sample) error {
+	nameSize := (len(comm) + 1 + 7) &^ 7 // the kernel's ALIGN(strlen + 1, 8)
+	if recordHeaderSize+8+nameSize > maxRecordSize {
+		return fmt.Errorf("perfdata: comm of %d bytes is longer than a record can hold: %w", len(comm), unix.E2BIG)
+	}
+	p, err := w.reserveKernel(RecordComm, 8+nameSize, trailer)
+	if err != nil {
+		return err
+	}
+	ne.PutUint32(p, pid)
+	ne.PutUint32(p[4:], tid)
+	n := copy(p[8:], comm)
+	clear(p[8+n : 8+nameSize])
+	return nil
+}
+
+// WriteFork writes a PERF_RECORD_FORK: thread tid of process pid was made
+// at time by thread ptid of process ppid. The trailer is as for WriteComm.
+func (w *Writer) WriteFork(pid, ppid, tid, ptid uint32, time uint64, trailer *Sample) error {
+	p, err := w.reserveKernel(RecordFork, 24, trailer)
+	if err != nil {
+		return err
+	}
+	ne.PutUint32(p, pid)
+	ne.PutUint32(p[4:], ppid)
+	ne.PutUint32(p[8:], tid)
+	ne.PutUint32(p[12:], ptid)
+	ne.PutUint64(p[16:], time)
+	return nil
+}
+
+// reserveKernel reserves a kernel record of type typ with a body of n
+// bytes and the sample_id trailer of trailer (zero when nil) when the
+// attrs have sample_id_all; it writes the header and trailer and returns
+// the body.
+func (w *Writer) reserveKernel(typ RecordType, n int, trailer *Sample) ([]byte, error) {
 	if w.err != nil {
-		return w.err
+		return nil, w.err
 	}
 	var zero Sample
 	if trailer == nil {
@@ -448,62 +483,37 @@ func (w *Writer) WriteComm(pid, tid uint32, comm string, trailer *Sample) error 
 	}
 	ai, err := w.trailerAttr(trailer.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	nameSize := (len(comm) + 1 + 7) &^ 7 // the kernel's ALIGN(strlen + 1, 8)
-	size := recordHeaderSize + 8 + nameSize
-	var st uint64
+	size := recordHeaderSize + n
 	if ai >= 0 {
-		st = w.info[ai].sampleType
 		size += w.info[ai].trailer
-	}
-	if size > maxRecordSize {
-		return fmt.Errorf("perfdata: comm of %d bytes is longer than a record can hold: %w", len(comm), unix.E2BIG)
 	}
 	p, err := w.reserve(size)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	putHeader(p, RecordComm, 0, size)
-	ne.PutUint32(p[8:], pid)
-	ne.PutUint32(p[12:], tid)
-	n := copy(p[16:], comm)
-	clear(p[16+n : 16+nameSize])
+	putHeader(p, typ, 0, size)
 	if ai >= 0 {
-		putTrailer(p[16+nameSize:], st, trailer)
+		putTrailer(p[recordHeaderSize+n:], w.info[ai].sampleType, trailer)
 	}
-	return nil
+	return p[recordHeaderSize : recordHeaderSize+n], nil
 }
 
 // WriteLost writes a PERF_RECORD_LOST: count records of the event instance
 // with sample id id were lost. The trailer is as for WriteComm; a nil one
 // is zero but for its ID, which is id.
 func (w *Writer) WriteLost(id, count uint64, trailer *Sample) error {
-	if w.err != nil {
-		return w.err
-	}
 	t := Sample{ID: id}
 	if trailer != nil {
 		t = *trailer
 	}
-	ai, err := w.trailerAttr(t.ID)
+	p, err := w.reserveKernel(RecordLost, 16, &t)
 	if err != nil {
 		return err
 	}
-	size := recordHeaderSize + 16
-	if ai >= 0 {
-		size += w.info[ai].trailer
-	}
-	p, err := w.reserve(size)
-	if err != nil {
-		return err
-	}
-	putHeader(p, RecordLost, 0, size)
-	ne.PutUint64(p[8:], id)
-	ne.PutUint64(p[16:], count)
-	if ai >= 0 {
-		putTrailer(p[24:], w.info[ai].sampleType, &t)
-	}
+	ne.PutUint64(p, id)
+	ne.PutUint64(p[8:], count)
 	return nil
 }
 

@@ -81,40 +81,8 @@ func TestRecordCommand(t *testing.T) {
 		if tg.opts.Socket != "" {
 			backend = append(backend, "--socket", tg.opts.Socket)
 		}
-		dir := t.TempDir()
-		data := filepath.Join(dir, "cli.data")
-		var stderr bytes.Buffer
-		rec := exec.Command(bin, append(backend, "record", "-e", name, "-o", data)...)
-		pipe, err := rec.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rec.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// The kernel sets the bit when the first CPU's perf event opens;
-		// "recording" is said once every CPU's is enabled.
-		attached := make(chan struct{})
-		copied := make(chan struct{})
-		go func() {
-			defer close(copied)
-			sc := bufio.NewScanner(pipe)
-			said := false
-			for sc.Scan() {
-				stderr.Write(append(sc.Bytes(), '\n'))
-				if !said && strings.HasPrefix(sc.Text(), "uetrace record: recording ") {
-					said = true
-					close(attached)
-				}
-			}
-		}()
-		select {
-		case <-attached:
-		case <-time.After(10 * time.Second):
-			rec.Process.Kill()
-			<-copied
-			t.Fatalf("uetrace record did not say it was recording in 10 s:\n%s", stderr.String())
-		}
+		data := filepath.Join(t.TempDir(), "cli.data")
+		rec := startRecording(t, bin, append(backend, "record", "-e", name, "-o", data)...)
 		if !ev.Enabled() {
 			t.Fatal("recording, but the event is not enabled")
 		}
@@ -128,12 +96,7 @@ func TestRecordCommand(t *testing.T) {
 			}
 		}
 		time.Sleep(300 * time.Millisecond) // past the kernel's 100 ms poll
-		rec.Process.Signal(syscall.SIGINT)
-		<-copied
-		if err := rec.Wait(); err != nil {
-			t.Fatalf("uetrace record: %v\n%s", err, stderr.String())
-		}
-		summary := stderr.String()
+		summary := rec.stop(t)
 		if !strings.Contains(summary, fmt.Sprintf("[ uetrace record: %d samples of 1 events", n)) ||
 			!strings.Contains(summary, "user_events:"+name) {
 			t.Errorf("summary:\n%s", summary)
@@ -163,6 +126,108 @@ func TestRecordCommand(t *testing.T) {
 		}
 		if !strings.Contains(string(text), fmt.Sprintf("user_events:%s: i=7 s=value 7\n", name)) {
 			t.Errorf("text report:\n%s", text)
+		}
+	})
+}
+
+// recording is a `uetrace record` process.
+type recording struct {
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+	copied chan struct{}
+}
+
+// startRecording starts `uetrace args...` and returns once it says it is
+// recording.
+func startRecording(t *testing.T, bin string, args ...string) *recording {
+	t.Helper()
+	rec := &recording{cmd: exec.Command(bin, args...), copied: make(chan struct{})}
+	pipe, err := rec.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel sets the bit when the first CPU's perf event opens;
+	// "recording" is said once every CPU's is enabled.
+	attached := make(chan struct{})
+	go func() {
+		defer close(rec.copied)
+		sc := bufio.NewScanner(pipe)
+		said := false
+		for sc.Scan() {
+			rec.stderr.Write(append(sc.Bytes(), '\n'))
+			if !said && strings.HasPrefix(sc.Text(), "uetrace record: recording ") {
+				said = true
+				close(attached)
+			}
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(10 * time.Second):
+		rec.cmd.Process.Kill()
+		<-rec.copied
+		t.Fatalf("uetrace record did not say it was recording in 10 s:\n%s", rec.stderr.String())
+	}
+	return rec
+}
+
+// stop stops the recording as Ctrl-C does and returns what it printed.
+func (rec *recording) stop(t *testing.T) string {
+	t.Helper()
+	rec.cmd.Process.Signal(syscall.SIGINT)
+	<-rec.copied
+	if err := rec.cmd.Wait(); err != nil {
+		t.Fatalf("uetrace record: %v\n%s", err, rec.stderr.String())
+	}
+	return rec.stderr.String()
+}
+
+// A task that writes and exits before the recording could look it up in
+// /proc is still named in the report: on the kernel by perf's COMM record
+// of its exec, on the daemon by the session's record of the writer's name.
+// The recording is stopped (SIGSTOP) while the task runs and is reaped.
+func TestRecordShortLivedTask(t *testing.T) {
+	bin := uetraceBinary(t)
+	forEach(t, func(t *testing.T, tg target) {
+		f, err := userevents.Open(tg.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		name := uniq("short")
+		command := name + " u32 i"
+		if _, err := f.Register(command, 0); err != nil {
+			t.Fatal(err)
+		}
+		backend := []string{"--backend", tg.opts.Backend.String()}
+		if tg.opts.Socket != "" {
+			backend = append(backend, "--socket", tg.opts.Socket)
+		}
+		data := filepath.Join(t.TempDir(), "short.data")
+		rec := startRecording(t, bin, append(backend, "record", "-e", name, "-o", data)...)
+		rec.cmd.Process.Signal(syscall.SIGSTOP)
+		emit := exec.Command(bin, append(backend, "emit", command, "--field", "i=7")...)
+		out, err := emit.CombinedOutput()
+		rec.cmd.Process.Signal(syscall.SIGCONT)
+		if err != nil {
+			rec.stop(t)
+			t.Fatalf("uetrace emit: %v\n%s", err, out)
+		}
+		time.Sleep(300 * time.Millisecond) // past the kernel's 100 ms poll
+		rec.stop(t)
+		out, err = exec.Command(bin, "report", data, "--format", "json").Output()
+		if err != nil {
+			t.Fatalf("uetrace report: %v", err)
+		}
+		var s jsonSample
+		if err := json.Unmarshal(out, &s); err != nil {
+			t.Fatalf("report %q: %v", out, err)
+		}
+		if s.Name != name || s.Fields["i"] != float64(7) || s.Comm != filepath.Base(bin)[:min(15, len(filepath.Base(bin)))] {
+			t.Errorf("report: %s", out)
 		}
 	})
 }

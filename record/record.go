@@ -428,6 +428,15 @@ func (r *Recorder) lost(id, n uint64) {
 	r.check(r.w.WriteLost(id, n, nil))
 }
 
+// comm writes a task's name, from the daemon source.
+func (r *Recorder) comm(pid, tid uint32, name string, trailer *perfdata.Sample) {
+	if r.err != nil {
+		return
+	}
+	r.tasks[tid] = struct{}{}
+	r.check(r.w.WriteComm(pid, tid, name, trailer))
+}
+
 // seen counts a sample of sample id id by task tid of process pid, and
 // names the task in the file before its first sample, as perf record
 // names the tasks that exist when it starts.

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -55,6 +56,9 @@ type sink interface {
 	// lost takes n records of the event instance with sample id id that
 	// were dropped.
 	lost(id, n uint64)
+	// comm takes the name of task tid of process pid, which holds from
+	// the time of trailer, a sample_id_all trailer.
+	comm(pid, tid uint32, name string, trailer *perfdata.Sample)
 }
 
 // ---- kernel ----
@@ -132,9 +136,10 @@ func (k *kernelSource) attach(ev *event) error {
 		Read_format: unix.PERF_FORMAT_LOST,
 	}
 	if k.rings[0] == nil {
-		// The first event also reports exec's new task names (perf
-		// record's tracking event does the same).
-		attr.Bits |= unix.PerfBitComm
+		// The first event also reports new task names (exec, prctl) and
+		// the tasks made and ended, as perf record's tracking event does:
+		// a thread made during the recording is named after its parent.
+		attr.Bits |= unix.PerfBitComm | unix.PerfBitTask
 	}
 	var opened []int
 	var ids []uint64
@@ -280,14 +285,17 @@ type daemonSource struct {
 	byType  map[int]*event
 	unknown func(typeID int) *event // called for a type id not yet attached
 	idle    int
+	// names are task names the session gave, by tid, waiting for the
+	// task's next sample: its trailer names the event it belongs to.
+	names map[int32]string
 }
 
 func newDaemonSource(c *daemon.Client, bufferKB int) (*daemonSource, error) {
-	s, err := c.NewSession(bufferKB<<10, false)
+	s, err := c.NewSession(daemon.SessionOptions{BufferBytes: bufferKB << 10, Comm: true})
 	if err != nil {
 		return nil, fmt.Errorf("daemon session: %w", err)
 	}
-	return &daemonSource{c: c, s: s, byType: make(map[int]*event)}, nil
+	return &daemonSource{c: c, s: s, byType: make(map[int]*event), names: make(map[int32]string)}, nil
 }
 
 func (d *daemonSource) systems() ([]string, error) { return d.dir("events") }
@@ -374,6 +382,14 @@ func (d *daemonSource) drain(to sink) error {
 		d.idle = 0
 		for i := range recs {
 			r := &recs[i]
+			if r.ID == 0 { // a task's name
+				name := r.Raw
+				if i := bytes.IndexByte(name, 0); i >= 0 {
+					name = name[:i]
+				}
+				d.names[r.TID] = string(name)
+				continue
+			}
 			ev := d.byType[r.ID]
 			if ev == nil && d.unknown != nil {
 				ev = d.unknown(r.ID)
@@ -384,6 +400,12 @@ func (d *daemonSource) drain(to sink) error {
 			}
 			d.smp = perfdata.Sample{
 				ID: sid, PID: uint32(r.PID), TID: uint32(r.TID), Time: r.TS, CPU: uint32(r.CPU), Raw: r.Raw,
+			}
+			if name, ok := d.names[r.TID]; ok && sid != 0 {
+				delete(d.names, r.TID)
+				tr := d.smp
+				tr.Raw = nil
+				to.comm(uint32(r.PID), uint32(r.TID), name, &tr)
 			}
 			to.sample(&d.smp)
 		}

@@ -38,8 +38,8 @@ func TestKernelInVM(t *testing.T) {
 		t.Fatalf("the tests failed in the VM (exit %d):\n%s", res.ExitCode, out)
 	}
 	tests := regexp.MustCompile(`(?m)^=== RUN   (Test\w+)/kernel$`).FindAllStringSubmatch(out, -1)
-	if len(tests) < 3 {
-		t.Fatalf("%d tests ran on the kernel in the VM, want 3 or more:\n%s", len(tests), out)
+	if len(tests) < 4 {
+		t.Fatalf("%d tests ran on the kernel in the VM, want 4 or more:\n%s", len(tests), out)
 	}
 	for _, m := range tests {
 		if !strings.Contains(out, "--- PASS: "+m[1]+"/kernel ") {

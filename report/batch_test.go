@@ -168,3 +168,35 @@ func TestRoundRuns(t *testing.T) {
 		}
 	}
 }
+
+// A thread made during the recording has its parent's name, as perf
+// script shows it (thread__fork), until a COMM renames it; a parent
+// without a name gives none.
+func TestForkNames(t *testing.T) {
+	x, _ := testEvents(t)
+	f := newFile(t, tracingData(x.Format("x", xID)), attr("user_events:x", xID, xID0))
+	const s = 1_000_000_000
+	f.comm(xID0, 100, 100, "server", 0, 0)
+	f.check(f.w.WriteFork(100, 100, 105, 100, 1*s, &perfdata.Sample{ID: xID0, PID: 100, TID: 105, Time: 1 * s}))
+	f.check(f.w.WriteFork(300, 200, 300, 200, 1*s, &perfdata.Sample{ID: xID0, PID: 300, TID: 300, Time: 1 * s}))
+	f.sample(xID0, 100, 105, 2*s, 0, xRaw(t, x, 105, 1, 0, "", "", 0))
+	f.sample(xID0, 300, 300, 2*s, 0, xRaw(t, x, 300, 2, 0, "", "", 0))
+	f.comm(xID0, 100, 105, "worker", 3*s, 0)
+	f.sample(xID0, 100, 105, 4*s, 0, xRaw(t, x, 105, 3, 0, "", "", 0))
+	f.round()
+	out, sum := run(t, f.close(), report.JSON)
+	if sum.Samples != 3 {
+		t.Fatalf("%d samples, want 3 (forks are not samples)", sum.Samples)
+	}
+	var comms []string
+	for _, line := range bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n")) {
+		var got struct{ Comm string }
+		if err := json.Unmarshal(line, &got); err != nil {
+			t.Fatal(err)
+		}
+		comms = append(comms, got.Comm)
+	}
+	if want := []string{"server", "", "worker"}; !slices.Equal(comms, want) {
+		t.Errorf("names %q, want %q", comms, want)
+	}
+}

@@ -73,14 +73,23 @@ type Summary struct {
 // item is a buffered sample or task name, waiting for its turn.
 type item struct {
 	time     uint64
-	cpu      uint32
+	cpu      uint32 // a sample's CPU; a fork's parent thread (ptid)
 	pid, tid int32
-	comm     bool   // a task's name, not a sample
-	ev       *event // nil for a COMM
+	kind     itemKind
+	ev       *event // a sample's event
 	heads    *heads // the task's, set when the sample is emitted
 	seq      uint64 // order in the file: ties in time keep it
-	data     []byte // raw data (or the name)
+	data     []byte // a sample's raw data, a COMM's name
 }
+
+// itemKind says what an item is.
+type itemKind uint8
+
+const (
+	sampleItem itemKind = iota
+	commItem            // a task's name: data
+	forkItem            // a new thread, tid, made by thread cpu (its ptid)
+)
 
 // reporter is one report being written.
 type reporter struct {
@@ -236,7 +245,9 @@ func (rp *reporter) record(rec *perfdata.Record) error {
 		}
 		rp.push(item{time: s.Time, cpu: s.CPU, pid: int32(s.PID), tid: int32(s.TID), ev: ev}, s.Raw)
 	case perfdata.RecordComm:
-		rp.push(item{time: rec.Sample.Time, pid: int32(rec.PID), tid: int32(rec.TID), comm: true}, rec.Comm)
+		rp.push(item{time: rec.Sample.Time, pid: int32(rec.PID), tid: int32(rec.TID), kind: commItem}, rec.Comm)
+	case perfdata.RecordFork:
+		rp.push(item{time: rec.Time, pid: int32(rec.PID), tid: int32(rec.TID), cpu: rec.PTID, kind: forkItem}, nil)
 	case perfdata.RecordLost:
 		rp.sum.Lost += rec.Lost
 	case perfdata.RecordFinishedRound:
@@ -399,11 +410,13 @@ func byTime(a, b item) int {
 
 func (rp *reporter) emit(it *item) error {
 	t := rp.thread(it.tid)
-	if it.comm {
-		t.comm = string(it.data)
-		t.heads = nil
-		if t.described {
-			return rp.pf.Thread(it.pid, it.tid, t.comm)
+	switch it.kind {
+	case commItem:
+		return rp.rename(it, t, string(it.data))
+	case forkItem:
+		// A new thread has its parent's name (perf's thread__fork).
+		if p := rp.threads[int32(it.cpu)]; p != nil && p.comm != "" {
+			return rp.rename(it, t, p.comm)
 		}
 		return nil
 	}
@@ -416,6 +429,16 @@ func (rp *reporter) emit(it *item) error {
 	}
 	it.heads = t.headsFor(it.pid, it.tid)
 	return rp.lines.add(it)
+}
+
+// rename gives thread t of item it its name comm.
+func (rp *reporter) rename(it *item, t *thread, comm string) error {
+	t.comm = comm
+	t.heads = nil
+	if t.described {
+		return rp.pf.Thread(it.pid, it.tid, t.comm)
+	}
+	return nil
 }
 
 // thread returns what is known of task tid.

@@ -91,6 +91,12 @@ func writeScenario(tb testing.TB, forPerf bool) string {
 	f.comm(yID0, 500, 401, "new-task", 3*s+s/10, 0)
 	f.sample(yID0, 500, 401, 3*s+15*s/100, 0, yRaw(tb, y, 401, 15, 15, 15, []byte("abcdef"), nil, "new"))
 	f.check(f.w.WriteLost(xID0, 7, nil))
+	if forPerf {
+		// A thread made during the recording: perf names it after its
+		// parent, and so must report.
+		f.check(f.w.WriteFork(100, 100, 102, 100, 3*s+16*s/100, &perfdata.Sample{ID: xID0, PID: 100, TID: 102, Time: 3*s + 16*s/100}))
+		f.sample(xID0, 100, 102, 3*s+17*s/100, 0, xRaw(tb, x, 102, 17, 17, "c17", "forked", 17))
+	}
 	f.round()
 
 	// Round 3: a rename, a truncated record, a sample of id 0.

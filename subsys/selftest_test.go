@@ -3,6 +3,8 @@ package subsys
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -465,5 +467,64 @@ func TestTypeIDsLowestFree(t *testing.T) {
 	e.write(FileDynamicEvents, "u:e")
 	if id("e") != "1027" {
 		t.Errorf("e got %s, want 1027", id("e"))
+	}
+}
+
+// TestSessionComm: a session with Comm receives a writer's name before its
+// first record and again when the name changes, like perf's COMM records;
+// one without receives none.
+func TestSessionComm(t *testing.T) {
+	e := newEnv(t)
+	f := e.s.Open()
+	defer f.Close()
+	idx, err := e.reg(f, "__test_event u32 n", 31, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := e.s.Lookup("user_events", "__test_event")
+	withComm := e.s.NewSession(SessionOptions{Comm: true})
+	plain := e.s.NewSession(SessionOptions{})
+	for _, ss := range []*Session{withComm, plain} {
+		defer ss.Close()
+		if err := ss.Attach(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writes := []Writer{
+		{PID: 10, TGID: 10, Comm: "server"},
+		{PID: 11, TGID: 10, Comm: "server"},
+		{PID: 10, TGID: 10, Comm: "server"},
+		{PID: 10, TGID: 10, Comm: "renamed"},
+		{PID: 11, TGID: 10, Comm: "server"},
+		{PID: 12, TGID: 12, Comm: "a-name-of-15-ch"},
+	}
+	for i, w := range writes {
+		if _, err := f.Writev(w, le32(idx), le32(uint32(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// tid:name for a name, tid/n for a record.
+	want := []string{"10:server", "10/0", "11:server", "11/1", "10/2", "10:renamed", "10/3", "11/4", "12:a-name-of-15-ch", "12/5"}
+	recs, err := withComm.Read(context.Background(), make([]byte, 4096), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		if len(r.Raw)%8 != 4 {
+			t.Errorf("record of %d bytes: perf's raw data is 4 bytes past a multiple of 8", len(r.Raw))
+		}
+		if name, ok := r.Comm(); ok {
+			got = append(got, fmt.Sprintf("%d:%s", r.TID, name))
+		} else {
+			got = append(got, fmt.Sprintf("%d/%d", r.TID, binary.NativeEndian.Uint32(r.Raw[8:])))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("with Comm: %q, want %q", got, want)
+	}
+	recs, err = plain.Read(context.Background(), make([]byte, 4096), nil)
+	if err != nil || len(recs) != len(writes) {
+		t.Errorf("without Comm: %d records, %v; want %d", len(recs), err, len(writes))
 	}
 }

@@ -28,7 +28,26 @@ type Record struct {
 	// header, the payload, and zeros up to perf's 8-byte alignment of the
 	// raw size field and data (so len(Raw)%8 == 4). It aliases the buffer
 	// passed to Read.
+	//
+	// A task's name (SessionOptions.Comm) is a record with no Event and
+	// ID 0 whose Raw is the name, NUL-terminated and NUL-padded the same
+	// way.
 	Raw []byte
+}
+
+// Comm returns the task name a record of SessionOptions.Comm carries.
+func (r *Record) Comm() (string, bool) {
+	if r.Event != nil || r.ID != 0 {
+		return "", false
+	}
+	name := r.Raw
+	for i, c := range name {
+		if c == 0 {
+			name = name[:i]
+			break
+		}
+	}
+	return string(name), true
 }
 
 // SessionOptions configure a Session.
@@ -39,6 +58,11 @@ type SessionOptions struct {
 	// Other makes the session count as an "other" consumer (status bit
 	// StatusOther) instead of perf.
 	Other bool
+	// Comm asks for the writers' names, as perf_event_attr.comm does: before
+	// a thread's first record, and again when its name changes, the session
+	// receives a record of its name (Record.Comm), with the time of the
+	// record that follows. The name is the daemon's or process's Writer.Comm.
+	Comm bool
 }
 
 // Session is a perf-like consumer: attached to some events, it receives
@@ -64,6 +88,7 @@ type Session struct {
 	qlen     int
 	lost     uint64
 	tooLarge uint64
+	comms    map[int32]string // the name last given of each thread; nil without Comm
 	notify   chan struct{}
 	done     chan struct{}
 }
@@ -94,6 +119,9 @@ func (s *Subsystem) NewSession(opts SessionOptions) *Session {
 	}
 	if opts.Other {
 		ss.kind = StatusOther
+	}
+	if opts.Comm {
+		ss.comms = make(map[int32]string)
 	}
 	return ss
 }
@@ -277,30 +305,49 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		return
 	}
 	ss.mu.Lock()
+	if ss.comms != nil {
+		if name, ok := ss.comms[w.PID]; !ok || name != w.Comm {
+			// perf's comm record: the name and a NUL, 8-byte padded.
+			var b [32]byte
+			comm := append(append(b[:0], w.Comm...), 0)
+			csize := (len(comm)+4+7)&^7 - 4
+			if ss.used+csize+size > len(ss.ring) {
+				ss.lost++ // the name waits for a record that fits
+				ss.mu.Unlock()
+				return
+			}
+			ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), n: csize}, comm)
+			ss.comms[w.PID] = w.Comm
+		}
+	}
 	if ss.used+size > len(ss.ring) {
 		ss.lost++
 		ss.mu.Unlock()
 		return
 	}
-	if ss.qlen == len(ss.queue) {
-		ss.growQueue()
-	}
-	ss.queue[(ss.qhead+ss.qlen)%len(ss.queue)] = pending{
-		ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: ev.id, n: size, ev: ev,
-	}
-	ss.qlen++
-	tail := (ss.head + ss.used) % len(ss.ring)
-	n := copy(ss.ring[tail:], rec)
-	copy(ss.ring, rec[n:])
-	for i := len(rec); i < size; i++ {
-		ss.ring[(tail+i)%len(ss.ring)] = 0
-	}
-	ss.used += size
+	ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: ev.id, n: size, ev: ev}, rec)
 	ss.mu.Unlock()
 	select {
 	case ss.notify <- struct{}{}:
 	default:
 	}
+}
+
+// push queues a record whose p.n bytes — rec and zero padding — fit the
+// ring. Called with ss.mu held.
+func (ss *Session) push(p pending, rec []byte) {
+	if ss.qlen == len(ss.queue) {
+		ss.growQueue()
+	}
+	ss.queue[(ss.qhead+ss.qlen)%len(ss.queue)] = p
+	ss.qlen++
+	tail := (ss.head + ss.used) % len(ss.ring)
+	n := copy(ss.ring[tail:], rec)
+	copy(ss.ring, rec[n:])
+	for i := len(rec); i < p.n; i++ {
+		ss.ring[(tail+i)%len(ss.ring)] = 0
+	}
+	ss.used += p.n
 }
 
 func (ss *Session) growQueue() {

@@ -38,7 +38,7 @@ func openPerf(t *testing.T, b backend, system, tp string) perfConsumer {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := c.NewSession(0, false)
+		s, err := c.NewSession(daemon.SessionOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -191,7 +191,7 @@ func (d *daemonProc) perf(system, name string) (perfReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.NewSession(0, false)
+	s, err := c.NewSession(daemon.SessionOptions{})
 	if err != nil {
 		c.Close()
 		return nil, err
