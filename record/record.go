@@ -21,6 +21,18 @@
 // their enable bit, which only becomes set once the event is attached, so
 // they do not write records that the late attach misses.
 //
+// Task names: a task's first sample is preceded by a PERF_RECORD_COMM of
+// its name read from /proc, with time 0, as perf record names the tasks
+// that exist when it starts. Tasks that are gone by then are named as they
+// come: on the kernel the first event has attr.comm and attr.task, so exec
+// and prctl names and the threads made (PERF_RECORD_FORK, a new thread
+// has its parent's name) are in the file as perf record writes them; on
+// the daemon the session gives each writer's name before its first record
+// (the process's name as the daemon read it when it connected).
+//
+// The file is written from a goroutine of its own, so that a slow disk
+// does not stop the rings or the session from being drained.
+//
 // It is not the reader of perf.data files (package perfdata) nor the
 // decoder (package report).
 package record
