@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"runtime"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -99,16 +100,39 @@ func (c *Client) PerfmonCapable() bool { return c.perfmon }
 
 // Close closes the connection: the daemon closes the user_events_data it
 // stood for. A call blocked in a read returns.
+//
+// Like close(2) of the kernel's file, it returns once that is done — the
+// registrations and enablers released (user_events_release) — so that
+// what follows, on any connection, sees them gone: it tells the daemon it
+// is done sending and waits for the daemon to hang up, which it does after
+// releasing them (at most closeWait).
 func (c *Client) Close() error {
-	unix.Shutdown(c.fd, unix.SHUT_RDWR)
+	// SHUT_WR, not RDWR: the daemon sees the end of our messages (which
+	// also ends a read it is blocked in for us); our side can still read
+	// its hang-up.
+	unix.Shutdown(c.fd, unix.SHUT_WR)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil
 	}
 	c.closed = true
+	tv := unix.NsecToTimeval(closeWait.Nanoseconds())
+	unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	var buf [64]byte
+	for {
+		// Replies still on their way are discarded; 0 is the hang-up.
+		n, _, err := unix.Recvfrom(c.fd, buf[:], 0)
+		if n == 0 || (err != nil && err != unix.EINTR) {
+			break
+		}
+	}
 	return unix.Close(c.fd)
 }
+
+// closeWait bounds how long Close waits for the daemon to release the
+// connection's registrations.
+const closeWait = 5 * time.Second
 
 // recv receives one reply into buf. A reply longer than buf is a protocol
 // error (MSG_TRUNC gives its real length).

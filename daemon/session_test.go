@@ -3,12 +3,15 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/abi"
 )
 
 // TestSessionOverSocket is a perf-like consumer in another connection:
@@ -240,6 +243,39 @@ func TestSessionReplyFull(t *testing.T) {
 				t.Fatalf("record %d: raw %x", next, r.Raw)
 			}
 			next++
+		}
+	}
+}
+
+// TestCloseReleases: once Close returns, the daemon has released what the
+// connection held, as close(2) of user_events_data has: a PERSIST event
+// whose enabler is unregistered is in use (EBUSY) while the file that
+// registered it is open, and can be deleted from another connection as
+// soon as Close returns.
+func TestCloseReleases(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	admin := a.dial(t, s.sock)
+	un := make([]byte, 16)
+	le.PutUint32(un, 16)
+	le.PutUint64(un[8:], a.addr(0))
+	for i := range 200 {
+		name := fmt.Sprintf("closed_%d", i)
+		c := a.dial(t, s.sock)
+		if _, _, err := c.Register(reg(a.addr(0), abi.RegPersist), name+" u32 a", false); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Unregister(un); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Delete(name); !errors.Is(err, unix.EBUSY) {
+			t.Fatalf("delete %s while its file is open: %v, want EBUSY", name, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Delete(name); err != nil {
+			t.Fatalf("delete %s right after closing the connection that registered it: %v", name, err)
 		}
 	}
 }
