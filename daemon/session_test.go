@@ -158,13 +158,15 @@ func TestConnectionsShareEnablers(t *testing.T) {
 	}
 }
 
-// TestSessionPoll reads without waiting: nothing waiting is an empty answer
-// at once, and the connection stays usable (a cancelled Read's does not).
-func TestSessionPoll(t *testing.T) {
+// producerAndSession serves a daemon where a producer has registered
+// command (its write index idx) with its enable bit at the start of arena
+// a, and a session of another connection is attached to it.
+func producerAndSession(t *testing.T, command string) (a *testArena, prod *Client, idx uint32, ss *Session) {
+	t.Helper()
 	s := serve(t, Config{})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	prod := a.dial(t, s.sock)
-	idx, _, err := prod.Register(reg(a.addr(0), 0), "poll_ev u32 n", false)
+	a = newArena(t, 4096, unix.F_SEAL_SHRINK)
+	prod = a.dial(t, s.sock)
+	idx, _, err := prod.Register(reg(a.addr(0), 0), command, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,14 +174,21 @@ func TestSessionPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cons.Close()
-	ss, err := cons.NewSession(SessionOptions{})
-	if err != nil {
+	t.Cleanup(func() { cons.Close() })
+	if ss, err = cons.NewSession(SessionOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ss.Attach("poll_ev", false); err != nil {
+	name, _, _ := strings.Cut(command, " ")
+	if _, err := ss.Attach(name, false); err != nil {
 		t.Fatal(err)
 	}
+	return a, prod, idx, ss
+}
+
+// TestSessionPoll reads without waiting: nothing waiting is an empty answer
+// at once, and the connection stays usable (a cancelled Read's does not).
+func TestSessionPoll(t *testing.T) {
+	a, prod, idx, ss := producerAndSession(t, "poll_ev u32 n")
 	if recs, _, _, err := ss.Poll(nil); err != nil || len(recs) != 0 {
 		t.Fatalf("Poll with nothing waiting = %v, %v", recs, err)
 	}
@@ -202,25 +211,7 @@ func TestSessionPoll(t *testing.T) {
 // its raw data and a record header, nothing more — and the records come
 // whole and in order across replies.
 func TestSessionReplyFull(t *testing.T) {
-	s := serve(t, Config{})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	prod := a.dial(t, s.sock)
-	idx, _, err := prod.Register(reg(a.addr(0), 0), "full_ev u32 n", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := Dial(s.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ss, err := cons.NewSession(SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss.Attach("full_ev", false); err != nil {
-		t.Fatal(err)
-	}
+	_, prod, idx, ss := producerAndSession(t, "full_ev u32 n")
 	const n = 3000
 	for i := range n {
 		if _, err := prod.Writev(1, 0, le.AppendUint32(le.AppendUint32(nil, idx), uint32(i))); err != nil {
