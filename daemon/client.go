@@ -102,10 +102,12 @@ func (c *Client) PerfmonCapable() bool { return c.perfmon }
 // stood for. A call blocked in a read returns.
 //
 // Like close(2) of the kernel's file, it returns once that is done — the
-// registrations and enablers released (user_events_release) — so that
-// what follows, on any connection, sees them gone: it tells the daemon it
-// is done sending and waits for the daemon to hang up, which it does after
-// releasing them (at most closeWait).
+// file's references to its events dropped (user_events_release), and its
+// sessions closed; when it was the process's last connection, also the
+// process's enablers, as at exit — so that what follows, on any
+// connection, sees them gone. It tells the daemon it is done sending and
+// waits for the daemon to hang up, which it does after releasing them (at
+// most closeWait).
 func (c *Client) Close() error {
 	// SHUT_WR, not RDWR: the daemon sees the end of our messages (which
 	// also ends a read it is blocked in for us); our side can still read

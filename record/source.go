@@ -401,11 +401,13 @@ func (d *daemonSource) drain(to sink) error {
 			d.smp = perfdata.Sample{
 				ID: sid, PID: uint32(r.PID), TID: uint32(r.TID), Time: r.TS, CPU: uint32(r.CPU), Raw: r.Raw,
 			}
-			if name, ok := d.names[r.TID]; ok && sid != 0 {
-				delete(d.names, r.TID)
-				tr := d.smp
-				tr.Raw = nil
-				to.comm(uint32(r.PID), uint32(r.TID), name, &tr)
+			if len(d.names) > 0 && sid != 0 { // no map lookup per sample otherwise
+				if name, ok := d.names[r.TID]; ok {
+					delete(d.names, r.TID)
+					tr := d.smp
+					tr.Raw = nil
+					to.comm(uint32(r.PID), uint32(r.TID), name, &tr)
+				}
 			}
 			to.sample(&d.smp)
 		}

@@ -58,10 +58,11 @@ type SessionOptions struct {
 	// Other makes the session count as an "other" consumer (status bit
 	// StatusOther) instead of perf.
 	Other bool
-	// Comm asks for the writers' names, as perf_event_attr.comm does: before
-	// a thread's first record, and again when its name changes, the session
+	// Comm asks for the writers' names, which perf gets from attr.comm's
+	// COMM records and the names perf record reads at its start: before a
+	// thread's first record, and again when its name changes, the session
 	// receives a record of its name (Record.Comm), with the time of the
-	// record that follows. The name is the daemon's or process's Writer.Comm.
+	// record that follows. The name is the writer's Writer.Comm.
 	Comm bool
 }
 
