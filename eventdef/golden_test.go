@@ -16,7 +16,7 @@ import (
 
 // kernelGolden is testdata/kernel-golden.json: what Linux 6.12.117 with
 // CONFIG_USER_EVENTS=y answered to the directives of
-// testdata/kernel-cases.txt. internal/cmd/eventgolden captures it in a VM;
+// testdata/kernel-cases.txt. kernel/cmd/eventgolden captures it in a VM;
 // its TestGoldenMatchesKernel checks it against the kernel (-update rewrites it).
 type kernelGolden struct {
 	Kernel string `json:"kernel"`

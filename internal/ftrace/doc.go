@@ -47,7 +47,7 @@
 // # Checked against the kernel
 //
 // testdata/kernel-ftrace.json holds what Linux 6.12.117 did for a series
-// of scenarios (internal/capture generates it in a VM; its
+// of scenarios (kernel/cmd/ftracegolden generates it in a VM; its
 // TestGoldenMatchesKernel checks it against the kernel and, with -update,
 // regenerates it), and the tests replay every scenario into a Ring and
 // compare the trace text, the trace_pipe text and read sizes, the per_cpu

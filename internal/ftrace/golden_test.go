@@ -21,7 +21,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 )
 
-// The golden file written by internal/capture (see its package comment).
+// The golden file written by kernel/cmd/ftracegolden (see its package comment).
 type golden struct {
 	Kernel       string      `json:"kernel"`
 	NCPU         int         `json:"ncpu"`

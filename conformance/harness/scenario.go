@@ -3,9 +3,9 @@
 // against the real kernel, the daemon and in-process subsys, with results
 // normalised so that the three can be compared byte for byte.
 //
-// It is a test tool, not a library: cmd/ueconform is its command line and
+// It is a test tool, not a library: conformance/cmd/ueconform is its command line and
 // the package's test runs the project's corpus.
-package conform
+package harness
 
 import (
 	"fmt"

@@ -7,16 +7,16 @@
 // # Regenerating
 //
 // TestGoldenMatchesKernel (golden_test.go) builds this program statically,
-// boots the kernel with package internal/vmtest, runs
+// boots the kernel with package kernel/vmtest, runs
 //
 //	eventgolden -cases kernel-cases.txt
 //
 // there with eventdef/testdata/kernel-cases.txt, and compares the JSON with
 // eventdef/testdata/kernel-golden.json; it is part of go test ./... when a
-// kernel image and qemu are available (see internal/vmtest). To rewrite the
+// kernel image and qemu are available (see kernel/vmtest). To rewrite the
 // golden file from the kernel's answers:
 //
-//	go test ./internal/cmd/eventgolden -run TestGoldenMatchesKernel -update
+//	go test ./kernel/cmd/eventgolden -run TestGoldenMatchesKernel -update
 //
 // On stdout the JSON comes between the marker lines
 // "@@EVENTGOLDEN-JSON-BEGIN@@" and "@@EVENTGOLDEN-JSON-END <sha256>@@",

@@ -1,4 +1,4 @@
-package conform
+package harness
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/uetrace/uetrace/internal/vmtest"
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 // Differential runs the scenario files under dirs on every backend — the
@@ -27,7 +27,7 @@ func Differential(dirs []string, kernelResults string) (kernel *Results, backend
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "ueconform")
-	if err := vmtest.Build("./cmd/ueconform", bin); err != nil {
+	if err := vmtest.Build("./conformance/cmd/ueconform", bin); err != nil {
 		return nil, nil, err
 	}
 	// Every backend runs a snapshot of the files, taken now: the VM gets

@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/uetrace/uetrace/internal/vmtest"
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden file from the kernel's answers")
@@ -28,7 +28,7 @@ const (
 // with -update it rewrites the file instead.
 func TestGoldenMatchesKernel(t *testing.T) {
 	vmtest.Require(t)
-	res := vmtest.RunProgram(t, "./internal/cmd/eventgolden", "eventgolden", map[string]string{"kernel-cases.txt": casesFile}, "-cases", "kernel-cases.txt")
+	res := vmtest.RunProgram(t, "./kernel/cmd/eventgolden", "eventgolden", map[string]string{"kernel-cases.txt": casesFile}, "-cases", "kernel-cases.txt")
 	js, rest, err := vmtest.Section(res.Output, "EVENTGOLDEN-JSON")
 	t.Logf("eventgolden in the VM (%v):\n%s", res.Elapsed.Round(time.Millisecond), rest)
 	if err != nil {
@@ -61,7 +61,7 @@ func TestGoldenMatchesKernel(t *testing.T) {
 		diff = cmp.Diff(string(wantN), string(gotN))
 	}
 	t.Fatalf("%s is not what the kernel answers now (-golden +kernel; pids, time stamps and need-resched flags masked):\n%s\n"+
-		"If the change is expected, run: go test ./internal/cmd/eventgolden -run TestGoldenMatchesKernel -update",
+		"If the change is expected, run: go test ./kernel/cmd/eventgolden -run TestGoldenMatchesKernel -update",
 		filepath.Clean(goldenFile), diff)
 }
 

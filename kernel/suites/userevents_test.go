@@ -1,4 +1,4 @@
-package userevents_test
+package suites_test
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/internal/vmtest"
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
-// TestKernelInVM runs this package's backend suite inside the 6.12 kernel
-// (internal/vmtest), where the kernel backend exists, and requires every
+// TestUsereventsOnKernel runs package userevents' backend suite inside the 6.12 kernel
+// (kernel/vmtest), where the kernel backend exists, and requires every
 // suite test to have passed on it — not skipped, not passed on the other
 // backends only.
-func TestKernelInVM(t *testing.T) {
+func TestUsereventsOnKernel(t *testing.T) {
 	vmtest.Require(t)
 	bin := filepath.Join(t.TempDir(), "userevents.test")
 	if err := vmtest.BuildTest("./userevents", bin); err != nil {

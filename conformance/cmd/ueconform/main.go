@@ -6,7 +6,7 @@
 //
 // The first form runs scenario files or directories on one backend and
 // prints normalised results. The second runs them on the kernel (in the VM
-// of internal/vmtest, or from saved results), the daemon and in-process
+// of kernel/vmtest, or from saved results), the daemon and in-process
 // subsys, prints every difference, and ends with
 // "conformance: N/N scenarios identical"; it fails when a difference is not
 // in the known-differences file.
@@ -19,7 +19,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/uetrace/uetrace/internal/conform"
+	"github.com/uetrace/uetrace/conformance/harness"
 )
 
 func main() {
@@ -36,10 +36,10 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	opts := conform.Options{Backend: *backend, Socket: *socket}
+	opts := harness.Options{Backend: *backend, Socket: *socket}
 
 	if *child {
-		if err := conform.RunChild(opts, os.Stdin, os.Stdout); err != nil {
+		if err := harness.RunChild(opts, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "ueconform:", err)
 			os.Exit(1)
 		}
@@ -52,7 +52,7 @@ func main() {
 	if *all {
 		os.Exit(differential(flag.Args(), *kernelResults, *saveKernel, *known))
 	}
-	scenarios, err := conform.Load(flag.Args()...)
+	scenarios, err := harness.Load(flag.Args()...)
 	if err != nil {
 		fatal(err)
 	}
@@ -62,7 +62,7 @@ func main() {
 			fatal(err)
 		}
 	}
-	if err := conform.Run(opts, scenarios, w); err != nil {
+	if err := harness.Run(opts, scenarios, w); err != nil {
 		fatal(err)
 	}
 	if err := w.Close(); err != nil && *out != "" {
@@ -71,11 +71,11 @@ func main() {
 }
 
 func differential(dirs []string, kernelResults, saveKernel, knownPath string) int {
-	known, err := conform.LoadKnown(knownPath)
+	known, err := harness.LoadKnown(knownPath)
 	if err != nil {
 		fatal(err)
 	}
-	kernel, backends, err := conform.Differential(dirs, kernelResults)
+	kernel, backends, err := harness.Differential(dirs, kernelResults)
 	if err != nil {
 		fatal(err)
 	}
@@ -88,7 +88,7 @@ func differential(dirs []string, kernelResults, saveKernel, knownPath string) in
 			fatal(err)
 		}
 	}
-	rep := conform.Compare(kernel, backends, known)
+	rep := harness.Compare(kernel, backends, known)
 	fmt.Print(rep.Diffs.String())
 	for _, k := range rep.Known {
 		fmt.Println("known difference:", k)

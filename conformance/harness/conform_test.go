@@ -1,4 +1,4 @@
-package conform
+package harness
 
 import (
 	"bytes"
@@ -9,13 +9,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/uetrace/uetrace/internal/vmtest"
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 const (
-	corpus       = "../../conformance/scenarios"
-	knownPath    = "../../conformance/known-differences.txt"
-	kernelGolden = "../../conformance/kernel.results"
+	corpus       = "../scenarios"
+	knownPath    = "../known-differences.txt"
+	kernelGolden = "../kernel.results"
 )
 
 var update = flag.Bool("update", false, "rewrite conformance/kernel.results from the VM")
@@ -62,7 +62,7 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else if !bytes.Equal(saved, b.Bytes()) {
-			t.Errorf("conformance/kernel.results is not what the kernel says now (run go test ./internal/conform -update):\n%s",
+			t.Errorf("conformance/kernel.results is not what the kernel says now (run go test ./conformance/harness -update):\n%s",
 				cmp.Diff(strings.Split(string(saved), "\n"), strings.Split(b.String(), "\n")))
 		}
 	}

@@ -16,19 +16,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/uetrace/uetrace/internal/vmtest"
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden file from the kernel's answers")
 
-const goldenFile = "../../testdata/kernel-ftrace.json"
+const goldenFile = "../../../internal/ftrace/testdata/kernel-ftrace.json"
 
 // TestGoldenMatchesKernel runs the capture in the reference kernel and checks
 // that internal/ftrace/testdata/kernel-ftrace.json is what the kernel
 // answers now; with -update it rewrites the file instead.
 func TestGoldenMatchesKernel(t *testing.T) {
 	vmtest.Require(t)
-	res := vmtest.RunProgram(t, "./internal/ftrace/internal/capture", comm, nil)
+	res := vmtest.RunProgram(t, "./kernel/cmd/ftracegolden", comm, nil)
 	js, rest, err := vmtest.Section(res.Output, "FTCAPTURE-JSON")
 	t.Logf("capture in the VM (%v):\n%s", res.Elapsed.Round(time.Millisecond), rest)
 	if err != nil {
@@ -72,7 +72,7 @@ func TestGoldenMatchesKernel(t *testing.T) {
 	}
 }
 
-const updateCmd = "go test ./internal/ftrace/internal/capture -run TestGoldenMatchesKernel -update"
+const updateCmd = "go test ./kernel/cmd/ftracegolden -run TestGoldenMatchesKernel -update"
 
 func decode(b []byte, g *golden) error {
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -1,4 +1,4 @@
-package record_test
+package suites_test
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/internal/vmtest"
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
-// TestKernelInVM runs this package's tests inside the 6.12 kernel
-// (internal/vmtest), with the uetrace command built for them, and requires
+// TestRecordOnKernel runs package record's tests inside the 6.12 kernel
+// (kernel/vmtest), with the uetrace command built for them, and requires
 // every per-target test to have passed on the kernel.
-func TestKernelInVM(t *testing.T) {
+func TestRecordOnKernel(t *testing.T) {
 	vmtest.Require(t)
 	dir := t.TempDir()
 	testBin, uetrace := filepath.Join(dir, "record.test"), filepath.Join(dir, "uetrace")

@@ -7,12 +7,12 @@
 // # Regenerating
 //
 // TestGoldenMatchesKernel (golden_test.go) builds this program statically,
-// runs it in the kernel with package internal/vmtest, and compares its JSON
+// runs it in the kernel with package kernel/vmtest, and compares its JSON
 // with internal/ftrace/testdata/kernel-ftrace.json; it is part of
 // go test ./... when a kernel image and qemu are available (see
-// internal/vmtest). To rewrite the golden file from the kernel's answers:
+// kernel/vmtest). To rewrite the golden file from the kernel's answers:
 //
-//	go test ./internal/ftrace/internal/capture -run TestGoldenMatchesKernel -update
+//	go test ./kernel/cmd/ftracegolden -run TestGoldenMatchesKernel -update
 //
 // On stdout the JSON comes between the marker lines
 // "@@FTCAPTURE-JSON-BEGIN@@" and "@@FTCAPTURE-JSON-END <sha256>@@", whose

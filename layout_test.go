@@ -1,0 +1,124 @@
+package uetrace_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The architecture, from the bottom up. A package may import packages of
+// lower layers only (tests may import any product package); a new package
+// must be placed here, so the picture in the README stays the real one.
+var layers = [][]string{
+	// The uapi, perf's and Perfetto's formats, and the event model.
+	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
+		"internal/perfetto/perfettotest", "eventdef", "tracefmt", "perfdata"},
+	// The ftrace ring buffer and its text.
+	{"internal/ftrace"},
+	// The user_events subsystem in user space.
+	{"subsys"},
+	// The daemon: the subsystem served on a socket.
+	{"daemon"},
+	// What programs import, and recording and decoding.
+	{"userevents", "record", "report"},
+	// The tool.
+	{"cmd/uetrace"},
+}
+
+// tooling is what checks the product against the real kernel. The product
+// never imports it, not even in its tests; it imports the product.
+var tooling = [][]string{
+	{"kernel/vmtest"},
+	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/suites", "conformance/harness"},
+	{"conformance/cmd/ueconform"},
+}
+
+const module = "github.com/uetrace/uetrace"
+
+type listedPackage struct {
+	ImportPath                         string
+	Imports, TestImports, XTestImports []string
+}
+
+func listPackages(t *testing.T) []listedPackage {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-e", "-json", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []listedPackage
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		p.ImportPath = strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// ours returns the module's packages among imports, relative to the module.
+func ours(imports []string) []string {
+	var rel []string
+	for _, imp := range imports {
+		if r, ok := strings.CutPrefix(imp, module+"/"); ok {
+			rel = append(rel, r)
+		}
+	}
+	return rel
+}
+
+func isTooling(pkg string) bool {
+	return strings.HasPrefix(pkg, "kernel/") || strings.HasPrefix(pkg, "conformance/")
+}
+
+// TestLayout checks that imports point down only and that nothing outside
+// kernel/ and conformance/ imports the kernel-oracle tooling, tests included.
+func TestLayout(t *testing.T) {
+	level := map[string]int{}
+	for i, l := range layers {
+		for _, p := range l {
+			level[p] = i
+		}
+	}
+	for i, l := range tooling {
+		for _, p := range l {
+			if !isTooling(p) {
+				t.Fatalf("tooling package %s is not under kernel/ or conformance/", p)
+			}
+			level[p] = len(layers) + i
+		}
+	}
+	pkgs := listPackages(t)
+	for _, p := range pkgs {
+		if p.ImportPath == "" { // this test's own package, the module root
+			continue
+		}
+		lv, known := level[p.ImportPath]
+		if !known {
+			t.Errorf("package %s is in no layer: add it to layers or tooling in layout_test.go (and to the README's picture)", p.ImportPath)
+			continue
+		}
+		for _, imp := range ours(p.Imports) {
+			il, ok := level[imp]
+			if ok && il >= lv {
+				t.Errorf("%s imports %s, which is not below it", p.ImportPath, imp)
+			}
+		}
+		if isTooling(p.ImportPath) {
+			continue
+		}
+		for _, imp := range ours(slices.Concat(p.Imports, p.TestImports, p.XTestImports)) {
+			if isTooling(imp) {
+				t.Errorf("%s imports the kernel-oracle tooling %s: the product must not depend on it, not even in tests", p.ImportPath, imp)
+			}
+		}
+	}
+}
