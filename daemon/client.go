@@ -38,6 +38,8 @@ type Arena struct {
 // Dial connects to the daemon at path (DefaultSocket() when empty) and
 // shakes hands, sharing arena if it is not nil. The connection's
 // descriptor is blocking: calls wait in the kernel, not in Go's poller.
+// A socket this user may not connect to is a *PermissionError naming its
+// owner, group and mode.
 func Dial(path string, arena *Arena) (*Client, error) {
 	if path == "" {
 		path = DefaultSocket()
@@ -48,6 +50,9 @@ func Dial(path string, arena *Arena) (*Client, error) {
 	}
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		unix.Close(fd)
+		if err == unix.EACCES {
+			return nil, permissionError(path)
+		}
 		return nil, fmt.Errorf("dial %s: %w", path, err)
 	}
 	c := &Client{fd: fd, path: path}
@@ -130,6 +135,44 @@ func (c *Client) Close() error {
 		}
 	}
 	return unix.Close(c.fd)
+}
+
+// Hangup returns a channel that is closed when the daemon hangs up on this
+// connection: it exited, or dropped the client — or Close ended the
+// connection. Nothing else tells a client that only holds registrations,
+// and sends nothing, that they are gone. Each call watches on a thread of
+// its own, on a duplicate of the descriptor that it closes when the
+// hang-up comes, which Close brings about.
+func (c *Client) Hangup() <-chan struct{} {
+	done := make(chan struct{})
+	c.mu.Lock()
+	fd, err := -1, error(unix.EBADF)
+	if !c.closed {
+		fd, err = unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		defer unix.Close(fd)
+		// POLLHUP and POLLERR are always reported; POLLRDHUP is the
+		// daemon's end shut for writing. Replies are not watched: they are
+		// the caller's to read.
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		for {
+			_, err := unix.Poll(pfd, -1)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || pfd[0].Revents&(unix.POLLHUP|unix.POLLRDHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				return
+			}
+		}
+	}()
+	return done
 }
 
 // closeWait bounds how long Close waits for the daemon to release the

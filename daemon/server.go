@@ -106,11 +106,25 @@ func onlineCPUs() int {
 
 // Listen creates the socket at path — its directory too, mode 0755 — with
 // mode 0660. A socket file nobody answers at is stale and replaced; one a
-// daemon answers at is EADDRINUSE.
+// daemon answers at is EADDRINUSE. ListenAccess gives it another mode or
+// group.
 func Listen(path string) (*net.UnixListener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
+	ln, err := listen(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, DefaultAccess.Mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// listen binds the socket at path, replacing a stale one.
+func listen(path string) (*net.UnixListener, error) {
 	if _, err := os.Lstat(path); err == nil {
 		c, err := net.DialTimeout("unixpacket", path, time.Second)
 		if err == nil {
@@ -123,10 +137,6 @@ func Listen(path string) (*net.UnixListener, error) {
 	}
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o660); err != nil {
-		ln.Close()
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
 	return ln, nil

@@ -60,7 +60,7 @@ func FindTracefs() (string, error) {
 			return debugfs, nil
 		}
 	}
-	return "", fmt.Errorf("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing): %w", unix.ENOENT)
+	return "", &Error{Op: "find", Path: "tracefs", Errno: unix.ENOENT, Reason: "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)"}
 }
 
 // unescapeMount undoes mountinfo's octal escapes of space, tab, newline
@@ -105,9 +105,9 @@ func kernelFile(root, name string, check func(path string) error) (string, error
 	path := filepath.Join(root, name)
 	if err := check(path); err != nil {
 		if err == unix.ENOENT {
-			return "", fmt.Errorf("%s: this kernel has no user_events (CONFIG_USER_EVENTS): %w", path, err)
+			return "", &Error{Op: "open", Path: path, Errno: unix.ENOENT, Reason: "this kernel has no user_events (CONFIG_USER_EVENTS)"}
 		}
-		return "", fmt.Errorf("open %s: %w", path, err)
+		return "", wrapErr("open", path, "", err)
 	}
 	return root, nil
 }

@@ -54,7 +54,7 @@ func OpenTracefs(opts Options) (*Tracefs, error) {
 		if derr == nil {
 			return t, nil
 		}
-		return nil, noBackend(kerr, derr, opts.Socket)
+		return nil, noBackend(kerr, derr)
 	}
 	return nil, fmt.Errorf("open tracefs: unknown backend %v: %w", opts.Backend, unix.EINVAL)
 }
@@ -70,7 +70,7 @@ func kernelTracefs(root string) (*Tracefs, error) {
 func daemonTracefs(sock string) (*Tracefs, error) {
 	c, err := daemon.Dial(sock, nil)
 	if err != nil {
-		return nil, dialErr(err)
+		return nil, dialErr(sock, err)
 	}
 	return &Tracefs{backend: Daemon, sock: c.Path(), dc: c}, nil
 }

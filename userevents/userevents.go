@@ -52,7 +52,7 @@ func ParseBackend(s string) (Backend, error) {
 			return Backend(i), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown backend %q (want auto, kernel, daemon or inprocess): %w", s, unix.EINVAL)
+	return 0, &Error{Op: "backend", Input: s, Errno: unix.EINVAL, Reason: "unknown backend: want auto, kernel, daemon or inprocess"}
 }
 
 // Flags are registration flags.
@@ -133,32 +133,39 @@ func Open(opts Options) (*File, error) {
 		if derr == nil {
 			return f, nil
 		}
-		return nil, noBackend(kerr, derr, opts.Socket)
+		return nil, noBackend(kerr, derr)
 	}
 	return nil, fmt.Errorf("open user_events_data: unknown backend %v: %w", opts.Backend, unix.EINVAL)
 }
 
-// noBackend explains why Auto found nothing, and what to do about it.
-func noBackend(kerr, derr error, sock string) error {
-	if sock == "" {
-		sock = daemon.DefaultSocket()
+// noBackend explains why Auto found nothing, and what to do about it. A
+// daemon that is there but refuses this user is the answer itself: its
+// error says whom to ask.
+func noBackend(kerr, derr error) error {
+	var pe *daemon.PermissionError
+	if errors.As(derr, &pe) {
+		return derr
 	}
-	hint := "start a daemon with `uetrace serve`"
+	hint := ""
 	if errors.Is(kerr, unix.EACCES) || errors.Is(kerr, unix.EPERM) {
 		hint = "the kernel has user_events but this user may not open user_events_data: run as root, " +
-			"give the user access to tracefs, or " + hint
+			"give the user access to tracefs, or start a daemon with `uetrace serve`"
 	}
-	return &NoBackendError{Kernel: kerr, Daemon: derr, Hint: hint + " (socket " + sock + ")"}
+	return &NoBackendError{Kernel: kerr, Daemon: derr, Hint: hint}
 }
 
 // NoBackendError is Auto's failure: neither backend could be opened.
 type NoBackendError struct {
 	Kernel, Daemon error
-	Hint           string // what the user can do
+	Hint           string // what the user can do, when the causes do not say
 }
 
 func (e *NoBackendError) Error() string {
-	return "no user_events: kernel: " + e.Kernel.Error() + "; daemon: " + e.Daemon.Error() + "; " + e.Hint
+	s := "no user_events: kernel: " + e.Kernel.Error() + "; daemon: " + e.Daemon.Error()
+	if e.Hint != "" {
+		s += "; " + e.Hint
+	}
+	return s
 }
 
 // Unwrap returns both causes.
@@ -171,17 +178,30 @@ func openDaemon(sock string) (*File, error) {
 	}
 	c, err := daemon.Dial(sock, &daemon.Arena{FD: a.fd, Addr: a.base(), Size: uint64(len(a.mem))})
 	if err != nil {
-		return nil, dialErr(err)
+		return nil, dialErr(sock, err)
 	}
 	return &File{backend: Daemon, arena: a, kfd: -1, dc: c, events: map[*Event]struct{}{}}, nil
 }
 
-// dialErr says what to do when no daemon answers.
-func dialErr(err error) error {
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
-		return fmt.Errorf("%w (no uetrace daemon there: start one with `uetrace serve`)", err)
+// dialErr words a failed connection to the daemon at sock: with what to
+// do when no daemon answers there. A daemon.PermissionError already says
+// whose socket it is and what to do, and is returned as it is.
+func dialErr(sock string, err error) error {
+	var pe *daemon.PermissionError
+	if errors.As(err, &pe) {
+		return err
 	}
-	return err
+	if sock == "" {
+		sock = daemon.DefaultSocket()
+	}
+	e := &Error{Op: "connect", Path: sock, Errno: errnoOf(err)}
+	switch e.Errno {
+	case unix.ENOENT, unix.ECONNREFUSED:
+		e.Reason = "no uetrace daemon there: start one with `uetrace serve`"
+	default:
+		e.Reason = reasonOf(strings.TrimPrefix(err.Error(), "dial "+sock+": "), e)
+	}
+	return e
 }
 
 func openInProcess(s *subsys.Subsystem) (*File, error) {
@@ -325,6 +345,18 @@ func (f *File) Close() error {
 		errs = append(errs, f.sf.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// Hangup returns a channel closed when the daemon a File of the daemon
+// backend is connected to hangs up — it exited, and the File's
+// registrations went with it — or when the File is closed. On the other
+// backends, whose registrations live as long as the File, it is nil:
+// never ready.
+func (f *File) Hangup() <-chan struct{} {
+	if f.backend != Daemon {
+		return nil
+	}
+	return f.dc.Hangup()
 }
 
 // zeroWord is where a closed Event's enable pointer points: nothing ever

@@ -35,7 +35,7 @@ registers three events through the userevents package and writes them while
 they are enabled, enables them, prints the live trace for a few seconds and
 then the status — the same steps and output as "uetrace enable", "uetrace
 trace -f" and "uetrace status" on a kernel or a daemon.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptible(cmd)
 			defer stop()
@@ -86,7 +86,7 @@ func runDemo(ctx context.Context, out io.Writer, duration time.Duration) error {
 	}
 
 	fmt.Fprintf(out, "\n$ uetrace enable 'user_events:demo_*'\n")
-	evNames, err := matchEvents(fs, "user_events:demo_*")
+	evNames, err := matchEvents(fs, "enable", "user_events:demo_*")
 	if err != nil {
 		return err
 	}

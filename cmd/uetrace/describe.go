@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/userevents"
 )
 
 func newDescribeCmd() *cobra.Command {
@@ -27,11 +30,15 @@ after the 4-byte write index), or why the kernel would refuse the write.
 A command the kernel rejects is an error naming the errno and the field.`,
 		Example: `  uetrace describe 'myapp_request u32 status; __rel_loc char[] path'
   uetrace describe 'counter u64 n' --payload 2a00000000000000`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs("COMMAND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ev, err := eventdef.Parse(args[0])
 			if err != nil {
-				return fmt.Errorf("parse %q: %w", args[0], err)
+				var pe *eventdef.Error
+				if errors.As(err, &pe) {
+					return &userevents.Error{Op: "describe", Input: args[0], Errno: pe.Errno, Reason: pe.Detail()}
+				}
+				return fmt.Errorf("describe %q: %w", args[0], err)
 			}
 			system, tp := eventdef.System, ev.Name
 			if multiID >= 0 {
@@ -43,7 +50,7 @@ A command the kernel rejects is an error naming the errno and the field.`,
 			for _, p := range payloads {
 				payload, err := hex.DecodeString(strings.ReplaceAll(p, " ", ""))
 				if err != nil {
-					return fmt.Errorf("payload %q: not hex: %w", p, err)
+					return &userevents.Error{Op: "describe", Input: args[0], Errno: unix.EINVAL, Reason: fmt.Sprintf("--payload %q: not hex bytes: %v", p, err)}
 				}
 				record := append(make([]byte, eventdef.HeaderSize), payload...)
 				if err := ev.CheckSize(len(payload)); err != nil {

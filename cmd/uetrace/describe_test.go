@@ -44,7 +44,7 @@ func TestDescribe(t *testing.T) {
 
 func TestDescribeError(t *testing.T) {
 	_, err := run("describe", "x u32 a ")
-	want := `parse "x u32 a ": invalid argument (EINVAL): field 1 "u32 a ": only struct fields take a size ("" after the name)`
+	want := `describe "x u32 a ": invalid argument (EINVAL): field 1 "u32 a ": only struct fields take a size ("" after the name)`
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v\nwant %s", err, want)
 	}

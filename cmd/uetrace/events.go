@@ -25,7 +25,7 @@ this registration until uetrace is interrupted; --persist (which needs
 CAP_PERFMON or CAP_SYS_ADMIN) makes it outlive every user until deleted.`,
 		Example: `  uetrace register --hold 'myapp_request u32 status; __rel_loc char[] path'
   sudo uetrace register --persist 'myapp_request u32 status'`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs("COMMAND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := g.file()
 			if err != nil {
@@ -50,7 +50,14 @@ CAP_PERFMON or CAP_SYS_ADMIN) makes it outlive every user until deleted.`,
 				fmt.Fprintf(out, "holding it until interrupted\n")
 				ctx, stop := interruptible(cmd)
 				defer stop()
-				<-ctx.Done()
+				// A daemon that exits takes the registration with it:
+				// holding on would be holding nothing.
+				select {
+				case <-ctx.Done():
+				case <-f.Hangup():
+					return &userevents.Error{Op: "register --hold", Input: ev.Name(), Errno: unix.ECONNRESET,
+						Reason: "the daemon at " + g.socketPath() + " hung up (it exited or dropped this client): the registration is gone"}
+				}
 			case !persist:
 				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is not persistent and nothing else holds it, so it goes when uetrace exits; use --hold or --persist to keep it\n", ev.Name())
 			}
@@ -67,7 +74,7 @@ func newDeleteCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete an event: DIAG_IOCSDEL (EBUSY while anything uses it)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := g.file()
 			if err != nil {
@@ -93,7 +100,7 @@ func newEnableCmd(g *globals, on bool) *cobra.Command {
 alone means the user_events systems, and a multi-format event answers to its
 registered name as well as to its name.<hexid> versions.`,
 		Example: "  uetrace " + verb + " myapp_request\n  uetrace " + verb + " 'user_events:myapp_*'",
-		Args:    cobra.MinimumNArgs(1),
+		Args:    minArgs("one or more EVENT patterns"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs, err := g.tracefs()
 			if err != nil {
@@ -101,15 +108,16 @@ registered name as well as to its name.<hexid> versions.`,
 			}
 			defer fs.Close()
 			for _, pat := range args {
-				evs, err := matchEvents(fs, pat)
+				evs, err := matchEvents(fs, verb, pat)
 				if err != nil {
 					return err
 				}
 				for _, ev := range evs {
+					name := strings.Replace(ev, "/", ":", 1)
 					if err := fs.WriteFile("events/"+ev+"/enable", []byte(value), 0); err != nil {
-						return err
+						return asOp(err, verb, "", name)
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "%sd %s\n", verb, strings.Replace(ev, "/", ":", 1))
+					fmt.Fprintf(cmd.OutOrStdout(), "%sd %s\n", verb, name)
 				}
 			}
 			return nil
@@ -117,21 +125,22 @@ registered name as well as to its name.<hexid> versions.`,
 	}
 }
 
-// matchEvents returns "system/tracepoint" of the events pattern selects.
-func matchEvents(fs *userevents.Tracefs, pattern string) ([]string, error) {
+// matchEvents returns "system/tracepoint" of the events pattern selects;
+// its errors name op, the command it serves.
+func matchEvents(fs *userevents.Tracefs, op, pattern string) ([]string, error) {
 	sysPat, tpPat, qualified := strings.Cut(pattern, ":")
 	if !qualified {
 		sysPat, tpPat = "user_events*", pattern
 	}
 	if _, err := path.Match(sysPat, ""); err != nil {
-		return nil, &userevents.Error{Op: "match", Input: pattern, Errno: unix.EINVAL, Reason: "bad pattern"}
+		return nil, &userevents.Error{Op: op, Input: pattern, Errno: unix.EINVAL, Reason: "bad glob pattern in the system part: " + err.Error()}
 	}
 	if _, err := path.Match(tpPat, ""); err != nil {
-		return nil, &userevents.Error{Op: "match", Input: pattern, Errno: unix.EINVAL, Reason: "bad pattern"}
+		return nil, &userevents.Error{Op: op, Input: pattern, Errno: unix.EINVAL, Reason: "bad glob pattern: " + err.Error()}
 	}
 	systems, err := fs.ReadDir("events")
 	if err != nil {
-		return nil, err
+		return nil, asOp(err, op, "", pattern)
 	}
 	var out []string
 	for _, s := range systems {
@@ -143,7 +152,7 @@ func matchEvents(fs *userevents.Tracefs, pattern string) ([]string, error) {
 		}
 		tps, err := fs.ReadDir("events/" + s.Name)
 		if err != nil {
-			return nil, err
+			return nil, asOp(err, op, "", pattern)
 		}
 		for _, tp := range tps {
 			if !tp.IsDir {
@@ -161,7 +170,7 @@ func matchEvents(fs *userevents.Tracefs, pattern string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, &userevents.Error{Op: "match", Input: pattern, Errno: unix.ENOENT, Reason: "no event matches"}
+		return nil, &userevents.Error{Op: op, Input: pattern, Errno: unix.ENOENT, Reason: "no event matches (uetrace status lists them)"}
 	}
 	return out, nil
 }
@@ -180,13 +189,13 @@ Integers take Go syntax (42, 0x2a, -1); text fields take the text; other
 arrays and structs take hex bytes. If nothing is attached to the event there
 is nobody to see the record: emit says so and writes nothing.`,
 		Example: `  uetrace emit 'myapp_request u32 status; __rel_loc char[] path' --field status=200 --field path=/index.html`,
-		Args:    cobra.ExactArgs(1),
+		Args:    exactArgs("COMMAND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			values := map[string]string{}
 			for _, kv := range fields {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok {
-					return &userevents.Error{Op: "emit", Input: kv, Errno: unix.EINVAL, Reason: "a field is name=value"}
+					return &userevents.Error{Op: "emit", Input: args[0], Errno: unix.EINVAL, Reason: fmt.Sprintf("--field %q: a field is name=value", kv)}
 				}
 				values[k] = v
 			}
@@ -201,19 +210,19 @@ is nobody to see the record: emit says so and writes nothing.`,
 			}
 			ev, err := f.Register(args[0], flags)
 			if err != nil {
-				return err
+				return asOp(err, "emit", "", args[0])
 			}
 			def := ev.Def()
-			for k := range values {
-				if !hasField(def, k) {
-					return &userevents.Error{Op: "emit", Input: k, Errno: unix.EINVAL, Reason: "the event has no such field"}
+			for _, kv := range fields {
+				if k, _, _ := strings.Cut(kv, "="); !hasField(def, k) {
+					return &userevents.Error{Op: "emit", Input: args[0], Errno: unix.EINVAL, Reason: fmt.Sprintf("--field %q: the event has no field %s", kv, k)}
 				}
 			}
 			var enc eventdef.Encoder
 			enc.Reset(def, nil)
 			for i := range def.Fields {
 				if err := setField(&enc, &def.Fields[i], values[def.Fields[i].Name]); err != nil {
-					return err
+					return asOp(err, "emit", "", args[0])
 				}
 			}
 			payload, err := enc.Payload()
@@ -224,7 +233,7 @@ is nobody to see the record: emit says so and writes nothing.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "uetrace: emit %s: not enabled, nothing written (uetrace enable %s)\n", ev.Name(), ev.Name())
 				return nil
 			}
-			return ev.Write(payload)
+			return asOp(ev.Write(payload), "emit", "", args[0])
 		},
 	}
 	cmd.Flags().StringArrayVar(&fields, "field", nil, "a field's value, name=value (repeatable)")
@@ -244,7 +253,7 @@ func hasField(def *eventdef.Event, name string) bool {
 // setField sets the next field from its text value ("" for zero/empty).
 func setField(enc *eventdef.Encoder, f *eventdef.Field, v string) error {
 	bad := func(err error) error {
-		return &userevents.Error{Op: "emit", Input: f.Name + "=" + v, Errno: unix.EINVAL, Reason: err.Error()}
+		return &userevents.Error{Op: "emit", Errno: unix.EINVAL, Reason: fmt.Sprintf("--field %q: %v", f.Name+"="+v, err)}
 	}
 	switch {
 	case f.Kind == eventdef.Integer:

@@ -2,11 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -18,14 +24,14 @@ func newCatCmd(g *globals) *cobra.Command {
 path relative to the tracefs root. trace_pipe streams until interrupted.`,
 		Example: `  uetrace cat user_events_status
   uetrace cat events/user_events/myapp_request/format`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return catFile(cmd, g, args[0]) },
+		Args: exactArgs("PATH"),
+		RunE: func(cmd *cobra.Command, args []string) error { return catFile(cmd, g, "cat", args[0]) },
 	}
 }
 
 // catFile copies a tracefs file to the output until its end or an
-// interrupt.
-func catFile(cmd *cobra.Command, g *globals, name string) error {
+// interrupt; its errors name op, the command the user gave.
+func catFile(cmd *cobra.Command, g *globals, op, name string) error {
 	fs, err := g.tracefs()
 	if err != nil {
 		return err
@@ -33,11 +39,11 @@ func catFile(cmd *cobra.Command, g *globals, name string) error {
 	defer fs.Close()
 	f, err := fs.Open(name, os.O_RDONLY)
 	if err != nil {
-		return err
+		return asOp(err, op, name, "")
 	}
 	ctx, stop := interruptible(cmd)
 	defer stop()
-	return copyUntil(ctx, cmd.OutOrStdout(), f)
+	return asOp(copyUntil(ctx, cmd.OutOrStdout(), f), op, name, "")
 }
 
 // copyUntil copies f to w until EOF or ctx is done (closing f ends a
@@ -61,11 +67,14 @@ func newWriteCmd(g *globals) *cobra.Command {
 		Long: `write writes TEXT to a file of the tracefs tree in one write, appending as the
 shell's >> does; --trunc opens it with O_TRUNC as > does (on dynamic_events
 that first deletes every event; on trace it clears the buffer). The text is
-written as given: add a newline yourself where it matters.`,
+written as given: add a newline yourself where it matters. TEXT may begin
+with '-': "uetrace write dynamic_events -:myev" deletes myev, as
+"echo '-:myev' >> dynamic_events" does ("--" before it works too).`,
 		Example: `  uetrace write dynamic_events 'u:myapp_request u32 status'
   uetrace write events/user_events/myapp_request/enable 1
+  uetrace write dynamic_events '-:myapp_request u32 status'
   uetrace write --trunc trace ''`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs("PATH", "TEXT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs, err := g.tracefs()
 			if err != nil {
@@ -76,9 +85,71 @@ written as given: add a newline yourself where it matters.`,
 			if trunc {
 				flag = os.O_TRUNC
 			}
-			return fs.WriteFile(args[0], []byte(args[1]), flag)
+			err = fs.WriteFile(args[0], []byte(args[1]), flag)
+			if errors.Is(err, unix.ENOENT) && path.Clean(strings.TrimPrefix(args[0], "/")) == "dynamic_events" {
+				err = deleteHint(fs, args[1], err)
+			}
+			return asOp(err, "write", "", "")
 		},
 	}
 	cmd.Flags().BoolVar(&trunc, "trunc", false, "open with O_TRUNC, as the shell's > does")
 	return cmd
+}
+
+// deleteHint explains an ENOENT from a dynamic_events delete ("!u:NAME
+// ..." or "-:NAME ..."). The kernel deletes only an event whose fields
+// the line lists exactly as its dynamic_events line does (user_fields_match
+// on the tokens after the name, ';' not re-spaced): "!u:NAME" alone matches
+// only an event without fields. The errno stays ENOENT; the reason says
+// which event is there and how to name it.
+func deleteHint(fs *userevents.Tracefs, text string, err error) error {
+	var ue *userevents.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	existing, rerr := fs.ReadFile("dynamic_events")
+	if rerr != nil {
+		return err
+	}
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(line, "\n")
+		line, _, _ = strings.Cut(line, "#")
+		if line == "" || (line[0] != '!' && line[0] != '-') {
+			continue
+		}
+		dc, perr := eventdef.ParseDeleteCommand(line)
+		if perr != nil {
+			continue
+		}
+		var same []string
+		matched := false
+		for ex := range strings.Lines(string(existing)) {
+			ex = strings.TrimSuffix(ex, "\n")
+			cmdText, ok := strings.CutPrefix(ex, "u:")
+			if !ok {
+				continue
+			}
+			def, derr := eventdef.Parse(cmdText)
+			if derr != nil || def.Name != dc.Name {
+				continue
+			}
+			same = append(same, ex)
+			matched = matched || dc.Matches(def)
+		}
+		if matched {
+			continue // this line was not the one that failed
+		}
+		c := *ue
+		if len(same) == 0 {
+			c.Reason = fmt.Sprintf("no event %s to delete", dc.Name)
+		} else {
+			c.Reason = fmt.Sprintf("event %s exists, but a delete must list its fields exactly as its dynamic_events line does: %s (delete it with \"-:%s\")",
+				dc.Name, strings.Join(same, ", "), strings.TrimPrefix(same[0], "u:"))
+		}
+		if strings.TrimSuffix(text, "\n") != line {
+			c.Reason = fmt.Sprintf("line %q: %s", line, c.Reason)
+		}
+		return &c
+	}
+	return err
 }

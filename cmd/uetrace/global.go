@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -23,10 +24,18 @@ func (g *globals) register(root *cobra.Command) {
 	pf.StringVar(&g.socket, "socket", "", "the daemon's socket (default $UETRACE_SOCKET, else /run/uetrace/uetrace.sock for root, else $XDG_RUNTIME_DIR/uetrace/uetrace.sock)")
 }
 
+// socketPath is the daemon's socket the flags name.
+func (g *globals) socketPath() string {
+	if g.socket != "" {
+		return g.socket
+	}
+	return daemon.DefaultSocket()
+}
+
 func (g *globals) options() (userevents.Options, error) {
 	b, err := userevents.ParseBackend(g.backend)
 	if err != nil {
-		return userevents.Options{}, err
+		return userevents.Options{}, asOp(err, "--backend", "", g.backend)
 	}
 	return userevents.Options{Backend: b, Socket: g.socket}, nil
 }

@@ -4,17 +4,60 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
-	if err := newRootCmd().ExecuteContext(context.Background()); err != nil {
+	root := newRootCmd()
+	root.SetArgs(dataArgs(root, os.Args[1:]))
+	err := root.ExecuteContext(context.Background())
+	var es *exitStatus
+	if errors.As(err, &es) {
+		es.exit()
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "uetrace: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// exitStatus is how uetrace ends that is not an error of its own: the exit
+// code of a command it ran, or death by a signal, passed on as perf passes
+// on its workload's.
+type exitStatus struct {
+	code   int
+	signal syscall.Signal
+}
+
+func (e *exitStatus) Error() string {
+	if e.signal != 0 {
+		return "killed by " + unix.SignalName(e.signal)
+	}
+	return "exit status " + strconv.Itoa(e.code)
+}
+
+// exit ends the process with the status: by raising the signal with its
+// default action, so that a shell sees "killed by SIGINT" as it would of
+// the command itself (and stops a script on Ctrl-C), or with the code.
+func (e *exitStatus) exit() {
+	if e.signal != 0 {
+		signal.Reset(e.signal)
+		unix.Kill(os.Getpid(), e.signal)
+		// A signal ignored since we started (nohup, a background job)
+		// stays ignored: fall back on the shell's convention.
+		time.Sleep(time.Second)
+		os.Exit(128 + int(e.signal))
+	}
+	os.Exit(e.code)
 }
 
 func newRootCmd() *cobra.Command {
@@ -28,10 +71,19 @@ On a kernel built with CONFIG_USER_EVENTS it uses the kernel's tracefs; on one
 without (most distribution kernels) it talks to a uetrace daemon, started with
 "uetrace serve". --backend chooses; the default takes the kernel when it has
 user_events and the daemon otherwise. "uetrace demo" shows the whole system
-working without either.`,
+working without either.
+
+Arguments that begin with '-' are data where a command takes data — the
+text of write, the COMMAND of register, emit and describe, a NAME, a pattern:
+"uetrace write dynamic_events -:myev" deletes myev as the kernel's own syntax
+does. Only the command's own flags are taken as flags, before or after the
+data; "--" ends them: after it every argument is data, even one spelt like a
+flag ("uetrace write dynamic_events -- '-:myev'").`,
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	g := &globals{}
 	g.register(root)
 	root.AddCommand(
@@ -49,6 +101,7 @@ working without either.`,
 		newReportCmd(),
 		newEmitCmd(g),
 		newDemoCmd(),
+		newVersionCmd(),
 	)
 	return root
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -116,7 +119,7 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		}
 	}
 
-	ctx, stop := interruptible(cmd)
+	ctx, stop, signalled := recordSignals(cmd)
 	defer stop()
 	if a.duration > 0 {
 		var cancel context.CancelFunc
@@ -124,18 +127,20 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		defer cancel()
 	}
 	var child *exec.Cmd
-	childDone := make(chan error, 1)
+	childDone := make(chan struct{})
 	if len(a.command) > 0 {
 		child = exec.Command(a.command[0], a.command[1:]...)
 		child.Stdin, child.Stdout, child.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 		if err := child.Start(); err != nil {
 			cancelRun(rec)
-			return fmt.Errorf("start %s: %w", a.command[0], err)
+			return fmt.Errorf("record -- %s: %w", a.command[0], err)
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		go func() { childDone <- child.Wait(); cancel() }()
+		// Wait's error is read from child.ProcessState once childDone
+		// is closed.
+		go func() { child.Wait(); close(childDone); cancel() }()
 	}
 
 	start := time.Now()
@@ -153,17 +158,77 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 	wg.Wait()
 	stderr.clear()
 
+	if child != nil {
+		// As perf record does (builtin-record.c, out_child): a workload
+		// still running when the recording stops — on SIGINT or SIGTERM
+		// to us, or at --duration — gets SIGTERM, whatever stopped us,
+		// and is waited for; its exit status is then ours.
+		select {
+		case <-childDone:
+		default:
+			child.Process.Signal(syscall.SIGTERM)
+			<-childDone
+		}
+	}
+
 	st := rec.Stats()
 	printSummary(cmd.ErrOrStderr(), st, a.output, time.Since(start))
 	if runErr != nil {
 		return runErr
 	}
 	if child != nil {
-		if err := <-childDone; err != nil {
-			return fmt.Errorf("%s: %w", a.command[0], err)
-		}
+		return workloadStatus(child.ProcessState, signalled())
 	}
 	return nil
+}
+
+// workloadStatus is what uetrace record exits with after a workload, as
+// perf record does: the workload's exit code; or, when the workload was
+// killed by a signal, death by that signal; or, when we were signalled and
+// the workload exited, death by our signal (record__sig_exit re-raises it
+// with the default action). A zero exit with no signal is nil.
+func workloadStatus(ps *os.ProcessState, ours syscall.Signal) error {
+	ws, _ := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		return &exitStatus{signal: ws.Signal()}
+	case ours != 0:
+		return &exitStatus{signal: ours}
+	case ps.ExitCode() != 0:
+		return &exitStatus{code: ps.ExitCode()}
+	}
+	return nil
+}
+
+// recordSignals is the recording's context, cancelled by SIGINT or
+// SIGTERM, and which of them came first (0: none). The signals stay
+// caught until stop, so that a second Ctrl-C while the workload is being
+// stopped does not kill us before the file is complete.
+func recordSignals(cmd *cobra.Command) (context.Context, func(), func() syscall.Signal) {
+	ctx, cancel := context.WithCancel(cmd.Context())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	var mu sync.Mutex
+	var first syscall.Signal
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-ch:
+				mu.Lock()
+				if first == 0 {
+					first = s.(syscall.Signal)
+				}
+				mu.Unlock()
+				cancel()
+			case <-done:
+				return
+			}
+		}
+	}()
+	stop := func() { signal.Stop(ch); close(done); cancel() }
+	got := func() syscall.Signal { mu.Lock(); defer mu.Unlock(); return first }
+	return ctx, stop, got
 }
 
 // cancelRun completes the file of a recording that will not run.
@@ -201,6 +266,9 @@ func openRecorder(g *globals, out *os.File, opts record.Options) (*record.Record
 		}
 	}
 	c, err := daemon.Dial(o.Socket, nil)
+	if pe := (*daemon.PermissionError)(nil); errors.As(err, &pe) {
+		return nil, nil, err // a daemon is there: the error says whom to ask
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("no kernel user_events and no daemon: %w", err)
 	}

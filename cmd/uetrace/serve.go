@@ -2,14 +2,20 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"os/user"
 	"runtime"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/userevents"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -17,18 +23,28 @@ func newServeCmd(g *globals) *cobra.Command {
 		maxEvents int
 		bufferKB  int
 		verbose   bool
+		group     string
+		mode      string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve user_events to the programs of this machine from a daemon",
 		Long: `serve runs the user_events subsystem in this process and serves it on a Unix
-socket (mode 0660), for kernels without CONFIG_USER_EVENTS. Programs using the
+socket, for kernels without CONFIG_USER_EVENTS. Programs using the
 userevents package register and write events through it; uetrace's other
 commands read and write its tracefs tree. A client that exits releases its
-events as process exit does in Linux. SIGINT or SIGTERM stops it.`,
+events as process exit does in Linux. SIGINT or SIGTERM stops it.
+
+The socket is the owner's and its group's (mode 0660, the daemon's group):
+a daemon root starts serves root alone. --group and --mode share it: the
+socket, and the directory serve makes for it, get that group, and the mode
+(octal) the socket's permission bits; the directory gets search permission
+for whom the mode lets connect.`,
 		Example: `  uetrace serve &
-  uetrace status`,
-		Args: cobra.NoArgs,
+  uetrace status
+  sudo uetrace serve --group tracing           # members of "tracing" may connect
+  sudo uetrace serve --mode 0666               # everyone may connect`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sock := g.socket
 			if sock == "" {
@@ -39,9 +55,16 @@ events as process exit does in Linux. SIGINT or SIGTERM stops it.`,
 				level = slog.LevelDebug
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			ln, err := daemon.Listen(sock)
+			access, err := socketAccess(cmd, group, mode)
 			if err != nil {
 				return err
+			}
+			ln, err := daemon.ListenAccess(sock, access)
+			if err != nil {
+				return err
+			}
+			if d := daemon.SocketDirBlocks(sock, access.Mode); d != "" && (group != "" || mode != "") {
+				log.Warn("a directory above the socket keeps out whom --group/--mode let in; give it search permission", "dir", d)
 			}
 			sys := subsys.New(subsys.Options{MaxEvents: maxEvents, NumCPU: runtime.NumCPU(), BufferKB: bufferKB})
 			srv := daemon.New(daemon.Config{Subsystem: sys, Logger: log})
@@ -69,6 +92,40 @@ events as process exit does in Linux. SIGINT or SIGTERM stops it.`,
 	}
 	cmd.Flags().IntVar(&maxEvents, "max-events", 0, "user_events_max: how many events may exist (default 32768)")
 	cmd.Flags().IntVar(&bufferKB, "buffer-kb", 0, "trace buffer per CPU in KiB (default: Linux's, 1408 once an event is enabled)")
+	cmd.Flags().StringVar(&group, "group", "", "the socket's group, by name or number (default: the daemon's)")
+	cmd.Flags().StringVar(&mode, "mode", "", "the socket's permission bits in octal, e.g. 0660 or 0666 (default 0660)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every client that connects and leaves")
 	return cmd
+}
+
+// socketAccess checks --group and --mode.
+func socketAccess(cmd *cobra.Command, group, mode string) (daemon.Access, error) {
+	a := daemon.DefaultAccess
+	if mode != "" {
+		m, err := strconv.ParseUint(mode, 8, 32)
+		switch {
+		case err != nil:
+			return a, &userevents.Error{Op: "serve --mode", Input: mode, Errno: unix.EINVAL, Reason: "the mode is octal permission bits, e.g. 0660 or 0666"}
+		case m > 0o777:
+			return a, &userevents.Error{Op: "serve --mode", Input: mode, Errno: unix.EINVAL, Reason: "only the permission bits (at most 0777) may be set"}
+		case m&0o600 != 0o600:
+			return a, &userevents.Error{Op: "serve --mode", Input: mode, Errno: unix.EINVAL, Reason: "the owner must keep read and write (0600)"}
+		}
+		a.Mode = fs.FileMode(m)
+	}
+	if group != "" {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			g, err = user.LookupGroupId(group)
+		}
+		if err != nil {
+			return a, &userevents.Error{Op: "serve --group", Input: group, Errno: unix.EINVAL, Reason: "no such group (see /etc/group)"}
+		}
+		gid, err := strconv.Atoi(g.Gid)
+		if err != nil {
+			return a, &userevents.Error{Op: "serve --group", Input: group, Errno: unix.EINVAL, Reason: "the group's id " + g.Gid + " is not a number"}
+		}
+		a.GID = gid
+	}
+	return a, nil
 }

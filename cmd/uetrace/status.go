@@ -18,7 +18,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Long: `status lists every user event as a table: its tracepoint, system, trace event
 ID, what is attached to it (ftrace, perf, other — from user_events_status) and
 its fields (from its format file), followed by the Active and Busy counts.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs, err := g.tracefs()
 			if err != nil {

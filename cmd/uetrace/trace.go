@@ -14,12 +14,12 @@ each, as Linux prints them. -f reads trace_pipe instead, which consumes records
 and waits for new ones until interrupted.`,
 		Example: `  uetrace enable myapp_request
   uetrace trace -f`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if follow {
-				return catFile(cmd, g, "trace_pipe")
+				return catFile(cmd, g, "trace -f", "trace_pipe")
 			}
-			return catFile(cmd, g, "trace")
+			return catFile(cmd, g, "trace", "trace")
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow trace_pipe until interrupted")

@@ -1,0 +1,189 @@
+package daemon
+
+import (
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Access is who may connect to a daemon's socket: its permission bits and
+// its group. Connecting to a Unix socket needs write permission on it and
+// search permission on every directory above it.
+type Access struct {
+	// Mode is the socket's permission bits (0: 0660, owner and group).
+	Mode fs.FileMode
+	// GID is the group of the socket and of the directory Listen makes
+	// for it (-1: the daemon's own).
+	GID int
+}
+
+// DefaultAccess is the owner and the daemon's group, read and write.
+var DefaultAccess = Access{Mode: 0o660, GID: -1}
+
+// dirMode is the mode of a directory for a socket of mode m: the owner's
+// rwx, and search (with read) for the group and the others when m lets
+// them connect.
+func dirMode(m fs.FileMode) fs.FileMode {
+	d := fs.FileMode(0o700)
+	if m&0o060 != 0 {
+		d |= 0o050
+	}
+	if m&0o006 != 0 {
+		d |= 0o005
+	}
+	return d
+}
+
+// ListenAccess is Listen with the socket's mode and group given by a. The
+// socket's directory is made with the group and the search permission the
+// mode needs when Listen creates it, or when it is the daemon's own: owned
+// by this user and holding nothing else. Any other directory (/tmp, a
+// home) is left as it is — see SocketDirBlocks.
+func ListenAccess(path string, a Access) (*net.UnixListener, error) {
+	if a.Mode == 0 {
+		a.Mode = DefaultAccess.Mode
+	}
+	if a.Mode&^fs.ModePerm != 0 {
+		return nil, fmt.Errorf("listen %s: mode %04o has bits beyond the permissions (0777): %w", path, uint32(a.Mode), unix.EINVAL)
+	}
+	dir := filepath.Dir(path)
+	_, err := os.Stat(dir)
+	created := os.IsNotExist(err)
+	if created {
+		if err := os.MkdirAll(dir, dirMode(a.Mode)); err != nil {
+			return nil, fmt.Errorf("listen %s: %w", path, err)
+		}
+	}
+	if created || ownDir(dir, filepath.Base(path)) {
+		if err := os.Chmod(dir, dirMode(a.Mode)); err != nil {
+			return nil, fmt.Errorf("listen %s: directory: %w", path, err)
+		}
+		if a.GID >= 0 {
+			if err := os.Chown(dir, -1, a.GID); err != nil {
+				return nil, fmt.Errorf("listen %s: giving the directory group %d: %w", path, a.GID, err)
+			}
+		}
+	}
+	ln, err := listen(path)
+	if err != nil {
+		return nil, err
+	}
+	if a.GID >= 0 {
+		if err := os.Chown(path, -1, a.GID); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("listen %s: giving the socket group %d: %w", path, a.GID, err)
+		}
+	}
+	if err := os.Chmod(path, a.Mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// ownDir reports whether dir is this user's and holds at most the socket.
+func ownDir(dir, sock string) bool {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	if s, ok := st.Sys().(*syscall.Stat_t); !ok || int(s.Uid) != os.Geteuid() {
+		return false
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.Name() != sock {
+			return false
+		}
+	}
+	return true
+}
+
+// SocketDirBlocks names the first directory above path that keeps out
+// someone the socket's mode m lets in (group or others without search
+// permission), or "" when none does.
+func SocketDirBlocks(path string, m fs.FileMode) string {
+	need := fs.FileMode(0)
+	if m&0o060 != 0 {
+		need |= 0o010
+	}
+	if m&0o006 != 0 {
+		need |= 0o001
+	}
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&need != need {
+			return d
+		}
+		if d == "/" || d == "." {
+			return ""
+		}
+	}
+}
+
+// PermissionError is a connection refused by the socket's permissions
+// (EACCES): it names the file that refused — the socket, or a directory
+// above it — with its owner, group and mode, and what to do.
+type PermissionError struct {
+	Path         string
+	Owner, Group string
+	Mode         fs.FileMode
+}
+
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("permission denied on %s (owned by %s:%s, mode %04o): ask to be added to its group, or start your own with uetrace serve",
+		e.Path, e.Owner, e.Group, uint32(e.Mode.Perm()))
+}
+
+// Unwrap returns EACCES.
+func (e *PermissionError) Unwrap() error { return unix.EACCES }
+
+// permissionError finds what refused a connection to path: the first
+// directory this process may not search, else the socket itself.
+func permissionError(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	// The outermost directory this process cannot search is the one that
+	// refused; with none, the socket's own write permission did.
+	var dirs []string
+	for d := filepath.Dir(abs); d != "/" && d != "."; d = filepath.Dir(d) {
+		dirs = append(dirs, d)
+	}
+	culprit := abs
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if unix.Access(dirs[i], unix.X_OK) != nil {
+			culprit = dirs[i]
+			break
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(culprit, &st); err != nil {
+		return fmt.Errorf("dial %s: %w", path, unix.EACCES)
+	}
+	return &PermissionError{Path: culprit, Owner: userName(st.Uid), Group: groupName(st.Gid), Mode: fs.FileMode(st.Mode & 0o777)}
+}
+
+func userName(uid uint32) string {
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		return u.Username
+	}
+	return strconv.FormatUint(uint64(uid), 10)
+}
+
+func groupName(gid uint32) string {
+	if g, err := user.LookupGroupId(strconv.FormatUint(uint64(gid), 10)); err == nil {
+		return g.Name
+	}
+	return strconv.FormatUint(uint64(gid), 10)
+}
