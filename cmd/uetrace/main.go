@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -48,12 +48,18 @@ func (e *exitStatus) Error() string {
 // exit ends the process with the status: by raising the signal with its
 // default action, so that a shell sees "killed by SIGINT" as it would of
 // the command itself (and stops a script on Ctrl-C), or with the code.
+//
+// The action is set with rt_sigaction directly: the Go runtime's own
+// handler ignores a signal nobody asked for with signal.Notify (SIGUSR1,
+// say) instead of dying of it. A zeroed struct sigaction is SIG_DFL, no
+// flags and an empty mask on every architecture.
 func (e *exitStatus) exit() {
 	if e.signal != 0 {
-		signal.Reset(e.signal)
+		var dfl [4]uint64
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(e.signal), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 		unix.Kill(os.Getpid(), e.signal)
-		// A signal ignored since we started (nohup, a background job)
-		// stays ignored: fall back on the shell's convention.
+		// Delivery is asynchronous when this thread blocks the signal;
+		// should it not come, the shell's convention says the same.
 		time.Sleep(time.Second)
 		os.Exit(128 + int(e.signal))
 	}
