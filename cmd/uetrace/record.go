@@ -38,7 +38,10 @@ own tools (perf script, perf report) read, like "perf record -a -e EVENT".
 
 It records every process's events until interrupted (Ctrl-C), until --duration
 has passed, or — when a command is given — until the command exits; the
-command only bounds the recording, it does not filter it.
+command only bounds the recording, it does not filter it. As with perf
+record, uetrace then exits with the command's status (or dies of the signal
+that killed it), and SIGINT or SIGTERM to uetrace stops the recording and
+sends the command SIGTERM if it is still running.
 
 -e selects events as system:name or name, either part a glob; a multi-format
 event's name selects every version of it (name.<hexid>). Without -e every user
