@@ -123,6 +123,7 @@ func TestCLIDeleteHint(t *testing.T) {
 		// The delete path does not re-space ';' (spec §6.4).
 		{"-:myev u32 a;char[8] b", `uetrace: write dynamic_events "-:myev u32 a;char[8] b": no such file or directory (ENOENT): event myev exists, but a delete must list its fields exactly as its dynamic_events line does: u:myev u32 a; char[8] b (delete it with "-:myev u32 a; char[8] b")` + "\n"},
 		{"-:nosuch", `uetrace: write dynamic_events "-:nosuch": no such file or directory (ENOENT): no event nosuch to delete` + "\n"},
+		{"-:kprobes/myev u32 a; char[8] b", `uetrace: write dynamic_events "-:kprobes/myev u32 a; char[8] b": no such file or directory (ENOENT): no user event in system "kprobes": user events are in user_events or user_events_multi` + "\n"},
 		{"u:other u32 x\n!u:myev", `uetrace: write dynamic_events "u:other u32 x\n!u:myev": no such file or directory (ENOENT): line "!u:myev": event myev exists, but a delete must list its fields exactly as its dynamic_events line does: u:myev u32 a; char[8] b (delete it with "-:myev u32 a; char[8] b")` + "\n"},
 	} {
 		_, errs, code := cli(t, sock, "write", "dynamic_events", tc.line)

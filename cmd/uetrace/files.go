@@ -140,9 +140,12 @@ func deleteHint(fs *userevents.Tracefs, text string, err error) error {
 			continue // this line was not the one that failed
 		}
 		c := *ue
-		if len(same) == 0 {
+		switch {
+		case dc.HasSystem && dc.System != eventdef.System && dc.System != eventdef.MultiSystem:
+			c.Reason = fmt.Sprintf("no user event in system %q: user events are in %s or %s", dc.System, eventdef.System, eventdef.MultiSystem)
+		case len(same) == 0:
 			c.Reason = fmt.Sprintf("no event %s to delete", dc.Name)
-		} else {
+		default:
 			c.Reason = fmt.Sprintf("event %s exists, but a delete must list its fields exactly as its dynamic_events line does: %s (delete it with \"-:%s\")",
 				dc.Name, strings.Join(same, ", "), strings.TrimPrefix(same[0], "u:"))
 		}
