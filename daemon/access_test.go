@@ -1,0 +1,109 @@
+package daemon
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Hangup fires when the daemon goes, and when the client closes; not
+// before.
+func TestClientHangup(t *testing.T) {
+	s := serve(t, Config{})
+	c, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Hangup()
+	if _, err := c.ReadDir("events"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h:
+		t.Fatal("Hangup fired on a live connection")
+	default:
+	}
+	s.Close()
+	select {
+	case <-h:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no Hangup 30s after the daemon closed")
+	}
+	c.Close()
+
+	s2 := serve(t, Config{})
+	c2, err := Dial(s2.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := c2.Hangup()
+	c2.Close()
+	select {
+	case <-h2:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no Hangup 30s after Close")
+	}
+	select {
+	case <-c2.Hangup():
+	default:
+		t.Error("Hangup of a closed client is not ready")
+	}
+}
+
+func TestListenAccess(t *testing.T) {
+	base := t.TempDir()
+	gid := os.Getegid()
+	sock := filepath.Join(base, "new", "d.sock")
+	ln, err := ListenAccess(sock, Access{Mode: 0o666, GID: gid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for path, want := range map[string]fs.FileMode{sock: 0o666, filepath.Dir(sock): 0o755} {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		if fs.FileMode(st.Mode&0o777) != want || int(st.Gid) != gid {
+			t.Errorf("%s: mode %04o gid %d, want %04o %d", path, st.Mode&0o777, st.Gid, want, gid)
+		}
+	}
+	// A directory with other things in it is not the daemon's to change.
+	shared := filepath.Join(base, "shared")
+	os.Mkdir(shared, 0o700)
+	os.WriteFile(filepath.Join(shared, "other"), nil, 0o600)
+	ln2, err := ListenAccess(filepath.Join(shared, "d.sock"), Access{Mode: 0o666, GID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln2.Close()
+	if st, _ := os.Stat(shared); st.Mode().Perm() != 0o700 {
+		t.Errorf("a shared directory became %04o", st.Mode().Perm())
+	}
+	if d := SocketDirBlocks(filepath.Join(shared, "d.sock"), 0o666); d != shared {
+		t.Errorf("SocketDirBlocks = %q, want %q", d, shared)
+	}
+	if _, err := ListenAccess(filepath.Join(base, "x.sock"), Access{Mode: fs.ModeSticky | 0o666}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("a mode beyond 0777: %v, want EINVAL", err)
+	}
+}
+
+// A refused connection names the socket, its owner, group and mode.
+func TestDialPermissionError(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root is never refused; cmd/uetrace tests this as another uid")
+	}
+	s := serve(t, Config{})
+	os.Chmod(s.sock, 0o000)
+	_, err := Dial(s.sock, nil)
+	var pe *PermissionError
+	if !errors.As(err, &pe) || !errors.Is(err, syscall.EACCES) || pe.Path != s.sock || pe.Mode != 0 {
+		t.Errorf("Dial of a 0000 socket: %v", err)
+	}
+}
