@@ -19,13 +19,15 @@ import (
 type Access struct {
 	// Mode is the socket's permission bits (0: 0660, owner and group).
 	Mode fs.FileMode
-	// GID is the group of the socket and of the directory Listen makes
-	// for it (-1: the daemon's own).
-	GID int
+	// SetGroup gives the socket, and the directory ListenAccess makes for
+	// it, the group GID; without it they have the daemon's.
+	SetGroup bool
+	GID      int
 }
 
-// DefaultAccess is the owner and the daemon's group, read and write.
-var DefaultAccess = Access{Mode: 0o660, GID: -1}
+// DefaultAccess is Listen's: the owner and the daemon's group, read and
+// write. It is the zero Access too.
+var DefaultAccess = Access{Mode: 0o660}
 
 // dirMode is the mode of a directory for a socket of mode m: the owner's
 // rwx, and search (with read) for the group and the others when m lets
@@ -65,7 +67,7 @@ func ListenAccess(path string, a Access) (*net.UnixListener, error) {
 		if err := os.Chmod(dir, dirMode(a.Mode)); err != nil {
 			return nil, fmt.Errorf("listen %s: directory: %w", path, err)
 		}
-		if a.GID >= 0 {
+		if a.SetGroup {
 			if err := os.Chown(dir, -1, a.GID); err != nil {
 				return nil, fmt.Errorf("listen %s: giving the directory group %d: %w", path, a.GID, err)
 			}
@@ -75,7 +77,7 @@ func ListenAccess(path string, a Access) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.GID >= 0 {
+	if a.SetGroup {
 		if err := os.Chown(path, -1, a.GID); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("listen %s: giving the socket group %d: %w", path, a.GID, err)

@@ -60,7 +60,7 @@ func TestListenAccess(t *testing.T) {
 	base := t.TempDir()
 	gid := os.Getegid()
 	sock := filepath.Join(base, "new", "d.sock")
-	ln, err := ListenAccess(sock, Access{Mode: 0o666, GID: gid})
+	ln, err := ListenAccess(sock, Access{Mode: 0o666, SetGroup: true, GID: gid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestListenAccess(t *testing.T) {
 	shared := filepath.Join(base, "shared")
 	os.Mkdir(shared, 0o700)
 	os.WriteFile(filepath.Join(shared, "other"), nil, 0o600)
-	ln2, err := ListenAccess(filepath.Join(shared, "d.sock"), Access{Mode: 0o666, GID: -1})
+	ln2, err := ListenAccess(filepath.Join(shared, "d.sock"), Access{Mode: 0o666})
 	if err != nil {
 		t.Fatal(err)
 	}

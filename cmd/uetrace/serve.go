@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/user"
 	"runtime"
@@ -59,7 +60,14 @@ for whom the mode lets connect.`,
 			if err != nil {
 				return err
 			}
-			ln, err := daemon.ListenAccess(sock, access)
+			// Without --group or --mode, Listen's directory (0755) lets
+			// everyone see the socket, whose own 0660 then answers a
+			// stranger with its owner and group.
+			listen := daemon.Listen
+			if group != "" || mode != "" {
+				listen = func(p string) (*net.UnixListener, error) { return daemon.ListenAccess(p, access) }
+			}
+			ln, err := listen(sock)
 			if err != nil {
 				return err
 			}
@@ -125,7 +133,7 @@ func socketAccess(cmd *cobra.Command, group, mode string) (daemon.Access, error)
 		if err != nil {
 			return a, &userevents.Error{Op: "serve --group", Input: group, Errno: unix.EINVAL, Reason: "the group's id " + g.Gid + " is not a number"}
 		}
-		a.GID = gid
+		a.SetGroup, a.GID = true, gid
 	}
 	return a, nil
 }
