@@ -442,8 +442,15 @@ func TestCLISocketAccess(t *testing.T) {
 	}
 	rootName, rootGroup := nameOf(t, 0, false), nameOf(t, 0, true)
 
+	// The default, 0660 and root's group: a stranger is told whose it is.
+	sock := serve("default")
+	want := fmt.Sprintf("uetrace: permission denied on %s (owned by %s:%s, mode 0660): ask to be added to its group, or start your own with uetrace serve\n", sock, rootName, rootGroup)
+	if out, code := asNobody(t, bin, "--socket", sock, "status"); code != 1 || out != want {
+		t.Errorf("uid 65534 on root's default daemon: exit %d\n got %q\nwant %q", code, out, want)
+	}
+
 	// 0600: the other user is refused by the socket, and told so.
-	sock := serve("private", "--mode", "0600")
+	sock = serve("private", "--mode", "0600")
 	st := statOf(t, sock)
 	if st.Mode&0o777 != 0o600 {
 		t.Errorf("--mode 0600: socket mode %04o", st.Mode&0o777)
@@ -453,7 +460,7 @@ func TestCLISocketAccess(t *testing.T) {
 	}
 	// The directory keeps nobody out: 0600 is the socket's own refusal.
 	os.Chmod(filepath.Dir(sock), 0o755)
-	want := fmt.Sprintf("uetrace: permission denied on %s (owned by %s:%s, mode 0600): ask to be added to its group, or start your own with uetrace serve\n", sock, rootName, rootGroup)
+	want = fmt.Sprintf("uetrace: permission denied on %s (owned by %s:%s, mode 0600): ask to be added to its group, or start your own with uetrace serve\n", sock, rootName, rootGroup)
 	for _, backend := range []string{"daemon", "auto"} {
 		out, code := asNobody(t, bin, "--backend", backend, "--socket", sock, "status")
 		if code != 1 || out != want {
