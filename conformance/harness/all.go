@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
 
 	"github.com/uetrace/uetrace/kernel/vmtest"
 )
@@ -65,7 +64,7 @@ func Differential(dirs []string, kernelResults string) (kernel *Results, backend
 			return nil, nil, err
 		}
 	} else {
-		res, err := vmtest.Run(context.Background(), vmtest.Options{Files: files, Timeout: 30 * time.Minute},
+		res, err := vmtest.Run(context.Background(), vmtest.Options{Files: files},
 			"./ueconform", "-backend", "kernel", "scenarios")
 		if err != nil {
 			return nil, nil, err

@@ -174,6 +174,12 @@ type tracefs string
 
 func (t tracefs) path(rel string) string { return filepath.Join(string(t), rel) }
 
+// settle bounds the waits for 6.12.117's deferred teardown: usually
+// milliseconds, but a loaded machine emulating the VM without KVM can take
+// seconds, and a step run before it is done would change the golden. A wait
+// ends as soon as its condition holds.
+const settle = time.Minute
+
 // waitGone polls until rel no longer exists, for at most d.
 func (t tracefs) waitGone(rel string, d time.Duration) {
 	deadline := time.Now().Add(d)
@@ -455,7 +461,7 @@ func (g *gen) run(sc *scenario) {
 			// does not depend on how quickly it came.
 			for name := range g.index {
 				if !g.persist[name] {
-					g.t.waitGone("events/user_events/"+name, 2*time.Second)
+					g.t.waitGone("events/user_events/"+name, settle)
 				}
 			}
 			fd, err := unix.Open(g.t.path("user_events_data"), unix.O_RDWR|unix.O_CLOEXEC, 0)
@@ -466,7 +472,7 @@ func (g *gen) run(sc *scenario) {
 			g.index = map[string]uint32{}
 		case "iocsdel":
 			var err error
-			deadline := time.Now().Add(2 * time.Second)
+			deadline := time.Now().Add(settle)
 			for {
 				err = abi.Delete(g.fd, s.Arg)
 				if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
