@@ -13,7 +13,7 @@ import (
 
 // Differential runs the scenario files under dirs on every backend — the
 // kernel inside the VM, the daemon and in-process on this machine — each in
-// a static build of cmd/ueconform, and compares. kernelResults, if not "",
+// a static build of conformance/cmd/ueconform, and compares. kernelResults, if not "",
 // is a file of kernel results to use instead of booting the VM.
 func Differential(dirs []string, kernelResults string) (kernel *Results, backends map[string]*Results, err error) {
 	// Load first: a scenario with a syntax error fails here, not in the VM.

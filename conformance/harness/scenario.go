@@ -1,10 +1,11 @@
-// Package conform runs differential conformance scenarios: small scripts of
+// Package harness runs differential conformance scenarios: small scripts of
 // user_events operations (conformance/README.md documents their format) run
 // against the real kernel, the daemon and in-process subsys, with results
 // normalised so that the three can be compared byte for byte.
 //
-// It is a test tool, not a library: conformance/cmd/ueconform is its command line and
-// the package's test runs the project's corpus.
+// It is part of the kernel-oracle tooling, not of the product: nothing
+// uetrace ships imports it. conformance/cmd/ueconform is its command line,
+// and the package's test runs the project's corpus.
 package harness
 
 import (

@@ -1,4 +1,4 @@
-// Command capture records how a real kernel's ftrace ring buffer and its
+// Command ftracegolden records how a real kernel's ftrace ring buffer and its
 // trace, trace_pipe and trace_pipe_raw files behave under user_events
 // writes, so that package ftrace can be tested against it. It runs inside
 // the reference kernel VM as root (see TestGoldenMatchesKernel); it is a
