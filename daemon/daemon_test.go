@@ -202,7 +202,7 @@ func TestClientCrashReleasesEverything(t *testing.T) {
 	// at once, admin's too, since admin is in this same process.
 	unix.Close(c.fd)
 	admin.Close()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for s.Conns() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("connections not closed")
@@ -250,7 +250,7 @@ func TestKilledProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := newArena(t, 4096, unix.F_SEAL_SHRINK).dial(t, s.sock)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for !strings.Contains(readFile(t, admin, "user_events_status"), "killed_child") {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
@@ -260,7 +260,7 @@ func TestKilledProcess(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(waitLimit)
 	for strings.Contains(readFile(t, admin, "user_events_status"), "killed_child") {
 		if time.Now().After(deadline) {
 			t.Fatal("the killed process's event was not deleted")
@@ -447,7 +447,7 @@ func TestClientThatNeverReads(t *testing.T) {
 	// Requests whose replies are never read: the socket fills, the daemon
 	// blocks on its reply, times out and drops the client.
 	msg := append(appendHeader(nil, opDelete, 0, 0), "nothing"...)
-	for start := time.Now(); time.Since(start) < 5*time.Second; {
+	for start := time.Now(); time.Since(start) < waitLimit; {
 		err := unix.Sendmsg(fd, msg, nil, nil, unix.MSG_DONTWAIT)
 		if err == unix.EAGAIN || err == unix.EINTR {
 			time.Sleep(time.Millisecond)
@@ -457,7 +457,7 @@ func TestClientThatNeverReads(t *testing.T) {
 			break // dropped
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for !strings.Contains(s.log.String(), "does not read") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the stuck client was not dropped:\n%s", s.log.String())
@@ -607,7 +607,7 @@ func TestThousandConnections(t *testing.T) {
 	for _, c := range clients {
 		c.Close()
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for s.Conns() > 2 { // admin and healthy's client remain
 		if time.Now().After(deadline) {
 			t.Fatalf("%d connections still open after their clients closed", s.Conns())

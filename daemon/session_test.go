@@ -62,7 +62,7 @@ func TestSessionOverSocket(t *testing.T) {
 	}
 	var recs []Record
 	for len(recs) < 4 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 		recs, _, _, err = ss.Read(ctx, recs)
 		cancel()
 		if err != nil {
@@ -110,7 +110,7 @@ func TestBlockedReadEndsWithConnection(t *testing.T) {
 		if err == nil {
 			t.Error("read returned no error after close")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(waitLimit):
 		t.Fatal("read still blocked after the client closed")
 	}
 	c2, err := Dial(s.sock, nil)
@@ -119,7 +119,7 @@ func TestBlockedReadEndsWithConnection(t *testing.T) {
 	}
 	defer c2.Close()
 	var f2 *File
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		f2, err = c2.Open("trace_pipe", os.O_RDONLY)
 		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {

@@ -168,10 +168,10 @@ func startRecording(t *testing.T, bin string, args ...string) *recording {
 	}()
 	select {
 	case <-attached:
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitLimit):
 		rec.cmd.Process.Kill()
 		<-rec.copied
-		t.Fatalf("uetrace record did not say it was recording in 10 s:\n%s", rec.stderr.String())
+		t.Fatalf("uetrace record did not say it was recording in %v:\n%s", waitLimit, rec.stderr.String())
 	}
 	return rec
 }

@@ -49,7 +49,7 @@ func TestPerfScriptReadsRecording(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- rec.Run(ctx) }()
-	waitEnabled(t, ev, time.Second)
+	waitEnabled(t, ev, waitLimit)
 	var enc eventdef.Encoder
 	for i := range 3 {
 		err := ev.Encode(&enc, nil, func(e *eventdef.Encoder) {

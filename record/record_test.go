@@ -183,7 +183,7 @@ func TestRecordExactValues(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- rec.Run(ctx) }()
 
-		waitEnabled(t, a, time.Second)
+		waitEnabled(t, a, waitLimit)
 		const n = 300
 		var enc eventdef.Encoder
 		buf := make([]byte, 0, 256)
@@ -224,8 +224,8 @@ func TestRecordExactValues(t *testing.T) {
 			if !strings.Contains(note, prefix+"_late, registered after the recording started") {
 				t.Fatalf("notice %q", note)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("no notice of the late event 5 s after it was registered")
+		case <-time.After(waitLimit):
+			t.Fatalf("no notice of the late event %v after it was registered", waitLimit)
 		}
 		if !late.Enabled() {
 			t.Fatal("the late event is recorded but not enabled")
@@ -281,7 +281,7 @@ func waitDeleted(t *testing.T, o userevents.Options, names ...string) {
 		t.Fatal(err)
 	}
 	defer fs.Close()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for _, name := range names {
 		for {
 			_, err := fs.ReadFile("events/user_events/" + name + "/id")
@@ -289,7 +289,7 @@ func waitDeleted(t *testing.T, o userevents.Options, names ...string) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s still exists 5 s after its last reference went", name)
+				t.Fatalf("%s still exists %v after its last reference went", name, waitLimit)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -328,7 +328,7 @@ func TestRecordCountsLost(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- rec.Run(ctx) }()
-		waitEnabled(t, ev, time.Second)
+		waitEnabled(t, ev, waitLimit)
 		const n = 20000
 		payload := make([]byte, 8+32)
 		for i := range n {

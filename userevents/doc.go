@@ -2,10 +2,26 @@
 // them: trace events that ftrace, perf, eBPF — or uetrace — see beside the
 // kernel's own.
 //
-//	f, err := userevents.Open(userevents.Options{})
-//	ev, err := f.Register("myapp_request u32 status; char[32] path", 0)
-//	if ev.Enabled() {
-//		ev.Write(payload)
+//	f, err := userevents.Open(userevents.Options{}) // the kernel, else the daemon
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer f.Close()
+//	ev, err := f.Register("myapp_request u32 status; __rel_loc char[] path", 0)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//
+//	var enc eventdef.Encoder
+//	buf := make([]byte, 0, 256) // reused: encoding allocates nothing
+//	if ev.Enabled() {           // one load and a bit test while nobody traces
+//		err := ev.Encode(&enc, buf, func(e *eventdef.Encoder) {
+//			e.Uint(200)
+//			e.String("/index.html")
+//		})
+//		if err != nil {
+//			log.Print(err)
+//		}
 //	}
 //
 // Open finds user_events_data: on a kernel built with CONFIG_USER_EVENTS it
@@ -16,6 +32,10 @@
 // backend runs the subsystem inside the program. Tracefs reads and writes
 // the file tree (user_events_status, dynamic_events, events/.../enable,
 // trace) of the same three.
+//
+// It is the producer's side only: the subsystem itself is package subsys,
+// the daemon package daemon, and reading what was traced into perf.data and
+// out of it is packages record and report.
 //
 // # Enable words
 //

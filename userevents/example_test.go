@@ -3,6 +3,7 @@ package userevents_test
 import (
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"strings"
 
@@ -12,6 +13,35 @@ import (
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
+
+// What a program does: open user_events (the kernel's where it has them,
+// else the uetrace daemon's), register an event once, and write it while
+// something traces it. This needs the kernel or a running `uetrace serve`,
+// so it is compiled but not run here; Example runs the same calls
+// in-process.
+func Example_program() {
+	f, err := userevents.Open(userevents.Options{}) // the kernel, else the daemon
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	ev, err := f.Register("myapp_request u32 status; __rel_loc char[] path", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	var enc eventdef.Encoder
+	buf := make([]byte, 0, 256) // reused: encoding allocates nothing
+	if ev.Enabled() {           // one load and a bit test while nobody traces
+		err := ev.Encode(&enc, buf, func(e *eventdef.Encoder) {
+			e.Uint(200)
+			e.String("/index.html")
+		})
+		if err != nil {
+			log.Print(err)
+		}
+	}
+}
 
 // A program registers its event once, checks Enabled before building a
 // payload — one load and a bit test when nobody is looking — and writes.

@@ -418,8 +418,8 @@ func join(payload [][]byte) []byte {
 }
 
 // Write writes one record: the write index followed by the payload slices,
-// in one writev. It returns an error wrapping EBADF (ErrDisabled's errno)
-// when nothing is attached, EINVAL when the payload is shorter than the
+// in one writev. It returns an error wrapping EBADF when nothing is
+// attached (a caller that raced with a disable can ignore it), EINVAL when the payload is shorter than the
 // event's fields, EFAULT when a __data_loc or __rel_loc field points
 // outside the record or a char one is not NUL-terminated.
 func (e *Event) Write(payload ...[]byte) error {
@@ -467,10 +467,13 @@ func (e *Event) Write(payload ...[]byte) error {
 // Encode builds a payload with enc in buf and writes it: the typed path.
 // fill sets the fields in order, as eventdef.Encoder documents.
 //
-//	err := ev.Encode(&enc, buf[:0], func(enc *eventdef.Encoder) {
-//		enc.Uint(200)
-//		enc.String("/index.html")
+//	err := ev.Encode(&enc, buf, func(e *eventdef.Encoder) {
+//		e.Uint(200)
+//		e.String("/index.html")
 //	})
+//
+// buf is truncated and reused: with a capacity the payload fits in, encoding
+// allocates nothing.
 func (e *Event) Encode(enc *eventdef.Encoder, buf []byte, fill func(*eventdef.Encoder)) error {
 	if e.def == nil {
 		return &Error{Op: "encode", Input: e.Name(), Errno: unix.EINVAL, Reason: "the event's command does not parse here"}

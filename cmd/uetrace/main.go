@@ -1,5 +1,8 @@
 // Command uetrace shows and drives Linux user_events: on a kernel that has
-// them, and through its own daemon where the kernel does not.
+// them, and through its own daemon (uetrace serve) where the kernel does not.
+// It is what uetrace ships; programs that create events use package
+// userevents instead, and the kernel-oracle tooling (kernel/, conformance/)
+// is no part of it.
 package main
 
 import (

@@ -7,16 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
 
 	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 // Differential runs the scenario files under dirs on every backend — the
 // kernel inside the VM, the daemon and in-process on this machine — each in
-// a static build of cmd/ueconform, and compares. kernelResults, if not "",
-// is a file of kernel results to use instead of booting the VM.
-func Differential(dirs []string, kernelResults string) (kernel *Results, backends map[string]*Results, err error) {
+// a static build of conformance/cmd/ueconform, and compares. kernelResults, if not "",
+// is a file of kernel results to use instead of booting the VM. ctx bounds
+// the VM's run (a test passes vmtest.TestContext, so a guest too slow for
+// its deadline fails it with the console).
+func Differential(ctx context.Context, dirs []string, kernelResults string) (kernel *Results, backends map[string]*Results, err error) {
 	// Load first: a scenario with a syntax error fails here, not in the VM.
 	if _, err := Load(dirs...); err != nil {
 		return nil, nil, err
@@ -65,7 +66,7 @@ func Differential(dirs []string, kernelResults string) (kernel *Results, backend
 			return nil, nil, err
 		}
 	} else {
-		res, err := vmtest.Run(context.Background(), vmtest.Options{Files: files, Timeout: 30 * time.Minute},
+		res, err := vmtest.Run(ctx, vmtest.Options{Files: files},
 			"./ueconform", "-backend", "kernel", "scenarios")
 		if err != nil {
 			return nil, nil, err

@@ -47,7 +47,9 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kernel, backends, err := Differential([]string{corpus}, kernelResults)
+	ctx, cancel := vmtest.TestContext(t)
+	defer cancel()
+	kernel, backends, err := Differential(ctx, []string{corpus}, kernelResults)
 	if err != nil {
 		t.Fatal(err)
 	}

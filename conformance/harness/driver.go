@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -202,18 +201,15 @@ func cleanup(fs fileSystem) error {
 		}
 	}
 	fs.write("tracing_on", unix.O_TRUNC, []byte("1"))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var st []byte
+	var err error
+	if !waitFor(func() bool {
 		fs.write("dynamic_events", unix.O_TRUNC, nil)
-		st, err := fs.read("user_events_status")
-		if err == nil && string(st) == emptyStatus {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("events left after 5 s: %q (%v)", st, err)
-		}
-		time.Sleep(2 * time.Millisecond)
+		st, err = fs.read("user_events_status")
+		return err == nil && string(st) == emptyStatus
+	}) {
+		return fmt.Errorf("events left after %v: %q (%v)", waitLimit, st, err)
 	}
-	_, err := fs.write("trace", unix.O_TRUNC, nil)
+	_, err = fs.write("trace", unix.O_TRUNC, nil)
 	return err
 }

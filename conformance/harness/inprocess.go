@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -266,15 +265,18 @@ func (s *subsysProc) perf(system, name string) (perfReader, error) {
 func (p *subsysPerf) read() ([][]byte, error) {
 	var out [][]byte
 	buf := make([]byte, 1<<20)
+	// Writes reach the session before they return, so everything written
+	// is queued already: a done context makes Read take what is there and
+	// never wait for more (a timeout here would be a race on a slow machine).
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-		recs, err := p.s.Read(ctx, buf, nil)
-		cancel()
+		recs, err := p.s.Read(done, buf, nil)
 		for _, r := range recs {
 			out = append(out, append([]byte(nil), r.Raw[min(8, len(r.Raw)):]...))
 		}
 		if err != nil || len(recs) == 0 {
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, io.EOF) {
+			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 				return out, err
 			}
 			return out, nil

@@ -1,10 +1,11 @@
-// Package conform runs differential conformance scenarios: small scripts of
+// Package harness runs differential conformance scenarios: small scripts of
 // user_events operations (conformance/README.md documents their format) run
 // against the real kernel, the daemon and in-process subsys, with results
 // normalised so that the three can be compared byte for byte.
 //
-// It is a test tool, not a library: conformance/cmd/ueconform is its command line and
-// the package's test runs the project's corpus.
+// It is part of the kernel-oracle tooling, not of the product: nothing
+// uetrace ships imports it. conformance/cmd/ueconform is its command line,
+// and the package's test runs the project's corpus.
 package harness
 
 import (
@@ -131,10 +132,10 @@ func parseBlock(lines []string, i int, inChild bool) ([]Step, int, error) {
 // arity is how many positional words each verb takes: min and max (-1:
 // any number).
 var arity = map[string][2]int{
-	"open": {1, 2}, "close": {1, 1}, "reg": {2, -1}, "unreg": {1, -1}, "del": {2, 3},
+	"open": {1, 2}, "close": {1, 1}, "reg": {2, -1}, "unreg": {1, -1}, "del": {2, 5},
 	"writev": {1, -1}, "write": {1, -1}, "pwrite": {2, -1},
 	"mem": {0, 1}, "setmem": {2, 2}, "cat": {1, 1}, "echo": {3, 3}, "trunc": {1, 1},
-	"ls": {1, 1}, "exists": {1, 1}, "wait-gone": {1, 1}, "perf": {2, 3}, "protect": {1, 1},
+	"ls": {1, 1}, "exists": {1, 1}, "wait-gone": {1, 1}, "wait-count": {2, 2}, "perf": {2, 3}, "protect": {1, 1},
 }
 
 func checkStep(st Step) error {
@@ -147,6 +148,17 @@ func checkStep(st Step) error {
 	}
 	if st.Verb == "echo" && st.Args[0] != ">" && st.Args[0] != ">>" {
 		return fmt.Errorf("echo needs > or >>, not %q", st.Args[0])
+	}
+	if st.Verb == "del" {
+		switch n := len(st.Args); {
+		case n == 3 && st.Args[2] != "retry", n == 4, n == 5 && st.Args[2] != "until":
+			return fmt.Errorf("del takes F \"NAME\" [retry | until GLOB N], not %q", st.Text)
+		}
+	}
+	if st.Verb == "wait-count" {
+		if _, err := strconv.Atoi(st.Args[1]); err != nil {
+			return fmt.Errorf("wait-count takes GLOB N, not %q", st.Text)
+		}
 	}
 	return nil
 }

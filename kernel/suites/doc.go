@@ -7,5 +7,5 @@
 //
 // It holds tests only. Keeping them here, beside the VM runner, keeps the
 // product's packages free of any import of the kernel tooling, tests
-// included (see the layout test in package layout_test at the repository root).
+// included (TestLayout in layout_test.go at the repository root checks it).
 package suites

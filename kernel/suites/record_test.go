@@ -1,7 +1,6 @@
 package suites_test
 
 import (
-	"context"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,10 +23,11 @@ func TestRecordOnKernel(t *testing.T) {
 	if err := vmtest.Build("./cmd/uetrace", uetrace); err != nil {
 		t.Fatal(err)
 	}
-	res, err := vmtest.Run(context.Background(), vmtest.Options{
-		Files:   map[string]string{"record.test": testBin, "uetrace": uetrace},
-		Env:     []string{"UETRACE_BIN=/test/uetrace"},
-		Timeout: 10 * time.Minute,
+	ctx, cancel := vmtest.TestContext(t)
+	defer cancel()
+	res, err := vmtest.Run(ctx, vmtest.Options{
+		Files: map[string]string{"record.test": testBin, "uetrace": uetrace},
+		Env:   []string{"UETRACE_BIN=/test/uetrace"},
 	}, "./record.test", "-test.v", "-test.count=1", "-test.run=/kernel$")
 	if err != nil {
 		t.Fatal(err)

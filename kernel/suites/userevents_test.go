@@ -1,7 +1,6 @@
 package suites_test
 
 import (
-	"context"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,9 +20,10 @@ func TestUsereventsOnKernel(t *testing.T) {
 	if err := vmtest.BuildTest("./userevents", bin); err != nil {
 		t.Fatal(err)
 	}
-	res, err := vmtest.Run(context.Background(), vmtest.Options{
-		Files:   map[string]string{"userevents.test": bin},
-		Timeout: 10 * time.Minute,
+	ctx, cancel := vmtest.TestContext(t)
+	defer cancel()
+	res, err := vmtest.Run(ctx, vmtest.Options{
+		Files: map[string]string{"userevents.test": bin},
 	}, "./userevents.test", "-test.v", "-test.count=1")
 	if err != nil {
 		t.Fatal(err)

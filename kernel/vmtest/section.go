@@ -2,6 +2,7 @@ package vmtest
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -26,7 +27,9 @@ func RunProgram(t testing.TB, pkg, name string, files map[string]string, args ..
 	for k, v := range files {
 		all[k] = v
 	}
-	res, err := Run(t.Context(), Options{Files: all, Timeout: 5 * time.Minute}, append([]string{"./" + name}, args...)...)
+	ctx, cancel := TestContext(t)
+	defer cancel()
+	res, err := Run(ctx, Options{Files: all}, append([]string{"./" + name}, args...)...)
 	if err != nil {
 		if res != nil {
 			t.Logf("output:\n%s", res.Output)
@@ -37,6 +40,25 @@ func RunProgram(t testing.TB, pkg, name string, files map[string]string, args ..
 		t.Fatalf("%s exited with status %d in the VM:\n%s", name, res.ExitCode, res.Output)
 	}
 	return res
+}
+
+// TestContext is the context for a run inside test t: done when t ends, and
+// a minute before the test binary's deadline (go test -timeout), so that a
+// guest too slow for it fails t with its console instead of the binary
+// panicking. A run's own Timeout (default 10 minutes) still applies; under
+// TCG emulation on a loaded machine a run can take several times as long as
+// on a quiet one, so tests leave the deadline to go test.
+func TestContext(t testing.TB) (context.Context, context.CancelFunc) {
+	ctx := context.Background()
+	if c, ok := t.(interface{ Context() context.Context }); ok {
+		ctx = c.Context()
+	}
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok {
+			return context.WithDeadline(ctx, dl.Add(-time.Minute))
+		}
+	}
+	return context.WithCancel(ctx)
 }
 
 // Section finds, in a program's output, the bytes it printed between a line

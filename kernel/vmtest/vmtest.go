@@ -48,7 +48,9 @@ type Options struct {
 	Files map[string]string
 	// Env is added to the command's environment (KEY=value).
 	Env []string
-	// Timeout kills the guest (0: 10 minutes).
+	// Timeout kills the guest (0: 30 minutes). It is a guard against a
+	// guest that hangs, not a measure of speed: TCG emulation on a loaded
+	// machine is many times slower than on a quiet one.
 	Timeout time.Duration
 	// MemMB is the guest's memory (0: 1024). CPUs is its CPU count (0: 2).
 	MemMB, CPUs int
@@ -273,7 +275,7 @@ func Run(ctx context.Context, opts Options, cmd ...string) (*Result, error) {
 
 	timeout := opts.Timeout
 	if timeout == 0 {
-		timeout = 10 * time.Minute
+		timeout = 30 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -310,7 +312,8 @@ func Run(ctx context.Context, opts Options, cmd ...string) (*Result, error) {
 		tail := lastLines(console.String(), 20)
 		if ctx.Err() != nil {
 			return &Result{Output: out, ExitCode: -1, Elapsed: elapsed},
-				fmt.Errorf("vmtest: guest timed out after %v; console:\n%s", timeout, tail)
+				fmt.Errorf("vmtest: guest stopped after %v (the run's timeout is %v; the caller's context: %v); console:\n%s",
+					elapsed.Round(time.Second), timeout, context.Cause(ctx), tail)
 		}
 		return &Result{Output: out, ExitCode: -1, Elapsed: elapsed},
 			fmt.Errorf("vmtest: the guest reported no exit status (qemu: %v); console:\n%s", runErr, tail)

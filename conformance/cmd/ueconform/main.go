@@ -14,6 +14,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -75,7 +76,7 @@ func differential(dirs []string, kernelResults, saveKernel, knownPath string) in
 	if err != nil {
 		fatal(err)
 	}
-	kernel, backends, err := harness.Differential(dirs, kernelResults)
+	kernel, backends, err := harness.Differential(context.Background(), dirs, kernelResults)
 	if err != nil {
 		fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Command capture records how a real kernel's ftrace ring buffer and its
+// Command ftracegolden records how a real kernel's ftrace ring buffer and its
 // trace, trace_pipe and trace_pipe_raw files behave under user_events
 // writes, so that package ftrace can be tested against it. It runs inside
 // the reference kernel VM as root (see TestGoldenMatchesKernel); it is a
@@ -174,6 +174,12 @@ type tracefs string
 
 func (t tracefs) path(rel string) string { return filepath.Join(string(t), rel) }
 
+// settle bounds the waits for 6.12.117's deferred teardown: usually
+// milliseconds, but a loaded machine emulating the VM without KVM can take
+// seconds, and a step run before it is done would change the golden. A wait
+// ends as soon as its condition holds.
+const settle = time.Minute
+
 // waitGone polls until rel no longer exists, for at most d.
 func (t tracefs) waitGone(rel string, d time.Duration) {
 	deadline := time.Now().Add(d)
@@ -240,15 +246,18 @@ func (w *worker) do(f func()) {
 }
 
 type gen struct {
-	t       tracefs
-	fd      int
-	word    *uint32
-	index   map[string]uint32
-	bits    map[string]uint8 // reg_only registrations: name -> enable bit
-	persist map[string]bool  // events created through dynamic_events
-	nextBit uint8
-	workers []*worker
-	g       *golden
+	t     tracefs
+	fd    int
+	word  *uint32
+	index map[string]uint32
+	bits  map[string]uint8 // reg_only registrations: name -> enable bit
+	// unregistered: reg_only registrations dropped since the last
+	// close_reopen, whose events the close may let go.
+	unregistered map[string]bool
+	persist      map[string]bool // events created through dynamic_events
+	nextBit      uint8
+	workers      []*worker
+	g            *golden
 }
 
 func monoNow() int64 {
@@ -450,14 +459,21 @@ func (g *gen) run(sc *scenario) {
 			g.pipeBusy(s)
 		case "close_reopen": // close the shared fd (dropping its registrations) and open a new one
 			unix.Close(g.fd)
-			// The events only this fd held go, after 6.12.117's deferred
-			// teardown: wait for it, so that the next event's type ID
-			// does not depend on how quickly it came.
-			for name := range g.index {
+			// The events only this fd held — unregistered, not persistent
+			// — go, after 6.12.117's deferred teardown: wait for it, so
+			// that the next event's type ID does not depend on how quickly
+			// it came. (Events whose enablers remain stay.)
+			for name := range g.unregistered {
 				if !g.persist[name] {
-					g.t.waitGone("events/user_events/"+name, 2*time.Second)
+					g.t.waitGone("events/user_events/"+name, settle)
 				}
 			}
+			clear(g.unregistered)
+			// Then a gap the ring buffer sees: the golden was captured with
+			// one of seconds here, and a gap over 2^27 ns puts a time extend
+			// before the next record of a CPU, which the pages show. Longer
+			// (a slow machine) changes nothing; shorter might.
+			time.Sleep(2 * time.Second)
 			fd, err := unix.Open(g.t.path("user_events_data"), unix.O_RDWR|unix.O_CLOEXEC, 0)
 			if err != nil {
 				s.Err = errnoName(err)
@@ -466,7 +482,7 @@ func (g *gen) run(sc *scenario) {
 			g.index = map[string]uint32{}
 		case "iocsdel":
 			var err error
-			deadline := time.Now().Add(2 * time.Second)
+			deadline := time.Now().Add(settle)
 			for {
 				err = abi.Delete(g.fd, s.Arg)
 				if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
@@ -512,6 +528,7 @@ func (g *gen) unreg(s *step) {
 		s.Err = errnoName(err)
 	}
 	delete(g.bits, s.Arg)
+	g.unregistered[s.Arg] = true
 }
 
 // pipeBusy opens per_cpu/cpu0/trace_pipe and, while it is open, tries
@@ -601,7 +618,7 @@ func run(t tracefs, outPath string) error {
 	}
 	var uts unix.Utsname
 	unix.Uname(&uts)
-	g := &gen{t: t, index: map[string]uint32{}, bits: map[string]uint8{}, persist: map[string]bool{}, nextBit: 24, g: &golden{Comm: comm}}
+	g := &gen{t: t, index: map[string]uint32{}, bits: map[string]uint8{}, unregistered: map[string]bool{}, persist: map[string]bool{}, nextBit: 24, g: &golden{Comm: comm}}
 	g.g.Kernel = unix.ByteSliceToString(uts.Release[:])
 	g.g.NCPU = runtime.NumCPU()
 	g.g.TraceClock = strings.TrimSpace(t.read("trace_clock"))
