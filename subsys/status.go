@@ -37,3 +37,23 @@ func (s *Subsystem) AppendStatus(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, int64(busy), 10)
 	return append(dst, '\n')
 }
+
+// AppendCounts appends the text of FileCounts, a file Linux does not have:
+// one line per event, in user_events_status's order, "tracepoint written
+// dropped" — the records written to it since it was registered, and those
+// of them a perf-like session dropped (its buffer full, or the record over
+// perf's size limit). The kernel counts neither per event; uetrace status
+// shows them where this file exists.
+func (s *Subsystem) AppendCounts(dst []byte) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eachEvent(func(ev *Event) {
+		dst = append(dst, ev.tp...)
+		dst = append(dst, ' ')
+		dst = strconv.AppendUint(dst, ev.written.Load(), 10)
+		dst = append(dst, ' ')
+		dst = strconv.AppendUint(dst, ev.dropped.Load(), 10)
+		dst = append(dst, '\n')
+	})
+	return dst
+}

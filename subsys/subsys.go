@@ -163,6 +163,14 @@ type Event struct {
 	status   atomic.Uint32 // Status* bits; non-zero means enabled
 	ftrace   atomic.Bool   // the ftrace probe is registered (enable file)
 	sessions atomic.Pointer[[]*Session]
+	// written counts the records written (write returned their length);
+	// dropped those a session then had no room for or that exceeded perf's
+	// size limit. Linux
+	// keeps no such per-event count: they are uetrace's own, for
+	// FileCounts. An atomic add on the write path costs a few ns and no
+	// allocation (BenchmarkWrite*).
+	written atomic.Uint64
+	dropped atomic.Uint64
 
 	// Consumer counts, under s.mu.
 	perfUsers  int
