@@ -638,6 +638,15 @@ func (r *Recorder) finishFile() error {
 	return r.w.Close()
 }
 
+// Source names where the records come from: "kernel" (perf events) or
+// "daemon" (a session).
+func (r *Recorder) Source() string {
+	if _, ok := r.src.(*kernelSource); ok {
+		return "kernel"
+	}
+	return "daemon"
+}
+
 // Stats returns the counts so far.
 func (r *Recorder) Stats() Stats {
 	st := Stats{

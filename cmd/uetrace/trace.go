@@ -181,10 +181,8 @@ func newLineFilter(pids []int, comms []string) (*lineFilter, error) {
 	if len(pids) == 0 && len(comms) == 0 {
 		return nil, nil
 	}
-	for _, p := range pids {
-		if p <= 0 {
-			return nil, fmt.Errorf("--pid %d: a task id is a positive number: %w", p, unix.EINVAL)
-		}
+	if err := checkPIDs(pids); err != nil {
+		return nil, err
 	}
 	return &lineFilter{pids: pids, comms: comms}, nil
 }
@@ -260,4 +258,14 @@ func (fw *filterWriter) flush() {
 		fw.w.Write(fw.partial)
 	}
 	fw.partial = nil
+}
+
+// checkPIDs checks --pid's values.
+func checkPIDs(pids []int) error {
+	for _, p := range pids {
+		if p <= 0 {
+			return fmt.Errorf("--pid %d: a process id is a positive number: %w", p, unix.EINVAL)
+		}
+	}
+	return nil
 }
