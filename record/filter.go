@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 	"sync"
@@ -15,6 +16,10 @@ type taskFilter struct {
 	// names are task names by tid: from the source's name records as they
 	// come, else read from /proc when the task is first seen.
 	names map[uint32]string
+	// parents are the threads that made threads (PERF_RECORD_FORK): a
+	// new thread has its parent's name, and the kernel names it in no
+	// COMM record.
+	parents map[uint32]uint32
 	// The decision for the last task: most samples come in runs of one
 	// task's.
 	lastTID   uint32
@@ -26,38 +31,72 @@ func newTaskFilter(pids []int, comms []string) *taskFilter {
 	if len(pids) == 0 && len(comms) == 0 {
 		return nil
 	}
-	f := &taskFilter{comms: comms, names: make(map[uint32]string)}
+	f := &taskFilter{comms: comms, names: make(map[uint32]string), parents: make(map[uint32]uint32)}
 	for _, p := range pids {
 		f.pids = append(f.pids, uint32(p))
 	}
 	return f
 }
 
-// match reports whether a sample of task tid of process pid is kept.
-func (f *taskFilter) match(pid, tid uint32) bool {
+// match reports whether a sample of task tid of process pid is kept;
+// decided is false when that takes the name of a task that is gone from
+// /proc and not named yet: on the kernel its name (a COMM record of its
+// exec) can be in another CPU's ring, read later in the same drain.
+func (f *taskFilter) match(pid, tid uint32) (keep, decided bool) {
 	if f.lastValid && tid == f.lastTID {
-		return f.lastKeep
+		return f.lastKeep, true
 	}
-	keep := f.decide(pid, tid)
+	keep = true
+	switch {
+	case len(f.pids) > 0 && !slices.Contains(f.pids, pid):
+		keep = false
+	case len(f.comms) > 0:
+		name, ok := f.name(pid, tid)
+		if !ok {
+			return false, false
+		}
+		keep = slices.Contains(f.comms, name)
+	}
 	f.lastTID, f.lastKeep, f.lastValid = tid, keep, true
-	return keep
+	return keep, true
 }
 
-func (f *taskFilter) decide(pid, tid uint32) bool {
-	if len(f.pids) > 0 && !slices.Contains(f.pids, pid) {
-		return false
+// name is a task's name: as the source named it or its forebears, else
+// as /proc has it.
+func (f *taskFilter) name(pid, tid uint32) (string, bool) {
+	t := tid
+	for range 16 { // a bounded walk: a pid reused can make a loop
+		if n, ok := f.names[t]; ok {
+			f.names[tid] = n
+			return n, true
+		}
+		p, ok := f.parents[t]
+		if !ok {
+			break
+		}
+		t = p
 	}
-	if len(f.comms) == 0 {
-		return true
+	n, ok := taskComm(int32(pid), int32(tid))
+	if ok {
+		f.names[tid] = n
 	}
-	name, ok := f.names[tid]
-	if !ok {
-		// Gone already: no name, no match, as perf has no name for it
-		// either.
-		name, _ = taskComm(int32(pid), int32(tid))
-		f.names[tid] = name
+	return n, ok
+}
+
+// fork notes that thread ptid made thread tid.
+func (f *taskFilter) fork(tid, ptid uint32) {
+	if tid != ptid {
+		f.parents[tid] = ptid
 	}
-	return slices.Contains(f.comms, name)
+	if tid == f.lastTID {
+		f.lastValid = false
+	}
+}
+
+// nameless notes that task tid was never named: it matches no --comm, as
+// perf has no name for it either.
+func (f *taskFilter) nameless(tid uint32) {
+	f.names[tid] = ""
 }
 
 // rename notes a task's new name.
@@ -69,13 +108,54 @@ func (f *taskFilter) rename(tid uint32, name string) {
 }
 
 // wanted reports whether a sample of task tid of process pid is recorded,
-// counting those left out.
+// counting those left out. A task not named yet counts as unnamed: the
+// daemon names every task before its first record.
 func (r *Recorder) wanted(pid, tid uint32) bool {
-	if r.filter == nil || r.filter.match(pid, tid) {
+	if r.filter == nil {
 		return true
 	}
-	r.filtered.Add(1)
-	return false
+	keep, decided := r.filter.match(pid, tid)
+	if !decided {
+		r.filter.nameless(tid)
+	}
+	if !keep {
+		r.filtered.Add(1)
+	}
+	return keep
+}
+
+// wantedRecord is wanted for a sample from a kernel ring: one of a task not
+// named yet waits, copied, for the end of the drain (flushPending), by
+// when every ring has given the names it had.
+func (r *Recorder) wantedRecord(rec []byte, pid, tid uint32) bool {
+	if r.filter == nil {
+		return true
+	}
+	keep, decided := r.filter.match(pid, tid)
+	switch {
+	case !decided:
+		r.pending = append(r.pending, bytes.Clone(rec))
+	case !keep:
+		r.filtered.Add(1)
+	}
+	return keep
+}
+
+// flushPending records the waiting samples that the filter keeps, now that
+// the names the rings had are known.
+func (r *Recorder) flushPending() {
+	pending := r.pending
+	r.pending = nil
+	for _, rec := range pending {
+		pid, tid := ne.Uint32(rec[16:]), ne.Uint32(rec[20:])
+		if !r.wanted(pid, tid) {
+			continue
+		}
+		r.seen(ne.Uint64(rec[8:]), pid, tid)
+		if r.w != nil {
+			r.check(r.w.WriteRecord(rec))
+		}
+	}
 }
 
 // renamed notes a task's name given by the source (a COMM record).

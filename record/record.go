@@ -165,6 +165,7 @@ type Recorder struct {
 	lastTID  uint32
 	filter   *taskFilter // nil: every task
 	filtered atomic.Uint64
+	pending  [][]byte       // samples waiting for their task's name (flushPending)
 	procs    *processCounts // with ByProcess
 	samples  atomic.Uint64
 	bytes    atomic.Uint64 // the size of the file so far
@@ -304,6 +305,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 		if err = r.src.drain(r); err != nil {
 			break
 		}
+		r.flushPending()
 		r.finishRound()
 		if time.Since(lastLost) >= LostInterval {
 			r.readLost()
@@ -323,6 +325,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 	if derr := r.src.drain(r); err == nil {
 		err = derr
 	}
+	r.flushPending()
 	r.readLost()
 	r.finishRound()
 	if cerr := r.finish(); err == nil {
@@ -464,7 +467,7 @@ func (r *Recorder) record(rec []byte) {
 		// Laid out by SampleType: identifier, pid/tid, time, cpu, raw.
 		if len(rec) >= 40 {
 			pid, tid := ne.Uint32(rec[16:]), ne.Uint32(rec[20:])
-			if !r.wanted(pid, tid) {
+			if !r.wantedRecord(rec, pid, tid) {
 				return
 			}
 			r.seen(ne.Uint64(rec[8:]), pid, tid)
@@ -482,6 +485,11 @@ func (r *Recorder) record(rec []byte) {
 				name = name[:i]
 			}
 			r.renamed(ne.Uint32(rec[8:]), tid, string(name))
+		}
+	case perfdata.RecordFork:
+		// pid, ppid, tid, ptid, time.
+		if len(rec) >= 24 && r.filter != nil {
+			r.filter.fork(ne.Uint32(rec[16:]), ne.Uint32(rec[20:]))
 		}
 	}
 	if r.w != nil {
