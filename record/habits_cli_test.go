@@ -1,0 +1,297 @@
+package record_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/uetrace/uetrace/userevents"
+)
+
+// The perf habits of the uetrace command on each target: record and report
+// with --pid/--comm, trace -e with --comm, top's plain output.
+
+func backendArgs(tg target) []string {
+	args := []string{"--backend", tg.opts.Backend.String()}
+	if tg.opts.Socket != "" {
+		args = append(args, "--socket", tg.opts.Socket)
+	}
+	return args
+}
+
+// lockedBuffer collects a process's output for polling.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// reportLines runs uetrace report --format json with args on data.
+func reportLines(t *testing.T, bin, data string, args ...string) []jsonSample {
+	t.Helper()
+	out, err := exec.Command(bin, append([]string{"report", data, "--format", "json"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("uetrace report %v: %v", args, err)
+	}
+	var got []jsonSample
+	for _, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var s jsonSample
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			t.Fatalf("report line %q: %v", line, err)
+		}
+		got = append(got, s)
+	}
+	return got
+}
+
+// `uetrace record --comm` records only the producer's samples and says how
+// many it left out; `record --pid` only this process's; `report --pid` and
+// `--comm` pick from a file holding both.
+func TestRecordCommandFilters(t *testing.T) {
+	bin := uetraceBinary(t)
+	prod := producer(t)
+	forEach(t, func(t *testing.T, tg target) {
+		f, err := userevents.Open(tg.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		name := uniq("clifilt")
+		cmd := name + " u32 i"
+		ev, err := f.Register(cmd, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		me := os.Getpid()
+		// record runs, this process writes 3 records, the producer 2.
+		run := func(filter ...string) (data, summary string, pids []int) {
+			data = filepath.Join(t.TempDir(), "filt.data")
+			rec := startRecording(t, bin, append(append(backendArgs(tg), "record", "-e", name, "-o", data), filter...)...)
+			for i := range 3 {
+				if err := ev.Write(le32(uint32(i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pids = []int{emit(t, prod, tg, cmd), emit(t, prod, tg, cmd)}
+			return data, rec.stop(t), pids
+		}
+
+		data, summary, _ := run("--comm", "ueprodx")
+		if !strings.Contains(summary, "2 samples of 1 events") || !strings.Contains(summary, "(3 samples of other tasks left out by --pid/--comm)") {
+			t.Errorf("record --comm summary:\n%s", summary)
+		}
+		for _, s := range reportLines(t, bin, data) {
+			if s.Comm != "ueprodx" {
+				t.Errorf("record --comm ueprodx kept %+v", s)
+			}
+		}
+
+		data, summary, _ = run("--pid", strconv.Itoa(me))
+		got := reportLines(t, bin, data)
+		if len(got) != 3 || !strings.Contains(summary, "(2 samples of other tasks left out") {
+			t.Errorf("record --pid %d: %d samples:\n%s", me, len(got), summary)
+		}
+		for _, s := range got {
+			if int(s.PID) != me {
+				t.Errorf("record --pid %d kept %+v", me, s)
+			}
+		}
+
+		data, _, pp := run()
+		if all := reportLines(t, bin, data); len(all) != 5 {
+			t.Fatalf("record without a filter: %d samples, want 5", len(all))
+		}
+		for _, c := range []struct {
+			args []string
+			keep func(jsonSample) bool
+			n    int
+		}{
+			{[]string{"--pid", strconv.Itoa(pp[1])}, func(s jsonSample) bool { return int(s.PID) == pp[1] }, 1},
+			{[]string{"--pid", fmt.Sprintf("%d,%d", me, pp[0])}, func(s jsonSample) bool { return int(s.PID) == me || int(s.PID) == pp[0] }, 4},
+			{[]string{"--comm", "ueprodx"}, func(s jsonSample) bool { return s.Comm == "ueprodx" }, 2},
+			{[]string{"--comm", "ueprodx", "--pid", strconv.Itoa(me)}, func(jsonSample) bool { return false }, 0},
+		} {
+			got := reportLines(t, bin, data, c.args...)
+			if len(got) != c.n {
+				t.Errorf("report %v: %d samples, want %d", c.args, len(got), c.n)
+			}
+			for _, s := range got {
+				if !c.keep(s) {
+					t.Errorf("report %v kept %+v", c.args, s)
+				}
+			}
+		}
+	})
+}
+
+var topEventLine = regexp.MustCompile(`(?m)^event (\S+) events/s=([0-9.]+) events=(\d+) lost=(\S+)$`)
+
+// `uetrace top` without a terminal prints blocks of plain lines with this
+// process's records, per event and per process; the kernel counts lost
+// records per event, the daemon does not. SIGINT ends it.
+func TestTopCommand(t *testing.T) {
+	bin := uetraceBinary(t)
+	forEach(t, func(t *testing.T, tg target) {
+		f, err := userevents.Open(tg.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		name := uniq("top")
+		ev, err := f.Register(name+" u32 i", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, append(backendArgs(tg), "top", "-e", name, "-d", "200ms", "--by", "pid")...)
+		var out, errs lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &errs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := uint32(0); ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+				if ev.Enabled() {
+					ev.Write(le32(i))
+				}
+			}
+		}()
+		me := fmt.Sprintf("pid %d comm=", os.Getpid())
+		wantLost := func(lost string) bool {
+			if tg.name == "kernel" {
+				_, err := strconv.ParseUint(lost, 10, 64)
+				return err == nil
+			}
+			return lost == "-"
+		}
+		waitFor(t, "a block with the event at a non-zero rate and this process", func() bool {
+			for _, b := range strings.Split(out.String(), "\n\n") {
+				m := topEventLine.FindStringSubmatch(b)
+				if m != nil && m[1] == "user_events:"+name && m[2] != "0.0" && wantLost(m[4]) && strings.Contains(b, me) {
+					return true
+				}
+			}
+			return false
+		})
+		close(stop)
+		wg.Wait()
+		cmd.Process.Signal(syscall.SIGINT)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("top after SIGINT: %v\n%s", err, errs.String())
+		}
+	})
+}
+
+// `uetrace trace -e` enables the event for the trace only, and --comm
+// keeps the producer's lines.
+func TestTraceCommand(t *testing.T) {
+	bin := uetraceBinary(t)
+	prod := producer(t)
+	forEach(t, func(t *testing.T, tg target) {
+		f, err := userevents.Open(tg.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		name := uniq("trc")
+		cmd := name + " u32 i"
+		ev, err := f.Register(cmd, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, err := userevents.OpenTracefs(tg.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fs.Close()
+		enable := func() string {
+			b, err := fs.ReadFile("events/user_events/" + name + "/enable")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		if e := enable(); e != "0\n" {
+			t.Fatalf("enable %q before the trace", e)
+		}
+		tr := exec.Command(bin, append(backendArgs(tg), "trace", "-e", name, "--comm", "ueprodx")...)
+		var out, errs lockedBuffer
+		tr.Stdout, tr.Stderr = &out, &errs
+		if err := tr.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Process.Kill()
+		waitFor(t, "trace to enable the event", func() bool {
+			return strings.Contains(errs.String(), "enabled user_events:"+name+" until the trace ends")
+		})
+		if e := enable(); e != "1\n" {
+			t.Errorf("enable %q during the trace", e)
+		}
+		if err := ev.Write(le32(1)); err != nil {
+			t.Fatal(err)
+		}
+		emit(t, prod, tg, cmd)
+		// The line shows the writing thread's id, which for a Go program
+		// is seldom the process's.
+		line := regexp.MustCompile(`(?m)^\s*ueprodx-\d+\s.*\] .* ` + name + `: i=0x7 \(7\)$`)
+		waitFor(t, "the producer's line", func() bool { return line.MatchString(out.String()) })
+		tr.Process.Signal(syscall.SIGTERM)
+		if err := tr.Wait(); err != nil {
+			t.Errorf("trace after SIGTERM: %v\n%s", err, errs.String())
+		}
+		if n := strings.Count(out.String(), name+":"); n != 1 {
+			t.Errorf("%d lines of %s, want only the producer's:\n%s", n, name, out.String())
+		}
+		if !slices.Contains(strings.Split(errs.String(), "\n"), "uetrace trace: disabled user_events:"+name+" again") {
+			t.Errorf("stderr:\n%s", errs.String())
+		}
+		if e := enable(); e != "0\n" {
+			t.Errorf("enable %q after the trace", e)
+		}
+	})
+}
