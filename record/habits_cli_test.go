@@ -295,3 +295,47 @@ func TestTraceCommand(t *testing.T) {
 		}
 	})
 }
+
+// `uetrace status` counts each event's records on the daemon; the kernel
+// keeps no such count, and status says so rather than show a number.
+func TestStatusCommand(t *testing.T) {
+	bin := uetraceBinary(t)
+	forEach(t, func(t *testing.T, tg target) {
+		f, err := userevents.Open(tg.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		name := uniq("stat")
+		ev, err := f.Register(name+" u32 i", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uetrace := func(args ...string) string {
+			t.Helper()
+			out, err := exec.Command(bin, append(backendArgs(tg), args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("uetrace %v: %v\n%s", args, err, out)
+			}
+			return string(out)
+		}
+		uetrace("enable", name)
+		defer uetrace("disable", name)
+		for i := range 2 {
+			if err := ev.Write(le32(uint32(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := uetrace("status")
+		row := regexp.MustCompile(`(?m)^` + name + `\s+user_events\s+\d+\s+ftrace\s+(\S+)\s+(\S+)\s+u32 i$`).FindStringSubmatch(out)
+		const note = "RECORDS, DROPPED: - the kernel keeps no per-event count of user_events records"
+		switch {
+		case row == nil:
+			t.Errorf("no row for %s:\n%s", name, out)
+		case tg.name == "kernel" && (row[1] != "-" || row[2] != "-" || !strings.Contains(out, note)):
+			t.Errorf("kernel status: %q %q\n%s", row[1], row[2], out)
+		case tg.name == "daemon" && (row[1] != "2" || row[2] != "0" || strings.Contains(out, note)):
+			t.Errorf("daemon status: %q %q\n%s", row[1], row[2], out)
+		}
+	})
+}
