@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/cpu"
+
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/ftrace"
@@ -168,9 +170,13 @@ type Event struct {
 	// size limit. Linux
 	// keeps no such per-event count: they are uetrace's own, for
 	// FileCounts. An atomic add on the write path costs a few ns and no
-	// allocation (BenchmarkWrite*).
+	// allocation (BenchmarkWrite*). They have a cache line of their own:
+	// writers on other CPUs update them, and must not evict the fields
+	// above, which every write reads.
+	_       cpu.CacheLinePad
 	written atomic.Uint64
 	dropped atomic.Uint64
+	_       cpu.CacheLinePad
 
 	// Consumer counts, under s.mu.
 	perfUsers  int
