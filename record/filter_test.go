@@ -204,3 +204,57 @@ func TestRecordCountOnly(t *testing.T) {
 		t.Logf("processes: %+v, this is %d", st.Processes, os.Getpid())
 	})
 }
+
+// On the kernel each event's lost samples are its own (PERF_FORMAT_LOST),
+// and they add up to the recording's lost count; the daemon's session
+// counts its losses only in total.
+func TestRecordLostByEvent(t *testing.T) {
+	forEach(t, func(t *testing.T, tg target) {
+		f, err := userevents.Open(tg.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		name := uniq("evlost")
+		busy, err := f.Register(name+"_busy u64 i; char[32] pad", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		quiet, err := f.Register(name+"_quiet u32 i", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := tg.start(t, nil, record.Options{Events: []string{name + "_*"}, BufferKB: 4})
+		stop := runFor(t, rec)
+		waitEnabled(t, busy, time.Second)
+		waitEnabled(t, quiet, time.Second)
+		if err := quiet.Write(le32(1)); err != nil {
+			t.Fatal(err)
+		}
+		payload := make([]byte, 8+32)
+		for range 20000 {
+			if err := busy.Write(payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop()
+		st := rec.Stats()
+		if st.Lost == 0 {
+			t.Fatalf("nothing lost with a 4 KiB buffer: the test tests nothing")
+		}
+		var sum uint64
+		for _, e := range st.Events {
+			sum += e.Lost
+			if !st.LostByEvent && e.Lost != 0 {
+				t.Errorf("%s: %d lost, but the %s does not count per event", e.Name, e.Lost, tg.name)
+			}
+		}
+		if st.LostByEvent != (tg.name == "kernel") {
+			t.Errorf("LostByEvent %v on the %s", st.LostByEvent, tg.name)
+		}
+		if st.LostByEvent && sum != st.Lost {
+			t.Errorf("events' lost counts add up to %d, the recording lost %d: %+v", sum, st.Lost, st.Events)
+		}
+		t.Logf("lost %d: %+v", st.Lost, st.Events)
+	})
+}

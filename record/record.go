@@ -117,7 +117,9 @@ type EventStats struct {
 	ID           int
 	Samples      uint64
 	// Lost is the samples of this event the kernel could not write to
-	// the ring, when Stats.LostByEvent; read every LostInterval.
+	// the ring, when Stats.LostByEvent: read when the recording ends, and
+	// every LostInterval while one without a file runs (a read per CPU
+	// and event, which only a live view needs).
 	Lost uint64
 	Late bool // picked up after the recording started
 }
@@ -129,8 +131,8 @@ type ProcessStats struct {
 	Samples uint64
 }
 
-// LostInterval is how often a kernel recording reads its events' lost
-// counts for Stats.
+// LostInterval is how often a kernel recording without a file reads its
+// events' lost counts for Stats.
 const LostInterval = 500 * time.Millisecond
 
 // event is one recorded event.
@@ -307,7 +309,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 		}
 		r.flushPending()
 		r.finishRound()
-		if time.Since(lastLost) >= LostInterval {
+		if r.w == nil && time.Since(lastLost) >= LostInterval {
 			r.readLost()
 			lastLost = time.Now()
 		}
