@@ -33,6 +33,12 @@
 // The file is written from a goroutine of its own, so that a slow disk
 // does not stop the rings or the session from being drained.
 //
+// Options.PIDs and Comms keep only some tasks' samples, as perf record
+// --pid and perf script --comm select them; the rest are left out as they
+// are drained, and counted. A recording given no file only counts — per
+// event, per process and, on the kernel, each event's lost samples — for
+// uetrace top's live view.
+//
 // It is not the reader of perf.data files (package perfdata) nor the
 // decoder (package report).
 package record
