@@ -38,12 +38,13 @@ as for "uetrace enable".
 
 --pid and --comm keep only the lines of those tasks, like perf script's: --pid
 matches the task id a line shows (a thread's id; a process's main thread has
-the process's id) and the tgid column where the trace shows one; --comm
-matches the task's name, exactly. Given both, a line must match both. This
-filters the lines uetrace prints: the buffer still holds every task's records.
-On the kernel, ftrace's set_event_pid would filter at the source instead;
-uetrace does not change it, since it is one setting for every reader of the
-buffer.`,
+the process's id) and the tgid column where the trace shows one — on the
+kernel "uetrace write options/record-tgid 1" adds it, and --pid then matches
+every thread of a process; --comm matches the task's name, exactly. Given
+both, a line must match both. This filters the lines uetrace prints: the
+buffer still holds every task's records. On the kernel, ftrace's
+set_event_pid would filter at the source instead; uetrace leaves it alone,
+since it is one setting for every reader of the buffer.`,
 		Example: `  uetrace enable myapp_request
   uetrace trace -f
   uetrace trace -e 'myapp_*' --pid 4242`,
