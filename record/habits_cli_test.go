@@ -339,3 +339,70 @@ func TestStatusCommand(t *testing.T) {
 		}
 	})
 }
+
+// On the kernel, with the tgid column (options/record-tgid), trace --pid
+// keeps every thread of a process: the producer, a Go program, writes from
+// any of its threads.
+func TestTracePIDThreads(t *testing.T) {
+	bin := uetraceBinary(t)
+	prod := producer(t)
+	forEach(t, func(t *testing.T, tg target) {
+		if tg.name != "kernel" {
+			t.Skip("the daemon's trace has no tgid column (no options/)")
+		}
+		f, err := userevents.Open(tg.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		name := uniq("trpid")
+		cmd := name + " u32 i"
+		ev, err := f.Register(cmd, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, err := userevents.OpenTracefs(tg.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fs.Close()
+		old, err := fs.ReadFile("options/record-tgid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.WriteFile("options/record-tgid", []byte("1"), 0); err != nil {
+			t.Fatal(err)
+		}
+		defer fs.WriteFile("options/record-tgid", old, 0)
+
+		uetrace := func(args ...string) string {
+			t.Helper()
+			out, err := exec.Command(bin, append(backendArgs(tg), args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("uetrace %v: %v\n%s", args, err, out)
+			}
+			return string(out)
+		}
+		uetrace("enable", name)
+		defer uetrace("disable", name)
+		if err := ev.Write(le32(1)); err != nil {
+			t.Fatal(err)
+		}
+		pp := emit(t, prod, tg, cmd)
+		all := uetrace("trace")
+		if n := strings.Count(all, name+":"); n != 2 {
+			t.Fatalf("trace: %d lines of %s, want 2:\n%s", n, name, all)
+		}
+		// Filtered by the producer's pid: only its line, whichever thread
+		// wrote it.
+		var lines []string
+		for _, l := range strings.Split(uetrace("trace", "--pid", strconv.Itoa(pp)), "\n") {
+			if strings.Contains(l, name+":") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 1 || !strings.Contains(lines[0], fmt.Sprintf("(%7d)", pp)) || !strings.Contains(lines[0], "i=0x7 (7)") {
+			t.Errorf("trace --pid %d: %q\nall:\n%s", pp, lines, all)
+		}
+	})
+}
