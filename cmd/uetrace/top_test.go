@@ -148,7 +148,7 @@ func TestTopPlain(t *testing.T) {
 		for _, l := range lines[1:] {
 			m := plainEvent.FindStringSubmatch(l)
 			if m == nil {
-				if !strings.HasPrefix(l, "pid ") {
+				if !strings.HasPrefix(l, "pid ") && !strings.HasPrefix(l, "note ") {
 					t.Errorf("line %q", l)
 				}
 				continue
