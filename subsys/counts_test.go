@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -72,4 +73,41 @@ func sameLines(a, b string) bool {
 	slices.Sort(la)
 	slices.Sort(lb)
 	return slices.Equal(la, lb)
+}
+
+// Writers on many CPUs at once are all counted: the shards add up.
+func TestCountsShards(t *testing.T) {
+	s := New(Options{NumCPU: 6})
+	p := s.NewProcess(newMem())
+	f := s.Open()
+	defer f.Close()
+	idx, err := f.Register(p, root, regArgs("shard u32 x", check, 0, 4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := s.Lookup("user_events", "shard")
+	if err := s.SetFtrace(ev, true); err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.counts) != 8 {
+		t.Errorf("%d shards for 6 CPUs, want 8", len(ev.counts))
+	}
+	var wg sync.WaitGroup
+	for cpu := range 20 { // more writers than shards, and CPUs past NumCPU
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := Writer{PID: int32(100 + cpu), TGID: 100, Comm: "w", CPU: cpu}
+			for range 1000 {
+				if _, err := f.Writev(w, le32(idx), le32(7)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if w, d := ev.Counts(); w != 20*1000 || d != 0 {
+		t.Errorf("counts %d written, %d dropped; want 20000, 0", w, d)
+	}
 }

@@ -48,11 +48,12 @@ func (s *Subsystem) AppendCounts(dst []byte) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.eachEvent(func(ev *Event) {
+		written, dropped := ev.Counts()
 		dst = append(dst, ev.tp...)
 		dst = append(dst, ' ')
-		dst = strconv.AppendUint(dst, ev.written.Load(), 10)
+		dst = strconv.AppendUint(dst, written, 10)
 		dst = append(dst, ' ')
-		dst = strconv.AppendUint(dst, ev.dropped.Load(), 10)
+		dst = strconv.AppendUint(dst, dropped, 10)
 		dst = append(dst, '\n')
 	})
 	return dst
