@@ -329,3 +329,23 @@ func TestTopTerminal(t *testing.T) {
 		})
 	}
 }
+
+// --duration ends top by itself.
+func TestTopDuration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	sock, _, _ := startServe(t)
+	produceDaemon(t, sock, "topdur_x")
+	start := time.Now()
+	out, errs, code := cli(t, sock, "top", "-d", "100ms", "--duration", "1s")
+	if code != 0 {
+		t.Fatalf("top --duration: exit %d\n%s%s", code, out, errs)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("top --duration 1s returned after %v", d)
+	}
+	if !strings.HasPrefix(out, "top ") || !strings.Contains(out, "event user_events:topdur_x ") {
+		t.Errorf("no block with the event in:\n%s", out)
+	}
+}
