@@ -42,7 +42,10 @@ the process's id) and the tgid column where the trace shows one — on the
 kernel "uetrace write options/record-tgid 1" adds it, and --pid then matches
 every thread of a process; --comm matches the task's name, exactly. Given
 both, a line must match both. This filters the lines uetrace prints: the
-buffer still holds every task's records. On the kernel, ftrace's
+buffer still holds every task's records. On the kernel the name and tgid in
+a line come from what ftrace saved of the task, which it learns when the
+task is scheduled out after writing: a line read from trace_pipe at once can
+show "<...>" or "(-------)", and then does not match. On the kernel, ftrace's
 set_event_pid would filter at the source instead; uetrace leaves it alone,
 since it is one setting for every reader of the buffer.`,
 		Example: `  uetrace enable myapp_request
