@@ -312,9 +312,12 @@ func TestTopTerminal(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatalf("top still runs 10 s after %q:\n%s", c.key, p.screen())
 			}
-			out := p.output()
-			if !strings.HasPrefix(out, "\x1b[?1049h\x1b[?25l") || !strings.Contains(out, "\x1b[?25h\x1b[?1049l") {
-				t.Errorf("alternate screen not entered and left:\n%q", out)
+			// What top wrote last may still be on its way through the pty.
+			eventually(t, "the alternate screen left", func() bool {
+				return strings.Contains(p.output(), "\x1b[?25h\x1b[?1049l")
+			})
+			if out := p.output(); !strings.HasPrefix(out, "\x1b[?1049h\x1b[?25l") {
+				t.Errorf("alternate screen not entered:\n%q", out)
 			}
 			after, err := unix.IoctlGetTermios(int(p.slave.Fd()), unix.TCGETS)
 			if err != nil {
