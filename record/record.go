@@ -33,6 +33,12 @@
 // The file is written from a goroutine of its own, so that a slow disk
 // does not stop the rings or the session from being drained.
 //
+// Options.PIDs and Comms keep only some tasks' samples, as perf record
+// --pid and perf script --comm select them; the rest are left out as they
+// are drained, and counted. A recording given no file only counts — per
+// event, per process and, on the kernel, each event's lost samples — for
+// uetrace top's live view.
+//
 // It is not the reader of perf.data files (package perfdata) nor the
 // decoder (package report).
 package record
@@ -73,6 +79,17 @@ type Options struct {
 	Notify func(msg string)
 	// Cmdline is stored in the file's header (HEADER_CMDLINE).
 	Cmdline []string
+	// PIDs and Comms, when set, keep only the samples of those processes
+	// (perf's --pid: the process id, every thread of it) and of tasks with
+	// those names (perf script's --comm: the thread's name as it was when
+	// the sample was taken); given both, a sample must match both. The
+	// kernel and the daemon still deliver every task's records: they are
+	// left out here, and counted in Stats.Filtered.
+	PIDs  []int
+	Comms []string
+	// ByProcess counts samples per process too (Stats.Processes): what
+	// uetrace top shows.
+	ByProcess bool
 }
 
 // Stats are a recording's counts so far. Safe to read while it runs.
@@ -87,7 +104,17 @@ type Stats struct {
 	// could be read (daemon only); they are in the file but cannot be
 	// decoded.
 	Unknown uint64
-	Events  []EventStats
+	// Filtered counts samples of tasks that Options.PIDs and Comms left
+	// out.
+	Filtered uint64
+	Events   []EventStats
+	// Processes are the samples per process, with Options.ByProcess.
+	Processes []ProcessStats
+	// LostByEvent says whether EventStats.Lost is known: on the kernel
+	// each perf event counts the samples it could not write
+	// (PERF_FORMAT_LOST); a daemon session counts its drops for all its
+	// events together, in Lost only.
+	LostByEvent bool
 }
 
 // EventStats are the counts of one recorded event.
@@ -95,8 +122,24 @@ type EventStats struct {
 	System, Name string
 	ID           int
 	Samples      uint64
-	Late         bool // picked up after the recording started
+	// Lost is the samples of this event the kernel could not write to
+	// the ring, when Stats.LostByEvent: read when the recording ends, and
+	// every LostInterval while one without a file runs (a read per CPU
+	// and event, which only a live view needs).
+	Lost uint64
+	Late bool // picked up after the recording started
 }
+
+// ProcessStats are the samples of one process.
+type ProcessStats struct {
+	PID     uint32
+	Comm    string // the name of the task that wrote its latest sample
+	Samples uint64
+}
+
+// LostInterval is how often a kernel recording without a file reads its
+// events' lost counts for Stats.
+const LostInterval = 500 * time.Millisecond
 
 // event is one recorded event.
 type event struct {
@@ -107,6 +150,8 @@ type event struct {
 	ids          []uint64
 	late         bool
 	samples      atomic.Uint64
+	lost         atomic.Uint64 // by PERF_FORMAT_LOST, kernel only
+	fds          []int         // the perf events, kernel only
 }
 
 // Recorder is one recording: the events it selects are attached when it is
@@ -126,6 +171,10 @@ type Recorder struct {
 	tasks  map[uint32]struct{} // tids whose name the file has
 
 	lastTID  uint32
+	filter   *taskFilter // nil: every task
+	filtered atomic.Uint64
+	pending  [][]byte       // samples waiting for their task's name (flushPending)
+	procs    *processCounts // with ByProcess
 	samples  atomic.Uint64
 	bytes    atomic.Uint64 // the size of the file so far
 	dropped  atomic.Uint64 // records lost
@@ -158,6 +207,9 @@ func Kernel(root string, w io.WriteSeeker, opts Options) (*Recorder, error) {
 
 // Daemon starts a recording of a uetrace daemon's events into w, through
 // a session on c. c is used by the recording until Run returns.
+//
+// With w nil (as with Kernel) nothing is written: the recording only
+// counts, for Stats — what uetrace top does.
 func Daemon(c *daemon.Client, w io.WriteSeeker, opts Options) (*Recorder, error) {
 	if opts.BufferKB <= 0 {
 		opts.BufferKB = 16 << 10
@@ -185,7 +237,9 @@ func Daemon(c *daemon.Client, w io.WriteSeeker, opts Options) (*Recorder, error)
 
 // abandon releases a recording that failed to start.
 func (r *Recorder) abandon() {
-	r.bw.Close()
+	if r.bw != nil {
+		r.bw.Close()
+	}
 	r.src.close()
 }
 
@@ -209,6 +263,13 @@ func newRecorder(src source, w io.WriteSeeker, opts Options) (*Recorder, error) 
 			return nil, err
 		}
 		r.pats = append(r.pats, p)
+	}
+	r.filter = newTaskFilter(opts.PIDs, opts.Comms)
+	if opts.ByProcess {
+		r.procs = newProcessCounts()
+	}
+	if w == nil {
+		return r, nil // counting only
 	}
 	r.bw = newBackgroundWriter(w)
 	pw, err := perfdata.NewWriter(r.bw)
@@ -246,13 +307,18 @@ func (r *Recorder) start() error {
 // stopped the recording; the file is completed even then.
 func (r *Recorder) Run(ctx context.Context) error {
 	var err error
-	lastScan := time.Now()
+	lastScan, lastLost := time.Now(), time.Now()
 	for err == nil && ctx.Err() == nil {
 		r.src.wait(100 * time.Millisecond)
 		if err = r.src.drain(r); err != nil {
 			break
 		}
+		r.flushPending()
 		r.finishRound()
+		if r.w == nil && time.Since(lastLost) >= LostInterval {
+			r.readLost()
+			lastLost = time.Now()
+		}
 		if r.follow && time.Since(lastScan) >= FollowInterval {
 			// The daemon attaches new events itself, but their formats
 			// are read here: before their first record if possible.
@@ -267,6 +333,8 @@ func (r *Recorder) Run(ctx context.Context) error {
 	if derr := r.src.drain(r); err == nil {
 		err = derr
 	}
+	r.flushPending()
+	r.readLost()
 	r.finishRound()
 	if cerr := r.finish(); err == nil {
 		err = cerr
@@ -350,19 +418,22 @@ func (r *Recorder) add(system, name string, late bool) error {
 	if err := r.src.attach(ev); err != nil {
 		return err
 	}
-	// The attr goes in now: the records that follow need it to be written.
-	if _, err := r.w.AddAttr(perfdata.Attr{
-		Name:         system + ":" + name,
-		Type:         ev.attr.Type,
-		Config:       ev.attr.Config,
-		SamplePeriod: ev.attr.Sample,
-		SampleType:   ev.attr.Sample_type,
-		ReadFormat:   ev.attr.Read_format,
-		Flags:        ev.attr.Bits,
-		Wakeup:       ev.attr.Wakeup,
-		IDs:          ev.ids,
-	}); err != nil {
-		return err
+	// The attr goes in now: the records that follow need it to be written
+	// (a recording that only counts has no file).
+	if r.w != nil {
+		if _, err := r.w.AddAttr(perfdata.Attr{
+			Name:         system + ":" + name,
+			Type:         ev.attr.Type,
+			Config:       ev.attr.Config,
+			SamplePeriod: ev.attr.Sample,
+			SampleType:   ev.attr.Sample_type,
+			ReadFormat:   ev.attr.Read_format,
+			Flags:        ev.attr.Bits,
+			Wakeup:       ev.attr.Wakeup,
+			IDs:          ev.ids,
+		}); err != nil {
+			return err
+		}
 	}
 	r.mu.Lock()
 	r.events = append(r.events, ev)
@@ -403,7 +474,11 @@ func (r *Recorder) record(rec []byte) {
 	case perfdata.RecordSample:
 		// Laid out by SampleType: identifier, pid/tid, time, cpu, raw.
 		if len(rec) >= 40 {
-			r.seen(ne.Uint64(rec[8:]), ne.Uint32(rec[16:]), ne.Uint32(rec[20:]))
+			pid, tid := ne.Uint32(rec[16:]), ne.Uint32(rec[20:])
+			if !r.wantedRecord(rec, pid, tid) {
+				return
+			}
+			r.seen(ne.Uint64(rec[8:]), pid, tid)
 		}
 	case perfdata.RecordLost:
 		if len(rec) >= 24 {
@@ -411,10 +486,23 @@ func (r *Recorder) record(rec []byte) {
 		}
 	case perfdata.RecordComm:
 		if len(rec) >= 16 {
-			r.tasks[ne.Uint32(rec[12:])] = struct{}{}
+			tid := ne.Uint32(rec[12:])
+			r.tasks[tid] = struct{}{}
+			name := rec[16:]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			r.renamed(ne.Uint32(rec[8:]), tid, string(name))
+		}
+	case perfdata.RecordFork:
+		// pid, ppid, tid, ptid, time.
+		if len(rec) >= 24 && r.filter != nil {
+			r.filter.fork(ne.Uint32(rec[16:]), ne.Uint32(rec[20:]))
 		}
 	}
-	r.check(r.w.WriteRecord(rec))
+	if r.w != nil {
+		r.check(r.w.WriteRecord(rec))
+	}
 }
 
 // sample writes a sample of the daemon source.
@@ -427,8 +515,13 @@ func (r *Recorder) sample(s *perfdata.Sample) {
 		// was read, already counted in Unknown.
 		return
 	}
+	if !r.wanted(s.PID, s.TID) {
+		return
+	}
 	r.seen(s.ID, s.PID, s.TID)
-	r.check(r.w.WriteSample(s))
+	if r.w != nil {
+		r.check(r.w.WriteSample(s))
+	}
 }
 
 // lost writes that n records were dropped.
@@ -437,7 +530,9 @@ func (r *Recorder) lost(id, n uint64) {
 		return
 	}
 	r.countLost(n)
-	r.check(r.w.WriteLost(id, n, nil))
+	if r.w != nil {
+		r.check(r.w.WriteLost(id, n, nil))
+	}
 }
 
 // comm writes a task's name, from the daemon source.
@@ -446,7 +541,10 @@ func (r *Recorder) comm(pid, tid uint32, name string, trailer *perfdata.Sample) 
 		return
 	}
 	r.tasks[tid] = struct{}{}
-	r.check(r.w.WriteComm(pid, tid, name, trailer))
+	r.renamed(pid, tid, name)
+	if r.w != nil {
+		r.check(r.w.WriteComm(pid, tid, name, trailer))
+	}
 }
 
 // seen counts a sample of sample id id by task tid of process pid, and
@@ -457,6 +555,9 @@ func (r *Recorder) seen(id uint64, pid, tid uint32) {
 		ev.samples.Add(1)
 	}
 	r.samples.Add(1)
+	if r.procs != nil {
+		r.procs.add(pid, tid)
+	}
 	if tid == r.lastTID {
 		return
 	}
@@ -468,6 +569,12 @@ func (r *Recorder) seen(id uint64, pid, tid uint32) {
 	comm, ok := taskComm(int32(pid), int32(tid))
 	if !ok {
 		return // gone: perf shows such tasks as ":<tid>"
+	}
+	if r.procs != nil {
+		r.procs.rename(pid, tid, comm)
+	}
+	if r.w == nil {
+		return
 	}
 	// Time 0, as perf gives the names it synthesizes at the start: the
 	// name holds from the beginning, also for this task's samples on other
@@ -486,14 +593,16 @@ func (r *Recorder) check(err error) {
 	if err != nil && r.err == nil {
 		r.err = err
 	}
-	r.bytes.Store(uint64(r.w.Size()))
+	if r.w != nil {
+		r.bytes.Store(uint64(r.w.Size()))
+	}
 	r.wrote = true
 }
 
 // finishRound marks that every ring has been read up to here, which lets
 // readers sort by time within bounded memory (PERF_RECORD_FINISHED_ROUND).
 func (r *Recorder) finishRound() {
-	if !r.wrote || r.err != nil {
+	if !r.wrote || r.err != nil || r.w == nil {
 		return
 	}
 	r.wrote = false
@@ -505,6 +614,9 @@ func (r *Recorder) finishRound() {
 // finish writes the tracing data (every recorded event's format) and the
 // host's facts, and completes the file.
 func (r *Recorder) finish() error {
+	if r.w == nil {
+		return r.err
+	}
 	err := r.finishFile()
 	if cerr := r.bw.Close(); err == nil {
 		err = cerr
@@ -542,24 +654,39 @@ func (r *Recorder) finishFile() error {
 	return r.w.Close()
 }
 
+// Source names where the records come from: "kernel" (perf events) or
+// "daemon" (a session).
+func (r *Recorder) Source() string {
+	if _, ok := r.src.(*kernelSource); ok {
+		return "kernel"
+	}
+	return "daemon"
+}
+
 // Stats returns the counts so far.
 func (r *Recorder) Stats() Stats {
 	st := Stats{
-		Samples: r.samples.Load(),
-		Bytes:   r.bytes.Load(),
-		Lost:    r.dropped.Load(),
-		Unknown: r.unknown.Load(),
+		Samples:  r.samples.Load(),
+		Bytes:    r.bytes.Load(),
+		Lost:     r.dropped.Load(),
+		Unknown:  r.unknown.Load(),
+		Filtered: r.filtered.Load(),
 	}
+	_, st.LostByEvent = r.src.(*kernelSource)
 	if r.tooLarge != nil {
 		st.TooLarge = r.tooLarge()
 	}
 	r.mu.Lock()
 	for _, ev := range r.events {
 		st.Events = append(st.Events, EventStats{
-			System: ev.system, Name: ev.name, ID: ev.id, Samples: ev.samples.Load(), Late: ev.late,
+			System: ev.system, Name: ev.name, ID: ev.id, Samples: ev.samples.Load(),
+			Lost: ev.lost.Load(), Late: ev.late,
 		})
 	}
 	r.mu.Unlock()
+	if r.procs != nil {
+		st.Processes = r.procs.snapshot()
+	}
 	return st
 }
 

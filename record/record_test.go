@@ -45,7 +45,7 @@ func targets(t *testing.T) []target {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.Close() })
-			r, err := record.Daemon(c, w, o)
+			r, err := record.Daemon(c, writeSeeker(w), o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +58,7 @@ func targets(t *testing.T) []target {
 			name: "kernel",
 			opts: userevents.Options{Backend: userevents.Kernel},
 			start: func(t *testing.T, w *os.File, o record.Options) *record.Recorder {
-				r, err := record.Kernel("/sys/kernel/tracing", w, o)
+				r, err := record.Kernel("/sys/kernel/tracing", writeSeeker(w), o)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -198,7 +198,23 @@ func (k *kernelSource) attach(ev *event) error {
 	ev.attr = attr
 	ev.attr.Bits &^= unix.PerfBitDisabled
 	ev.ids = ids
+	ev.fds = opened
 	return nil
+}
+
+// eventLost is the number of ev's samples that had no room in the rings,
+// as its perf events count them (PERF_FORMAT_LOST). The PERF_RECORD_LOST
+// records do not tell: the kernel counts a ring's losses per ring and
+// reports them under whichever event writes next.
+func (k *kernelSource) eventLost(ev *event) uint64 {
+	var total uint64
+	var buf [16]byte // u64 value, u64 lost
+	for _, fd := range ev.fds {
+		if n, err := unix.Read(fd, buf[:]); err == nil && n == len(buf) {
+			total += ne.Uint64(buf[8:])
+		}
+	}
+	return total
 }
 
 func (k *kernelSource) wait(d time.Duration) {

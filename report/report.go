@@ -68,6 +68,24 @@ type Summary struct {
 	// Undecoded counts samples written without fields: their event has no
 	// format in the file, or their id matches no event.
 	Undecoded uint64
+	// Filtered counts samples of other tasks than the Filter's.
+	Filtered uint64
+}
+
+// Filter keeps some tasks' samples, as perf script's --pid and --comm do:
+// those of processes PIDs (the process id, so every thread of it) and of
+// tasks named one of Comms (the thread's name when the sample was taken);
+// given both, a sample must match both. The zero Filter keeps every sample.
+type Filter struct {
+	PIDs  []int
+	Comms []string
+}
+
+func (f *Filter) keep(pid int32, comm string) bool {
+	if len(f.PIDs) > 0 && !slices.Contains(f.PIDs, int(pid)) {
+		return false
+	}
+	return len(f.Comms) == 0 || slices.Contains(f.Comms, comm)
 }
 
 // item is a buffered sample or task name, waiting for its turn.
@@ -94,7 +112,8 @@ const (
 // reporter is one report being written.
 type reporter struct {
 	format Format
-	lines  *lines // text and JSON
+	filter *Filter // nil: every sample
+	lines  *lines  // text and JSON
 	pf     *perfetto.Writer
 	pfOut  *bufio.Writer
 
@@ -119,11 +138,19 @@ type reporter struct {
 
 // Write reads every record of r and writes its samples to w in format.
 func Write(w io.Writer, r *perfdata.Reader, format Format) (Summary, error) {
+	return WriteFilter(w, r, format, Filter{})
+}
+
+// WriteFilter is Write of the samples f keeps.
+func WriteFilter(w io.Writer, r *perfdata.Reader, format Format, f Filter) (Summary, error) {
 	rp := &reporter{
 		format:  format,
 		byID:    make(map[uint64]*event),
 		threads: make(map[int32]*thread),
 		mapped:  r.Mapped(),
+	}
+	if len(f.PIDs) > 0 || len(f.Comms) > 0 {
+		rp.filter = &f
 	}
 	if err := rp.events(r); err != nil {
 		return rp.sum, err
@@ -418,6 +445,10 @@ func (rp *reporter) emit(it *item) error {
 		if p := rp.threads[int32(it.cpu)]; p != nil && p.comm != "" {
 			return rp.rename(it, t, p.comm)
 		}
+		return nil
+	}
+	if rp.filter != nil && !rp.filter.keep(it.pid, t.comm) {
+		rp.sum.Filtered++
 		return nil
 	}
 	if it.ev.format == nil {

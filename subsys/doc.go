@@ -49,6 +49,9 @@
 //   - The kernel fills a record's common_flags from the writer's
 //     interrupt and preemption state (need-resched can show); here they are
 //     always 0.
+//   - The root has one file Linux does not, uetrace_event_counts
+//     ([FileCounts]): each event's records written and dropped, which the
+//     kernel does not count per event.
 //
 // All methods are safe for concurrent use. Writes to an event take no
 // global lock, so a status change of one event never blocks writers of

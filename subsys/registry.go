@@ -55,7 +55,7 @@ func (s *Subsystem) find(name, args string, regFlags uint16) (*Event, error) {
 // registration uses one up too; then fields, the user_events_max limit, a
 // type ID.
 func (s *Subsystem) create(name, args string, regFlags uint16) (*Event, error) {
-	ev := &Event{s: s, persist: regFlags&RegPersist != 0, multi: regFlags&RegMultiFormat != 0}
+	ev := &Event{s: s, persist: regFlags&RegPersist != 0, multi: regFlags&RegMultiFormat != 0, counts: newCounts(s.opts.NumCPU)}
 	ev.tp = name
 	if ev.multi {
 		ev.tp = eventdef.MultiName(name, s.multiID)

@@ -303,6 +303,7 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		ss.mu.Lock()
 		ss.tooLarge++
 		ss.mu.Unlock()
+		ev.shard(w.CPU).dropped.Add(1)
 		return
 	}
 	ss.mu.Lock()
@@ -315,6 +316,7 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 			if ss.used+csize+size > len(ss.ring) {
 				ss.lost++ // the name waits for a record that fits
 				ss.mu.Unlock()
+				ev.shard(w.CPU).dropped.Add(1)
 				return
 			}
 			ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), n: csize}, comm)
@@ -324,6 +326,7 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 	if ss.used+size > len(ss.ring) {
 		ss.lost++
 		ss.mu.Unlock()
+		ev.shard(w.CPU).dropped.Add(1)
 		return
 	}
 	ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: ev.id, n: size, ev: ev}, rec)

@@ -37,3 +37,24 @@ func (s *Subsystem) AppendStatus(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, int64(busy), 10)
 	return append(dst, '\n')
 }
+
+// AppendCounts appends the text of FileCounts, a file Linux does not have:
+// one line per event, in user_events_status's order, "tracepoint written
+// dropped" — the records written to it since it was registered, and those
+// of them a perf-like session dropped (its buffer full, or the record over
+// perf's size limit). The kernel counts neither per event; uetrace status
+// shows them where this file exists.
+func (s *Subsystem) AppendCounts(dst []byte) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eachEvent(func(ev *Event) {
+		written, dropped := ev.Counts()
+		dst = append(dst, ev.tp...)
+		dst = append(dst, ' ')
+		dst = strconv.AppendUint(dst, written, 10)
+		dst = append(dst, ' ')
+		dst = strconv.AppendUint(dst, dropped, 10)
+		dst = append(dst, '\n')
+	})
+	return dst
+}

@@ -163,11 +163,54 @@ type Event struct {
 	status   atomic.Uint32 // Status* bits; non-zero means enabled
 	ftrace   atomic.Bool   // the ftrace probe is registered (enable file)
 	sessions atomic.Pointer[[]*Session]
+	// counts are the records written to it (write returned their length)
+	// and those of them a session then dropped (its buffer full, or the
+	// record over perf's size limit), in shards by the writer's CPU: as
+	// the per-CPU trace rings do, this keeps writers on different CPUs
+	// from sharing a cache line. Linux keeps no such per-event count: they
+	// are uetrace's own, for FileCounts.
+	counts []eventCounts
 
 	// Consumer counts, under s.mu.
 	perfUsers  int
 	otherUsers int
 	wasEnabled bool // the ftrace probe was ever registered (EVENT_FILE_FL_WAS_ENABLED)
+}
+
+// eventCounts is one shard of an event's counts, a cache line of its own
+// (64 bytes on amd64 and most arm64).
+type eventCounts struct {
+	written atomic.Uint64
+	dropped atomic.Uint64
+	_       [64 - 16]byte
+}
+
+// maxCountShards bounds an event's count shards (a cache line each): past
+// it, CPUs share shards.
+const maxCountShards = 16
+
+// newCounts makes the count shards of an event: a power of two, so that
+// a CPU's shard is a mask away.
+func newCounts(numCPU int) []eventCounts {
+	n := 1
+	for n < numCPU && n < maxCountShards {
+		n *= 2
+	}
+	return make([]eventCounts, n)
+}
+
+// shard is the count shard of a writer on cpu.
+func (e *Event) shard(cpu int) *eventCounts {
+	return &e.counts[uint(cpu)&uint(len(e.counts)-1)]
+}
+
+// Counts returns the records written to the event and those dropped.
+func (e *Event) Counts() (written, dropped uint64) {
+	for i := range e.counts {
+		written += e.counts[i].written.Load()
+		dropped += e.counts[i].dropped.Load()
+	}
+	return written, dropped
 }
 
 // Name is the registered name (without ".<hexid>").

@@ -29,6 +29,8 @@ const (
 	FileSetEvent        = "set_event"
 	FileBufferSizeKB    = "buffer_size_kb"
 	FileBufferTotalKB   = "buffer_total_size_kb"
+	// FileCounts is uetrace's own, not Linux's (see AppendCounts).
+	FileCounts = "uetrace_event_counts"
 )
 
 // rootFiles are the files of the tracefs root, with the modes Linux gives
@@ -44,6 +46,7 @@ var rootFiles = map[string]fs.FileMode{
 	FileTracingOn:       0o640,
 	FileData:            0o640,
 	FileStatus:          0o440,
+	FileCounts:          0o440,
 }
 
 // DirEntry is one entry of a tracefs directory.
@@ -375,6 +378,8 @@ func (f *FS) content(n node) ([]byte, error) {
 	switch n.name {
 	case FileStatus:
 		return s.AppendStatus(nil), nil
+	case FileCounts:
+		return s.AppendCounts(nil), nil
 	case FileDynamicEvents:
 		return s.AppendDynamicEvents(nil), nil
 	case FileAvailableEvents:

@@ -99,6 +99,7 @@ func (f *File) write(w Writer, iov [][]byte, total int) (int, error) {
 
 	err := ev.def.Validate(rec)
 	if err == nil {
+		ev.shard(w.CPU).written.Add(1)
 		ts := f.s.opts.Clock()
 		if ev.ftrace.Load() {
 			f.s.trace.write(ev, &w, ts, rec)

@@ -25,13 +25,15 @@ path relative to the tracefs root. trace_pipe streams until interrupted.`,
 		Example: `  uetrace cat user_events_status
   uetrace cat events/user_events/myapp_request/format`,
 		Args: exactArgs("PATH"),
-		RunE: func(cmd *cobra.Command, args []string) error { return catFile(cmd, g, "cat", args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return catFile(cmd, g, "cat", args[0], cmd.OutOrStdout())
+		},
 	}
 }
 
-// catFile copies a tracefs file to the output until its end or an
+// catFile copies a tracefs file to out until its end or an
 // interrupt; its errors name op, the command the user gave.
-func catFile(cmd *cobra.Command, g *globals, op, name string) error {
+func catFile(cmd *cobra.Command, g *globals, op, name string, out io.Writer) error {
 	fs, err := g.tracefs()
 	if err != nil {
 		return err
@@ -43,7 +45,7 @@ func catFile(cmd *cobra.Command, g *globals, op, name string) error {
 	}
 	ctx, stop := interruptible(cmd)
 	defer stop()
-	return asOp(copyUntil(ctx, cmd.OutOrStdout(), f), op, name, "")
+	return asOp(copyUntil(ctx, out, f), op, name, "")
 }
 
 // copyUntil copies f to w until EOF or ctx is done (closing f ends a

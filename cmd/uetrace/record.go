@@ -29,6 +29,8 @@ func newRecordCmd(g *globals) *cobra.Command {
 		bufferKB int
 		noFollow bool
 		quiet    bool
+		pids     []int
+		comms    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "record [-e EVENT]... [-o FILE] [--duration D] [-- COMMAND [ARG...]]",
@@ -49,6 +51,13 @@ event is recorded. Events registered while the recording runs are picked up if
 a pattern selects them (the daemon attaches them at once; on the kernel they
 are found within 250 ms, and their writers see the event enabled only then).
 
+--pid and --comm record only some tasks' samples, as perf record --pid and perf
+script --comm select them: --pid the processes with those ids (every thread),
+--comm the tasks with that name (exactly, as it was when the sample was
+taken); given both, a sample must match both. The kernel and the daemon still
+deliver every task's records, which uetrace leaves out as they come (the
+summary counts them): records lost for a full buffer can be any task's.
+
 On a terminal a status line shows events/s, bytes written and records lost.
 Lost records are counted in the file and reported, never dropped silently.`,
 		Example: `  uetrace record -e 'myapp_*' --duration 10s
@@ -57,7 +66,7 @@ Lost records are counted in the file and reported, never dropped silently.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRecord(cmd, g, recordArgs{
 				events: events, output: output, duration: duration, bufferKB: bufferKB,
-				noFollow: noFollow, quiet: quiet, command: args,
+				noFollow: noFollow, quiet: quiet, command: args, pids: pids, comms: comms,
 			})
 		},
 	}
@@ -68,6 +77,8 @@ Lost records are counted in the file and reported, never dropped silently.`,
 	f.IntVar(&bufferKB, "buffer-kb", 0, "buffer size in KiB: per CPU on the kernel (default 512), the daemon session's (default 16384)")
 	f.BoolVar(&noFollow, "no-follow", false, "record only events that exist at the start")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no status line or notices; the summary and lost counts are still printed")
+	f.IntSliceVar(&pids, "pid", nil, "record only these processes (comma-separated or repeated)")
+	f.StringArrayVar(&comms, "comm", nil, "record only tasks with this name (repeatable)")
 	return cmd
 }
 
@@ -79,6 +90,8 @@ type recordArgs struct {
 	noFollow bool
 	quiet    bool
 	command  []string
+	pids     []int
+	comms    []string
 }
 
 func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
@@ -88,6 +101,11 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		BufferKB: a.bufferKB,
 		NoFollow: a.noFollow,
 		Cmdline:  os.Args,
+		PIDs:     a.pids,
+		Comms:    a.comms,
+	}
+	if err := checkPIDs(a.pids); err != nil {
+		return err
 	}
 	if !a.quiet {
 		opts.Notify = func(msg string) { stderr.line("uetrace record: " + msg) }
@@ -242,8 +260,9 @@ func cancelRun(rec *record.Recorder) {
 }
 
 // openRecorder starts a recording on the backend the flags choose: the
-// kernel's perf events when it has user_events, else the daemon.
-func openRecorder(g *globals, out *os.File, opts record.Options) (*record.Recorder, func(), error) {
+// kernel's perf events when it has user_events, else the daemon. With out
+// nil it only counts (uetrace top).
+func openRecorder(g *globals, out io.WriteSeeker, opts record.Options) (*record.Recorder, func(), error) {
 	o, err := g.options()
 	if err != nil {
 		return nil, nil, err
@@ -322,6 +341,9 @@ func printSummary(w io.Writer, st record.Stats, file string, elapsed time.Durati
 			big = fmt.Sprintf(", %d of them larger than perf's 8 KiB sample limit", st.TooLarge)
 		}
 		fmt.Fprintf(w, "warning: %d records were lost%s; try a larger --buffer-kb\n", st.Lost, big)
+	}
+	if st.Filtered > 0 {
+		fmt.Fprintf(w, "  (%d samples of other tasks left out by --pid/--comm)\n", st.Filtered)
 	}
 	if st.Unknown > 0 {
 		fmt.Fprintf(w, "warning: %d samples belong to events deleted before their format could be read; they cannot be decoded\n", st.Unknown)

@@ -13,7 +13,11 @@ import (
 )
 
 func newReportCmd() *cobra.Command {
-	var format, output string
+	var (
+		format, output string
+		pids           []int
+		comms          []string
+	)
 	cmd := &cobra.Command{
 		Use:   "report [FILE] [--format text|json|perfetto] [-o OUT]",
 		Short: "Decode a perf.data file's events as text, JSON lines or a Perfetto trace",
@@ -29,6 +33,11 @@ stored in the file (so events deleted since are still decoded):
   perfetto  a Perfetto trace (open it at ui.perfetto.dev): a track per
             process and thread, an instant event per record with its fields
 
+--pid and --comm keep only some tasks' samples, as perf script's do: --pid
+the processes with those ids (every thread of them), --comm the tasks with
+that name (exactly, as it was when the sample was taken); given both, a
+sample must match both.
+
 FILE defaults to perf.data. Records lost while recording are reported on
 stderr.`,
 		Example: `  uetrace report
@@ -38,6 +47,9 @@ stderr.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := report.ParseFormat(format)
 			if err != nil {
+				return err
+			}
+			if err := checkPIDs(pids); err != nil {
 				return err
 			}
 			in := "perf.data"
@@ -60,7 +72,7 @@ stderr.`,
 			} else if f == report.Perfetto && isTerminal(w) {
 				return fmt.Errorf("a Perfetto trace is binary: give -o FILE: %w", unix.EINVAL)
 			}
-			sum, err := report.Write(w, r, f)
+			sum, err := report.WriteFilter(w, r, f, report.Filter{PIDs: pids, Comms: comms})
 			if err != nil {
 				return fmt.Errorf("%s: %w", in, err)
 			}
@@ -80,5 +92,7 @@ stderr.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text, json or perfetto")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write here instead of stdout")
+	cmd.Flags().IntSliceVar(&pids, "pid", nil, "only samples of these processes (comma-separated or repeated)")
+	cmd.Flags().StringArrayVar(&comms, "comm", nil, "only samples of tasks with this name (repeatable)")
 	return cmd
 }

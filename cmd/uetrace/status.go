@@ -8,16 +8,24 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "List the user events: name, system, ID, what uses them, fields",
+		Short: "List the user events: name, system, ID, what uses them, record counts, fields",
 		Long: `status lists every user event as a table: its tracepoint, system, trace event
-ID, what is attached to it (ftrace, perf, other — from user_events_status) and
-its fields (from its format file), followed by the Active and Busy counts.`,
+ID, what is attached to it (ftrace, perf, other — from user_events_status),
+how many records were written to it and how many of those a recording
+session dropped, and its fields (from its format file), followed by the
+Active and Busy counts.
+
+The record counts come from the uetrace daemon, which counts each event's
+writes. The kernel keeps no per-event count of user_events writes, so on the
+kernel backend RECORDS and DROPPED are "-" (uetrace top measures rates there,
+with perf events).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs, err := g.tracefs()
@@ -36,18 +44,44 @@ func printStatus(out io.Writer, fs *userevents.Tracefs) error {
 	if err != nil {
 		return err
 	}
+	counts, counted := readCounts(fs)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "EVENT\tSYSTEM\tID\tUSERS\tFIELDS")
+	fmt.Fprintln(w, "EVENT\tSYSTEM\tID\tUSERS\tRECORDS\tDROPPED\tFIELDS")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.tracepoint, r.system, r.id, r.users, r.fields)
+		written, dropped := "-", "-"
+		if c, ok := counts[r.tracepoint]; ok {
+			written, dropped = c[0], c[1]
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.tracepoint, r.system, r.id, r.users, written, dropped, r.fields)
 	}
 	w.Flush()
 	fmt.Fprintf(out, "\n%s\n", footer)
+	if !counted && len(rows) > 0 {
+		fmt.Fprintln(out, "RECORDS, DROPPED: - the kernel keeps no per-event count of user_events records (uetrace top measures rates)")
+	}
 	return nil
 }
 
 type statusRow struct {
 	tracepoint, system, id, users, fields string
+}
+
+// readCounts reads the daemon's per-event counts (subsys.FileCounts):
+// records written and dropped, by tracepoint. counted is false where the
+// file does not exist: the kernel has no such counts.
+func readCounts(fs *userevents.Tracefs) (counts map[string][2]string, counted bool) {
+	b, err := fs.ReadFile(subsys.FileCounts)
+	if err != nil {
+		return nil, false
+	}
+	counts = make(map[string][2]string)
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 3 {
+			counts[f[0]] = [2]string{f[1], f[2]}
+		}
+	}
+	return counts, true
 }
 
 // readStatus reads user_events_status and each event's id and format.
