@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/userevents"
 )
 
 // uetraceBinary is the uetrace command: $UETRACE_BIN (the VM test passes
@@ -69,20 +68,8 @@ func TestMain(m *testing.M) {
 func TestRecordCommand(t *testing.T) {
 	bin := uetraceBinary(t)
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		name := uniq("cli")
-		ev, err := f.Register(name+" u32 i; __rel_loc char[] s", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		backend := []string{"--backend", tg.opts.Backend.String()}
-		if tg.opts.Socket != "" {
-			backend = append(backend, "--socket", tg.opts.Socket)
-		}
+		_, name, ev := openEvent(t, tg, "cli", "u32 i; __rel_loc char[] s")
+		backend := backendArgs(tg)
 		data := filepath.Join(t.TempDir(), "cli.data")
 		rec := startRecording(t, bin, append(backend, "record", "-e", name, "-o", data)...)
 		if !ev.Enabled() {
@@ -194,20 +181,9 @@ func (rec *recording) stop(t *testing.T) string {
 func TestRecordShortLivedTask(t *testing.T) {
 	bin := uetraceBinary(t)
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		name := uniq("short")
+		_, name, _ := openEvent(t, tg, "short", "u32 i")
 		command := name + " u32 i"
-		if _, err := f.Register(command, 0); err != nil {
-			t.Fatal(err)
-		}
-		backend := []string{"--backend", tg.opts.Backend.String()}
-		if tg.opts.Socket != "" {
-			backend = append(backend, "--socket", tg.opts.Socket)
-		}
+		backend := backendArgs(tg)
 		data := filepath.Join(t.TempDir(), "short.data")
 		rec := startRecording(t, bin, append(backend, "record", "-e", name, "-o", data)...)
 		rec.cmd.Process.Signal(syscall.SIGSTOP)

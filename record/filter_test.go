@@ -92,17 +92,8 @@ func waitSamples(t *testing.T, rec *record.Recorder, n, filtered uint64) record.
 func TestRecordFilter(t *testing.T) {
 	prod := producer(t)
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		name := uniq("filt")
+		_, name, ev := openEvent(t, tg, "filt", "u32 i")
 		cmd := name + " u32 i"
-		ev, err := f.Register(cmd, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		me := os.Getpid()
 		for _, c := range []struct {
 			what string
@@ -161,17 +152,8 @@ func TestRecordFilter(t *testing.T) {
 func TestRecordCountOnly(t *testing.T) {
 	prod := producer(t)
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		name := uniq("cnt")
+		_, name, ev := openEvent(t, tg, "cnt", "u32 i")
 		cmd := name + " u32 i"
-		ev, err := f.Register(cmd, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		rec := tg.start(t, nil, record.Options{Events: []string{name}, ByProcess: true})
 		stop := runFor(t, rec)
 		waitEnabled(t, ev, time.Second)

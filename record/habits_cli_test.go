@@ -22,14 +22,6 @@ import (
 // The perf habits of the uetrace command on each target: record and report
 // with --pid/--comm, trace -e with --comm, top's plain output.
 
-func backendArgs(tg target) []string {
-	args := []string{"--backend", tg.opts.Backend.String()}
-	if tg.opts.Socket != "" {
-		args = append(args, "--socket", tg.opts.Socket)
-	}
-	return args
-}
-
 // lockedBuffer collects a process's output for polling.
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -88,17 +80,8 @@ func TestRecordCommandFilters(t *testing.T) {
 	bin := uetraceBinary(t)
 	prod := producer(t)
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		name := uniq("clifilt")
+		_, name, ev := openEvent(t, tg, "clifilt", "u32 i")
 		cmd := name + " u32 i"
-		ev, err := f.Register(cmd, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		me := os.Getpid()
 		// record runs, this process writes 3 records, the producer 2.
 		run := func(filter ...string) (data, summary string, pids []int) {
@@ -169,16 +152,7 @@ var topEventLine = regexp.MustCompile(`(?m)^event (\S+) events/s=([0-9.]+) event
 func TestTopCommand(t *testing.T) {
 	bin := uetraceBinary(t)
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		name := uniq("top")
-		ev, err := f.Register(name+" u32 i", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, name, ev := openEvent(t, tg, "top", "u32 i")
 		cmd := exec.Command(bin, append(backendArgs(tg), "top", "-e", name, "-d", "200ms", "--by", "pid")...)
 		var out, errs lockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &errs
@@ -246,17 +220,8 @@ func TestTraceCommand(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		f, err := userevents.Open(tg.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		name := uniq("trc")
+		_, name, ev := openEvent(t, tg, "trc", "u32 i")
 		cmd := name + " u32 i"
-		ev, err := f.Register(cmd, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		fs, err := userevents.OpenTracefs(tg.opts)
 		if err != nil {
 			t.Fatal(err)
@@ -326,16 +291,7 @@ func TestTraceCommand(t *testing.T) {
 func TestStatusCommand(t *testing.T) {
 	bin := uetraceBinary(t)
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		name := uniq("stat")
-		ev, err := f.Register(name+" u32 i", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, name, ev := openEvent(t, tg, "stat", "u32 i")
 		uetrace := func(args ...string) string {
 			t.Helper()
 			out, err := exec.Command(bin, append(backendArgs(tg), args...)...).CombinedOutput()
@@ -375,17 +331,8 @@ func TestTracePIDThreads(t *testing.T) {
 		if tg.name != "kernel" {
 			t.Skip("the daemon's trace has no tgid column (no options/)")
 		}
-		f, err := userevents.Open(tg.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		name := uniq("trpid")
+		_, name, ev := openEvent(t, tg, "trpid", "u32 i")
 		cmd := name + " u32 i"
-		ev, err := f.Register(cmd, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		fs, err := userevents.OpenTracefs(tg.opts)
 		if err != nil {
 			t.Fatal(err)

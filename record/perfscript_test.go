@@ -25,16 +25,7 @@ func TestPerfScriptReadsRecording(t *testing.T) {
 		t.Skip("perf is not installed (Debian: apt-get install linux-perf); not checking that perf script reads uetrace's files")
 	}
 	tg := targets(t)[0] // the daemon: this machine need not have user_events
-	f, err := userevents.Open(tg.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	name := uniq("ps")
-	ev, err := f.Register(name+" u32 count; s64 delta; char[8] tag; __rel_loc char[] msg", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, name, ev := openEvent(t, tg, "ps", "u32 count; s64 delta; char[8] tag; __rel_loc char[] msg")
 	multi, err := f.Register(name+"_m u16 code", userevents.MultiFormat)
 	if err != nil {
 		t.Fatal(err)

@@ -102,6 +102,33 @@ func uniq(base string) string {
 	return fmt.Sprintf("%s_%d", base, time.Now().UnixNano()%1_000_000_007)
 }
 
+// openEvent opens user_events on tg for the rest of the test and registers
+// a new event named uniq(base) with fields; it returns the file, the name
+// and the event.
+func openEvent(t *testing.T, tg target, base, fields string) (*userevents.File, string, *userevents.Event) {
+	t.Helper()
+	f, err := userevents.Open(tg.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	name := uniq(base)
+	ev, err := f.Register(name+" "+fields, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, name, ev
+}
+
+// backendArgs are the uetrace options that select tg.
+func backendArgs(tg target) []string {
+	args := []string{"--backend", tg.opts.Backend.String()}
+	if tg.opts.Socket != "" {
+		args = append(args, "--socket", tg.opts.Socket)
+	}
+	return args
+}
+
 // jsonSample is a line of report's JSON.
 type jsonSample struct {
 	Time   uint64         `json:"time"`
@@ -308,16 +335,7 @@ func le64(x uint64) []byte {
 // samples + lost = written.
 func TestRecordCountsLost(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		name := uniq("lost")
-		ev, err := f.Register(name+" u64 i; char[32] pad", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, name, ev := openEvent(t, tg, "lost", "u64 i; char[32] pad")
 		path := filepath.Join(t.TempDir(), "perf.data")
 		out, err := os.Create(path)
 		if err != nil {
