@@ -128,7 +128,7 @@ func TestTraceFiltersAndStatusCounts(t *testing.T) {
 		t.Errorf("trace --comm nobody:\n%s", out)
 	}
 	_, errs, code := cli(t, sock, "trace", "--pid", "-3")
-	if code != 1 || !strings.Contains(errs, "--pid -3: a process id is a positive number: invalid argument") {
+	if code != 1 || !strings.Contains(errs, `trace --pid "-3": invalid argument (EINVAL): a process id is a positive number`) {
 		t.Errorf("trace --pid -3: exit %d, %q", code, errs)
 	}
 }

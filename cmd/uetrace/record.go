@@ -104,7 +104,7 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		PIDs:     a.pids,
 		Comms:    a.comms,
 	}
-	if err := checkPIDs(a.pids); err != nil {
+	if err := checkPIDs("record", a.pids); err != nil {
 		return err
 	}
 	if !a.quiet {

@@ -49,7 +49,7 @@ stderr.`,
 			if err != nil {
 				return err
 			}
-			if err := checkPIDs(pids); err != nil {
+			if err := checkPIDs("report", pids); err != nil {
 				return err
 			}
 			in := "perf.data"

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/record"
+	"github.com/uetrace/uetrace/userevents"
 )
 
 func newTopCmd(g *globals) *cobra.Command {
@@ -54,15 +55,15 @@ which process's records were lost.`,
 		Example: `  uetrace top
   uetrace top -e 'myapp_*' -d 500ms --by pid
   uetrace top -n 3 | grep ^event`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if delay <= 0 {
-				return fmt.Errorf("--delay %v: want a positive duration: %w", delay, unix.EINVAL)
+				return &userevents.Error{Op: "top --delay", Input: delay.String(), Errno: unix.EINVAL, Reason: "the delay between refreshes must be positive"}
 			}
 			if by != "event" && by != "pid" {
-				return fmt.Errorf("--by %q: want event or pid: %w", by, unix.EINVAL)
+				return &userevents.Error{Op: "top --by", Input: by, Errno: unix.EINVAL, Reason: "rows are per event or per pid"}
 			}
-			if err := checkPIDs(pids); err != nil {
+			if err := checkPIDs("top", pids); err != nil {
 				return err
 			}
 			return runTop(cmd, g, topArgs{

@@ -168,7 +168,7 @@ func newLineFilter(pids []int, comms []string) (*lineFilter, error) {
 	if len(pids) == 0 && len(comms) == 0 {
 		return nil, nil
 	}
-	if err := checkPIDs(pids); err != nil {
+	if err := checkPIDs("trace", pids); err != nil {
 		return nil, err
 	}
 	return &lineFilter{pids: pids, comms: comms}, nil
@@ -248,10 +248,10 @@ func (fw *filterWriter) flush() {
 }
 
 // checkPIDs checks --pid's values.
-func checkPIDs(pids []int) error {
+func checkPIDs(op string, pids []int) error {
 	for _, p := range pids {
 		if p <= 0 {
-			return fmt.Errorf("--pid %d: a process id is a positive number: %w", p, unix.EINVAL)
+			return &userevents.Error{Op: op + " --pid", Input: strconv.Itoa(p), Errno: unix.EINVAL, Reason: "a process id is a positive number"}
 		}
 	}
 	return nil
