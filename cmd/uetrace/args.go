@@ -21,8 +21,11 @@ var dataCommands = map[string]bool{
 // command's real flags as flags: they go first, then "--", then the
 // positional arguments in their order. A single-dash argument that is not
 // one of the command's flags ("-:myev", "-1") is data; so is everything
-// after a "--" the user wrote. An unknown "--long" argument stays a flag, so
-// that a misspelt option is still reported as one. Flags given after the
+// after a "--" the user wrote. An unknown "--long" argument before the
+// first positional one stays a flag, so that a misspelt option is still
+// reported as one; after it, it is data (a misspelt flag there still fails:
+// the command then has one argument too many, and a misspelt "--trunc" is
+// rejected by the kernel as a line). Flags given after the
 // data keep working ("emit CMD --field a=1").
 func dataArgs(root *cobra.Command, args []string) []string {
 	cmd, rest, err := root.Find(args)
@@ -42,6 +45,12 @@ func dataArgs(root *cobra.Command, args []string) []string {
 			break
 		}
 		n, ok := flagArgs(flags, a)
+		if ok && len(pos) > 0 && strings.HasPrefix(a, "--") && !knownLong(flags, a) {
+			// Past the first argument an unknown "--x" is data:
+			// "write dynamic_events --:x" reaches the kernel, which
+			// answers EINVAL for it as for any line it cannot take.
+			ok = false
+		}
 		if !ok {
 			pos = append(pos, a)
 			continue
@@ -84,4 +93,10 @@ func flagArgs(fs *pflag.FlagSet, a string) (int, bool) {
 		}
 	}
 	return 1, true
+}
+
+// knownLong reports whether a, "--name" or "--name=value", is a flag of fs.
+func knownLong(fs *pflag.FlagSet, a string) bool {
+	name, _, _ := strings.Cut(a[2:], "=")
+	return fs.Lookup(name) != nil
 }

@@ -36,6 +36,10 @@ func TestDataArgs(t *testing.T) {
 		{[]string{"emit", "-x u32 a", "--field", "a=-1"}, []string{"-x u32 a"}},
 		{[]string{"emit", "e u32 a", "--field", "-a"}, []string{"e u32 a"}},
 		{[]string{"enable", "-a", "-b"}, []string{"-a", "-b"}},
+		{[]string{"write", "dynamic_events", "--:x"}, []string{"dynamic_events", "--:x"}},
+		{[]string{"write", "dynamic_events", "--x u32 a"}, []string{"dynamic_events", "--x u32 a"}},
+		{[]string{"write", "dynamic_events", "--trunc", "u:x"}, []string{"dynamic_events", "u:x"}},
+		{[]string{"write", "--nosuch", "dynamic_events", "u:x"}, nil}, // a misspelt flag before the data
 	} {
 		if got := positional(t, tc.args); !slices.Equal(got, tc.want) {
 			t.Errorf("%q: positional %q, want %q", tc.args, got, tc.want)
@@ -70,7 +74,13 @@ func FuzzDataArgs(f *testing.F) {
 		cmd.InitDefaultHelpFlag()
 		fs := cmd.Flags()
 		fs.AddFlagSet(cmd.InheritedFlags())
-		if _, isFlag := flagArgs(fs, text); isFlag || text == "--" {
+		// After PATH, only write's own flags are flags: a single-dash
+		// cluster of its shorthands, or a "--name" it has.
+		_, isFlag := flagArgs(fs, text)
+		if strings.HasPrefix(text, "--") && text != "--" {
+			isFlag = knownLong(fs, text)
+		}
+		if isFlag || text == "--" {
 			return
 		}
 		if got := positional(t, []string{"write", "dynamic_events", text}); !slices.Equal(got, want) {

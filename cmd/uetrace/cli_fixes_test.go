@@ -175,6 +175,10 @@ func TestCLIErrorTexts(t *testing.T) {
 		{[]string{"serve", "--mode", "999"}, `serve --mode "999": invalid argument (EINVAL): the mode is octal permission bits, e.g. 0660 or 0666`},
 		{[]string{"serve", "--mode", "01666"}, `serve --mode "01666": invalid argument (EINVAL): only the permission bits (at most 0777) may be set`},
 		{[]string{"serve", "--mode", "0066"}, `serve --mode "0066": invalid argument (EINVAL): the owner must keep read and write (0600)`},
+		{[]string{"write", "--trnc", "dynamic_events", "u:x"}, `write: invalid argument (EINVAL): unknown flag: --trnc; see uetrace write --help`},
+		{[]string{"write", "dynamic_events", "--:x"}, `write dynamic_events "--:x": invalid argument (EINVAL): "--:x": a '-' delete must be followed by ':'`},
+		{[]string{"top", "-d", "0"}, `top --delay "0s": invalid argument (EINVAL): the delay between refreshes must be positive`},
+		{[]string{"record", "--pid", "-3"}, `record --pid "-3": invalid argument (EINVAL): a process id is a positive number`},
 		{[]string{"serve", "--group", "no_such_group_xyz"}, `serve --group "no_such_group_xyz": invalid argument (EINVAL): no such group (see /etc/group)`},
 	} {
 		_, errs, code := cli(t, sock, tc.args...)

@@ -113,5 +113,11 @@ flag ("uetrace write dynamic_events -- '-:myev'").`,
 		newDemoCmd(),
 		newVersionCmd(),
 	)
+	// A flag the command does not have is a usage error in the CLI's
+	// words, naming the command, like every other: "write: invalid
+	// argument (EINVAL): unknown flag: --trnc; see uetrace write --help".
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageErr(cmd, nil, err.Error())
+	})
 	return root
 }
