@@ -72,39 +72,49 @@ func (e *gapError) Error() string {
 		e.scenario, e.step, e.write, e.cpu, float64(e.gap)/1e6, e.planned, gapMargin/1_000_000)
 }
 
-// checkGaps checks each gap between two records of one CPU in sc, as run,
-// against its plan. enabled is which events were enabled when sc started;
-// sc.Steps' writes carry at, the CLOCK_MONOTONIC times just before and
-// just after each write(2), between which the kernel read its clock for
-// the record.
-//
-// A gap runs from the CPU's previous record since the buffer was last
-// cleared (an O_TRUNC open of trace); after a clear the next record starts
-// a sub-buffer, whose time stamp leaves no room for an extend. Only writes
-// the ring buffer records count: with tracing_on 1, the event enabled, the
-// write(2) successful and the payload not over maxRecord. When the planned
-// sleeps add up to 2^27 ns, the gap must be longer than 2^27 ns plus
-// gapMargin; else shorter than 2^27 ns less gapMargin.
-func checkGaps(sc *scenario, enabled map[string]bool) error {
+// record is a write the ring buffer recorded, as far as the scenario's
+// steps tell: with tracing_on 1, the event enabled, the write(2)
+// successful and the payload not over maxRecord.
+type record struct {
+	step, write, cpu int
+	at               [2]int64 // CLOCK_MONOTONIC just before and just after the write(2)
+	// prev is the same CPU's record before it since the buffer was last
+	// cleared (an O_TRUNC open of trace), nil if none: after a clear the
+	// next record starts a sub-buffer, whose time stamp leaves no room for
+	// a time extend.
+	prev *record
+	// planned is the ms of sleep planned since prev.
+	planned int
+}
+
+// plannedLong reports whether r's gap is planned to make a time extend.
+func (r *record) plannedLong() bool { return r.planned*1_000_000 >= extendGap }
+
+// records lists the records sc's steps before step upTo made (all of
+// them when upTo < 0). enabled is which events were enabled when sc
+// started.
+func records(sc *scenario, enabled map[string]bool, upTo int) ([]*record, error) {
 	en := map[string]bool{}
 	for k, v := range enabled {
 		en[k] = v
 	}
-	type anchor struct {
-		start, end int64 // monotonic ns around the write
-		planned    int   // ms of sleep since
-	}
-	last := map[int]*anchor{}
+	var out []*record
+	last := map[int]*record{} // the last record of each CPU since the clear
+	sleptSince := map[int]int{}
 	on := true
 	sleep := func(ms int) {
-		for _, a := range last {
-			a.planned += ms
+		for cpu := range last {
+			sleptSince[cpu] += ms
 		}
 	}
 	for si, s := range sc.Steps {
+		if si == upTo {
+			break
+		}
 		switch s.Op {
 		case "trunc":
 			clear(last)
+			clear(sleptSince)
 		case "tracing_on":
 			if s.Err == "" {
 				on = s.Arg != "0"
@@ -119,7 +129,7 @@ func checkGaps(sc *scenario, enabled map[string]bool) error {
 			sleep(closeReopenMS)
 		case "write", "write_hex":
 			if len(s.at) != len(s.N) {
-				return fmt.Errorf("%s: step %d: %d writes, %d times", sc.Name, si, len(s.N), len(s.at))
+				return nil, fmt.Errorf("%s: step %d: %d writes, %d times", sc.Name, si, len(s.N), len(s.at))
 			}
 			size := s.Size
 			if s.Op == "write_hex" {
@@ -129,19 +139,39 @@ func checkGaps(sc *scenario, enabled map[string]bool) error {
 				if !on || !en[s.Event] || n < 0 || size > maxRecord {
 					continue
 				}
-				t := s.at[wi]
-				if a := last[*s.CPU]; a != nil {
-					e := &gapError{scenario: sc.Name, step: si, write: wi, cpu: *s.CPU, planned: a.planned}
-					if a.planned*1_000_000 >= extendGap {
-						if e.gap = t[0] - a.end; e.gap <= extendGap+gapMargin {
-							return e
-						}
-					} else if e.gap = t[1] - a.start; e.gap >= extendGap-gapMargin {
-						return e
-					}
-				}
-				last[*s.CPU] = &anchor{start: t[0], end: t[1]}
+				cpu := *s.CPU
+				r := &record{step: si, write: wi, cpu: cpu, at: s.at[wi], prev: last[cpu], planned: sleptSince[cpu]}
+				out = append(out, r)
+				last[cpu] = r
+				sleptSince[cpu] = 0
 			}
+		}
+	}
+	return out, nil
+}
+
+// checkGaps checks each gap between two records of one CPU in sc, as run,
+// against its plan: when the sleeps planned in it add up to 2^27 ns, the
+// shortest it can have been, from just after the first write(2) to just
+// before the second, must be over 2^27 ns plus gapMargin; else the longest,
+// from just before the first to just after the second, must be under 2^27
+// ns less gapMargin. enabled is which events were enabled when sc started.
+func checkGaps(sc *scenario, enabled map[string]bool) error {
+	recs, err := records(sc, enabled, -1)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if r.prev == nil {
+			continue
+		}
+		e := &gapError{scenario: sc.Name, step: r.step, write: r.write, cpu: r.cpu, planned: r.planned}
+		if r.plannedLong() {
+			if e.gap = r.at[0] - r.prev.at[1]; e.gap <= extendGap+gapMargin {
+				return e
+			}
+		} else if e.gap = r.at[1] - r.prev.at[0]; e.gap >= extendGap-gapMargin {
+			return e
 		}
 	}
 	return nil

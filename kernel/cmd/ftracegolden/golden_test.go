@@ -28,13 +28,12 @@ const goldenFile = "../../../internal/ftrace/testdata/kernel-ftrace.json"
 // answers now; with -update it rewrites the file instead.
 func TestGoldenMatchesKernel(t *testing.T) {
 	vmtest.Require(t)
-	var js []byte
+	var js, rest []byte
 	// The capture re-runs in place a scenario whose time gaps fell on the
 	// wrong side of 2^27 ns (a stalled vCPU); one that cannot run twice
 	// in a boot asks for a fresh boot with rerunMarker.
 	for boot := 1; ; boot++ {
 		res := vmtest.RunProgram(t, "./kernel/cmd/ftracegolden", comm, nil)
-		var rest []byte
 		var err error
 		js, rest, err = vmtest.Section(res.Output, "FTCAPTURE-JSON")
 		t.Logf("capture in the VM, boot %d (%v):\n%s", boot, res.Elapsed.Round(time.Millisecond), rest)
@@ -53,6 +52,11 @@ func TestGoldenMatchesKernel(t *testing.T) {
 		}
 		t.Logf("wrote %s (%d bytes)", filepath.Clean(goldenFile), len(js))
 		return
+	}
+	// Not load: the capture's model of the ring buffer, or the kernel,
+	// changed (see checkPages).
+	if bytes.Contains(rest, []byte(pagesDisagree)) {
+		t.Errorf("the capture's gap check and the ring buffer's pages disagree (lines %q above)", pagesDisagree)
 	}
 	want, err := os.ReadFile(goldenFile)
 	if err != nil {

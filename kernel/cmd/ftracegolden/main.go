@@ -262,6 +262,7 @@ type gen struct {
 	nextBit      uint8
 	workers      []*worker
 	g            *golden
+	pages        pageStats // what checkPages compared, over the scenarios emitted
 }
 
 func monoNow() int64 {
@@ -710,7 +711,8 @@ func run(t tracefs, outPath string) error {
 		}
 	}
 
-	fmt.Fprintf(os.Stderr, "capture: %d scenario re-runs for gaps on the wrong side of 2^27 ns\n", reruns)
+	fmt.Fprintf(os.Stderr, "capture: %d scenario re-runs for gaps on the wrong side of 2^27 ns; the pages agree with the gap check on %d pairs of records, %d with a time extend\n",
+		reruns, g.pages.pairs, g.pages.extends)
 
 	js, err := encode(g.g)
 	if err != nil {
@@ -791,7 +793,13 @@ func (g *gen) runChecked(i int, enabled map[string]bool) (*scenario, int, error)
 		g.run(sc)
 		err := checkGaps(sc, enabled)
 		if err == nil {
-			return sc, n, nil
+			bad, st, err := checkPages(sc, enabled)
+			for _, b := range bad {
+				fmt.Fprintln(os.Stderr, pagesDisagree, b)
+			}
+			g.pages.pairs += st.pairs
+			g.pages.extends += st.extends
+			return sc, n, err
 		}
 		if !rerunnable(sc) || n+1 >= attempts {
 			return sc, n, fmt.Errorf("after %d runs: %w", n+1, err)
