@@ -45,6 +45,28 @@
 // created after the first registration), so DIAG_IOCSUNREG from another
 // thread of the same process answers ENOENT.
 //
+// # Time gaps
+//
+// Whether a time extend stands before a record is part of the golden, and
+// the ring buffer puts one when the gap since the CPU's previous record
+// exceeds 2^27 ns (~134 ms): the scenarios' sleeps make the gaps that must
+// have one, and every other gap must stay shorter. A loaded host emulating
+// the VM without KVM can stall a vCPU past that between two back-to-back
+// writes, so after each scenario the capture checks every gap against its
+// plan with CLOCK_MONOTONIC read around each write (checkGaps) and runs the
+// scenario again, from the buffer sizes and tracing_on it started with,
+// when one fell on the wrong side (up to attempts times). Only a run that
+// kept its plan is written; stderr says which gap made each re-run and how
+// many there were. The last scenario registers, deletes and closes, which
+// cannot be undone in a boot: when its gaps fail, the capture prints
+// rerunMarker instead of the JSON and the test boots again. The pages'
+// own time stamps and extends are then held against the same plan
+// (checkPages); a disagreement there is not load, and the test fails.
+//
+// Writes cannot move between CPUs: each worker thread is pinned with
+// sched_setaffinity before its first write, and the kernel reserves the
+// record on the CPU the writing thread runs on.
+//
 // # Output
 //
 // JSON (two-space indent): the kernel release, the CPU count, the comm,
