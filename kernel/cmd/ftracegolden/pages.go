@@ -23,6 +23,7 @@ import (
 // event types and pageHeader are in golden_test.go's terms, repeated here
 // because the capture runs without the test.
 const (
+	rawPageSize     = 4096
 	rawPageHeader   = 16
 	rawCommitMask   = 0x3fffffff
 	rawMissedEvents = 1 << 31
@@ -58,6 +59,9 @@ func parsePages(pages []string) ([]pageRecord, error) {
 		commit := binary.LittleEndian.Uint64(pg[8:])
 		d := pg[rawPageHeader:]
 		size := int(commit & rawCommitMask)
+		if size > rawPageSize-rawPageHeader {
+			return nil, fmt.Errorf("page %d: commit %d past the page's end", pi, size)
+		}
 		if size > len(d) {
 			// Trailing zeros were cut: put them back.
 			d = append(d, make([]byte, size-len(d))...)

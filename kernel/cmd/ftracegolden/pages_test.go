@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"os"
 	"strings"
 	"testing"
 
@@ -160,4 +161,33 @@ func TestParsePagesLost(t *testing.T) {
 	if _, err := parsePages([]string{base64.StdEncoding.EncodeToString(pg)}); err == nil {
 		t.Fatal("parsePages: no error for a record past the commit")
 	}
+}
+
+// FuzzParsePages: parsePages reads whatever the kernel put in a page
+// without panicking, and every record it returns lies inside the page.
+func FuzzParsePages(f *testing.F) {
+	var g golden
+	if js, err := os.ReadFile(goldenFile); err == nil && decode(js, &g) == nil {
+		for _, sc := range g.Scenarios {
+			for _, s := range sc.Steps {
+				for _, p := range s.Pages {
+					if b, err := base64.StdEncoding.DecodeString(p); err == nil {
+						f.Add(b)
+					}
+				}
+			}
+		}
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		prs, err := parsePages([]string{base64.StdEncoding.EncodeToString(b)})
+		if err != nil {
+			return
+		}
+		for _, pr := range prs {
+			if len(pr.body) > ftrace.PageSize {
+				t.Fatalf("a record of %d bytes in a page", len(pr.body))
+			}
+		}
+	})
 }
