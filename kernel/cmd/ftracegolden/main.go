@@ -45,6 +45,28 @@
 // created after the first registration), so DIAG_IOCSUNREG from another
 // thread of the same process answers ENOENT.
 //
+// # Time gaps
+//
+// Whether a time extend stands before a record is part of the golden, and
+// the ring buffer puts one when the gap since the CPU's previous record
+// exceeds 2^27 ns (~134 ms): the scenarios' sleeps make the gaps that must
+// have one, and every other gap must stay shorter. A loaded host emulating
+// the VM without KVM can stall a vCPU past that between two back-to-back
+// writes, so after each scenario the capture checks every gap against its
+// plan with CLOCK_MONOTONIC read around each write (checkGaps) and runs the
+// scenario again, from the buffer sizes and tracing_on it started with,
+// when one fell on the wrong side (up to attempts times). Only a run that
+// kept its plan is written; stderr says which gap made each re-run and how
+// many there were. The last scenario registers, deletes and closes, which
+// cannot be undone in a boot: when its gaps fail, the capture prints
+// rerunMarker instead of the JSON and the test boots again. The pages'
+// own time stamps and extends are then held against the same plan
+// (checkPages); a disagreement there is not load, and the test fails.
+//
+// Writes cannot move between CPUs: each worker thread is pinned with
+// sched_setaffinity before its first write, and the kernel reserves the
+// record on the CPU the writing thread runs on.
+//
 // # Output
 //
 // JSON (two-space indent): the kernel release, the CPU count, the comm,
@@ -141,6 +163,10 @@ type step struct {
 	Chunks []int    `json:"chunks,omitempty"`   // sizes returned by successive read(2)s
 	Pages  []string `json:"pages,omitempty"`    // trace_pipe_raw pages, base64, trailing zeros cut
 	Err    string   `json:"err,omitempty"`
+
+	// at is, for each write, CLOCK_MONOTONIC just before and just after
+	// it: what checkGaps needs, not part of the golden.
+	at [][2]int64
 }
 
 func intp(i int) *int { return &i }
@@ -258,6 +284,7 @@ type gen struct {
 	nextBit      uint8
 	workers      []*worker
 	g            *golden
+	pages        pageStats // what checkPages compared, over the scenarios emitted
 }
 
 func monoNow() int64 {
@@ -318,6 +345,7 @@ func (g *gen) writes(s *step) {
 	}
 	s.Mono = make([]int64, len(ps))
 	s.N = make([]int, len(ps))
+	s.at = make([][2]int64, len(ps))
 	w.do(func() {
 		var last int64
 		for i, p := range ps {
@@ -325,6 +353,7 @@ func (g *gen) writes(s *step) {
 			s.Mono[i] = now - last
 			last = now
 			n, err := g.writeRaw(g.fd, idx, p)
+			s.at[i] = [2]int64{now, monoNow()}
 			if err != nil {
 				n = -1
 				if s.Errno == "" {
@@ -473,7 +502,7 @@ func (g *gen) run(sc *scenario) {
 			// one of seconds here, and a gap over 2^27 ns puts a time extend
 			// before the next record of a CPU, which the pages show. Longer
 			// (a slow machine) changes nothing; shorter might.
-			time.Sleep(2 * time.Second)
+			time.Sleep(closeReopenMS * time.Millisecond)
 			fd, err := unix.Open(g.t.path("user_events_data"), unix.O_RDWR|unix.O_CLOEXEC, 0)
 			if err != nil {
 				s.Err = errnoName(err)
@@ -496,6 +525,9 @@ func (g *gen) run(sc *scenario) {
 		}
 	}
 }
+
+// closeReopenMS is the sleep of close_reopen.
+const closeReopenMS = 2000
 
 func (g *gen) regOnly(s *step) {
 	bit := g.nextBit
@@ -663,8 +695,27 @@ func run(t tracefs, outPath string) error {
 		return err
 	}
 
-	for _, sc := range scenarios() {
-		g.run(sc)
+	enabled := initialEnabled()
+	reruns := 0
+	for i := range scenarios() {
+		sc, n, err := g.runChecked(i, enabled)
+		reruns += n
+		var ge *gapError
+		if errors.As(err, &ge) && !rerunnable(sc) {
+			// Its registrations, deletes and closes cannot be undone
+			// in this boot; a fresh one can run it again.
+			fmt.Fprintf(os.Stderr, "capture: %v\n", err)
+			fmt.Printf("%s %s\n", rerunMarker, sc.Name)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, s := range sc.Steps {
+			if s.Err == "" && (s.Op == "enable" || s.Op == "disable") {
+				enabled[s.Arg] = s.Op == "enable"
+			}
+		}
 		for _, s := range sc.Steps {
 			if !utf8.ValidString(s.Text) {
 				s.TextB = base64.StdEncoding.EncodeToString([]byte(s.Text))
@@ -682,6 +733,9 @@ func run(t tracefs, outPath string) error {
 		}
 	}
 
+	fmt.Fprintf(os.Stderr, "capture: %d scenario re-runs for gaps on the wrong side of 2^27 ns; the pages agree with the gap check on %d pairs of records, %d with a time extend\n",
+		reruns, g.pages.pairs, g.pages.extends)
+
 	js, err := encode(g.g)
 	if err != nil {
 		return err
@@ -696,6 +750,84 @@ func run(t tracefs, outPath string) error {
 	fmt.Fprintf(&o, "%s %x@@\n", endMarker, sum)
 	_, err = os.Stdout.Write(o.Bytes())
 	return err
+}
+
+// rerunMarker is the line the capture prints, instead of the JSON, when a
+// scenario that cannot run twice in one boot (rerunnable) ran with a gap on
+// the wrong side of 2^27 ns: the test then boots the VM again.
+const rerunMarker = "@@FTCAPTURE-RERUN@@"
+
+// rerunnable reports whether sc can run again in the same boot with the
+// same result: it changes nothing but the ring buffer (which its first
+// step, an O_TRUNC open of trace, clears), the buffer sizes and tracing_on
+// (which runChecked puts back). Registering, unregistering, deleting and
+// closing the fd change type ids and the events' existence for good.
+func rerunnable(sc *scenario) bool {
+	cleared := false
+	for _, s := range sc.Steps {
+		switch s.Op {
+		case "trunc":
+			cleared = true
+		case "read", "trace", "stats", "pipe", "pipe2", "raw", "pipe_busy":
+			// Observations before the clear see what an earlier
+			// scenario left: only the sizes may be read there.
+			if !cleared && !(s.Op == "read" && strings.HasPrefix(s.Arg, "buffer_")) {
+				return false
+			}
+		case "dyn", "register", "reg_only", "unreg", "close_reopen", "iocsdel", "enable", "disable":
+			return false
+		default:
+			if !cleared {
+				return false
+			}
+		}
+	}
+	return cleared
+}
+
+// runChecked runs scenario i of scenarios() until checkGaps passes, at
+// most attempts times, each time from the buffer sizes and tracing_on it
+// started with; it returns the last run and how many re-runs it took.
+// enabled is which events are enabled when it starts.
+func (g *gen) runChecked(i int, enabled map[string]bool) (*scenario, int, error) {
+	var sizes [2]string
+	for cpu := range sizes {
+		sizes[cpu] = g.t.read(fmt.Sprintf("per_cpu/cpu%d/buffer_size_kb", cpu))
+	}
+	tracingOn := g.t.read("tracing_on")
+	for n := 0; ; n++ {
+		if n > 0 {
+			for cpu, kb := range sizes {
+				rel := fmt.Sprintf("per_cpu/cpu%d/buffer_size_kb", cpu)
+				if g.t.read(rel) != kb {
+					if err := g.t.write(rel, strings.Fields(kb)[0], 0); err != nil {
+						return nil, n, fmt.Errorf("restore %s to %q: %w", rel, kb, err)
+					}
+				}
+			}
+			if g.t.read("tracing_on") != tracingOn {
+				if err := g.t.write("tracing_on", strings.TrimSpace(tracingOn), 0); err != nil {
+					return nil, n, fmt.Errorf("restore tracing_on to %q: %w", tracingOn, err)
+				}
+			}
+		}
+		sc := scenarios()[i]
+		g.run(sc)
+		err := checkGaps(sc, enabled)
+		if err == nil {
+			bad, st, err := checkPages(sc, enabled)
+			for _, b := range bad {
+				fmt.Fprintln(os.Stderr, pagesDisagree, b)
+			}
+			g.pages.pairs += st.pairs
+			g.pages.extends += st.extends
+			return sc, n, err
+		}
+		if !rerunnable(sc) || n+1 >= attempts {
+			return sc, n, fmt.Errorf("after %d runs: %w", n+1, err)
+		}
+		fmt.Fprintf(os.Stderr, "capture: re-running %s (run %d): %v\n", sc.Name, n+2, err)
+	}
 }
 
 // encode is the golden file's form: JSON with a two-space indent and a
