@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // uetraceBinary is the uetrace command: $UETRACE_BIN (the VM test passes
