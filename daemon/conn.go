@@ -78,9 +78,13 @@ func (c *conn) serve() {
 	c.raw = raw
 	c.recvFn = c.recv
 	var ucred *unix.Ucred
-	raw.Control(func(fd uintptr) {
+	// Control fails without calling the function when the connection is
+	// already closed (the server shutting down as it was accepted).
+	if cerr := raw.Control(func(fd uintptr) {
 		ucred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	})
+	}); cerr != nil {
+		err = cerr
+	}
 	if err != nil {
 		c.log.Warn("connection: SO_PEERCRED", "err", err)
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -613,5 +614,35 @@ func TestThousandConnections(t *testing.T) {
 			t.Fatalf("%d connections still open after their clients closed", s.Conns())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Close while connections are being accepted: a connection closed before
+// its goroutine reads the peer's credentials is dropped, and the daemon
+// lives on (it once dereferenced the credentials it never got).
+func TestCloseWhileAccepting(t *testing.T) {
+	for range 50 {
+		dir := t.TempDir()
+		sock := filepath.Join(dir, "d.sock")
+		ln, err := Listen(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := New(Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1}), Logger: slog.New(slog.DiscardHandler)})
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ln) }()
+		for range 8 {
+			fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unix.Connect(fd, &unix.SockaddrUnix{Name: sock})
+			defer unix.Close(fd)
+		}
+		srv.Close()
+		// Serve started after Close says so; nothing else is an error.
+		if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Serve: %v", err)
+		}
 	}
 }
