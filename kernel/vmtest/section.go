@@ -14,22 +14,23 @@ import (
 
 // RunProgram builds the main package pkg statically as /test/name (the
 // name is its comm in the guest's traces) and runs it in a guest with args,
-// its files (guest name → host path) beside it. It fails
-// t if the guest does not run the program to an exit status of 0, and logs
-// the output either way.
-func RunProgram(t testing.TB, pkg, name string, files map[string]string, args ...string) *Result {
+// as opts describe; opts.Files (guest name → host path) are copied beside
+// it. It fails t if the guest does not run the program to an exit status
+// of 0, and logs the output either way.
+func RunProgram(t testing.TB, pkg, name string, opts Options, args ...string) *Result {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
 	if err := Build(pkg, bin); err != nil {
 		t.Fatal(err)
 	}
 	all := map[string]string{name: bin}
-	for k, v := range files {
+	for k, v := range opts.Files {
 		all[k] = v
 	}
+	opts.Files = all
 	ctx, cancel := TestContext(t)
 	defer cancel()
-	res, err := Run(ctx, Options{Files: all}, append([]string{"./" + name}, args...)...)
+	res, err := Run(ctx, opts, append([]string{"./" + name}, args...)...)
 	if err != nil {
 		if res != nil {
 			t.Logf("output:\n%s", res.Output)

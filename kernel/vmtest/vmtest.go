@@ -54,6 +54,15 @@ type Options struct {
 	Timeout time.Duration
 	// MemMB is the guest's memory (0: 1024). CPUs is its CPU count (0: 2).
 	MemMB, CPUs int
+	// VirtualClock makes the guest's clocks count the instructions its
+	// CPUs run (qemu's -icount shift=0,sleep=off, on one emulation
+	// thread): 1 ns an instruction, idle time skipped. Time in the guest
+	// then stands still while the host does not run it, so a busy host
+	// cannot put a gap between two of the guest's steps that its program
+	// did not make — what a test of the kernel's timestamps (the ring
+	// buffer's time extends) needs. It is faster too when the guest
+	// sleeps, as sleeping takes no host time.
+	VirtualClock bool
 	// Console, if set, receives the guest's console: kernel messages and
 	// the init script's markers, for debugging a guest that does not boot.
 	Console io.Writer
@@ -288,13 +297,17 @@ func Run(ctx context.Context, opts Options, cmd ...string) (*Result, error) {
 	}
 	// Software emulation: a nested /dev/kvm may be one that hangs this
 	// guest, and TCG boots everywhere in about 3 seconds.
-	q := exec.CommandContext(ctx, qemu,
-		"-accel", "tcg,thread=multi", "-cpu", "max",
+	accel := []string{"-accel", "tcg,thread=multi"}
+	if opts.VirtualClock {
+		// icount needs TCG's single thread for all CPUs.
+		accel = []string{"-accel", "tcg,thread=single", "-icount", "shift=0,sleep=off"}
+	}
+	q := exec.CommandContext(ctx, qemu, append(accel, "-cpu", "max",
 		"-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
 		"-nographic", "-no-reboot", "-monitor", "none", "-display", "none",
 		"-serial", "stdio", "-serial", "file:"+outPath,
 		"-kernel", kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 quiet loglevel=0 panic=-1 tsc=reliable")
+		"-append", "console=ttyS0 quiet loglevel=0 panic=-1 tsc=reliable")...)
 	var console bytes.Buffer
 	var w io.Writer = &console
 	if opts.Console != nil {

@@ -28,7 +28,7 @@ const (
 // with -update it rewrites the file instead.
 func TestGoldenMatchesKernel(t *testing.T) {
 	vmtest.Require(t)
-	res := vmtest.RunProgram(t, "./kernel/cmd/eventgolden", "eventgolden", map[string]string{"kernel-cases.txt": casesFile}, "-cases", "kernel-cases.txt")
+	res := vmtest.RunProgram(t, "./kernel/cmd/eventgolden", "eventgolden", vmtest.Options{Files: map[string]string{"kernel-cases.txt": casesFile}}, "-cases", "kernel-cases.txt")
 	js, rest, err := vmtest.Section(res.Output, "EVENTGOLDEN-JSON")
 	t.Logf("eventgolden in the VM (%v):\n%s", res.Elapsed.Round(time.Millisecond), rest)
 	if err != nil {

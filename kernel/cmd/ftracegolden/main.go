@@ -51,8 +51,12 @@
 // the ring buffer puts one when the gap since the CPU's previous record
 // exceeds 2^27 ns (~134 ms): the scenarios' sleeps make the gaps that must
 // have one, and every other gap must stay shorter. A loaded host emulating
-// the VM without KVM can stall a vCPU past that between two back-to-back
-// writes, so after each scenario the capture checks every gap against its
+// the VM without KVM stalls vCPUs past that between two back-to-back writes
+// (seen: 135 ms to 1.4 s, in every scenario of thousands of writes, at a
+// load average of 10 on 2 cores), so the test boots the guest on a virtual
+// clock (vmtest.Options.VirtualClock: guest time counts the instructions it
+// runs, and stands still while the host does not run it). As a guard, after
+// each scenario the capture still checks every gap against its
 // plan with CLOCK_MONOTONIC read around each write (checkGaps) and runs the
 // scenario again, from the buffer sizes and tracing_on it started with,
 // when one fell on the wrong side (up to attempts times). Only a run that
