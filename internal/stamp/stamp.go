@@ -1,0 +1,149 @@
+package stamp
+
+import (
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()
+
+// Stamp is who wrote a record, where and when.
+type Stamp struct {
+	Time uint64 // CLOCK_MONOTONIC, nanoseconds
+	PID  int32  // the process (the kernel's TGID)
+	TID  int32  // the thread (the kernel's PID)
+	CPU  uint32
+}
+
+// Take returns the caller's Stamp: [Now], [Pid], [Tid] and [CPU] read
+// together, the thread and the CPU under one pin of the caller's P.
+func Take() Stamp {
+	t := Now()
+	tid, cpu := tidCPU()
+	return Stamp{Time: t, PID: pid, TID: tid, CPU: cpu}
+}
+
+// Now returns CLOCK_MONOTONIC in nanoseconds.
+func Now() uint64 { return uint64(nanotime()) }
+
+var pid = int32(os.Getpid())
+
+// Pid returns the process id, read once at start-up (see the package doc
+// for why it does not change).
+func Pid() int32 { return pid }
+
+// CPU returns the CPU the calling thread runs on.
+func CPU() uint32 { return cpu() }
+
+// Tid returns the id of the thread running the caller.
+func Tid() int32 {
+	if !tidCache {
+		return int32(unix.Gettid())
+	}
+	p := procPin()
+	tid, ok := pinnedTid(p)
+	procUnpin()
+	if !ok {
+		return slowTid(p)
+	}
+	return tid
+}
+
+// slot is one P's cache: the M it last saw and that M's thread id. Only
+// the goroutine that has the P pinned touches its slot, so there is never
+// a concurrent access; the fields are atomics all the same, because the
+// race detector cannot see that pinning orders the goroutines of one P.
+// The padding keeps each P's slot on its own cache line.
+type slot struct {
+	m   atomic.Uintptr
+	tid atomic.Int32
+	_   [64 - 16]byte
+}
+
+var (
+	slots    atomic.Pointer[[]slot]
+	growMu   sync.Mutex
+	tidCache = curm() != 0 // the architecture can read the current M
+)
+
+func init() {
+	s := make([]slot, max(runtime.GOMAXPROCS(0), runtime.NumCPU()))
+	slots.Store(&s)
+}
+
+// tidCPU returns the calling thread's id and CPU, both read while the P
+// is pinned (the thread cannot change in between).
+func tidCPU() (int32, uint32) {
+	if !tidCache {
+		return int32(unix.Gettid()), cpu()
+	}
+	p := procPin()
+	tid, ok := pinnedTid(p)
+	c := cpu()
+	procUnpin()
+	if !ok {
+		return slowTid(p), cpu()
+	}
+	return tid, c
+}
+
+// pinnedTid looks the thread id up in P p's slot, p pinned; false if the
+// cache has no slot for p.
+func pinnedTid(p int) (int32, bool) {
+	s := *slots.Load()
+	if p >= len(s) {
+		return 0, false
+	}
+	m := curm()
+	e := &s[p]
+	if e.m.Load() == m {
+		return e.tid.Load(), true
+	}
+	// A raw system call: the goroutine holds its P pinned, and the
+	// scheduler must not be told it is in a system call.
+	t, _, _ := unix.RawSyscall(unix.SYS_GETTID, 0, 0, 0)
+	e.tid.Store(int32(t))
+	e.m.Store(m)
+	return int32(t), true
+}
+
+// slowTid answers for a P the cache has no slot for (GOMAXPROCS grew after
+// start-up) with the system call, and makes room for that P.
+func slowTid(p int) int32 {
+	grow(p + 1)
+	return int32(unix.Gettid())
+}
+
+func grow(n int) {
+	growMu.Lock()
+	defer growMu.Unlock()
+	if len(*slots.Load()) >= n {
+		return
+	}
+	s := make([]slot, n)
+	slots.Store(&s)
+}
+
+// getcpuSyscall is the getcpu(2) system call.
+func getcpuSyscall() uint32 {
+	var c uint32
+	_, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&c)), 0, 0)
+	if e != 0 {
+		// getcpu cannot fail with a valid pointer; CPU 0 is what a caller
+		// would have to assume anyway.
+		return 0
+	}
+	return c
+}
