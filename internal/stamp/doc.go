@@ -73,19 +73,21 @@
 // its offset is not fixed across Go releases. On architectures other than
 // amd64 every call makes the gettid(2) system call.
 //
-// Cost: a pin, two loads and a compare: 7 ns on the development machine,
+// Cost: a pin, a few loads and a compare: 7 ns on the development machine,
 // against 1.1 µs for gettid(2) (BenchmarkTid, BenchmarkTidGettid); a
 // gettid(2) more each time a P changes threads.
 //
 // Where it differs: the answer is the thread that ran the goroutine when it
 // asked; an unlocked goroutine can move to another thread before it writes
-// its record, as it can after calling gettid(2) itself. The cache can be
-// wrong in one case: a thread ends (a goroutine locked to it exits without
-// unlocking, or a cgo callback thread goes away), the runtime frees its M,
-// a new M is later allocated at the same address, and the first lookup on
-// a P whose slot still holds the dead M's key runs on the new thread: it
-// gets the dead thread's id, and so does every lookup on that P from that
-// thread until the P moves to another thread.
+// its record, as it can after calling gettid(2) itself. The cache itself is
+// wrong only when an M the slot saw comes back on another thread: the
+// extra M a cgo callback from a thread created in C runs on goes to the
+// next such thread once its own exits, and the memory of an M whose thread
+// ended (a goroutine locked to it exited without unlocking) can be reused
+// for a new M. Then a P whose slot still holds that M answers with the
+// thread that is gone, until the P changes threads or for at most 4096
+// lookups (refreshEvery), whichever comes first: after that many answers
+// from the cache a slot asks the kernel again.
 //
 // # Process: [Pid]
 //

@@ -158,6 +158,36 @@ func TestTidMoreProcs(t *testing.T) {
 	}
 }
 
+// A slot that answers with a wrong thread id for the right M (an M reused
+// for another thread) is corrected after at most refreshEvery answers.
+func TestTidRefreshBound(t *testing.T) {
+	if !tidCache {
+		t.Skip("no thread id cache on this architecture")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one P: one slot in play
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	want := int32(unix.Gettid())
+	const gone = -1 // no thread has this id
+	p := procPin()
+	e := &(*slots.Load())[p]
+	poison(e, curm(), gone)
+	procUnpin()
+	stale := 0
+	for Tid() == gone {
+		stale++
+		if stale > refreshEvery {
+			t.Fatalf("still the poisoned thread id after %d lookups", stale)
+		}
+	}
+	if stale != refreshEvery {
+		t.Errorf("%d stale answers, want refreshEvery = %d", stale, refreshEvery)
+	}
+	if got := Tid(); got != want {
+		t.Fatalf("Tid() = %d after the refresh, thread is %d", got, want)
+	}
+}
+
 // An unlocked goroutine may move between threads, but what Tid() says is
 // always one of this process's threads.
 func TestTidIsAThreadOfThisProcess(t *testing.T) {
@@ -248,3 +278,8 @@ func BenchmarkTakeParallel(b *testing.B) {
 		sinkU32 = s.CPU
 	})
 }
+
+// poison makes e answer tid for m, as a slot whose M was reused would.
+//
+//go:norace
+func poison(e *slot, m uintptr, tid int32) { e.m, e.tid, e.uses = m, tid, 0 }
