@@ -31,7 +31,7 @@ type Stamp struct {
 // together, the thread and the CPU under one pin of the caller's P.
 func Take() Stamp {
 	t := Now()
-	tid, cpu := tidCPU()
+	tid, cpu := TidCPU()
 	return Stamp{Time: t, PID: pid, TID: tid, CPU: cpu}
 }
 
@@ -93,9 +93,10 @@ func init() {
 	slots.Store(&s)
 }
 
-// tidCPU returns the calling thread's id and CPU, both read while the P
-// is pinned (the thread cannot change in between).
-func tidCPU() (int32, uint32) {
+// TidCPU returns the calling thread's id and CPU, read together: the P is
+// pinned, so the thread cannot change in between (the CPU can, as the
+// package doc says).
+func TidCPU() (int32, uint32) {
 	if !tidCache {
 		return int32(unix.Gettid()), cpu()
 	}

@@ -80,6 +80,9 @@ func TestCPUOnEachCPU(t *testing.T) {
 			if got := Take().CPU; got != uint32(c) {
 				t.Fatalf("pinned to CPU %d, Take().CPU = %d", c, got)
 			}
+			if _, got := TidCPU(); got != uint32(c) {
+				t.Fatalf("pinned to CPU %d, TidCPU() says CPU %d", c, got)
+			}
 			if got := getcpuSyscall(); got != uint32(c) {
 				t.Fatalf("pinned to CPU %d, getcpu(2) = %d", c, got)
 			}
@@ -112,6 +115,10 @@ func TestTidLockedThreads(t *testing.T) {
 						}
 						if got := Take().TID; got != want {
 							errs <- "Take().TID = " + strconv.Itoa(int(got)) + " on thread " + strconv.Itoa(int(want))
+							return
+						}
+						if got, _ := TidCPU(); got != want {
+							errs <- "TidCPU() = " + strconv.Itoa(int(got)) + " on thread " + strconv.Itoa(int(want))
 							return
 						}
 						switch i % 3 {
