@@ -70,7 +70,10 @@
 // hands the P to another thread (a blocking system call, a thread locked
 // with runtime.LockOSThread taking its turn), and the next lookup on that
 // P pays one gettid. The M's own thread id field (m.procid) is not read:
-// its offset is not fixed across Go releases. On architectures other than
+// its offset is not fixed across Go releases. Should g.m move in a later
+// release, TestTidLockedThreads fails: it has goroutines locked to eight
+// threads share one, two and four Ps and checks every answer against
+// gettid(2). On architectures other than
 // amd64 every call makes the gettid(2) system call.
 //
 // Cost: a pin, a few loads and a compare: 7 ns on the development machine,
