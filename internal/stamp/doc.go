@@ -96,8 +96,8 @@
 //
 // How: getpid(2) once, at package initialisation. A Go process keeps its
 // pid: the runtime forks only to exec (syscall.ForkExec's child runs no Go
-// code), and a raw fork(2) from Go leaves a child with one thread that the
-// runtime cannot run on. So the cached pid is the kernel's TGID for every
+// code), and a raw fork(2) from Go leaves a child with only the forking
+// thread, in which the runtime cannot be relied on to run. So the cached pid is the kernel's TGID for every
 // record, except in a child of such a raw fork — unsupported by Go itself.
 //
 // Cost: a load.
@@ -105,8 +105,8 @@
 // # All four: [Take]
 //
 // 47–49 ns on the development machine, one goroutine or one per core
-// (BenchmarkTake, BenchmarkTakeParallel), against 3.7–4.9 µs for the
-// three system calls the in-process backend made (BenchmarkTakeSyscalls).
-// The figures are from a machine loaded by other work; BENCHMARKS.md has
-// the ones from a quiet run.
+// (BenchmarkTake, BenchmarkTakeParallel), against 3.7–4.9 µs for
+// clock_gettime(2), gettid(2) and getcpu(2) (BenchmarkTakeSyscalls). All
+// figures here are from a machine loaded by other work (-benchtime 1s
+// -count 3); a quiet machine's are to be taken.
 package stamp
