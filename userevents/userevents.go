@@ -17,6 +17,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/caps"
+	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/subsys"
 )
 
@@ -450,10 +451,13 @@ func (e *Event) Write(payload ...[]byte) error {
 			n++
 		}
 		if f.backend == Daemon {
-			_, err = f.dc.Writev(int32(unix.Gettid()), getcpu(), iov[:n]...)
+			// Who and where without a system call each (internal/stamp).
+			tid, cpu := stamp.TidCPU()
+			_, err = f.dc.Writev(tid, int(cpu), iov[:n]...)
 			break
 		}
-		_, err = f.sf.Writev(subsys.Writer{PID: int32(unix.Gettid()), TGID: int32(pid), Comm: comm(), CPU: getcpu()}, iov[:n]...)
+		tid, cpu := stamp.TidCPU()
+		_, err = f.sf.Writev(subsys.Writer{PID: tid, TGID: int32(pid), Comm: comm(), CPU: int(cpu)}, iov[:n]...)
 	}
 	if err == nil {
 		return nil
@@ -539,14 +543,4 @@ func comm() string {
 		}
 	})
 	return commStr
-}
-
-// getcpu is the CPU the calling thread runs on (getcpu(2)).
-func getcpu() int {
-	var cpu uint32
-	_, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0)
-	if e != 0 {
-		return 0
-	}
-	return int(cpu)
 }

@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/stamp"
 )
 
 // Entry is one record in the trace buffer with what is needed to print it.
@@ -104,23 +104,10 @@ func New(cfg Config) *Ring {
 	return r
 }
 
-var (
-	clockBase  = monotonicNS()
-	clockStart = time.Now()
-)
-
-func monotonicNS() uint64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0
-	}
-	return uint64(ts.Nano())
-}
-
 // LocalClock approximates the kernel's "local" trace clock (sched_clock,
-// nanoseconds since boot) with CLOCK_MONOTONIC, read through the Go
-// runtime's monotonic clock.
-func LocalClock() uint64 { return clockBase + uint64(time.Since(clockStart)) }
+// nanoseconds since boot) with CLOCK_MONOTONIC itself (stamp.Now), the
+// clock clients stamp their records with, so that both sort together.
+func LocalClock() uint64 { return stamp.Now() }
 
 // NumCPU returns the number of per-CPU buffers.
 func (r *Ring) NumCPU() int { return len(r.cpus) }

@@ -1,0 +1,10 @@
+//go:build !amd64
+
+package stamp
+
+func cpu() uint32 { return getcpuSyscall() }
+
+// curm cannot read the M here: 0 turns the thread id cache off.
+func curm() uintptr { return 0 }
+
+func lslInUse() bool { return false }
