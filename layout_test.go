@@ -15,7 +15,7 @@ import (
 var layers = [][]string{
 	// The uapi, perf's and Perfetto's formats, and the event model.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
-		"internal/perfetto/perfettotest", "eventdef", "tracefmt", "perfdata"},
+		"internal/perfetto/perfettotest", "internal/shmring", "eventdef", "tracefmt", "perfdata"},
 	// The ftrace ring buffer and its text.
 	{"internal/ftrace"},
 	// The user_events subsystem in user space.
