@@ -62,8 +62,8 @@ func Attach(fd int) (*Consumer, error) {
 	}
 	// Resume where a previous consumer stopped. Any value is safe: every
 	// position is validated.
-	t := atomic.LoadUint64(r.tail) &^ 7
-	return &Consumer{r: r, tail: t, pub: t}, nil
+	pub := atomic.LoadUint64(r.tail)
+	return &Consumer{r: r, tail: pub &^ 7, pub: pub}, nil
 }
 
 // Close unmaps the ring. The caller closes the memfd.
