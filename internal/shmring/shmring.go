@@ -84,7 +84,11 @@
 //
 // The consumer copies a committed record out of the ring, then publishes a
 // tail past it (Go's atomic store: a release). A producer that loads that tail
-// (an acquire) and reuses the space writes after the consumer's copy.
+// (an acquire) and reuses the space writes after the consumer's copy. The
+// consumer publishes in batches — once an eighth of the ring has been copied
+// out since the last time, when it finds nothing more, and before it sleeps —
+// so that the line holding tail does not move between cores per record; a
+// producer may therefore find the ring up to S/8 fuller than it is, and drop.
 //
 // # Sleeping and waking
 //
@@ -126,9 +130,10 @@
 //     its stamp matches its position, its length is 32..S and it ends at or
 //     before head; its first word is loaded once; the header fields are taken
 //     from the consumer's copy, never read again from the ring.
-//   - Next makes progress or returns ErrNotReady: every call either moves the
-//     tail forward by at least 8 bytes or returns. A ring holds at most S
-//     bytes, so a drain loop ends.
+//   - Next does bounded work: each step moves the tail forward by at least 8
+//     bytes or returns, and one call skips at most S bytes before it returns
+//     ErrNotReady. With head still, a drain loop ends within S bytes; with a
+//     producer that keeps publishing, the caller bounds its batch.
 //
 // A hostile producer can still make its own ring useless — stall it behind a
 // record it never commits, fill it with records that say anything a record
