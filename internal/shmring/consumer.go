@@ -131,9 +131,15 @@ func (c *Consumer) Next(buf []byte) (Record, error) {
 		}
 		n := uint64(uint32(w) & lenMask)
 		sz := align8(n)
+		done := uint32(w)&committed != 0
 		valid := uint32(w>>32) == r.stamp(t) && n >= HeaderSize && sz <= a
+		if valid && done {
+			// The check, stored before the committed word, is visible
+			// now: the second half of the record's position.
+			valid = atomic.LoadUint32((*uint32)(unsafe.Add(rec, 28))) == r.check(t)
+		}
 		switch {
-		case valid && uint32(w)&committed != 0 && sz <= uint64(len(buf)):
+		case valid && done && sz <= uint64(len(buf)):
 			// Copy once, then read only the copy: the producer may be
 			// rewriting the ring as we read it. sz <= a <= Size, and the
 			// window holds Size bytes after any position.
@@ -154,7 +160,7 @@ func (c *Consumer) Next(buf []byte) (Record, error) {
 				},
 				Payload: out[HeaderSize:n],
 			}, nil
-		case valid && uint32(w)&committed != 0:
+		case valid && done:
 			c.stats.TooLong++
 		case !c.gone:
 			// Reserved and not yet committed, or the first store not yet
@@ -215,7 +221,8 @@ func (c *Consumer) ready() bool {
 		return true
 	}
 	n := uint64(uint32(w) & lenMask)
-	return uint32(w)&committed != 0 && uint32(w>>32) == c.r.stamp(c.tail) && n >= HeaderSize && align8(n) <= a
+	return uint32(w)&committed != 0 && uint32(w>>32) == c.r.stamp(c.tail) && n >= HeaderSize && align8(n) <= a &&
+		atomic.LoadUint32((*uint32)(unsafe.Add(c.r.at(c.tail), 28))) == c.r.check(c.tail)
 }
 
 // Wait sleeps until a producer publishes a record at the tail, or for at

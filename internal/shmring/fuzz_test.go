@@ -50,13 +50,13 @@ func FuzzConsumer(f *testing.F) {
 		p.Write(metaFor(2, 10), payloadFor(pb[:], 2, 10))
 	})
 
-	f.Fuzz(func(t *testing.T, ring []byte, head, tail uint64, key uint32, header []byte, gone bool) {
+	f.Fuzz(func(t *testing.T, ring []byte, head, tail uint64, key uint64, header []byte, gone bool) {
 		copy(hdr, pristine)
 		copy(hdr, header) // usually empty: a valid header
 		clear(data)
 		copy(data, ring)
 		p.r.key = key
-		*p.r.u32(offKey) = key
+		*p.r.u64(offKey) = key
 		atomic.StoreUint64(p.r.head, head)
 		atomic.StoreUint64(p.r.tail, tail)
 

@@ -1,6 +1,7 @@
 package shmring
 
 import (
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"runtime"
@@ -50,11 +51,18 @@ func TestScribbledRing(t *testing.T) {
 			case 2:
 				atomic.StoreUint64(p.r.tail, r.Uint64())
 			default:
-				// A word that looks like a header half the time.
+				// Half the time a forged header, right for its position
+				// in the lap the consumer is reading, with a random length.
 				i := r.IntN(len(words))
 				w := r.Uint64()
 				if r.IntN(2) == 0 {
-					w = uint64(r.Uint32N(size)) | uint64(committed) | uint64(p.r.stamp(uint64(i*8)))<<32
+					h := atomic.LoadUint64(p.r.head)
+					pos := h&^(size-1) + uint64(i*8)
+					if pos >= h {
+						pos -= size
+					}
+					w = uint64(r.Uint32N(size)) | uint64(committed) | uint64(p.r.stamp(pos))<<32
+					atomic.StoreUint64(&words[(i+3)%len(words)], uint64(p.r.check(pos))<<32)
 				}
 				atomic.StoreUint64(&words[i], w)
 				runtime.Gosched()
@@ -132,5 +140,46 @@ func TestNoAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(1000, func() { f(); drainAll(c, buf) }); n != 0 {
 			t.Errorf("%s: %v allocations", name, n)
 		}
+	}
+}
+
+// TestStaleWordIsNoRecord: a word of an old payload that happens to carry
+// the stamp of the position it is found at, in the next lap, committed, with
+// a plausible length, is still no record: its check is wrong. The consumer
+// waits at it while the producer lives and skips it once it is gone.
+func TestStaleWordIsNoRecord(t *testing.T) {
+	const size = 4096
+	p, c := pair(t, size)
+	buf := make([]byte, size)
+	// One record at position 0 whose payload holds, at ring offset 64, the
+	// first word the next lap's header at 64 would have.
+	pl := make([]byte, 200)
+	forged := uint64(HeaderSize+40) | committed | uint64(p.r.stamp(size+64))<<32
+	binary.NativeEndian.PutUint64(pl[64-HeaderSize:], forged)
+	binary.NativeEndian.PutUint32(pl[64-HeaderSize+28:], ^p.r.check(size+64))
+	if !p.Write(Meta{}, pl) {
+		t.Fatal("dropped")
+	}
+	if _, err := c.Next(buf); err != nil {
+		t.Fatal(err)
+	}
+	// The next lap: the consumer is at 4096+64, where a producer reserved
+	// 200 bytes and has stored nothing yet.
+	c.tail = size + 64
+	atomic.StoreUint64(p.r.head, size+64+200)
+	for range 3 {
+		if _, err := c.Next(buf); !errors.Is(err, ErrNotReady) {
+			t.Fatalf("Next at a stale word: %v, want ErrNotReady", err)
+		}
+	}
+	if c.Wait(time.Microsecond) {
+		t.Fatal("Wait says a stale word is ready")
+	}
+	c.ProducerGone()
+	if _, err := c.Next(buf); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Next: %v, want ErrNotReady", err)
+	}
+	if st := c.Stats(); st.Records != 1 || st.Discarded != 200 {
+		t.Fatalf("stats %+v, want the one real record and 200 bytes discarded", st)
 	}
 }

@@ -127,7 +127,7 @@ func (p *Producer) Reserve(m Meta, payloadLen int) (Reservation, bool) {
 	*(*uint32)(unsafe.Add(rec, 16)) = m.WriteIndex
 	*(*uint32)(unsafe.Add(rec, 20)) = m.TID
 	*(*uint32)(unsafe.Add(rec, 24)) = m.CPU
-	*(*uint32)(unsafe.Add(rec, 28)) = 0
+	*(*uint32)(unsafe.Add(rec, 28)) = r.check(pos)
 	return Reservation{p: p, rec: rec, word: word, n: payloadLen}, true
 }
 

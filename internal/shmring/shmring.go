@@ -27,8 +27,8 @@
 //	     8     4  version        producer, once (1)
 //	    12     4  data offset    producer, once (P: the data starts at the second page)
 //	    16     8  data size      producer, once (S)
-//	    24     4  key            producer, once (random; see Records)
-//	    28    36  zero
+//	    24     8  key            producer, once (random; see Records)
+//	    32    32  zero
 //	    64     8  head           producers: bytes ever reserved (monotonic; CAS)
 //	   128     8  tail           consumer: bytes ever consumed (monotonic)
 //	   192     4  sleeping       consumer sets 1 before it sleeps; the first publisher to see it clears it and wakes
@@ -60,12 +60,18 @@
 //	    16     4  write index         the producer's write_index of the event
 //	    20     4  tid                 as the caller supplies it
 //	    24     4  cpu                 as the caller supplies it
-//	    28     4  zero
+//	    28     4  check               uint32(position/2^35) XOR key/2^32
 //	    32     n  payload
 //
 // Bytes 0-7 are one 64-bit word, the record's first word: its only stores
 // are 64-bit atomic ones, so the consumer reads length, committed bit and
-// stamp from one load and never sees a mix of two stores.
+// stamp from one load and never sees a mix of two stores. The stamp says
+// where a header belongs: a header left from an earlier lap, or a word of an
+// old payload, does not carry the stamp of the position it is found at —
+// except by chance, one in 2^32 for a payload word, which is why a committed
+// record must also carry the check, written with the payload and read from
+// the consumer's copy: together stamp and check are the record's whole
+// 64-bit position under a random 64-bit key.
 //
 // # Publishing, and the memory-ordering argument
 //
@@ -127,9 +133,10 @@
 //     treated as holding S bytes at most.
 //   - Every record is read at tail mod S in the 2S window, at most S bytes:
 //     never outside it, whatever the length says. A record is accepted only if
-//     its stamp matches its position, its length is 32..S and it ends at or
-//     before head; its first word is loaded once; the header fields are taken
-//     from the consumer's copy, never read again from the ring.
+//     its stamp and check match its position, its length is 32..S and it ends
+//     at or before head; its first word and its check are loaded once each;
+//     the other header fields and the payload are taken from the consumer's
+//     copy, never read again from the ring.
 //   - Next does bounded work: each step moves the tail forward by at least 8
 //     bytes or returns, and one call skips at most S bytes before it returns
 //     ErrNotReady. With head still, a drain loop ends within S bytes; with a
@@ -155,15 +162,20 @@
 // the skipped bytes in Stats.Discarded; if there is none, everything up to
 // head is discarded.
 //
-// The guarantee: every record whose committed word was stored before the
-// producer died is delivered, unless the scan in the second case stops early
-// at a stale word of an old payload that happens to equal its position's
-// stamp and a plausible length (a 32-bit match, with a per-ring random key,
-// about one in four billion per word of an old payload scanned). Every record
-// delivered was committed. No byte of a record that was not committed is
-// delivered. Records that were never committed are counted in Stats.Torn
-// when their length was written and as bytes in Stats.Discarded when it was
-// not.
+// The guarantee, for a producer that is not hostile: every record whose
+// committed word was stored before the producer died is delivered, and only
+// those — with two exceptions of the order of chance of a random key: the
+// scan in the second case may stop at a word of an old payload that happens
+// to equal its position's stamp with a plausible length (a 32-bit match under
+// the random key: about one in four billion per old payload word scanned) and
+// then skip that false record's length, losing the committed records it
+// covers; and such a word delivered as a record would need its check to match
+// as well (64 bits). The same 64-bit argument covers a live producer's
+// reservation the consumer finds before the producer's first store: stale
+// bytes are not taken for a record. Records that were never committed are
+// counted in Stats.Torn when their length was written, and as bytes in
+// Stats.Discarded when it was not. A hostile producer can forge anything,
+// in its own ring.
 package shmring
 
 import (
@@ -213,7 +225,7 @@ type ring struct {
 	page  uint64         // P
 	size  uint64         // S
 	mask  uint64         // S-1
-	key   uint32
+	key   uint64
 	data  unsafe.Pointer // base + P: the 2S window
 
 	head, tail, dropped, dropBytes *uint64
@@ -228,7 +240,10 @@ func (r *ring) u32(off uintptr) *uint32 { return (*uint32)(unsafe.Add(r.base, of
 func (r *ring) at(pos uint64) unsafe.Pointer { return unsafe.Add(r.data, pos&r.mask) }
 
 // stamp is what the first word of a record at position pos carries.
-func (r *ring) stamp(pos uint64) uint32 { return uint32(pos>>3) ^ r.key }
+func (r *ring) stamp(pos uint64) uint32 { return uint32(pos>>3) ^ uint32(r.key) }
+
+// check is what a committed record at position pos carries at offset 28.
+func (r *ring) check(pos uint64) uint32 { return uint32(pos>>35) ^ uint32(r.key>>32) }
 
 func align8(n uint64) uint64 { return (n + 7) &^ 7 }
 
@@ -318,13 +333,13 @@ func Create(size int) (*Producer, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	var k [4]byte
+	var k [8]byte
 	rand.Read(k[:]) // never fails (crypto/rand's contract since Go 1.24)
-	r.key = binary.NativeEndian.Uint32(k[:])
+	r.key = binary.NativeEndian.Uint64(k[:])
 	*r.u32(offVersion) = version
 	*r.u32(offDataOffset) = uint32(p)
 	*r.u64(offSize) = s
-	*r.u32(offKey) = r.key
+	*r.u64(offKey) = r.key
 	// The magic last: a reader of a half-initialised header sees no ring.
 	atomic.StoreUint64(r.u64(offMagic), magic)
 	return &Producer{r: r, fd: fd, ownFd: true}, nil
@@ -373,6 +388,6 @@ func (r *ring) checkHeader() error {
 	if s := atomic.LoadUint64(r.u64(offSize)); s != r.size {
 		return fmt.Errorf("ring: the header says %d data bytes, the memfd holds %d: %w", s, r.size, unix.EINVAL)
 	}
-	r.key = atomic.LoadUint32(r.u32(offKey))
+	r.key = atomic.LoadUint64(r.u64(offKey))
 	return nil
 }
