@@ -116,6 +116,10 @@
 // later records' publishers all skip the wake. While the consumer is awake,
 // publishing costs one load of a cache line that nobody writes.
 //
+// Wait sleeps on one ring. A consumer of many rings would set the word in each,
+// look at each, and sleep on all of them at once with futex_waitv(2) (Linux
+// 5.16), or have them share one word; that belongs to the daemon, not here.
+//
 // # Hostile memory
 //
 // A producer can write anything anywhere in the ring at any time, before,
