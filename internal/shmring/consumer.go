@@ -87,23 +87,23 @@ func (c *Consumer) Dropped() (records, bytes uint64) {
 // and Next skips it and counts it instead of waiting.
 func (c *Consumer) ProducerGone() { c.gone = true }
 
-// Pending is how many bytes lie between the consumer's tail and head, at
-// most the ring's size.
+// Pending is how many bytes lie between the consumer's tail and head; 0 if
+// head is not believable.
 func (c *Consumer) Pending() int {
 	a, _ := c.avail(atomic.LoadUint64(c.r.head))
 	return int(a)
 }
 
-// avail is how many bytes head says follow the tail, bounded by the ring
-// and rounded down to 8 (a producer only ever moves head by multiples of 8;
-// keeping the tail aligned keeps every first-word load aligned).
+// avail is how many bytes head says follow the tail, rounded down to 8 (a
+// producer only ever moves head by multiples of 8; keeping the tail aligned
+// keeps every first-word load aligned). A head behind the tail or more than
+// the ring ahead of it is a lie: nothing is available until it is believable
+// again — the consumer never moves its tail on the word of a head it does
+// not believe, so a head scribbled for a moment costs nothing once put back.
 func (c *Consumer) avail(h uint64) (uint64, bool) {
 	a := h - c.tail
-	if int64(a) < 0 {
-		return 0, false // head behind the tail
-	}
 	if a > c.r.size {
-		return c.r.size, false
+		return 0, false
 	}
 	return a &^ 7, true
 }

@@ -49,7 +49,15 @@ func TestScribbledRing(t *testing.T) {
 				runtime.Gosched()
 				atomic.CompareAndSwapUint64(p.r.head, bad, old)
 			case 2:
-				atomic.StoreUint64(p.r.tail, r.Uint64())
+				// The shared tail garbage for a moment: the consumer must
+				// not follow it. (The writer, which does, drops; a tail
+				// left garbage would stall this ring's writer for good, as
+				// only a producer can do to itself.)
+				old := atomic.LoadUint64(p.r.tail)
+				bad := r.Uint64()
+				atomic.StoreUint64(p.r.tail, bad)
+				runtime.Gosched()
+				atomic.CompareAndSwapUint64(p.r.tail, bad, old)
 			default:
 				// Half the time a forged header, right for its position
 				// in the lap the consumer is reading, with a random length.

@@ -133,8 +133,9 @@
 //     consumer maps the data area read-only.
 //   - The consumer keeps its own tail; the shared one is written, never read
 //     back. Head is a hint: if head-tail is more than S (head behind tail, or
-//     absurdly ahead) the ring is counted as having shown a bad head and
-//     treated as holding S bytes at most.
+//     absurdly ahead) the consumer counts a bad head and treats the ring as
+//     empty until head is believable again; it never moves its tail on the
+//     word of a head it does not believe.
 //   - Every record is read at tail mod S in the 2S window, at most S bytes:
 //     never outside it, whatever the length says. A record is accepted only if
 //     its stamp and check match its position, its length is 32..S and it ends
