@@ -13,10 +13,10 @@ import (
 // lower layers only (tests may import any product package); a new package
 // must be placed here, so the picture in the README stays the real one.
 var layers = [][]string{
-	// The uapi, perf's and Perfetto's formats, the event model, and who
-	// wrote a record, where and when.
+	// The uapi, perf's and Perfetto's formats, the event model, who wrote a
+	// record, where and when, and the shared-memory record ring.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
-		"internal/perfetto/perfettotest", "internal/stamp", "eventdef", "tracefmt", "perfdata"},
+		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "tracefmt", "perfdata"},
 	// The ftrace ring buffer and its text.
 	{"internal/ftrace"},
 	// The user_events subsystem in user space.

@@ -1,0 +1,260 @@
+package shmring
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotReady is Next's answer when there is no committed record at the
+// tail now: the ring is empty, or a producer has reserved but not yet
+// committed the next record. Try again later, or Wait.
+var ErrNotReady = fmt.Errorf("no committed record at the ring's tail yet: %w", unix.EAGAIN)
+
+// A Record is one record as the consumer copied it out of the ring.
+type Record struct {
+	Meta
+	Payload []byte // in the buffer passed to Next
+}
+
+// Stats are the consumer's counts. Every byte the consumer's tail passed is
+// in Bytes or Discarded.
+type Stats struct {
+	Records   uint64 // records delivered
+	Bytes     uint64 // their bytes in the ring, headers and padding included
+	Torn      uint64 // records never committed whose length was known, skipped after ProducerGone
+	TooLong   uint64 // committed records larger than Next's buffer, skipped
+	Discarded uint64 // bytes skipped without delivery: torn and too-long records, and garbage
+	BadHead   uint64 // times head was behind the tail or more than the ring's size ahead of it
+}
+
+// A Consumer drains a ring it treats as hostile: see the package doc. It is
+// for one goroutine.
+type Consumer struct {
+	r     *ring
+	tail  uint64 // ours; the shared one is written, never read back
+	pub   uint64 // the tail last published
+	gone  bool
+	stats Stats
+}
+
+// Attach maps the ring in memfd fd for consuming. It checks the memfd's
+// size and seals and the header's constant fields; the mapping does not keep
+// fd, which the caller may close.
+func Attach(fd int) (*Consumer, error) {
+	page, size, err := geometry(fd)
+	if err != nil {
+		return nil, err
+	}
+	// The data read-only: nothing the consumer does writes there.
+	r, err := mapRing(fd, page, size, unix.PROT_READ)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkHeader(); err != nil {
+		r.unmap()
+		return nil, err
+	}
+	// Resume where a previous consumer stopped. Any value is safe: every
+	// position is validated.
+	pub := atomic.LoadUint64(r.tail)
+	return &Consumer{r: r, tail: pub &^ 7, pub: pub}, nil
+}
+
+// Close unmaps the ring. The caller closes the memfd.
+func (c *Consumer) Close() error { return c.r.unmap() }
+
+// Size is the ring's data size: the largest record it can hold, and so the
+// buffer Next needs to deliver any record.
+func (c *Consumer) Size() int { return int(c.r.size) }
+
+// Stats returns the consumer's counts.
+func (c *Consumer) Stats() Stats { return c.stats }
+
+// Dropped is what the producers say they dropped because the ring was full.
+// It is their claim: a hostile producer can write anything there.
+func (c *Consumer) Dropped() (records, bytes uint64) {
+	return atomic.LoadUint64(c.r.dropped), atomic.LoadUint64(c.r.dropBytes)
+}
+
+// ProducerGone tells the consumer the producer process is dead (or is to be
+// treated so): a record at the tail that is not committed will never be,
+// and Next skips it and counts it instead of waiting.
+func (c *Consumer) ProducerGone() { c.gone = true }
+
+// Pending is how many bytes lie between the consumer's tail and head; 0 if
+// head is not believable.
+func (c *Consumer) Pending() int {
+	a, _ := c.avail(atomic.LoadUint64(c.r.head))
+	return int(a)
+}
+
+// avail is how many bytes head says follow the tail, rounded down to 8 (a
+// producer only ever moves head by multiples of 8; keeping the tail aligned
+// keeps every first-word load aligned). A head behind the tail or more than
+// the ring ahead of it is a lie: nothing is available until it is believable
+// again — the consumer never moves its tail on the word of a head it does
+// not believe, so a head scribbled for a moment costs nothing once put back.
+func (c *Consumer) avail(h uint64) (uint64, bool) {
+	a := h - c.tail
+	if a > c.r.size {
+		return 0, false
+	}
+	return a &^ 7, true
+}
+
+// Next copies the record at the tail into buf and moves the tail past it.
+// The record's Payload is a slice of buf. A record longer than buf is
+// skipped and counted; pass Size bytes to receive any record. With nothing
+// committed at the tail it returns ErrNotReady. Each call does at most
+// O(Size) work.
+func (c *Consumer) Next(buf []byte) (Record, error) {
+	r := c.r
+	var skipped uint64
+	for skipped < r.size {
+		t := c.tail
+		rec := r.at(t)
+		// The first word before head: a committed record's end is then
+		// never beyond the head loaded below (its CAS preceded its stores).
+		w := atomic.LoadUint64((*uint64)(rec))
+		a, ok := c.avail(atomic.LoadUint64(r.head))
+		if !ok {
+			c.stats.BadHead++
+		}
+		if a == 0 {
+			break
+		}
+		n := uint64(uint32(w) & lenMask)
+		sz := align8(n)
+		done := uint32(w)&committed != 0
+		valid := uint32(w>>32) == r.stamp(t) && n >= HeaderSize && sz <= a
+		if valid && done {
+			// The check, stored before the committed word, is visible
+			// now: the second half of the record's position.
+			valid = atomic.LoadUint32((*uint32)(unsafe.Add(rec, 28))) == r.check(t)
+		}
+		switch {
+		case valid && done && sz <= uint64(len(buf)):
+			// Copy once, then read only the copy: the producer may be
+			// rewriting the ring as we read it. sz <= a <= Size, and the
+			// window holds Size bytes after any position.
+			out := buf[:sz]
+			copy(out, unsafe.Slice((*byte)(rec), sz))
+			c.advance(sz)
+			c.stats.Records++
+			c.stats.Bytes += sz
+			if c.tail-c.pub >= r.size/8 {
+				c.publish()
+			}
+			return Record{
+				Meta: Meta{
+					Time:       binary.NativeEndian.Uint64(out[8:]),
+					WriteIndex: binary.NativeEndian.Uint32(out[16:]),
+					TID:        binary.NativeEndian.Uint32(out[20:]),
+					CPU:        binary.NativeEndian.Uint32(out[24:]),
+				},
+				Payload: out[HeaderSize:n],
+			}, nil
+		case valid && done:
+			c.stats.TooLong++
+		case !c.gone:
+			// Reserved and not yet committed, or the first store not yet
+			// made: the producer is on its way. Or garbage, which a live
+			// producer may fix; it stalls only its own ring.
+			c.publish()
+			return Record{}, ErrNotReady
+		case valid:
+			c.stats.Torn++
+		default:
+			sz = c.resync(a)
+		}
+		c.advance(sz)
+		c.stats.Discarded += sz
+		skipped += sz
+	}
+	c.publish()
+	return Record{}, ErrNotReady
+}
+
+func (c *Consumer) advance(sz uint64) { c.tail += sz }
+
+// resync finds, after the producer died, how far the next plausible record
+// header is from the tail: the first 8-aligned position within a bytes
+// whose first word carries its own stamp and a length that ends by a. With
+// none, all a bytes are garbage.
+func (c *Consumer) resync(a uint64) uint64 {
+	r := c.r
+	for off := uint64(8); off+8 <= a; off += 8 {
+		q := c.tail + off
+		w := atomic.LoadUint64((*uint64)(r.at(q)))
+		n := uint64(uint32(w) & lenMask)
+		if uint32(w>>32) == r.stamp(q) && n >= HeaderSize && off+align8(n) <= a {
+			return off
+		}
+	}
+	return a
+}
+
+// publish gives the producers the space the consumer has copied out. It is
+// batched (an eighth of the ring, or when the consumer runs dry or sleeps)
+// so that the line holding tail does not move between cores per record.
+func (c *Consumer) publish() {
+	if c.tail != c.pub {
+		atomic.StoreUint64(c.r.tail, c.tail)
+		c.pub = c.tail
+	}
+}
+
+// ready says whether Next would deliver or skip something now.
+func (c *Consumer) ready() bool {
+	w := atomic.LoadUint64((*uint64)(c.r.at(c.tail)))
+	a, _ := c.avail(atomic.LoadUint64(c.r.head))
+	if a == 0 {
+		return false
+	}
+	if c.gone {
+		return true
+	}
+	n := uint64(uint32(w) & lenMask)
+	return uint32(w)&committed != 0 && uint32(w>>32) == c.r.stamp(c.tail) && n >= HeaderSize && align8(n) <= a &&
+		atomic.LoadUint32((*uint32)(unsafe.Add(c.r.at(c.tail), 28))) == c.r.check(c.tail)
+}
+
+// Wait sleeps until a producer publishes a record at the tail, or for at
+// most timeout, and reports whether Next has something now. It may return
+// early (a signal, a wake for a record behind an uncommitted one, a producer
+// clearing the word); callers loop. The timeout is what keeps a producer
+// that never commits, or lies, from holding the consumer asleep.
+func (c *Consumer) Wait(timeout time.Duration) bool {
+	ready, _ := c.wait(timeout)
+	return ready
+}
+
+// wait is Wait, also returning how the futex wait ended (0 if there was
+// none), for the tests.
+func (c *Consumer) wait(timeout time.Duration) (bool, error) {
+	c.publish()
+	if timeout <= 0 {
+		return c.ready(), nil
+	}
+	// Say we sleep, then look: the store pairs with the producer's load
+	// after its committed store (see the package doc).
+	atomic.StoreUint32(c.r.sleeping, 1)
+	if c.ready() {
+		atomic.StoreUint32(c.r.sleeping, 0)
+		return true, nil
+	}
+	// Sleeps only while the word is still 1: a producer that cleared it
+	// since the look above makes this return at once.
+	err := futexWait(c.r.sleeping, 1, timeout)
+	atomic.StoreUint32(c.r.sleeping, 0)
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+		err = nil
+	}
+	return c.ready(), err
+}

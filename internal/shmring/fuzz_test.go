@@ -1,0 +1,111 @@
+package shmring
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+)
+
+// FuzzConsumer gives the consumer a ring whose data area, head, tail and
+// header fields are arbitrary bytes, as a hostile producer can make them. It
+// must not panic, read outside the ring, or loop: each drain ends with
+// ErrNotReady after at most a ring's worth of progress, every byte the tail
+// passed is counted, and what it delivers is a record that fits the ring.
+func FuzzConsumer(f *testing.F) {
+	const size = 4096
+	p, err := Create(size)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer p.Close()
+	data := unsafe.Slice((*byte)(p.r.data), size)
+	hdr := unsafe.Slice((*byte)(p.r.base), 64)
+	pristine := append([]byte(nil), hdr...)
+
+	// Seeds: real rings — records, a wrap, a torn one, a dead reservation.
+	seed := func(setup func()) {
+		clear(data)
+		atomic.StoreUint64(p.r.head, 0)
+		atomic.StoreUint64(p.r.tail, 0)
+		setup()
+		f.Add(append([]byte(nil), data...), atomic.LoadUint64(p.r.head), atomic.LoadUint64(p.r.tail), p.r.key, []byte(nil), false)
+		f.Add(append([]byte(nil), data...), atomic.LoadUint64(p.r.head), atomic.LoadUint64(p.r.tail), p.r.key, []byte(nil), true)
+	}
+	var pb [64]byte
+	seed(func() {})
+	seed(func() {
+		for i := uint32(0); i < 30; i++ {
+			p.Write(metaFor(1, i), payloadFor(pb[:], 1, i))
+		}
+	})
+	seed(func() {
+		atomic.StoreUint64(p.r.head, 3*size-200)
+		atomic.StoreUint64(p.r.tail, 3*size-200)
+		for i := uint32(0); i < 10; i++ {
+			p.Write(metaFor(2, i), payloadFor(pb[:], 2, i))
+		}
+		p.Reserve(Meta{}, 40)
+		atomic.AddUint64(p.r.head, 64)
+		p.Write(metaFor(2, 10), payloadFor(pb[:], 2, 10))
+	})
+
+	f.Fuzz(func(t *testing.T, ring []byte, head, tail uint64, key uint64, header []byte, gone bool) {
+		copy(hdr, pristine)
+		copy(hdr, header) // usually empty: a valid header
+		clear(data)
+		copy(data, ring)
+		p.r.key = key
+		*p.r.u64(offKey) = key
+		atomic.StoreUint64(p.r.head, head)
+		atomic.StoreUint64(p.r.tail, tail)
+
+		c, err := Attach(p.Fd())
+		if err != nil {
+			return // a header Attach refused: that is the answer to it
+		}
+		defer c.Close()
+		start := c.tail
+		buf := make([]byte, size)
+		for pass, g := range []bool{gone, true} {
+			if g {
+				c.ProducerGone()
+			}
+			for i := 0; ; i++ {
+				if i > size/HeaderSize+1 {
+					t.Fatalf("pass %d: %d records from a %d-byte ring", pass, i, size)
+				}
+				rec, err := c.Next(buf)
+				if errors.Is(err, ErrNotReady) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rec.Payload) > size-HeaderSize {
+					t.Fatalf("a payload of %d bytes from a %d-byte ring", len(rec.Payload), size)
+				}
+			}
+		}
+		c.Wait(1) // a nanosecond: it must return, and not fault on the word
+		st := c.Stats()
+		moved := c.tail - start
+		if moved > size {
+			t.Fatalf("the tail moved %d bytes through a %d-byte ring", moved, size)
+		}
+		if moved%8 != 0 {
+			t.Fatalf("the tail moved %d bytes, not a multiple of 8", moved)
+		}
+		if st.Bytes+st.Discarded != moved {
+			t.Fatalf("the tail moved %d bytes, %d delivered and %d discarded", moved, st.Bytes, st.Discarded)
+		}
+		if got := atomic.LoadUint64(p.r.tail); got != c.tail {
+			t.Fatalf("published tail %d, consumer's %d", got, c.tail)
+		}
+		// After ProducerGone the ring is drained to head, when head was
+		// believable.
+		if head-start <= size && c.tail != head&^7 {
+			t.Fatalf("gone producer: tail %d, head %d", c.tail, head)
+		}
+	})
+}

@@ -1,0 +1,199 @@
+package shmring
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Meta is what a record carries besides its payload. The ring stores it as
+// given: the caller takes the time and knows the tid and CPU.
+type Meta struct {
+	Time       uint64 // CLOCK_MONOTONIC nanoseconds
+	WriteIndex uint32
+	TID        uint32
+	CPU        uint32
+}
+
+// A Producer publishes records into a ring. Its methods may be called by any
+// number of goroutines at once; none makes a system call, takes a lock or
+// allocates, except the one FUTEX_WAKE when the consumer said it sleeps.
+type Producer struct {
+	r     *ring
+	fd    int
+	ownFd bool
+	wakes atomic.Uint64
+}
+
+// Open maps for producing a ring another process created (a child that
+// inherited its memfd). The caller keeps ownership of fd.
+func Open(fd int) (*Producer, error) {
+	page, size, err := geometry(fd)
+	if err != nil {
+		return nil, err
+	}
+	r, err := mapRing(fd, page, size, unix.PROT_READ|unix.PROT_WRITE)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkHeader(); err != nil {
+		r.unmap()
+		return nil, err
+	}
+	return &Producer{r: r, fd: fd}, nil
+}
+
+// Fd is the ring's memfd, to send to the consumer.
+func (p *Producer) Fd() int { return p.fd }
+
+// Size is the ring's data size in bytes.
+func (p *Producer) Size() int { return int(p.r.size) }
+
+// Dropped is what the ring counted as dropped because it was full: records
+// and their bytes, from every producer of this ring.
+func (p *Producer) Dropped() (records, bytes uint64) {
+	return atomic.LoadUint64(p.r.dropped), atomic.LoadUint64(p.r.dropBytes)
+}
+
+// Wakes is how many FUTEX_WAKE system calls this Producer made.
+func (p *Producer) Wakes() uint64 { return p.wakes.Load() }
+
+// Close unmaps the ring and, if Create made it, closes its memfd. No method
+// may be running or be called after.
+func (p *Producer) Close() error {
+	err := p.r.unmap()
+	if p.ownFd && p.fd >= 0 {
+		if cerr := unix.Close(p.fd); cerr != nil && err == nil {
+			err = cerr
+		}
+		p.fd = -1
+	}
+	return err
+}
+
+// A Reservation is ring space a producer owns until it commits: the record's
+// header is written, its payload is to fill. The zero Reservation is the
+// result of a dropped record.
+type Reservation struct {
+	p    *Producer
+	rec  unsafe.Pointer
+	word uint64 // the first word, committed bit clear
+	n    int    // payload bytes
+}
+
+// Reserve takes the space for a record of payloadLen bytes and writes its
+// header. It reports false if the ring has no room (or the record is larger
+// than the ring): the record is then dropped and counted in the ring's drop
+// counters, and the caller should count it for its event too.
+//
+// Between Reserve and Commit the consumer waits at this record: commit soon,
+// and always.
+func (p *Producer) Reserve(m Meta, payloadLen int) (Reservation, bool) {
+	r := p.r
+	if payloadLen < 0 || uint64(payloadLen) > r.size-HeaderSize {
+		p.drop(align8(uint64(max(payloadLen, 0)) + HeaderSize))
+		return Reservation{}, false
+	}
+	n := uint64(payloadLen) + HeaderSize
+	sz := align8(n)
+	var pos uint64
+	for {
+		// Head first, then tail: tail only grows, so a tail newer than
+		// this head can only make the room look smaller, never larger.
+		h := atomic.LoadUint64(r.head)
+		t := atomic.LoadUint64(r.tail)
+		if h-t > r.size-sz { // also catches a tail ahead of head
+			p.drop(sz)
+			return Reservation{}, false
+		}
+		if atomic.CompareAndSwapUint64(r.head, h, h+sz) {
+			pos = h
+			break
+		}
+	}
+	rec := r.at(pos)
+	word := n | uint64(r.stamp(pos))<<32
+	// The first store: from here on a consumer that finds this producer
+	// dead knows the length and skips exactly this record.
+	atomic.StoreUint64((*uint64)(rec), word)
+	if sz > n && sz > HeaderSize {
+		// Zero the padding, before the payload overwrites the rest of the
+		// last word: no stale bytes stay in the ring to look like a header
+		// to a consumer resynchronising after a crash.
+		*(*uint64)(unsafe.Add(rec, sz-8)) = 0
+	}
+	*(*uint64)(unsafe.Add(rec, 8)) = m.Time
+	*(*uint32)(unsafe.Add(rec, 16)) = m.WriteIndex
+	*(*uint32)(unsafe.Add(rec, 20)) = m.TID
+	*(*uint32)(unsafe.Add(rec, 24)) = m.CPU
+	*(*uint32)(unsafe.Add(rec, 28)) = r.check(pos)
+	return Reservation{p: p, rec: rec, word: word, n: payloadLen}, true
+}
+
+func (p *Producer) drop(sz uint64) {
+	atomic.AddUint64(p.r.dropped, 1)
+	atomic.AddUint64(p.r.dropBytes, sz)
+}
+
+// Payload is the reserved payload space, in the ring. It is valid until
+// Commit.
+func (v Reservation) Payload() []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(v.rec, HeaderSize)), v.n)
+}
+
+// Commit publishes the record and wakes the consumer if it said it sleeps.
+func (v Reservation) Commit() {
+	// The release: every store above is visible to whoever loads this word
+	// committed.
+	atomic.StoreUint64((*uint64)(v.rec), v.word|committed)
+	// The load that pairs with the consumer's store of sleeping=1 (see the
+	// package doc): whichever of the two stores came first, either the
+	// consumer sees this record or this load sees it sleeping. A line the
+	// consumer writes only when it goes to sleep: while it is awake this
+	// is a read of a cached line, no traffic.
+	if atomic.LoadUint32(v.p.r.sleeping) != 0 {
+		v.p.wake()
+	}
+}
+
+// wake is the rare path: the consumer said it sleeps. The CAS lets one
+// publisher, the first, pay the system call; the consumer clears the word
+// itself when it wakes for any other reason.
+func (p *Producer) wake() {
+	if atomic.CompareAndSwapUint32(p.r.sleeping, 1, 0) {
+		futexWake(p.r.sleeping)
+		p.wakes.Add(1)
+	}
+}
+
+// Write publishes one record of payload. It reports false if the record was
+// dropped (and counted) because the ring was full.
+func (p *Producer) Write(m Meta, payload []byte) bool {
+	v, ok := p.Reserve(m, len(payload))
+	if !ok {
+		return false
+	}
+	copy(v.Payload(), payload)
+	v.Commit()
+	return true
+}
+
+// Writev publishes one record whose payload is the concatenation of iov,
+// as writev(2) gathers it. It reports false if the record was dropped.
+func (p *Producer) Writev(m Meta, iov [][]byte) bool {
+	n := 0
+	for _, b := range iov {
+		n += len(b)
+	}
+	v, ok := p.Reserve(m, n)
+	if !ok {
+		return false
+	}
+	dst := v.Payload()
+	for _, b := range iov {
+		dst = dst[copy(dst, b):]
+	}
+	v.Commit()
+	return true
+}

@@ -1,0 +1,398 @@
+// Package shmring is a ring of trace records in shared memory: any number of
+// goroutines of one producer process publish records into a memfd without a
+// system call or a lock, and one consumer in another process — the daemon —
+// drains them without a system call per record, sleeping on a futex in the
+// ring when there is nothing to read.
+//
+// It is the transport only. It knows nothing of events, formats, payload
+// validation, pids or clocks: the producer's caller validates the payload
+// with the kernel's rules before it writes, and supplies the timestamp, tid
+// and CPU it wants recorded; the consumer's caller decides what a write index
+// means, whose records these are (from the socket's SO_PEERCRED, never from
+// the ring) and when the producer is dead. It is not a multi-consumer ring
+// and not an overwrite ring: a full ring drops the new record, as the
+// kernel's ring buffer does in its non-overwrite mode, and counts it.
+//
+// # Layout
+//
+// A ring is a memfd of P+S bytes, P the page size (4096 on x86-64) and S the
+// data size, a power of two from P to MaxSize. All integers are in the
+// machine's byte order: a ring never leaves the machine. The first page is
+// the header; each word that one side writes often is alone on its 64-byte
+// cache line, so the producers' stores to head and the consumer's to tail
+// do not bounce one line between the cores:
+//
+//	offset  size  field          written by
+//	     0     8  magic          producer, once ("UETRING" and a 1)
+//	     8     4  version        producer, once (1)
+//	    12     4  data offset    producer, once (P: the data starts at the second page)
+//	    16     8  data size      producer, once (S)
+//	    24     8  key            producer, once (random; see Records)
+//	    32    32  zero
+//	    64     8  head           producers: bytes ever reserved (monotonic; CAS)
+//	   128     8  tail           consumer: bytes ever consumed (monotonic)
+//	   192     4  sleeping       consumer sets 1 before it sleeps; the first publisher to see it clears it and wakes
+//	   256     8  dropped        producers: records dropped because the ring was full
+//	   264     8  dropped bytes  producers: their bytes (record sizes, aligned)
+//	   272  P-272 zero
+//	     P     S  data           records, at head and tail modulo S
+//
+// The data area is mapped twice, back to back, on both sides: the S bytes
+// at file offset P appear at P and again at P+S of a 2S-byte window, so the
+// bytes at ring position x are at window offset x mod S and the next S-1
+// bytes follow contiguously, whatever the wrap. A record that crosses the end
+// of the data area is one copy for the producer and one bounds check and one
+// copy for the consumer. The alternative, a padding record at the end, costs
+// the producer a second reservation and a second publish on every wrap,
+// wastes up to a record of space, and gives a hostile producer one more
+// record type to lie with; the double mapping costs S of address space
+// (no memory: it is the same pages) and two mmap calls at setup.
+//
+// # Records
+//
+// A record is a 32-byte header and the payload, padded with zeros to a
+// multiple of 8 bytes; its position in the ring is always 8-aligned:
+//
+//	offset  size  field
+//	     0     4  length | committed  bits 0-30: header + payload bytes (unpadded); bit 31: committed
+//	     4     4  stamp               uint32(position/8) XOR key
+//	     8     8  time                CLOCK_MONOTONIC, nanoseconds, as the caller took it
+//	    16     4  write index         the producer's write_index of the event
+//	    20     4  tid                 as the caller supplies it
+//	    24     4  cpu                 as the caller supplies it
+//	    28     4  check               uint32(position/2^35) XOR key/2^32
+//	    32     n  payload
+//
+// Bytes 0-7 are one 64-bit word, the record's first word: its only stores
+// are 64-bit atomic ones, so the consumer reads length, committed bit and
+// stamp from one load and never sees a mix of two stores. The stamp says
+// where a header belongs: a header left from an earlier lap, or a word of an
+// old payload, does not carry the stamp of the position it is found at —
+// except by chance, one in 2^32 for a payload word, which is why a committed
+// record must also carry the check, written with the payload and read from
+// the consumer's copy: together stamp and check are the record's whole
+// 64-bit position under a random 64-bit key.
+//
+// # Publishing, and the memory-ordering argument
+//
+// A producer (Producer.Reserve) loads head, loads tail, and if the record
+// fits in S-(head-tail) it moves head forward by the record's size with one
+// compare-and-swap, retrying when another goroutine won; the bytes
+// [head, head+size) are then its own. It stores the first word with the
+// committed bit clear (atomically: from now on the length is known), writes
+// the rest of the header and the payload with ordinary stores, and stores
+// the first word again with the committed bit set. Go's atomic operations are
+// sequentially consistent, so this last store is a release: a consumer that
+// loads the committed word (an acquire) sees every byte written before it.
+// The consumer loads the first word before head, so a committed record's end
+// is never beyond the head it then reads: the producer's CAS came before its
+// stores.
+//
+// The consumer copies a committed record out of the ring, then publishes a
+// tail past it (Go's atomic store: a release). A producer that loads that tail
+// (an acquire) and reuses the space writes after the consumer's copy. The
+// consumer publishes in batches — once an eighth of the ring has been copied
+// out since the last time, when it finds nothing more, and before it sleeps —
+// so that the line holding tail does not move between cores per record; a
+// producer may therefore find the ring up to S/8 fuller than it is, and drop.
+//
+// # Sleeping and waking
+//
+// The wakeup is the Dekker pattern on two words. The consumer (Consumer.Wait)
+// stores sleeping=1, then looks at the record at the tail; only if it is not
+// committed does it FUTEX_WAIT on sleeping while it still holds 1. A producer
+// stores its committed word, then loads sleeping; if it reads 1 it swaps it to
+// 0 by CAS and, if the CAS won, FUTEX_WAKEs. Under sequential consistency one
+// of the two stores comes first: either the consumer's re-check sees the
+// committed record and does not sleep, or the producer sees sleeping=1 and
+// wakes; FUTEX_WAIT itself returns at once if sleeping is no longer 1, so a
+// wake that lands between the re-check and the wait is not lost either. Only
+// the first publisher after the consumer said it sleeps makes the system call
+// (the CAS admits one): the empty → non-empty edge as the sleeping consumer
+// sees it. The edge is not taken from the producer's view of the ring at
+// reservation time: with several goroutines, the record at the tail may be
+// another goroutine's still uncommitted one, the consumer sleeps on it, and a
+// rule "wake only if the ring was empty before my reservation" would let the
+// later records' publishers all skip the wake. While the consumer is awake,
+// publishing costs one load of a cache line that nobody writes.
+//
+// Wait sleeps on one ring. A consumer of many rings would set the word in each,
+// look at each, and sleep on all of them at once with futex_waitv(2) (Linux
+// 5.16), or have them share one word; that belongs to the daemon, not here.
+//
+// # Hostile memory
+//
+// A producer can write anything anywhere in the ring at any time, before,
+// during and after the consumer reads it. The consumer is built so that
+// nothing it reads there can make it fault, read outside its mapping, block,
+// loop without progress or deliver bytes it did not validate:
+//
+//   - The data size, key and page size come from the memfd's size (fstat) and
+//     from one read of the header at Attach; the memfd must be sealed against
+//     shrinking and growing, so no access to the mapping can SIGBUS. The
+//     consumer maps the data area read-only.
+//   - The consumer keeps its own tail; the shared one is written, never read
+//     back. Head is a hint: if head-tail is more than S (head behind tail, or
+//     absurdly ahead) the consumer counts a bad head and treats the ring as
+//     empty until head is believable again; it never moves its tail on the
+//     word of a head it does not believe.
+//   - Every record is read at tail mod S in the 2S window, at most S bytes:
+//     never outside it, whatever the length says. A record is accepted only if
+//     its stamp and check match its position, its length is 32..S and it ends
+//     at or before head; its first word and its check are loaded once each;
+//     the other header fields and the payload are taken from the consumer's
+//     copy, never read again from the ring.
+//   - Next does bounded work: each step moves the tail forward by at least 8
+//     bytes or returns, and one call skips at most S bytes before it returns
+//     ErrNotReady. With head still, a drain loop ends within S bytes; with a
+//     producer that keeps publishing, the caller bounds its batch.
+//
+// A hostile producer can still make its own ring useless — stall it behind a
+// record it never commits, fill it with records that say anything a record
+// may say, lie in its drop counters, or clear the sleeping word so the
+// consumer's Wait returns at once — but it cannot touch another producer's
+// ring, and the consumer's caller, not the ring, says whose records they are.
+//
+// # Torn records
+//
+// A producer killed while it holds a reservation leaves one of two things at
+// that position: a first word with a matching stamp and the committed bit
+// clear (killed after its first store: the length is known), or whatever the
+// space held before (killed between its CAS and its first store: the length
+// is lost). While the producer lives, both mean "not yet" and Next returns
+// ErrNotReady. Once the caller declares it gone (Consumer.ProducerGone), Next
+// skips a torn record by its length, counting it in Stats.Torn, and in the
+// second case scans forward 8 bytes at a time for the next position whose
+// first word carries that position's stamp and a plausible length, counting
+// the skipped bytes in Stats.Discarded; if there is none, everything up to
+// head is discarded.
+//
+// The guarantee, for a producer that is not hostile: every record whose
+// committed word was stored before the producer died is delivered, and only
+// those — with two exceptions of the order of chance of a random key: the
+// scan in the second case may stop at a word of an old payload that happens
+// to equal its position's stamp with a plausible length (a 32-bit match under
+// the random key: about one in four billion per old payload word scanned) and
+// then skip that false record's length, losing the committed records it
+// covers; and such a word delivered as a record would need its check to match
+// as well (64 bits). The same 64-bit argument covers a live producer's
+// reservation the consumer finds before the producer's first store: stale
+// bytes are not taken for a record. Records that were never committed are
+// counted in Stats.Torn when their length was written, and as bytes in
+// Stats.Discarded when it was not. A hostile producer can forge anything,
+// in its own ring.
+package shmring
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Ring geometry limits. The data size is a power of two between the page size
+// and MaxSize; MaxSize keeps a record's length in the 31 bits of its first
+// word.
+const (
+	MaxSize = 1 << 30
+)
+
+// HeaderSize is the size of a record's header; a record is HeaderSize bytes
+// and its payload, padded to 8.
+const HeaderSize = 32
+
+const (
+	magic   = 0x01474e4952544555 // "UETRING\x01", little-endian
+	version = 1
+
+	offMagic      = 0
+	offVersion    = 8
+	offDataOffset = 12
+	offSize       = 16
+	offKey        = 24
+	offHead       = 64
+	offTail       = 128
+	offSleeping   = 192
+	offDropped    = 256
+	offDropBytes  = 264
+
+	committed = 1 << 31
+	lenMask   = committed - 1
+)
+
+// ring is one side's view: the header page and the data area twice.
+type ring struct {
+	base  unsafe.Pointer // start of the mapping: the header page
+	total uintptr        // bytes mapped: P + 2S
+	page  uint64         // P
+	size  uint64         // S
+	mask  uint64         // S-1
+	key   uint64
+	data  unsafe.Pointer // base + P: the 2S window
+
+	head, tail, dropped, dropBytes *uint64
+	sleeping                       *uint32
+}
+
+func (r *ring) u64(off uintptr) *uint64 { return (*uint64)(unsafe.Add(r.base, off)) }
+func (r *ring) u32(off uintptr) *uint32 { return (*uint32)(unsafe.Add(r.base, off)) }
+
+// at returns the address of ring position pos in the window; the S-1 bytes
+// after it are mapped too.
+func (r *ring) at(pos uint64) unsafe.Pointer { return unsafe.Add(r.data, pos&r.mask) }
+
+// stamp is what the first word of a record at position pos carries.
+func (r *ring) stamp(pos uint64) uint32 { return uint32(pos>>3) ^ uint32(r.key) }
+
+// check is what a committed record at position pos carries at offset 28.
+func (r *ring) check(pos uint64) uint32 { return uint32(pos>>35) ^ uint32(r.key>>32) }
+
+func align8(n uint64) uint64 { return (n + 7) &^ 7 }
+
+// mapRing maps the memfd: its header page read-write, its data area twice
+// after it with dataProt. The window is reserved first as one inaccessible
+// anonymous mapping so that the three fixed mappings replace it and nothing
+// else can be mapped in between.
+func mapRing(fd int, page, size uint64, dataProt int) (*ring, error) {
+	total := uintptr(page + 2*size)
+	base, err := unix.MmapPtr(-1, 0, nil, total, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("reserving %d bytes of address space for the ring: mmap: %w", total, err)
+	}
+	maps := []struct {
+		at   uintptr
+		off  int64
+		len  uintptr
+		prot int
+	}{
+		{0, 0, uintptr(page), unix.PROT_READ | unix.PROT_WRITE},
+		{uintptr(page), int64(page), uintptr(size), dataProt},
+		{uintptr(page + size), int64(page), uintptr(size), dataProt},
+	}
+	for _, m := range maps {
+		if _, err := unix.MmapPtr(fd, m.off, unsafe.Add(base, m.at), m.len, m.prot, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
+			unix.MunmapPtr(base, total)
+			return nil, fmt.Errorf("mapping the ring's memfd at offset %d: mmap: %w", m.off, err)
+		}
+	}
+	r := &ring{base: base, total: total, page: page, size: size, mask: size - 1, data: unsafe.Add(base, page)}
+	r.head, r.tail = r.u64(offHead), r.u64(offTail)
+	r.dropped, r.dropBytes = r.u64(offDropped), r.u64(offDropBytes)
+	r.sleeping = r.u32(offSleeping)
+	return r, nil
+}
+
+func (r *ring) unmap() error {
+	if r.base == nil {
+		return nil
+	}
+	err := unix.MunmapPtr(r.base, r.total)
+	r.base = nil
+	if err != nil {
+		return fmt.Errorf("unmapping the ring: munmap: %w", err)
+	}
+	return nil
+}
+
+// pageSize is P for this machine.
+func pageSize() uint64 { return uint64(unix.Getpagesize()) }
+
+// checkSize says whether size is a valid data size here.
+func checkSize(size uint64) error {
+	p := pageSize()
+	if size < p || size > MaxSize || size&(size-1) != 0 {
+		return fmt.Errorf("ring data size %d is not a power of two from the page size %d to %d: %w", size, p, MaxSize, unix.EINVAL)
+	}
+	return nil
+}
+
+// Create makes a ring of size data bytes in a new memfd, sealed against
+// shrinking and growing, and maps it for producing. The caller sends
+// Producer.Fd to the consumer.
+func Create(size int) (*Producer, error) {
+	if size < 0 {
+		return nil, checkSize(0)
+	}
+	s := uint64(size)
+	if err := checkSize(s); err != nil {
+		return nil, err
+	}
+	p := pageSize()
+	fd, err := unix.MemfdCreate("uetrace-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("creating the ring's memory: memfd_create: %w", err)
+	}
+	if err := unix.Ftruncate(fd, int64(p+s)); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("sizing the ring's memfd to %d bytes: ftruncate: %w", p+s, err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("sealing the ring's memfd: fcntl F_ADD_SEALS: %w", err)
+	}
+	r, err := mapRing(fd, p, s, unix.PROT_READ|unix.PROT_WRITE)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	var k [8]byte
+	rand.Read(k[:]) // never fails (crypto/rand's contract since Go 1.24)
+	r.key = binary.NativeEndian.Uint64(k[:])
+	*r.u32(offVersion) = version
+	*r.u32(offDataOffset) = uint32(p)
+	*r.u64(offSize) = s
+	*r.u64(offKey) = r.key
+	// The magic last: a reader of a half-initialised header sees no ring.
+	atomic.StoreUint64(r.u64(offMagic), magic)
+	return &Producer{r: r, fd: fd, ownFd: true}, nil
+}
+
+// geometry is what Attach and Open learn from a memfd: checked against its
+// size and seals, never against the header alone.
+func geometry(fd int) (page, size uint64, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, 0, fmt.Errorf("ring: fstat: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, 0, fmt.Errorf("ring: the descriptor is not a memfd (mode %#o): %w", st.Mode, unix.EINVAL)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("ring: fcntl F_GET_SEALS: %w", err)
+	}
+	if seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
+		return 0, 0, fmt.Errorf("ring: the memfd is not sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW): %w", unix.EINVAL)
+	}
+	page = pageSize()
+	if st.Size <= int64(page) {
+		return 0, 0, fmt.Errorf("ring: the memfd has %d bytes, not a header page and data: %w", st.Size, unix.EINVAL)
+	}
+	size = uint64(st.Size) - page
+	if err := checkSize(size); err != nil {
+		return 0, 0, fmt.Errorf("ring: the memfd's %d bytes are not a header page and a valid data area: %w", st.Size, err)
+	}
+	return page, size, nil
+}
+
+// checkHeader compares the header's constant fields with the memfd's
+// geometry, reading each once, and returns the key.
+func (r *ring) checkHeader() error {
+	if m := atomic.LoadUint64(r.u64(offMagic)); m != magic {
+		return fmt.Errorf("ring: bad magic %#x, not a uetrace ring: %w", m, unix.EINVAL)
+	}
+	if v := atomic.LoadUint32(r.u32(offVersion)); v != version {
+		return fmt.Errorf("ring: version %d, this side speaks %d: %w", v, version, unix.EPROTONOSUPPORT)
+	}
+	if d := atomic.LoadUint32(r.u32(offDataOffset)); uint64(d) != r.page {
+		return fmt.Errorf("ring: data offset %d, the page size here is %d: %w", d, r.page, unix.EINVAL)
+	}
+	if s := atomic.LoadUint64(r.u64(offSize)); s != r.size {
+		return fmt.Errorf("ring: the header says %d data bytes, the memfd holds %d: %w", s, r.size, unix.EINVAL)
+	}
+	r.key = atomic.LoadUint64(r.u64(offKey))
+	return nil
+}
