@@ -33,7 +33,24 @@ func (f *File) Writev(w Writer, iov ...[]byte) (int, error) {
 	if total == 0 {
 		return 0, nil
 	}
-	return f.write(w, iov, total)
+	return f.write(w, iov, total, 0, false)
+}
+
+// WriteStamped is a write that already happened: the daemon's fast path
+// hands over records its clients published into shared memory, each with
+// the time it was written at (ts, in the subsystem's clock: the daemon's
+// is CLOCK_MONOTONIC, which the clients' rings carry) and the writer's
+// thread and CPU as the record says. It goes through every check a write
+// does, in the same order and with the same errors — the record's bytes
+// come from memory a client can scribble on — and idx is resolved against
+// this File's events only, so a record cannot reach another file's
+// events. Records of one writer reach the consumers with the times given,
+// which need not be in order across writers.
+func (f *File) WriteStamped(w Writer, ts uint64, idx uint32, payload []byte) (int, error) {
+	var ib [4]byte
+	binary.NativeEndian.PutUint32(ib[:], idx)
+	iov := [2][]byte{ib[:], payload}
+	return f.write(w, iov[:], 4+len(payload), ts, true)
 }
 
 // Write is write(2) or pwrite(2) at offset off: a non-zero offset is EFAULT
@@ -44,7 +61,7 @@ func (f *File) Write(w Writer, b []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("write at offset %d: %w", off, unix.EFAULT)
 	}
 	iov := [1][]byte{b}
-	return f.write(w, iov[:], len(b))
+	return f.write(w, iov[:], len(b), 0, false)
 }
 
 // scratch holds records being assembled; pooled so that writes do not
@@ -55,8 +72,9 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 // EFAULT; a negative index EINVAL; an index this file does not have ENOENT;
 // a payload shorter than the event's fields EINVAL; nothing attached EBADF;
 // then the record — header and payload — is validated (EFAULT) and handed to
-// every consumer. It returns the full length, index included.
-func (f *File) write(w Writer, iov [][]byte, total int) (int, error) {
+// every consumer. It returns the full length, index included. With stamped,
+// ts is the record's time; otherwise the subsystem's clock says.
+func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool) (int, error) {
 	if total < 4 {
 		return 0, fmt.Errorf("write of %d bytes has no 4-byte write index: %w", total, unix.EFAULT)
 	}
@@ -100,7 +118,9 @@ func (f *File) write(w Writer, iov [][]byte, total int) (int, error) {
 	err := ev.def.Validate(rec)
 	if err == nil {
 		ev.shard(w.CPU).written.Add(1)
-		ts := f.s.opts.Clock()
+		if !stamped {
+			ts = f.s.opts.Clock()
+		}
 		if ev.ftrace.Load() {
 			f.s.trace.write(ev, &w, ts, rec)
 		}
