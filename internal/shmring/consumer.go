@@ -258,3 +258,14 @@ func (c *Consumer) wait(timeout time.Duration) (bool, error) {
 	}
 	return c.ready(), err
 }
+
+// Interrupt makes a Wait in progress on another goroutine return now, as a
+// producer's wake would: the consumer's owner uses it to stop a drainer
+// asleep on a ring whose producer is gone, without waiting out its
+// timeout. It is the one Consumer method safe to call concurrently with
+// the others; it touches only the shared sleeping word.
+func (c *Consumer) Interrupt() {
+	if atomic.CompareAndSwapUint32(c.r.sleeping, 1, 0) {
+		futexWake(c.r.sleeping)
+	}
+}
