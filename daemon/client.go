@@ -571,3 +571,31 @@ func (s *Session) Close() error {
 	_, _, err := s.c.call(appendHeader(nil, opCloseFile, 0, s.handle))
 	return err
 }
+
+// ShareRing hands the daemon a ring memfd (internal/shmring) this client
+// publishes its writes into: the Ring request. The daemon keeps its own
+// mapping; the caller keeps fd. A daemon that predates rings answers
+// EPROTO, one that refuses this ring EINVAL (or another errno saying why):
+// the caller then writes with Writev.
+func (c *Client) ShareRing(fd int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return unix.EBADF
+	}
+	var msg [headerSize]byte
+	putHeader(msg[:], opRing, 0, 0)
+	err := unix.Sendmsg(c.fd, msg[:], unix.UnixRights(fd), nil, 0)
+	for err == unix.EINTR {
+		err = unix.Sendmsg(c.fd, msg[:], unix.UnixRights(fd), nil, 0)
+	}
+	if err != nil {
+		return fmt.Errorf("sharing the ring: sendmsg: %w", err)
+	}
+	r, err := c.recv(c.rbuf[:])
+	if err != nil {
+		return fmt.Errorf("sharing the ring: %w", err)
+	}
+	_, _, err = parseResult(r)
+	return err
+}

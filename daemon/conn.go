@@ -44,6 +44,9 @@ type conn struct {
 	handles map[uint32]any // *subsys.Handle or *subsys.Session
 	next    uint32
 
+	ring    *drainer // the ring the client shared, if any
+	ringFds []int    // the descriptors of a Ring request read, until handled
+
 	// The message being received, set by recvFn.
 	in     *[]byte
 	n      int
@@ -146,7 +149,13 @@ func (c *conn) read() (buf *[]byte, n int, trunc, ok bool) {
 	}
 	buf, c.in = c.in, nil
 	if c.oobn > 0 && !c.wantRights {
-		closeRights(c.oob[:c.oobn]) // descriptors are expected only in Hello
+		// Descriptors are expected only in Hello and Ring; a Ring's are
+		// kept until it is handled, any other message's closed now.
+		if buf != nil && c.n >= 2 && le.Uint16(*buf) == opRing && c.ringFds == nil {
+			c.ringFds = rights(c.oob[:c.oobn])
+		} else {
+			closeRights(c.oob[:c.oobn])
+		}
 		c.oobn = 0
 	}
 	if err != nil || c.n == 0 {
@@ -283,6 +292,13 @@ func (c *conn) hello(u unix.Ucred) bool {
 // teardown releases what the connection holds, as closing the fd and — for
 // the process's last connection — process exit do.
 func (c *conn) teardown() {
+	// The ring first: what the client published before it closed is
+	// delivered while its events are still the file's.
+	if c.ring != nil {
+		c.ring.close()
+		c.ring = nil
+	}
+	c.closeRingFds()
 	for _, h := range c.handles {
 		closeHandle(h)
 	}
@@ -290,6 +306,13 @@ func (c *conn) teardown() {
 	c.file.Close()
 	c.s.leave(c.proc)
 	c.log.Debug("client gone")
+}
+
+func (c *conn) closeRingFds() {
+	for _, fd := range c.ringFds {
+		unix.Close(fd)
+	}
+	c.ringFds = nil
 }
 
 func closeHandle(h any) {
@@ -352,11 +375,33 @@ func (c *conn) handle(m []byte) bool {
 			return c.result(0, err)
 		}
 		return c.result(int64(c.add(fh)), nil)
+	case opRing:
+		fds := c.ringFds
+		c.ringFds = nil
+		defer func() {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}()
+		switch {
+		case len(fds) != 1 || len(body) != 0:
+			return c.result(0, fmt.Errorf("ring: expected one memfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL))
+		case c.ring != nil:
+			return c.result(0, fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY))
+		}
+		if err := c.attachRing(fds[0]); err != nil {
+			c.log.Warn("ring refused", "err", err)
+			return c.result(0, err)
+		}
+		return c.result(0, nil)
 	case opRead:
 		fh, ok := c.handles[h.arg].(*subsys.Handle)
 		if !ok || len(body) != 4 {
 			return c.result(0, fmt.Errorf("read: bad handle %d: %w", h.arg, unix.EBADF))
 		}
+		// What clients published into their rings before this read is
+		// there to be read, as their writes would be with the kernel.
+		c.s.Flush()
 		max := min(int(le.Uint32(body)), MaxMessage-headerSize)
 		out := appendHeader(c.out[:0], opData, 0, 0)
 		out = append(out, make([]byte, max)...)
@@ -433,6 +478,7 @@ func (c *conn) handle(m []byte) bool {
 		if !ok || len(body) != 4 {
 			return c.result(0, fmt.Errorf("session read: bad session %d: %w", h.arg, unix.EBADF))
 		}
+		c.s.Flush()
 		return c.sessionRead(ss, int(le.Uint32(body)), h.flags&flagNoWait != 0)
 	case opHello:
 		return c.result(0, fmt.Errorf("hello after the handshake: %w", unix.EPROTO))

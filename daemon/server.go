@@ -51,7 +51,10 @@ type Server struct {
 	conns  map[*conn]struct{}
 	procs  map[int32]*process
 	closed bool
-	wg     sync.WaitGroup
+
+	rings      map[*drainer]struct{} // the live connections' rings
+	ringTotals RingStats             // closed rings' counts, and all rings attached
+	wg         sync.WaitGroup
 }
 
 // process is one client process: its enablers (the kernel's user_event_mm)
@@ -74,6 +77,7 @@ func New(cfg Config) *Server {
 		lns:     map[*net.UnixListener]struct{}{},
 		conns:   map[*conn]struct{}{},
 		procs:   map[int32]*process{},
+		rings:   map[*drainer]struct{}{},
 	}
 	if s.sys == nil {
 		s.sys = subsys.New(subsys.Options{NumCPU: onlineCPUs()})

@@ -45,6 +45,16 @@ import (
 //	Attach      arg: session handle; flags: 1 = follow events created later.
 //	            Body: a pattern (subsys.MatchEvent). Reply: Data with the
 //	            attached events' "system:tracepoint" names, NUL-terminated.
+//	Ring        no body; SCM_RIGHTS carries a ring memfd (internal/shmring)
+//	            that the client publishes its writes into without a system
+//	            call, each record [write_index][payload] with the thread,
+//	            CPU and CLOCK_MONOTONIC time. At most one per connection;
+//	            the daemon drains it into this connection's user_events_data
+//	            (the write index is this connection's; the pid is the
+//	            peer's), and before each Read and SessionRead delivers what
+//	            every ring holds. Reply: Result. A daemon before Ring
+//	            answers EPROTO ("unknown request"), and the client writes
+//	            with Write instead: the protocol version is unchanged.
 //	SessionRead arg: session handle; flags: 1 = do not wait. Body: u32
 //	            maximum bytes. Blocks until a record is there, unless told
 //	            not to wait (then the reply may hold none). Reply: Data: u64 lost, u64 too large, then
@@ -72,6 +82,7 @@ const (
 	opSession
 	opAttach
 	opSessionRead
+	opRing
 )
 
 // Reply ops have the top bit set.

@@ -1,0 +1,274 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/subsys"
+)
+
+// MaxRing is the largest ring data area a client may share: a client
+// chooses its ring's size, and the daemon maps it twice (see
+// internal/shmring), so an unbounded one would let a client spend the
+// daemon's address space.
+const MaxRing = 64 << 20
+
+const (
+	// drainBatch bounds the records a drainer delivers before it looks at
+	// its requests again, so a producer that never stops cannot keep a
+	// flush or a stop waiting.
+	drainBatch = 4096
+	// idleWait bounds a drainer's sleep on an idle ring: the futex wake
+	// of the first publisher normally ends it; the timeout is what keeps a
+	// producer that clears the sleeping word or never commits from
+	// holding the drainer (see shmring.Consumer.Wait).
+	idleWait = 200 * time.Millisecond
+	// kickEvery is how often a flush or a stop repeats its wake while it
+	// waits: a drainer between its look at the requests and its sleep
+	// misses a wake, and would otherwise sleep out idleWait.
+	kickEvery = 2 * time.Millisecond
+)
+
+// RingStats are the fast path's counts for the rings of a Server's
+// connections, live and closed.
+type RingStats struct {
+	Rings     uint64 // rings clients shared
+	Delivered uint64 // records handed to the subsystem and accepted
+	// Rejected are records the subsystem refused as it refuses a write: a
+	// write index the connection does not have (ENOENT: no client can
+	// write under another connection's events), a payload shorter than
+	// the event's fields (EINVAL), a __data_loc that points outside
+	// (EFAULT). A client that validates before it publishes has none.
+	Rejected uint64
+	// Disabled are records of events nothing was attached to any more
+	// when they were drained: written while enabled, delivered to no one,
+	// as a kernel write racing with a disable is.
+	Disabled uint64
+	// Dropped is what the producers say they dropped because the ring
+	// was full — their claim, read when the ring is released.
+	Dropped uint64
+	// Torn, TooLong, Discarded and BadHead are the rings' own counts (see
+	// shmring.Stats): records a dead producer never committed, records
+	// longer than a ring, bytes skipped, heads not believed.
+	Torn, TooLong, Discarded, BadHead uint64
+}
+
+func (a *RingStats) add(b RingStats) {
+	a.Rings += b.Rings
+	a.Delivered += b.Delivered
+	a.Rejected += b.Rejected
+	a.Disabled += b.Disabled
+	a.Dropped += b.Dropped
+	a.Torn += b.Torn
+	a.TooLong += b.TooLong
+	a.Discarded += b.Discarded
+	a.BadHead += b.BadHead
+}
+
+// drainer delivers one connection's ring into the connection's File: the
+// file resolves write indices, so a ring reaches only its own
+// connection's events, and the writer's process is the connection's
+// SO_PEERCRED pid, never anything the ring says.
+type drainer struct {
+	s    *Server
+	file *subsys.File
+	w    subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
+	cons *shmring.Consumer
+	buf  []byte
+
+	// reqs are flushes waiting for the drainer to empty the ring: each is
+	// closed once everything published before it was sent is delivered.
+	reqs chan chan struct{}
+	stop atomic.Bool
+	done chan struct{}
+
+	// Counted by the drainer goroutine; read by Stats under s.mu once
+	// done is closed, or approximately (atomics) while it runs.
+	delivered, rejected, disabled atomic.Uint64
+}
+
+// attachRing checks and maps the ring memfd a client shared and starts its
+// drainer. The memfd is hostile input: shmring.Attach checks its type,
+// size and seals (against growing and shrinking, so no access can fault)
+// and its header; the size limit is the daemon's.
+func (c *conn) attachRing(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("ring: fstat: %w", err)
+	}
+	if st.Size > int64(MaxRing)+int64(unix.Getpagesize()) {
+		return fmt.Errorf("ring: the memfd has %d bytes; this daemon takes rings of at most %d: %w", st.Size, MaxRing, unix.EINVAL)
+	}
+	cons, err := shmring.Attach(fd)
+	if err != nil {
+		return err
+	}
+	d := &drainer{
+		s: c.s, file: c.file, w: c.w, cons: cons,
+		buf:  make([]byte, cons.Size()),
+		reqs: make(chan chan struct{}, 16),
+		done: make(chan struct{}),
+	}
+	c.s.mu.Lock()
+	c.s.rings[d] = struct{}{}
+	c.s.ringTotals.Rings++
+	c.s.mu.Unlock()
+	c.ring = d
+	go d.run()
+	return nil
+}
+
+func (d *drainer) run() {
+	defer close(d.done)
+	for {
+		more := d.drain()
+		// Flushes that came before this look are answered by the drain
+		// that follows it.
+		var waiting []chan struct{}
+	collect:
+		for {
+			select {
+			case ch := <-d.reqs:
+				waiting = append(waiting, ch)
+			default:
+				break collect
+			}
+		}
+		if len(waiting) > 0 {
+			for d.drain() {
+			}
+			for _, ch := range waiting {
+				close(ch)
+			}
+			continue
+		}
+		if d.stop.Load() {
+			// The connection is closed: what the producer had not
+			// committed by now never will be, for this connection.
+			d.cons.ProducerGone()
+			for d.drain() {
+			}
+			return
+		}
+		if !more {
+			d.cons.Wait(idleWait)
+		}
+	}
+}
+
+// drain delivers up to drainBatch records; it reports whether it stopped
+// for the batch's limit rather than for an empty ring.
+func (d *drainer) drain() bool {
+	for range drainBatch {
+		rec, err := d.cons.Next(d.buf)
+		if err != nil {
+			return false
+		}
+		w := d.w
+		w.PID = int32(rec.TID)
+		w.CPU = int(rec.CPU)
+		_, err = d.file.WriteStamped(w, rec.Time, rec.WriteIndex, rec.Payload)
+		switch {
+		case err == nil:
+			d.delivered.Add(1)
+		case errors.Is(err, unix.EBADF):
+			d.disabled.Add(1)
+		default:
+			d.rejected.Add(1)
+		}
+	}
+	return true
+}
+
+// kick wakes the drainer until wait is closed or the drainer is done.
+func (d *drainer) kick(wait <-chan struct{}) {
+	t := time.NewTicker(kickEvery)
+	defer t.Stop()
+	for {
+		d.cons.Interrupt()
+		select {
+		case <-wait:
+			return
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// flush returns once everything published into the ring before the call
+// is delivered.
+func (d *drainer) flush() {
+	ch := make(chan struct{})
+	select {
+	case d.reqs <- ch:
+	case <-d.done:
+		return
+	}
+	d.kick(ch)
+}
+
+// close stops the drainer after it delivered what was committed, releases
+// the ring and adds its counts to the server's.
+func (d *drainer) close() {
+	d.stop.Store(true)
+	d.kick(d.done)
+	<-d.done
+	st := d.stats()
+	d.cons.Close()
+	d.s.mu.Lock()
+	delete(d.s.rings, d)
+	st.Rings = 0 // counted when attached
+	d.s.ringTotals.add(st)
+	d.s.mu.Unlock()
+}
+
+func (d *drainer) stats() RingStats {
+	cs := d.cons.Stats()
+	dropped, _ := d.cons.Dropped()
+	return RingStats{
+		Delivered: d.delivered.Load(), Rejected: d.rejected.Load(), Disabled: d.disabled.Load(),
+		Dropped: dropped, Torn: cs.Torn, TooLong: cs.TooLong, Discarded: cs.Discarded, BadHead: cs.BadHead,
+	}
+}
+
+// Flush delivers everything clients have published into their rings so
+// far: a reader that calls it sees every record whose Write returned
+// before, as with the kernel's synchronous write. The daemon flushes
+// before each trace and session read it serves; in-process users of the
+// Server's Subsystem call it themselves.
+func (s *Server) Flush() {
+	s.mu.Lock()
+	ds := make([]*drainer, 0, len(s.rings))
+	for d := range s.rings {
+		ds = append(ds, d)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Go(d.flush)
+	}
+	wg.Wait()
+}
+
+// RingStats returns the fast path's counts: those of closed connections
+// exactly; a live ring's may lag its drainer. Shmring's counts of a live
+// ring (torn, discarded...) are added when it closes, since only its
+// drainer may read them.
+func (s *Server) RingStats() RingStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.ringTotals
+	for d := range s.rings {
+		t.Delivered += d.delivered.Load()
+		t.Rejected += d.rejected.Load()
+		t.Disabled += d.disabled.Load()
+	}
+	return t
+}

@@ -1,0 +1,239 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/internal/stamp"
+)
+
+func newRing(t *testing.T, size int) *shmring.Producer {
+	t.Helper()
+	p, err := shmring.Create(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func u32rec(v uint32) []byte { return le.AppendUint32(nil, v) }
+
+// TestRingDeliversWithWritersIdentity: a record published into a shared
+// ring reaches trace and sessions with the thread, CPU and time the record
+// carries, and the pid of the connection's peer.
+func TestRingDeliversWithWritersIdentity(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	c := a.dial(t, s.sock)
+	idx, _, err := c.Register(reg(a.addr(0), 0), "ring_ev u32 v", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := newRing(t, 1<<16)
+	if err := c.ShareRing(ring.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ss, err := cons.NewSession(SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Attach("ring_ev", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(c, "events/user_events/ring_ev/enable", "1"); err != nil {
+		t.Fatal(err)
+	}
+	ts := stamp.Now()
+	if !ring.Write(shmring.Meta{Time: ts, WriteIndex: idx, TID: 4242, CPU: 1}, u32rec(77)) {
+		t.Fatal("ring full")
+	}
+	// A Read flushes the rings first: the record is there at once.
+	recs, _, _, err := ss.Poll(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("session got %d records, want 1", len(recs))
+	}
+	r := recs[0]
+	if r.TS != ts || r.TID != 4242 || r.CPU != 1 || r.PID != int32(os.Getpid()) || le.Uint32(r.Raw[8:]) != 77 {
+		t.Errorf("record %+v; want time %d, tid 4242, cpu 1, pid %d, v 77", r, ts, os.Getpid())
+	}
+	// The trace shows the ring's thread and CPU; the subsystem has one CPU,
+	// so CPU 1 is folded onto 0 as for any write.
+	tr := readFile(t, c, "trace")
+	if !strings.Contains(tr, "-4242 ") || !strings.Contains(tr, "ring_ev: v=0x4d (77)") {
+		t.Errorf("trace lacks the record:\n%s", tr)
+	}
+	if st := s.RingStats(); st.Rings != 1 || st.Delivered != 1 || st.Rejected != 0 {
+		t.Errorf("ring stats %+v", st)
+	}
+}
+
+// TestRingCannotWriteOthersEvents: write indices in a ring are resolved
+// against its own connection's events only. A connection with no events
+// that publishes the index of another connection's enabled event
+// delivers nothing; its records are counted as rejected.
+func TestRingCannotWriteOthersEvents(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	victim := a.dial(t, s.sock)
+	idx, _, err := victim.Register(reg(a.addr(0), 0), "victim_ev u32 v", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(victim, "events/user_events/victim_ev/enable", "1"); err != nil {
+		t.Fatal(err)
+	}
+	b := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	forger := b.dial(t, s.sock)
+	ring := newRing(t, 1<<16)
+	if err := forger.ShareRing(ring.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	forged := []uint32{idx, idx + 1, 1 << 31, ^uint32(0)}
+	for _, i := range forged {
+		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: i, TID: 1, CPU: 0}, u32rec(666)) {
+			t.Fatal("ring full")
+		}
+	}
+	s.Flush()
+	if tr := readFile(t, victim, "trace"); strings.Contains(tr, "victim_ev") {
+		t.Errorf("a forged write index reached another connection's event:\n%s", tr)
+	}
+	if st := s.RingStats(); st.Rejected != uint64(len(forged)) || st.Delivered != 0 {
+		t.Errorf("ring stats %+v; want %d rejected, none delivered", st, len(forged))
+	}
+	// The victim's own socket writes still work.
+	if _, err := victim.Writev(7, 0, append(le.AppendUint32(nil, idx), u32rec(5)...)); err != nil {
+		t.Fatal(err)
+	}
+	if tr := readFile(t, victim, "trace"); strings.Count(tr, "victim_ev") != 1 {
+		t.Errorf("trace:\n%s", tr)
+	}
+}
+
+// TestRingDeliveredBeforeClose: records a client published before it
+// closed its connection are in the trace once Close returns.
+func TestRingDeliveredBeforeClose(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	c, err := Dial(s.sock, &Arena{FD: a.fd, Addr: a.addr(0), Size: uint64(len(a.mem))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, _, err := c.Register(reg(a.addr(0), 0), "closing_ev u32 v", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(c, "events/user_events/closing_ev/enable", "1"); err != nil {
+		t.Fatal(err)
+	}
+	ring := newRing(t, 1<<16)
+	if err := c.ShareRing(ring.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	for i := range n {
+		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 9, CPU: 0}, u32rec(uint32(i))) {
+			t.Fatal("ring full")
+		}
+	}
+	// A reservation never committed: counted as torn when the connection
+	// goes, and it does not hold back what came before it.
+	ring.Reserve(shmring.Meta{WriteIndex: idx}, 4)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	// The event went with its last file; the records stay in the buffer.
+	if tr := readFile(t, other, "trace"); strings.Count(tr, "closing_ev: v=") != n {
+		t.Errorf("trace has %d records, want %d:\n%s", strings.Count(tr, "closing_ev: v="), n, tr)
+	}
+	if st := s.RingStats(); st.Delivered != n || st.Torn != 1 {
+		t.Errorf("ring stats %+v; want %d delivered, 1 torn", st, n)
+	}
+}
+
+// TestRingRefused: the daemon takes only a sealed memfd ring of a sane
+// size, one per connection, and says why it refuses one.
+func TestRingRefused(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	c := a.dial(t, s.sock)
+
+	unsealed, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(unsealed)
+	unix.Ftruncate(unsealed, 4096+65536)
+	if err := c.ShareRing(unsealed); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "sealed") {
+		t.Errorf("unsealed memfd: %v; want EINVAL saying it is not sealed", err)
+	}
+	big := newRing(t, 2*MaxRing)
+	if err := c.ShareRing(big.Fd()); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), fmt.Sprint(MaxRing)) {
+		t.Errorf("ring over MaxRing: %v; want EINVAL naming the limit", err)
+	}
+	ring := newRing(t, 1<<16)
+	if err := c.ShareRing(ring.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ShareRing(ring.Fd()); !errors.Is(err, unix.EBUSY) {
+		t.Errorf("second ring: %v; want EBUSY", err)
+	}
+	// A Ring request without a descriptor.
+	fd := rawConn(t, s.sock)
+	exchange(t, fd, helloMsg(0, 0))
+	wantErrno(t, "ring without a memfd", exchange(t, fd, appendHeader(nil, opRing, 0, 0)), unix.EINVAL)
+	healthy(t, s)
+}
+
+// TestRingDrainsWithoutReads: the drainer delivers what is published on
+// its own, without a read asking it to flush — woken by the publish when it
+// sleeps on the idle ring.
+func TestRingDrainsWithoutReads(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	c := a.dial(t, s.sock)
+	idx, _, err := c.Register(reg(a.addr(0), 0), "wake_ev u32 v", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(c, "events/user_events/wake_ev/enable", "1"); err != nil {
+		t.Fatal(err)
+	}
+	ring := newRing(t, 1<<16)
+	if err := c.ShareRing(ring.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 1}, u32rec(uint32(i))) {
+			t.Fatal("ring full")
+		}
+		deadline := time.Now().Add(waitLimit)
+		for s.RingStats().Delivered != uint64(i+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("record %d not drained within %v", i, waitLimit)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
