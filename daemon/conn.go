@@ -418,6 +418,10 @@ func (c *conn) handle(m []byte) bool {
 		if !ok {
 			return c.result(0, fmt.Errorf("write: bad handle %d: %w", h.arg, unix.EBADF))
 		}
+		// A write to tracefs may disable an event or clear the buffer:
+		// records clients published before it are delivered first, as
+		// their writes to the kernel would have been.
+		c.s.Flush()
 		n, err := fh.Write(body)
 		return c.result(int64(n), err)
 	case opCloseFile:
@@ -425,6 +429,7 @@ func (c *conn) handle(m []byte) bool {
 		if !ok {
 			return c.result(0, fmt.Errorf("close: bad handle %d: %w", h.arg, unix.EBADF))
 		}
+		c.s.Flush() // a session closing gets what was published before
 		delete(c.handles, h.arg)
 		closeHandle(x)
 		return c.result(0, nil)
@@ -460,6 +465,7 @@ func (c *conn) handle(m []byte) bool {
 		if !ok {
 			return c.result(0, fmt.Errorf("attach: bad session %d: %w", h.arg, unix.EBADF))
 		}
+		c.s.Flush() // records published before the attach are not the session's
 		evs, err := ss.AttachMatching(string(body), h.flags&flagFollow != 0)
 		if err != nil {
 			return c.result(0, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
+	"github.com/uetrace/uetrace/subsys"
 )
 
 func newRing(t *testing.T, size int) *shmring.Producer {
@@ -235,5 +236,38 @@ func TestRingDrainsWithoutReads(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// TestRingRecordsBeforeDisableKept: records published while the event was
+// enabled are in the trace even when the disable comes before the drainer
+// got to them — the disable flushes the rings first, as the kernel's
+// synchronous writes would be in the buffer already.
+func TestRingRecordsBeforeDisableKept(t *testing.T) {
+	s := serve(t, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1, BufferKB: 4096})})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	c := a.dial(t, s.sock)
+	idx, _, err := c.Register(reg(a.addr(0), 0), "dis_ev u32 v", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(c, "events/user_events/dis_ev/enable", "1"); err != nil {
+		t.Fatal(err)
+	}
+	ring := newRing(t, 1<<20)
+	if err := c.ShareRing(ring.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10000
+	for i := range n {
+		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 3}, u32rec(uint32(i))) {
+			t.Fatal("ring full")
+		}
+	}
+	if err := writeFile(c, "events/user_events/dis_ev/enable", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.RingStats(); st.Delivered != n || st.Disabled != 0 {
+		t.Errorf("ring stats after the disable %+v; want all %d delivered", st, n)
 	}
 }
