@@ -45,6 +45,18 @@ func backends(t *testing.T) []backend {
 		opts:   &userevents.Options{Backend: userevents.Daemon, Socket: sock},
 		unpriv: &userevents.Options{Backend: userevents.Daemon, Socket: usock},
 	})
+	// The daemon's default transport is the ring: make sure the suite
+	// runs on it, and on the socket fallback too.
+	if f, err := userevents.Open(*out[len(out)-1].opts); err != nil {
+		t.Fatal(err)
+	} else if tr, rerr := f.Transport(), f.RingError(); f.Close() != nil || tr != userevents.RingTransport {
+		t.Fatalf("daemon backend transport %v, want ring: %v", tr, rerr)
+	}
+	out = append(out, backend{
+		name:   "daemon-socket",
+		opts:   &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.SocketTransport},
+		unpriv: &userevents.Options{Backend: userevents.Daemon, Socket: usock, Transport: userevents.SocketTransport},
+	})
 
 	if f, err := userevents.Open(userevents.Options{Backend: userevents.Kernel}); err == nil {
 		f.Close()

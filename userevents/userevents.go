@@ -81,6 +81,13 @@ type Options struct {
 	// Subsystem is the InProcess backend's subsystem (nil:
 	// InProcessSubsystem()).
 	Subsystem *subsys.Subsystem
+	// Transport is how the Daemon backend sends writes (default
+	// RingTransport, falling back to SocketTransport when the ring cannot
+	// be set up).
+	Transport Transport
+	// RingKB is the size of the daemon backend's ring in KiB, a power of
+	// two (0: $UETRACE_RING_KB, else DefaultRingKB).
+	RingKB int
 }
 
 var (
@@ -104,7 +111,9 @@ type File struct {
 
 	kfd int // Kernel: the user_events_data descriptor
 
-	dc *daemon.Client // Daemon
+	dc      *daemon.Client             // Daemon
+	ring    atomic.Pointer[clientRing] // Daemon with RingTransport; nil once closed
+	ringErr error                      // why a File asked for a ring has none
 
 	sys  *subsys.Subsystem // InProcess
 	sf   *subsys.File
@@ -122,7 +131,7 @@ func Open(opts Options) (*File, error) {
 	case Kernel:
 		return openKernel(opts.Tracefs)
 	case Daemon:
-		return openDaemon(opts.Socket)
+		return openDaemon(opts)
 	case InProcess:
 		return openInProcess(opts.Subsystem)
 	case Auto:
@@ -130,7 +139,7 @@ func Open(opts Options) (*File, error) {
 		if kerr == nil {
 			return f, nil
 		}
-		f, derr := openDaemon(opts.Socket)
+		f, derr := openDaemon(opts)
 		if derr == nil {
 			return f, nil
 		}
@@ -172,7 +181,19 @@ func (e *NoBackendError) Error() string {
 // Unwrap returns both causes.
 func (e *NoBackendError) Unwrap() []error { return []error{e.Kernel, e.Daemon} }
 
-func openDaemon(sock string) (*File, error) {
+func openDaemon(opts Options) (*File, error) {
+	sock := opts.Socket
+	var size int
+	switch opts.Transport {
+	case RingTransport:
+		var err error
+		if size, err = ringSize(opts.RingKB); err != nil {
+			return nil, err
+		}
+	case SocketTransport:
+	default:
+		return nil, &Error{Op: "open", Input: opts.Transport.String(), Errno: unix.EINVAL, Reason: "unknown transport: want RingTransport or SocketTransport"}
+	}
 	a, err := memfdArena()
 	if err != nil {
 		return nil, err
@@ -181,7 +202,16 @@ func openDaemon(sock string) (*File, error) {
 	if err != nil {
 		return nil, dialErr(sock, err)
 	}
-	return &File{backend: Daemon, arena: a, kfd: -1, dc: c, events: map[*Event]struct{}{}}, nil
+	f := &File{backend: Daemon, arena: a, kfd: -1, dc: c, events: map[*Event]struct{}{}}
+	if size != 0 {
+		r, err := setupRing(c, size)
+		if err != nil {
+			f.ringErr = fmt.Errorf("the daemon's ring transport could not be set up, writing over the socket: %w", err)
+		} else {
+			f.ring.Store(r)
+		}
+	}
+	return f, nil
 }
 
 // dialErr words a failed connection to the daemon at sock: with what to
@@ -341,6 +371,9 @@ func (f *File) Close() error {
 	case Kernel:
 		errs = append(errs, unix.Close(f.kfd))
 	case Daemon:
+		// The daemon delivers what the ring holds before it closes the
+		// connection; the mapping goes when no Write uses it any more.
+		f.ring.Store(nil)
 		errs = append(errs, f.dc.Close())
 	case InProcess:
 		errs = append(errs, f.sf.Close())
@@ -377,6 +410,7 @@ type Event struct {
 
 	disabled *Error     // preallocated: a disabled write must not allocate
 	closeMu  sync.Mutex // serialises Close; word == &zeroWord says it was done
+	dropped  atomic.Uint64
 }
 
 // Enabled reports whether anything — ftrace, perf, a uetrace session — is
@@ -433,6 +467,13 @@ func (e *Event) Write(payload ...[]byte) error {
 		payload = joined[:]
 	}
 	f := e.f
+	if r := f.ring.Load(); r != nil && e.def != nil {
+		ok, err := e.ringWrite(r, payload)
+		runtime.KeepAlive(r)
+		if ok {
+			return err
+		}
+	}
 	var err error
 	switch f.backend {
 	case Kernel:

@@ -1,0 +1,176 @@
+package userevents
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/internal/stamp"
+)
+
+// Transport is how the daemon backend carries writes to the daemon.
+type Transport int
+
+const (
+	// RingTransport publishes each write into memory shared with the
+	// daemon (a ring, internal/shmring) without a system call; the daemon
+	// drains it. Payloads are validated here first, with the kernel's
+	// rules, so Write returns the errors the kernel would. A full ring
+	// drops the record, as the kernel's ring buffer does: Write succeeds
+	// and the drop is counted (Event.Dropped). It is the default; when the
+	// ring cannot be set up — a daemon that predates it, one that refuses
+	// it — the File writes over the socket instead (File.Transport says
+	// which, File.RingError why).
+	RingTransport Transport = iota
+	// SocketTransport sends each write to the daemon in a message and
+	// waits for its answer: a round trip per write.
+	SocketTransport
+)
+
+func (t Transport) String() string {
+	switch t {
+	case RingTransport:
+		return "ring"
+	case SocketTransport:
+		return "socket"
+	}
+	return "Transport(" + strconv.Itoa(int(t)) + ")"
+}
+
+// DefaultRingKB is the ring's size when neither Options.RingKB nor the
+// environment says: room for some 20 000 records of 34 bytes while the
+// daemon is not draining.
+const DefaultRingKB = 1024
+
+// RingKBEnv names the environment variable that sets the ring's size in
+// KiB when Options.RingKB is 0.
+const RingKBEnv = "UETRACE_RING_KB"
+
+// ringSize is the ring's data size in bytes for opts: a power of two from
+// the page size to the daemon's MaxRing.
+func ringSize(kb int) (int, error) {
+	src := "Options.RingKB"
+	if kb == 0 {
+		kb = DefaultRingKB
+		if v := os.Getenv(RingKBEnv); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return 0, &Error{Op: "open", Input: RingKBEnv + "=" + v, Errno: unix.EINVAL, Reason: "not a number of KiB"}
+			}
+			kb, src = n, RingKBEnv
+		}
+	}
+	lo, hi := unix.Getpagesize()/1024, daemon.MaxRing/1024
+	if kb < lo || kb > hi || kb&(kb-1) != 0 {
+		return 0, &Error{Op: "open", Input: src + "=" + strconv.Itoa(kb), Errno: unix.EINVAL,
+			Reason: fmt.Sprintf("the ring size must be a power of two from %d to %d KiB", lo, hi)}
+	}
+	return kb * 1024, nil
+}
+
+// clientRing is a File's ring. Writers reach the producer only through it
+// and keep it alive (runtime.KeepAlive) until their record is published:
+// the mapping is released by a cleanup once no File and no Write in
+// flight holds it, so a Write racing with Close publishes into memory
+// that is still mapped, never into a hole.
+type clientRing struct {
+	p *shmring.Producer
+}
+
+// setupRing creates a ring of size bytes and shares it on c. On failure the
+// File writes over the socket; the error says why.
+func setupRing(c *daemon.Client, size int) (*clientRing, error) {
+	p, err := shmring.Create(size)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ShareRing(p.Fd()); err != nil {
+		p.Close()
+		return nil, err
+	}
+	r := &clientRing{p: p}
+	runtime.AddCleanup(r, func(p *shmring.Producer) { p.Close() }, p)
+	return r, nil
+}
+
+// Transport is how a File of the daemon backend sends its writes:
+// RingTransport when its ring was set up. Other backends return
+// SocketTransport's zero meaning nothing: check Backend first.
+func (f *File) Transport() Transport {
+	if f.ring.Load() != nil {
+		return RingTransport
+	}
+	return SocketTransport
+}
+
+// RingError says why a File of the daemon backend asked for the ring
+// transport writes over the socket; nil when it does not.
+func (f *File) RingError() error { return f.ringErr }
+
+// Dropped is how many records of this Event the ring had no room for: the
+// daemon was not draining fast enough. Write succeeded for each, as a
+// write to the kernel does when its ring buffer is full.
+func (e *Event) Dropped() uint64 { return e.dropped.Load() }
+
+// maxStackRecord bounds the records of events with __data_loc or __rel_loc
+// fields that are validated here; longer ones go over the socket, whose
+// answer is the daemon's own validation.
+const maxStackRecord = 512
+
+// ringWrite is Write on the ring. It makes user_events_write_core's checks
+// in its order, with its errnos, as the socket path would have the daemon
+// make them: a payload shorter than the fields EINVAL, a disabled event
+// EBADF, a record that fails validation EFAULT. ok is false when the write
+// must go over the socket instead: a record whose validation depends on
+// what only the daemon knows (the event's type id, in the record's first
+// two bytes), or one too large for the checks here.
+func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) {
+	n := 0
+	for _, p := range payload {
+		n += len(p)
+	}
+	if int32(e.index) < 0 || 4+n > daemon.MaxWrite {
+		return false, nil
+	}
+	if err := e.def.CheckSize(n); err != nil {
+		return true, wrapErr("write", "", e.Name(), err)
+	}
+	if !e.Enabled() {
+		return true, e.disabled
+	}
+	st := stamp.Take()
+	if e.def.HasValidators() {
+		if 8+n > maxStackRecord {
+			return false, nil
+		}
+		var rec [maxStackRecord]byte
+		// The header the daemon will build: type id, flags 0, the thread.
+		// The type id is the daemon's; validate with it as 0 and as
+		// 0xffff — a string check is "is this byte NUL" — and leave a
+		// record whose verdict differs to the daemon.
+		binary.NativeEndian.PutUint32(rec[4:], uint32(st.TID))
+		off := eventdef.HeaderSize
+		for _, p := range payload {
+			off += copy(rec[off:], p)
+		}
+		verr := e.def.Validate(rec[:off])
+		rec[0], rec[1] = 0xff, 0xff
+		if ferr := e.def.Validate(rec[:off]); (ferr == nil) != (verr == nil) || verr != nil && ferr.Error() != verr.Error() {
+			return false, nil
+		}
+		if verr != nil {
+			return true, wrapErr("write", "", e.Name(), verr)
+		}
+	}
+	if !r.p.Writev(shmring.Meta{Time: st.Time, WriteIndex: e.index, TID: uint32(st.TID), CPU: st.CPU}, payload) {
+		e.dropped.Add(1)
+	}
+	return true, nil
+}
