@@ -134,6 +134,12 @@ func kernelBenchEvent(b *testing.B) (*Event, int, string) {
 // daemon runs in another process, as it does in use: in this one, a
 // producer blocked in recv(2) would hold the P the daemon's goroutine needs.
 func BenchmarkDaemonWrite(b *testing.B) {
+	benchWrite(b, Options{Backend: Daemon, Socket: benchDaemon(b), Transport: SocketTransport})
+}
+
+// benchDaemon starts a daemon in a child process, as a real one runs, and
+// returns its socket once it answers.
+func benchDaemon(b *testing.B) string {
 	sock := filepath.Join(b.TempDir(), "bench.sock")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "UETRACE_BENCH_DAEMON="+sock)
@@ -141,7 +147,7 @@ func BenchmarkDaemonWrite(b *testing.B) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
 		if c, err := daemon.Dial(sock, nil); err == nil {
 			c.Close()
@@ -151,7 +157,7 @@ func BenchmarkDaemonWrite(b *testing.B) {
 			b.Fatal("the daemon did not start")
 		}
 	}
-	benchWrite(b, Options{Backend: Daemon, Socket: sock})
+	return sock
 }
 
 // TestMain serves as the benchmark's daemon when asked to.

@@ -1,0 +1,268 @@
+package userevents_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/userevents"
+)
+
+// TestRingRecordHasWritersIdentity: a record written through the ring
+// reaches the daemon's sessions and trace with this process's pid, the
+// writing thread's id, the CPU it ran on and a CLOCK_MONOTONIC time taken
+// during the Write.
+func TestRingRecordHasWritersIdentity(t *testing.T) {
+	const ncpu = 64
+	sock := startDaemon(t, daemon.Config{Subsystem: subsys.New(subsys.Options{NumCPU: ncpu})})
+	o := &userevents.Options{Backend: userevents.Daemon, Socket: sock}
+	f := open(t, o)
+	if f.Transport() != userevents.RingTransport {
+		t.Fatalf("transport %v: %v", f.Transport(), f.RingError())
+	}
+	name := uniq("ring_who")
+	ev := register(t, f, name+" u32 v", 0)
+	cons, err := daemon.Dial(sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ss, err := cons.NewSession(daemon.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Attach(name, false); err != nil {
+		t.Fatal(err)
+	}
+	fs := tracefs(t, o)
+	setEnable(t, fs, "user_events", name, true)
+	waitBit(t, ev, true)
+
+	// Write from a thread pinned to one CPU, so that the CPU is known.
+	type result struct {
+		tid, cpu      int
+		before, after uint64
+		err           error
+	}
+	done := make(chan result)
+	go func() {
+		// Never unlocked: the thread, with its affinity, ends with the
+		// goroutine.
+		runtime.LockOSThread()
+		var r result
+		var set unix.CPUSet
+		if r.err = unix.SchedGetaffinity(0, &set); r.err != nil {
+			done <- r
+			return
+		}
+		for c := range ncpu {
+			if set.IsSet(c) {
+				r.cpu = c
+				break
+			}
+		}
+		set.Zero()
+		set.Set(r.cpu)
+		if r.err = unix.SchedSetaffinity(0, &set); r.err != nil {
+			done <- r
+			return
+		}
+		r.tid = unix.Gettid()
+		r.before = monotonic()
+		r.err = ev.Write(binary.NativeEndian.AppendUint32(nil, 4321))
+		r.after = monotonic()
+		done <- r
+	}()
+	w := <-done
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	recs, _, _, err := ss.Poll(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	r := recs[0]
+	if r.PID != int32(os.Getpid()) || r.TID != int32(w.tid) || r.CPU != int32(w.cpu) || r.TS < w.before || r.TS > w.after {
+		t.Errorf("record pid %d tid %d cpu %d time %d; want pid %d tid %d cpu %d time in [%d, %d]",
+			r.PID, r.TID, r.CPU, r.TS, os.Getpid(), w.tid, w.cpu, w.before, w.after)
+	}
+	tr, err := fs.ReadFile("trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("-%d [%03d]", w.tid, w.cpu); !strings.Contains(strings.Join(strings.Fields(string(tr)), " "), want) ||
+		!strings.Contains(string(tr), name+": v=0x10e1 (4321)") {
+		t.Errorf("trace lacks %q and the record:\n%s", want, tr)
+	}
+}
+
+func monotonic() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// TestRingSize: the ring's size comes from Options.RingKB, else from
+// UETRACE_RING_KB; one that is not a power of two in range is EINVAL,
+// naming where it came from.
+func TestRingSize(t *testing.T) {
+	sock := startDaemon(t, daemon.Config{})
+	for _, c := range []struct {
+		kb   int
+		env  string
+		want unix.Errno
+		says string
+	}{
+		{kb: 64},
+		{env: "16"},
+		{kb: 3, want: unix.EINVAL, says: "Options.RingKB=3"},
+		{kb: 2 * daemon.MaxRing / 1024, want: unix.EINVAL, says: "power of two"},
+		{env: "lots", want: unix.EINVAL, says: "UETRACE_RING_KB=lots"},
+		{env: "100", want: unix.EINVAL, says: "UETRACE_RING_KB=100"},
+	} {
+		t.Setenv(userevents.RingKBEnv, c.env)
+		f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock, RingKB: c.kb})
+		if c.want != 0 {
+			if !errors.Is(err, c.want) || !strings.Contains(fmt.Sprint(err), c.says) {
+				t.Errorf("RingKB %d, env %q: %v; want %v saying %q", c.kb, c.env, err, c.want, c.says)
+			}
+			if err == nil {
+				f.Close()
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("RingKB %d, env %q: %v", c.kb, c.env, err)
+			continue
+		}
+		if f.Transport() != userevents.RingTransport {
+			t.Errorf("RingKB %d, env %q: transport %v: %v", c.kb, c.env, f.Transport(), f.RingError())
+		}
+		f.Close()
+	}
+}
+
+// TestRingFallsBackToSocket: a daemon that predates the ring answers its
+// request "unknown request" (EPROTO); the File then writes over the
+// socket and says why.
+func TestRingFallsBackToSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "old.sock")
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// The old daemon, by hand: HelloOK to the Hello, then EPROTO to
+	// anything, as daemon.conn.handle answers an op it does not know.
+	go func() {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 1<<16)
+		oob := make([]byte, 256)
+		le := binary.LittleEndian
+		for first := true; ; first = false {
+			n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+			if err != nil || n == 0 {
+				return
+			}
+			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+				for _, m := range msgs {
+					fds, _ := unix.ParseUnixRights(&m)
+					for _, fd := range fds {
+						unix.Close(fd)
+					}
+				}
+			}
+			var out []byte
+			if first {
+				out = le.AppendUint16(out, 0x8002) // HelloOK
+				out = le.AppendUint16(out, 0)
+				out = le.AppendUint32(out, 0)
+				out = le.AppendUint32(out, daemon.Version)
+				out = le.AppendUint32(out, uint32(os.Getpid()))
+				out = le.AppendUint32(out, 0)
+			} else {
+				out = le.AppendUint16(out, 0x8000) // Result
+				out = le.AppendUint16(out, 0)
+				out = le.AppendUint32(out, 0)
+				ret := -int64(unix.EPROTO)
+				out = le.AppendUint64(out, uint64(ret))
+				out = append(out, fmt.Sprintf("unknown request %d: protocol error", le.Uint16(buf))...)
+			}
+			if _, err := c.Write(out); err != nil {
+				return
+			}
+		}
+	}()
+	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Transport() != userevents.SocketTransport || !errors.Is(f.RingError(), unix.EPROTO) {
+		t.Errorf("transport %v, ring error %v; want the socket, because of EPROTO", f.Transport(), f.RingError())
+	}
+}
+
+// TestRingAccountsForEveryWrite: every Write that succeeded is delivered or
+// counted as dropped — by the Event, and by the daemon from the ring —
+// exactly, however far the daemon fell behind a small ring.
+func TestRingAccountsForEveryWrite(t *testing.T) {
+	sockPath := filepath.Join(t.TempDir(), "uetrace.sock")
+	ln, err := daemon.Listen(sockPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := daemon.New(daemon.Config{Logger: slog.New(slog.DiscardHandler), Subsystem: subsys.New(subsys.Options{NumCPU: 2})})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		srv.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	o := &userevents.Options{Backend: userevents.Daemon, Socket: sockPath, RingKB: 4}
+	f, err := userevents.Open(*o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := uniq("ring_acct")
+	ev := register(t, f, name+" u64 v", 0)
+	setEnable(t, tracefs(t, o), "user_events", name, true)
+	waitBit(t, ev, true)
+	const n = 100000
+	var v [8]byte
+	for i := range n {
+		binary.NativeEndian.PutUint64(v[:], uint64(i))
+		if err := ev.Write(v[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dropped := ev.Dropped()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := srv.RingStats()
+	t.Logf("%d written: %d delivered, %d dropped", n, st.Delivered, dropped)
+	if st.Delivered+dropped != n || st.Dropped != dropped || st.Rejected+st.Torn+st.Discarded+st.Disabled != 0 {
+		t.Errorf("%d written; the event dropped %d; daemon: %+v", n, dropped, st)
+	}
+}
