@@ -266,3 +266,64 @@ func TestRingAccountsForEveryWrite(t *testing.T) {
 		t.Errorf("%d written; the event dropped %d; daemon: %+v", n, dropped, st)
 	}
 }
+
+// TestRingValidationMatchesSocket: for __data_loc and __rel_loc values
+// pointing anywhere around the record — into its header, whose type id
+// only the daemon knows, past its end, at strings with and without their
+// NUL — a write through the ring fails with exactly the errno of the same
+// write over the socket, where the daemon validates.
+func TestRingValidationMatchesSocket(t *testing.T) {
+	sock := startDaemon(t, daemon.Config{})
+	ring := &userevents.Options{Backend: userevents.Daemon, Socket: sock}
+	socket := &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.SocketTransport}
+	fr, fs := open(t, ring), open(t, socket)
+	if fr.Transport() != userevents.RingTransport {
+		t.Fatalf("no ring: %v", fr.RingError())
+	}
+	name := uniq("ring_valid")
+	cmd := name + " __data_loc char[] s; __rel_loc char[] r; u8 pad"
+	er, es := register(t, fr, cmd, 0), register(t, fs, cmd, 0)
+	setEnable(t, tracefs(t, ring), "user_events", name, true)
+	waitBit(t, er, true)
+	waitBit(t, es, true)
+	// Payload: s's loc, r's loc, pad, then "a\0" and two bytes that are
+	// not NUL.
+	tail := []byte{'a', 0, 'b', 'x'}
+	n := 0
+	seen := map[unix.Errno]int{}
+	for off := range 20 {
+		for size := range 4 {
+			for _, field := range []int{0, 4} {
+				// Valid defaults: s is the 3 bytes at record offset 9,
+				// its own loc's last three, ending in 0; r is "a\0",
+				// 1 byte past the end of its loc.
+				p := make([]byte, 9) // the locs and pad
+				binary.NativeEndian.PutUint32(p[0:], 3<<16|9)
+				binary.NativeEndian.PutUint32(p[4:], 2<<16|1)
+				binary.NativeEndian.PutUint32(p[field:], uint32(size)<<16|uint32(off))
+				p = append(p, tail...)
+				rerr, serr := er.Write(p), es.Write(p)
+				seen[errnoOf(rerr)]++
+				if errnoOf(rerr) != errnoOf(serr) {
+					t.Errorf("loc %d: offset %d size %d: ring %v, socket %v", field/4, off, size, rerr, serr)
+				}
+				n++
+			}
+		}
+	}
+	t.Logf("%d writes compared: %v", n, seen)
+	if seen[0] == 0 || seen[unix.EFAULT] == 0 {
+		t.Errorf("the cases do not cover both outcomes: %v", seen)
+	}
+}
+
+func errnoOf(err error) unix.Errno {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	if err != nil {
+		return unix.EIO
+	}
+	return 0
+}
