@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +79,7 @@ func (a *RingStats) add(b RingStats) {
 // SO_PEERCRED pid, never anything the ring says.
 type drainer struct {
 	s    *Server
+	log  *slog.Logger
 	file *subsys.File
 	w    subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
 	cons *shmring.Consumer
@@ -110,7 +113,7 @@ func (c *conn) attachRing(fd int) error {
 		return err
 	}
 	d := &drainer{
-		s: c.s, file: c.file, w: c.w, cons: cons,
+		s: c.s, log: c.log, file: c.file, w: c.w, cons: cons,
 		buf:  make([]byte, cons.Size()),
 		reqs: make(chan chan struct{}, 16),
 		done: make(chan struct{}),
@@ -222,6 +225,16 @@ func (d *drainer) close() {
 	<-d.done
 	st := d.stats()
 	d.cons.Close()
+	// What a client lost is worth a line: drops mean the daemon did not
+	// keep up; the others, a client that scribbles on its ring or died
+	// mid-record.
+	lvl := slog.LevelDebug
+	if st.Dropped+st.Rejected+st.Torn+st.TooLong+st.Discarded+st.BadHead != 0 {
+		lvl = slog.LevelWarn
+	}
+	d.log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
+		"rejected", st.Rejected, "disabled", st.Disabled, "torn", st.Torn, "too_long", st.TooLong,
+		"discarded_bytes", st.Discarded, "bad_head", st.BadHead)
 	d.s.mu.Lock()
 	delete(d.s.rings, d)
 	st.Rings = 0 // counted when attached

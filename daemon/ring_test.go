@@ -171,6 +171,9 @@ func TestRingDeliveredBeforeClose(t *testing.T) {
 	if st := s.RingStats(); st.Delivered != n || st.Torn != 1 {
 		t.Errorf("ring stats %+v; want %d delivered, 1 torn", st, n)
 	}
+	if l := s.log.String(); !strings.Contains(l, "level=WARN msg=\"ring released\" pid=") || !strings.Contains(l, "delivered=100") || !strings.Contains(l, "torn=1") {
+		t.Errorf("log lacks the ring's counts:\n%s", l)
+	}
 }
 
 // TestRingRefused: the daemon takes only a sealed memfd ring of a sane
