@@ -32,8 +32,23 @@
 //     namespace, whose pid the daemon cannot see, is a process per
 //     connection.
 //   - A write carries at most MaxWrite bytes (EMSGSIZE beyond).
-//   - Each write is a round trip on the socket, so that the writer gets the
-//     kernel's errno; it costs a context switch each way, not a system call.
+//   - Writes come two ways. A client may share a ring (the Ring request; a
+//     memfd, internal/shmring) and publish its writes there without a
+//     system call, having checked them itself with the kernel's rules; a
+//     drainer per connection delivers them into the connection's
+//     user_events_data with the time, thread and CPU the record carries
+//     and the peer's pid, checking them again (ring memory is the
+//     client's to scribble on), and sleeps on a futex in the ring when it
+//     is idle. Before it serves a trace or session read, a tracefs write,
+//     a session's attach or close, the daemon delivers what every ring
+//     holds, so what a Write returned before is there, as with the
+//     kernel's synchronous write. Records of different rings are not
+//     merged in time order: each ring's records reach the trace in their
+//     order, with their own times. A full ring drops the record, counted
+//     on both sides (RingStats; the log when the ring is released).
+//     Without a ring, each write is a round trip on the socket, so that
+//     the writer gets the kernel's errno; it costs a context switch each
+//     way.
 //   - Writes are writev(2): there is no write(2) with a file position, so
 //     pwrite's EFAULT for a non-zero offset and write(2)'s EFAULT for 0 bytes
 //     (a 0-byte writev is 0) have no counterpart.

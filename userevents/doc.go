@@ -57,7 +57,18 @@
 //
 // The daemon backend carries at most daemon.MaxWrite bytes per write
 // (EMSGSIZE beyond): Linux has no limit, though it drops records over
-// about 4 KiB (ftrace) and 8 KiB (perf). A command containing a NUL byte is
+// about 4 KiB (ftrace) and 8 KiB (perf).
+//
+// The daemon backend writes through a ring shared with the daemon by
+// default (Options.Transport, RingTransport): Write checks the payload
+// here with the kernel's rules and returns the kernel's errno, then
+// publishes the record with its time, thread and CPU (internal/stamp)
+// without a system call. When the ring is full — the daemon did not keep
+// up — the record is dropped, Write still succeeds, and Event.Dropped
+// counts it, as a full kernel ring buffer drops silently. Its size is
+// Options.RingKB, else $UETRACE_RING_KB, else DefaultRingKB. With
+// SocketTransport, or when the daemon takes no ring, each Write is a
+// round trip to the daemon instead. A command containing a NUL byte is
 // EINVAL on every backend: the kernel would silently register only the part
 // before it.
 package userevents
