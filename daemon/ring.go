@@ -144,8 +144,7 @@ func (d *drainer) run() {
 			}
 		}
 		if len(waiting) > 0 {
-			for d.drain() {
-			}
+			d.drainAll()
 			for _, ch := range waiting {
 				close(ch)
 			}
@@ -155,8 +154,7 @@ func (d *drainer) run() {
 			// The connection is closed: what the producer had not
 			// committed by now never will be, for this connection.
 			d.cons.ProducerGone()
-			for d.drain() {
-			}
+			d.drainAll()
 			return
 		}
 		if !more {
@@ -187,6 +185,17 @@ func (d *drainer) drain() bool {
 		}
 	}
 	return true
+}
+
+// drainAll delivers what the ring held when it was called: at most a full
+// ring's worth of records (each is at least a header), so that a producer
+// that keeps publishing cannot hold a flush or a stop forever.
+func (d *drainer) drainAll() {
+	for range d.cons.Size()/shmring.HeaderSize/drainBatch + 1 {
+		if !d.drain() {
+			return
+		}
+	}
 }
 
 // kick wakes the drainer until wait is closed or the drainer is done.

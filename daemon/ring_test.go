@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -273,4 +274,76 @@ func TestRingRecordsBeforeDisableKept(t *testing.T) {
 	if st := s.RingStats(); st.Delivered != n || st.Disabled != 0 {
 		t.Errorf("ring stats after the disable %+v; want all %d delivered", st, n)
 	}
+}
+
+// TestRingHostileProducer: a client that scribbles over its whole ring —
+// header words, head, records — and one that never stops publishing
+// cannot make the daemon crash, hang a flush or a close, or deliver
+// anything it did not validate; everyone else is served on.
+func TestRingHostileProducer(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	c, err := Dial(s.sock, &Arena{FD: a.fd, Addr: a.addr(0), Size: uint64(len(a.mem))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, _, err := c.Register(reg(a.addr(0), 0), "hostile_ev u32 v", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(c, "events/user_events/hostile_ev/enable", "1"); err != nil {
+		t.Fatal(err)
+	}
+	ring := newRing(t, 1<<16)
+	if err := c.ShareRing(ring.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	page := unix.Getpagesize()
+	mem, err := unix.Mmap(ring.Fd(), 0, page+1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	// What is published before the scribbling starts is delivered.
+	for i := range 10 {
+		ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 1}, u32rec(uint32(i)))
+	}
+	s.Flush()
+	if st := s.RingStats(); st.Delivered != 10 {
+		t.Fatalf("ring stats %+v; want 10 delivered", st)
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	stop := make(chan struct{})
+	scribbled := make(chan struct{})
+	go func() {
+		defer close(scribbled)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Mostly records, as a fast producer would publish; now and
+			// then garbage anywhere past the magic and geometry.
+			for range 100 {
+				ring.Write(shmring.Meta{Time: rnd.Uint64(), WriteIndex: idx + uint32(rnd.IntN(2)), TID: rnd.Uint32(), CPU: rnd.Uint32()}, u32rec(rnd.Uint32()))
+			}
+			for range rnd.IntN(64) {
+				off := 64 + rnd.IntN(len(mem)-64-8)
+				le.PutUint64(mem[off:], rnd.Uint64())
+			}
+		}
+	}()
+	for range 20 {
+		s.Flush()
+		readFile(t, c, "trace")
+	}
+	// Closing while the producer still scribbles and publishes.
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	<-scribbled
+	t.Logf("ring stats %+v", s.RingStats())
+	healthy(t, s)
 }

@@ -263,9 +263,11 @@ func (c *Consumer) wait(timeout time.Duration) (bool, error) {
 // producer's wake would: the consumer's owner uses it to stop a drainer
 // asleep on a ring whose producer is gone, without waiting out its
 // timeout. It is the one Consumer method safe to call concurrently with
-// the others; it touches only the shared sleeping word.
+// the others; it touches only the shared sleeping word. It clears the word
+// and wakes whatever the word holds — unlike a producer's wake it does not
+// trust the word to say 1 while the consumer sleeps, since the producer
+// may have scribbled on it — at the cost of a system call each time.
 func (c *Consumer) Interrupt() {
-	if atomic.CompareAndSwapUint32(c.r.sleeping, 1, 0) {
-		futexWake(c.r.sleeping)
-	}
+	atomic.StoreUint32(c.r.sleeping, 0)
+	futexWake(c.r.sleeping)
 }
