@@ -101,8 +101,8 @@ func setupRing(c *daemon.Client, size int) (*clientRing, error) {
 }
 
 // Transport is how a File of the daemon backend sends its writes:
-// RingTransport when its ring was set up. Other backends return
-// SocketTransport's zero meaning nothing: check Backend first.
+// RingTransport when its ring was set up, else SocketTransport. On the
+// other backends, which have neither, it returns SocketTransport.
 func (f *File) Transport() Transport {
 	if f.ring.Load() != nil {
 		return RingTransport
