@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,9 @@ const (
 	// waits: a drainer between its look at the requests and its sleep
 	// misses a wake, and would otherwise sleep out idleWait.
 	kickEvery = 2 * time.Millisecond
+	// idlePolls is how many times a drainer whose ring was just busy
+	// yields and looks again before it sleeps (see poll).
+	idlePolls = 64
 )
 
 // RingStats are the fast path's counts for the rings of a Server's
@@ -130,7 +134,7 @@ func (c *conn) attachRing(fd int) error {
 func (d *drainer) run() {
 	defer close(d.done)
 	for {
-		more := d.drain()
+		n := d.drain()
 		// Flushes that came before this look are answered by the drain
 		// that follows it.
 		var waiting []chan struct{}
@@ -157,19 +161,39 @@ func (d *drainer) run() {
 			d.drainAll()
 			return
 		}
-		if !more {
+		if n < drainBatch && !d.poll(n > 0) {
 			d.cons.Wait(idleWait)
 		}
 	}
 }
 
-// drain delivers up to drainBatch records; it reports whether it stopped
-// for the batch's limit rather than for an empty ring.
-func (d *drainer) drain() bool {
-	for range drainBatch {
+// poll looks for new records a few times, yielding the processor in
+// between, before the drainer goes to sleep — when the ring was busy just
+// now. A drainer that keeps up with its producer would otherwise sleep
+// after every batch, and make the producer's next publish pay the
+// FUTEX_WAKE system call that the ring exists to avoid; a short poll while
+// records keep coming lets them flow without it, as LTTng's consumer and
+// perf's wakeup watermark do. It reports whether records came.
+func (d *drainer) poll(busy bool) bool {
+	if !busy {
+		return false
+	}
+	for range idlePolls {
+		runtime.Gosched()
+		if d.cons.Pending() > 0 || len(d.reqs) > 0 || d.stop.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// drain delivers up to drainBatch records and says how many it took off
+// the ring.
+func (d *drainer) drain() int {
+	for i := range drainBatch {
 		rec, err := d.cons.Next(d.buf)
 		if err != nil {
-			return false
+			return i
 		}
 		w := d.w
 		w.PID = int32(rec.TID)
@@ -184,7 +208,7 @@ func (d *drainer) drain() bool {
 			d.rejected.Add(1)
 		}
 	}
-	return true
+	return drainBatch
 }
 
 // drainAll delivers what the ring held when it was called: at most a full
@@ -192,7 +216,7 @@ func (d *drainer) drain() bool {
 // that keeps publishing cannot hold a flush or a stop forever.
 func (d *drainer) drainAll() {
 	for range d.cons.Size()/shmring.HeaderSize/drainBatch + 1 {
-		if !d.drain() {
+		if d.drain() < drainBatch {
 			return
 		}
 	}
