@@ -19,19 +19,23 @@ import (
 type Transport int
 
 const (
+	// SocketTransport sends each write to the daemon in a message and
+	// waits for its answer: a round trip per write. It is the default
+	// until the ring's records reach consumers as the socket's do — merged
+	// in time order across producers, with the ring's drops in their lost
+	// counts (issue 15; today drops are counted per event and logged by
+	// the daemon only).
+	SocketTransport Transport = iota
 	// RingTransport publishes each write into memory shared with the
 	// daemon (a ring, internal/shmring) without a system call; the daemon
 	// drains it. Payloads are validated here first, with the kernel's
 	// rules, so Write returns the errors the kernel would. A full ring
 	// drops the record, as the kernel's ring buffer does: Write succeeds
-	// and the drop is counted (Event.Dropped). It is the default; when the
-	// ring cannot be set up — a daemon that predates it, one that refuses
-	// it — the File writes over the socket instead (File.Transport says
-	// which, File.RingError why).
-	RingTransport Transport = iota
-	// SocketTransport sends each write to the daemon in a message and
-	// waits for its answer: a round trip per write.
-	SocketTransport
+	// and the drop is counted (Event.Dropped). When the ring cannot be set
+	// up — a daemon that predates it, one that refuses it — the File
+	// writes over the socket instead (File.Transport says which,
+	// File.RingError why).
+	RingTransport
 )
 
 func (t Transport) String() string {

@@ -26,7 +26,7 @@ import (
 func TestRingRecordHasWritersIdentity(t *testing.T) {
 	const ncpu = 64
 	sock := startDaemon(t, daemon.Config{Subsystem: subsys.New(subsys.Options{NumCPU: ncpu})})
-	o := &userevents.Options{Backend: userevents.Daemon, Socket: sock}
+	o := &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport}
 	f := open(t, o)
 	if f.Transport() != userevents.RingTransport {
 		t.Fatalf("transport %v: %v", f.Transport(), f.RingError())
@@ -135,7 +135,7 @@ func TestRingSize(t *testing.T) {
 		{env: "100", want: unix.EINVAL, says: "UETRACE_RING_KB=100"},
 	} {
 		t.Setenv(userevents.RingKBEnv, c.env)
-		f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock, RingKB: c.kb})
+		f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport, RingKB: c.kb})
 		if c.want != 0 {
 			if !errors.Is(err, c.want) || !strings.Contains(fmt.Sprint(err), c.says) {
 				t.Errorf("RingKB %d, env %q: %v; want %v saying %q", c.kb, c.env, err, c.want, c.says)
@@ -211,7 +211,7 @@ func TestRingFallsBackToSocket(t *testing.T) {
 			}
 		}
 	}()
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestRingAccountsForEveryWrite(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
-	o := &userevents.Options{Backend: userevents.Daemon, Socket: sockPath, RingKB: 4}
+	o := &userevents.Options{Backend: userevents.Daemon, Socket: sockPath, Transport: userevents.RingTransport, RingKB: 4}
 	f, err := userevents.Open(*o)
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func TestRingAccountsForEveryWrite(t *testing.T) {
 // write over the socket, where the daemon validates.
 func TestRingValidationMatchesSocket(t *testing.T) {
 	sock := startDaemon(t, daemon.Config{})
-	ring := &userevents.Options{Backend: userevents.Daemon, Socket: sock}
+	ring := &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport}
 	socket := &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.SocketTransport}
 	fr, fs := open(t, ring), open(t, socket)
 	if fr.Transport() != userevents.RingTransport {

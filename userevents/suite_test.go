@@ -42,11 +42,10 @@ func backends(t *testing.T) []backend {
 	usock := startDaemon(t, daemon.Config{Cred: func(unix.Ucred) subsys.Cred { return subsys.Cred{} }})
 	out = append(out, backend{
 		name:   "daemon",
-		opts:   &userevents.Options{Backend: userevents.Daemon, Socket: sock},
-		unpriv: &userevents.Options{Backend: userevents.Daemon, Socket: usock},
+		opts:   &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport},
+		unpriv: &userevents.Options{Backend: userevents.Daemon, Socket: usock, Transport: userevents.RingTransport},
 	})
-	// The daemon's default transport is the ring: make sure the suite
-	// runs on it, and on the socket fallback too.
+	// Make sure the suite runs on the ring, and on the socket too.
 	if f, err := userevents.Open(*out[len(out)-1].opts); err != nil {
 		t.Fatal(err)
 	} else if tr, rerr := f.Transport(), f.RingError(); f.Close() != nil || tr != userevents.RingTransport {
