@@ -238,9 +238,7 @@ func arraySize(typ string) (int, *Error) {
 // least one digit, then an optional single '\n' and nothing else. ok is false
 // where the kernel returns -EINVAL or -ERANGE.
 func kstrtoull(s string, base uint64) (v uint64, ok bool) {
-	if strings.HasPrefix(s, "+") {
-		s = s[1:]
-	}
+	s = strings.TrimPrefix(s, "+")
 	lower := func(c byte) byte { return c | 0x20 }
 	if base == 0 {
 		if len(s) > 0 && s[0] == '0' {
@@ -281,9 +279,7 @@ digits:
 		return 0, false
 	}
 	s = s[i:]
-	if strings.HasPrefix(s, "\n") {
-		s = s[1:]
-	}
+	s = strings.TrimPrefix(s, "\n")
 	if s != "" {
 		return 0, false
 	}

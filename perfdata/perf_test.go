@@ -130,13 +130,13 @@ func TestPerfReadsOurs(t *testing.T) {
 
 	// A LOST record: perf counts it and warns, as it does for its own.
 	tf = writeTestFile(t, t.TempDir(), 4, true)
-	out, stderr = runPerf(t, "script", "--show-lost-events", "--show-task-events", "-i", tf.path)
+	out, _ = runPerf(t, "script", "--show-lost-events", "--show-task-events", "-i", tf.path)
 	for _, s := range []string{"PERF_RECORD_COMM: uetrace-test:4242/4243", "PERF_RECORD_LOST lost 7"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("perf script --show-lost-events --show-task-events does not say %q:\n%s", s, out)
 		}
 	}
-	out, stderr = runPerf(t, "script", "-i", tf.path)
+	_, stderr = runPerf(t, "script", "-i", tf.path)
 	if !strings.Contains(stderr, "lost 1 chunks!") {
 		t.Errorf("perf script of a file with a LOST record did not warn about it; stderr:\n%s", stderr)
 	}

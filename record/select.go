@@ -82,8 +82,3 @@ func multiBase(tp string) (string, bool) {
 	}
 	return tp[:i], true
 }
-
-// literal reports whether the pattern names exactly one event.
-func (p Pattern) literal() bool {
-	return !strings.ContainsAny(p.system, `*?[\`) && !strings.ContainsAny(p.name, `*?[\`)
-}

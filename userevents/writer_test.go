@@ -47,8 +47,7 @@ func TestInProcessWriterThreadAndCPU(t *testing.T) {
 	type writer struct{ tid, cpu int }
 	want := map[uint32]writer{} // payload n → who wrote it where
 	var mu sync.Mutex
-	var write func(base uint32, then func()) error
-	write = func(base uint32, then func()) error {
+	write := func(base uint32, then func()) error {
 		// The thread's affinity is changed: the thread dies with the
 		// goroutine (locked, never unlocked) rather than going back to the
 		// runtime pinned.

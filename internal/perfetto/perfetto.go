@@ -142,27 +142,33 @@ const (
 // (trace_packet.proto: "A value of zero denotes an invalid ID").
 const sequenceID = 1
 
+// The wire types of the tags below (protowire.VarintType, BytesType).
+const (
+	wireVarint = 0
+	wireBytes  = 2
+)
+
 // Tags (field number << 3 | wire type) of the fields written on the hot
 // path, as constant bytes: every one of these field numbers is below 16, so
 // each tag is a one-byte varint, and a constant byte costs less than
 // protowire.AppendTag. TestTags checks them against protowire.
 const (
-	tagPacket        = fieldTracePacket<<3 | 2 // BytesType
-	tagTimestamp     = fieldPacketTimestamp<<3 | 0
-	tagSequenceID    = fieldPacketSequenceID<<3 | 0
-	tagSequenceFlags = fieldPacketSequenceFlags<<3 | 0
-	tagInternedData  = fieldPacketInternedData<<3 | 2
-	tagTrackEvent    = fieldPacketTrackEvent<<3 | 2
-	tagEventTrack    = fieldEventTrackUUID<<3 | 0
-	tagEventType     = fieldEventType<<3 | 0
-	tagEventCategory = fieldEventCategoryIID<<3 | 0
-	tagEventName     = fieldEventNameIID<<3 | 0
-	tagAnnotation    = fieldEventAnnotation<<3 | 2
-	tagAnnName       = fieldAnnNameIID<<3 | 0
-	tagAnnBool       = fieldAnnBool<<3 | 0
-	tagAnnUint       = fieldAnnUint<<3 | 0
-	tagAnnInt        = fieldAnnInt<<3 | 0
-	tagAnnString     = fieldAnnString<<3 | 2
+	tagPacket        = fieldTracePacket<<3 | wireBytes
+	tagTimestamp     = fieldPacketTimestamp<<3 | wireVarint
+	tagSequenceID    = fieldPacketSequenceID<<3 | wireVarint
+	tagSequenceFlags = fieldPacketSequenceFlags<<3 | wireVarint
+	tagInternedData  = fieldPacketInternedData<<3 | wireBytes
+	tagTrackEvent    = fieldPacketTrackEvent<<3 | wireBytes
+	tagEventTrack    = fieldEventTrackUUID<<3 | wireVarint
+	tagEventType     = fieldEventType<<3 | wireVarint
+	tagEventCategory = fieldEventCategoryIID<<3 | wireVarint
+	tagEventName     = fieldEventNameIID<<3 | wireVarint
+	tagAnnotation    = fieldEventAnnotation<<3 | wireBytes
+	tagAnnName       = fieldAnnNameIID<<3 | wireVarint
+	tagAnnBool       = fieldAnnBool<<3 | wireVarint
+	tagAnnUint       = fieldAnnUint<<3 | wireVarint
+	tagAnnInt        = fieldAnnInt<<3 | wireVarint
+	tagAnnString     = fieldAnnString<<3 | wireBytes
 )
 
 // ArgKind says which field of an [Arg] holds its value.

@@ -11,8 +11,8 @@
 //
 // # Time: [Now]
 //
-// How: the Go runtime's monotonic clock (runtime.nanotime, reached by
-// go:linkname — one of the runtime's symbols kept linkable on purpose, see
+// How: the Go runtime's monotonic clock (runtime.nanotime, reached by a
+// linkname directive — one of the runtime's symbols kept linkable on purpose, see
 // go.dev/issue/67401), which on Linux is clock_gettime(CLOCK_MONOTONIC)
 // through the vDSO: no system call. The value is CLOCK_MONOTONIC itself, not
 // an offset from it, so it is comparable with any other process's
@@ -61,7 +61,7 @@
 //
 // How: a cache per P (the runtime's processor a goroutine runs on, pinned
 // with runtime.procPin for the few instructions of the lookup: another
-// go:linkname the runtime keeps). Each P's slot holds the last thread id
+// linkname the runtime keeps). Each P's slot holds the last thread id
 // seen on it and, as its key, the runtime's M (the OS thread's structure)
 // it was seen on; a lookup compares the current M, read from the current
 // goroutine (g.m, an offset the compiler and linker hard-code: the only
