@@ -495,3 +495,16 @@ func (s *Subsystem) setStatus(ev *Event) {
 	ev.status.Store(st)
 	s.updateEnablers(ev)
 }
+
+// noteLost counts n records of ev that were lost before they reached the
+// session: at time ts, on cpu. Its lost count says so to the reader, as a
+// full buffer's drops do.
+func (ss *Session) noteLost(ev *Event, ts uint64, cpu int32, n uint64) {
+	ss.mu.Lock()
+	ss.lost += n
+	ss.mu.Unlock()
+	select {
+	case ss.notify <- struct{}{}:
+	default:
+	}
+}

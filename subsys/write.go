@@ -153,3 +153,44 @@ func gather(dst []byte, iov [][]byte, off int) {
 		}
 	}
 }
+
+// WriteLost counts n records that a writer wrote to the event at write
+// index idx and that never reached the subsystem: a process publishing
+// into a ring shared with the daemon found it full, and dropped them, as
+// the kernel's ring buffer drops a record it has no room for while the
+// write still succeeds. ts, w.PID and w.CPU place the loss: the time and
+// thread of the record the producer published after it, and its CPU.
+//
+// The loss reaches whoever would have received the records, as the
+// records would have: the event's "written" and "dropped" counts
+// (user_events_status of the daemon, uetrace status), the trace buffer's
+// "dropped events" and a "CPU:N [LOST n EVENTS]" line before the next
+// record on w.CPU (see ftrace.Ring.Drop), and every attached session's
+// lost count, which perf.data carries as PERF_RECORD_LOST. An index this
+// file does not have is ENOENT and changes nothing: no writer can count
+// losses under another file's events.
+func (f *File) WriteLost(w Writer, ts uint64, idx uint32, n uint64) error {
+	if int32(idx) < 0 {
+		return fmt.Errorf("write index %d is negative: %w", int32(idx), unix.EINVAL)
+	}
+	p := f.events.Load()
+	if p == nil || int(idx) >= len(*p) {
+		return fmt.Errorf("lost records of write index %d: this file has no such event: %w", idx, unix.ENOENT)
+	}
+	if n == 0 {
+		return nil
+	}
+	ev := (*p)[idx]
+	sh := ev.shard(w.CPU)
+	sh.written.Add(n)
+	sh.dropped.Add(n)
+	if ev.ftrace.Load() {
+		f.s.trace.ring.Drop(w.CPU, n)
+	}
+	if ss := ev.sessions.Load(); ss != nil {
+		for _, s := range *ss {
+			s.noteLost(ev, ts, int32(w.CPU), n)
+		}
+	}
+	return nil
+}

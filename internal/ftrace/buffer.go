@@ -103,6 +103,10 @@ type slot struct {
 	comm string
 	ev   *eventdef.Event
 	tp   string
+	// dropped are records lost on this CPU before this one was written,
+	// which never reached the buffer (Ring.Drop): trace and trace_pipe
+	// print "CPU:N [LOST n EVENTS]" before it.
+	dropped uint64
 }
 
 func (s *slot) end() int { return int(s.off) + int(s.size) }
@@ -138,6 +142,8 @@ type cpuBuffer struct {
 	lostEvents   uint64 // overruns not yet reported to a consumer
 	lastOverrun  uint64
 	pagesRemoved uint64 // resizes that removed pages (iterators restart)
+	dropped      uint64 // records that never reached the buffer (Ring.Drop)
+	dropPending  uint64 // of those, the ones the next record written carries
 	resets       uint64 // Reset calls (iterators restart)
 }
 
@@ -227,7 +233,9 @@ func (c *cpuBuffer) write(e *Entry) {
 		tp.slots = append(tp.slots, slot{
 			off: uint16(off), size: uint16(length), ext: ext, n: uint16(len(rec)),
 			pid: e.PID, ts: vts, comm: e.Comm, ev: e.Event, tp: e.Tracepoint,
+			dropped: c.dropPending,
 		})
+		c.dropPending = 0
 		c.entries++
 		c.entriesBytes += uint64(need)
 		return
@@ -375,6 +383,7 @@ func (c *cpuBuffer) reset() {
 	c.entriesBytes, c.readBytes = 0, 0
 	c.writeStamp = 0
 	c.lostEvents, c.lastOverrun = 0, 0
+	c.dropped, c.dropPending = 0, 0
 	c.pagesRemoved = 0
 	c.resets++
 }

@@ -35,7 +35,8 @@ type iterCPU struct {
 // Marks say what the trace file prints before an entry.
 type Marks struct {
 	// Lost is LostUnknown when the iterator found that records on the
-	// entry's CPU were overwritten while it read them; else 0.
+	// entry's CPU were overwritten while it read them; else the records
+	// dropped on that CPU just before the entry (Ring.Drop), 0 if none.
 	Lost uint64
 	// Started is set for the first entry of a CPU's buffer when the
 	// buffers had overruns at open and the entry is neither the first nor
@@ -170,6 +171,7 @@ func (it *Iter) Next(e *Entry) (m Marks, ok bool) {
 	best := -1
 	var bestTS uint64
 	var bestLost bool
+	var dropped uint64
 	for i, c := range it.r.cpus {
 		if it.only >= 0 && i != it.only {
 			continue
@@ -199,12 +201,16 @@ func (it *Iter) Next(e *Entry) (m Marks, ok bool) {
 		bestLost, st.lost = true, false
 	}
 	it.r.fill(e, best, p, s)
+	dropped = s.dropped
 	it.advance(c, st, p, s)
 	c.mu.Unlock()
 
 	it.idx++
-	if bestLost {
+	switch {
+	case bestLost:
 		m.Lost = LostUnknown
+	case dropped != 0:
+		m.Lost = dropped
 	}
 	if it.annotate && !it.started[best] {
 		it.started[best] = true

@@ -28,7 +28,7 @@ func (r *Ring) next(cpu int) (best int, lost uint64) {
 		c.mu.Lock()
 		_, s := c.peek()
 		if s != nil && (best < 0 || s.ts < bestTS) {
-			best, bestTS, lost = i, s.ts, c.lostEvents
+			best, bestTS, lost = i, s.ts, c.lostEvents+s.dropped
 		}
 		c.mu.Unlock()
 	}
@@ -58,8 +58,9 @@ func (r *Ring) take(cpu int, e *Entry, consume bool) bool {
 // Consume removes the oldest record — the smallest time stamp of all CPUs
 // (cpu < 0) or of one CPU, the lowest CPU on a tie — and copies it into e.
 // lost is the number of records overwritten on e.CPU since the consumer
-// last moved to a new page there, which trace_pipe prints before the entry
-// as "CPU:N [LOST n EVENTS]". ok is false when there is nothing to read.
+// last moved to a new page there, and of those dropped there just before
+// this one (Drop), which trace_pipe prints before the entry as
+// "CPU:N [LOST n EVENTS]". ok is false when there is nothing to read.
 //
 // Consumers are served one at a time, so each record goes to exactly one
 // of several concurrent consumers.

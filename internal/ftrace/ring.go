@@ -173,6 +173,28 @@ func (r *Ring) WriteNow(e *Entry) bool {
 	return true
 }
 
+// Drop counts n records written on cpu that never reached the buffer:
+// the daemon's producers dropped them, their shared ring full (see
+// daemon). The kernel's counterpart is a ring buffer in non-overwrite
+// mode, full: it drops the new record and counts it in "dropped events"
+// of per_cpu/cpuN/stats, as Stats does here. Unlike the kernel, which
+// shows such drops nowhere else, trace and trace_pipe then print
+// "CPU:N [LOST n EVENTS]" before the next record written on cpu, where
+// the loss happened: a reader of the text alone must see that records
+// are missing. A cpu the Ring does not have counts on cpu mod NumCPU, as
+// Write's callers map it.
+func (r *Ring) Drop(cpu int, n uint64) {
+	if n == 0 {
+		return
+	}
+	nc := len(r.cpus)
+	c := r.cpus[(cpu%nc+nc)%nc]
+	c.mu.Lock()
+	c.dropped += n
+	c.dropPending += n
+	c.mu.Unlock()
+}
+
 // Reset empties every CPU's buffer and zeroes its counts: what opening
 // trace with O_TRUNC does (tracing_reset_online_cpus). Iterators and
 // trace_pipe readers that are open carry on from the empty buffer.
@@ -353,7 +375,7 @@ type Stats struct {
 	Bytes         uint64 // bytes of events in the buffer, padding and time extends included
 	OldestTS      uint64 // time stamp of the head page (of the reader page when the writer is on it), even when it holds nothing any more
 	NowTS         uint64 // the clock when the stats were taken
-	DroppedEvents uint64 // always 0: the buffer overwrites
+	DroppedEvents uint64 // records that never reached the buffer (Drop)
 	ReadEvents    uint64 // records consumed
 }
 
@@ -362,11 +384,12 @@ func (r *Ring) Stats(cpu int) Stats {
 	c := r.cpus[cpu]
 	c.mu.Lock()
 	s := Stats{
-		Entries:    c.numEntries(),
-		Overrun:    c.overrun,
-		Bytes:      c.entriesBytes - c.readBytes,
-		OldestTS:   c.oldestTS(),
-		ReadEvents: c.read,
+		Entries:       c.numEntries(),
+		Overrun:       c.overrun,
+		Bytes:         c.entriesBytes - c.readBytes,
+		OldestTS:      c.oldestTS(),
+		ReadEvents:    c.read,
+		DroppedEvents: c.dropped,
 	}
 	c.mu.Unlock()
 	s.NowTS = r.clock()

@@ -1,0 +1,61 @@
+package subsys
+
+import (
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestWriteLost: records a producer dropped before they reached the
+// subsystem count as written and dropped for their event, show as "LOST"
+// in the trace text before the next record on their CPU and in the CPU's
+// "dropped events" (per_cpu/cpuN/stats in the kernel), and add to every attached session's lost count. An
+// index the file does not have changes nothing.
+func TestWriteLost(t *testing.T) {
+	now := uint64(5_000_000_000)
+	e := newTraceEnv(t, &now)
+	f := e.s.Open()
+	defer f.Close()
+	idx, err := e.reg(f, "__lost u32 a", 31, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.enable("__lost", true)
+	ss := e.s.NewSession(SessionOptions{})
+	defer ss.Close()
+	if _, err := ss.AttachMatching("user_events:__lost", false); err != nil {
+		t.Fatal(err)
+	}
+	w := Writer{PID: 77, TGID: 70, Comm: "ringer", CPU: 1}
+
+	other := e.s.Open()
+	defer other.Close()
+	wantErrno(t, "another file's index", other.WriteLost(w, 1, idx, 5), unix.ENOENT)
+	wantErrno(t, "negative index", f.WriteLost(w, 1, 1<<31, 5), unix.EINVAL)
+	if got := ss.Lost(); got != 0 {
+		t.Fatalf("session lost %d after refused losses", got)
+	}
+
+	if err := f.WriteLost(w, 1_000_000_000, idx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteStamped(w, 1_000_000_100, idx, le32(9)); err != nil {
+		t.Fatal(err)
+	}
+	tr := e.read("trace")
+	if !strings.Contains(tr, "CPU:1 [LOST 5 EVENTS]\n") || !strings.Contains(tr, "__lost: a=0x9") ||
+		strings.Index(tr, "LOST 5") > strings.Index(tr, "__lost: a=0x9") {
+		t.Errorf("trace has no LOST line before the record:\n%s", tr)
+	}
+	if got := e.s.trace.ring.Stats(1).DroppedEvents; got != 5 {
+		t.Errorf("CPU 1's dropped events %d, want 5", got)
+	}
+	if got := ss.Lost(); got != 5 {
+		t.Errorf("session lost %d, want 5", got)
+	}
+	ev := e.s.Lookup("user_events", "__lost")
+	if written, dropped := ev.Counts(); written != 6 || dropped != 5 {
+		t.Errorf("event counts written %d dropped %d, want 6 and 5", written, dropped)
+	}
+}
