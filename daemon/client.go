@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/shmring"
 )
 
 // Client is one connection to a daemon: one open user_events_data there,
@@ -572,12 +574,22 @@ func (s *Session) Close() error {
 	return err
 }
 
-// ShareRing hands the daemon a ring memfd (internal/shmring) this client
-// publishes its writes into: the Ring request. The daemon keeps its own
-// mapping; the caller keeps fd. A daemon that predates rings answers
-// EPROTO, one that refuses this ring EINVAL (or another errno saying why):
-// the caller then writes with Writev.
-func (c *Client) ShareRing(fd int) error {
+// ShareRing hands the daemon the ring p (internal/shmring) this client
+// publishes its writes into: the Ring request. p is made to wake the
+// daemon through an eventfd (Producer.WakeByEventfd), sent with the ring's
+// memfd; the daemon keeps its own mapping, the caller keeps p. A daemon
+// that predates rings answers EPROTO, one that refuses this ring EINVAL
+// (or another errno saying why): the caller then writes with Writev.
+func (c *Client) ShareRing(p *shmring.Producer) error {
+	efd, err := p.WakeByEventfd()
+	if err != nil {
+		return fmt.Errorf("sharing the ring: %w", err)
+	}
+	return c.shareRing(p.Fd(), efd)
+}
+
+// shareRing sends the Ring request with the descriptors given.
+func (c *Client) shareRing(fds ...int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -585,9 +597,10 @@ func (c *Client) ShareRing(fd int) error {
 	}
 	var msg [headerSize]byte
 	putHeader(msg[:], opRing, 0, 0)
-	err := unix.Sendmsg(c.fd, msg[:], unix.UnixRights(fd), nil, 0)
+	rights := unix.UnixRights(fds...)
+	err := unix.Sendmsg(c.fd, msg[:], rights, nil, 0)
 	for err == unix.EINTR {
-		err = unix.Sendmsg(c.fd, msg[:], unix.UnixRights(fd), nil, 0)
+		err = unix.Sendmsg(c.fd, msg[:], rights, nil, 0)
 	}
 	if err != nil {
 		return fmt.Errorf("sharing the ring: sendmsg: %w", err)
@@ -597,5 +610,15 @@ func (c *Client) ShareRing(fd int) error {
 		return fmt.Errorf("sharing the ring: %w", err)
 	}
 	_, _, err = parseResult(r)
+	return err
+}
+
+// FlushRing asks the daemon to deliver everything this client has
+// published into its ring so far, and waits until it has: the
+// RingFlush request. A client that must publish something into a full
+// ring — the count of records it dropped, before it closes — makes room
+// with it.
+func (c *Client) FlushRing() error {
+	_, _, err := c.call(appendHeader(nil, opRingFlush, 0, 0))
 	return err
 }

@@ -44,8 +44,8 @@ type conn struct {
 	handles map[uint32]any // *subsys.Handle or *subsys.Session
 	next    uint32
 
-	ring    *drainer // the ring the client shared, if any
-	ringFds []int    // the descriptors of a Ring request read, until handled
+	ring    *ringSource // the ring the client shared, if any
+	ringFds []int       // the descriptors of a Ring request read, until handled
 
 	// The message being received, set by recvFn.
 	in     *[]byte
@@ -295,7 +295,7 @@ func (c *conn) teardown() {
 	// The ring first: what the client published before it closed is
 	// delivered while its events are still the file's.
 	if c.ring != nil {
-		c.ring.close()
+		c.ring.close(&c.s.merger)
 		c.ring = nil
 	}
 	c.closeRingFds()
@@ -384,15 +384,21 @@ func (c *conn) handle(m []byte) bool {
 			}
 		}()
 		switch {
-		case len(fds) != 1 || len(body) != 0:
-			return c.result(0, fmt.Errorf("ring: expected one memfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL))
+		case len(fds) != 2 || len(body) != 0:
+			return c.result(0, fmt.Errorf("ring: expected a memfd, an eventfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL))
 		case c.ring != nil:
 			return c.result(0, fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY))
 		}
-		if err := c.attachRing(fds[0]); err != nil {
+		if err := c.attachRing(fds[0], fds[1]); err != nil {
 			c.log.Warn("ring refused", "err", err)
 			return c.result(0, err)
 		}
+		return c.result(0, nil)
+	case opRingFlush:
+		if c.ring == nil {
+			return c.result(0, fmt.Errorf("ring flush: this connection shared no ring: %w", unix.EINVAL))
+		}
+		c.s.Flush()
 		return c.result(0, nil)
 	case opRead:
 		fh, ok := c.handles[h.arg].(*subsys.Handle)

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
-	"sync"
+	"os"
+	"strconv"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -22,24 +21,18 @@ import (
 // daemon's address space.
 const MaxRing = 64 << 20
 
-const (
-	// drainBatch bounds the records a drainer delivers before it looks at
-	// its requests again, so a producer that never stops cannot keep a
-	// flush or a stop waiting.
-	drainBatch = 4096
-	// idleWait bounds a drainer's sleep on an idle ring: the futex wake
-	// of the first publisher normally ends it; the timeout is what keeps a
-	// producer that clears the sleeping word or never commits from
-	// holding the drainer (see shmring.Consumer.Wait).
-	idleWait = 200 * time.Millisecond
-	// kickEvery is how often a flush or a stop repeats its wake while it
-	// waits: a drainer between its look at the requests and its sleep
-	// misses a wake, and would otherwise sleep out idleWait.
-	kickEvery = 2 * time.Millisecond
-	// idlePolls is how many times a drainer whose ring was just busy
-	// yields and looks again before it sleeps (see poll).
-	idlePolls = 64
-)
+// LostIndex is the write index of a loss record in a client's ring: the
+// client found its ring full and dropped records, and says so in band,
+// where it happened, with the next record it could publish. Its payload
+// is the event's u32 write index, 4 zero bytes and the u64 number of its
+// records dropped. The daemon hands the count to the connection's
+// user_events_data (subsys.File.WriteLost): the event's counts, the trace
+// buffer's "LOST n EVENTS" and every session's lost count carry it. A
+// client can only ever claim losses for its own connection's events.
+const LostIndex = ^uint32(0)
+
+// lostPayload is a loss record's payload size.
+const lostPayload = 16
 
 // RingStats are the fast path's counts for the rings of a Server's
 // connections, live and closed.
@@ -50,15 +43,40 @@ type RingStats struct {
 	// write index the connection does not have (ENOENT: no client can
 	// write under another connection's events), a payload shorter than
 	// the event's fields (EINVAL), a __data_loc that points outside
-	// (EFAULT). A client that validates before it publishes has none.
+	// (EFAULT); and loss records that are not 16 bytes or name no event
+	// of the connection. A client that validates before it publishes has
+	// none.
 	Rejected uint64
 	// Disabled are records of events nothing was attached to any more
-	// when they were drained: written while enabled, delivered to no one,
-	// as a kernel write racing with a disable is.
+	// when they were delivered: written while enabled, delivered to no
+	// one, as a kernel write racing with a disable is.
 	Disabled uint64
-	// Dropped is what the producers say they dropped because the ring
-	// was full — their claim, read when the ring is released.
+	// Lost is the records clients said, in loss records, that they
+	// dropped because their ring was full; LostRecords the loss records
+	// that said so. Every one of those records counts in its event's
+	// consumers' lost counts.
+	Lost, LostRecords uint64
+	// Dropped is what the producers' rings say were dropped because they
+	// were full — their claim, read when the ring is released; it counts
+	// every record a producer could not reserve, its loss records
+	// included, so it is not comparable with Lost record for record.
 	Dropped uint64
+	// ForgedTID are records whose thread id is a live thread of another
+	// process than the connection's: delivered under the connection's
+	// process id instead, so that no client can write under another
+	// process's thread.
+	ForgedTID uint64
+	// Future are records stamped later than the daemon's clock when it
+	// read them — impossible for a record stamped before it was
+	// published: delivered with the daemon's time instead, so that no
+	// client can push time forward in a CPU's trace buffer.
+	Future uint64
+	// OutOfOrder are records delivered with a time earlier than a record
+	// delivered before them (see the Server's doc on the merge).
+	OutOfOrder uint64
+	// Held is how many times a ring's record reserved and not committed
+	// held the merge past holdMax; such a ring never holds it again.
+	Held uint64
 	// Torn, TooLong, Discarded and BadHead are the rings' own counts (see
 	// shmring.Stats): records a dead producer never committed, records
 	// longer than a ring, bytes skipped, heads not believed.
@@ -70,218 +88,119 @@ func (a *RingStats) add(b RingStats) {
 	a.Delivered += b.Delivered
 	a.Rejected += b.Rejected
 	a.Disabled += b.Disabled
+	a.Lost += b.Lost
+	a.LostRecords += b.LostRecords
 	a.Dropped += b.Dropped
+	a.ForgedTID += b.ForgedTID
+	a.Future += b.Future
+	a.OutOfOrder += b.OutOfOrder
+	a.Held += b.Held
 	a.Torn += b.Torn
 	a.TooLong += b.TooLong
 	a.Discarded += b.Discarded
 	a.BadHead += b.BadHead
 }
 
-// drainer delivers one connection's ring into the connection's File: the
-// file resolves write indices, so a ring reaches only its own
-// connection's events, and the writer's process is the connection's
-// SO_PEERCRED pid, never anything the ring says.
-type drainer struct {
-	s    *Server
-	log  *slog.Logger
-	file *subsys.File
-	w    subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
-	cons *shmring.Consumer
-	buf  []byte
-
-	// reqs are flushes waiting for the drainer to empty the ring: each is
-	// closed once everything published before it was sent is delivered.
-	reqs chan chan struct{}
-	stop atomic.Bool
-	done chan struct{}
-
-	// Counted by the drainer goroutine; read by Stats under s.mu once
-	// done is closed, or approximately (atomics) while it runs.
-	delivered, rejected, disabled atomic.Uint64
-}
-
-// attachRing checks and maps the ring memfd a client shared and starts its
-// drainer. The memfd is hostile input: shmring.Attach checks its type,
-// size and seals (against growing and shrinking, so no access can fault)
-// and its header; the size limit is the daemon's.
-func (c *conn) attachRing(fd int) error {
+// attachRing checks and maps the ring memfd and the wake eventfd a client
+// shared and hands the ring to the Server's merger. Both are hostile
+// input: shmring.Attach checks the memfd's type, size and seals (against
+// growing and shrinking, so no access can fault) and its header; the
+// eventfd must be one (the daemon never reads it — see merger.sleep); the
+// size limit is the daemon's. The descriptors stay the caller's.
+func (c *conn) attachRing(memfd, efd int) error {
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := unix.Fstat(memfd, &st); err != nil {
 		return fmt.Errorf("ring: fstat: %w", err)
 	}
 	if st.Size > int64(MaxRing)+int64(unix.Getpagesize()) {
 		return fmt.Errorf("ring: the memfd has %d bytes; this daemon takes rings of at most %d: %w", st.Size, MaxRing, unix.EINVAL)
 	}
-	cons, err := shmring.Attach(fd)
+	if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(efd)); err != nil || link != "anon_inode:[eventfd]" {
+		return fmt.Errorf("ring: the second descriptor is %q, not an eventfd: %w", link, unix.EINVAL)
+	}
+	cons, err := shmring.Attach(memfd)
 	if err != nil {
 		return err
 	}
-	d := &drainer{
-		s: c.s, log: c.log, file: c.file, w: c.w, cons: cons,
-		buf:  make([]byte, cons.Size()),
-		reqs: make(chan chan struct{}, 16),
+	wake, err := unix.FcntlInt(uintptr(efd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		cons.Close()
+		return fmt.Errorf("ring: dup of the eventfd: %w", err)
+	}
+	r := &ringSource{
+		log: c.log, file: c.file, w: c.w, cons: cons, efd: wake,
+		tgid: c.w.TGID,
+		buf:  make([]byte, min(cons.Size(), shmring.HeaderSize+MaxWrite)),
+		tids: map[uint32]bool{},
 		done: make(chan struct{}),
 	}
-	c.s.mu.Lock()
-	c.s.rings[d] = struct{}{}
-	c.s.ringTotals.Rings++
-	c.s.mu.Unlock()
-	c.ring = d
-	go d.run()
+	if err := c.s.merger.add(r); err != nil {
+		cons.Close()
+		unix.Close(wake)
+		return err
+	}
+	c.ring = r
 	return nil
 }
 
-func (d *drainer) run() {
-	defer close(d.done)
-	for {
-		n := d.drain()
-		// Flushes that came before this look are answered by the drain
-		// that follows it.
-		var waiting []chan struct{}
-	collect:
-		for {
-			select {
-			case ch := <-d.reqs:
-				waiting = append(waiting, ch)
-			default:
-				break collect
-			}
-		}
-		if len(waiting) > 0 {
-			d.drainAll()
-			for _, ch := range waiting {
-				close(ch)
-			}
-			continue
-		}
-		if d.stop.Load() {
-			// The connection is closed: what the producer had not
-			// committed by now never will be, for this connection.
-			d.cons.ProducerGone()
-			d.drainAll()
-			return
-		}
-		if n < drainBatch && !d.poll(n > 0) {
-			d.cons.Wait(idleWait)
-		}
-	}
+// ringSource is one connection's ring, as the merger drains it. The
+// connection's File resolves write indices, so a ring reaches only its own
+// connection's events, and the writer's process is the connection's
+// SO_PEERCRED pid, never anything the ring says.
+type ringSource struct {
+	log  *slog.Logger
+	file *subsys.File
+	w    subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
+	tgid int32
+	cons *shmring.Consumer
+	efd  int // the client's wake eventfd, our duplicate
+	buf  []byte
+	done chan struct{} // closed once released
+
+	// The merger's own.
+	rec       shmring.Record // the ring's next record, when have
+	have      bool
+	heapIdx   int
+	holdSince int64 // when its uncommitted record began to hold the merge; 0 if not
+	untrusted bool  // held the merge past holdMax once: never holds it again
+	closing   bool  // the connection is gone: drain what is committed, then release
+	budget    int   // records a closing ring may still deliver
+	tids      map[uint32]bool
+
+	// Counted by the merger; read by Stats at any time.
+	delivered, rejected, disabled, lost, lostRecs atomic.Uint64
+	forged, future, held                          atomic.Uint64
 }
 
-// poll looks for new records a few times, yielding the processor in
-// between, before the drainer goes to sleep — when the ring was busy just
-// now. A drainer that keeps up with its producer would otherwise sleep
-// after every batch, and make the producer's next publish pay the
-// FUTEX_WAKE system call that the ring exists to avoid; a short poll while
-// records keep coming lets them flow without it, as LTTng's consumer and
-// perf's wakeup watermark do. It reports whether records came.
-func (d *drainer) poll(busy bool) bool {
-	if !busy {
-		return false
-	}
-	for range idlePolls {
-		runtime.Gosched()
-		if d.cons.Pending() > 0 || len(d.reqs) > 0 || d.stop.Load() {
-			return true
-		}
-	}
-	return false
-}
-
-// drain delivers up to drainBatch records and says how many it took off
-// the ring.
-func (d *drainer) drain() int {
-	for i := range drainBatch {
-		rec, err := d.cons.Next(d.buf)
-		if err != nil {
-			return i
-		}
-		w := d.w
-		w.PID = int32(rec.TID)
-		w.CPU = int(rec.CPU)
-		_, err = d.file.WriteStamped(w, rec.Time, rec.WriteIndex, rec.Payload)
-		switch {
-		case err == nil:
-			d.delivered.Add(1)
-		case errors.Is(err, unix.EBADF):
-			d.disabled.Add(1)
-		default:
-			d.rejected.Add(1)
-		}
-	}
-	return drainBatch
-}
-
-// drainAll delivers what the ring held when it was called: at most a full
-// ring's worth of records (each is at least a header), so that a producer
-// that keeps publishing cannot hold a flush or a stop forever.
-func (d *drainer) drainAll() {
-	for range d.cons.Size()/shmring.HeaderSize/drainBatch + 1 {
-		if d.drain() < drainBatch {
-			return
-		}
-	}
-}
-
-// kick wakes the drainer until wait is closed or the drainer is done.
-func (d *drainer) kick(wait <-chan struct{}) {
-	t := time.NewTicker(kickEvery)
-	defer t.Stop()
-	for {
-		d.cons.Interrupt()
-		select {
-		case <-wait:
-			return
-		case <-d.done:
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// flush returns once everything published into the ring before the call
-// is delivered.
-func (d *drainer) flush() {
-	ch := make(chan struct{})
-	select {
-	case d.reqs <- ch:
-	case <-d.done:
-		return
-	}
-	d.kick(ch)
-}
-
-// close stops the drainer after it delivered what was committed, releases
-// the ring and adds its counts to the server's.
-func (d *drainer) close() {
-	d.stop.Store(true)
-	d.kick(d.done)
-	<-d.done
-	st := d.stats()
-	d.cons.Close()
-	// What a client lost is worth a line: drops mean the daemon did not
-	// keep up; the others, a client that scribbles on its ring or died
-	// mid-record.
-	lvl := slog.LevelDebug
-	if st.Dropped+st.Rejected+st.Torn+st.TooLong+st.Discarded+st.BadHead != 0 {
-		lvl = slog.LevelWarn
-	}
-	d.log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
-		"rejected", st.Rejected, "disabled", st.Disabled, "torn", st.Torn, "too_long", st.TooLong,
-		"discarded_bytes", st.Discarded, "bad_head", st.BadHead)
-	d.s.mu.Lock()
-	delete(d.s.rings, d)
-	st.Rings = 0 // counted when attached
-	d.s.ringTotals.add(st)
-	d.s.mu.Unlock()
-}
-
-func (d *drainer) stats() RingStats {
-	cs := d.cons.Stats()
-	dropped, _ := d.cons.Dropped()
+// ring counts that only the merger may read (shmring's), added when the
+// ring is released.
+func (r *ringSource) stats() RingStats {
+	cs := r.cons.Stats()
+	dropped, _ := r.cons.Dropped()
 	return RingStats{
-		Delivered: d.delivered.Load(), Rejected: d.rejected.Load(), Disabled: d.disabled.Load(),
-		Dropped: dropped, Torn: cs.Torn, TooLong: cs.TooLong, Discarded: cs.Discarded, BadHead: cs.BadHead,
+		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(),
+		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(), Dropped: dropped,
+		ForgedTID: r.forged.Load(), Future: r.future.Load(), Held: r.held.Load(),
+		Torn: cs.Torn, TooLong: cs.TooLong, Discarded: cs.Discarded, BadHead: cs.BadHead,
 	}
+}
+
+// live are the counts of a ring the merger still drains.
+func (r *ringSource) live() RingStats {
+	return RingStats{
+		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(),
+		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(),
+		ForgedTID: r.forged.Load(), Future: r.future.Load(), Held: r.held.Load(),
+	}
+}
+
+// close releases the ring once the merger has delivered what its producer
+// had committed: called by the connection's teardown, before the
+// connection's File is closed, so that those records are still its
+// events'.
+func (r *ringSource) close(m *merger) {
+	m.closeRing(r)
+	<-r.done
 }
 
 // Flush delivers everything clients have published into their rings so
@@ -289,32 +208,100 @@ func (d *drainer) stats() RingStats {
 // before, as with the kernel's synchronous write. The daemon flushes
 // before each trace and session read it serves; in-process users of the
 // Server's Subsystem call it themselves.
-func (s *Server) Flush() {
-	s.mu.Lock()
-	ds := make([]*drainer, 0, len(s.rings))
-	for d := range s.rings {
-		ds = append(ds, d)
-	}
-	s.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, d := range ds {
-		wg.Go(d.flush)
-	}
-	wg.Wait()
-}
+func (s *Server) Flush() { s.merger.flush() }
 
 // RingStats returns the fast path's counts: those of closed connections
-// exactly; a live ring's may lag its drainer. Shmring's counts of a live
-// ring (torn, discarded...) are added when it closes, since only its
-// drainer may read them.
+// exactly; a live ring's may lag the merger. Shmring's counts of a live
+// ring (torn, discarded...) and its producer's drops are added when it is
+// released, since only the merger may read them.
 func (s *Server) RingStats() RingStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.ringTotals
-	for d := range s.rings {
-		t.Delivered += d.delivered.Load()
-		t.Rejected += d.rejected.Load()
-		t.Disabled += d.disabled.Load()
+	m := &s.merger
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.totals
+	for r := range m.all {
+		t.add(r.live())
 	}
+	t.OutOfOrder = m.outOfOrder.Load()
 	return t
 }
+
+// logRelease writes what a released ring delivered and lost: drops mean
+// the daemon did not keep up; the others, a client that scribbles on its
+// ring or died mid-record.
+func (r *ringSource) logRelease(st RingStats) {
+	lvl := slog.LevelDebug
+	if st.Dropped+st.Lost+st.Rejected+st.Torn+st.TooLong+st.Discarded+st.BadHead+st.ForgedTID+st.Future+st.Held != 0 {
+		lvl = slog.LevelWarn
+	}
+	r.log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
+		"lost", st.Lost, "rejected", st.Rejected, "disabled", st.Disabled, "torn", st.Torn, "too_long", st.TooLong,
+		"discarded_bytes", st.Discarded, "bad_head", st.BadHead, "forged_tid", st.ForgedTID, "future", st.Future,
+		"held", st.Held)
+}
+
+// deliver hands the ring's current record to the connection's File.
+func (r *ringSource) deliver(m *merger) {
+	rec := &r.rec
+	w := r.w
+	w.PID = r.thread(rec.TID)
+	w.CPU = int(rec.CPU)
+	if rec.WriteIndex == LostIndex {
+		if len(rec.Payload) != lostPayload || le.Uint32(rec.Payload[4:]) != 0 {
+			r.rejected.Add(1)
+			return
+		}
+		n := le.Uint64(rec.Payload[8:])
+		if err := r.file.WriteLost(w, rec.Time, le.Uint32(rec.Payload), n); err != nil {
+			r.rejected.Add(1)
+			return
+		}
+		r.lostRecs.Add(1)
+		r.lost.Add(n)
+		return
+	}
+	_, err := r.file.WriteStamped(w, rec.Time, rec.WriteIndex, rec.Payload)
+	switch {
+	case err == nil:
+		r.delivered.Add(1)
+	case errors.Is(err, unix.EBADF):
+		r.disabled.Add(1)
+	default:
+		r.rejected.Add(1)
+	}
+}
+
+// maxTIDs bounds the thread ids a ring remembers as checked.
+const maxTIDs = 4096
+
+// thread returns the thread id a record is delivered under: the one it
+// carries unless it is a live thread of another process — then the
+// process id, counted as forged — so that no client can write under
+// another process's thread. A thread of the connection's process is
+// accepted (/proc/TGID/task/TID), and so is a thread id no live task has
+// (/proc/TID): a thread that wrote and exited before the daemon drained
+// its record. Each thread id is checked once per ring and remembered, up
+// to maxTIDs; an id accepted as exited and then reused by the kernel for
+// another process's thread stays believed until the ring forgets it.
+func (r *ringSource) thread(tid uint32) int32 {
+	if int32(tid) == r.tgid {
+		return r.tgid
+	}
+	ok, seen := r.tids[tid]
+	if !seen {
+		if len(r.tids) >= maxTIDs {
+			clear(r.tids)
+		}
+		ok = r.tgid > 0 && int32(tid) > 0 &&
+			(unix.Access("/proc/"+strconv.Itoa(int(r.tgid))+"/task/"+strconv.Itoa(int(tid)), unix.F_OK) == nil ||
+				unix.Access("/proc/"+strconv.Itoa(int(tid)), unix.F_OK) != nil)
+		r.tids[tid] = ok
+	}
+	if !ok {
+		r.forged.Add(1)
+		return r.tgid
+	}
+	return int32(tid)
+}
+
+var errServerClosed = fmt.Errorf("the daemon is shutting down: %w", unix.ESHUTDOWN)

@@ -33,7 +33,7 @@ func BenchmarkRingDeliver(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ring.Close()
-	if err := c.ShareRing(ring.Fd()); err != nil {
+	if err := c.ShareRing(ring); err != nil {
 		b.Fatal(err)
 	}
 	payload := make([]byte, 34)

@@ -40,7 +40,7 @@ func TestRingDeliversWithWritersIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	ring := newRing(t, 1<<16)
-	if err := c.ShareRing(ring.Fd()); err != nil {
+	if err := c.ShareRing(ring); err != nil {
 		t.Fatal(err)
 	}
 	cons, err := Dial(s.sock, nil)
@@ -59,7 +59,8 @@ func TestRingDeliversWithWritersIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := stamp.Now()
-	if !ring.Write(shmring.Meta{Time: ts, WriteIndex: idx, TID: 4242, CPU: 1}, u32rec(77)) {
+	tid := uint32(unix.Gettid())
+	if !ring.Write(shmring.Meta{Time: ts, WriteIndex: idx, TID: tid, CPU: 1}, u32rec(77)) {
 		t.Fatal("ring full")
 	}
 	// A Read flushes the rings first: the record is there at once.
@@ -71,13 +72,13 @@ func TestRingDeliversWithWritersIdentity(t *testing.T) {
 		t.Fatalf("session got %d records, want 1", len(recs))
 	}
 	r := recs[0]
-	if r.TS != ts || r.TID != 4242 || r.CPU != 1 || r.PID != int32(os.Getpid()) || le.Uint32(r.Raw[8:]) != 77 {
-		t.Errorf("record %+v; want time %d, tid 4242, cpu 1, pid %d, v 77", r, ts, os.Getpid())
+	if r.TS != ts || r.TID != int32(tid) || r.CPU != 1 || r.PID != int32(os.Getpid()) || le.Uint32(r.Raw[8:]) != 77 {
+		t.Errorf("record %+v; want time %d, tid %d, cpu 1, pid %d, v 77", r, ts, tid, os.Getpid())
 	}
 	// The trace shows the ring's thread and CPU; the subsystem has one CPU,
 	// so CPU 1 is folded onto 0 as for any write.
 	tr := readFile(t, c, "trace")
-	if !strings.Contains(tr, "-4242 ") || !strings.Contains(tr, "ring_ev: v=0x4d (77)") {
+	if !strings.Contains(tr, fmt.Sprintf("-%d ", tid)) || !strings.Contains(tr, "ring_ev: v=0x4d (77)") {
 		t.Errorf("trace lacks the record:\n%s", tr)
 	}
 	if st := s.RingStats(); st.Rings != 1 || st.Delivered != 1 || st.Rejected != 0 {
@@ -103,7 +104,7 @@ func TestRingCannotWriteOthersEvents(t *testing.T) {
 	b := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	forger := b.dial(t, s.sock)
 	ring := newRing(t, 1<<16)
-	if err := forger.ShareRing(ring.Fd()); err != nil {
+	if err := forger.ShareRing(ring); err != nil {
 		t.Fatal(err)
 	}
 	forged := []uint32{idx, idx + 1, 1 << 31, ^uint32(0)}
@@ -145,7 +146,7 @@ func TestRingDeliveredBeforeClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	ring := newRing(t, 1<<16)
-	if err := c.ShareRing(ring.Fd()); err != nil {
+	if err := c.ShareRing(ring); err != nil {
 		t.Fatal(err)
 	}
 	const n = 100
@@ -190,18 +191,29 @@ func TestRingRefused(t *testing.T) {
 	}
 	defer unix.Close(unsealed)
 	unix.Ftruncate(unsealed, 4096+65536)
-	if err := c.ShareRing(unsealed); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "sealed") {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	if err := c.shareRing(unsealed, efd); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "sealed") {
 		t.Errorf("unsealed memfd: %v; want EINVAL saying it is not sealed", err)
 	}
 	big := newRing(t, 2*MaxRing)
-	if err := c.ShareRing(big.Fd()); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), fmt.Sprint(MaxRing)) {
+	if err := c.ShareRing(big); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), fmt.Sprint(MaxRing)) {
 		t.Errorf("ring over MaxRing: %v; want EINVAL naming the limit", err)
 	}
 	ring := newRing(t, 1<<16)
-	if err := c.ShareRing(ring.Fd()); err != nil {
+	if err := c.shareRing(ring.Fd(), unsealed); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "not an eventfd") {
+		t.Errorf("a memfd for the eventfd: %v; want EINVAL saying it is not an eventfd", err)
+	}
+	if err := c.shareRing(ring.Fd()); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("no eventfd: %v; want EINVAL", err)
+	}
+	if err := c.ShareRing(ring); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ShareRing(ring.Fd()); !errors.Is(err, unix.EBUSY) {
+	if err := c.shareRing(ring.Fd(), efd); !errors.Is(err, unix.EBUSY) {
 		t.Errorf("second ring: %v; want EBUSY", err)
 	}
 	// A Ring request without a descriptor.
@@ -226,7 +238,7 @@ func TestRingDrainsWithoutReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	ring := newRing(t, 1<<16)
-	if err := c.ShareRing(ring.Fd()); err != nil {
+	if err := c.ShareRing(ring); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -259,7 +271,7 @@ func TestRingRecordsBeforeDisableKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	ring := newRing(t, 1<<20)
-	if err := c.ShareRing(ring.Fd()); err != nil {
+	if err := c.ShareRing(ring); err != nil {
 		t.Fatal(err)
 	}
 	const n = 10000
@@ -295,7 +307,7 @@ func TestRingHostileProducer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ring := newRing(t, 1<<16)
-	if err := c.ShareRing(ring.Fd()); err != nil {
+	if err := c.ShareRing(ring); err != nil {
 		t.Fatal(err)
 	}
 	page := unix.Getpagesize()

@@ -52,9 +52,8 @@ type Server struct {
 	procs  map[int32]*process
 	closed bool
 
-	rings      map[*drainer]struct{} // the live connections' rings
-	ringTotals RingStats             // closed rings' counts, and all rings attached
-	wg         sync.WaitGroup
+	merger merger // the clients' rings
+	wg     sync.WaitGroup
 }
 
 // process is one client process: its enablers (the kernel's user_event_mm)
@@ -77,8 +76,8 @@ func New(cfg Config) *Server {
 		lns:     map[*net.UnixListener]struct{}{},
 		conns:   map[*conn]struct{}{},
 		procs:   map[int32]*process{},
-		rings:   map[*drainer]struct{}{},
 	}
+	s.merger.init(s)
 	if s.sys == nil {
 		s.sys = subsys.New(subsys.Options{NumCPU: onlineCPUs()})
 	}
@@ -212,6 +211,7 @@ func (s *Server) Serve(ln *net.UnixListener) error {
 // Close stops accepting, drops every client — releasing their events as
 // their exit would — and waits for the connections to finish.
 func (s *Server) Close() error {
+	s.merger.stop()
 	s.mu.Lock()
 	s.closed = true
 	for ln := range s.lns {

@@ -48,7 +48,10 @@ import (
 //	Ring        no body; SCM_RIGHTS carries a ring memfd (internal/shmring)
 //	            that the client publishes its writes into without a system
 //	            call, each record [write_index][payload] with the thread,
-//	            CPU and CLOCK_MONOTONIC time. At most one per connection;
+//	            CPU and CLOCK_MONOTONIC time, and the eventfd the client
+//	            adds 1 to when it publishes while the daemon sleeps. A
+//	            record of write index LostIndex counts records the client
+//	            dropped, its ring full. At most one per connection;
 //	            the daemon drains it into this connection's user_events_data
 //	            (the write index is this connection's; the pid is the
 //	            peer's), and before each Read and SessionRead delivers what
@@ -60,6 +63,8 @@ import (
 //	            not to wait (then the reply may hold none). Reply: Data: u64 lost, u64 too large, then
 //	            records of u64 time, i32 pid, i32 tid, i32 cpu, u32 type id,
 //	            u32 length and the raw record padded to 8 bytes.
+//	RingFlush   no body: deliver what the connection's ring holds. Reply:
+//	            Result once it is delivered.
 //
 // Replies (daemon → client):
 //
@@ -83,6 +88,7 @@ const (
 	opAttach
 	opSessionRead
 	opRing
+	opRingFlush
 )
 
 // Reply ops have the top bit set.

@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -86,6 +88,14 @@ func ringSize(kb int) (int, error) {
 // that is still mapped, never into a hole.
 type clientRing struct {
 	p *shmring.Producer
+
+	// Records dropped because the ring was full, that the daemon has not
+	// been told of yet (see daemon.LostIndex): the events that have some,
+	// and a flag a Write checks with one load of a line written only when
+	// a record is dropped.
+	lossy    atomic.Bool
+	lossMu   sync.Mutex
+	lossList []*Event
 }
 
 // setupRing creates a ring of size bytes and shares it on c. On failure the
@@ -95,7 +105,7 @@ func setupRing(c *daemon.Client, size int) (*clientRing, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.ShareRing(p.Fd()); err != nil {
+	if err := c.ShareRing(p); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -149,17 +159,20 @@ func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) 
 	if !e.Enabled() {
 		return true, e.disabled
 	}
-	st := stamp.Take()
+	tid := int32(-1)
 	if e.def.HasValidators() {
 		if 8+n > maxStackRecord {
 			return false, nil
 		}
 		var rec [maxStackRecord]byte
-		// The header the daemon will build: type id, flags 0, the thread.
-		// The type id is the daemon's; validate with it as 0 and as
-		// 0xffff — a string check is "is this byte NUL" — and leave a
-		// record whose verdict differs to the daemon.
-		binary.NativeEndian.PutUint32(rec[4:], uint32(st.TID))
+		// The header the daemon will build: type id, flags 0, the thread
+		// — a __data_loc may point into the header, so the bytes count;
+		// the record carries this tid. The type id is the daemon's;
+		// validate with it as 0 and as 0xffff — a string check is "is
+		// this byte NUL" — and leave a record whose verdict differs to
+		// the daemon.
+		tid = stamp.Tid()
+		binary.NativeEndian.PutUint32(rec[4:], uint32(tid))
 		off := eventdef.HeaderSize
 		for _, p := range payload {
 			off += copy(rec[off:], p)
@@ -173,8 +186,88 @@ func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) 
 			return true, wrapErr("write", "", e.Name(), verr)
 		}
 	}
-	if !r.p.Writev(shmring.Meta{Time: st.Time, WriteIndex: e.index, TID: uint32(st.TID), CPU: st.CPU}, payload) {
-		e.dropped.Add(1)
+	if r.lossy.Load() {
+		r.publishLosses()
 	}
+	v, ok := r.p.Reserve(shmring.Meta{WriteIndex: e.index}, n)
+	if !ok {
+		r.lose(e)
+		return true, nil
+	}
+	// Stamped after the reservation, as the daemon's merge wants (see
+	// shmring.Reservation.Stamp).
+	st := stamp.Take()
+	if tid >= 0 {
+		st.TID = tid
+	}
+	v.Stamp(st.Time, uint32(st.TID), st.CPU)
+	dst := v.Payload()
+	for _, p := range payload {
+		dst = dst[copy(dst, p):]
+	}
+	v.Commit()
 	return true, nil
+}
+
+// lose counts a record of e the ring had no room for, to be told to the
+// daemon in a loss record (publishLosses).
+func (r *clientRing) lose(e *Event) {
+	e.dropped.Add(1)
+	if e.lostPending.Add(1) == 1 {
+		r.lossMu.Lock()
+		r.lossList = append(r.lossList, e)
+		r.lossMu.Unlock()
+	}
+	r.lossy.Store(true)
+}
+
+// publishLosses publishes a loss record (daemon.LostIndex) for every event
+// with records dropped since it last did, where there is room; what does
+// not fit waits for the next write. The daemon counts them for the event's
+// consumers, as if the kernel's ring buffer had dropped them.
+func (r *clientRing) publishLosses() {
+	r.lossMu.Lock()
+	defer r.lossMu.Unlock()
+	r.lossy.Store(false)
+	keep := r.lossList[:0]
+	for _, e := range r.lossList {
+		n := e.lostPending.Load()
+		if n != 0 {
+			// TryReserve: a loss record that does not fit is not a
+			// dropped record; it is kept and tried again.
+			v, ok := r.p.TryReserve(shmring.Meta{WriteIndex: daemon.LostIndex}, lostPayload)
+			if !ok {
+				keep = append(keep, e)
+				continue
+			}
+			st := stamp.Take()
+			v.Stamp(st.Time, uint32(st.TID), st.CPU)
+			b := v.Payload()
+			binary.NativeEndian.PutUint32(b, e.index)
+			binary.NativeEndian.PutUint32(b[4:], 0)
+			binary.NativeEndian.PutUint64(b[8:], n)
+			v.Commit()
+			// Drops since the load above stay counted, and keep the
+			// event in the list.
+			if e.lostPending.Add(^(n - 1)) != 0 {
+				keep = append(keep, e)
+			}
+		}
+	}
+	clear(r.lossList[len(keep):])
+	r.lossList = keep
+	if len(keep) > 0 {
+		r.lossy.Store(true)
+	}
+}
+
+// lostPayload is a loss record's payload: see daemon.LostIndex.
+const lostPayload = 16
+
+// pendingLosses reports whether some dropped records are still to be
+// told to the daemon.
+func (r *clientRing) pendingLosses() bool {
+	r.lossMu.Lock()
+	defer r.lossMu.Unlock()
+	return len(r.lossList) > 0
 }

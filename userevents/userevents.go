@@ -373,6 +373,14 @@ func (f *File) Close() error {
 	case Daemon:
 		// The daemon delivers what the ring holds before it closes the
 		// connection; the mapping goes when no Write uses it any more.
+		// Records dropped and not yet told are told first, making room
+		// in a full ring if need be.
+		if r := f.ring.Load(); r != nil && r.lossy.Load() {
+			r.publishLosses()
+			if r.pendingLosses() && f.dc.FlushRing() == nil {
+				r.publishLosses()
+			}
+		}
 		f.ring.Store(nil)
 		errs = append(errs, f.dc.Close())
 	case InProcess:
@@ -411,6 +419,8 @@ type Event struct {
 	disabled *Error     // preallocated: a disabled write must not allocate
 	closeMu  sync.Mutex // serialises Close; word == &zeroWord says it was done
 	dropped  atomic.Uint64
+	// lostPending are dropped records the daemon has not been told of.
+	lostPending atomic.Uint64
 }
 
 // Enabled reports whether anything — ftrace, perf, a uetrace session — is

@@ -259,6 +259,26 @@ func (c *Consumer) wait(timeout time.Duration) (bool, error) {
 	return c.ready(), err
 }
 
+// Sleep is Wait's first half for a consumer that sleeps on many rings at
+// once, woken by their producers' eventfds (Producer.SetWakeFd) through
+// epoll: it says the consumer sleeps, then looks. It reports false if
+// Next has something now — the consumer must not sleep, and the word is
+// cleared again — and true if the consumer may sleep: the next producer
+// to publish will wake it. After the sleep, Awake.
+func (c *Consumer) Sleep() bool {
+	c.publish()
+	atomic.StoreUint32(c.r.sleeping, 1)
+	if c.ready() {
+		atomic.StoreUint32(c.r.sleeping, 0)
+		return false
+	}
+	return true
+}
+
+// Awake says the consumer no longer sleeps, so that producers stop paying
+// for wakes.
+func (c *Consumer) Awake() { atomic.StoreUint32(c.r.sleeping, 0) }
+
 // Interrupt makes a Wait in progress on another goroutine return now, as a
 // producer's wake would: the consumer's owner uses it to stop a drainer
 // asleep on a ring whose producer is gone, without waiting out its

@@ -32,3 +32,11 @@ func futexWait(addr *uint32, val uint32, timeout time.Duration) error {
 func futexWake(addr *uint32) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, 1, 0, 0, 0)
 }
+
+// eventfdAdd adds 1 to the eventfd fd: a wake for a consumer that polls
+// it. A full counter (EAGAIN on a non-blocking eventfd) means the consumer
+// has a wake pending anyway; nothing else can fail on an eventfd.
+func eventfdAdd(fd int) {
+	one := uint64(1)
+	unix.Write(fd, (*[8]byte)(unsafe.Pointer(&one))[:])
+}

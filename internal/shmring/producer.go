@@ -1,6 +1,7 @@
 package shmring
 
 import (
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 
@@ -20,10 +21,11 @@ type Meta struct {
 // number of goroutines at once; none makes a system call, takes a lock or
 // allocates, except the one FUTEX_WAKE when the consumer said it sleeps.
 type Producer struct {
-	r     *ring
-	fd    int
-	ownFd bool
-	wakes atomic.Uint64
+	r      *ring
+	fd     int
+	ownFd  bool
+	wakeFd int // an eventfd (ours) to write instead of FUTEX_WAKE, or -1
+	wakes  atomic.Uint64
 }
 
 // Open maps for producing a ring another process created (a child that
@@ -41,7 +43,25 @@ func Open(fd int) (*Producer, error) {
 		r.unmap()
 		return nil, err
 	}
-	return &Producer{r: r, fd: fd}, nil
+	return &Producer{r: r, fd: fd, wakeFd: -1}, nil
+}
+
+// WakeByEventfd makes the producer wake a sleeping consumer by adding 1
+// to an eventfd instead of FUTEX_WAKE on the ring's sleeping word: for a
+// consumer that sleeps on many rings at once (epoll), which a futex wait
+// cannot do. It returns the eventfd, to send to the consumer with the
+// ring's memfd; the Producer owns it and closes it in Close. Call it once,
+// before the first Reserve.
+func (p *Producer) WakeByEventfd() (int, error) {
+	if p.wakeFd >= 0 {
+		return -1, fmt.Errorf("the ring already wakes its consumer by eventfd %d: %w", p.wakeFd, unix.EBUSY)
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return -1, fmt.Errorf("eventfd: %w", err)
+	}
+	p.wakeFd = fd
+	return fd, nil
 }
 
 // Fd is the ring's memfd, to send to the consumer.
@@ -56,13 +76,18 @@ func (p *Producer) Dropped() (records, bytes uint64) {
 	return atomic.LoadUint64(p.r.dropped), atomic.LoadUint64(p.r.dropBytes)
 }
 
-// Wakes is how many FUTEX_WAKE system calls this Producer made.
+// Wakes is how many wake-up system calls (FUTEX_WAKE, or a write to the
+// wake eventfd) this Producer made.
 func (p *Producer) Wakes() uint64 { return p.wakes.Load() }
 
 // Close unmaps the ring and, if Create made it, closes its memfd. No method
 // may be running or be called after.
 func (p *Producer) Close() error {
 	err := p.r.unmap()
+	if p.wakeFd >= 0 {
+		unix.Close(p.wakeFd)
+		p.wakeFd = -1
+	}
 	if p.ownFd && p.fd >= 0 {
 		if cerr := unix.Close(p.fd); cerr != nil && err == nil {
 			err = cerr
@@ -90,9 +115,18 @@ type Reservation struct {
 // Between Reserve and Commit the consumer waits at this record: commit soon,
 // and always.
 func (p *Producer) Reserve(m Meta, payloadLen int) (Reservation, bool) {
+	v, ok := p.TryReserve(m, payloadLen)
+	if !ok {
+		p.drop(align8(uint64(max(payloadLen, 0)) + HeaderSize))
+	}
+	return v, ok
+}
+
+// TryReserve is Reserve for a record the caller keeps when there is no
+// room, to try again later: it counts no drop.
+func (p *Producer) TryReserve(m Meta, payloadLen int) (Reservation, bool) {
 	r := p.r
 	if payloadLen < 0 || uint64(payloadLen) > r.size-HeaderSize {
-		p.drop(align8(uint64(max(payloadLen, 0)) + HeaderSize))
 		return Reservation{}, false
 	}
 	n := uint64(payloadLen) + HeaderSize
@@ -104,7 +138,6 @@ func (p *Producer) Reserve(m Meta, payloadLen int) (Reservation, bool) {
 		h := atomic.LoadUint64(r.head)
 		t := atomic.LoadUint64(r.tail)
 		if h-t > r.size-sz { // also catches a tail ahead of head
-			p.drop(sz)
 			return Reservation{}, false
 		}
 		if atomic.CompareAndSwapUint64(r.head, h, h+sz) {
@@ -129,6 +162,18 @@ func (p *Producer) Reserve(m Meta, payloadLen int) (Reservation, bool) {
 	*(*uint32)(unsafe.Add(rec, 24)) = m.CPU
 	*(*uint32)(unsafe.Add(rec, 28)) = r.check(pos)
 	return Reservation{p: p, rec: rec, word: word, n: payloadLen}, true
+}
+
+// Stamp sets the time, thread and CPU of a reserved record, over what
+// Reserve wrote. A producer that takes its time stamp after it reserved
+// gives its consumer a guarantee Reserve's Meta cannot: a record not yet
+// reserved when the consumer found the ring empty carries a time later
+// than the consumer's clock then — what a consumer merging several rings
+// in time order needs (see the daemon).
+func (v Reservation) Stamp(time uint64, tid, cpu uint32) {
+	*(*uint64)(unsafe.Add(v.rec, 8)) = time
+	*(*uint32)(unsafe.Add(v.rec, 20)) = tid
+	*(*uint32)(unsafe.Add(v.rec, 24)) = cpu
 }
 
 func (p *Producer) drop(sz uint64) {
@@ -162,7 +207,11 @@ func (v Reservation) Commit() {
 // itself when it wakes for any other reason.
 func (p *Producer) wake() {
 	if atomic.CompareAndSwapUint32(p.r.sleeping, 1, 0) {
-		futexWake(p.r.sleeping)
+		if p.wakeFd >= 0 {
+			eventfdAdd(p.wakeFd)
+		} else {
+			futexWake(p.r.sleeping)
+		}
 		p.wakes.Add(1)
 	}
 }

@@ -116,9 +116,15 @@
 // later records' publishers all skip the wake. While the consumer is awake,
 // publishing costs one load of a cache line that nobody writes.
 //
-// Wait sleeps on one ring. A consumer of many rings would set the word in each,
-// look at each, and sleep on all of them at once with futex_waitv(2) (Linux
-// 5.16), or have them share one word; that belongs to the daemon, not here.
+// Wait sleeps on one ring. A consumer of many rings sleeps on all of them at
+// once with epoll instead: each producer wakes by adding 1 to an eventfd of
+// its own (Producer.WakeByEventfd) rather than by FUTEX_WAKE, and the
+// consumer says it sleeps in each ring and looks (Consumer.Sleep), waits in
+// epoll_wait on the eventfds, and says it is awake (Consumer.Awake) — the same
+// two-word protocol, one eventfd per ring. (futex_waitv(2) would do for up to
+// 128 rings; an epoll set has no such limit, and a consumer that never reads
+// the eventfds, edge-triggered, cannot be blocked by a producer that plays
+// with their flags.)
 //
 // # Hostile memory
 //
@@ -347,7 +353,7 @@ func Create(size int) (*Producer, error) {
 	*r.u64(offKey) = r.key
 	// The magic last: a reader of a half-initialised header sees no ring.
 	atomic.StoreUint64(r.u64(offMagic), magic)
-	return &Producer{r: r, fd: fd, ownFd: true}, nil
+	return &Producer{r: r, fd: fd, ownFd: true, wakeFd: -1}, nil
 }
 
 // geometry is what Attach and Open learn from a memfd: checked against its

@@ -1,0 +1,459 @@
+package daemon
+
+import (
+	"container/heap"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/internal/stamp"
+)
+
+const (
+	// mergeBatch bounds the records the merger delivers before it looks
+	// at its requests again, so that producers that never stop cannot
+	// keep a flush or a close waiting.
+	mergeBatch = 4096
+	// holdMax is the longest a ring's record, reserved and not yet
+	// committed, holds the delivery of later records of other rings. A
+	// producer between its reservation and its commit normally takes
+	// nanoseconds; one preempted there, killed there, or hostile, would
+	// otherwise stop every ring. A ring that holds past it is counted
+	// (RingStats.Held) and never holds the merge again.
+	holdMax = time.Millisecond
+	// idleWait bounds the merger's sleep: producers' eventfds and the
+	// merger's own requests end it; the timeout is what keeps a producer
+	// that clears its ring's sleeping word from keeping its records
+	// waiting for ever.
+	idleWait = 200 * time.Millisecond
+	// idlePolls is how many times the merger, having just delivered
+	// records, yields and looks again before it sleeps: a merger that
+	// keeps up with its producers would otherwise sleep after every batch
+	// and make the next publish pay the wake-up system call the ring
+	// exists to avoid, as LTTng's consumer and perf's wakeup watermark
+	// avoid it.
+	idlePolls = 64
+)
+
+// merger delivers the records of every client's ring into the subsystem,
+// in one goroutine, in time order across rings: as ftrace reads its
+// per-CPU buffers merged by time stamp, consumers here see the records of
+// different processes in the order they were written.
+//
+// # The merge
+//
+// A ring's records are in the order its producer reserved them, and a
+// producer stamps a record after it reserved its space (see
+// shmring.Reservation.Stamp). Each pass the merger reads the clock, then
+// looks at every ring: one with a committed record at its tail offers that
+// record; one that is empty bounds the rest — whatever it publishes later
+// is reserved after this look and so stamped after the clock was read;
+// one whose tail record is reserved and not yet committed holds the merge
+// until it is committed, for at most holdMax. The merger delivers the
+// earliest record offered while it is no later than every bound and
+// nothing holds, takes the next record of the same ring, and goes on.
+// Records come out in time order across rings; within a ring they keep
+// the ring's order, which may differ from time order by as much as a
+// producer's goroutines raced between reserving and stamping (each is
+// counted in RingStats.OutOfOrder, and ftrace stores a record whose time
+// went backwards on a CPU with the time before it, as the kernel does).
+//
+// # Sleeping
+//
+// When no ring offers anything, the merger says in every ring that it
+// sleeps and looks again (shmring.Consumer.Sleep), then waits in
+// epoll_wait on every ring's eventfd, edge-triggered: the first publisher
+// after it said so adds 1 to its eventfd. The merger never reads those
+// eventfds — a client that clears their O_NONBLOCK or empties them cannot
+// make it block — and epoll has no limit on their number, where a futex
+// wait would need a thread per ring. Its own eventfd, in the same set,
+// brings requests: a new ring, a closing one, a flush.
+type merger struct {
+	s *Server
+
+	mu       sync.Mutex
+	running  bool
+	adds     []*ringSource
+	closes   []*ringSource
+	flushes  []chan struct{}
+	shutdown bool
+	kick     int // the running merger's eventfd; -1 when none runs
+	all      map[*ringSource]struct{}
+	totals   RingStats
+
+	outOfOrder atomic.Uint64
+
+	// The merger goroutine's own.
+	epfd  int
+	rings []*ringSource
+	heap  ringHeap
+	last  uint64 // the time of the last record delivered
+}
+
+func (m *merger) init(s *Server) {
+	m.s = s
+	m.kick = -1
+	m.all = map[*ringSource]struct{}{}
+}
+
+// add hands r to the merger, starting it if it is not running.
+func (m *merger) add(r *ringSource) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shutdown {
+		return errServerClosed
+	}
+	if !m.running {
+		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			return err
+		}
+		kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err == nil {
+			err = epollAdd(epfd, kick)
+		}
+		if err != nil {
+			unix.Close(epfd)
+			if kick >= 0 {
+				unix.Close(kick)
+			}
+			return err
+		}
+		m.epfd, m.kick, m.running = epfd, kick, true
+		m.s.wg.Add(1)
+		go m.run()
+	}
+	m.adds = append(m.adds, r)
+	m.all[r] = struct{}{}
+	m.totals.Rings++
+	m.wake()
+	return nil
+}
+
+// wake interrupts the merger's sleep. Called with m.mu held.
+func (m *merger) wake() {
+	if m.kick >= 0 {
+		one := uint64(1)
+		unix.Write(m.kick, (*[8]byte)(unsafe.Pointer(&one))[:])
+	}
+}
+
+// closeRing asks the merger to release r once it has delivered what r's
+// producer committed.
+func (m *merger) closeRing(r *ringSource) {
+	m.mu.Lock()
+	m.closes = append(m.closes, r)
+	m.wake()
+	m.mu.Unlock()
+}
+
+// flush returns once the merger has delivered everything published
+// before the call.
+func (m *merger) flush() {
+	m.mu.Lock()
+	if !m.running {
+		m.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	m.flushes = append(m.flushes, ch)
+	m.wake()
+	m.mu.Unlock()
+	<-ch
+}
+
+// stop is the Server's Close: the merger stops once the connections'
+// teardowns have released their rings.
+func (m *merger) stop() {
+	m.mu.Lock()
+	m.shutdown = true
+	m.mu.Unlock()
+}
+
+// requests takes the merger's requests. It reports false when the merger
+// is to exit: it has no ring left and none came.
+func (m *merger) requests() (flushes []chan struct{}, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var cnt [8]byte
+	unix.Read(m.kick, cnt[:]) // ours: keep its counter from growing
+	for _, r := range m.adds {
+		if err := epollAdd(m.epfd, r.efd); err != nil {
+			// The eventfd cannot be watched (it was checked to be
+			// one): the ring is drained on every pass and on the
+			// sleep's timeout.
+			r.log.Warn("ring: epoll_ctl on its eventfd", "err", err)
+		}
+		m.rings = append(m.rings, r)
+	}
+	m.adds = m.adds[:0]
+	for _, r := range m.closes {
+		if !r.closing {
+			r.closing = true
+			// What the producer had not committed by now never will
+			// be, for this connection; and a producer that goes on
+			// publishing into its old ring gets one ring's worth more
+			// delivered at most.
+			r.cons.ProducerGone()
+			r.budget = r.cons.Size()/shmring.HeaderSize + 1
+		}
+	}
+	m.closes = m.closes[:0]
+	flushes, m.flushes = m.flushes, nil
+	if len(m.rings) == 0 && len(flushes) == 0 {
+		m.running = false
+		unix.Close(m.epfd)
+		unix.Close(m.kick)
+		m.kick = -1
+		return flushes, false
+	}
+	return flushes, true
+}
+
+func (m *merger) run() {
+	defer m.s.wg.Done()
+	holds := 0
+	for {
+		flushes, ok := m.requests()
+		if !ok {
+			return
+		}
+		if len(flushes) > 0 {
+			m.drainAll()
+			for _, ch := range flushes {
+				close(ch)
+			}
+			m.release()
+			continue
+		}
+		n, hold := m.pass(false)
+		m.release()
+		switch {
+		case n == mergeBatch:
+			continue
+		case hold:
+			// A producer between its reservation and its commit: let
+			// it run, and after a few tries sleep until it commits
+			// (it wakes us) or for the millisecond holdMax allows.
+			if holds++; holds < 8 {
+				runtime.Gosched()
+			} else {
+				m.sleep(time.Millisecond)
+				holds = 0
+			}
+			continue
+		case len(m.heap) > 0:
+			// Records stamped after the pass read the clock: the next
+			// pass's clock is later (fill saw to it).
+			holds = 0
+			continue
+		}
+		holds = 0
+		if n > 0 && m.poll() {
+			continue
+		}
+		m.sleep(idleWait)
+	}
+}
+
+// pass delivers up to mergeBatch records in time order (see merger) —
+// every one offered, without bounds, when force is set — and says how
+// many it delivered and whether a ring's uncommitted record held the rest.
+func (m *merger) pass(force bool) (n int, hold bool) {
+	now := stamp.Now()
+	bound := ^uint64(0)
+	for _, r := range m.rings {
+		if !r.have {
+			m.fill(r, now, &bound, &hold)
+		}
+	}
+	for n < mergeBatch && len(m.heap) > 0 {
+		r := m.heap[0]
+		if !force && (hold || r.rec.Time > bound) {
+			break
+		}
+		heap.Pop(&m.heap)
+		r.have = false
+		if r.rec.Time < m.last {
+			m.outOfOrder.Add(1)
+		} else {
+			m.last = r.rec.Time
+		}
+		r.deliver(m)
+		n++
+		if r.closing {
+			r.budget--
+		}
+		m.fill(r, now, &bound, &hold)
+	}
+	return n, hold
+}
+
+// fill takes r's next record into the heap, or says what its emptiness
+// means for the others: see merger.
+func (m *merger) fill(r *ringSource, now uint64, bound *uint64, hold *bool) {
+	if r.closing && r.budget <= 0 {
+		return
+	}
+	rec, err := r.cons.Next(r.buf)
+	if err == nil {
+		if rec.Time > now {
+			// Stamped after this pass began — or later than any clock
+			// could say: a record is stamped before it is published.
+			if t := stamp.Now(); rec.Time > t {
+				rec.Time = t
+				r.future.Add(1)
+			}
+		}
+		r.rec, r.have, r.holdSince = rec, true, 0
+		heap.Push(&m.heap, r)
+		return
+	}
+	if r.closing || r.cons.Pending() == 0 {
+		r.holdSince = 0
+		*bound = min(*bound, now)
+		return
+	}
+	// Reserved, not committed yet.
+	if r.untrusted {
+		return
+	}
+	t := stamp.Now()
+	if r.holdSince == 0 {
+		r.holdSince = int64(t)
+	}
+	if int64(t)-r.holdSince > int64(holdMax) {
+		r.untrusted = true
+		r.held.Add(1)
+		r.log.Warn("ring: a record reserved and not committed held the others too long; this ring holds them no more", "held", time.Duration(int64(t)-r.holdSince))
+		return
+	}
+	*hold = true
+}
+
+// drainAll delivers everything committed in every ring now, whatever the
+// bounds: a flush. Its work is bounded by a ring's worth of records per
+// ring, so that producers that keep publishing cannot hold it.
+func (m *merger) drainAll() {
+	limit := 0
+	for _, r := range m.rings {
+		limit += r.cons.Size()/shmring.HeaderSize + 1
+	}
+	for limit > 0 {
+		n, _ := m.pass(true)
+		limit -= n
+		if n < mergeBatch {
+			// Records still in the heap were offered and delivered;
+			// one pass more finds what was committed meanwhile.
+			if n2, _ := m.pass(true); n2 == 0 {
+				return
+			}
+		}
+	}
+}
+
+// release lets go of the closing rings that have nothing more to deliver.
+func (m *merger) release() {
+	keep := m.rings[:0]
+	for _, r := range m.rings {
+		if !r.closing || r.have && r.budget > 0 {
+			keep = append(keep, r)
+			continue
+		}
+		if r.have {
+			heap.Remove(&m.heap, r.heapIdx)
+			r.have = false
+		}
+		epollDel(m.epfd, r.efd)
+		st := r.stats()
+		r.cons.Close()
+		unix.Close(r.efd)
+		r.logRelease(st)
+		m.mu.Lock()
+		delete(m.all, r)
+		m.totals.add(st)
+		m.mu.Unlock()
+		close(r.done)
+	}
+	clear(m.rings[len(keep):])
+	m.rings = keep
+}
+
+// poll looks for new records a few times, yielding the processor in
+// between, before the merger goes to sleep. It reports whether records
+// came, or a request.
+func (m *merger) poll() bool {
+	for range idlePolls {
+		runtime.Gosched()
+		if m.pending() {
+			return true
+		}
+	}
+	return false
+}
+
+// pending says whether a ring has bytes past its tail or a request came.
+func (m *merger) pending() bool {
+	for _, r := range m.rings {
+		if r.cons.Pending() > 0 && !r.have {
+			return true
+		}
+	}
+	m.mu.Lock()
+	req := len(m.adds)+len(m.closes)+len(m.flushes) > 0
+	m.mu.Unlock()
+	return req
+}
+
+// sleep says in every ring that the merger sleeps and, if none has
+// anything to deliver then, waits in epoll_wait until a producer publishes,
+// a request comes or the timeout passes.
+func (m *merger) sleep(timeout time.Duration) {
+	for i, r := range m.rings {
+		if !r.cons.Sleep() {
+			for _, q := range m.rings[:i] {
+				q.cons.Awake()
+			}
+			return
+		}
+	}
+	var evs [16]unix.EpollEvent
+	unix.EpollWait(m.epfd, evs[:], int(max(timeout/time.Millisecond, 1)))
+	for _, r := range m.rings {
+		r.cons.Awake()
+	}
+}
+
+// ringHeap orders rings with a record by its time.
+type ringHeap []*ringSource
+
+func (h ringHeap) Len() int           { return len(h) }
+func (h ringHeap) Less(i, j int) bool { return h[i].rec.Time < h[j].rec.Time }
+func (h ringHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *ringHeap) Push(x any) {
+	r := x.(*ringSource)
+	r.heapIdx = len(*h)
+	*h = append(*h, r)
+}
+func (h *ringHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return r
+}
+
+func epollAdd(epfd, fd int) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}
+	return unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+}
+
+func epollDel(epfd, fd int) { unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, fd, nil) }
