@@ -289,7 +289,7 @@ func (m *merger) pass(force bool) (n int, hold bool) {
 		} else {
 			m.last = r.rec.Time
 		}
-		r.deliver(m)
+		r.deliver()
 		n++
 		if r.closing {
 			r.budget--
@@ -318,6 +318,9 @@ func (m *merger) fill(r *ringSource, now uint64, bound *uint64, hold *bool) {
 		r.rec, r.have, r.holdSince = rec, true, 0
 		heap.Push(&m.heap, r)
 		return
+	}
+	if len(r.losses) > 0 {
+		r.applyLosses(-1)
 	}
 	if r.closing || r.cons.Pending() == 0 {
 		r.holdSince = 0
@@ -374,6 +377,7 @@ func (m *merger) release() {
 			heap.Remove(&m.heap, r.heapIdx)
 			r.have = false
 		}
+		r.applyLosses(-1)
 		epollDel(m.epfd, r.efd)
 		st := r.stats()
 		r.cons.Close()

@@ -166,6 +166,7 @@ type ringSource struct {
 	closing   bool  // the connection is gone: drain what is committed, then release
 	budget    int   // records a closing ring may still deliver
 	tids      map[uint32]bool
+	losses    []loss // loss records waiting for the ring's next record
 
 	// Counted by the merger; read by Stats at any time.
 	delivered, rejected, disabled, lost, lostRecs atomic.Uint64
@@ -241,7 +242,7 @@ func (r *ringSource) logRelease(st RingStats) {
 }
 
 // deliver hands the ring's current record to the connection's File.
-func (r *ringSource) deliver(m *merger) {
+func (r *ringSource) deliver() {
 	rec := &r.rec
 	w := r.w
 	w.PID = r.thread(rec.TID)
@@ -251,15 +252,13 @@ func (r *ringSource) deliver(m *merger) {
 			r.rejected.Add(1)
 			return
 		}
-		n := le.Uint64(rec.Payload[8:])
-		if err := r.file.WriteLost(w, rec.Time, le.Uint32(rec.Payload), n); err != nil {
-			r.rejected.Add(1)
-			return
+		if len(r.losses) == maxLosses {
+			r.applyLosses(-1)
 		}
-		r.lostRecs.Add(1)
-		r.lost.Add(n)
+		r.losses = append(r.losses, loss{w: w, time: rec.Time, idx: le.Uint32(rec.Payload), n: le.Uint64(rec.Payload[8:])})
 		return
 	}
+	r.applyLosses(w.CPU)
 	_, err := r.file.WriteStamped(w, rec.Time, rec.WriteIndex, rec.Payload)
 	switch {
 	case err == nil:
@@ -269,6 +268,40 @@ func (r *ringSource) deliver(m *merger) {
 	default:
 		r.rejected.Add(1)
 	}
+}
+
+// A loss is a loss record waiting for the ring's next record.
+type loss struct {
+	w    subsys.Writer
+	time uint64
+	idx  uint32
+	n    uint64
+}
+
+// maxLosses bounds the loss records a ring keeps waiting.
+const maxLosses = 64
+
+// applyLosses hands the losses waiting to the File. A producer publishes
+// its loss records just before the record of the write that found room
+// again, on whatever CPU it ran when it stamped them: they are placed on
+// cpu, the CPU of that record, so that the trace's "CPU:N [LOST n
+// EVENTS]" comes before it (ftrace.Ring.Drop puts it before the next
+// record on its CPU). With cpu < 0 — no record follows yet — each keeps
+// its own.
+func (r *ringSource) applyLosses(cpu int) {
+	for _, l := range r.losses {
+		if cpu >= 0 {
+			l.w.CPU = cpu
+		}
+		if err := r.file.WriteLost(l.w, l.time, l.idx, l.n); err != nil {
+			r.rejected.Add(1)
+			continue
+		}
+		r.lostRecs.Add(1)
+		r.lost.Add(l.n)
+	}
+	clear(r.losses)
+	r.losses = r.losses[:0]
 }
 
 // maxTIDs bounds the thread ids a ring remembers as checked.
