@@ -33,22 +33,28 @@
 //     connection.
 //   - A write carries at most MaxWrite bytes (EMSGSIZE beyond).
 //   - Writes come two ways. A client may share a ring (the Ring request; a
-//     memfd, internal/shmring) and publish its writes there without a
-//     system call, having checked them itself with the kernel's rules; a
-//     drainer per connection delivers them into the connection's
-//     user_events_data with the time, thread and CPU the record carries
-//     and the peer's pid, checking them again (ring memory is the
-//     client's to scribble on), and sleeps on a futex in the ring when it
-//     is idle. Before it serves a trace or session read, a tracefs write,
-//     a session's attach or close, the daemon delivers what every ring
-//     holds, so what a Write returned before is there, as with the
-//     kernel's synchronous write. Records of different rings are not
-//     merged in time order: each ring's records reach the trace in their
-//     order, with their own times. A full ring drops the record, counted
-//     on both sides (RingStats; the log when the ring is released).
-//     Without a ring, each write is a round trip on the socket, so that
-//     the writer gets the kernel's errno; it costs a context switch each
-//     way.
+//     memfd, internal/shmring, and an eventfd) and publish its writes there
+//     without a system call, having checked them itself with the kernel's
+//     rules. One merger goroutine delivers every ring's records into their
+//     connections' user_events_data, in time order across rings as ftrace
+//     merges its per-CPU buffers (see merger), with the time and CPU the
+//     record carries, its thread if that is no other process's live thread
+//     (else the peer's pid: RingStats.ForgedTID), the peer's pid, checking
+//     everything again (ring memory is the client's to scribble on); idle,
+//     it sleeps in epoll_wait on the rings' eventfds. Before it serves a
+//     trace or session read, a tracefs write, a session's attach or close,
+//     the daemon delivers what every ring holds, so what a Write returned
+//     before is there, as with the kernel's synchronous write. A full ring
+//     drops the record and the write succeeds, as with the kernel's ring
+//     buffer; the client counts it and tells the daemon in a loss record
+//     (LostIndex) with its next write, and the daemon hands the count to
+//     the event's consumers: its "written" and "dropped" counts, the trace
+//     buffer's "dropped events" and a "CPU:N [LOST n EVENTS]" line before
+//     the record that follows — which the kernel would not print for drops
+//     (it shows only overwritten records so) — and every session's lost
+//     count (PERF_RECORD_LOST in perf.data). Without a ring, each write is
+//     a round trip on the socket, so that the writer gets the kernel's
+//     errno; it costs a context switch each way.
 //   - Writes are writev(2): there is no write(2) with a file position, so
 //     pwrite's EFAULT for a non-zero offset and write(2)'s EFAULT for 0 bytes
 //     (a 0-byte writev is 0) have no counterpart.
