@@ -165,7 +165,8 @@ type Event struct {
 	sessions atomic.Pointer[[]*Session]
 	// counts are the records written to it (write returned their length)
 	// and those of them a session then dropped (its buffer full, or the
-	// record over perf's size limit), in shards by the writer's CPU: as
+	// record over perf's size limit) or that a writer's ring dropped
+	// (File.WriteLost), in shards by the writer's CPU: as
 	// the per-CPU trace rings do, this keeps writers on different CPUs
 	// from sharing a cache line. Linux keeps no such per-event count: they
 	// are uetrace's own, for FileCounts.

@@ -18,9 +18,10 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Short: "List the user events: name, system, ID, what uses them, record counts, fields",
 		Long: `status lists every user event as a table: its tracepoint, system, trace event
 ID, what is attached to it (ftrace, perf, other — from user_events_status),
-how many records were written to it and how many of those a recording
-session dropped, and its fields (from its format file), followed by the
-Active and Busy counts.
+how many records were written to it and how many of those were dropped on
+their way — a recording session's buffer or the writer's ring to the daemon
+was full — and its fields (from its format file), followed by the Active and
+Busy counts.
 
 The record counts come from the uetrace daemon, which counts each event's
 writes. The kernel keeps no per-event count of user_events writes, so on the
