@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/internal/stamp"
+)
+
+// FuzzRingMerge drives a client's ring with arbitrary operations — valid
+// records of any write index, thread, CPU and time, loss records, records
+// reserved and never committed, garbage written anywhere in the ring, head
+// moved anywhere — while the merger drains it beside an honest ring. The
+// daemon must not crash, a flush must return, the honest ring's records
+// must all be delivered, and closing the hostile connection must release
+// its ring.
+func FuzzRingMerge(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 9, 2, 0, 255, 255, 3, 8, 1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add([]byte{4, 200, 1, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{3, 1, 2, 3, 4, 5, 0, 0, 0, 0, 5, 255, 255, 255, 255, 255, 255, 255, 255})
+	holdMax = 100 * time.Microsecond // a torn record must not slow every iteration
+	f.Cleanup(func() { holdMax = holdMaxDefault })
+	s := serve(f, Config{})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		honest := newRingClient(t, s, "fz_honest", 1<<14)
+		hostile := newRingClient(t, s, "fz_hostile", 1<<14)
+		mem, err := unix.Mmap(hostile.ring.Fd(), 0, unix.Getpagesize()+hostile.ring.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(mem)
+		data := mem[unix.Getpagesize():]
+		before := s.RingStats().Delivered
+		honestN := 0
+		next := func(n int) []byte {
+			if len(ops) < n {
+				ops = append(ops, make([]byte, n-len(ops))...)
+			}
+			b := ops[:n]
+			ops = ops[n:]
+			return b
+		}
+		for len(ops) > 0 {
+			op := next(1)[0]
+			switch op % 6 {
+			case 0: // a valid record of any index, thread, CPU
+				m := next(9)
+				hostile.ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: uint32(m[0]) | uint32(m[1])<<24,
+					TID: uint32(m[2]) << 8, CPU: uint32(m[3])}, m[4:4+int(m[4])%5])
+			case 1: // a record with any time
+				m := next(9)
+				hostile.ring.Write(shmring.Meta{Time: le.Uint64(m[1:]), WriteIndex: hostile.idx, CPU: uint32(m[0])}, u32rec(7))
+			case 2: // a loss record with any contents
+				m := next(17)
+				hostile.publish(LostIndex, m[1:1+int(m[0])%17])
+			case 3: // garbage anywhere in the data
+				m := next(5)
+				off := int(le.Uint16(m)) % len(data)
+				copy(data[off:], m[2:])
+			case 4: // head moved anywhere
+				m := next(9)
+				le.PutUint64(mem[64:], le.Uint64(m[1:])^uint64(m[0]))
+			case 5: // reserved, never committed
+				m := next(1)
+				hostile.ring.Reserve(shmring.Meta{WriteIndex: hostile.idx}, int(m[0])%64)
+			}
+			if honest.publish(honest.idx, u32rec(uint32(honestN))) {
+				honestN++
+			}
+		}
+		s.Flush()
+		waitFor(t, "the honest ring's records", func() bool {
+			s.Flush()
+			return s.RingStats().Delivered-before >= uint64(honestN)
+		})
+		hostile.c.Close()
+		honest.c.Close()
+		waitFor(t, "both rings released", func() bool {
+			s.merger.mu.Lock()
+			defer s.merger.mu.Unlock()
+			return len(s.merger.all) == 0
+		})
+	})
+}
