@@ -59,18 +59,19 @@
 // (EMSGSIZE beyond): Linux has no limit, though it drops records over
 // about 4 KiB (ftrace) and 8 KiB (perf).
 //
-// The daemon backend sends each Write to the daemon and waits for its
-// answer by default (SocketTransport). With Options.Transport set to
-// RingTransport it writes through a ring shared with the daemon instead:
-// Write checks the payload here with the kernel's rules and returns the
-// kernel's errno, then publishes the record with its time, thread and CPU
-// (internal/stamp) without a system call. When the ring is full — the
-// daemon did not keep up — the record is dropped, Write still succeeds,
-// and Event.Dropped counts it, as a full kernel ring buffer drops. Its
-// size is Options.RingKB, else $UETRACE_RING_KB, else DefaultRingKB. The
-// ring is not yet the default: the daemon does not merge several rings'
-// records in time order, and their drops reach only Event.Dropped and the
-// daemon's log, not the consumers' lost counts. A command containing a NUL byte is
+// The daemon backend writes through a ring shared with the daemon
+// (RingTransport, the default): Write checks the payload here with the
+// kernel's rules and returns the kernel's errno, then publishes the record
+// with its time, thread and CPU (internal/stamp) without a system call; the
+// daemon delivers the records of all its clients in time order. When the
+// ring is full — the daemon did not keep up — the record is dropped, Write
+// still succeeds, and Event.Dropped counts it, as a full kernel ring buffer
+// drops; the daemon learns of it with the next write and its consumers
+// count it ("LOST n EVENTS" in the trace, PERF_RECORD_LOST in perf.data).
+// The ring's size is Options.RingKB, else $UETRACE_RING_KB, else
+// DefaultRingKB. With Options.Transport set to SocketTransport, or when the
+// daemon refuses a ring, each Write is sent to the daemon and waits for its
+// answer instead. A command containing a NUL byte is
 // EINVAL on every backend: the kernel would silently register only the part
 // before it.
 package userevents

@@ -21,23 +21,23 @@ import (
 type Transport int
 
 const (
+	// RingTransport, the default, publishes each write into memory shared
+	// with the daemon (a ring, internal/shmring) without a system call;
+	// the daemon drains it. Payloads are validated here first, with the
+	// kernel's rules, so Write returns the errors the kernel would. A full
+	// ring drops the record, as the kernel's ring buffer does: Write
+	// succeeds, the drop is counted (Event.Dropped) and told to the
+	// daemon with the next write, which counts it for the event's
+	// consumers ("LOST n EVENTS" in the trace, the sessions' lost counts).
+	// When the ring cannot be set up — a daemon that predates it, one that
+	// refuses it — the File writes over the socket instead (File.Transport
+	// says which, File.RingError why).
+	RingTransport Transport = iota
 	// SocketTransport sends each write to the daemon in a message and
-	// waits for its answer: a round trip per write. It is the default
-	// until the ring's records reach consumers as the socket's do — merged
-	// in time order across producers, with the ring's drops in their lost
-	// counts (issue 15; today drops are counted per event and logged by
-	// the daemon only).
-	SocketTransport Transport = iota
-	// RingTransport publishes each write into memory shared with the
-	// daemon (a ring, internal/shmring) without a system call; the daemon
-	// drains it. Payloads are validated here first, with the kernel's
-	// rules, so Write returns the errors the kernel would. A full ring
-	// drops the record, as the kernel's ring buffer does: Write succeeds
-	// and the drop is counted (Event.Dropped). When the ring cannot be set
-	// up — a daemon that predates it, one that refuses it — the File
-	// writes over the socket instead (File.Transport says which,
-	// File.RingError why).
-	RingTransport
+	// waits for its answer: a round trip per write, some 20–40 µs — a
+	// hundred times the ring's cost — but the record is in the trace
+	// buffer when Write returns, and nothing is ever dropped on the way.
+	SocketTransport
 )
 
 func (t Transport) String() string {

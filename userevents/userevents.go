@@ -81,9 +81,9 @@ type Options struct {
 	// Subsystem is the InProcess backend's subsystem (nil:
 	// InProcessSubsystem()).
 	Subsystem *subsys.Subsystem
-	// Transport is how the Daemon backend sends writes: SocketTransport
-	// (the default) or RingTransport, which falls back to the socket when
-	// the ring cannot be set up. Other backends ignore it.
+	// Transport is how the Daemon backend sends writes: RingTransport (the
+	// default), which falls back to the socket when the ring cannot be set
+	// up, or SocketTransport. Other backends ignore it.
 	Transport Transport
 	// RingKB is the size of the daemon backend's ring in KiB, a power of
 	// two (0: $UETRACE_RING_KB, else DefaultRingKB).
