@@ -273,8 +273,8 @@ func (m *merger) pass(force bool) (n int, hold bool) {
 	now := stamp.Now()
 	bound := ^uint64(0)
 	for _, r := range m.rings {
-		if !r.have {
-			m.fill(r, now, &bound, &hold)
+		if !r.have && m.fill(r, now, &bound, &hold) {
+			heap.Push(&m.heap, r)
 		}
 	}
 	for n < mergeBatch && len(m.heap) > 0 {
@@ -282,8 +282,6 @@ func (m *merger) pass(force bool) (n int, hold bool) {
 		if !force && (hold || r.rec.Time > bound) {
 			break
 		}
-		heap.Pop(&m.heap)
-		r.have = false
 		if r.rec.Time < m.last {
 			m.outOfOrder.Add(1)
 		} else {
@@ -294,16 +292,24 @@ func (m *merger) pass(force bool) (n int, hold bool) {
 		if r.closing {
 			r.budget--
 		}
-		m.fill(r, now, &bound, &hold)
+		// The ring stays at the top of the heap while its next record
+		// is taken: one sift down, not a pop and a push.
+		if m.fill(r, now, &bound, &hold) {
+			heap.Fix(&m.heap, 0)
+		} else {
+			heap.Pop(&m.heap)
+			r.have = false
+		}
 	}
 	return n, hold
 }
 
-// fill takes r's next record into the heap, or says what its emptiness
-// means for the others: see merger.
-func (m *merger) fill(r *ringSource, now uint64, bound *uint64, hold *bool) {
+// fill takes r's next record, reporting true — the caller puts r in the
+// heap, or keeps it there — or says what its emptiness means for the
+// others: see merger.
+func (m *merger) fill(r *ringSource, now uint64, bound *uint64, hold *bool) bool {
 	if r.closing && r.budget <= 0 {
-		return
+		return false
 	}
 	rec, err := r.cons.Next(r.buf)
 	if err == nil {
@@ -316,20 +322,20 @@ func (m *merger) fill(r *ringSource, now uint64, bound *uint64, hold *bool) {
 			}
 		}
 		r.rec, r.have, r.holdSince = rec, true, 0
-		heap.Push(&m.heap, r)
-		return
-	}
-	if len(r.losses) > 0 {
-		r.applyLosses(-1)
+		return true
 	}
 	if r.closing || r.cons.Pending() == 0 {
+		// Empty: no record follows the loss records yet.
+		if len(r.losses) > 0 {
+			r.applyLosses(-1)
+		}
 		r.holdSince = 0
 		*bound = min(*bound, now)
-		return
+		return false
 	}
 	// Reserved, not committed yet.
 	if r.untrusted {
-		return
+		return false
 	}
 	t := stamp.Now()
 	if r.holdSince == 0 {
@@ -339,9 +345,10 @@ func (m *merger) fill(r *ringSource, now uint64, bound *uint64, hold *bool) {
 		r.untrusted = true
 		r.held.Add(1)
 		r.log.Warn("ring: a record reserved and not committed held the others too long; this ring holds them no more", "held", time.Duration(int64(t)-r.holdSince))
-		return
+		return false
 	}
 	*hold = true
+	return false
 }
 
 // drainAll delivers everything committed in every ring now, whatever the

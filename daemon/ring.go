@@ -166,6 +166,7 @@ type ringSource struct {
 	closing   bool  // the connection is gone: drain what is committed, then release
 	budget    int   // records a closing ring may still deliver
 	tids      map[uint32]bool
+	lastTID   uint32 // the last thread id accepted
 	losses    []loss // loss records waiting for the ring's next record
 
 	// Counted by the merger; read by Stats at any time.
@@ -320,6 +321,9 @@ func (r *ringSource) thread(tid uint32) int32 {
 	if int32(tid) == r.tgid {
 		return r.tgid
 	}
+	if tid == r.lastTID && tid != 0 {
+		return int32(tid)
+	}
 	ok, seen := r.tids[tid]
 	if !seen {
 		if len(r.tids) >= maxTIDs {
@@ -334,6 +338,7 @@ func (r *ringSource) thread(tid uint32) int32 {
 		r.forged.Add(1)
 		return r.tgid
 	}
+	r.lastTID = tid
 	return int32(tid)
 }
 

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkRingDeliver is the daemon's side of the fast path per record:
 // a batch of 34-byte records published into a connection's ring, then
-// Flush — the drainer copies each out, checks it again and writes it into
+// Flush — the merger copies each out, checks it again and writes it into
 // the trace buffer of an enabled event. The producer's publish is in the
 // figure too (BenchmarkFloor in internal/shmring says how little it is);
 // what remains is the daemon's cost, the bound on what one connection's
@@ -38,10 +38,11 @@ func BenchmarkRingDeliver(b *testing.B) {
 	}
 	payload := make([]byte, 34)
 	const batch = 1000 // 72 bytes each in the ring: well within 1 MiB
+	tid := uint32(unix.Gettid())
 	b.ReportAllocs()
 	for b.Loop() {
 		for range batch {
-			if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 1}, payload) {
+			if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: tid}, payload) {
 				b.Fatal("ring full")
 			}
 		}
