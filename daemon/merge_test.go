@@ -106,7 +106,7 @@ func TestMergeOrderAcrossRings(t *testing.T) {
 	// A producer preempted between reserving and committing holds the
 	// merge as long as it takes: the order is then exact on any machine.
 	holdMax = time.Hour
-	defer func() { holdMax = holdMaxDefault }()
+	t.Cleanup(func() { holdMax = holdMaxDefault }) // after the server's cleanup: its merger reads it
 	s := serve(t, Config{})
 	ss := s.Subsystem().NewSession(subsysSessionOptions(16 << 20))
 	defer ss.Close()
