@@ -60,6 +60,9 @@ import (
 //	            not to wait (then the reply may hold none). Reply: Data: u64 lost, u64 too large, then
 //	            records of u64 time, i32 pid, i32 tid, i32 cpu, u32 type id,
 //	            u32 length and the raw record padded to 8 bytes.
+//	SessionRing, SessionSync
+//	            a session's records through a shared-memory ring the
+//	            daemon creates and sends (SCM_RIGHTS): see session_ring.go.
 //
 // Replies (daemon → client):
 //

@@ -90,6 +90,10 @@ type Options struct {
 	// ByProcess counts samples per process too (Stats.Processes): what
 	// uetrace top shows.
 	ByProcess bool
+	// SessionSocket reads a daemon's session over its socket, a request
+	// per batch of records, even where the daemon offers the session's
+	// shared-memory ring: the path taken with daemons that predate rings.
+	SessionSocket bool
 }
 
 // Stats are a recording's counts so far. Safe to read while it runs.
@@ -214,7 +218,7 @@ func Daemon(c *daemon.Client, w io.WriteSeeker, opts Options) (*Recorder, error)
 	if opts.BufferKB <= 0 {
 		opts.BufferKB = 16 << 10
 	}
-	src, err := newDaemonSource(c, opts.BufferKB)
+	src, err := newDaemonSource(c, opts.BufferKB, opts.SessionSocket)
 	if err != nil {
 		return nil, err
 	}
@@ -524,14 +528,14 @@ func (r *Recorder) sample(s *perfdata.Sample) {
 	}
 }
 
-// lost writes that n records were dropped.
-func (r *Recorder) lost(id, n uint64) {
+// lost writes that n records were dropped, with the trailer at if known.
+func (r *Recorder) lost(id, n uint64, at *perfdata.Sample) {
 	if r.err != nil {
 		return
 	}
 	r.countLost(n)
 	if r.w != nil {
-		r.check(r.w.WriteLost(id, n, nil))
+		r.check(r.w.WriteLost(id, n, at))
 	}
 }
 
@@ -661,6 +665,18 @@ func (r *Recorder) Source() string {
 		return "kernel"
 	}
 	return "daemon"
+}
+
+// SharedMemory reports whether a daemon recording takes its session's
+// records from shared memory (the session's ring) rather than over the
+// socket, and if not, why not (nil when it was not asked to, or on the
+// kernel).
+func (r *Recorder) SharedMemory() (bool, error) {
+	d, ok := r.src.(*daemonSource)
+	if !ok {
+		return false, nil
+	}
+	return d.ring != nil, d.ringErr
 }
 
 // Stats returns the counts so far.

@@ -24,6 +24,9 @@ type Producer struct {
 	fd    int
 	ownFd bool
 	wakes atomic.Uint64
+	// tries bounds Reserve's compare-and-swap attempts (0: no bound); see
+	// BoundTries.
+	tries int
 }
 
 // Open maps for producing a ring another process created (a child that
@@ -98,7 +101,7 @@ func (p *Producer) Reserve(m Meta, payloadLen int) (Reservation, bool) {
 	n := uint64(payloadLen) + HeaderSize
 	sz := align8(n)
 	var pos uint64
-	for {
+	for try := 1; ; try++ {
 		// Head first, then tail: tail only grows, so a tail newer than
 		// this head can only make the room look smaller, never larger.
 		h := atomic.LoadUint64(r.head)
@@ -110,6 +113,10 @@ func (p *Producer) Reserve(m Meta, payloadLen int) (Reservation, bool) {
 		if atomic.CompareAndSwapUint64(r.head, h, h+sz) {
 			pos = h
 			break
+		}
+		if try == p.tries {
+			p.drop(sz)
+			return Reservation{}, false
 		}
 	}
 	rec := r.at(pos)

@@ -1,0 +1,121 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/perfdata"
+	"github.com/uetrace/uetrace/subsys"
+)
+
+// A daemon session's records come through shared memory when the daemon
+// offers it (daemon.Session.ShareRing): the daemon writes each record into
+// a ring this process maps, as the kernel writes into perf's mmap rings,
+// and the recording takes them without a round trip — or any system call —
+// per record, sleeping on the ring's futex when it is empty. Lost records
+// come in the ring too, where they happened: a PERF_RECORD_LOST at the
+// time and CPU of the first of them. A daemon without session rings, or
+// one that refuses the ring, is read over its socket as before.
+
+// ringDrainMax bounds the records one drain takes from the ring, so that a
+// daemon that never stops delivering does not keep the recording from
+// finishing its rounds and looking for new events.
+const ringDrainMax = 1 << 16
+
+// ringState is the session's ring and what the end of the recording
+// settles.
+type ringState struct {
+	r       *daemon.SessionRing
+	stopped bool   // stop synced with the daemon
+	settled bool   // the final drain is done
+	handed  uint64 // lost records the daemon handed over at the sync
+	big     uint64 // of which too large
+	err     error  // the sync's
+}
+
+// shareRing asks the daemon for the session's ring, unless told not to. A
+// daemon that cannot give one leaves the session to be read over the
+// socket: one that does not know the request, or refused it, answers
+// before it changed the session; if the ring cannot be used after the
+// daemon made it, the session is replaced by a new one.
+func (d *daemonSource) shareRing(bytes int) error {
+	if d.noRing {
+		return nil
+	}
+	r, err := d.s.ShareRing(bytes)
+	if err == nil {
+		d.ring = &ringState{r: r}
+		return nil
+	}
+	d.ringErr = err
+	var re *daemon.RemoteError
+	if errors.As(err, &re) {
+		return nil // refused: the session is as it was
+	}
+	d.s.Close()
+	s, err := d.c.NewSession(daemon.SessionOptions{BufferBytes: bytes, Comm: true})
+	if err != nil {
+		return fmt.Errorf("daemon session: %w", err)
+	}
+	d.s = s
+	return nil
+}
+
+func (d *daemonSource) ringWait(timeout time.Duration) {
+	if d.ring.r.Pending() > 0 {
+		return
+	}
+	d.ring.r.Wait(timeout)
+}
+
+// ringDrain gives k what the ring holds (at most ringDrainMax records,
+// unless the recording is stopping: then all of it, and the losses the
+// daemon handed over).
+func (d *daemonSource) ringDrain(to sink) error {
+	st := d.ring
+	final := st.stopped && !st.settled
+	for i := 0; final || i < ringDrainMax; i++ {
+		rec, err := st.r.Next()
+		if err != nil {
+			break // empty
+		}
+		if rec.Kind != subsys.RingLost {
+			d.take(to, &rec.Record)
+			continue
+		}
+		id := d.anyID()
+		if ev := d.byType[rec.ID]; ev != nil {
+			id = ev.ids[0]
+		}
+		if rec.TooLarge {
+			d.big.Add(rec.Lost)
+		}
+		to.lost(id, rec.Lost, &perfdata.Sample{ID: id, Time: rec.TS, CPU: uint32(rec.CPU)})
+	}
+	if !final {
+		return nil
+	}
+	st.settled = true
+	if st.handed > 0 {
+		d.big.Add(st.big)
+		to.lost(d.anyID(), st.handed, nil)
+	}
+	if bad, _ := st.r.Bad(); bad > 0 && st.err == nil {
+		st.err = fmt.Errorf("daemon session ring: %d malformed records", bad)
+	}
+	return st.err
+}
+
+// ringStop brings the ring up to date: what producers published before
+// now is delivered into it, and what the session lost but could not say in
+// the ring is handed over.
+func (d *daemonSource) ringStop() {
+	st := d.ring
+	if st.stopped {
+		return
+	}
+	st.stopped = true
+	st.handed, st.big, st.err = st.r.Sync()
+}
