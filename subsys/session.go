@@ -82,6 +82,7 @@ type Session struct {
 	closed   bool
 
 	mu       sync.Mutex
+	bufBytes int       // the buffer's size, allocated at the first record (a ring session has none)
 	ring     []byte    // raw bytes of buffered records, circular
 	head     int       // where the oldest record's raw bytes start
 	used     int       // raw bytes in use
@@ -97,9 +98,10 @@ type Session struct {
 	// With a ring (DeliverToRing), records go there instead; see
 	// session_ring.go.
 	shm         atomic.Pointer[sessionRing]
-	lostNotes   []lostNote  // under mu
-	lostPending atomic.Bool // lostNotes is not empty
-	ringComms   sync.Map    // thread id → the name the ring's reader has; with Comm
+	lostNotes   []lostNote               // under mu
+	lostPending atomic.Bool              // lostNotes is not empty
+	ringComms   sync.Map                 // thread id → *commSeen: the name the ring's reader has; with Comm
+	lastComm    atomic.Pointer[commSeen] // the name of the last record's thread
 }
 
 // pending is a buffered record's metadata; its raw bytes are in the ring.
@@ -121,8 +123,7 @@ func (s *Subsystem) NewSession(opts SessionOptions) *Session {
 		s:        s,
 		kind:     StatusPerf,
 		attached: make(map[*Event]struct{}),
-		ring:     make([]byte, opts.BufferBytes),
-		queue:    make([]pending, max(16, opts.BufferBytes/256)),
+		bufBytes: opts.BufferBytes,
 		notify:   make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
@@ -319,6 +320,10 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		return
 	}
 	ss.mu.Lock()
+	if ss.ring == nil {
+		ss.ring = make([]byte, ss.bufBytes)
+		ss.queue = make([]pending, max(16, ss.bufBytes/256))
+	}
 	if ss.comms != nil {
 		if name, ok := ss.comms[w.PID]; !ok || name != w.Comm {
 			// perf's comm record: the name and a NUL, 8-byte padded.

@@ -70,6 +70,12 @@ type sessionRing struct {
 	skipped  atomic.Uint64 // wakes the gap held back
 }
 
+// commSeen is a thread's name as the ring's reader has it.
+type commSeen struct {
+	tid  int32
+	comm string
+}
+
 // lostNote is a run of records lost, waiting to be written into the ring.
 type lostNote struct {
 	ev    *Event
@@ -217,13 +223,23 @@ func (ss *Session) deliverRing(r *sessionRing, ev *Event, w *Writer, ts uint64, 
 		return
 	}
 	if ss.comms != nil {
-		if name, ok := ss.ringComms.Load(w.PID); !ok || name.(string) != w.Comm {
-			if !r.writeComm(w, ts) {
-				ev.shard(w.CPU).dropped.Add(1)
-				ss.noteLost(ev, ts, cpu, 1) // the name waits for a record that fits
-				return
+		// The last thread's name first: a map lookup only when the
+		// writer changes.
+		if c := ss.lastComm.Load(); c == nil || c.tid != w.PID || c.comm != w.Comm {
+			var seen *commSeen
+			if v, ok := ss.ringComms.Load(w.PID); ok {
+				seen = v.(*commSeen)
 			}
-			ss.ringComms.Store(w.PID, w.Comm)
+			if seen == nil || seen.comm != w.Comm {
+				if !r.writeComm(w, ts) {
+					ev.shard(w.CPU).dropped.Add(1)
+					ss.noteLost(ev, ts, cpu, 1) // the name waits for a record that fits
+					return
+				}
+				seen = &commSeen{tid: w.PID, comm: w.Comm}
+				ss.ringComms.Store(w.PID, seen)
+			}
+			ss.lastComm.Store(seen)
 		}
 	}
 	v, ok := r.p.Reserve(shmring.Meta{Time: ts, WriteIndex: RingSample, TID: uint32(w.PID), CPU: uint32(cpu)}, 8+len(rec))
