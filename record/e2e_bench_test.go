@@ -114,7 +114,17 @@ type e2eResult struct {
 	rings                    daemon.RingStats
 	elapsed                  time.Duration // from the recording's start to its end
 	produce                  time.Duration // the producer's writing
-	wakes, skippedWakes      uint64
+	// cpu is the CPU time this process — the daemon and the recording —
+	// spent from the recording's start to its end: on a machine shared
+	// with other work, the cost per record that the wall clock hides.
+	cpu time.Duration
+}
+
+// processCPU is this process's user and system time so far.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // e2eRun runs the pipeline once: count records, the session's ring of
@@ -175,7 +185,7 @@ func e2eRun(tb testing.TB, count, bufferKB int) e2eResult {
 	}
 	defer out.Close()
 
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	rec, err := record.Daemon(c, out, record.Options{Events: []string{"e2e_bench"}, NoFollow: true, BufferKB: bufferKB})
 	if err != nil {
 		tb.Fatal(err)
@@ -205,7 +215,7 @@ func e2eRun(tb testing.TB, count, bufferKB int) e2eResult {
 	if err := <-done; err != nil {
 		tb.Fatal(err)
 	}
-	res.elapsed = time.Since(start)
+	res.elapsed, res.cpu = time.Since(start), processCPU()-cpu0
 	st := rec.Stats()
 	res.samples, res.lost, res.tooLarge = st.Samples, st.Lost, st.TooLarge
 	res.rings = srv.RingStats()
@@ -268,8 +278,8 @@ func TestEndToEndAccounting(t *testing.T) {
 		t.Run(fmt.Sprintf("ring=%dKiB", kb), func(t *testing.T) {
 			r := e2eRun(t, 200_000, kb)
 			r.check(t)
-			t.Logf("written %d: recorded %d, lost in the session %d, dropped in the producer's ring %d; %v",
-				r.written, r.samples, r.lost, r.producerDropped, r.elapsed)
+			t.Logf("written %d: recorded %d, lost in the session %d, dropped in the producer's ring %d; %v, %v CPU",
+				r.written, r.samples, r.lost, r.producerDropped, r.elapsed, r.cpu)
 		})
 	}
 }
@@ -285,7 +295,7 @@ func TestEndToEndAccounting(t *testing.T) {
 func BenchmarkEndToEnd(b *testing.B) {
 	const count = 2_000_000
 	var samples, written, lost, dropped uint64
-	var elapsed, produce time.Duration
+	var elapsed, produce, cpu time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
 		r := e2eRun(b, count, 16<<10)
@@ -296,9 +306,11 @@ func BenchmarkEndToEnd(b *testing.B) {
 		dropped += r.producerDropped
 		elapsed += r.elapsed
 		produce += r.produce
+		cpu += r.cpu
 	}
 	b.ReportMetric(float64(samples)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(written)/produce.Seconds(), "written/s")
 	b.ReportMetric(float64(lost)/float64(written), "lost/op")
 	b.ReportMetric(float64(dropped)/float64(written), "dropped/op")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(samples+lost), "cpu-ns/delivered")
 }
