@@ -127,9 +127,10 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// e2eRun runs the pipeline once: count records, the session's ring of
-// bufferKB, the recording into a file in dir.
-func e2eRun(tb testing.TB, count, bufferKB int) e2eResult {
+// e2eRun runs the pipeline once: count records, the session's ring (or,
+// with socket, its buffer read over the socket) of bufferKB, the recording
+// into a file in dir.
+func e2eRun(tb testing.TB, count, bufferKB int, socket bool) e2eResult {
 	tb.Helper()
 	dir := tb.TempDir()
 	sock := filepath.Join(dir, "uetrace.sock")
@@ -186,12 +187,12 @@ func e2eRun(tb testing.TB, count, bufferKB int) e2eResult {
 	defer out.Close()
 
 	start, cpu0 := time.Now(), processCPU()
-	rec, err := record.Daemon(c, out, record.Options{Events: []string{"e2e_bench"}, NoFollow: true, BufferKB: bufferKB})
+	rec, err := record.Daemon(c, out, record.Options{Events: []string{"e2e_bench"}, NoFollow: true, BufferKB: bufferKB, SessionSocket: socket})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if ok, err := rec.SharedMemory(); !ok {
-		tb.Fatalf("the recording reads the session over the socket: %v", err)
+	if ok, err := rec.SharedMemory(); ok == socket {
+		tb.Fatalf("SharedMemory() = %v, %v", ok, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -276,7 +277,7 @@ func (r e2eResult) check(tb testing.TB) {
 func TestEndToEndAccounting(t *testing.T) {
 	for _, kb := range []int{16 << 10, 16} {
 		t.Run(fmt.Sprintf("ring=%dKiB", kb), func(t *testing.T) {
-			r := e2eRun(t, 200_000, kb)
+			r := e2eRun(t, 200_000, kb, false)
 			r.check(t)
 			t.Logf("written %d: recorded %d, lost in the session %d, dropped in the producer's ring %d; %v, %v CPU",
 				r.written, r.samples, r.lost, r.producerDropped, r.elapsed, r.cpu)
@@ -293,12 +294,22 @@ func TestEndToEndAccounting(t *testing.T) {
 // written, in the session and in the producer's ring. Target: ≥ 5 M
 // events/s, and the accounting exact in every run.
 func BenchmarkEndToEnd(b *testing.B) {
+	for _, socket := range []bool{false, true} {
+		name := "session=ring"
+		if socket {
+			name = "session=socket" // the path before session rings, for comparison
+		}
+		b.Run(name, func(b *testing.B) { benchEndToEnd(b, socket) })
+	}
+}
+
+func benchEndToEnd(b *testing.B, socket bool) {
 	const count = 2_000_000
 	var samples, written, lost, dropped uint64
 	var elapsed, produce, cpu time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
-		r := e2eRun(b, count, 16<<10)
+		r := e2eRun(b, count, 16<<10, socket)
 		r.check(b)
 		samples += r.samples
 		written += r.written
