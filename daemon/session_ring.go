@@ -260,6 +260,9 @@ func decodeRingRecord(rec shmring.Record) (RingRecord, error) {
 	return out, nil
 }
 
+// Size is the ring's data size in bytes.
+func (r *SessionRing) Size() int { return r.cons.Size() }
+
 // Pending is how many bytes of records wait in the ring.
 func (r *SessionRing) Pending() int { return r.cons.Pending() }
 

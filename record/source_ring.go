@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/subsys"
 )
@@ -28,7 +29,8 @@ const ringDrainMax = 1 << 16
 // settles.
 type ringState struct {
 	r       *daemon.SessionRing
-	stopped bool   // stop synced with the daemon
+	size    int    // the ring's data bytes
+	stopped bool   // the recording is stopping
 	settled bool   // the final drain is done
 	handed  uint64 // lost records the daemon handed over at the sync
 	big     uint64 // of which too large
@@ -46,7 +48,7 @@ func (d *daemonSource) shareRing(bytes int) error {
 	}
 	r, err := d.s.ShareRing(bytes)
 	if err == nil {
-		d.ring = &ringState{r: r}
+		d.ring = &ringState{r: r, size: r.Size()}
 		return nil
 	}
 	d.ringErr = err
@@ -70,16 +72,41 @@ func (d *daemonSource) ringWait(timeout time.Duration) {
 	d.ring.r.Wait(timeout)
 }
 
-// ringDrain gives k what the ring holds (at most ringDrainMax records,
-// unless the recording is stopping: then all of it, and the losses the
-// daemon handed over).
+// ringDrain gives k what the ring holds (at most ringDrainMax records).
+// Once the recording stops it settles: it empties the ring, asks the
+// daemon to deliver what producers published before now and to hand over
+// the losses it could not put in the ring, and empties the ring again —
+// emptying it first, so that what the daemon delivers then finds room.
 func (d *daemonSource) ringDrain(to sink) error {
 	st := d.ring
-	final := st.stopped && !st.settled
-	for i := 0; final || i < ringDrainMax; i++ {
-		rec, err := st.r.Next()
+	if !st.stopped || st.settled {
+		d.ringTake(to, ringDrainMax)
+		return nil
+	}
+	st.settled = true
+	// Each pass takes at most a ring's worth, so that a daemon still
+	// delivering (writers that go on) cannot keep the recording from
+	// ending.
+	most := st.size/(shmring.HeaderSize+16) + 1
+	d.ringTake(to, most)
+	st.handed, st.big, st.err = st.r.Sync()
+	d.ringTake(to, most)
+	if st.handed > 0 {
+		d.big.Add(st.big)
+		to.lost(d.anyID(), st.handed, nil)
+	}
+	if bad, _ := st.r.Bad(); bad > 0 && st.err == nil {
+		st.err = fmt.Errorf("daemon session ring: %d malformed records", bad)
+	}
+	return st.err
+}
+
+// ringTake gives k up to most records of the ring.
+func (d *daemonSource) ringTake(to sink, most int) {
+	for range most {
+		rec, err := d.ring.r.Next()
 		if err != nil {
-			break // empty
+			return // empty
 		}
 		if rec.Kind != subsys.RingLost {
 			d.take(to, &rec.Record)
@@ -94,28 +121,7 @@ func (d *daemonSource) ringDrain(to sink) error {
 		}
 		to.lost(id, rec.Lost, &perfdata.Sample{ID: id, Time: rec.TS, CPU: uint32(rec.CPU)})
 	}
-	if !final {
-		return nil
-	}
-	st.settled = true
-	if st.handed > 0 {
-		d.big.Add(st.big)
-		to.lost(d.anyID(), st.handed, nil)
-	}
-	if bad, _ := st.r.Bad(); bad > 0 && st.err == nil {
-		st.err = fmt.Errorf("daemon session ring: %d malformed records", bad)
-	}
-	return st.err
 }
 
-// ringStop brings the ring up to date: what producers published before
-// now is delivered into it, and what the session lost but could not say in
-// the ring is handed over.
-func (d *daemonSource) ringStop() {
-	st := d.ring
-	if st.stopped {
-		return
-	}
-	st.stopped = true
-	st.handed, st.big, st.err = st.r.Sync()
-}
+// ringStop marks the recording stopped: the next drain settles.
+func (d *daemonSource) ringStop() { d.ring.stopped = true }
