@@ -1,7 +1,9 @@
 // Package record collects trace event samples into a perf.data file, as
 // `perf record -a -e EVENT` does: from the kernel's perf ring buffers
 // (perf_event_open(PERF_TYPE_TRACEPOINT) on every online CPU) or from a
-// uetrace daemon's perf-like session, with the same output either way.
+// uetrace daemon's perf-like session, with the same output either way. A
+// daemon's session is read through the shared-memory ring the daemon
+// offers (source_ring.go), or over its socket from a daemon without one.
 //
 // The file has one attribute per event, named in HEADER_EVENT_DESC, and the
 // tracing data (HEADER_TRACING_DATA) with every recorded event's format
