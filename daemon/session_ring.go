@@ -26,12 +26,16 @@ import (
 //	             the ring's memfd. A daemon before session rings answers
 //	             EPROTO ("unknown request"): the reader then reads with
 //	             SessionRead, as it does when the ring is refused.
-//	SessionSync  arg: session handle. No body. The daemon delivers what
-//	             clients published into their rings before the request,
+//	SessionSync  arg: session handle; flags: 1 = do not deliver first.
+//	             No body. The daemon delivers what clients published into
+//	             their rings before the request (unless told not to),
 //	             writes the session's pending lost runs into the session's
 //	             ring if they fit, and answers Result followed by u64 lost
 //	             and u64 too large: the runs that did not fit, handed over
-//	             (the daemon forgets them; the reader counts them).
+//	             (the daemon forgets them; the reader counts them). Lost
+//	             runs otherwise wait for the next record that fits: a
+//	             reader whose ring stays empty asks, so that its counts do
+//	             not wait for a record that may never come.
 //
 // The numbers are apart from the other requests' so that requests added
 // there do not collide with them.
@@ -39,6 +43,9 @@ const (
 	opSessionRing uint16 = 32 + iota
 	opSessionSync
 )
+
+// flagNoFlush is SessionSync's flag: only the losses, no delivery first.
+const flagNoFlush = 1
 
 // MaxSessionRing is the largest session ring a reader may ask for: the
 // daemon maps it twice (internal/shmring), in its own address space.
@@ -92,7 +99,9 @@ func (c *conn) sessionSync(h header, body []byte) bool {
 	if !ok || len(body) != 0 {
 		return c.result(0, fmt.Errorf("session sync: bad session %d: %w", h.arg, unix.EBADF))
 	}
-	c.s.Flush()
+	if h.flags&flagNoFlush == 0 {
+		c.s.Flush()
+	}
 	lost, big := ss.TakeLost()
 	out := appendResult(c.out[:0], 0, nil)
 	out = le.AppendUint64(out, lost)
@@ -276,7 +285,19 @@ func (r *SessionRing) Wait(timeout time.Duration) bool { return r.cons.Wait(time
 // call is in this ring, with what the session lost that is not in the
 // ring (it had no room for the lost record): the caller counts that.
 func (r *SessionRing) Sync() (lost, tooLarge uint64, err error) {
-	_, rest, err := r.s.c.call(appendHeader(nil, opSessionSync, 0, r.s.handle))
+	return r.sync(0)
+}
+
+// TakeLost is Sync without the delivery: the session's losses that wait
+// for a record to follow them into the ring are written there now if they
+// fit, and the rest handed over. A reader whose ring has been empty for a
+// while calls it, so that its lost count is up to date.
+func (r *SessionRing) TakeLost() (lost, tooLarge uint64, err error) {
+	return r.sync(flagNoFlush)
+}
+
+func (r *SessionRing) sync(flags uint16) (lost, tooLarge uint64, err error) {
+	_, rest, err := r.s.c.call(appendHeader(nil, opSessionSync, flags, r.s.handle))
 	if err != nil {
 		return 0, 0, fmt.Errorf("session sync: %w", err)
 	}

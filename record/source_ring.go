@@ -34,7 +34,10 @@ type ringState struct {
 	settled bool   // the final drain is done
 	handed  uint64 // lost records the daemon handed over at the sync
 	big     uint64 // of which too large
-	err     error  // the sync's
+	// idleLost and idleBig are what the daemon handed over while the
+	// recording ran (TakeLost), to report after the ring is drained.
+	idleLost, idleBig uint64
+	err               error // the sync's
 }
 
 // shareRing asks the daemon for the session's ring, unless told not to. A
@@ -66,10 +69,21 @@ func (d *daemonSource) shareRing(bytes int) error {
 }
 
 func (d *daemonSource) ringWait(timeout time.Duration) {
-	if d.ring.r.Pending() > 0 {
+	st := d.ring
+	if st.r.Pending() > 0 || st.r.Wait(timeout) || st.stopped {
 		return
 	}
-	d.ring.r.Wait(timeout)
+	// Idle for a while: losses the session has not written into the ring
+	// (it was full) wait for a record that may not come; ask for them.
+	// Every record in the ring came before them, so they are reported
+	// after it is drained.
+	lost, big, err := st.r.TakeLost()
+	if err != nil {
+		st.err = err
+		return
+	}
+	st.idleLost += lost
+	st.idleBig += big
 }
 
 // ringDrain gives k what the ring holds (at most ringDrainMax records).
@@ -81,6 +95,15 @@ func (d *daemonSource) ringDrain(to sink) error {
 	st := d.ring
 	if !st.stopped || st.settled {
 		d.ringTake(to, ringDrainMax)
+		if st.idleLost > 0 {
+			d.big.Add(st.idleBig)
+			to.lost(d.anyID(), st.idleLost, nil)
+			st.idleLost, st.idleBig = 0, 0
+		}
+		if err := st.err; err != nil {
+			st.err = nil
+			return fmt.Errorf("daemon session: %w", err)
+		}
 		return nil
 	}
 	st.settled = true
@@ -91,6 +114,8 @@ func (d *daemonSource) ringDrain(to sink) error {
 	d.ringTake(to, most)
 	st.handed, st.big, st.err = st.r.Sync()
 	d.ringTake(to, most)
+	st.handed += st.idleLost
+	st.big += st.idleBig
 	if st.handed > 0 {
 		d.big.Add(st.big)
 		to.lost(d.anyID(), st.handed, nil)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -82,6 +83,16 @@ func TestRecordSessionTransports(t *testing.T) {
 				if err := ev.Write(payload); err != nil {
 					t.Fatal(err)
 				}
+			}
+			// While the recording runs, every record written comes to be
+			// counted, recorded or lost: losses do not wait for a record
+			// to follow them, nor for the end.
+			deadline := time.Now().Add(waitLimit)
+			for st := rec.Stats(); st.Samples+st.Lost != n; st = rec.Stats() {
+				if time.Now().After(deadline) {
+					t.Fatalf("after %v the recording counts %d recorded + %d lost of %d written", waitLimit, st.Samples, st.Lost, n)
+				}
+				time.Sleep(time.Millisecond)
 			}
 			cancel()
 			if err := <-done; err != nil {
