@@ -35,8 +35,9 @@ import (
 // every place that counts a drop:
 //
 //   - the producer's ring had no room (Event.Dropped in the producer: those
-//     records never reach the daemon, so nothing downstream can count
-//     them);
+//     records never reach the daemon, and today nothing downstream counts
+//     them; once the daemon reports them to sessions they are in the next
+//     item instead, and check accepts that sum, exact too);
 //   - the session had no room (PERF_RECORD_LOST records in the file, with
 //     what the daemon handed over at the end — record's Stats.Lost, which
 //     the test compares with the file's LOST records);
@@ -263,7 +264,12 @@ func (r e2eResult) check(tb testing.TB) {
 	if r.tooLarge != 0 {
 		tb.Errorf("%d records too large: the payload is 64 bytes", r.tooLarge)
 	}
-	if got := r.samples + r.lost + r.producerDropped; got != r.written {
+	// Today the producer ring's drops reach only the producer's count;
+	// once the daemon reports them to the sessions (issue 15, item 4)
+	// they are in the recording's lost count too, and must not be added
+	// twice. Either way the sum is exact.
+	inBand := r.samples+r.lost == r.written && r.lost >= r.producerDropped
+	if got := r.samples + r.lost + r.producerDropped; got != r.written && !inBand {
 		tb.Errorf("written %d != recorded %d + lost in the session %d + dropped in the producer's ring %d (= %d)",
 			r.written, r.samples, r.lost, r.producerDropped, got)
 	}
