@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +57,9 @@ const e2eEvent = "e2e_bench u64 seq; char[56] pad"
 func init() {
 	if spec := os.Getenv(e2eProduceEnv); spec != "" {
 		os.Exit(e2eProduce(spec))
+	}
+	if sock := os.Getenv(e2eServeEnv); sock != "" {
+		os.Exit(e2eServe(sock))
 	}
 }
 
@@ -115,9 +120,10 @@ type e2eResult struct {
 	rings                    daemon.RingStats
 	elapsed                  time.Duration // from the recording's start to its end
 	produce                  time.Duration // the producer's writing
-	// cpu is the CPU time this process — the daemon and the recording —
-	// spent from the recording's start to its end: on a machine shared
-	// with other work, the cost per record that the wall clock hides.
+	// cpu is the CPU time the daemon and the recording spent from the
+	// recording's start to its end (a daemon process: all its life): on a
+	// machine shared with other work, the cost per record that the wall
+	// clock hides.
 	cpu time.Duration
 }
 
@@ -128,32 +134,50 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// e2eRun runs the pipeline once: count records, the session's ring (or,
-// with socket, its buffer read over the socket) of bufferKB, the recording
-// into a file in dir.
-func e2eRun(tb testing.TB, count, bufferKB int, socket bool) e2eResult {
-	tb.Helper()
-	dir := tb.TempDir()
-	sock := filepath.Join(dir, "uetrace.sock")
+// e2eServeEnv makes the test binary the daemon: the socket's path. It
+// says "ready", serves until stdin closes, then closes and says the ring
+// counts: "rings <delivered> <rejected> <disabled> <torn> <discarded>".
+const e2eServeEnv = "UETRACE_E2E_SERVE"
+
+func e2eServe(sock string) int {
 	ln, err := daemon.Listen(sock)
 	if err != nil {
-		tb.Fatal(err)
+		fmt.Fprintln(os.Stderr, "daemon:", err)
+		return 1
 	}
-	sys := subsys.New(subsys.Options{})
 	srv := daemon.New(daemon.Config{
 		Logger:    slog.New(slog.DiscardHandler),
-		Subsystem: sys,
+		Subsystem: subsys.New(subsys.Options{}),
 		Cred:      func(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} },
 	})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		srv.Close()
-		<-served
-	}()
+	fmt.Println("ready")
+	var b [1]byte
+	os.Stdin.Read(b[:])
+	srv.Close()
+	<-served
+	st := srv.RingStats()
+	fmt.Printf("rings %d %d %d %d %d\n", st.Delivered, st.Rejected, st.Disabled, st.Torn, st.Discarded)
+	return 0
+}
 
+// e2eConfig is one end-to-end setup.
+type e2eConfig struct {
+	count    int  // records the producer writes
+	bufferKB int  // the session's ring (or buffer)
+	socket   bool // read the session over the socket, as before session rings
+	// daemonProcess runs the daemon in a process of its own, as `uetrace
+	// serve`; otherwise it runs in this one, beside the recording.
+	daemonProcess bool
+}
+
+// child starts the test binary with env set and returns its stdin and
+// stdout, having read its "ready".
+func child(tb testing.TB, env string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d", e2eProduceEnv, sock, count))
+	cmd.Env = append(os.Environ(), env)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -166,14 +190,54 @@ func e2eRun(tb testing.TB, count, bufferKB int, socket bool) e2eResult {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
+	lines := bufio.NewReader(stdout)
+	if s, err := lines.ReadString('\n'); err != nil || s != "ready\n" {
+		stdin.Close()
+		cmd.Wait()
+		tb.Fatalf("%s: %q, %v", env, s, err)
+	}
+	return cmd, stdin, lines
+}
+
+// e2eRun runs the pipeline once, the recording into a file in a temporary
+// directory.
+func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
+	tb.Helper()
+	dir := tb.TempDir()
+	sock := filepath.Join(dir, "uetrace.sock")
+	var srv *daemon.Server
+	var dcmd *exec.Cmd
+	var dstdin io.WriteCloser
+	var dout *bufio.Reader
+	if cfg.daemonProcess {
+		dcmd, dstdin, dout = child(tb, e2eServeEnv+"="+sock)
+		defer func() {
+			dstdin.Close()
+			dcmd.Wait()
+		}()
+	} else {
+		ln, err := daemon.Listen(sock)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		srv = daemon.New(daemon.Config{
+			Logger:    slog.New(slog.DiscardHandler),
+			Subsystem: subsys.New(subsys.Options{}),
+			Cred:      func(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} },
+		})
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		defer func() {
+			srv.Close()
+			<-served
+		}()
+	}
+
+	cmd, stdin, lines := child(tb, fmt.Sprintf("%s=%s,%d", e2eProduceEnv, sock, cfg.count))
 	defer func() {
 		stdin.Close()
 		cmd.Wait()
 	}()
-	lines := bufio.NewReader(stdout)
-	if s, err := lines.ReadString('\n'); err != nil || s != "ready\n" {
-		tb.Fatalf("producer: %q, %v", s, err)
-	}
 
 	c, err := daemon.Dial(sock, nil)
 	if err != nil {
@@ -188,11 +252,11 @@ func e2eRun(tb testing.TB, count, bufferKB int, socket bool) e2eResult {
 	defer out.Close()
 
 	start, cpu0 := time.Now(), processCPU()
-	rec, err := record.Daemon(c, out, record.Options{Events: []string{"e2e_bench"}, NoFollow: true, BufferKB: bufferKB, SessionSocket: socket})
+	rec, err := record.Daemon(c, out, record.Options{Events: []string{"e2e_bench"}, NoFollow: true, BufferKB: cfg.bufferKB, SessionSocket: cfg.socket})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if ok, err := rec.SharedMemory(); ok == socket {
+	if ok, err := rec.SharedMemory(); ok == cfg.socket {
 		tb.Fatalf("SharedMemory() = %v, %v", ok, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -220,7 +284,25 @@ func e2eRun(tb testing.TB, count, bufferKB int, socket bool) e2eResult {
 	res.elapsed, res.cpu = time.Since(start), processCPU()-cpu0
 	st := rec.Stats()
 	res.samples, res.lost, res.tooLarge = st.Samples, st.Lost, st.TooLarge
-	res.rings = srv.RingStats()
+	if srv != nil {
+		res.rings = srv.RingStats()
+	} else {
+		// The daemon closes every connection, releasing the producer's
+		// ring, and says the counts.
+		dstdin.Close()
+		s, err := dout.ReadString('\n')
+		r := &res.rings
+		if _, serr := fmt.Sscanf(s, "rings %d %d %d %d %d", &r.Delivered, &r.Rejected, &r.Disabled, &r.Torn, &r.Discarded); err != nil || serr != nil {
+			tb.Fatalf("daemon said %q: %v, %v", s, err, serr)
+		}
+		if err := dcmd.Wait(); err != nil {
+			tb.Fatalf("daemon: %v", err)
+		}
+		// Its CPU time, all of its life: setting up and closing are small.
+		if ru, ok := dcmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			res.cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
 
 	f, err := perfdata.Open(path)
 	if err != nil {
@@ -273,6 +355,16 @@ func (r e2eResult) check(tb testing.TB) {
 		tb.Errorf("written %d != recorded %d + lost in the session %d + dropped in the producer's ring %d (= %d)",
 			r.written, r.samples, r.lost, r.producerDropped, got)
 	}
+	// What the daemon took from the producer's ring went to the session:
+	// recorded, or lost there.
+	delivered := r.samples + r.lost
+	if inBand {
+		delivered -= r.producerDropped
+	}
+	if r.rings.Delivered != delivered {
+		tb.Errorf("the daemon delivered %d records from the producer's ring; the recording has %d recorded or lost in the session",
+			r.rings.Delivered, delivered)
+	}
 }
 
 // TestEndToEndAccounting is the benchmark's check at a modest count: a
@@ -281,9 +373,17 @@ func (r e2eResult) check(tb testing.TB) {
 // is small, so that it does overflow on a busy machine, and the losses must
 // add up all the same.
 func TestEndToEndAccounting(t *testing.T) {
-	for _, kb := range []int{16 << 10, 16} {
-		t.Run(fmt.Sprintf("ring=%dKiB", kb), func(t *testing.T) {
-			r := e2eRun(t, 200_000, kb, false)
+	for _, cfg := range []e2eConfig{
+		{count: 200_000, bufferKB: 16 << 10},
+		{count: 200_000, bufferKB: 16},
+		{count: 200_000, bufferKB: 16 << 10, daemonProcess: true},
+	} {
+		name := fmt.Sprintf("ring=%dKiB", cfg.bufferKB)
+		if cfg.daemonProcess {
+			name += "/daemon=process"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := e2eRun(t, cfg)
 			r.check(t)
 			t.Logf("written %d: recorded %d, lost in the session %d, dropped in the producer's ring %d; %v, %v CPU",
 				r.written, r.samples, r.lost, r.producerDropped, r.elapsed, r.cpu)
@@ -300,22 +400,25 @@ func TestEndToEndAccounting(t *testing.T) {
 // written, in the session and in the producer's ring. Target: ≥ 5 M
 // events/s, and the accounting exact in every run.
 func BenchmarkEndToEnd(b *testing.B) {
-	for _, socket := range []bool{false, true} {
-		name := "session=ring"
-		if socket {
-			name = "session=socket" // the path before session rings, for comparison
-		}
-		b.Run(name, func(b *testing.B) { benchEndToEnd(b, socket) })
+	for _, cfg := range []struct {
+		name string
+		e2eConfig
+	}{
+		{"session=ring", e2eConfig{}},
+		{"session=ring/daemon=process", e2eConfig{daemonProcess: true}},
+		{"session=socket", e2eConfig{socket: true}}, // the path before session rings, for comparison
+	} {
+		cfg.count, cfg.bufferKB = 2_000_000, 16<<10
+		b.Run(cfg.name, func(b *testing.B) { benchEndToEnd(b, cfg.e2eConfig) })
 	}
 }
 
-func benchEndToEnd(b *testing.B, socket bool) {
-	const count = 2_000_000
+func benchEndToEnd(b *testing.B, cfg e2eConfig) {
 	var samples, written, lost, dropped uint64
 	var elapsed, produce, cpu time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
-		r := e2eRun(b, count, 16<<10, socket)
+		r := e2eRun(b, cfg)
 		r.check(b)
 		samples += r.samples
 		written += r.written
