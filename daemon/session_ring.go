@@ -275,10 +275,12 @@ func (r *SessionRing) Size() int { return r.cons.Size() }
 // Pending is how many bytes of records wait in the ring.
 func (r *SessionRing) Pending() int { return r.cons.Pending() }
 
-// Wait sleeps until a record is there, or for at most timeout, and
-// reports whether one is. The daemon wakes a sleeping reader with a
-// futex, at most once per few microseconds (a record that comes just
-// after a wake may wait for the timeout if none follows it).
+// Wait sleeps until records are there, or for at most timeout, and
+// reports whether one is. The daemon wakes a sleeping reader with a futex:
+// at once for a record after a quiet spell, and while records keep coming
+// about once a millisecond or when an eighth of the ring waits, so that the
+// reader takes them in batches (the last records of a burst may wait for
+// the timeout).
 func (r *SessionRing) Wait(timeout time.Duration) bool { return r.cons.Wait(timeout) }
 
 // Sync returns once what clients published into their rings before the

@@ -25,6 +25,14 @@ import (
 // finishing its rounds and looking for new events.
 const ringDrainMax = 1 << 16
 
+// ringWaitMax bounds a wait on the ring: the daemon may leave the last
+// records of a burst for the reader to find (see daemon.SessionRing.Wait).
+const ringWaitMax = 10 * time.Millisecond
+
+// ringIdleLost is how long the ring stays empty before the recording asks
+// the daemon for the losses that wait for a record to follow them.
+const ringIdleLost = 100 * time.Millisecond
+
 // ringState is the session's ring and what the end of the recording
 // settles.
 type ringState struct {
@@ -37,7 +45,8 @@ type ringState struct {
 	// idleLost and idleBig are what the daemon handed over while the
 	// recording ran (TakeLost), to report after the ring is drained.
 	idleLost, idleBig uint64
-	err               error // the sync's
+	idleSince         time.Time // when the ring was last found empty after records; zero while busy
+	err               error     // the sync's
 }
 
 // shareRing asks the daemon for the session's ring, unless told not to. A
@@ -70,9 +79,21 @@ func (d *daemonSource) shareRing(bytes int) error {
 
 func (d *daemonSource) ringWait(timeout time.Duration) {
 	st := d.ring
-	if st.r.Pending() > 0 || st.r.Wait(timeout) || st.stopped {
+	if st.r.Pending() > 0 || st.r.Wait(min(timeout, ringWaitMax)) {
+		st.idleSince = time.Time{}
 		return
 	}
+	if st.stopped {
+		return
+	}
+	now := time.Now()
+	if st.idleSince.IsZero() {
+		st.idleSince = now
+	}
+	if now.Sub(st.idleSince) < ringIdleLost {
+		return
+	}
+	st.idleSince = now
 	// Idle for a while: losses the session has not written into the ring
 	// (it was full) wait for a record that may not come; ask for them.
 	// Every record in the ring came before them, so they are reported

@@ -55,19 +55,26 @@ const RingLostTooLarge = 1
 // of making a writer spin (see shmring.Producer.BoundTries).
 const ringMaxTries = 64
 
-// ringWakeGap is the least time between two wakes of a ring's reader. A
-// reader that says it sleeps is woken by the first record after it said
-// so, unless another wake was less than this ago; then by a later record,
-// or by its own wait's timeout. A reader can set its sleeping word all the
-// time: this bounds what that costs the daemon to one FUTEX_WAKE per gap,
-// not one per record. At 5 M records/s a gap is 100 records, 10 KiB.
-const ringWakeGap = 20_000 // ns
+// A reader that says it sleeps is woken — a FUTEX_WAKE, by the writer that
+// finds the word set — at most once per ringWakeMin, and while records keep
+// coming at least once per ringWakeMax, or sooner once it has an eighth of
+// the ring to read: as perf's wakeup watermark, the reader takes records in
+// batches and the writers do not pay a system call for each time it
+// catches up. A record after a quiet spell longer than ringWakeMax wakes
+// the reader at once. The last records of a burst may wait for the
+// reader's own timeout. A reader can set its sleeping word all the time
+// and lie about its tail: that costs the daemon at most one FUTEX_WAKE per
+// ringWakeMin, not one per record.
+const (
+	ringWakeMin = 20_000    // ns
+	ringWakeMax = 1_000_000 // ns
+)
 
 // sessionRing is a session's ring: the producer's side and its wake policy.
 type sessionRing struct {
 	p        *shmring.Producer
 	lastWake atomic.Uint64 // stamp.Now() at the last wake
-	skipped  atomic.Uint64 // wakes the gap held back
+	skipped  atomic.Uint64 // records that found the reader asleep and did not wake it
 }
 
 // commSeen is a thread's name as the ring's reader has it.
@@ -101,7 +108,7 @@ const maxLostNotes = 16
 // tail, its sleeping word, head, the data — costs only this session's
 // records (dropped, and counted in Lost as when the ring is full), never
 // blocks a writer, never makes a writer touch memory outside the ring, and
-// never makes the session pay a system call per record (ringWakeGap).
+// never makes the session pay a system call per record (ringWakeMin).
 func (ss *Session) DeliverToRing(p *shmring.Producer) error {
 	s := ss.s
 	s.mu.Lock()
@@ -122,7 +129,8 @@ func (ss *Session) DeliverToRing(p *shmring.Producer) error {
 }
 
 // RingWakes is how many times the session woke its ring's reader, and how
-// many wakes ringWakeGap held back.
+// many records found it asleep and did not wake it (the wake policy:
+// ringWakeMin, ringWakeMax).
 func (ss *Session) RingWakes() (wakes, skipped uint64) {
 	r := ss.shm.Load()
 	if r == nil {
@@ -291,14 +299,16 @@ func (r *sessionRing) writeLost(l lostNote) bool {
 }
 
 // commit publishes a record and wakes the reader if it said it sleeps and
-// the last wake is at least ringWakeGap ago.
+// the wake policy says it is time (ringWakeMin, ringWakeMax).
 func (r *sessionRing) commit(v shmring.Reservation) {
 	if !v.CommitQuiet() {
 		return
 	}
 	now := stamp.Now()
 	last := r.lastWake.Load()
-	if now-last < ringWakeGap || !r.lastWake.CompareAndSwap(last, now) {
+	gap := now - last
+	due := gap >= ringWakeMax || gap >= ringWakeMin && r.p.Backlog() >= uint64(r.p.Size()/8)
+	if !due || !r.lastWake.CompareAndSwap(last, now) {
 		r.skipped.Add(1)
 		return
 	}

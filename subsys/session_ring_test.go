@@ -300,7 +300,7 @@ func TestSessionRingTooLarge(t *testing.T) {
 
 // TestSessionRingHostileReader: the reader may write anything into the
 // ring. A sleeping word it keeps setting costs at most a wake per
-// ringWakeGap, not one per record; head and tail it scribbles on cost only
+// ringWakeMin, not one per record; head and tail it scribbles on cost only
 // its own records (dropped and counted), and the writers neither block nor
 // touch memory outside the ring.
 func TestSessionRingHostileReader(t *testing.T) {
@@ -329,8 +329,8 @@ func TestSessionRingHostileReader(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	wakes, skipped := ss.RingWakes()
-	if max := uint64(elapsed/(ringWakeGap*time.Nanosecond)) + 1; wakes > max {
-		t.Errorf("%d wakes in %v: more than one per %dns (%d)", wakes, elapsed, ringWakeGap, max)
+	if max := uint64(elapsed/(ringWakeMin*time.Nanosecond)) + 1; wakes > max {
+		t.Errorf("%d wakes in %v: more than one per %dns (%d)", wakes, elapsed, ringWakeMin, max)
 	}
 	if wakes+skipped != n {
 		t.Errorf("%d wakes and %d held back for %d records, all with the word set", wakes, skipped, n)

@@ -51,6 +51,14 @@ func (p *Producer) Wake() bool {
 	return false
 }
 
+// Backlog is how many bytes the ring holds that the consumer has not yet
+// said it consumed: head less the shared tail. It is the consumer's word,
+// for decisions that only concern it (when to wake it); a hostile consumer
+// can make it say anything.
+func (p *Producer) Backlog() uint64 {
+	return atomic.LoadUint64(p.r.head) - atomic.LoadUint64(p.r.tail)
+}
+
 // CloseFd closes the ring's memfd, once it has been handed to the consumer,
 // and keeps the mapping: a producer that lives long need not hold a
 // descriptor for it. Close then only unmaps.
