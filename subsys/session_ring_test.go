@@ -402,3 +402,48 @@ func BenchmarkSessionRingDeliver(b *testing.B) {
 	}
 	b.ReportMetric(float64(ss.Lost()), "lost")
 }
+
+// TestSessionRingWakesReader: a reader asleep on its ring is woken by the
+// first record after a quiet spell, not left to its timeout.
+func TestSessionRingWakesReader(t *testing.T) {
+	e, f, iov := benchWriteSetup(t)
+	ss, c, hdr := hostileRingSession(t, e.s, 1<<16, SessionOptions{})
+	if err := ss.Attach(e.s.Lookup("user_events", "bench")); err != nil {
+		t.Fatal(err)
+	}
+	idx := binary.NativeEndian.Uint32(iov[0])
+	for round := range 3 {
+		woke := make(chan bool)
+		start := time.Now()
+		go func() {
+			// Wait may return early (a signal): a reader loops.
+			for !c.Wait(time.Hour) {
+			}
+			woke <- true
+		}()
+		deadline := time.Now().Add(time.Minute)
+		for atomic.LoadUint32((*uint32)(unsafe.Add(hdr, 192))) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the reader never said it sleeps")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// A quiet spell longer than ringWakeMax since the last wake.
+		time.Sleep(2 * ringWakeMax * time.Nanosecond)
+		if _, err := f.WriteStamped(Writer{PID: 1, TGID: 1, Comm: "w"}, uint64(round), idx, iov[1]); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-woke:
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: the reader was not woken within a minute", round)
+		}
+		t.Logf("round %d: woken after %v", round, time.Since(start))
+		if _, err := c.Next(make([]byte, c.Size())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if wakes, _ := ss.RingWakes(); wakes > 3 {
+		t.Errorf("%d wakes for 3 records", wakes)
+	}
+}
