@@ -47,7 +47,8 @@ import (
 //     producer validated) or found its event disabled (Disabled: must be
 //     0, the session is attached throughout).
 
-// e2eProduceEnv makes the test binary the producer: "socket,count".
+// e2eProduceEnv makes the test binary the producer: "socket,count,rate"
+// (rate: events/s; 0: as fast as it can).
 const e2eProduceEnv = "UETRACE_E2E_PRODUCE"
 
 // e2eEvent is the producer's event: a u64 sequence number and 56 bytes, a
@@ -65,11 +66,21 @@ func init() {
 
 // e2eProduce registers the event on the daemon at the socket with the ring
 // transport, says "ready", waits for the recording to enable it, writes
-// count records as fast as it can and says "done <written> <dropped>
+// count records as fast as it can (or paced at rate) and says "done <written> <dropped>
 // <nanoseconds>"; it exits when stdin closes.
 func e2eProduce(spec string) int {
-	sock, count, _ := strings.Cut(spec, ",")
-	n, err := strconv.Atoi(count)
+	parts := strings.Split(spec, ",")
+	if len(parts) != 3 {
+		fmt.Fprintf(os.Stderr, "producer: %q is not socket,count,rate\n", spec)
+		return 2
+	}
+	sock := parts[0]
+	n, err := strconv.Atoi(parts[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "producer:", err)
+		return 2
+	}
+	rate, err := strconv.ParseFloat(parts[2], 64)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "producer:", err)
 		return 2
@@ -104,6 +115,11 @@ func e2eProduce(spec string) int {
 			return 1
 		}
 		written++
+		if rate > 0 && i%1000 == 999 {
+			if ahead := time.Duration(float64(i+1)/rate*1e9) - time.Since(start); ahead > 0 {
+				time.Sleep(ahead)
+			}
+		}
 	}
 	elapsed := time.Since(start)
 	fmt.Printf("done %d %d %d\n", written, ev.Dropped(), elapsed.Nanoseconds())
@@ -170,6 +186,10 @@ type e2eConfig struct {
 	// daemonProcess runs the daemon in a process of its own, as `uetrace
 	// serve`; otherwise it runs in this one, beside the recording.
 	daemonProcess bool
+	// rate paces the producer, events/s (0: as fast as it can): what the
+	// rest of the pipeline sustains when the producer does not take a
+	// core of the two for itself.
+	rate float64
 }
 
 // child starts the test binary with env set and returns its stdin and
@@ -233,7 +253,7 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 		}()
 	}
 
-	cmd, stdin, lines := child(tb, fmt.Sprintf("%s=%s,%d", e2eProduceEnv, sock, cfg.count))
+	cmd, stdin, lines := child(tb, fmt.Sprintf("%s=%s,%d,%g", e2eProduceEnv, sock, cfg.count, cfg.rate))
 	defer func() {
 		stdin.Close()
 		cmd.Wait()
@@ -407,6 +427,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 		{"session=ring", e2eConfig{}},
 		{"session=ring/daemon=process", e2eConfig{daemonProcess: true}},
 		{"session=socket", e2eConfig{socket: true}}, // the path before session rings, for comparison
+		{"session=ring/daemon=process/paced=1M", e2eConfig{daemonProcess: true, rate: 1e6}},
+		{"session=ring/daemon=process/paced=2M", e2eConfig{daemonProcess: true, rate: 2e6}},
 	} {
 		cfg.count, cfg.bufferKB = 2_000_000, 16<<10
 		b.Run(cfg.name, func(b *testing.B) { benchEndToEnd(b, cfg.e2eConfig) })
