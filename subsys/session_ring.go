@@ -93,8 +93,8 @@ type lostNote struct {
 }
 
 // maxLostNotes bounds the lost runs a session keeps for the ring; further
-// ones are added to the last (the total stays exact, the event and time are
-// the first's).
+// ones are added to the last of their kind (too large or not): the counts
+// stay exact, the event and time are that run's.
 const maxLostNotes = 16
 
 // DeliverToRing makes the session deliver into the ring p produces instead
@@ -163,8 +163,20 @@ func (ss *Session) noteLostFlags(ev *Event, ts uint64, cpu int32, n uint64, flag
 	if ss.shm.Load() != nil {
 		k := len(ss.lostNotes)
 		switch {
-		case k > 0 && ss.lostNotes[k-1].ev == ev && ss.lostNotes[k-1].flags == flags, k == maxLostNotes:
+		case k > 0 && ss.lostNotes[k-1].ev == ev && ss.lostNotes[k-1].flags == flags:
 			ss.lostNotes[k-1].n += n
+		case k >= maxLostNotes:
+			// Into the last run of the same kind, or a new one if
+			// there is none yet (there are two kinds).
+			i := k - 1
+			for i >= 0 && ss.lostNotes[i].flags != flags {
+				i--
+			}
+			if i >= 0 {
+				ss.lostNotes[i].n += n
+				break
+			}
+			fallthrough
 		default:
 			ss.lostNotes = append(ss.lostNotes, lostNote{ev: ev, ts: ts, cpu: cpu, n: n, flags: flags})
 		}

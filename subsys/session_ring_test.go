@@ -447,3 +447,37 @@ func TestSessionRingWakesReader(t *testing.T) {
 		t.Errorf("%d wakes for 3 records", wakes)
 	}
 }
+
+// TestSessionRingLostRuns: losses of many events, more runs than the
+// session keeps, still add up exactly, each kind (too large or not) apart.
+func TestSessionRingLostRuns(t *testing.T) {
+	e := newEnv(t)
+	ss, c := ringSession(t, e.s, 1<<16, SessionOptions{})
+	for i := range 40 {
+		ss.noteLost(&Event{id: 1000 + i}, uint64(i), 0, uint64(i+1))
+		if i%10 == 9 {
+			ss.noteLostFlags(&Event{id: 2000 + i}, uint64(i), 1, 2, RingLostTooLarge)
+		}
+	}
+	if lost, big := ss.TakeLost(); lost != 0 || big != 0 {
+		t.Fatalf("TakeLost with room: %d, %d", lost, big)
+	}
+	var lost, big uint64
+	recs := drainRing(t, c)
+	for _, r := range recs {
+		if r.flags&RingLostTooLarge != 0 {
+			big += r.lost
+		} else {
+			lost += r.lost
+		}
+	}
+	if lost != 40*41/2 || big != 8 || len(recs) > maxLostNotes+1 {
+		t.Errorf("%d lost records say %d lost and %d too large; want %d and 8 in at most %d", len(recs), lost, big, 40*41/2, maxLostNotes+1)
+	}
+	if recs[0].id != 1000 || recs[0].ts != 0 || recs[0].lost != 1 {
+		t.Errorf("first lost record %+v, want 1 of event 1000 at 0", recs[0])
+	}
+	if ss.Lost() != 40*41/2 || ss.TooLarge() != 8 {
+		t.Errorf("Lost %d, TooLarge %d", ss.Lost(), ss.TooLarge())
+	}
+}
