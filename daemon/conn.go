@@ -492,6 +492,10 @@ func (c *conn) handle(m []byte) bool {
 		}
 		c.s.Flush()
 		return c.sessionRead(ss, int(le.Uint32(body)), h.flags&flagNoWait != 0)
+	case opSessionRing:
+		return c.sessionRing(h, body)
+	case opSessionSync:
+		return c.sessionSync(h, body)
 	case opHello:
 		return c.result(0, fmt.Errorf("hello after the handshake: %w", unix.EPROTO))
 	}

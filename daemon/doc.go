@@ -25,6 +25,16 @@
 // Config.ReplyTimeout; each case is logged with log/slog, and everyone
 // else is served on.
 //
+// A perf-like session's records reach its reader one of two ways: in the
+// replies to SessionRead, a request per batch, or — as the kernel hands
+// perf its records through mmap rings — through a ring the daemon creates
+// and shares with the reader (the SessionRing request; session_ring.go,
+// subsys.Session.DeliverToRing): the daemon produces, the reader consumes
+// without a system call per record, and the session's losses arrive in the
+// ring where they happened. The reader may write anything into that
+// memory; it costs only its own session's records, never the daemon's
+// memory safety, a blocked writer or a system call per record.
+//
 // # Differences from Linux
 //
 //   - A process is who connected: a connection inherited by a child (without

@@ -65,6 +65,9 @@ import (
 //	            u32 length and the raw record padded to 8 bytes.
 //	RingFlush   no body: deliver what the connection's ring holds. Reply:
 //	            Result once it is delivered.
+//	SessionRing, SessionSync
+//	            a session's records through a shared-memory ring the
+//	            daemon creates and sends (SCM_RIGHTS): see session_ring.go.
 //
 // Replies (daemon → client):
 //

@@ -1,7 +1,9 @@
 // Package record collects trace event samples into a perf.data file, as
 // `perf record -a -e EVENT` does: from the kernel's perf ring buffers
 // (perf_event_open(PERF_TYPE_TRACEPOINT) on every online CPU) or from a
-// uetrace daemon's perf-like session, with the same output either way.
+// uetrace daemon's perf-like session, with the same output either way. A
+// daemon's session is read through the shared-memory ring the daemon
+// offers (source_ring.go), or over its socket from a daemon without one.
 //
 // The file has one attribute per event, named in HEADER_EVENT_DESC, and the
 // tracing data (HEADER_TRACING_DATA) with every recorded event's format
@@ -90,6 +92,10 @@ type Options struct {
 	// ByProcess counts samples per process too (Stats.Processes): what
 	// uetrace top shows.
 	ByProcess bool
+	// SessionSocket reads a daemon's session over its socket, a request
+	// per batch of records, even where the daemon offers the session's
+	// shared-memory ring: the path taken with daemons that predate rings.
+	SessionSocket bool
 }
 
 // Stats are a recording's counts so far. Safe to read while it runs.
@@ -214,7 +220,7 @@ func Daemon(c *daemon.Client, w io.WriteSeeker, opts Options) (*Recorder, error)
 	if opts.BufferKB <= 0 {
 		opts.BufferKB = 16 << 10
 	}
-	src, err := newDaemonSource(c, opts.BufferKB)
+	src, err := newDaemonSource(c, opts.BufferKB, opts.SessionSocket)
 	if err != nil {
 		return nil, err
 	}
@@ -524,14 +530,14 @@ func (r *Recorder) sample(s *perfdata.Sample) {
 	}
 }
 
-// lost writes that n records were dropped.
-func (r *Recorder) lost(id, n uint64) {
+// lost writes that n records were dropped, with the trailer at if known.
+func (r *Recorder) lost(id, n uint64, at *perfdata.Sample) {
 	if r.err != nil {
 		return
 	}
 	r.countLost(n)
 	if r.w != nil {
-		r.check(r.w.WriteLost(id, n, nil))
+		r.check(r.w.WriteLost(id, n, at))
 	}
 }
 
@@ -661,6 +667,18 @@ func (r *Recorder) Source() string {
 		return "kernel"
 	}
 	return "daemon"
+}
+
+// SharedMemory reports whether a daemon recording takes its session's
+// records from shared memory (the session's ring) rather than over the
+// socket, and if not, why not (nil when it was not asked to, or on the
+// kernel).
+func (r *Recorder) SharedMemory() (bool, error) {
+	d, ok := r.src.(*daemonSource)
+	if !ok {
+		return false, nil
+	}
+	return d.ring != nil, d.ringErr
 }
 
 // Stats returns the counts so far.

@@ -54,8 +54,9 @@ type sink interface {
 	// sample takes a sample of a source that is not a perf ring.
 	sample(s *perfdata.Sample)
 	// lost takes n records of the event instance with sample id id that
-	// were dropped.
-	lost(id, n uint64)
+	// were dropped; at, when not nil, is the sample_id_all trailer of
+	// where (the time and CPU of the first of them).
+	lost(id, n uint64, at *perfdata.Sample)
 	// comm takes the name of task tid of process pid, which holds from
 	// the time of trailer, a sample_id_all trailer.
 	comm(pid, tid uint32, name string, trailer *perfdata.Sample)
@@ -261,7 +262,7 @@ func (k *kernelSource) settleLost(to sink) error {
 		if len(k.all) > 0 {
 			id, _ = perfring.ID(k.all[0])
 		}
-		to.lost(id, total-k.lostSeen)
+		to.lost(id, total-k.lostSeen, nil)
 	}
 	return nil
 }
@@ -304,14 +305,24 @@ type daemonSource struct {
 	// names are task names the session gave, by tid, waiting for the
 	// task's next sample: its trailer names the event it belongs to.
 	names map[int32]string
+	// ring is the session's shared-memory ring (source_ring.go); nil when
+	// the session is read over the socket.
+	ring    *ringState
+	noRing  bool  // Options.SessionSocket
+	ringErr error // why the session is read over the socket
 }
 
-func newDaemonSource(c *daemon.Client, bufferKB int) (*daemonSource, error) {
+func newDaemonSource(c *daemon.Client, bufferKB int, noRing bool) (*daemonSource, error) {
 	s, err := c.NewSession(daemon.SessionOptions{BufferBytes: bufferKB << 10, Comm: true})
 	if err != nil {
 		return nil, fmt.Errorf("daemon session: %w", err)
 	}
-	return &daemonSource{c: c, s: s, byType: make(map[int]*event), names: make(map[int32]string)}, nil
+	d := &daemonSource{c: c, s: s, byType: make(map[int]*event), names: make(map[int32]string), noRing: noRing}
+	if err := d.shareRing(bufferKB << 10); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
 func (d *daemonSource) systems() ([]string, error) { return d.dir("events") }
@@ -367,7 +378,11 @@ func (d *daemonSource) attach(ev *event) error {
 	return nil
 }
 
-func (d *daemonSource) wait(time.Duration) {
+func (d *daemonSource) wait(timeout time.Duration) {
+	if d.ring != nil {
+		d.ringWait(timeout)
+		return
+	}
 	// Polling the session costs a round trip; back off while it is empty.
 	if d.idle > 0 {
 		time.Sleep(time.Duration(min(d.idle, 10)) * time.Millisecond)
@@ -375,6 +390,9 @@ func (d *daemonSource) wait(time.Duration) {
 }
 
 func (d *daemonSource) drain(to sink) error {
+	if d.ring != nil {
+		return d.ringDrain(to)
+	}
 	for {
 		recs, lost, big, err := d.s.Poll(d.recs[:0])
 		if err != nil {
@@ -384,11 +402,11 @@ func (d *daemonSource) drain(to sink) error {
 		// The session's drops are not per event; perf readers file a LOST
 		// record under the event whose id it carries, so give it one.
 		if lost > d.lost {
-			to.lost(d.anyID(), lost-d.lost)
+			to.lost(d.anyID(), lost-d.lost, nil)
 			d.lost = lost
 		}
 		if old := d.big.Load(); big > old {
-			to.lost(d.anyID(), big-old)
+			to.lost(d.anyID(), big-old, nil)
 			d.big.Store(big)
 		}
 		if len(recs) == 0 {
@@ -397,37 +415,42 @@ func (d *daemonSource) drain(to sink) error {
 		}
 		d.idle = 0
 		for i := range recs {
-			r := &recs[i]
-			if r.ID == 0 { // a task's name
-				name := r.Raw
-				if i := bytes.IndexByte(name, 0); i >= 0 {
-					name = name[:i]
-				}
-				d.names[r.TID] = string(name)
-				continue
-			}
-			ev := d.byType[r.ID]
-			if ev == nil && d.unknown != nil {
-				ev = d.unknown(r.ID)
-			}
-			var sid uint64 // 0: an event whose format could not be read
-			if ev != nil {
-				sid = ev.ids[0]
-			}
-			d.smp = perfdata.Sample{
-				ID: sid, PID: uint32(r.PID), TID: uint32(r.TID), Time: r.TS, CPU: uint32(r.CPU), Raw: r.Raw,
-			}
-			if len(d.names) > 0 && sid != 0 { // no map lookup per sample otherwise
-				if name, ok := d.names[r.TID]; ok {
-					delete(d.names, r.TID)
-					tr := d.smp
-					tr.Raw = nil
-					to.comm(uint32(r.PID), uint32(r.TID), name, &tr)
-				}
-			}
-			to.sample(&d.smp)
+			d.take(to, &recs[i])
 		}
 	}
+}
+
+// take gives one record of the session to k: a task's name is kept for
+// the task's next sample, whose trailer names the event it belongs to.
+func (d *daemonSource) take(to sink, r *daemon.Record) {
+	if r.ID == 0 { // a task's name
+		name := r.Raw
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		d.names[r.TID] = string(name)
+		return
+	}
+	ev := d.byType[r.ID]
+	if ev == nil && d.unknown != nil {
+		ev = d.unknown(r.ID)
+	}
+	var sid uint64 // 0: an event whose format could not be read
+	if ev != nil {
+		sid = ev.ids[0]
+	}
+	d.smp = perfdata.Sample{
+		ID: sid, PID: uint32(r.PID), TID: uint32(r.TID), Time: r.TS, CPU: uint32(r.CPU), Raw: r.Raw,
+	}
+	if len(d.names) > 0 && sid != 0 { // no map lookup per sample otherwise
+		if name, ok := d.names[r.TID]; ok {
+			delete(d.names, r.TID)
+			tr := d.smp
+			tr.Raw = nil
+			to.comm(uint32(r.PID), uint32(r.TID), name, &tr)
+		}
+	}
+	to.sample(&d.smp)
 }
 
 // anyID is the lowest sample id of an attached event.
@@ -441,9 +464,19 @@ func (d *daemonSource) anyID() uint64 {
 	return id
 }
 
-func (d *daemonSource) stop() {}
+func (d *daemonSource) stop() {
+	if d.ring != nil {
+		d.ringStop()
+	}
+}
 
-func (d *daemonSource) close() error { return d.s.Close() }
+func (d *daemonSource) close() error {
+	err := d.s.Close()
+	if d.ring != nil {
+		d.ring.r.Close()
+	}
+	return err
+}
 
 var ne = binary.NativeEndian
 

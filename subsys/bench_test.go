@@ -11,7 +11,7 @@ import (
 )
 
 // benchWriteSetup registers a 5-field event on a fresh subsystem.
-func benchWriteSetup(b *testing.B) (*tenv, *File, [][]byte) {
+func benchWriteSetup(b testing.TB) (*tenv, *File, [][]byte) {
 	e := &tenv{s: New(Options{}), mem: newMem()}
 	e.p = e.s.NewProcess(e.mem)
 	f := e.s.Open()

@@ -13,7 +13,9 @@
 // [Process] is one address space (the kernel's user_event_mm), reached
 // through a [Memory] the caller supplies — the daemon's is a memfd shared
 // with the client, tests use a byte slice. Callers' privileges come as a
-// [Cred].
+// [Cred]. A [Session] buffers its records in memory for Session.Read, or
+// hands them to a reader in another process through a shared-memory ring
+// ([Session.DeliverToRing]), as the kernel hands perf its records.
 //
 // # Differences from Linux 6.12.117
 //

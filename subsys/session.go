@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -81,6 +82,7 @@ type Session struct {
 	closed   bool
 
 	mu       sync.Mutex
+	bufBytes int       // the buffer's size, allocated at the first record (a ring session has none)
 	ring     []byte    // raw bytes of buffered records, circular
 	head     int       // where the oldest record's raw bytes start
 	used     int       // raw bytes in use
@@ -92,6 +94,14 @@ type Session struct {
 	comms    map[int32]string // the name last given of each thread; nil without Comm
 	notify   chan struct{}
 	done     chan struct{}
+
+	// With a ring (DeliverToRing), records go there instead; see
+	// session_ring.go.
+	shm         atomic.Pointer[sessionRing]
+	lostNotes   []lostNote               // under mu
+	lostPending atomic.Bool              // lostNotes is not empty
+	ringComms   sync.Map                 // thread id → *commSeen: the name the ring's reader has; with Comm
+	lastComm    atomic.Pointer[commSeen] // the name of the last record's thread
 }
 
 // pending is a buffered record's metadata; its raw bytes are in the ring.
@@ -113,8 +123,7 @@ func (s *Subsystem) NewSession(opts SessionOptions) *Session {
 		s:        s,
 		kind:     StatusPerf,
 		attached: make(map[*Event]struct{}),
-		ring:     make([]byte, opts.BufferBytes),
-		queue:    make([]pending, max(16, opts.BufferBytes/256)),
+		bufBytes: opts.BufferBytes,
 		notify:   make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
@@ -296,6 +305,10 @@ func (ss *Session) TooLarge() uint64 {
 // deliver stores one record (user_event_perf). It never blocks a writer:
 // when the buffer is full the record is dropped and counted.
 func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
+	if r := ss.shm.Load(); r != nil {
+		ss.deliverRing(r, ev, w, ts, rec)
+		return
+	}
 	// perf_trace_buf_alloc's size: raw data with its u32 size, 8-aligned.
 	// The raw data perf hands out includes the zero padding, so Raw does.
 	size := (len(rec)+4+7)&^7 - 4
@@ -307,6 +320,10 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		return
 	}
 	ss.mu.Lock()
+	if ss.ring == nil {
+		ss.ring = make([]byte, ss.bufBytes)
+		ss.queue = make([]pending, max(16, ss.bufBytes/256))
+	}
 	if ss.comms != nil {
 		if name, ok := ss.comms[w.PID]; !ok || name != w.Comm {
 			// perf's comm record: the name and a NUL, 8-byte padded.
@@ -314,9 +331,9 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 			comm := append(append(b[:0], w.Comm...), 0)
 			csize := (len(comm)+4+7)&^7 - 4
 			if ss.used+csize+size > len(ss.ring) {
-				ss.lost++ // the name waits for a record that fits
 				ss.mu.Unlock()
 				ev.shard(w.CPU).dropped.Add(1)
+				ss.noteLost(ev, ts, int32(w.CPU), 1) // the name waits for a record that fits
 				return
 			}
 			ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), n: csize}, comm)
@@ -324,9 +341,9 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		}
 	}
 	if ss.used+size > len(ss.ring) {
-		ss.lost++
 		ss.mu.Unlock()
 		ev.shard(w.CPU).dropped.Add(1)
+		ss.noteLost(ev, ts, int32(w.CPU), 1)
 		return
 	}
 	ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: ev.id, n: size, ev: ev}, rec)
@@ -375,6 +392,9 @@ func (ss *Session) Read(ctx context.Context, buf []byte, dst []Record) ([]Record
 // its raw data, so that records and frames together fit len(buf). The raw
 // data is packed at the start of buf as Read packs it.
 func (ss *Session) ReadFramed(ctx context.Context, buf []byte, frame int, dst []Record) ([]Record, error) {
+	if ss.shm.Load() != nil {
+		return dst, errRingSession
+	}
 	for {
 		ss.mu.Lock()
 		if ss.qlen > 0 {
@@ -401,6 +421,9 @@ func (ss *Session) ReadFramed(ctx context.Context, buf []byte, frame int, dst []
 		}
 	}
 }
+
+// errRingSession is Read's answer for a session that delivers into a ring.
+var errRingSession = fmt.Errorf("read session: its records go to its shared-memory ring, read them there: %w", unix.EINVAL)
 
 // ErrClosed is returned by reads of a closed consumer that has nothing left.
 var ErrClosed = fmt.Errorf("consumer closed: %w", unix.EBADF)
@@ -494,17 +517,4 @@ func (s *Subsystem) setStatus(ev *Event) {
 	}
 	ev.status.Store(st)
 	s.updateEnablers(ev)
-}
-
-// noteLost counts n records of ev that were lost before they reached the
-// session: at time ts, on cpu. Its lost count says so to the reader, as a
-// full buffer's drops do.
-func (ss *Session) noteLost(ev *Event, ts uint64, cpu int32, n uint64) {
-	ss.mu.Lock()
-	ss.lost += n
-	ss.mu.Unlock()
-	select {
-	case ss.notify <- struct{}{}:
-	default:
-	}
 }

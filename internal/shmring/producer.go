@@ -26,6 +26,9 @@ type Producer struct {
 	ownFd  bool
 	wakeFd int // an eventfd (ours) to write instead of FUTEX_WAKE, or -1
 	wakes  atomic.Uint64
+	// tries bounds Reserve's compare-and-swap attempts (0: no bound); see
+	// BoundTries.
+	tries int
 }
 
 // Open maps for producing a ring another process created (a child that
@@ -122,6 +125,10 @@ func (p *Producer) Reserve(m Meta, payloadLen int) (Reservation, bool) {
 	return v, ok
 }
 
+// maxStale bounds the times Reserve looks again at a tail that is ahead of
+// the head it loaded.
+const maxStale = 64
+
 // TryReserve is Reserve for a record the caller keeps when there is no
 // room, to try again later: it counts no drop.
 func (p *Producer) TryReserve(m Meta, payloadLen int) (Reservation, bool) {
@@ -132,17 +139,29 @@ func (p *Producer) TryReserve(m Meta, payloadLen int) (Reservation, bool) {
 	n := uint64(payloadLen) + HeaderSize
 	sz := align8(n)
 	var pos uint64
-	for {
+	stale := 0
+	for try := 1; ; try++ {
 		// Head first, then tail: tail only grows, so a tail newer than
 		// this head can only make the room look smaller, never larger.
 		h := atomic.LoadUint64(r.head)
 		t := atomic.LoadUint64(r.tail)
 		if h-t > r.size-sz { // also catches a tail ahead of head
+			// A tail ahead of this head: between the two loads other
+			// producers reserved and the consumer took their records.
+			// The ring is not full; look again — a bounded number of
+			// times, since a consumer that lies can keep its tail ahead.
+			if t-h <= r.size && stale < maxStale {
+				stale++
+				continue
+			}
 			return Reservation{}, false
 		}
 		if atomic.CompareAndSwapUint64(r.head, h, h+sz) {
 			pos = h
 			break
+		}
+		if try == p.tries {
+			return Reservation{}, false
 		}
 	}
 	rec := r.at(pos)
