@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -96,7 +97,20 @@ type clientRing struct {
 	lossy    atomic.Bool
 	lossMu   sync.Mutex
 	lossList []*Event
+	// retry publishes the losses when no write comes to do it: a
+	// program that stops writing after its ring filled up still has its
+	// drops told. Armed by the first drop after the list was empty.
+	retry     *time.Timer
+	retryWait time.Duration
+	closed    bool
 }
+
+// Retrying an unpublished loss: after lossRetryMin, then ever more
+// rarely while the ring stays full, up to lossRetryMax.
+const (
+	lossRetryMin = time.Millisecond
+	lossRetryMax = 100 * time.Millisecond
+)
 
 // setupRing creates a ring of size bytes and shares it on c. On failure the
 // File writes over the socket; the error says why.
@@ -216,9 +230,47 @@ func (r *clientRing) lose(e *Event) {
 	if e.lostPending.Add(1) == 1 {
 		r.lossMu.Lock()
 		r.lossList = append(r.lossList, e)
+		r.armRetry()
 		r.lossMu.Unlock()
 	}
 	r.lossy.Store(true)
+}
+
+// armRetry makes sure a retry of publishLosses is due. Called with
+// r.lossMu held.
+func (r *clientRing) armRetry() {
+	if r.closed || r.retryWait != 0 {
+		return // armed already
+	}
+	r.retryWait = lossRetryMin
+	if r.retry == nil {
+		r.retry = time.AfterFunc(r.retryWait, r.retryLosses)
+	} else {
+		r.retry.Reset(r.retryWait)
+	}
+}
+
+// retryLosses is the timer's publishLosses.
+func (r *clientRing) retryLosses() {
+	r.publishLosses()
+	r.lossMu.Lock()
+	defer r.lossMu.Unlock()
+	if len(r.lossList) == 0 || r.closed {
+		r.retryWait = 0
+		return
+	}
+	r.retryWait = min(2*r.retryWait, lossRetryMax)
+	r.retry.Reset(r.retryWait)
+}
+
+// stopRetry ends the retries: the File is closing.
+func (r *clientRing) stopRetry() {
+	r.lossMu.Lock()
+	defer r.lossMu.Unlock()
+	r.closed = true
+	if r.retry != nil {
+		r.retry.Stop()
+	}
 }
 
 // publishLosses publishes a loss record (daemon.LostIndex) for every event
@@ -270,4 +322,36 @@ func (r *clientRing) pendingLosses() bool {
 	r.lossMu.Lock()
 	defer r.lossMu.Unlock()
 	return len(r.lossList) > 0
+}
+
+// Sync returns once the daemon has delivered every record written
+// through f so far, and has been told of every record f's ring dropped —
+// so that a consumer reading then sees each write as a record or in a
+// lost count. Writes on the kernel and in-process backends, and over the
+// daemon's socket, are delivered when Write returns: Sync returns nil at
+// once for them.
+func (f *File) Sync() error {
+	r := f.ring.Load()
+	if r == nil {
+		return nil
+	}
+	defer runtime.KeepAlive(r)
+	if r.lossy.Load() {
+		r.publishLosses()
+		if r.pendingLosses() {
+			// The ring is full: have the daemon empty it, then tell.
+			if err := f.dc.FlushRing(); err != nil {
+				return wrapErr("sync", "", "", err)
+			}
+			r.publishLosses()
+		}
+	}
+	if err := f.dc.FlushRing(); err != nil {
+		return wrapErr("sync", "", "", err)
+	}
+	if r.pendingLosses() {
+		// Writers on other goroutines filled the ring again meanwhile.
+		return &Error{Op: "sync", Errno: unix.EAGAIN, Reason: "the ring filled up again before the daemon was told of its drops; they are still counted in Event.Dropped and will be told with the next write"}
+	}
+	return nil
 }

@@ -132,3 +132,69 @@ func waitStopped(t *testing.T, pid int) {
 		}
 	}
 }
+
+// TestRingDropsToldWithoutAnotherWrite: drops are told to the daemon even
+// when nothing is written after them — by File.Sync at once, and by the
+// File's own retry when no one calls it — so that the last writes of a
+// program are not lost silently.
+func TestRingDropsToldWithoutAnotherWrite(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Sync", false: "retry"}[sync], func(t *testing.T) {
+			sock, proc := daemonProcess(t)
+			o := &userevents.Options{Backend: userevents.Daemon, Socket: sock, RingKB: 4}
+			f, err := userevents.Open(*o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			name := uniq("ring_told")
+			ev := register(t, f, name+" u64 v", 0)
+			fs := tracefs(t, o)
+			setEnable(t, fs, "user_events", name, true)
+			waitBit(t, ev, true)
+			if err := proc.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			waitStopped(t, proc.Pid)
+			const n = 1000
+			var v [8]byte
+			for i := range n {
+				binary.NativeEndian.PutUint64(v[:], uint64(i))
+				if err := ev.Write(v[:]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := proc.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			dropped := ev.Dropped()
+			if dropped == 0 {
+				t.Fatal("nothing dropped into a 4 KiB ring with the daemon stopped")
+			}
+			if sync {
+				if err := f.Sync(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var records int
+			var lost uint64
+			for start := time.Now(); ; time.Sleep(time.Millisecond) {
+				tr, err := fs.ReadFile("trace")
+				if err != nil {
+					t.Fatal(err)
+				}
+				records, lost = strings.Count(string(tr), name+": v="), 0
+				for _, m := range lostLine.FindAllStringSubmatch(string(tr), -1) {
+					k, _ := strconv.ParseUint(m[1], 10, 64)
+					lost += k
+				}
+				if uint64(records)+lost == n || sync || time.Since(start) > time.Minute {
+					break
+				}
+			}
+			if lost != dropped || uint64(records)+lost != n {
+				t.Errorf("%d written, %d dropped: the trace has %d records and LOST %d", n, dropped, records, lost)
+			}
+		})
+	}
+}

@@ -375,10 +375,13 @@ func (f *File) Close() error {
 		// connection; the mapping goes when no Write uses it any more.
 		// Records dropped and not yet told are told first, making room
 		// in a full ring if need be.
-		if r := f.ring.Load(); r != nil && r.lossy.Load() {
-			r.publishLosses()
-			if r.pendingLosses() && f.dc.FlushRing() == nil {
+		if r := f.ring.Load(); r != nil {
+			r.stopRetry()
+			if r.lossy.Load() {
 				r.publishLosses()
+				if r.pendingLosses() && f.dc.FlushRing() == nil {
+					r.publishLosses()
+				}
 			}
 		}
 		f.ring.Store(nil)

@@ -21,7 +21,7 @@ func TestDrop(t *testing.T) {
 	r.Write(w.entry(1, 1500, 4))
 	r.Write(w.entry(0, 2000, 4))
 	r.Write(w.entry(0, 3000, 4))
-	r.Drop(1, 7) // nothing follows on CPU 1: counted, shown nowhere yet
+	r.Drop(1, 7) // nothing follows on CPU 1: shown at the end
 
 	if got := r.Stats(0).DroppedEvents; got != 5 {
 		t.Errorf("CPU 0 dropped events %d, want 5", got)
@@ -45,6 +45,10 @@ func TestDrop(t *testing.T) {
 	if want := []uint64{0, 0, 5, 0}; !slices.Equal(lost, want) {
 		t.Errorf("iterator's lost marks %v, want %v", lost, want)
 	}
+	// The trace file ends with the drops no record follows.
+	if tr := string(r.AppendTrace(nil, -1)); !strings.HasSuffix(tr, "\nCPU:1 [LOST 7 EVENTS]\n") || strings.Count(tr, "LOST") != 2 {
+		t.Errorf("trace:\n%s", tr)
+	}
 
 	// trace_pipe prints it, and consuming takes it with the record.
 	p, err := r.OpenPipe(-1, true)
@@ -61,8 +65,12 @@ func TestDrop(t *testing.T) {
 	if want := "CPU:0 [LOST 5 EVENTS]\n"; !strings.Contains(text, want) {
 		t.Errorf("trace_pipe text has no %q:\n%s", want, text)
 	}
-	if c := strings.Count(text, "LOST"); c != 1 {
-		t.Errorf("trace_pipe text has %d LOST lines, want 1:\n%s", c, text)
+	if c := strings.Count(text, "LOST"); c != 2 || !strings.HasSuffix(text, "\nCPU:1 [LOST 7 EVENTS]\n") {
+		t.Errorf("trace_pipe text has %d LOST lines, want 2, CPU 1's at the end:\n%s", c, text)
+	}
+	// trace_pipe consumed them: nothing is left to say.
+	if n, err := p.Read(context.Background(), buf); err == nil {
+		t.Errorf("a second read of the pipe: %q", buf[:n])
 	}
 
 	// A reset forgets the counts, as rb_reset_cpu does.

@@ -256,7 +256,7 @@ func (r *Ring) AppendTrace(dst []byte, cpu int) []byte {
 		var ok bool
 		dst, ok = it.AppendNext(dst, &e)
 		if !ok {
-			return dst
+			return r.appendDropsAfter(dst, cpu, false)
 		}
 	}
 }

@@ -227,14 +227,21 @@ func (p *Pipe) Read(ctx context.Context, b []byte) (int, error) {
 			return 0, fmt.Errorf("trace_pipe: %w", unix.EBADF)
 		}
 		p.seq, p.readpos = p.seq[:0], 0
-		if r.Empty(p.cpu) {
+		if r.Empty(p.cpu) && !r.dropsAfter(p.cpu) {
 			return 0, io.EOF
 		}
 		p.read = true
 		r.consumeMu.Lock()
 		for {
 			best, lost := r.next(p.cpu)
-			if best < 0 || !r.take(best, &p.e, false) {
+			if best < 0 {
+				// Drops after the last record: said at the end.
+				if len(p.seq) < cnt {
+					p.seq = r.appendDropsAfter(p.seq, p.cpu, true)
+				}
+				break
+			}
+			if !r.take(best, &p.e, false) {
 				break
 			}
 			save := len(p.seq)
@@ -274,7 +281,7 @@ func (p *Pipe) wait(ctx context.Context) error {
 	for {
 		r.waiters.Add(1)
 		ch := r.waitChan()
-		if p.closed || !r.Empty(p.cpu) {
+		if p.closed || !r.Empty(p.cpu) || r.dropsAfter(p.cpu) {
 			r.waiters.Add(-1)
 			return nil
 		}

@@ -180,8 +180,9 @@ func (r *Ring) WriteNow(e *Entry) bool {
 // of per_cpu/cpuN/stats, as Stats does here. Unlike the kernel, which
 // shows such drops nowhere else, trace and trace_pipe then print
 // "CPU:N [LOST n EVENTS]" before the next record written on cpu, where
-// the loss happened: a reader of the text alone must see that records
-// are missing. A cpu the Ring does not have counts on cpu mod NumCPU, as
+// the loss happened — or at the end of the text while no record follows
+// (trace_pipe then consumes the line): a reader of the text alone must
+// see that records are missing. A cpu the Ring does not have counts on cpu mod NumCPU, as
 // Write's callers map it.
 func (r *Ring) Drop(cpu int, n uint64) {
 	if n == 0 {
@@ -193,6 +194,49 @@ func (r *Ring) Drop(cpu int, n uint64) {
 	c.dropped += n
 	c.dropPending += n
 	c.mu.Unlock()
+	if r.waiters.Load() != 0 {
+		r.wakeAll()
+	}
+}
+
+// appendDropsAfter appends a "CPU:N [LOST n EVENTS]" line for each CPU
+// (cpu < 0) or for cpu whose drops no record written since carries: the
+// drops after the last record, which the text shows at its end. consume
+// clears them (trace_pipe); the trace file leaves them for the record
+// that may follow.
+func (r *Ring) appendDropsAfter(dst []byte, cpu int, consume bool) []byte {
+	for i, c := range r.cpus {
+		if cpu >= 0 && i != cpu {
+			continue
+		}
+		c.mu.Lock()
+		n := c.dropPending
+		if consume {
+			c.dropPending = 0
+		}
+		c.mu.Unlock()
+		if n != 0 {
+			dst = AppendLost(dst, i, n)
+		}
+	}
+	return dst
+}
+
+// dropsAfter reports whether a CPU (cpu < 0) or cpu has drops that no
+// record carries yet.
+func (r *Ring) dropsAfter(cpu int) bool {
+	for i, c := range r.cpus {
+		if cpu >= 0 && i != cpu {
+			continue
+		}
+		c.mu.Lock()
+		n := c.dropPending
+		c.mu.Unlock()
+		if n != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Reset empties every CPU's buffer and zeroes its counts: what opening
