@@ -35,27 +35,50 @@
 //
 // # CPU: [CPU]
 //
-// How, on amd64: the LSL instruction on the per-CPU GDT segment the kernel
-// sets up for the vDSO's getcpu (selector GDT_ENTRY_CPUNODE*8+3 = 0x7b,
-// whose limit is cpu | node<<12 — arch/x86/include/asm/segment.h,
+// How, on amd64: from the thread's struct rseq (rseq(2), Linux 4.18), where
+// the kernel keeps the CPU the thread runs on — it writes cpu_id before
+// every return to user space that follows a migration or a preemption, so
+// one load reads what getcpu(2) would answer. The address is kept in the
+// per-P cache that also holds the thread id (see Thread), found when the P
+// changes threads: in a process with glibc 2.35 or later (a cgo build),
+// glibc has registered a struct rseq for every thread and says where
+// (__rseq_offset from the thread pointer, which arch_prctl(ARCH_GET_FS)
+// gives); otherwise this package registers its own for each thread, on the
+// thread's first stamp, in memory it maps for them and never unmaps (the
+// kernel writes it for as long as the thread lives; the GC never moves or
+// frees it), up to 1024 threads. It registers no critical section: the
+// struct is only read. At start-up the mode is checked against getcpu(2)
+// on one thread, as LSL is.
+//
+// The fallback, where there is no rseq (the kernel lacks it, another
+// library registered its own struct rseq on a thread, more than 1024
+// threads): the LSL instruction on the per-CPU GDT segment the kernel sets
+// up for the vDSO's getcpu (selector GDT_ENTRY_CPUNODE*8+3 = 0x7b, whose
+// limit is cpu | node<<12 — arch/x86/include/asm/segment.h,
 // vdso_read_cpunode): what __vdso_getcpu does on CPUs without RDPID, done
 // inline, no vDSO lookup. At start-up LSL is checked against getcpu(2) on
 // one thread; if the segment is missing (LSL fails) or disagrees, or the
-// machine has more CPUs than the 12 bits hold, every call makes the
-// getcpu(2) system call instead, as on the other architectures.
+// machine has more CPUs than the 12 bits hold, the fallback is the
+// getcpu(2) system call, as on the other architectures.
 //
-// Cost: LSL is microcoded but does not leave the guest: 18–22 ns on the
-// development machine, against 1.2–1.3 µs for getcpu(2) (BenchmarkCPU,
-// BenchmarkCPUGetcpuSyscall). RDPID, where the CPU has it, would be
-// cheaper still; the development machine does not have it, so it is not
-// used (an instruction this package could not test).
+// Cost: with rseq one load in the P's slot, which TidCPU reads for the
+// thread id anyway: [CPU] costs what [Tid] does, 7–8 ns on the development
+// machine, and [TidCPU] hardly more. LSL is microcoded but does not leave
+// the guest: 18–22 ns; getcpu(2) 1.2–1.3 µs (BenchmarkCPU,
+// BenchmarkCPUGetcpuSyscall). RDPID, where the CPU has it, would be cheaper
+// than LSL; the development machine does not have it, so it is not used
+// (an instruction this package could not test).
 //
 // Where it differs: the CPU is read at one instant; the thread can be
 // moved to another CPU an instruction later, before its record is
 // reserved. The kernel reads smp_processor_id() with preemption disabled
 // around the reservation, so its CPU is the one whose buffer holds the
 // record; ours is the CPU the writer was on a moment before — the same
-// answer getcpu(2) or sched_getcpu(3) gives a C program.
+// answer getcpu(2) or sched_getcpu(3) gives a C program. The slot that
+// holds a struct rseq's address is keyed by the M, like the thread id: in
+// the cases where the thread id cache can be wrong (below), the CPU is
+// read from the struct of the thread that is gone, for as long as the thread
+// id is wrong.
 //
 // # Thread: [Tid]
 //
