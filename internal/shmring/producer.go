@@ -24,6 +24,13 @@ type Producer struct {
 	fd    int
 	ownFd bool
 	wakes atomic.Uint64
+	// tail is the shared tail as a producer last loaded it: the space up
+	// to it is known free. Reserve loads the shared one only when this
+	// says the record may not fit, so that the line the consumer stores
+	// its tail in is not read by the producers' core per record. The
+	// shared tail only grows, so an old copy only makes the ring look
+	// fuller than it is: never a record written over one not yet read.
+	tail atomic.Uint64
 }
 
 // Open maps for producing a ring another process created (a child that
@@ -98,14 +105,26 @@ func (p *Producer) Reserve(m Meta, payloadLen int) (Reservation, bool) {
 	n := uint64(payloadLen) + HeaderSize
 	sz := align8(n)
 	var pos uint64
-	for {
+	for retried := false; ; {
 		// Head first, then tail: tail only grows, so a tail newer than
 		// this head can only make the room look smaller, never larger.
 		h := atomic.LoadUint64(r.head)
-		t := atomic.LoadUint64(r.tail)
-		if h-t > r.size-sz { // also catches a tail ahead of head
-			p.drop(sz)
-			return Reservation{}, false
+		t := p.tail.Load()
+		if h-t > r.size-sz {
+			t = atomic.LoadUint64(r.tail)
+			p.tail.Store(t)
+			if t-h-1 < r.size && !retried {
+				// A tail ahead of this head: another goroutine reserved
+				// and the consumer read since the head was loaded. Look
+				// again, once: a tail that stays ahead is the consumer's
+				// lie, and the record is dropped, as below.
+				retried = true
+				continue
+			}
+			if h-t > r.size-sz { // also catches a tail ahead of head
+				p.drop(sz)
+				return Reservation{}, false
+			}
 		}
 		if atomic.CompareAndSwapUint64(r.head, h, h+sz) {
 			pos = h
