@@ -36,7 +36,9 @@ func BenchmarkFloorConsumed(b *testing.B) {
 			name = "nap"
 		}
 		b.Run(name, func(b *testing.B) {
-			p, c := pair(b, 1<<22)
+			// 16 MiB: room for 230 000 records, so that a nap the
+			// scheduler stretches on a loaded machine does not fill it.
+			p, c := pair(b, 1<<24)
 			buf := make([]byte, c.Size())
 			var stop atomic.Bool
 			var wg sync.WaitGroup

@@ -132,10 +132,11 @@ func (p *Producer) Reserve(m Meta, payloadLen int) (Reservation, bool) {
 		}
 	}
 	rec := r.at(pos)
+	prefetchw(r.at(pos + prefetchAhead))
 	word := n | uint64(r.stamp(pos))<<32
 	// The first store: from here on a consumer that finds this producer
 	// dead knows the length and skips exactly this record.
-	atomic.StoreUint64((*uint64)(rec), word)
+	storeFirst((*uint64)(rec), word)
 	if sz > n && sz > HeaderSize {
 		// Zero the padding, before the payload overwrites the rest of the
 		// last word: no stale bytes stay in the ring to look like a header

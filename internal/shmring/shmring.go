@@ -64,7 +64,8 @@
 //	    32     n  payload
 //
 // Bytes 0-7 are one 64-bit word, the record's first word: its only stores
-// are 64-bit atomic ones, so the consumer reads length, committed bit and
+// are single-copy atomic 64-bit ones (an aligned MOV on amd64, an atomic
+// store elsewhere), so the consumer reads length, committed bit and
 // stamp from one load and never sees a mix of two stores. The stamp says
 // where a header belongs: a header left from an earlier lap, or a word of an
 // old payload, does not carry the stamp of the position it is found at —
@@ -84,11 +85,17 @@
 // one makes the ring look fuller, never emptier, and the line the consumer
 // stores its tail in is read by the producers' core once per batch of the
 // consumer's, not once per record. It stores the first word with the
-// committed bit clear (atomically: from now on the length is known), writes
-// the rest of the header and the payload with ordinary stores, and stores
-// the first word again with the committed bit set. Go's atomic operations are
-// sequentially consistent, so this last store is a release: a consumer that
-// loads the committed word (an acquire) sees every byte written before it.
+// committed bit clear (one 64-bit store: from now on the length is known),
+// writes the rest of the header and the payload with ordinary stores, and
+// stores the first word again with the committed bit set. Go's atomic
+// operations are sequentially consistent, so this last store is a release:
+// a consumer that loads the committed word (an acquire) sees every byte
+// written before it. The first store need not be one: on amd64 it is a
+// plain MOV, which the architecture's store order keeps before the commit
+// (and which does not wait for the record's cache line as an XCHG would),
+// and the producer asks the CPU for the line a few records ahead with
+// PREFETCHW, so that the lines the consumer read a lap ago come back while
+// the producer is still writing elsewhere.
 // The consumer loads the first word before head, so a committed record's end
 // is never beyond the head it then reads: the producer's CAS came before its
 // stores. It keeps the last head it believed and delivers the records
