@@ -100,6 +100,10 @@ type drainer struct {
 	reqs chan chan struct{}
 	stop atomic.Bool
 	done chan struct{}
+	// nudge ends a nap (see poll) when a flush or a stop comes; nap is
+	// the nap's timer.
+	nudge chan struct{}
+	nap   *time.Timer
 
 	// Counted by the drainer goroutine; read by Stats under s.mu once
 	// done is closed, or approximately (atomics) while it runs.
@@ -124,9 +128,10 @@ func (c *conn) attachRing(fd int) error {
 	}
 	d := &drainer{
 		s: c.s, log: c.log, file: c.file, w: c.w, cons: cons,
-		buf:  make([]byte, cons.Size()),
-		reqs: make(chan chan struct{}, 16),
-		done: make(chan struct{}),
+		buf:   make([]byte, cons.Size()),
+		reqs:  make(chan chan struct{}, 16),
+		done:  make(chan struct{}),
+		nudge: make(chan struct{}, 1),
 	}
 	c.s.mu.Lock()
 	c.s.rings[d] = struct{}{}
@@ -184,14 +189,22 @@ func (d *drainer) run() {
 // does not read each record right after its commit, while its producer
 // writes the next one into the same cache lines — each line then moves
 // between the cores once, in a batch (BenchmarkFloorConsumed in
-// internal/shmring measures both). A flush or a stop waits at most one
-// nap. It reports whether records came.
+// internal/shmring measures both). A flush or a stop ends the nap
+// (kick nudges). It reports whether records came.
 func (d *drainer) poll(busy bool) bool {
 	if !busy {
 		return false
 	}
+	if d.nap == nil {
+		d.nap = time.NewTimer(idleNap)
+	}
 	for range idleNaps {
-		time.Sleep(idleNap)
+		d.nap.Reset(idleNap)
+		select {
+		case <-d.nap.C:
+		case <-d.nudge:
+			d.nap.Stop()
+		}
 		if d.cons.Pending() > 0 || len(d.reqs) > 0 || d.stop.Load() {
 			return true
 		}
@@ -240,6 +253,10 @@ func (d *drainer) kick(wait <-chan struct{}) {
 	defer t.Stop()
 	for {
 		d.cons.Interrupt()
+		select {
+		case d.nudge <- struct{}{}:
+		default:
+		}
 		select {
 		case <-wait:
 			return
