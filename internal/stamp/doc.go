@@ -40,19 +40,28 @@
 // every return to user space that follows a migration or a preemption, so
 // one load reads what getcpu(2) would answer. The address is kept in the
 // per-P cache that also holds the thread id (see Thread), found when the P
-// changes threads: in a process with glibc 2.35 or later (a cgo build),
-// glibc has registered a struct rseq for every thread and says where
-// (__rseq_offset from the thread pointer, which arch_prctl(ARCH_GET_FS)
-// gives); otherwise this package registers its own for each thread, on the
-// thread's first stamp, in memory it maps for them and never unmaps (the
-// kernel writes it for as long as the thread lives; the GC never moves or
-// frees it), up to 1024 threads. It registers no critical section: the
+// changes threads. A thread has at most one struct rseq. In a Go program
+// without cgo no one else registers one, and this package registers its
+// own for each thread, on the thread's first stamp, in memory it maps for
+// them and never unmaps (the kernel writes it for as long as the thread
+// lives; the GC never moves or frees it), up to 1024 threads. In a cgo
+// program glibc 2.35 and later has registered one for every thread, at
+// the same offset from the thread pointer in each (its __rseq_offset); the
+// kernel then refuses a second, and this package reads glibc's. It finds
+// the offset once, without cgo: around the thread pointer
+// (arch_prctl(ARCH_GET_FS), read with process_vm_readv, which fails where
+// a load would fault) it takes each place that looks like a struct rseq of
+// the current CPU and asks the kernel whether it is the thread's
+// registered one — rseq(2) answers EBUSY or EPERM for exactly the
+// registered address and length, EINVAL for any other — and on each
+// thread, before using it, asks again. So the address is the kernel's
+// answer, never a guess. The package registers no critical section: the
 // struct is only read. At start-up the mode is checked against getcpu(2)
 // on one thread, as LSL is.
 //
-// The fallback, where there is no rseq (the kernel lacks it, another
-// library registered its own struct rseq on a thread, more than 1024
-// threads): the LSL instruction on the per-CPU GDT segment the kernel sets
+// The fallback, where there is no rseq (the kernel lacks it, the struct
+// rseq of a thread is one this package neither registered nor found, more
+// than 1024 threads of its own): the LSL instruction on the per-CPU GDT segment the kernel sets
 // up for the vDSO's getcpu (selector GDT_ENTRY_CPUNODE*8+3 = 0x7b, whose
 // limit is cpu | node<<12 — arch/x86/include/asm/segment.h,
 // vdso_read_cpunode): what __vdso_getcpu does on CPUs without RDPID, done

@@ -6,8 +6,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/uetrace/uetrace/internal/stamp/internal/libcrseq"
 )
 
 // The CPU from rseq(2): a thread that registered a struct rseq has the
@@ -29,6 +27,11 @@ const (
 	// archGetFS is arch_prctl's ARCH_GET_FS: the thread pointer, from
 	// which the C library's struct rseq lies at a fixed offset.
 	archGetFS = 0x1003
+	// probeWindow is how far from the thread pointer, either way, the
+	// C library's struct rseq is looked for: glibc 2.35–2.39 keep it in
+	// struct pthread, at the thread pointer (2336 bytes after it in
+	// Debian's 2.36); later ones in the static TLS block, before it.
+	probeWindow = 16 << 10
 
 	// cpu_id values the kernel and glibc use before a registration
 	// worked: RSEQ_CPU_ID_UNINITIALIZED, RSEQ_CPU_ID_REGISTRATION_FAILED.
@@ -43,11 +46,18 @@ const (
 	rseqLibc        // the one the C library registered per thread
 )
 
+// rseqLens are the lengths a C library may have registered its struct
+// rseq with: 32, the original struct, and larger ones for the
+// extensible ABI of Linux 6.3 and glibc 2.40.
+var rseqLens = [...]uintptr{32, 64, 128, 256}
+
 var (
 	rseqMode int
 	// rseqLibcOff is where the C library's struct rseq is from the thread
-	// pointer (glibc's __rseq_offset), in rseqLibc mode.
+	// pointer, and rseqLibcLen the length it registered it with, in
+	// rseqLibc mode.
 	rseqLibcOff int
+	rseqLibcLen uintptr
 	// rseqTids and rseqAreas are the own mode's table: the struct rseq at
 	// rseqAreas + i*rseqSize belongs to the thread whose id rseqTids[i]
 	// holds. The areas are mmap'd, never unmapped: the kernel writes a
@@ -61,28 +71,31 @@ var (
 
 func init() { rseqMode = rseqSetup() }
 
-// rseqSetup chooses the mode: the C library's struct rseq when it says it
-// registered one big enough to hold cpu_id; else this package's own, when
-// the kernel takes the registration on this thread; else none. Whichever
-// it chooses is then checked against getcpu(2), as LSL is.
+// rseqSetup chooses the mode, on this thread: this package's own struct
+// rseq when the kernel takes its registration (no one registered one
+// before: a Go program without cgo, or glibc told not to); else the C
+// library's, when it can be found (rseqFindLibc); else none. Whichever it
+// chooses is then checked against getcpu(2), as LSL is.
 func rseqSetup() int {
 	if !tidCache {
 		return rseqNone
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	mode := rseqNone
-	if off, size, ok := libcrseq.Area(); ok && size >= 8 {
-		mode, rseqLibcOff = rseqLibc, off
-	} else {
-		a, err := unix.MmapPtr(-1, 0, nil, rseqThreads*rseqSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-		if err != nil {
-			return rseqNone
-		}
-		rseqAreas, mode = a, rseqOwn
+	a, err := unix.MmapPtr(-1, 0, nil, rseqThreads*rseqSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return rseqNone
 	}
-	rseqMode = mode
-	p := rseqCPU(int32(unix.Gettid()))
+	rseqAreas = a
+	tid := int32(unix.Gettid())
+	mode := rseqOwn
+	rseqMode = rseqOwn
+	p := rseqCPU(tid)
+	if p == nil && rseqFindLibc() {
+		mode = rseqLibc
+		rseqMode = rseqLibc
+		p = rseqCPU(tid)
+	}
 	rseqMode = rseqNone
 	if p == nil {
 		return rseqNone
@@ -101,6 +114,77 @@ func rseqSetup() int {
 	return mode
 }
 
+// rseqFindLibc finds the struct rseq the C library registered for this
+// thread, as an offset from the thread pointer, without asking the C
+// library (that would take cgo): it reads the memory around the thread
+// pointer (with process_vm_readv, which fails where a load would fault),
+// takes each 32-byte-aligned place that looks like a struct rseq of this
+// CPU — cpu_id_start and cpu_id both the CPU getcpu(2) says, no critical
+// section — and asks the kernel whether it is the thread's registered
+// one: rseq(2) with that address answers EBUSY (same signature) or EPERM
+// (another one) for the registered area and length, EINVAL for anything
+// else. So the answer is the kernel's, not a guess.
+func rseqFindLibc() bool {
+	tp := threadPointer()
+	if tp == nil {
+		return false
+	}
+	// Page by page: a page that cannot be read (a hole around the main
+	// thread's TLS) leaves the others usable.
+	const page = 4096
+	lo := unsafe.Add(tp, -probeWindow)
+	lo = unsafe.Add(lo, -int(uintptr(lo)%page))
+	var buf [2*probeWindow + page]byte
+	var readable [len(buf) / page]bool
+	pid := unix.Getpid()
+	for i := range readable {
+		local := []unix.Iovec{{Base: &buf[i*page], Len: page}}
+		// The remote range as an address: it is never dereferenced here.
+		remote := []unix.RemoteIovec{{Base: uintptr(unsafe.Add(lo, i*page)), Len: page}}
+		n, err := unix.ProcessVMReadv(pid, local, remote, 0)
+		readable[i] = err == nil && n == page
+	}
+	cpu := getcpuSyscall()
+	// The original length first: a CPU 0 makes zeroed memory look like
+	// candidates, each a system call to rule out.
+	for _, l := range rseqLens {
+		for o := 0; o+rseqSize <= len(buf); o += 32 {
+			if !readable[o/page] {
+				continue
+			}
+			w := buf[o:]
+			cpuStart := *(*uint32)(unsafe.Pointer(&w[0]))
+			cpuID := *(*uint32)(unsafe.Pointer(&w[4]))
+			cs := *(*uint64)(unsafe.Pointer(&w[8]))
+			if cpuStart != cpu || cpuID != cpu || cs != 0 {
+				continue
+			}
+			off := o - int(uintptr(tp)-uintptr(lo))
+			if registered(unsafe.Add(tp, off), l) {
+				rseqLibcOff, rseqLibcLen = off, l
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// registered says whether area, of length l, is the calling thread's
+// registered struct rseq, by the kernel's answer to registering it again.
+func registered(area unsafe.Pointer, l uintptr) bool {
+	_, _, e := unix.RawSyscall6(unix.SYS_RSEQ, uintptr(area), l, 0, rseqSig, 0, 0)
+	return e == unix.EBUSY || e == unix.EPERM
+}
+
+// threadPointer is the calling thread's FS base: arch_prctl(ARCH_GET_FS).
+func threadPointer() unsafe.Pointer {
+	var tp unsafe.Pointer
+	if _, _, e := unix.RawSyscall(unix.SYS_ARCH_PRCTL, archGetFS, uintptr(unsafe.Pointer(&tp)), 0); e != 0 {
+		return nil
+	}
+	return tp
+}
+
 // rseqCPU returns the address of the calling thread's cpu_id, tid its id,
 // registering the thread's struct rseq first in the own mode; nil when the
 // thread has none the package can use. It makes raw system calls only: the
@@ -109,11 +193,17 @@ func rseqCPU(tid int32) *uint32 {
 	var p *uint32
 	switch rseqMode {
 	case rseqLibc:
-		var tp unsafe.Pointer
-		if _, _, e := unix.RawSyscall(unix.SYS_ARCH_PRCTL, archGetFS, uintptr(unsafe.Pointer(&tp)), 0); e != 0 || tp == nil {
+		// The same offset in every thread of the C library; the kernel
+		// confirms it is this thread's registered area before it is read.
+		tp := threadPointer()
+		if tp == nil {
 			return nil
 		}
-		p = (*uint32)(unsafe.Add(tp, rseqLibcOff+4))
+		area := unsafe.Add(tp, rseqLibcOff)
+		if !registered(area, rseqLibcLen) {
+			return nil
+		}
+		p = (*uint32)(unsafe.Add(area, 4))
 	case rseqOwn:
 		area := rseqArea(tid)
 		if area == nil {
