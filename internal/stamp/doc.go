@@ -136,9 +136,14 @@
 //
 // # All four: [Take]
 //
-// 47–49 ns on the development machine, one goroutine or one per core
-// (BenchmarkTake, BenchmarkTakeParallel), against 3.7–4.9 µs for
-// clock_gettime(2), gettid(2) and getcpu(2) (BenchmarkTakeSyscalls). All
-// figures here are from a machine loaded by other work (-benchtime 1s
-// -count 3); a quiet machine's are to be taken.
+// 44–89 ns, median 59 ns, on the development machine loaded by other work
+// (load average 5, five runs), against 63–114 ns, median 75 ns, with LSL
+// for the CPU in the same run; 47–49 ns with LSL on a quieter day
+// (BenchmarkTake, BenchmarkTakeParallel); 3.7–4.9 µs for clock_gettime(2),
+// gettid(2) and getcpu(2) (BenchmarkTakeSyscalls). What is left is mostly
+// the vDSO clock. Reading the TSC instead (RDTSC, converted to
+// CLOCK_MONOTONIC with a calibration against the vDSO clock) was measured
+// and left out: RDTSC costs 19–22 ns on that machine, against 33–38 ns for
+// the vDSO clock in the same run — too little gained for a clock that
+// would then differ from CLOCK_MONOTONIC by its calibration error.
 package stamp
