@@ -143,7 +143,10 @@
 // gettid(2) and getcpu(2) (BenchmarkTakeSyscalls). What is left is mostly
 // the vDSO clock. Reading the TSC instead (RDTSC, converted to
 // CLOCK_MONOTONIC with a calibration against the vDSO clock) was measured
-// and left out: RDTSC costs 19–22 ns on that machine, against 33–38 ns for
-// the vDSO clock in the same run — too little gained for a clock that
-// would then differ from CLOCK_MONOTONIC by its calibration error.
+// and left out: on that machine RDTSC costs 17–33 ns (median 21),
+// LFENCE;RDTSC — what a clock that must not go back needs — 23–37 ns
+// (median 31), the vDSO clock 39–54 ns (median 45), in one run: 10–20 ns
+// gained, for a clock that would differ from CLOCK_MONOTONIC by its
+// calibration error and the NTP slew since, in every process differently,
+// while the daemon merges records of many processes by time.
 package stamp
