@@ -14,3 +14,7 @@ func lslInUse() bool { return false }
 func rseqCPU(int32) *uint32 { return nil }
 
 func rseqInUse() string { return "none" }
+
+const rseqMode, rseqOwn = 0, 1
+
+func cpuNoSlot() uint32 { return cpu() }

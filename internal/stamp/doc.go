@@ -38,26 +38,33 @@
 // How, on amd64: from the thread's struct rseq (rseq(2), Linux 4.18), where
 // the kernel keeps the CPU the thread runs on — it writes cpu_id before
 // every return to user space that follows a migration or a preemption, so
-// one load reads what getcpu(2) would answer. The address is kept in the
-// per-P cache that also holds the thread id (see Thread), found when the P
-// changes threads. A thread has at most one struct rseq. In a Go program
-// without cgo no one else registers one, and this package registers its
-// own for each thread, on the thread's first stamp, in memory it maps for
-// them and never unmaps (the kernel writes it for as long as the thread
-// lives; the GC never moves or frees it), up to 1024 threads. In a cgo
-// program glibc 2.35 and later has registered one for every thread, at
-// the same offset from the thread pointer in each (its __rseq_offset); the
-// kernel then refuses a second, and this package reads glibc's. It finds
-// the offset once, without cgo: around the thread pointer
-// (arch_prctl(ARCH_GET_FS), read with process_vm_readv, which fails where
-// a load would fault) it takes each place that looks like a struct rseq of
-// the current CPU and asks the kernel whether it is the thread's
+// one load reads what getcpu(2) would answer. A thread has at most one
+// struct rseq.
+//
+// In a Go program without cgo no one else registers one, and this package
+// registers its own for each thread, on the thread's first stamp, in memory
+// it maps for them and never unmaps (the kernel writes it for as long as
+// the thread lives; the GC never moves or frees it), up to 1024 threads.
+// Its address is kept in the per-P cache that also holds the thread id
+// (see Thread), found when the P changes threads.
+//
+// In a cgo program glibc 2.35 and later has registered one for every
+// thread, at the same offset from the thread pointer in each (its
+// __rseq_offset); the kernel then refuses a second, and this package reads
+// glibc's, at the calling thread's own thread pointer (FS:0, where glibc
+// keeps a pointer to itself) plus that offset on every call — no address
+// is kept, so none can outlive its thread, whose memory glibc frees. A
+// cpu_id that says the registration failed sends the call to the fallback.
+// The package finds the offset once, without cgo: around the thread
+// pointer (arch_prctl(ARCH_GET_FS), read with process_vm_readv, which fails
+// where a load would fault) it takes each place that looks like a struct
+// rseq of the current CPU and asks the kernel whether it is the thread's
 // registered one — rseq(2) answers EBUSY or EPERM for exactly the
-// registered address and length, EINVAL for any other — and on each
-// thread, before using it, asks again. So the address is the kernel's
-// answer, never a guess. The package registers no critical section: the
-// struct is only read. At start-up the mode is checked against getcpu(2)
-// on one thread, as LSL is.
+// registered address and length, EINVAL for any other. So the offset is
+// the kernel's answer, never a guess.
+//
+// The package registers no critical section: the struct is only read. At
+// start-up the mode is checked against getcpu(2) on one thread, as LSL is.
 //
 // The fallback, where there is no rseq (the kernel lacks it, the struct
 // rseq of a thread is one this package neither registered nor found, more
@@ -70,9 +77,10 @@
 // machine has more CPUs than the 12 bits hold, the fallback is the
 // getcpu(2) system call, as on the other architectures.
 //
-// Cost: with rseq one load in the P's slot, which TidCPU reads for the
-// thread id anyway: [CPU] costs what [Tid] does, 7–8 ns on the development
-// machine, and [TidCPU] hardly more. LSL is microcoded but does not leave
+// Cost: with rseq a load through the P's slot, which TidCPU reads for the
+// thread id anyway, or at the thread pointer: [CPU] costs about what [Tid]
+// does (11–17 ns against LSL's 20–29 ns in one run on the development
+// machine, loaded), and [TidCPU] hardly more than [Tid]. LSL is microcoded but does not leave
 // the guest: 18–22 ns; getcpu(2) 1.2–1.3 µs (BenchmarkCPU,
 // BenchmarkCPUGetcpuSyscall). RDPID, where the CPU has it, would be cheaper
 // than LSL; the development machine does not have it, so it is not used
@@ -83,11 +91,12 @@
 // reserved. The kernel reads smp_processor_id() with preemption disabled
 // around the reservation, so its CPU is the one whose buffer holds the
 // record; ours is the CPU the writer was on a moment before — the same
-// answer getcpu(2) or sched_getcpu(3) gives a C program. The slot that
-// holds a struct rseq's address is keyed by the M, like the thread id: in
-// the cases where the thread id cache can be wrong (below), the CPU is
-// read from the struct of the thread that is gone, for as long as the thread
-// id is wrong.
+// answer getcpu(2) or sched_getcpu(3) gives a C program. With this
+// package's own struct rseq, the slot that holds its address is keyed by
+// the M, like the thread id: in the cases where the thread id cache can be
+// wrong (below), the CPU is read from the struct of the thread that is
+// gone — a CPU that thread last ran on — for as long as the thread id is
+// wrong.
 //
 // # Thread: [Tid]
 //

@@ -126,7 +126,9 @@ func rseqSetup() int {
 // else. So the answer is the kernel's, not a guess.
 func rseqFindLibc() bool {
 	tp := threadPointer()
-	if tp == nil {
+	if tp == nil || tpSelf() != tp {
+		// Not a thread of a C library that keeps its thread pointer at
+		// FS:0, where the fast path reads it.
 		return false
 	}
 	// Page by page: a page that cannot be read (a hole around the main
@@ -193,17 +195,14 @@ func rseqCPU(tid int32) *uint32 {
 	var p *uint32
 	switch rseqMode {
 	case rseqLibc:
-		// The same offset in every thread of the C library; the kernel
-		// confirms it is this thread's registered area before it is read.
+		// Read on every call at the calling thread's own thread pointer
+		// (rseqLibcCPU): no address is kept, so none can outlive its
+		// thread. Here only for the start-up check.
 		tp := threadPointer()
-		if tp == nil {
+		if tp == nil || !registered(unsafe.Add(tp, rseqLibcOff), rseqLibcLen) {
 			return nil
 		}
-		area := unsafe.Add(tp, rseqLibcOff)
-		if !registered(area, rseqLibcLen) {
-			return nil
-		}
-		p = (*uint32)(unsafe.Add(area, 4))
+		p = (*uint32)(unsafe.Add(tp, rseqLibcOff+4))
 	case rseqOwn:
 		area := rseqArea(tid)
 		if area == nil {
@@ -224,6 +223,18 @@ func rseqCPU(tid int32) *uint32 {
 		return nil
 	}
 	return p
+}
+
+// cpuNoSlot is the CPU when the P's slot has no struct rseq to read:
+// glibc's at the calling thread's thread pointer in rseqLibc mode, while
+// its cpu_id says the registration holds; else LSL or getcpu(2).
+func cpuNoSlot() uint32 {
+	if rseqMode == rseqLibc {
+		if c := tpLoad32(rseqLibcOff + 4); c < rseqCPUInvalid {
+			return c
+		}
+	}
+	return cpu()
 }
 
 // rseqArea finds the own mode's struct rseq for thread tid, claiming a

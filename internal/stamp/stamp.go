@@ -74,8 +74,9 @@ func Tid() int32 {
 const refreshEvery = 1 << 12
 
 // slot is one P's cache: the M it last saw, that M's thread id, how
-// many answers it has given since it asked the kernel, and where that
-// thread's struct rseq holds its CPU (nil: read the CPU with LSL). Only the goroutine
+// many answers it has given since it asked the kernel, and where the
+// struct rseq this package registered for that thread holds its CPU (nil:
+// read the CPU otherwise, cpuNoSlot). Only the goroutine
 // that has the P pinned touches its slot, so there is never a concurrent
 // access, and the scheduler's own synchronisation orders the goroutines
 // that have the P one after another. The race detector cannot see that
@@ -86,7 +87,7 @@ type slot struct {
 	m    uintptr
 	tid  int32
 	uses uint32
-	cpu  *uint32 // in memory the kernel writes, never the Go heap's
+	cpu  *uint32 // in memory the kernel writes and nothing unmaps, never the Go heap's
 	_    [64 - 24]byte
 }
 
@@ -114,11 +115,11 @@ func TidCPU() (int32, uint32) {
 	if rs != nil {
 		c = atomic.LoadUint32(rs)
 	} else {
-		c = cpu()
+		c = cpuNoSlot()
 	}
 	procUnpin()
 	if !ok {
-		return slowTid(p), cpu()
+		return slowTid(p), cpuNoSlot()
 	}
 	return tid, c
 }
@@ -141,7 +142,10 @@ func pinnedTid(p int) (int32, *uint32, bool) {
 	// Raw system calls: the goroutine holds its P pinned, and the
 	// scheduler must not be told it is in a system call.
 	t, _, _ := unix.RawSyscall(unix.SYS_GETTID, 0, 0, 0)
-	e.m, e.tid, e.uses, e.cpu = m, int32(t), 0, rseqCPU(int32(t))
+	e.m, e.tid, e.uses, e.cpu = m, int32(t), 0, nil
+	if rseqMode == rseqOwn {
+		e.cpu = rseqCPU(int32(t))
+	}
 	return int32(t), e.cpu, true
 }
 
