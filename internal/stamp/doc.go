@@ -79,7 +79,7 @@
 //
 // Cost: with rseq a load through the P's slot, which TidCPU reads for the
 // thread id anyway, or at the thread pointer: [CPU] costs about what [Tid]
-// does (11–17 ns against LSL's 20–29 ns in one run on the development
+// does (12–17 ns against LSL's 20–29 ns in one run on the development
 // machine, loaded), and [TidCPU] hardly more than [Tid]. LSL is microcoded but does not leave
 // the guest: 18–22 ns; getcpu(2) 1.2–1.3 µs (BenchmarkCPU,
 // BenchmarkCPUGetcpuSyscall). RDPID, where the CPU has it, would be cheaper
@@ -145,8 +145,8 @@
 //
 // # All four: [Take]
 //
-// 44–89 ns, median 59 ns, on the development machine loaded by other work
-// (load average 5, five runs), against 63–114 ns, median 75 ns, with LSL
+// 38–57 ns, median 41 ns, on the development machine loaded by other work
+// (load average 5, four runs), against 52–98 ns, median 58 ns, with LSL
 // for the CPU in the same run; 47–49 ns with LSL on a quieter day
 // (BenchmarkTake, BenchmarkTakeParallel); 3.7–4.9 µs for clock_gettime(2),
 // gettid(2) and getcpu(2) (BenchmarkTakeSyscalls). What is left is mostly
