@@ -31,13 +31,18 @@ const (
 	// that clears its ring's sleeping word from keeping its records
 	// waiting for ever.
 	idleWait = 200 * time.Millisecond
-	// idlePolls is how many times the merger, having just delivered
-	// records, yields and looks again before it sleeps: a merger that
-	// keeps up with its producers would otherwise sleep after every batch
-	// and make the next publish pay the wake-up system call the ring
-	// exists to avoid, as LTTng's consumer and perf's wakeup watermark
-	// avoid it.
-	idlePolls = 64
+	// napMax is how long the merger naps between looks at rings that were
+	// just busy, and idleNaps how many empty looks it makes before it
+	// sleeps: about a millisecond. A merger that slept as soon as the
+	// rings were empty would make the next publish pay the wake-up system
+	// call the ring exists to avoid; one that spun would read the lines
+	// producers are writing, record by record. Napping, it takes what
+	// accumulated in one batch, long after the producers left those lines,
+	// and a producer that publishes at least every millisecond never pays
+	// a wake — as perf's wakeup watermark and LTTng's consumer timer do.
+	napMax   = 50 * time.Microsecond
+	napMin   = 2 * time.Microsecond
+	idleNaps = 20
 )
 
 // holdMax is holdMaxDefault; the tests that check the order on a busy
@@ -93,7 +98,11 @@ type merger struct {
 
 	outOfOrder atomic.Uint64
 
+	// nudge ends a nap at once: requests send on it.
+	nudge chan struct{}
+
 	// The merger goroutine's own.
+	nap   time.Duration // the next nap's length (see napMax)
 	epfd  int
 	rings []*ringSource
 	heap  ringHeap
@@ -103,6 +112,8 @@ type merger struct {
 func (m *merger) init(s *Server) {
 	m.s = s
 	m.kick = -1
+	m.nudge = make(chan struct{}, 1)
+	m.nap = napMax
 	m.all = map[*ringSource]struct{}{}
 }
 
@@ -145,6 +156,10 @@ func (m *merger) wake() {
 	if m.kick >= 0 {
 		one := uint64(1)
 		unix.Write(m.kick, (*[8]byte)(unsafe.Pointer(&one))[:])
+	}
+	select {
+	case m.nudge <- struct{}{}:
+	default:
 	}
 }
 
@@ -259,7 +274,7 @@ func (m *merger) run() {
 			continue
 		}
 		holds = 0
-		if n > 0 && m.poll() {
+		if m.napUntilPending() {
 			continue
 		}
 		m.sleep(idleWait)
@@ -400,30 +415,50 @@ func (m *merger) release() {
 	m.rings = keep
 }
 
-// poll looks for new records a few times, yielding the processor in
-// between, before the merger goes to sleep. It reports whether records
-// came, or a request.
-func (m *merger) poll() bool {
-	for range idlePolls {
-		runtime.Gosched()
-		if m.pending() {
+// napUntilPending naps, looks, and naps again, up to idleNaps times, until
+// a ring has records or a request comes; it reports whether one did. A
+// look reads each ring's head line only (Consumer.Pending), never the data
+// a producer may be writing. The nap shortens while a look finds a ring a
+// quarter full, so that a small ring does not fill up during a nap, and
+// grows back to napMax while looks find little.
+func (m *merger) napUntilPending() bool {
+	t := time.NewTimer(m.nap)
+	defer t.Stop()
+	for range idleNaps {
+		select {
+		case <-m.nudge:
+			return true
+		case <-t.C:
+		}
+		pending, fill := m.pending()
+		switch {
+		case fill > 0.25:
+			m.nap = max(m.nap/2, napMin)
+		case fill < 1.0/16:
+			m.nap = min(m.nap*2, napMax)
+		}
+		if pending {
 			return true
 		}
+		t.Reset(m.nap)
 	}
 	return false
 }
 
-// pending says whether a ring has bytes past its tail or a request came.
-func (m *merger) pending() bool {
+// pending says whether a ring has bytes past its tail or a request came,
+// and how full the fullest ring is.
+func (m *merger) pending() (bool, float64) {
+	any, fill := false, 0.0
 	for _, r := range m.rings {
-		if r.cons.Pending() > 0 && !r.have {
-			return true
+		if p := r.cons.Pending(); p > 0 {
+			any = true
+			fill = max(fill, float64(p)/float64(r.cons.Size()))
 		}
 	}
 	m.mu.Lock()
 	req := len(m.adds)+len(m.closes)+len(m.flushes) > 0
 	m.mu.Unlock()
-	return req
+	return any || req, fill
 }
 
 // sleep says in every ring that the merger sleeps and, if none has

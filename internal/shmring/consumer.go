@@ -36,9 +36,15 @@ type Stats struct {
 // A Consumer drains a ring it treats as hostile: see the package doc. It is
 // for one goroutine.
 type Consumer struct {
-	r     *ring
-	tail  uint64 // ours; the shared one is written, never read back
-	pub   uint64 // the tail last published
+	r    *ring
+	tail uint64 // ours; the shared one is written, never read back
+	pub  uint64 // the tail last published
+	// head is where the last head the consumer believed said the
+	// reserved bytes end: tail <= head <= tail+S. Records before it are
+	// taken without loading the shared head again, so that its line —
+	// which every producer's CAS takes — does not move to the consumer's
+	// core per record (see Next).
+	head  uint64
 	gone  bool
 	stats Stats
 }
@@ -63,7 +69,7 @@ func Attach(fd int) (*Consumer, error) {
 	// Resume where a previous consumer stopped. Any value is safe: every
 	// position is validated.
 	pub := atomic.LoadUint64(r.tail)
-	return &Consumer{r: r, tail: pub &^ 7, pub: pub}, nil
+	return &Consumer{r: r, tail: pub &^ 7, pub: pub, head: pub &^ 7}, nil
 }
 
 // Close unmaps the ring. The caller closes the memfd.
@@ -90,8 +96,23 @@ func (c *Consumer) ProducerGone() { c.gone = true }
 // Pending is how many bytes lie between the consumer's tail and head; 0 if
 // head is not believable.
 func (c *Consumer) Pending() int {
-	a, _ := c.avail(atomic.LoadUint64(c.r.head))
+	a, ok := c.avail(atomic.LoadUint64(c.r.head))
+	if ok {
+		c.head = c.tail + a
+	}
 	return int(a)
+}
+
+// loadHead loads the shared head, counts it if it is not believable, and
+// returns how many bytes it says follow the tail (0 for a head not
+// believed), remembering where they end.
+func (c *Consumer) loadHead() uint64 {
+	a, ok := c.avail(atomic.LoadUint64(c.r.head))
+	if !ok {
+		c.stats.BadHead++
+	}
+	c.head = c.tail + a
+	return a
 }
 
 // avail is how many bytes head says follow the tail, rounded down to 8 (a
@@ -118,25 +139,34 @@ func (c *Consumer) Next(buf []byte) (Record, error) {
 	var skipped uint64
 	for skipped < r.size {
 		t := c.tail
-		rec := r.at(t)
-		// The first word before head: a committed record's end is then
-		// never beyond the head loaded below (its CAS preceded its stores).
-		w := atomic.LoadUint64((*uint64)(rec))
-		a, ok := c.avail(atomic.LoadUint64(r.head))
-		if !ok {
-			c.stats.BadHead++
-		}
+		// The bytes the last head believed says are reserved after the
+		// tail. The shared head is loaded only when they are used up — and
+		// then before the data: at the end of what is known, the record at
+		// the tail is the one a producer is writing now, and reading its
+		// line for nothing would pull it away from the producer's core.
+		a := c.head - t
 		if a == 0 {
-			break
+			if a = c.loadHead(); a == 0 {
+				break
+			}
 		}
+		rec := r.at(t)
+		w := atomic.LoadUint64((*uint64)(rec))
 		n := uint64(uint32(w) & lenMask)
 		sz := align8(n)
 		done := uint32(w)&committed != 0
-		valid := uint32(w>>32) == r.stamp(t) && n >= HeaderSize && sz <= a
-		if valid && done {
-			// The check, stored before the committed word, is visible
-			// now: the second half of the record's position.
-			valid = atomic.LoadUint32((*uint32)(unsafe.Add(rec, 28))) == r.check(t)
+		stamped := uint32(w>>32) == r.stamp(t) && n >= HeaderSize
+		valid := c.valid(rec, t, stamped, done, sz, a)
+		if !valid || !done {
+			// Every other verdict than "deliver" is made on a head loaded
+			// after the first word, as if nothing were cached: a committed
+			// record's end is then never beyond that head (its CAS
+			// preceded its stores), so a record is not skipped for a head
+			// that was merely old.
+			if a = c.loadHead(); a == 0 {
+				break
+			}
+			valid = c.valid(rec, t, stamped, done, sz, a)
 		}
 		switch {
 		case valid && done && sz <= uint64(len(buf)):
@@ -182,6 +212,18 @@ func (c *Consumer) Next(buf []byte) (Record, error) {
 }
 
 func (c *Consumer) advance(sz uint64) { c.tail += sz }
+
+// valid says whether the record at rec, position t, whose first word
+// carries its stamp (stamped) and says sz bytes, is whole within the a
+// bytes head says follow the tail, and, if committed (done), carries its
+// check too — stored before the committed word, so visible now: the
+// second half of the record's position.
+func (c *Consumer) valid(rec unsafe.Pointer, t uint64, stamped, done bool, sz, a uint64) bool {
+	if !stamped || sz > a {
+		return false
+	}
+	return !done || atomic.LoadUint32((*uint32)(unsafe.Add(rec, 28))) == c.r.check(t)
+}
 
 // resync finds, after the producer died, how far the next plausible record
 // header is from the tail: the first 8-aligned position within a bytes

@@ -29,6 +29,13 @@ type Producer struct {
 	// tries bounds Reserve's compare-and-swap attempts (0: no bound); see
 	// BoundTries.
 	tries int
+	// tail is the shared tail as a producer last loaded it: the space up
+	// to it is known free. Reserve loads the shared one only when this
+	// says the record may not fit, so that the line the consumer stores
+	// its tail in is not read by the producers' core per record. The
+	// shared tail only grows, so an old copy only makes the ring look
+	// fuller than it is: never a record written over one not yet read.
+	tail atomic.Uint64
 }
 
 // Open maps for producing a ring another process created (a child that
@@ -144,17 +151,23 @@ func (p *Producer) TryReserve(m Meta, payloadLen int) (Reservation, bool) {
 		// Head first, then tail: tail only grows, so a tail newer than
 		// this head can only make the room look smaller, never larger.
 		h := atomic.LoadUint64(r.head)
-		t := atomic.LoadUint64(r.tail)
-		if h-t > r.size-sz { // also catches a tail ahead of head
-			// A tail ahead of this head: between the two loads other
-			// producers reserved and the consumer took their records.
-			// The ring is not full; look again — a bounded number of
-			// times, since a consumer that lies can keep its tail ahead.
-			if t-h <= r.size && stale < maxStale {
+		t := p.tail.Load()
+		if h-t > r.size-sz {
+			// Our copy says there is no room: load the shared tail.
+			t = atomic.LoadUint64(r.tail)
+			p.tail.Store(t)
+			if t-h-1 < r.size && stale < maxStale {
+				// A tail ahead of this head: between the two loads
+				// other producers reserved and the consumer took their
+				// records. The ring is not full; look again — a bounded
+				// number of times, since a consumer that lies can keep
+				// its tail ahead.
 				stale++
 				continue
 			}
-			return Reservation{}, false
+			if h-t > r.size-sz { // also catches a tail ahead of head
+				return Reservation{}, false
+			}
 		}
 		if atomic.CompareAndSwapUint64(r.head, h, h+sz) {
 			pos = h
@@ -165,10 +178,11 @@ func (p *Producer) TryReserve(m Meta, payloadLen int) (Reservation, bool) {
 		}
 	}
 	rec := r.at(pos)
+	prefetchw(r.at(pos + prefetchAhead))
 	word := n | uint64(r.stamp(pos))<<32
 	// The first store: from here on a consumer that finds this producer
 	// dead knows the length and skips exactly this record.
-	atomic.StoreUint64((*uint64)(rec), word)
+	storeFirst((*uint64)(rec), word)
 	if sz > n && sz > HeaderSize {
 		// Zero the padding, before the payload overwrites the rest of the
 		// last word: no stale bytes stay in the ring to look like a header

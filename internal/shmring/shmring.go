@@ -64,7 +64,8 @@
 //	    32     n  payload
 //
 // Bytes 0-7 are one 64-bit word, the record's first word: its only stores
-// are 64-bit atomic ones, so the consumer reads length, committed bit and
+// are single-copy atomic 64-bit ones (an aligned MOV on amd64, an atomic
+// store elsewhere), so the consumer reads length, committed bit and
 // stamp from one load and never sees a mix of two stores. The stamp says
 // where a header belongs: a header left from an earlier lap, or a word of an
 // old payload, does not carry the stamp of the position it is found at —
@@ -78,15 +79,34 @@
 // A producer (Producer.Reserve) loads head, loads tail, and if the record
 // fits in S-(head-tail) it moves head forward by the record's size with one
 // compare-and-swap, retrying when another goroutine won; the bytes
-// [head, head+size) are then its own. It stores the first word with the
-// committed bit clear (atomically: from now on the length is known), writes
-// the rest of the header and the payload with ordinary stores, and stores
-// the first word again with the committed bit set. Go's atomic operations are
-// sequentially consistent, so this last store is a release: a consumer that
-// loads the committed word (an acquire) sees every byte written before it.
+// [head, head+size) are then its own. The tail it compares with is the one
+// a producer of the process last loaded; only when the record does not fit
+// under it does it load the shared tail again — tail only grows, so an old
+// one makes the ring look fuller, never emptier, and the line the consumer
+// stores its tail in is read by the producers' core once per batch of the
+// consumer's, not once per record. It stores the first word with the
+// committed bit clear (one 64-bit store: from now on the length is known),
+// writes the rest of the header and the payload with ordinary stores, and
+// stores the first word again with the committed bit set. Go's atomic
+// operations are sequentially consistent, so this last store is a release:
+// a consumer that loads the committed word (an acquire) sees every byte
+// written before it. The first store need not be one: on amd64 it is a
+// plain MOV, which the architecture's store order keeps before the commit
+// (and which does not wait for the record's cache line as an XCHG would),
+// and the producer asks the CPU for the line a few records ahead with
+// PREFETCHW, so that the lines the consumer read a lap ago come back while
+// the producer is still writing elsewhere.
 // The consumer loads the first word before head, so a committed record's end
 // is never beyond the head it then reads: the producer's CAS came before its
-// stores.
+// stores. It keeps the last head it believed and delivers the records
+// before it without loading head again; it loads head when those are used
+// up (before looking at the next record, so that it does not pull the line
+// of the record a producer is writing now to its core for nothing), and
+// again, after the first word, before any verdict other than "deliver" —
+// so every skip, every "not ready" and every count is decided on a head
+// read after the record's first word, as if nothing were cached. The line
+// holding head, which every producer's CAS takes, then moves to the
+// consumer's core once per batch, not once per record.
 //
 // The consumer copies a committed record out of the ring, then publishes a
 // tail past it (Go's atomic store: a release). A producer that loads that tail
@@ -141,7 +161,8 @@
 //     back. Head is a hint: if head-tail is more than S (head behind tail, or
 //     absurdly ahead) the consumer counts a bad head and treats the ring as
 //     empty until head is believable again; it never moves its tail on the
-//     word of a head it does not believe.
+//     word of a head it does not believe. The head it keeps is one it
+//     believed, and stays within S of its tail (the tail never passes it).
 //   - Every record is read at tail mod S in the 2S window, at most S bytes:
 //     never outside it, whatever the length says. A record is accepted only if
 //     its stamp and check match its position, its length is 32..S and it ends

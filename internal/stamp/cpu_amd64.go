@@ -1,6 +1,9 @@
 package stamp
 
-import "runtime"
+import (
+	"runtime"
+	"unsafe"
+)
 
 // lsl returns the limit of the vDSO's per-CPU segment and whether the
 // segment exists (LSL set ZF).
@@ -9,6 +12,12 @@ func lsl() (limit uint32, ok bool)
 // curm returns the current goroutine's M (g.m), as a key only: it is
 // never dereferenced.
 func curm() uintptr
+
+// tpSelf returns the word at FS:0, which in a thread of glibc is the
+// thread pointer itself; tpLoad32 loads the 32-bit word off bytes from it.
+// Only for rseqLibc mode, which checks tpSelf against arch_prctl first.
+func tpSelf() unsafe.Pointer
+func tpLoad32(off int) uint32
 
 // cpunodeMask is VDSO_CPUNODE_MASK: the CPU's bits of the segment limit.
 const cpunodeMask = 0xfff

@@ -35,27 +35,68 @@
 //
 // # CPU: [CPU]
 //
-// How, on amd64: the LSL instruction on the per-CPU GDT segment the kernel
-// sets up for the vDSO's getcpu (selector GDT_ENTRY_CPUNODE*8+3 = 0x7b,
-// whose limit is cpu | node<<12 — arch/x86/include/asm/segment.h,
+// How, on amd64: from the thread's struct rseq (rseq(2), Linux 4.18), where
+// the kernel keeps the CPU the thread runs on — it writes cpu_id before
+// every return to user space that follows a migration or a preemption, so
+// one load reads what getcpu(2) would answer. A thread has at most one
+// struct rseq.
+//
+// In a Go program without cgo no one else registers one, and this package
+// registers its own for each thread, on the thread's first stamp, in memory
+// it maps for them and never unmaps (the kernel writes it for as long as
+// the thread lives; the GC never moves or frees it), up to 1024 threads.
+// Its address is kept in the per-P cache that also holds the thread id
+// (see Thread), found when the P changes threads.
+//
+// In a cgo program glibc 2.35 and later has registered one for every
+// thread, at the same offset from the thread pointer in each (its
+// __rseq_offset); the kernel then refuses a second, and this package reads
+// glibc's, at the calling thread's own thread pointer (FS:0, where glibc
+// keeps a pointer to itself) plus that offset on every call — no address
+// is kept, so none can outlive its thread, whose memory glibc frees. A
+// cpu_id that says the registration failed sends the call to the fallback.
+// The package finds the offset once, without cgo: around the thread
+// pointer (arch_prctl(ARCH_GET_FS), read with process_vm_readv, which fails
+// where a load would fault) it takes each place that looks like a struct
+// rseq of the current CPU and asks the kernel whether it is the thread's
+// registered one — rseq(2) answers EBUSY or EPERM for exactly the
+// registered address and length, EINVAL for any other. So the offset is
+// the kernel's answer, never a guess.
+//
+// The package registers no critical section: the struct is only read. At
+// start-up the mode is checked against getcpu(2) on one thread, as LSL is.
+//
+// The fallback, where there is no rseq (the kernel lacks it, the struct
+// rseq of a thread is one this package neither registered nor found, more
+// than 1024 threads of its own): the LSL instruction on the per-CPU GDT segment the kernel sets
+// up for the vDSO's getcpu (selector GDT_ENTRY_CPUNODE*8+3 = 0x7b, whose
+// limit is cpu | node<<12 — arch/x86/include/asm/segment.h,
 // vdso_read_cpunode): what __vdso_getcpu does on CPUs without RDPID, done
 // inline, no vDSO lookup. At start-up LSL is checked against getcpu(2) on
 // one thread; if the segment is missing (LSL fails) or disagrees, or the
-// machine has more CPUs than the 12 bits hold, every call makes the
-// getcpu(2) system call instead, as on the other architectures.
+// machine has more CPUs than the 12 bits hold, the fallback is the
+// getcpu(2) system call, as on the other architectures.
 //
-// Cost: LSL is microcoded but does not leave the guest: 18–22 ns on the
-// development machine, against 1.2–1.3 µs for getcpu(2) (BenchmarkCPU,
-// BenchmarkCPUGetcpuSyscall). RDPID, where the CPU has it, would be
-// cheaper still; the development machine does not have it, so it is not
-// used (an instruction this package could not test).
+// Cost: with rseq a load through the P's slot, which TidCPU reads for the
+// thread id anyway, or at the thread pointer: [CPU] costs about what [Tid]
+// does (12–17 ns against LSL's 20–29 ns in one run on the development
+// machine, loaded), and [TidCPU] hardly more than [Tid]. LSL is microcoded but does not leave
+// the guest: 18–22 ns; getcpu(2) 1.2–1.3 µs (BenchmarkCPU,
+// BenchmarkCPUGetcpuSyscall). RDPID, where the CPU has it, would be cheaper
+// than LSL; the development machine does not have it, so it is not used
+// (an instruction this package could not test).
 //
 // Where it differs: the CPU is read at one instant; the thread can be
 // moved to another CPU an instruction later, before its record is
 // reserved. The kernel reads smp_processor_id() with preemption disabled
 // around the reservation, so its CPU is the one whose buffer holds the
 // record; ours is the CPU the writer was on a moment before — the same
-// answer getcpu(2) or sched_getcpu(3) gives a C program.
+// answer getcpu(2) or sched_getcpu(3) gives a C program. With this
+// package's own struct rseq, the slot that holds its address is keyed by
+// the M, like the thread id: in the cases where the thread id cache can be
+// wrong (below), the CPU is read from the struct of the thread that is
+// gone — a CPU that thread last ran on — for as long as the thread id is
+// wrong.
 //
 // # Thread: [Tid]
 //
@@ -104,9 +145,17 @@
 //
 // # All four: [Take]
 //
-// 47–49 ns on the development machine, one goroutine or one per core
-// (BenchmarkTake, BenchmarkTakeParallel), against 3.7–4.9 µs for
-// clock_gettime(2), gettid(2) and getcpu(2) (BenchmarkTakeSyscalls). All
-// figures here are from a machine loaded by other work (-benchtime 1s
-// -count 3); a quiet machine's are to be taken.
+// 38–57 ns, median 41 ns, on the development machine loaded by other work
+// (load average 5, four runs), against 52–98 ns, median 58 ns, with LSL
+// for the CPU in the same run; 47–49 ns with LSL on a quieter day
+// (BenchmarkTake, BenchmarkTakeParallel); 3.7–4.9 µs for clock_gettime(2),
+// gettid(2) and getcpu(2) (BenchmarkTakeSyscalls). What is left is mostly
+// the vDSO clock. Reading the TSC instead (RDTSC, converted to
+// CLOCK_MONOTONIC with a calibration against the vDSO clock) was measured
+// and left out: on that machine RDTSC costs 17–33 ns (median 21),
+// LFENCE;RDTSC — what a clock that must not go back needs — 23–37 ns
+// (median 31), the vDSO clock 39–54 ns (median 45), in one run: 10–20 ns
+// gained, for a clock that would differ from CLOCK_MONOTONIC by its
+// calibration error and the NTP slew since, in every process differently,
+// while the daemon merges records of many processes by time.
 package stamp

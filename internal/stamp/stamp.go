@@ -45,7 +45,13 @@ var pid = int32(os.Getpid())
 func Pid() int32 { return pid }
 
 // CPU returns the CPU the calling thread runs on.
-func CPU() uint32 { return cpu() }
+func CPU() uint32 {
+	if !tidCache {
+		return cpu()
+	}
+	_, c := TidCPU()
+	return c
+}
 
 // Tid returns the id of the thread running the caller.
 func Tid() int32 {
@@ -53,7 +59,7 @@ func Tid() int32 {
 		return int32(unix.Gettid())
 	}
 	p := procPin()
-	tid, ok := pinnedTid(p)
+	tid, _, ok := pinnedTid(p)
 	procUnpin()
 	if !ok {
 		return slowTid(p)
@@ -67,8 +73,10 @@ func Tid() int32 {
 // threads). It costs 1.1 µs / 4096, a quarter of a nanosecond a lookup.
 const refreshEvery = 1 << 12
 
-// slot is one P's cache: the M it last saw, that M's thread id and how
-// many answers it has given since it asked the kernel. Only the goroutine
+// slot is one P's cache: the M it last saw, that M's thread id, how
+// many answers it has given since it asked the kernel, and where the
+// struct rseq this package registered for that thread holds its CPU (nil:
+// read the CPU otherwise, cpuNoSlot). Only the goroutine
 // that has the P pinned touches its slot, so there is never a concurrent
 // access, and the scheduler's own synchronisation orders the goroutines
 // that have the P one after another. The race detector cannot see that
@@ -79,7 +87,8 @@ type slot struct {
 	m    uintptr
 	tid  int32
 	uses uint32
-	_    [64 - 16]byte
+	cpu  *uint32 // in memory the kernel writes and nothing unmaps, never the Go heap's
+	_    [64 - 24]byte
 }
 
 var (
@@ -101,35 +110,43 @@ func TidCPU() (int32, uint32) {
 		return int32(unix.Gettid()), cpu()
 	}
 	p := procPin()
-	tid, ok := pinnedTid(p)
-	c := cpu()
+	tid, rs, ok := pinnedTid(p)
+	var c uint32
+	if rs != nil {
+		c = atomic.LoadUint32(rs)
+	} else {
+		c = cpuNoSlot()
+	}
 	procUnpin()
 	if !ok {
-		return slowTid(p), cpu()
+		return slowTid(p), cpuNoSlot()
 	}
 	return tid, c
 }
 
-// pinnedTid looks the thread id up in P p's slot, p pinned; false if the
-// cache has no slot for p.
+// pinnedTid looks the thread id, and where its CPU is to be read, up in P
+// p's slot, p pinned; false if the cache has no slot for p.
 //
 //go:norace
-func pinnedTid(p int) (int32, bool) {
+func pinnedTid(p int) (int32, *uint32, bool) {
 	s := *slots.Load()
 	if p >= len(s) {
-		return 0, false
+		return 0, nil, false
 	}
 	m := curm()
 	e := &s[p]
 	if e.m == m && e.uses < refreshEvery {
 		e.uses++
-		return e.tid, true
+		return e.tid, e.cpu, true
 	}
-	// A raw system call: the goroutine holds its P pinned, and the
+	// Raw system calls: the goroutine holds its P pinned, and the
 	// scheduler must not be told it is in a system call.
 	t, _, _ := unix.RawSyscall(unix.SYS_GETTID, 0, 0, 0)
-	e.m, e.tid, e.uses = m, int32(t), 0
-	return int32(t), true
+	e.m, e.tid, e.uses, e.cpu = m, int32(t), 0, nil
+	if rseqMode == rseqOwn {
+		e.cpu = rseqCPU(int32(t))
+	}
+	return int32(t), e.cpu, true
 }
 
 // slowTid answers for a P the cache has no slot for (GOMAXPROCS grew after
