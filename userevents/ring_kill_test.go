@@ -497,9 +497,12 @@ func waitFor(cond func() bool) bool {
 //   - what a producer publishes into its ring after its File was closed
 //     and the daemon let the ring go is never delivered.
 func TestRingProducersKilled(t *testing.T) {
-	rounds := 120
+	// At least minRounds; more, up to maxRounds, while the budget lasts —
+	// a round takes ~0.1 s here, several times that under -race on a busy
+	// machine.
+	minRounds, maxRounds, budget := 25, 120, 25*time.Second
 	if testing.Short() {
-		rounds = 25
+		maxRounds = minRounds
 	}
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "uetrace.sock")
@@ -572,7 +575,12 @@ func TestRingProducersKilled(t *testing.T) {
 	sum.plans = map[string]int{}
 	var recs []daemon.Record
 	start := time.Now()
-	for round := range rounds {
+	rounds := 0
+	for round := range maxRounds {
+		if round >= minRounds && time.Since(start) > budget {
+			break
+		}
+		rounds++
 		var ps []*producer
 		spawn := func(p *producer, si int) {
 			p.slot = slot(ctl[si*slotSize : (si+1)*slotSize])
