@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -116,5 +118,79 @@ func TestRingSocketWriteKeepsOrder(t *testing.T) {
 	tr := readFile(t, c, "trace")
 	if i := strings.LastIndex(tr, "order_ev: v="); i < 0 || !strings.HasPrefix(tr[i:], "order_ev: v=0x186a0 (100000)") {
 		t.Errorf("the trace does not end with the socket write")
+	}
+}
+
+// TestRingTracePipe: trace_pipe gives the records a client published into
+// its ring before the read at once, and a reader waiting on the empty pipe
+// wakes for a record published while it waits — the drainer delivers it
+// without a read asking for a flush.
+func TestRingTracePipe(t *testing.T) {
+	s := serve(t, Config{})
+	_, idx, ring := ringClient(t, s, "pipe_ev")
+	reader, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	pipe, err := reader.Open("trace_pipe", os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 7}, u32rec(uint32(i))) {
+			t.Fatal("ring full")
+		}
+	}
+	buf := make([]byte, 1<<16)
+	n, err := pipe.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(buf[:n]); strings.Count(got, "pipe_ev: v=") != 3 || !strings.Contains(got, "pipe_ev: v=0x2 (2)") {
+		t.Fatalf("the first trace_pipe read after three records were published:\n%s", got)
+	}
+	read := make(chan string, 1)
+	go func() {
+		n, err := pipe.Read(buf)
+		if err != nil {
+			read <- err.Error()
+			return
+		}
+		read <- string(buf[:n])
+	}()
+	// The daemon's reader waits in the pipe before the record comes.
+	waitBlockedIn(t, "subsys.(*Handle).ReadContext")
+	if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 7}, u32rec(3)) {
+		t.Fatal("ring full")
+	}
+	select {
+	case got := <-read:
+		if strings.Count(got, "pipe_ev: v=") != 1 || !strings.Contains(got, "pipe_ev: v=0x3 (3)") {
+			t.Fatalf("the waiting trace_pipe read returned:\n%s", got)
+		}
+	case <-time.After(waitLimit):
+		t.Fatalf("a trace_pipe reader still waits %v after a record was published", waitLimit)
+	}
+}
+
+// waitBlockedIn waits until a goroutine of this process — the daemon is
+// in it — is blocked with fn on its stack.
+func waitBlockedIn(t *testing.T, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(waitLimit)
+	for {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			head, _, _ := strings.Cut(g, "\n")
+			if strings.Contains(g, fn) && !strings.Contains(head, "[running]") && !strings.Contains(head, "[runnable]") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine blocked in %s after %v", fn, waitLimit)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
