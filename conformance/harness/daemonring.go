@@ -94,10 +94,13 @@ func (f *ringData) reg(raw []byte, name string, nameFault bool) (uint32, error) 
 		ev.def, _ = eventdef.Parse(cut(name))
 		f.events[idx] = ev
 	}
-	// The daemon took the struct, so its first 16 bytes were there.
-	e := enabler{addr: binary.LittleEndian.Uint64(raw[8:]), bit: raw[4], size: raw[5]}
-	if f.p.wordAt(e) != nil {
-		ev.enablers = append(ev.enablers, e)
+	// The daemon took the struct, so its first 16 bytes were there; an
+	// enable word outside the page would have been refused.
+	if len(raw) >= 16 {
+		e := enabler{addr: binary.LittleEndian.Uint64(raw[8:]), bit: raw[4], size: raw[5]}
+		if f.p.wordAt(e) != nil {
+			ev.enablers = append(ev.enablers, e)
+		}
 	}
 	return idx, nil
 }
@@ -106,7 +109,7 @@ func (f *ringData) reg(raw []byte, name string, nameFault bool) (uint32, error) 
 // removes the process's enabler at that address and bit, whichever file
 // registered it.
 func (f *ringData) unreg(raw []byte) error {
-	if err := f.daemonData.unreg(raw); err != nil {
+	if err := f.daemonData.unreg(raw); err != nil || len(raw) < 16 {
 		return err
 	}
 	addr, bit := binary.LittleEndian.Uint64(raw[8:]), raw[4]
