@@ -183,3 +183,72 @@ func TestRingRefusedWritesOverSocket(t *testing.T) {
 		}
 	}
 }
+
+// TestRingSocketFallbackKeepsOrder: a File on the ring sends over the
+// socket a record it cannot check itself (a __data_loc record over 512
+// bytes); that write reaches sessions after the records the File published
+// into its ring before it, not ahead of those the daemon has yet to drain.
+func TestRingSocketFallbackKeepsOrder(t *testing.T) {
+	sock := startDaemon(t, daemon.Config{})
+	o := &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport, RingKB: 4096}
+	f := open(t, o)
+	if f.Transport() != userevents.RingTransport {
+		t.Fatalf("no ring: %v", f.RingError())
+	}
+	name := uniq("ring_order")
+	ev := register(t, f, name+" u32 n; __data_loc char[] s", 0)
+	cons, err := daemon.Dial(sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ss, err := cons.NewSession(daemon.SessionOptions{BufferBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Attach(name, false); err != nil {
+		t.Fatal(err)
+	}
+	waitBit(t, ev, true)
+	record := func(n uint32, s string) []byte {
+		p := binary.NativeEndian.AppendUint32(nil, n)
+		p = binary.NativeEndian.AppendUint32(p, uint32(len(s)+1)<<16|16) // s: at record offset 16, NUL included
+		return append(append(p, s...), 0)
+	}
+	const n = 20000
+	for i := range n {
+		if err := ev.Write(record(uint32(i), "a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ev.Write(record(n, strings.Repeat("b", 600))); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Dropped() != 0 {
+		t.Fatalf("the ring dropped %d records", ev.Dropped())
+	}
+	var got []uint32
+	for {
+		recs, lost, _, err := ss.Poll(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lost != 0 {
+			t.Fatalf("the session lost %d records", lost)
+		}
+		if len(recs) == 0 {
+			break
+		}
+		for _, r := range recs {
+			got = append(got, binary.NativeEndian.Uint32(r.Raw[8:]))
+		}
+	}
+	if len(got) != n+1 {
+		t.Fatalf("the session has %d records, want %d", len(got), n+1)
+	}
+	for i, v := range got {
+		if v != uint32(i) {
+			t.Fatalf("record %d is write %d: the large write (%d), sent over the socket, came out of order", i, v, n)
+		}
+	}
+}
