@@ -349,6 +349,12 @@ func (c *conn) handle(m []byte) bool {
 		w := c.w
 		w.PID = int32(h.arg)
 		w.CPU = int(h.flags)
+		if c.ring != nil {
+			// A client with a ring sends here only what it could not
+			// publish there (a record it cannot check itself): it comes
+			// after what the ring holds, as it was written after it.
+			c.s.Flush()
+		}
 		n, err := c.file.Writev(w, body)
 		return c.result(int64(n), err)
 	case opRegister:
@@ -369,6 +375,11 @@ func (c *conn) handle(m []byte) bool {
 	case opOpen:
 		if len(c.handles) >= maxHandles {
 			return c.result(0, fmt.Errorf("open %q: too many open files: %w", body, unix.EMFILE))
+		}
+		if int(h.arg)&unix.O_TRUNC != 0 {
+			// Truncating trace clears the records written before it:
+			// those still in the rings too.
+			c.s.Flush()
 		}
 		fh, err := c.s.sys.FS().Open(string(body), int(h.arg), c.cred)
 		if err != nil {

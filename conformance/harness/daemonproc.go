@@ -21,14 +21,18 @@ type daemonProc struct {
 	spawner spawner
 	fsConn  *daemon.Client
 	conns   []*daemon.Client
+	// ring: the daemon-ring backend, whose user_events_data connections
+	// write through rings (daemonring.go); ringFiles are those opened.
+	ring      bool
+	ringFiles []*ringData
 }
 
-func newDaemonProc(socket string, spawn spawner) (*daemonProc, error) {
+func newDaemonProc(socket string, spawn spawner, ring bool) (*daemonProc, error) {
 	mem, fd, err := newEnablePage(true)
 	if err != nil {
 		return nil, err
 	}
-	d := &daemonProc{socket: socket, mem: mem, memfd: fd, spawner: spawn}
+	d := &daemonProc{socket: socket, mem: mem, memfd: fd, spawner: spawn, ring: ring}
 	c, err := d.dial()
 	if err != nil {
 		return nil, err
@@ -68,6 +72,9 @@ func (d *daemonProc) open(mode int) (dataFile, error) {
 	c, err := d.dial()
 	if err != nil {
 		return nil, err
+	}
+	if d.ring {
+		return d.openRing(c)
 	}
 	return &daemonData{c: c}, nil
 }

@@ -16,12 +16,13 @@ import (
 	"github.com/uetrace/uetrace/subsys"
 )
 
-// Backends are the names Options.Backend takes.
-var Backends = []string{"kernel", "daemon", "inprocess"}
+// Backends are the names Options.Backend takes: daemon-ring is the daemon
+// with its clients writing through shared-memory rings (daemonring.go).
+var Backends = []string{"kernel", "daemon", "daemon-ring", "inprocess"}
 
 // Options configure a run of the driver.
 type Options struct {
-	Backend string // kernel, daemon or inprocess
+	Backend string // kernel, daemon, daemon-ring or inprocess
 	// Socket is a running daemon's socket; "" starts one in this process.
 	Socket string
 	// Self is the driver's executable: each scenario on the kernel and
@@ -56,8 +57,8 @@ func Run(o Options, scenarios []*Scenario, w io.Writer) error {
 			}
 			return runProcess(p, steps)
 		}
-	case "daemon", "kernel":
-		if o.Backend == "daemon" && o.Socket == "" {
+	case "daemon", "daemon-ring", "kernel":
+		if o.Backend != "kernel" && o.Socket == "" {
 			sock, stop, err := startDaemon()
 			if err != nil {
 				return err
@@ -71,7 +72,7 @@ func Run(o Options, scenarios []*Scenario, w io.Writer) error {
 				return fmt.Errorf("the kernel backend needs user_events: %w", err)
 			}
 		} else {
-			p, err := newDaemonProc(o.Socket, nil)
+			p, err := newDaemonProc(o.Socket, nil, false)
 			if err != nil {
 				return err
 			}
@@ -87,7 +88,7 @@ func Run(o Options, scenarios []*Scenario, w io.Writer) error {
 			return out
 		}
 	default:
-		return fmt.Errorf("unknown backend %q (want kernel, daemon or inprocess)", o.Backend)
+		return fmt.Errorf("unknown backend %q (want kernel, daemon, daemon-ring or inprocess)", o.Backend)
 	}
 	if err := cleanup(fs); err != nil {
 		return fmt.Errorf("the %s backend is not clean before the first scenario: %w", o.Backend, err)
@@ -152,10 +153,10 @@ func RunChild(o Options, r io.Reader, w io.Writer) error {
 	switch o.Backend {
 	case "kernel":
 		p, err = newKernelProc(o.spawner())
-	case "daemon":
-		p, err = newDaemonProc(o.Socket, o.spawner())
+	case "daemon", "daemon-ring":
+		p, err = newDaemonProc(o.Socket, o.spawner(), o.Backend == "daemon-ring")
 	default:
-		return fmt.Errorf("-child runs the kernel or daemon backend, not %q", o.Backend)
+		return fmt.Errorf("-child runs the kernel, daemon or daemon-ring backend, not %q", o.Backend)
 	}
 	if err != nil {
 		return err

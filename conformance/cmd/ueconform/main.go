@@ -1,13 +1,13 @@
 // Command ueconform runs differential conformance scenarios (see
 // conformance/README.md) against Linux's user_events and uetrace's.
 //
-//	ueconform -backend kernel|daemon|inprocess [-socket PATH] SCENARIO...
+//	ueconform -backend kernel|daemon|daemon-ring|inprocess [-socket PATH] SCENARIO...
 //	ueconform -all [-kernel-results FILE] [-save-kernel FILE] [-known FILE] SCENARIO...
 //
 // The first form runs scenario files or directories on one backend and
 // prints normalised results. The second runs them on the kernel (in the VM
 // of kernel/vmtest, or from saved results), the daemon and in-process
-// subsys, prints every difference, and ends with
+// (socket and ring transports) and in-process subsys, prints every difference, and ends with
 // "conformance: N/N scenarios identical"; it fails when a difference is not
 // in the known-differences file.
 package main
@@ -24,10 +24,10 @@ import (
 )
 
 func main() {
-	backend := flag.String("backend", "", "run on one backend: kernel, daemon or inprocess")
+	backend := flag.String("backend", "", "run on one backend: kernel, daemon, daemon-ring or inprocess")
 	socket := flag.String("socket", "", "daemon backend: a running daemon's socket (default: start one)")
 	child := flag.Bool("child", false, "internal: run scenario text from stdin as this process")
-	all := flag.Bool("all", false, "compare the kernel, the daemon and in-process")
+	all := flag.Bool("all", false, "compare the kernel with the daemon (socket and ring transports) and in-process")
 	kernelResults := flag.String("kernel-results", "", "-all: kernel results saved earlier, instead of booting the VM")
 	saveKernel := flag.String("save-kernel", "", "-all: write the kernel's results to this file")
 	known := flag.String("known", "conformance/known-differences.txt", "-all: the known differences")
