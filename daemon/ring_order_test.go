@@ -14,9 +14,9 @@ import (
 	"github.com/uetrace/uetrace/subsys"
 )
 
-// ringClient is a connection with an event enabled in the trace and a
+// ringClientOf is a connection with an event enabled in the trace and a
 // ring shared: what a userevents File with the ring transport is.
-func ringClient(t *testing.T, s *testServer, name string) (*Client, uint32, *shmring.Producer) {
+func ringClientOf(t *testing.T, s *testServer, name string) (*Client, uint32, *shmring.Producer) {
 	t.Helper()
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	c := a.dial(t, s.sock)
@@ -28,7 +28,7 @@ func ringClient(t *testing.T, s *testServer, name string) (*Client, uint32, *shm
 		t.Fatal(err)
 	}
 	ring := newRing(t, 1<<23)
-	if err := c.ShareRing(ring.Fd()); err != nil {
+	if err := c.ShareRing(ring); err != nil {
 		t.Fatal(err)
 	}
 	return c, idx, ring
@@ -42,7 +42,7 @@ func ringClient(t *testing.T, s *testServer, name string) (*Client, uint32, *shm
 // emptied trace afterwards.)
 func TestRingTruncateClearsPublished(t *testing.T) {
 	s := serve(t, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1, BufferKB: 8192})})
-	c, idx, ring := ringClient(t, s, "trunc_ev")
+	c, idx, ring := ringClientOf(t, s, "trunc_ev")
 	const n = 100000
 	for i := range n {
 		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 7}, u32rec(uint32(i))) {
@@ -69,7 +69,7 @@ func TestRingTruncateClearsPublished(t *testing.T) {
 // the drainer has yet to deliver.
 func TestRingSocketWriteKeepsOrder(t *testing.T) {
 	s := serve(t, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1, BufferKB: 8192})})
-	c, idx, ring := ringClient(t, s, "order_ev")
+	c, idx, ring := ringClientOf(t, s, "order_ev")
 	cons, err := Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestRingSocketWriteKeepsOrder(t *testing.T) {
 // without a read asking for a flush.
 func TestRingTracePipe(t *testing.T) {
 	s := serve(t, Config{})
-	_, idx, ring := ringClient(t, s, "pipe_ev")
+	_, idx, ring := ringClientOf(t, s, "pipe_ev")
 	reader, err := Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func (d *daemonProc) openRing(c *daemon.Client) (dataFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.ShareRing(ring.Fd()); err != nil {
+	if err := c.ShareRing(ring); err != nil {
 		ring.Close()
 		return nil, fmt.Errorf("the daemon refused the ring: %w", err)
 	}
