@@ -7,9 +7,12 @@
  * when it registers, or later), fires it a number of times untimed to fault
  * in the ring and warm the caches, then times runs of N calls with
  * CLOCK_MONOTONIC read once before and once after each run: ns/event is the
- * run's elapsed time divided by N, as Go's testing.B reports ns/op. It does
- * not know what the session kept: lttng's discarded-events count says that
- * (the run script reads it).
+ * run's elapsed time divided by N, as Go's testing.B reports ns/op. Beside
+ * it, cpu-ns/event is the thread's CPU time (CLOCK_THREAD_CPUTIME_ID) over
+ * the same run: on a machine shared with other work it leaves out the time
+ * the thread waited for a CPU, which the elapsed time includes. It does not
+ * know what the session kept: lttng's discarded-events count says that (the
+ * run script reads it).
  *
  * Usage: bench [-e bench_write|bench_string] [-n events] [-r runs]
  *              [-w warmup events] [-t seconds to wait for the enable]
@@ -40,12 +43,17 @@ static int enabled(enum which w)
 	return lttng_ust_tracepoint_enabled(uetrace_bench, bench_string);
 }
 
-static uint64_t now_ns(void)
+static uint64_t clock_ns(clockid_t clock)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 /*
@@ -155,14 +163,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (r = 0; r < runs; r++) {
-		uint64_t t0 = now_ns(), t1;
+		uint64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = now_ns(), t1, c1;
 
 		fire(w, n);
 		t1 = now_ns();
+		c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 		ns[r] = (double)(t1 - t0) / (double)n;
-		printf("run %llu: %s %llu events %.3f s %.1f ns/event %.2f M events/s\n",
+		printf("run %llu: %s %llu events %.3f s %.1f ns/event %.2f M events/s %.1f cpu-ns/event\n",
 		       (unsigned long long)r + 1, name, (unsigned long long)n,
-		       (double)(t1 - t0) / 1e9, ns[r], 1e3 / ns[r]);
+		       (double)(t1 - t0) / 1e9, ns[r], 1e3 / ns[r], (double)(c1 - c0) / (double)n);
 		fflush(stdout);
 	}
 	qsort(ns, runs, sizeof(*ns), cmp_double);
