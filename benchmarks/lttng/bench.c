@@ -14,8 +14,8 @@
  * know what the session kept: lttng's discarded-events count says that (the
  * run script reads it).
  *
- * Usage: bench [-e bench_write|bench_string] [-n events] [-r runs]
- *              [-w warmup events] [-t seconds to wait for the enable]
+ * Usage: bench [-e bench_write|bench_string] [-n events (5000000)] [-r runs (5)]
+ *              [-w warmup events (500000)] [-t seconds to wait for the enable (30)]
  *        bench -V   prints the LTTng-UST version it was built with
  */
 #define _GNU_SOURCE
@@ -104,7 +104,7 @@ int main(int argc, char **argv)
 {
 	enum which w = WRITE;
 	const char *name = "bench_write";
-	uint64_t n = 10000000, warm = 1000000, runs = 5, wait_s = 30;
+	uint64_t n = 5000000, warm = 500000, runs = 5, wait_s = 30;
 	double *ns;
 	uint64_t r, deadline;
 	int opt;
