@@ -256,15 +256,14 @@ func (m *merger) run() {
 		switch {
 		case n == mergeBatch:
 			continue
-		case hold:
-			// A producer between its reservation and its commit: let
-			// it run, and after a few tries sleep until it commits
-			// (it wakes us) or for the millisecond holdMax allows.
+		case hold && len(m.heap) > 0:
+			// Records wait for a producer between its reservation and
+			// its commit: let it run, and after a few tries nap — a
+			// sleep would make it pay a wake for its commit.
 			if holds++; holds < 8 {
 				runtime.Gosched()
 			} else {
-				m.sleep(time.Millisecond)
-				holds = 0
+				m.napOnce(napMin)
 			}
 			continue
 		case len(m.heap) > 0:
@@ -413,6 +412,16 @@ func (m *merger) release() {
 	}
 	clear(m.rings[len(keep):])
 	m.rings = keep
+}
+
+// napOnce naps for d, or until a request comes.
+func (m *merger) napOnce(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-m.nudge:
+	case <-t.C:
+	}
 }
 
 // napUntilPending naps, looks, and naps again, up to idleNaps times, until
