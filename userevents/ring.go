@@ -144,7 +144,11 @@ func (f *File) RingError() error { return f.ringErr }
 
 // Dropped is how many records of this Event the ring had no room for: the
 // daemon was not draining fast enough. Write succeeded for each, as a
-// write to the kernel does when its ring buffer is full.
+// write to the kernel does when its ring buffer is full. The daemon is
+// told with the next write that finds room (or by File.Sync, or a retry
+// within milliseconds when no write comes), and its consumers count them:
+// "CPU:N [LOST n EVENTS]" in the trace, PERF_RECORD_LOST in perf.data,
+// DROPPED in uetrace status.
 func (e *Event) Dropped() uint64 { return e.dropped.Load() }
 
 // maxStackRecord bounds the records of events with __data_loc or __rel_loc
