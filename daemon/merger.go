@@ -416,12 +416,20 @@ func (m *merger) release() {
 
 // napOnce naps for d, or until a request comes.
 func (m *merger) napOnce(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-m.nudge:
-	case <-t.C:
+	default:
+		nap(d)
 	}
+}
+
+// nap sleeps for d in nanosleep(2), not on a Go timer: the runtime rounds
+// a timer under a millisecond up to one when it has nothing else to run,
+// and a millisecond's nap would let a busy producer fill its ring. A
+// request that comes meanwhile waits for the nap's end, at most napMax.
+func nap(d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
+	unix.Nanosleep(&ts, nil)
 }
 
 // napUntilPending naps, looks, and naps again, up to idleNaps times, until
@@ -431,13 +439,12 @@ func (m *merger) napOnce(d time.Duration) {
 // quarter full, so that a small ring does not fill up during a nap, and
 // grows back to napMax while looks find little.
 func (m *merger) napUntilPending() bool {
-	t := time.NewTimer(m.nap)
-	defer t.Stop()
 	for range idleNaps {
+		nap(m.nap)
 		select {
 		case <-m.nudge:
 			return true
-		case <-t.C:
+		default:
 		}
 		pending, fill := m.pending()
 		switch {
@@ -449,7 +456,6 @@ func (m *merger) napUntilPending() bool {
 		if pending {
 			return true
 		}
-		t.Reset(m.nap)
 	}
 	return false
 }
