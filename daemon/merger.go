@@ -73,10 +73,12 @@ var holdMax = holdMaxDefault
 // counted in RingStats.OutOfOrder, and ftrace stores a record whose time
 // went backwards on a CPU with the time before it, as the kernel does).
 //
-// # Sleeping
+// # Napping and sleeping
 //
-// When no ring offers anything, the merger says in every ring that it
-// sleeps and looks again (shmring.Consumer.Sleep), then waits in
+// When no ring offers anything, the merger naps (nanosleep, napMax) and
+// looks at the rings' head lines only, up to idleNaps times, so that
+// producers that keep publishing never pay a wake-up. Then it says in
+// every ring that it sleeps and looks again (shmring.Consumer.Sleep), then waits in
 // epoll_wait on every ring's eventfd, edge-triggered: the first publisher
 // after it said so adds 1 to its eventfd. The merger never reads those
 // eventfds — a client that clears their O_NONBLOCK or empties them cannot
@@ -98,7 +100,8 @@ type merger struct {
 
 	outOfOrder atomic.Uint64
 
-	// nudge ends a nap at once: requests send on it.
+	// nudge ends the naps: a request sends on it, and the merger looks
+	// at it after each nap (at most napMax).
 	nudge chan struct{}
 
 	// The merger goroutine's own.
