@@ -32,9 +32,12 @@ func newServeCmd(g *globals) *cobra.Command {
 		Short: "Serve user_events to the programs of this machine from a daemon",
 		Long: `serve runs the user_events subsystem in this process and serves it on a Unix
 socket, for kernels without CONFIG_USER_EVENTS. Programs using the
-userevents package register and write events through it; uetrace's other
-commands read and write its tracefs tree. A client that exits releases its
-events as process exit does in Linux. SIGINT or SIGTERM stops it.
+userevents package register events through it and write them into rings of
+memory they share with it, without a system call (a full ring drops the
+record, counted and shown as LOST, as the kernel's ring buffer does); the
+daemon merges all clients' records in time order. uetrace's other commands
+read and write its tracefs tree. A client that exits releases its events as
+process exit does in Linux. SIGINT or SIGTERM stops it.
 
 The socket is the owner's and its group's (mode 0660, the daemon's group):
 a daemon root starts serves root alone. --group and --mode share it: the
