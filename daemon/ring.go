@@ -31,8 +31,8 @@ const MaxRing = 64 << 20
 // client can only ever claim losses for its own connection's events.
 const LostIndex = ^uint32(0)
 
-// lostPayload is a loss record's payload size.
-const lostPayload = 16
+// LostPayload is the size of a loss record's payload.
+const LostPayload = 16
 
 // RingStats are the fast path's counts for the rings of a Server's
 // connections, live and closed.
@@ -174,17 +174,14 @@ type ringSource struct {
 	forged, future, held                          atomic.Uint64
 }
 
-// ring counts that only the merger may read (shmring's), added when the
-// ring is released.
+// stats are all of the ring's counts: live's and those only the merger
+// may read (shmring's), taken when the ring is released.
 func (r *ringSource) stats() RingStats {
+	st := r.live()
 	cs := r.cons.Stats()
-	dropped, _ := r.cons.Dropped()
-	return RingStats{
-		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(),
-		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(), Dropped: dropped,
-		ForgedTID: r.forged.Load(), Future: r.future.Load(), Held: r.held.Load(),
-		Torn: cs.Torn, TooLong: cs.TooLong, Discarded: cs.Discarded, BadHead: cs.BadHead,
-	}
+	st.Dropped, _ = r.cons.Dropped()
+	st.Torn, st.TooLong, st.Discarded, st.BadHead = cs.Torn, cs.TooLong, cs.Discarded, cs.BadHead
+	return st
 }
 
 // live are the counts of a ring the merger still drains.
@@ -249,7 +246,7 @@ func (r *ringSource) deliver() {
 	w.PID = r.thread(rec.TID)
 	w.CPU = int(rec.CPU)
 	if rec.WriteIndex == LostIndex {
-		if len(rec.Payload) != lostPayload || le.Uint32(rec.Payload[4:]) != 0 {
+		if len(rec.Payload) != LostPayload || le.Uint32(rec.Payload[4:]) != 0 {
 			r.rejected.Add(1)
 			return
 		}

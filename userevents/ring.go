@@ -291,7 +291,7 @@ func (r *clientRing) publishLosses() {
 		if n != 0 {
 			// TryReserve: a loss record that does not fit is not a
 			// dropped record; it is kept and tried again.
-			v, ok := r.p.TryReserve(shmring.Meta{WriteIndex: daemon.LostIndex}, lostPayload)
+			v, ok := r.p.TryReserve(shmring.Meta{WriteIndex: daemon.LostIndex}, daemon.LostPayload)
 			if !ok {
 				keep = append(keep, e)
 				continue
@@ -317,8 +317,22 @@ func (r *clientRing) publishLosses() {
 	}
 }
 
-// lostPayload is a loss record's payload: see daemon.LostIndex.
-const lostPayload = 16
+// tell publishes the losses not yet told, having the daemon empty a full
+// ring first if they do not fit.
+func (r *clientRing) tell(dc *daemon.Client) error {
+	if !r.lossy.Load() {
+		return nil
+	}
+	r.publishLosses()
+	if !r.pendingLosses() {
+		return nil
+	}
+	if err := dc.FlushRing(); err != nil {
+		return err
+	}
+	r.publishLosses()
+	return nil
+}
 
 // pendingLosses reports whether some dropped records are still to be
 // told to the daemon.
@@ -340,15 +354,8 @@ func (f *File) Sync() error {
 		return nil
 	}
 	defer runtime.KeepAlive(r)
-	if r.lossy.Load() {
-		r.publishLosses()
-		if r.pendingLosses() {
-			// The ring is full: have the daemon empty it, then tell.
-			if err := f.dc.FlushRing(); err != nil {
-				return wrapErr("sync", "", "", err)
-			}
-			r.publishLosses()
-		}
+	if err := r.tell(f.dc); err != nil {
+		return wrapErr("sync", "", "", err)
 	}
 	if err := f.dc.FlushRing(); err != nil {
 		return wrapErr("sync", "", "", err)

@@ -377,12 +377,8 @@ func (f *File) Close() error {
 		// in a full ring if need be.
 		if r := f.ring.Load(); r != nil {
 			r.stopRetry()
-			if r.lossy.Load() {
-				r.publishLosses()
-				if r.pendingLosses() && f.dc.FlushRing() == nil {
-					r.publishLosses()
-				}
-			}
+			r.tell(f.dc) // what cannot be told stays in Event.Dropped
+
 		}
 		f.ring.Store(nil)
 		errs = append(errs, f.dc.Close())

@@ -280,21 +280,19 @@ func (c *Consumer) Wait(timeout time.Duration) bool {
 // wait is Wait, also returning how the futex wait ended (0 if there was
 // none), for the tests.
 func (c *Consumer) wait(timeout time.Duration) (bool, error) {
-	c.publish()
 	if timeout <= 0 {
+		c.publish()
 		return c.ready(), nil
 	}
 	// Say we sleep, then look: the store pairs with the producer's load
 	// after its committed store (see the package doc).
-	atomic.StoreUint32(c.r.sleeping, 1)
-	if c.ready() {
-		atomic.StoreUint32(c.r.sleeping, 0)
+	if !c.Sleep() {
 		return true, nil
 	}
 	// Sleeps only while the word is still 1: a producer that cleared it
 	// since the look above makes this return at once.
 	err := futexWait(c.r.sleeping, 1, timeout)
-	atomic.StoreUint32(c.r.sleeping, 0)
+	c.Awake()
 	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 		err = nil
 	}
