@@ -7,31 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/subsys"
 )
 
-// ringClientOf is a connection with an event enabled in the trace and a
-// ring shared: what a userevents File with the ring transport is.
+// ringClientOf is newRingClient with an 8 MiB ring, as its parts.
 func ringClientOf(t *testing.T, s *testServer, name string) (*Client, uint32, *shmring.Producer) {
 	t.Helper()
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	c := a.dial(t, s.sock)
-	idx, _, err := c.Register(reg(a.addr(0), 0), name+" u32 v", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFile(c, "events/user_events/"+name+"/enable", "1"); err != nil {
-		t.Fatal(err)
-	}
-	ring := newRing(t, 1<<23)
-	if err := c.ShareRing(ring); err != nil {
-		t.Fatal(err)
-	}
-	return c, idx, ring
+	rc := newRingClient(t, s, name, 1<<23)
+	return rc.c, rc.idx, rc.ring
 }
 
 // TestRingTruncateClearsPublished: truncating trace (an O_TRUNC open)
@@ -66,7 +51,7 @@ func TestRingTruncateClearsPublished(t *testing.T) {
 // TestRingSocketWriteKeepsOrder: a write a ring client sends over the
 // socket — one it could not check itself — reaches the trace and sessions
 // after the records it published into its ring before, not before those
-// the drainer has yet to deliver.
+// the merger has yet to deliver.
 func TestRingSocketWriteKeepsOrder(t *testing.T) {
 	s := serve(t, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1, BufferKB: 8192})})
 	c, idx, ring := ringClientOf(t, s, "order_ev")
@@ -123,7 +108,7 @@ func TestRingSocketWriteKeepsOrder(t *testing.T) {
 
 // TestRingTracePipe: trace_pipe gives the records a client published into
 // its ring before the read at once, and a reader waiting on the empty pipe
-// wakes for a record published while it waits — the drainer delivers it
+// wakes for a record published while it waits — the merger delivers it
 // without a read asking for a flush.
 func TestRingTracePipe(t *testing.T) {
 	s := serve(t, Config{})

@@ -223,24 +223,13 @@ func TestRingRefused(t *testing.T) {
 	healthy(t, s)
 }
 
-// TestRingDrainsWithoutReads: the drainer delivers what is published on
+// TestRingDrainsWithoutReads: the merger delivers what is published on
 // its own, without a read asking it to flush — woken by the publish when it
 // sleeps on the idle ring.
 func TestRingDrainsWithoutReads(t *testing.T) {
 	s := serve(t, Config{})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	c := a.dial(t, s.sock)
-	idx, _, err := c.Register(reg(a.addr(0), 0), "wake_ev u32 v", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFile(c, "events/user_events/wake_ev/enable", "1"); err != nil {
-		t.Fatal(err)
-	}
-	ring := newRing(t, 1<<16)
-	if err := c.ShareRing(ring); err != nil {
-		t.Fatal(err)
-	}
+	rc := newRingClient(t, s, "wake_ev", 1<<16)
+	idx, ring := rc.idx, rc.ring
 	for i := range 3 {
 		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 1}, u32rec(uint32(i))) {
 			t.Fatal("ring full")
@@ -256,24 +245,13 @@ func TestRingDrainsWithoutReads(t *testing.T) {
 }
 
 // TestRingRecordsBeforeDisableKept: records published while the event was
-// enabled are in the trace even when the disable comes before the drainer
+// enabled are in the trace even when the disable comes before the merger
 // got to them — the disable flushes the rings first, as the kernel's
 // synchronous writes would be in the buffer already.
 func TestRingRecordsBeforeDisableKept(t *testing.T) {
 	s := serve(t, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1, BufferKB: 4096})})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	c := a.dial(t, s.sock)
-	idx, _, err := c.Register(reg(a.addr(0), 0), "dis_ev u32 v", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFile(c, "events/user_events/dis_ev/enable", "1"); err != nil {
-		t.Fatal(err)
-	}
-	ring := newRing(t, 1<<20)
-	if err := c.ShareRing(ring); err != nil {
-		t.Fatal(err)
-	}
+	rc := newRingClient(t, s, "dis_ev", 1<<20)
+	c, idx, ring := rc.c, rc.idx, rc.ring
 	const n = 10000
 	for i := range n {
 		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 3}, u32rec(uint32(i))) {

@@ -140,24 +140,32 @@ func BenchmarkDaemonWrite(b *testing.B) {
 // benchDaemon starts a daemon in a child process, as a real one runs, and
 // returns its socket once it answers.
 func benchDaemon(b *testing.B) string {
-	sock := filepath.Join(b.TempDir(), "bench.sock")
+	sock, _ := DaemonProcess(b)
+	return sock
+}
+
+// DaemonProcess starts a daemon in a child process (the test binary, whose
+// TestMain serves when UETRACE_BENCH_DAEMON names a socket) and returns its
+// socket once it answers, and the process; the test's cleanup kills it.
+func DaemonProcess(tb testing.TB) (string, *os.Process) {
+	sock := filepath.Join(tb.TempDir(), "bench.sock")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "UETRACE_BENCH_DAEMON="+sock)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
 		if c, err := daemon.Dial(sock, nil); err == nil {
 			c.Close()
 			break
 		}
 		if time.Since(start) > time.Minute {
-			b.Fatal("the daemon did not start")
+			tb.Fatal("the daemon did not start")
 		}
 	}
-	return sock
+	return sock, cmd.Process
 }
 
 // TestMain serves as the benchmark's daemon when asked to.

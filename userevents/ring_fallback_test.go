@@ -130,18 +130,7 @@ func TestRingRefusedWritesOverSocket(t *testing.T) {
 	}
 	name := uniq("ring_refused")
 	ev := register(t, f, name+" u32 v", 0)
-	cons, err := daemon.Dial(upstream, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ss, err := cons.NewSession(daemon.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss.Attach(name, false); err != nil {
-		t.Fatal(err)
-	}
+	ss := attachedSession(t, upstream, name, 0)
 	fs := tracefs(t, o)
 	setEnable(t, fs, "user_events", name, true)
 	waitBit(t, ev, true)
@@ -197,18 +186,7 @@ func TestRingSocketFallbackKeepsOrder(t *testing.T) {
 	}
 	name := uniq("ring_order")
 	ev := register(t, f, name+" u32 n; __data_loc char[] s", 0)
-	cons, err := daemon.Dial(sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ss, err := cons.NewSession(daemon.SessionOptions{BufferBytes: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss.Attach(name, false); err != nil {
-		t.Fatal(err)
-	}
+	ss := attachedSession(t, sock, name, 16<<20)
 	waitBit(t, ev, true)
 	record := func(n uint32, s string) []byte {
 		p := binary.NativeEndian.AppendUint32(nil, n)

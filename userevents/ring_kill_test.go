@@ -545,18 +545,7 @@ func TestRingProducersKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := daemon.Dial(sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ss, err := cons.NewSession(daemon.SessionOptions{BufferBytes: 32 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss.Attach("user_events:kill_ev", false); err != nil {
-		t.Fatal(err)
-	}
+	ss := attachedSession(t, sock, "user_events:kill_ev", 32<<20)
 	waitBit(t, ownEv, true)
 
 	const slots = 2

@@ -3,7 +3,6 @@ package userevents_test
 import (
 	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -12,36 +11,80 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/userevents"
 )
 
-// daemonProcess starts a daemon in a child process (the test binary, whose
-// TestMain serves when UETRACE_BENCH_DAEMON names a socket) and returns
-// its socket once it answers, and the process.
-func daemonProcess(t *testing.T) (string, *os.Process) {
+// stoppedRing is a File on a daemon in a child process, with a 4 KiB ring
+// and an event enabled in the trace, whose writes the test makes while
+// the daemon is stopped.
+type stoppedRing struct {
+	f    *userevents.File
+	ev   *userevents.Event
+	fs   *userevents.Tracefs
+	proc *os.Process
+	name string
+}
+
+func newStoppedRing(t *testing.T, base string) *stoppedRing {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "d.sock")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "UETRACE_BENCH_DAEMON="+sock)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	sock, proc := userevents.DaemonProcess(t)
+	o := &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport, RingKB: 4}
+	f, err := userevents.Open(*o)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
-		if c, err := daemon.Dial(sock, nil); err == nil {
-			c.Close()
-			break
-		}
-		if time.Since(start) > time.Minute {
-			t.Fatal("the daemon did not start")
-		}
+	t.Cleanup(func() { f.Close() })
+	s := &stoppedRing{f: f, proc: proc, name: uniq(base)}
+	s.ev = register(t, f, s.name+" u64 v", 0)
+	s.fs = tracefs(t, o)
+	setEnable(t, s.fs, "user_events", s.name, true)
+	waitBit(t, s.ev, true)
+	return s
+}
+
+// write writes v.
+func (s *stoppedRing) write(t *testing.T, v int) {
+	t.Helper()
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], uint64(v))
+	if err := s.ev.Write(b[:]); err != nil {
+		t.Fatal(err)
 	}
-	return sock, cmd.Process
+}
+
+// writeStopped writes 0..n-1 with the daemon stopped — it drains nothing,
+// and a 4 KiB ring holds some 90 records — then lets it go on.
+func (s *stoppedRing) writeStopped(t *testing.T, n int) {
+	t.Helper()
+	if err := s.proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, s.proc.Pid)
+	for i := range n {
+		s.write(t, i)
+	}
+	if err := s.proc.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var lostLine = regexp.MustCompile(`(?m)^CPU:\d+ \[LOST (\d+) EVENTS\]$`)
+
+// traced reads the trace: the event's records in it, the sum of its LOST
+// lines, and the text.
+func (s *stoppedRing) traced(t *testing.T) (records int, lost uint64, text string) {
+	t.Helper()
+	tr, err := s.fs.ReadFile("trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = string(tr)
+	for _, m := range lostLine.FindAllStringSubmatch(text, -1) {
+		n, _ := strconv.ParseUint(m[1], 10, 64)
+		lost += n
+	}
+	return strings.Count(text, s.name+": v="), lost, text
+}
 
 // TestRingDropsReachTheTrace: records a full ring dropped — the daemon
 // stopped, the writes succeeding, as writes to a kernel whose ring buffer
@@ -49,65 +92,57 @@ var lostLine = regexp.MustCompile(`(?m)^CPU:\d+ \[LOST (\d+) EVENTS\]$`)
 // daemon with the next write, and shown in the trace as "CPU:N [LOST n
 // EVENTS]": records in the trace plus the LOST counts are every write.
 func TestRingDropsReachTheTrace(t *testing.T) {
-	sock, proc := daemonProcess(t)
-	o := &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport, RingKB: 4}
-	f, err := userevents.Open(*o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	name := uniq("ring_lost")
-	ev := register(t, f, name+" u64 v", 0)
-	fs := tracefs(t, o)
-	setEnable(t, fs, "user_events", name, true)
-	waitBit(t, ev, true)
-
-	write := func(i int) {
-		t.Helper()
-		var v [8]byte
-		binary.NativeEndian.PutUint64(v[:], uint64(i))
-		if err := ev.Write(v[:]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A stopped daemon drains nothing: a 4 KiB ring holds some 90 records.
-	if err := proc.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	waitStopped(t, proc.Pid)
+	s := newStoppedRing(t, "ring_lost")
 	const stopped, after = 1000, 10
-	for i := range stopped {
-		write(i)
-	}
-	if err := proc.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	if d := ev.Dropped(); d < stopped/2 {
+	s.writeStopped(t, stopped)
+	if d := s.ev.Dropped(); d < stopped/2 {
 		t.Fatalf("%d of %d writes dropped into a 4 KiB ring with the daemon stopped", d, stopped)
 	}
 	// A read of the trace has the daemon drain the ring first; then the
 	// first write finds room and tells the daemon what was dropped.
-	if _, err := fs.ReadFile("trace"); err != nil {
-		t.Fatal(err)
-	}
+	s.traced(t)
 	for i := range after {
-		write(stopped + i)
+		s.write(t, stopped+i)
 	}
-	dropped := ev.Dropped()
-	tr, err := fs.ReadFile("trace")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(tr)
-	records := strings.Count(text, name+": v=")
-	var lost uint64
-	for _, m := range lostLine.FindAllStringSubmatch(text, -1) {
-		n, _ := strconv.ParseUint(m[1], 10, 64)
-		lost += n
-	}
+	dropped := s.ev.Dropped()
+	records, lost, text := s.traced(t)
 	t.Logf("%d written: %d in the trace, %d LOST, %d dropped", stopped+after, records, lost, dropped)
 	if lost != dropped || uint64(records)+lost != stopped+after {
 		t.Errorf("%d written, %d dropped: the trace has %d records and LOST %d:\n%s", stopped+after, dropped, records, lost, text)
+	}
+}
+
+// TestRingDropsToldWithoutAnotherWrite: drops are told to the daemon even
+// when nothing is written after them — by File.Sync at once, and by the
+// File's own retry when no one calls it — so that the last writes of a
+// program are not lost silently.
+func TestRingDropsToldWithoutAnotherWrite(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Sync", false: "retry"}[sync], func(t *testing.T) {
+			s := newStoppedRing(t, "ring_told")
+			const n = 1000
+			s.writeStopped(t, n)
+			dropped := s.ev.Dropped()
+			if dropped == 0 {
+				t.Fatal("nothing dropped into a 4 KiB ring with the daemon stopped")
+			}
+			if sync {
+				if err := s.f.Sync(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var records int
+			var lost uint64
+			for start := time.Now(); ; time.Sleep(time.Millisecond) {
+				records, lost, _ = s.traced(t)
+				if uint64(records)+lost == n || sync || time.Since(start) > time.Minute {
+					break
+				}
+			}
+			if lost != dropped || uint64(records)+lost != n {
+				t.Errorf("%d written, %d dropped: the trace has %d records and LOST %d", n, dropped, records, lost)
+			}
+		})
 	}
 }
 
@@ -130,71 +165,5 @@ func waitStopped(t *testing.T, pid int) {
 		if time.Since(start) > time.Minute {
 			t.Fatalf("process %d did not stop", pid)
 		}
-	}
-}
-
-// TestRingDropsToldWithoutAnotherWrite: drops are told to the daemon even
-// when nothing is written after them — by File.Sync at once, and by the
-// File's own retry when no one calls it — so that the last writes of a
-// program are not lost silently.
-func TestRingDropsToldWithoutAnotherWrite(t *testing.T) {
-	for _, sync := range []bool{true, false} {
-		t.Run(map[bool]string{true: "Sync", false: "retry"}[sync], func(t *testing.T) {
-			sock, proc := daemonProcess(t)
-			o := &userevents.Options{Backend: userevents.Daemon, Socket: sock, RingKB: 4}
-			f, err := userevents.Open(*o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			name := uniq("ring_told")
-			ev := register(t, f, name+" u64 v", 0)
-			fs := tracefs(t, o)
-			setEnable(t, fs, "user_events", name, true)
-			waitBit(t, ev, true)
-			if err := proc.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			waitStopped(t, proc.Pid)
-			const n = 1000
-			var v [8]byte
-			for i := range n {
-				binary.NativeEndian.PutUint64(v[:], uint64(i))
-				if err := ev.Write(v[:]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := proc.Signal(syscall.SIGCONT); err != nil {
-				t.Fatal(err)
-			}
-			dropped := ev.Dropped()
-			if dropped == 0 {
-				t.Fatal("nothing dropped into a 4 KiB ring with the daemon stopped")
-			}
-			if sync {
-				if err := f.Sync(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var records int
-			var lost uint64
-			for start := time.Now(); ; time.Sleep(time.Millisecond) {
-				tr, err := fs.ReadFile("trace")
-				if err != nil {
-					t.Fatal(err)
-				}
-				records, lost = strings.Count(string(tr), name+": v="), 0
-				for _, m := range lostLine.FindAllStringSubmatch(string(tr), -1) {
-					k, _ := strconv.ParseUint(m[1], 10, 64)
-					lost += k
-				}
-				if uint64(records)+lost == n || sync || time.Since(start) > time.Minute {
-					break
-				}
-			}
-			if lost != dropped || uint64(records)+lost != n {
-				t.Errorf("%d written, %d dropped: the trace has %d records and LOST %d", n, dropped, records, lost)
-			}
-		})
 	}
 }

@@ -33,18 +33,7 @@ func TestRingRecordHasWritersIdentity(t *testing.T) {
 	}
 	name := uniq("ring_who")
 	ev := register(t, f, name+" u32 v", 0)
-	cons, err := daemon.Dial(sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ss, err := cons.NewSession(daemon.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss.Attach(name, false); err != nil {
-		t.Fatal(err)
-	}
+	ss := attachedSession(t, sock, name, 0)
 	fs := tracefs(t, o)
 	setEnable(t, fs, "user_events", name, true)
 	waitBit(t, ev, true)
@@ -326,4 +315,24 @@ func errnoOf(err error) unix.Errno {
 		return unix.EIO
 	}
 	return 0
+}
+
+// attachedSession is a daemon session of its own connection, attached to
+// the events pattern matches, with a buffer of bufferBytes (0: the
+// default); the test's cleanup closes the connection.
+func attachedSession(t *testing.T, sock, pattern string, bufferBytes int) *daemon.Session {
+	t.Helper()
+	cons, err := daemon.Dial(sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.Close() })
+	ss, err := cons.NewSession(daemon.SessionOptions{BufferBytes: bufferBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Attach(pattern, false); err != nil {
+		t.Fatal(err)
+	}
+	return ss
 }
