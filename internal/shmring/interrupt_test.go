@@ -9,16 +9,7 @@ import (
 // an idle ring long before its hour's timeout (the test's own timeout
 // fails it otherwise).
 func TestInterruptEndsWait(t *testing.T) {
-	p, err := Create(1 << 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := Attach(p.Fd())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := pair(t, 1<<16)
 	done := make(chan bool)
 	go func() { done <- c.Wait(time.Hour) }()
 	// The waiter may not have set its word yet: repeat until it returns.

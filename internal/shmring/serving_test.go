@@ -71,16 +71,7 @@ func TestBoundTriesWithHeadMovedByConsumer(t *testing.T) {
 // says whether the consumer sleeps; Wake wakes a consumer asleep in Wait,
 // once per time it said it sleeps.
 func TestCommitQuietAndWake(t *testing.T) {
-	p, err := Create(1 << 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := Attach(p.Fd())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := pair(t, 1<<16)
 	v, ok := p.Reserve(Meta{}, 8)
 	if !ok {
 		t.Fatal("reserve")
