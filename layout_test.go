@@ -16,7 +16,7 @@ var layers = [][]string{
 	// The uapi, perf's and Perfetto's formats, the event model, who wrote a
 	// record, where and when, and the shared-memory record ring.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
-		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/tracefsns", "eventdef", "tracefmt", "perfdata"},
+		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/tracefsns", "internal/procsyscall", "eventdef", "tracefmt", "perfdata"},
 	// The ftrace ring buffer and its text.
 	{"internal/ftrace"},
 	// The user_events subsystem in user space.
