@@ -47,7 +47,9 @@
 //     user_events_data is the caller's (the daemon's connections and
 //     userevents' files are read-write). Names and payloads are Go strings
 //     and slices, so the EFAULT of an unreadable DIAG_IOCSDEL name or write
-//     buffer is the caller's too (RegisterArgs carries an unreadable name).
+//     buffer is the caller's too (RegisterArgs carries an unreadable name;
+//     File.WriteFaulted answers a write whose buffer faulted part-way, as a
+//     FUSE server learns of one).
 //   - The kernel fills a record's common_flags from the writer's
 //     interrupt and preemption state (need-resched can show); here they are
 //     always 0.

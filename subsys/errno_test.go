@@ -337,3 +337,43 @@ func TestStatusText(t *testing.T) {
 		t.Errorf("system enable %q", got)
 	}
 }
+
+// A write whose buffer faults part-way, as a FUSE server sees it: only the
+// bytes before the fault arrive. Linux's order (user_events_write_core):
+// index first, then size and state against the full length, then the copy.
+func TestWriteFaulted(t *testing.T) {
+	e := newEnv(t)
+	f := e.s.Open()
+	defer f.Close()
+	idx, _ := e.reg(f, "e u32 a; u32 b", 0, 0)
+	whole := append(append(le32(idx), le32(1)...), le32(2)...)
+	tests := []struct {
+		name     string
+		readable []byte
+		total    int
+		enabled  bool
+		errno    unix.Errno
+	}{
+		{"fault within the index", whole[:2], 12, true, unix.EFAULT},
+		{"nothing readable", nil, 12, false, unix.EFAULT},
+		{"bad index before the fault", le32(7), 12, true, unix.ENOENT},
+		{"negative index", le32(0x80000000), 12, true, unix.EINVAL},
+		{"too short in all before the fault", whole[:4], 7, true, unix.EINVAL},
+		{"disabled: EBADF, the payload is never copied", whole[:6], 12, false, unix.EBADF},
+		{"enabled: the copy faults", whole[:6], 12, true, unix.EFAULT},
+		{"all readable is a write", whole, 12, true, 0},
+	}
+	for _, tt := range tests {
+		e.enable("e", tt.enabled)
+		before, _ := e.s.Lookup("user_events", "e").Counts()
+		n, err := f.WriteFaulted(w0, tt.readable, tt.total)
+		wantErrno(t, tt.name, err, tt.errno)
+		after, _ := e.s.Lookup("user_events", "e").Counts()
+		if tt.errno != 0 && (n != 0 || after != before) {
+			t.Errorf("%s: wrote %d bytes, %d records; a faulted write writes nothing", tt.name, n, after-before)
+		}
+		if tt.errno == 0 && (n != 12 || after != before+1) {
+			t.Errorf("%s: %d bytes, %d records; want 12 bytes and one record", tt.name, n, after-before)
+		}
+	}
+}

@@ -80,26 +80,11 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 	}
 	var ib [4]byte
 	gather(ib[:], iov, 0)
-	idx := int32(binary.NativeEndian.Uint32(ib[:]))
-	if idx < 0 {
-		return 0, fmt.Errorf("write index %d is negative: %w", idx, unix.EINVAL)
+	ev, err := f.check(binary.NativeEndian.Uint32(ib[:]), total-4)
+	if err != nil {
+		return 0, err
 	}
-	p := f.events.Load()
-	if p == nil || int(idx) >= len(*p) {
-		n := 0
-		if p != nil {
-			n = len(*p)
-		}
-		return 0, fmt.Errorf("write index %d: this file has %d events: %w", idx, n, unix.ENOENT)
-	}
-	ev := (*p)[idx]
 	n := total - 4
-	if err := ev.def.CheckSize(n); err != nil {
-		return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
-	}
-	if ev.status.Load() == 0 {
-		return 0, errDisabled
-	}
 
 	bp := scratch.Get().(*[]byte)
 	rec := *bp
@@ -115,7 +100,7 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 	ne.PutUint32(rec[4:], uint32(w.PID))
 	gather(rec[eventdef.HeaderSize:], iov, 4)
 
-	err := ev.def.Validate(rec)
+	err = ev.def.Validate(rec)
 	if err == nil {
 		ev.shard(w.CPU).written.Add(1)
 		if !stamped {
@@ -136,6 +121,57 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 		return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
 	}
 	return total, nil
+}
+
+// check is the part of user_events_write_core between reading the write
+// index and copying the payload: a negative index EINVAL, an index this file
+// does not have ENOENT, n payload bytes fewer than the event's fields EINVAL,
+// nothing attached EBADF. It returns the event to write to.
+func (f *File) check(index uint32, n int) (*Event, error) {
+	idx := int32(index)
+	if idx < 0 {
+		return nil, fmt.Errorf("write index %d is negative: %w", idx, unix.EINVAL)
+	}
+	p := f.events.Load()
+	if p == nil || int(idx) >= len(*p) {
+		have := 0
+		if p != nil {
+			have = len(*p)
+		}
+		return nil, fmt.Errorf("write index %d: this file has %d events: %w", idx, have, unix.ENOENT)
+	}
+	ev := (*p)[idx]
+	if err := ev.def.CheckSize(n); err != nil {
+		return nil, fmt.Errorf("write to %s: %w", ev.tp, err)
+	}
+	if ev.status.Load() == 0 {
+		return nil, errDisabled
+	}
+	return ev, nil
+}
+
+// WriteFaulted is a write(2) of total bytes of which only the first
+// len(readable) could be read: the rest of the caller's buffer is unmapped.
+// A FUSE server sees exactly this — the kernel sends the pages it could pin
+// and nothing past the fault — while Linux's user_events_write reads the
+// buffer itself. It answers as Linux does (user_events_write_core): a fault
+// within the write index is EFAULT; then the index, the size (of all total
+// bytes: the kernel checks the iterator's count before copying) and the
+// event's state are checked as for Write, so a disabled event is EBADF; an
+// enabled one EFAULT, the record being discarded when its copy faults.
+// Nothing is written either way. With all total bytes readable it is Write.
+func (f *File) WriteFaulted(w Writer, readable []byte, total int) (int, error) {
+	if len(readable) >= total {
+		return f.Write(w, readable[:total], 0)
+	}
+	if total < 4 || len(readable) < 4 {
+		return 0, fmt.Errorf("write of %d bytes faulted after %d, within the write index: %w", total, len(readable), unix.EFAULT)
+	}
+	ev, err := f.check(binary.NativeEndian.Uint32(readable), total-4)
+	if err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("write to %s: %d of %d bytes could be read, the rest faulted: %w", ev.tp, len(readable), total, unix.EFAULT)
 }
 
 // gather copies into dst the bytes of iov starting at offset off.
