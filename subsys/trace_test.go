@@ -200,3 +200,52 @@ func TestTracingOn(t *testing.T) {
 		t.Errorf("trace after O_TRUNC:\n%s", got)
 	}
 }
+
+// ReadAt is how a FUSE server reads: by offset. Reading at 0 makes the text
+// anew, as a fresh open of a seq_file would; trace_pipe reads on.
+func TestHandleReadAt(t *testing.T) {
+	now := uint64(5_000_000_000)
+	e := newTraceEnv(t, &now)
+	h, err := e.s.FS().Open(FileStatus, os.O_RDONLY, Cred{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	buf := make([]byte, 4096)
+	n, err := h.ReadAt(buf, 0)
+	if got := string(buf[:n]); got != "\nActive: 0\nBusy: 0\n" || err != io.EOF {
+		t.Fatalf("ReadAt 0: %q, %v", got, err)
+	}
+	f := e.s.Open()
+	defer f.Close()
+	if _, err := e.reg(f, "x u32 a", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Past the start: the text made before.
+	n, _ = h.ReadAt(buf, 1)
+	if got := string(buf[:n]); got != "Active: 0\nBusy: 0\n" {
+		t.Errorf("ReadAt 1: %q, want the old text from offset 1", got)
+	}
+	n, _ = h.ReadAt(buf[:3], 0)
+	if got := string(buf[:n]); got != "x\n\n" {
+		t.Errorf("ReadAt 0 again: %q, want the new text", got)
+	}
+	if n, err := h.ReadAt(buf, 100); n != 0 || err != io.EOF {
+		t.Errorf("ReadAt past the end: %d, %v", n, err)
+	}
+	if !h.Poll(nil) || h.Pipe() {
+		t.Error("a regular file polls not ready, or says it is a pipe")
+	}
+
+	p, err := e.s.FS().Open(FileTracePipe, os.O_RDONLY|unix.O_NONBLOCK, Cred{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if !p.Pipe() || p.Poll(nil) {
+		t.Error("trace_pipe: not a pipe, or ready while empty")
+	}
+	if _, err := p.ReadAt(buf, 0); !errors.Is(err, unix.EAGAIN) {
+		t.Errorf("empty non-blocking trace_pipe: %v", err)
+	}
+}

@@ -353,6 +353,62 @@ func (h *Handle) ReadContext(ctx context.Context, p []byte) (int, error) {
 	return n, nil
 }
 
+// ReadAt reads at offset off, as pread(2) — or read(2) through a file
+// system that passes the file position, like FUSE — does on a seq_file:
+// reading at 0 makes the text anew, as a fresh open would, and other
+// offsets read the text made then. trace_pipe has no offsets: it reads on
+// (Pipe says which files are like it).
+func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
+	if h.pipe != nil {
+		return h.Read(p)
+	}
+	if h.flags&(os.O_WRONLY|os.O_RDWR) == os.O_WRONLY {
+		return 0, h.pathErr("read", unix.EBADF)
+	}
+	if h.n.dir {
+		return 0, h.pathErr("read", unix.EISDIR)
+	}
+	if off < 0 {
+		return 0, h.pathErr("read", unix.EINVAL)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return 0, h.pathErr("read", os.ErrClosed)
+	}
+	if !h.made || off == 0 {
+		c, err := h.f.content(h.n)
+		if err != nil {
+			return 0, h.pathErr("read", err)
+		}
+		h.content, h.made = c, true
+	}
+	if off >= int64(len(h.content)) {
+		return 0, io.EOF
+	}
+	n := copy(p, h.content[off:])
+	h.off = int(off) + n
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Pipe reports whether the file is trace_pipe: read as a stream, each read
+// consuming what it returns, and blocking while there is nothing.
+func (h *Handle) Pipe() bool { return h.pipe != nil }
+
+// Poll reports whether a read would return without blocking: always, but on
+// trace_pipe (tracing_poll_pipe) only when it has something to say. If it
+// has not and wake is non-nil, wake is called once, from another goroutine,
+// when that may have changed.
+func (h *Handle) Poll(wake func()) bool {
+	if h.pipe == nil {
+		return true
+	}
+	return h.pipe.Poll(wake)
+}
+
 // content makes the text of a readable file.
 func (f *FS) content(n node) ([]byte, error) {
 	s := f.s

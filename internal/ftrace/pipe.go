@@ -133,6 +133,10 @@ type Pipe struct {
 	read    bool // something was read (iter->pos != 0)
 	closed  bool
 	e       Entry
+
+	// pollWake is the callback of the Poll waiting for this pipe, if one is:
+	// a client polling in a loop replaces it rather than adding waiters.
+	pollWake func()
 }
 
 // OpenPipe opens trace_pipe (cpu < 0) or per_cpu/cpuN/trace_pipe. Only one
@@ -272,6 +276,49 @@ func (p *Pipe) Read(ctx context.Context, b []byte) (int, error) {
 			return n, nil
 		}
 	}
+}
+
+// Poll is tracing_poll_pipe: it reports whether a read would find text
+// without waiting. If not and wake is non-nil, wake is called once, from
+// another goroutine, when that may have changed: a record or a drop arrives,
+// tracing is turned off, or the pipe is closed. Polling again before then
+// replaces wake instead of adding a waiter, so a client that polls in a loop
+// holds one goroutine at most.
+func (p *Pipe) Poll(wake func()) bool {
+	r := p.r
+	ready := func() bool {
+		return p.closed || p.readpos < len(p.seq) || !r.Empty(p.cpu) || r.dropsAfter(p.cpu) ||
+			(!r.TracingOn() && p.read)
+	}
+	// p.mu is held by a blocked Read only while it formats: wait lets go.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ready() || wake == nil {
+		return ready()
+	}
+	if p.pollWake != nil {
+		p.pollWake = wake
+		return false
+	}
+	r.waiters.Add(1)
+	ch := r.waitChan()
+	// Checked again now that a waiter is counted: a record that came in
+	// between found no waiter and woke no one.
+	if ready() {
+		r.waiters.Add(-1)
+		return true
+	}
+	p.pollWake = wake
+	go func() {
+		<-ch
+		r.waiters.Add(-1)
+		p.mu.Lock()
+		w := p.pollWake
+		p.pollWake = nil
+		p.mu.Unlock()
+		w()
+	}()
+	return false
 }
 
 // wait is tracing_wait_pipe. It lets go of p.mu while it waits, so that

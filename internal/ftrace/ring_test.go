@@ -535,3 +535,60 @@ func TestPipeCloseWakesRead(t *testing.T) {
 		t.Fatal("Close did not wake Read")
 	}
 }
+
+func TestPipePoll(t *testing.T) {
+	r := New(Config{NCPU: 2, BufferKB: 4})
+	w := newWriter(t)
+	p, err := r.OpenPipe(-1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Poll(nil) {
+		t.Fatal("an empty pipe polls ready")
+	}
+	woken := make(chan int, 4)
+	// Polling again before anything arrives replaces the callback: one
+	// wake-up, the last poll's.
+	for i := 0; i < 3; i++ {
+		if p.Poll(func() { woken <- i }) {
+			t.Fatal("an empty pipe polls ready")
+		}
+	}
+	r.Write(w.entry(1, 3e9, 4))
+	select {
+	case i := <-woken:
+		if i != 2 {
+			t.Errorf("woke poll %d, want the last one, 2", i)
+		}
+	case <-time.After(time.Minute): // generous: a loaded machine can stall a goroutine
+		t.Fatal("a write did not wake the poller")
+	}
+	if !p.Poll(nil) {
+		t.Error("a pipe with a record polls not ready")
+	}
+	if _, err := p.Read(context.Background(), make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if p.Poll(nil) {
+		t.Error("a drained pipe polls ready")
+	}
+	// Closing wakes a poller too.
+	if p.Poll(func() { woken <- 9 }) {
+		t.Fatal("ready")
+	}
+	p.Close()
+	select {
+	case i := <-woken:
+		if i != 9 {
+			t.Errorf("woke %d", i)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not wake the poller")
+	}
+	select {
+	case i := <-woken:
+		t.Errorf("a second wake-up (%d)", i)
+	default:
+	}
+}
