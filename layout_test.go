@@ -14,9 +14,11 @@ import (
 // must be placed here, so the picture in the README stays the real one.
 var layers = [][]string{
 	// The uapi, perf's and Perfetto's formats, the event model, who wrote a
-	// record, where and when, and the shared-memory record ring.
+	// record, where and when, the shared-memory record ring, other processes'
+	// memory and the kernel's news of their forks, execs and exits.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
-		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "tracefmt", "perfdata"},
+		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "tracefmt", "perfdata",
+		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents"},
 	// The ftrace ring buffer and its text.
 	{"internal/ftrace"},
 	// The user_events subsystem in user space.
