@@ -89,6 +89,10 @@ type Mem struct {
 	mu    sync.RWMutex // Close takes it for writing: the pidfd stays open while in use
 	pidfd int          // -1 once closed
 	bitMu sync.Mutex   // serializes SetBit's read-modify-writes
+
+	watchOnce sync.Once
+	done      chan struct{} // closed when the process exits or m is closed
+	watch     *os.File      // a dup of the pidfd in the runtime's poller; under mu
 }
 
 // Open opens process pid's memory. pid is a process ID (a thread group
@@ -178,17 +182,7 @@ func (m *Mem) Random() (uint64, [16]byte) { return m.randomAddr, m.random }
 // a zombie or gone, so its pid may be reused once reaped). Called with mu
 // held (either way).
 func (m *Mem) exitedNow() bool {
-	if m.pidfd < 0 {
-		return true
-	}
-	fds := []unix.PollFd{{Fd: int32(m.pidfd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 0)
-		if err == unix.EINTR {
-			continue
-		}
-		return err != nil || n > 0
-	}
+	return m.pidfd < 0 || pollNow(m.pidfd)
 }
 
 // Exited reports whether the process has exited (or m is closed).
@@ -432,12 +426,89 @@ func (m *Mem) SameVM(other *Mem) (bool, error) {
 	return r == 0, nil
 }
 
-// Close closes the pidfd. Operations afterwards are ErrClosed.
+// Done returns a channel that is closed when the process exits (all its
+// threads) or m is closed. The first call starts a goroutine that waits in
+// the runtime's poller on the pidfd, which the kernel wakes at the exit.
+func (m *Mem) Done() <-chan struct{} {
+	m.watchOnce.Do(m.startWatch)
+	return m.done
+}
+
+func (m *Mem) startWatch() {
+	m.done = make(chan struct{})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pidfd < 0 {
+		close(m.done)
+		return
+	}
+	// The dup shares the file description, and so PIDFD_NONBLOCK, which
+	// makes os.NewFile put it in the poller.
+	fd, err := unix.FcntlInt(uintptr(m.pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		// No descriptor to spare: fall back to polling with the pidfd
+		// itself from a goroutine that holds no lock while it waits.
+		go func() {
+			defer close(m.done)
+			for !m.Exited() {
+				m.waitExit()
+			}
+		}()
+		return
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	m.watch = f
+	go func() {
+		defer close(m.done)
+		rc, err := f.SyscallConn()
+		if err == nil {
+			err = rc.Read(func(fd uintptr) bool { return pollNow(int(fd)) })
+		}
+		if err != nil && !errors.Is(err, os.ErrClosed) {
+			// Not pollable after all: wait in poll(2) on a thread.
+			for !m.Exited() {
+				m.waitExit()
+			}
+		}
+	}()
+}
+
+// waitExit waits in poll(2) on the pidfd for up to a second (so that a
+// Close is seen).
+func (m *Mem) waitExit() {
+	m.mu.RLock()
+	fd := m.pidfd
+	if fd < 0 {
+		m.mu.RUnlock()
+		return
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	m.mu.RUnlock()
+	_, _ = unix.Poll(fds, 1000)
+}
+
+// pollNow reports whether pidfd fd is readable: the process has exited.
+func pollNow(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err != nil || n > 0
+	}
+}
+
+// Close closes the pidfd. Operations afterwards are ErrClosed; Done's
+// channel is closed.
 func (m *Mem) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pidfd < 0 {
 		return nil
+	}
+	if m.watch != nil {
+		m.watch.Close()
 	}
 	err := unix.Close(m.pidfd)
 	m.pidfd = -1

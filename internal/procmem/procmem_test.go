@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/uetrace/uetrace/internal/procmem"
 	"github.com/uetrace/uetrace/internal/procmem/procmemtest"
@@ -418,4 +419,35 @@ func BenchmarkSetBit(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func TestDone(t *testing.T) {
+	c, m := start(t)
+	select {
+	case <-m.Done():
+		t.Fatal("Done on a live process")
+	default:
+	}
+	c.Exec() // exec is not an exit
+	select {
+	case <-m.Done():
+		t.Fatal("Done after exec")
+	default:
+	}
+	c.Kill()
+	select {
+	case <-m.Done():
+	case <-time.After(procmemtest.Timeout):
+		t.Fatal("Done not closed after the process exited")
+	}
+	// Close closes it too.
+	c2, m2 := start(t)
+	done := m2.Done()
+	m2.Close()
+	select {
+	case <-done:
+	case <-time.After(procmemtest.Timeout):
+		t.Fatal("Done not closed by Close")
+	}
+	_ = c2
 }

@@ -71,6 +71,9 @@ int main(int argc, char **argv) {
 		} else if (sscanf(line, "poke %lx %lx", &addr, &n) == 2) {
 			*(volatile uint64_t *)addr = n;
 			printf("ok\n");
+		} else if (sscanf(line, "protect %lx", &addr) == 1) {
+			// Make the page at addr read-only.
+			printf("%s\n", mprotect((void *)addr, sysconf(_SC_PAGESIZE), PROT_READ) ? strerror(errno) : "ok");
 		} else if (sscanf(line, "spin %lx %lu", &addr, &n) == 2) {
 			// Toggle bit 7 of the byte at addr n times with atomic
 			// read-modify-writes, as a process sharing an enable byte
