@@ -23,6 +23,9 @@ var layers = [][]string{
 	{"internal/ftrace"},
 	// The user_events subsystem in user space.
 	{"subsys"},
+	// The processes calling in through FUSE, as subsys processes: it
+	// imports subsys, and the daemon's FUSE server will import it.
+	{"internal/callers"},
 	// The daemon: the subsystem served on a socket.
 	{"daemon"},
 	// What programs import, and recording and decoding.
