@@ -515,3 +515,20 @@ func TestClose(t *testing.T) {
 		t.Errorf("Follow after Close: %v", err)
 	}
 }
+
+// BenchmarkGet is the lookup every request of a known caller makes.
+func BenchmarkGet(b *testing.B) {
+	s := subsys.New(subsys.Options{})
+	cs := callers.New(s)
+	defer cs.Close()
+	tid := unix.Gettid()
+	if _, err := cs.Get(tid); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := cs.Get(tid); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

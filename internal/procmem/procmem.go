@@ -196,23 +196,24 @@ func (m *Mem) Exited() bool {
 // opened on: ErrExited if the process has exited, ErrReplaced if it exec'd
 // (or its pid is now another process's), a permission error if it can no
 // longer be read (it exec'd a setuid program, for example).
+//
+// It is one process_vm_readv of the 16 AT_RANDOM bytes at the address they
+// were at: a new program has new random bytes, somewhere else, and the
+// chance that its memory holds the old 16 at the old address is 2^-128.
 func (m *Mem) Check() error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.pidfd < 0 {
 		return ErrClosed
 	}
-	if m.exitedNow() {
-		return fmt.Errorf("procmem: process %d: %w", m.pid, ErrExited)
-	}
-	addr, rnd, err := m.readRandom()
-	if errors.Is(err, unix.EFAULT) {
+	var rnd [16]byte
+	_, err := m.rw(false, rnd[:], m.randomAddr)
+	switch {
+	case errors.Is(err, unix.EFAULT):
 		return fmt.Errorf("procmem: process %d: %w", m.pid, ErrReplaced)
-	}
-	if err != nil {
+	case err != nil:
 		return err
-	}
-	if addr != m.randomAddr || rnd != m.random {
+	case rnd != m.random:
 		return fmt.Errorf("procmem: process %d: %w", m.pid, ErrReplaced)
 	}
 	return nil

@@ -451,3 +451,13 @@ func TestDone(t *testing.T) {
 	}
 	_ = c2
 }
+
+func BenchmarkCheck(b *testing.B) {
+	m := open(b, os.Getpid())
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := m.Check(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
