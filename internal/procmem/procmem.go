@@ -12,7 +12,9 @@
 // after the system call, so a result that could have come from another
 // process under the same pid is an ESRCH instead; SetBit also checks the
 // AT_RANDOM bytes in the same read as the byte it changes, so it does not
-// write into a program the process exec'd.
+// write into a program the process exec'd. A process whose main thread
+// exited while others live on (its zombie has no memory) is reached through
+// another of its threads.
 //
 // It does not ptrace, stop, or map anything of the process, and it does not
 // follow forks or execs: package procevents tells of those.
@@ -51,6 +53,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -86,6 +89,11 @@ type Mem struct {
 	randomAddr uint64
 	random     [16]byte
 
+	// via is the thread whose id process_vm_readv and writev are given:
+	// the pid, until the main thread exits while others live on (its
+	// zombie has no memory), then another thread of the process.
+	via atomic.Int64
+
 	mu    sync.RWMutex // Close takes it for writing: the pidfd stays open while in use
 	pidfd int          // -1 once closed
 	bitMu sync.Mutex   // serializes SetBit's read-modify-writes
@@ -112,6 +120,7 @@ func Open(pid int) (*Mem, error) {
 		return nil, fmt.Errorf("procmem: pidfd_open(%d): %w", pid, err)
 	}
 	m := &Mem{pid: pid, pidfd: fd}
+	m.via.Store(int64(pid))
 	addr, rnd, err := m.readRandom()
 	if err != nil {
 		unix.Close(fd)
@@ -126,6 +135,17 @@ func Open(pid int) (*Mem, error) {
 func (m *Mem) readRandom() (uint64, [16]byte, error) {
 	var rnd [16]byte
 	auxv, err := os.ReadFile("/proc/" + strconv.Itoa(m.pid) + "/auxv")
+	gone := errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
+	if (gone || err == nil && len(auxv) == 0) && !m.exitedNow() {
+		// The main thread exited (its auxv is empty or gone) while
+		// others live on: read another's.
+		for _, tid := range m.threads() {
+			if b, terr := os.ReadFile("/proc/" + strconv.Itoa(m.pid) + "/task/" + strconv.Itoa(tid) + "/auxv"); terr == nil && len(b) > 0 {
+				auxv, err = b, nil
+				break
+			}
+		}
+	}
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
 			return 0, rnd, fmt.Errorf("procmem: process %d: %w", m.pid, ErrExited)
@@ -262,18 +282,7 @@ func (m *Mem) rw(write bool, p []byte, addr uint64) (int, error) {
 	local := []unix.Iovec{{Base: &p[0]}}
 	local[0].SetLen(len(p))
 	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}
-	var n int
-	var err error
-	for {
-		if write {
-			n, err = unix.ProcessVMWritev(m.pid, local, remote, 0)
-		} else {
-			n, err = unix.ProcessVMReadv(m.pid, local, remote, 0)
-		}
-		if err != unix.EINTR {
-			break
-		}
-	}
+	n, err := m.vm(write, local, remote)
 	if m.exitedNow() {
 		// The pid may have named another process during the call.
 		return 0, fmt.Errorf("procmem: %s at %#x in process %d: %w", op, addr, m.pid, ErrExited)
@@ -298,6 +307,72 @@ func (m *Mem) rw(write bool, p []byte, addr uint64) (int, error) {
 	default:
 		return 0, fmt.Errorf("procmem: %s of %d bytes at %#x in process %d: %w", op, len(p), addr, m.pid, err)
 	}
+}
+
+// vm is one process_vm_readv or process_vm_writev through the thread m.via
+// names. When that thread has no memory (ESRCH: the main thread exited
+// while others live on) and the process has not exited, it moves to
+// another thread of the process. A thread's id is checked to be still the
+// process's after the call, so that a thread that exited and whose id went
+// to another process is not taken for it. Called with mu held.
+func (m *Mem) vm(write bool, local []unix.Iovec, remote []unix.RemoteIovec) (int, error) {
+	call := func(tid int) (int, error) {
+		for {
+			var n int
+			var err error
+			if write {
+				n, err = unix.ProcessVMWritev(tid, local, remote, 0)
+			} else {
+				n, err = unix.ProcessVMReadv(tid, local, remote, 0)
+			}
+			if err != unix.EINTR {
+				return n, err
+			}
+		}
+	}
+	tid := int(m.via.Load())
+	n, err := call(tid)
+	if tid != m.pid && !m.inProcess(tid) {
+		n, err = 0, unix.ESRCH
+	}
+	if err != unix.ESRCH || m.exitedNow() {
+		return n, err
+	}
+	for _, t := range m.threads() {
+		if t == tid {
+			continue
+		}
+		n, err = call(t)
+		if t != m.pid && !m.inProcess(t) {
+			continue
+		}
+		if err != unix.ESRCH {
+			m.via.Store(int64(t))
+			return n, err
+		}
+	}
+	return n, err
+}
+
+// threads lists the process's threads (/proc/pid/task), the main thread
+// last: it is the one whose exit brings a Mem here.
+func (m *Mem) threads() []int {
+	d, err := os.ReadDir("/proc/" + strconv.Itoa(m.pid) + "/task")
+	if err != nil {
+		return nil
+	}
+	var tids []int
+	for _, e := range d {
+		if t, err := strconv.Atoi(e.Name()); err == nil && t != m.pid {
+			tids = append(tids, t)
+		}
+	}
+	return append(tids, m.pid)
+}
+
+// inProcess reports whether thread tid is one of the process's now.
+func (m *Mem) inProcess(tid int) bool {
+	return unix.Access("/proc/"+strconv.Itoa(m.pid)+"/task/"+strconv.Itoa(tid), unix.F_OK) == nil
 }
 
 // permError explains a refused access.
@@ -365,10 +440,7 @@ func (m *Mem) SetBit(addr uint64, bit uint, on bool) error {
 	local[0].SetLen(len(rnd))
 	local[1].SetLen(1)
 	remote := []unix.RemoteIovec{{Base: uintptr(m.randomAddr), Len: len(rnd)}, {Base: uintptr(b), Len: 1}}
-	n, err := unix.ProcessVMReadv(m.pid, local, remote, 0)
-	for err == unix.EINTR {
-		n, err = unix.ProcessVMReadv(m.pid, local, remote, 0)
-	}
+	n, err := m.vm(false, local, remote)
 	if m.exitedNow() {
 		return fmt.Errorf("procmem: set bit %d at %#x in process %d: %w", bit, addr, m.pid, ErrExited)
 	}
@@ -414,7 +486,7 @@ func (m *Mem) SameVM(other *Mem) (bool, error) {
 	if m.pidfd < 0 || other.pidfd < 0 {
 		return false, ErrClosed
 	}
-	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(m.pid), uintptr(other.pid), kcmpVM, 0, 0, 0)
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(m.via.Load()), uintptr(other.via.Load()), kcmpVM, 0, 0, 0)
 	if m.exitedNow() || other.exitedNow() {
 		return false, fmt.Errorf("procmem: kcmp(%d, %d): %w", m.pid, other.pid, ErrExited)
 	}

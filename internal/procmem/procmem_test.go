@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -459,5 +460,49 @@ func BenchmarkCheck(b *testing.B) {
 		if err := m.Check(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestLeaderExited: a process whose main thread exited (pthread_exit) lives
+// on in its other threads; its memory is reached through one of them.
+func TestLeaderExited(t *testing.T) {
+	c, m := start(t)
+	if got := c.Do("leaderexit"); got != "ok" {
+		t.Fatal(got)
+	}
+	// Wait until the leader is a zombie (its state in /proc).
+	deadline := time.Now().Add(procmemtest.Timeout)
+	for {
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(c.Pid) + "/stat")
+		if strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader is not a zombie: %s", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if m.Exited() {
+		t.Fatal("Exited while threads live")
+	}
+	if err := m.Check(); err != nil {
+		t.Fatal("Check:", err)
+	}
+	if err := m.SetBit(c.RW+512, 9, true); err != nil {
+		t.Fatal("SetBit:", err)
+	}
+	if got := c.Word(c.RW + 512); got&(1<<9) == 0 {
+		t.Fatalf("the child reads %#x", got)
+	}
+	if s, err := m.ReadString(c.RW+64, 100); s != "hello, world" || err != nil {
+		t.Fatalf("ReadString: %q, %v", s, err)
+	}
+	m2 := open(t, c.Pid)
+	if err := m2.Check(); err != nil {
+		t.Fatal("Check of a Mem opened after the leader exited:", err)
+	}
+	c.Kill()
+	if !m.Exited() {
+		t.Fatal("not Exited after the kill")
 	}
 }

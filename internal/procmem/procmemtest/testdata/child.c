@@ -57,12 +57,20 @@ static void ready(void) {
 	fflush(stdout);
 }
 
+static void *commands(void *arg);
+
 int main(int argc, char **argv) {
 	(void)argc;
 	self = argv[0];
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGCHLD, SIG_IGN); // forked children are reaped by the kernel
 	ready();
+	commands(NULL);
+	return 0;
+}
+
+static void *commands(void *arg) {
+	(void)arg;
 	char line[256];
 	while (fgets(line, sizeof line, stdin)) {
 		unsigned long addr, n;
@@ -100,11 +108,18 @@ int main(int argc, char **argv) {
 			fflush(stdout);
 			execl("/proc/self/exe", self, (char *)NULL);
 			printf("exec: %s\n", strerror(errno));
+		} else if (strcmp(line, "leaderexit\n") == 0) {
+			// Go on reading commands in another thread; the main
+			// thread exits, leaving the thread group leader a zombie.
+			pthread_t t;
+			pthread_create(&t, NULL, commands, NULL);
+			printf("ok\n");
+			pthread_exit(NULL);
 		} else if (strcmp(line, "exit\n") == 0) {
 			exit(0);
 		} else {
 			printf("unknown command\n");
 		}
 	}
-	return 0;
+	exit(0);
 }
