@@ -14,13 +14,18 @@ import (
 // must be placed here, so the picture in the README stays the real one.
 var layers = [][]string{
 	// The uapi, perf's and Perfetto's formats, the event model, who wrote a
-	// record, where and when, and the shared-memory record ring.
+	// record, where and when, the shared-memory record ring, other processes'
+	// memory and the kernel's news of their forks, execs and exits.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
-		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/tracefsns", "internal/procsyscall", "eventdef", "tracefmt", "perfdata"},
+		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/tracefsns", "internal/procsyscall", "eventdef", "tracefmt", "perfdata",
+		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents"},
 	// The ftrace ring buffer and its text.
 	{"internal/ftrace"},
 	// The user_events subsystem in user space.
 	{"subsys"},
+	// The processes calling in through FUSE, as subsys processes: it
+	// imports subsys, and the daemon's FUSE server will import it.
+	{"internal/callers"},
 	// The daemon: the subsystem served on a socket.
 	{"daemon"},
 	// What programs import, and recording and decoding.

@@ -70,6 +70,28 @@ func (p *Process) Fork(mem Memory) *Process {
 	return child
 }
 
+// Sync writes every enabler's bit with its event's state now, as
+// user_event_enabler_update would have. A fork seen after the fact needs
+// it: the kernel copies the enablers in fork itself, under the lock that
+// orders bit updates, but a process outside the kernel (package callers)
+// learns of a fork later, and the child's bits are the parent's as they
+// were at the fork — stale if an event's state changed in between. It
+// returns the number of bits the memory refused (also counted in
+// Stats.EnableWriteFailures).
+func (p *Process) Sync() int {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	failed := 0
+	for _, en := range p.enablers {
+		if en.write(en.ev.status.Load() != 0) != nil {
+			s.stats.EnableWriteFailures++
+			failed++
+		}
+	}
+	return failed
+}
+
 // Release drops every enabler, as exec and exit of the process's last task
 // do (user_event_mm_remove): their event references go, which may delete
 // events. The memory is not touched. The process can register again

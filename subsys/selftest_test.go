@@ -169,6 +169,29 @@ func TestABIForks(t *testing.T) {
 	f.Close()
 }
 
+// TestForkSync: a fork learnt of late (package callers) has the parent's
+// bits as they were at the fork; Sync writes the state of now.
+func TestForkSync(t *testing.T) {
+	e := newEnv(t)
+	if err := e.abiReg("", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	childMem := e.mem.fork() // forked while disabled
+	e.enable("__abi_event", true)
+	child := e.p.Fork(childMem) // seen after the enable
+	if childMem.u32(check) != 0 {
+		t.Fatal("the child's memory changed before Sync")
+	}
+	if n := child.Sync(); n != 0 || childMem.u32(check) != 1 {
+		t.Fatalf("Sync: %d failures, bit %d", n, childMem.u32(check))
+	}
+	e.enable("__abi_event", false)
+	if childMem.u32(check) != 0 || e.mem.u32(check) != 0 {
+		t.Fatal("disable did not clear both bits")
+	}
+	child.Release()
+}
+
 func TestABIClones(t *testing.T) {
 	// Threads (CLONE_VM) share one Process: one update, seen by all.
 	e := newEnv(t)
