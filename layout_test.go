@@ -15,7 +15,7 @@ import (
 var layers = [][]string{
 	// The uapi, perf's and Perfetto's formats, the event model, who wrote a
 	// record, where and when, and the shared-memory record ring.
-	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
+	{"internal/abi", "internal/caps", "internal/fuse", "internal/perfring", "internal/perfetto",
 		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "tracefmt", "perfdata"},
 	// The ftrace ring buffer and its text.
 	{"internal/ftrace"},
