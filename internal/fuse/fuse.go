@@ -292,21 +292,21 @@ const unmountWait = 10 * time.Second
 
 // Unmount ends the connection without ever blocking on the kernel: it
 // aborts the connection through fusectl (when its number is known and
-// /sys/fs/fuse/connections is mounted), detaches the mount (MNT_DETACH,
-// when Mount made it), closes the device, and then waits, bounded, for the
-// serving to end.
+// fusectl is mounted), detaches the mount (MNT_DETACH, when Mount made it),
+// closes the device (the last descriptor's close aborts the connection as
+// well, so this ends it even without fusectl), and then waits, bounded, for
+// the serving to end.
 func (c *Conn) Unmount() error {
-	var errs []error
-	if err := c.Abort(); err != nil && c.dir == "" {
-		// With a mount of our own, detaching and closing end it as well.
-		errs = append(errs, err)
+	if err := c.Abort(); err != nil {
+		c.debugf("%v (closing the device instead)", err)
 	}
+	var errs []error
 	if c.dir != "" {
 		if err := unix.Unmount(c.dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("fuse: umount %s: %w", c.dir, err))
 		}
 	}
-	c.dev.Close() // wakes the reader; the last descriptor's close aborts the connection
+	c.dev.Close() // wakes the reader
 	t := time.NewTimer(unmountWait)
 	defer t.Stop()
 	select {
@@ -317,15 +317,24 @@ func (c *Conn) Unmount() error {
 	return errors.Join(errs...)
 }
 
-// fusectl is where the kernel lists FUSE connections.
-const fusectl = "/sys/fs/fuse/connections"
+// fusectl is where the kernel lists FUSE connections, when fusectl is
+// mounted there.
+const (
+	fusectl      = "/sys/fs/fuse/connections"
+	fusectlMagic = 0x65735543 // FUSE_CTL_SUPER_MAGIC
+)
 
 // Abort aborts the connection through fusectl only: every request waiting
 // fails with ECONNABORTED (or ENOTCONN) and every later one with ENOTCONN.
+// A connection already gone is no error.
 func (c *Conn) Abort() error {
 	d := c.Dev()
 	if d == 0 {
 		return errors.New("fuse: abort: the connection's number is unknown (its mount is not in this mount namespace's table)")
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(fusectl, &st); err != nil || st.Type != fusectlMagic {
+		return fmt.Errorf("fuse: abort: fusectl is not mounted at %s (mount -t fusectl none %s)", fusectl, fusectl)
 	}
 	// fusectl names a connection by the kernel's dev_t: MAJOR<<20|MINOR,
 	// and anonymous devices have major 0.
@@ -333,12 +342,7 @@ func (c *Conn) Abort() error {
 	p := fusectl + "/" + strconv.FormatUint(kdev, 10) + "/abort"
 	if err := os.WriteFile(p, []byte("1"), 0); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			if _, serr := os.Stat(fusectl + "/" + strconv.FormatUint(kdev, 10)); serr != nil {
-				if _, derr := os.Stat(fusectl); derr == nil {
-					return nil // the connection is already gone
-				}
-			}
-			return fmt.Errorf("fuse: abort: %w (mount fusectl: mount -t fusectl none %s)", err, fusectl)
+			return nil // the connection is already gone
 		}
 		return fmt.Errorf("fuse: abort: %w", err)
 	}
@@ -381,7 +385,7 @@ func (c *Conn) debugf(format string, args ...any) {
 }
 
 type mountEntry struct {
-	dev                       uint64
+	dev                        uint64
 	mountpoint, fstype, source string
 }
 
