@@ -79,7 +79,7 @@ struct user_unreg {
 /* How long a child waits for a condition the kernel brings about
  * asynchronously (a forked child's enable bit, a deferred delete). Only
  * whether it settled is printed, never how long it took. */
-#define SETTLE_MS 10000
+#define SETTLE_MS 20000
 
 static const struct {
 	int e;
