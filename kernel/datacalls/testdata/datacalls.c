@@ -1043,6 +1043,95 @@ static void sec_trace(void)
 	row("trace.lines", i, 0, NULL);
 }
 
+/* wtext writes s to path opened with flags and prints the row. */
+static void wtext(const char *label, const char *path, int flags, const char *s, size_t n)
+{
+	int f = open(path, flags);
+	if (f < 0) {
+		row(label, -1, errno, "(open)");
+		return;
+	}
+	errno = 0;
+	long ret = write(f, s, n);
+	row(label, ret, errno, NULL);
+	close(f);
+}
+
+/* dyn: creating and deleting through dynamic_events. */
+static void sec_dyn(void)
+{
+	const int app = O_WRONLY | O_APPEND;
+	const char *dyn = T "dynamic_events";
+	wtext("dyn.create", dyn, app, "u:dc_dyn u32 a; char[4] b", 25);
+	wtext("dyn.create_newline", dyn, app, "u:dc_dyn2 u64 x\n", 16);
+	wtext("dyn.create_two_lines", dyn, app, "u:dc_dyn3 u8 a\nu:dc_dyn4 u8 a\n", 30);
+	wtext("dyn.create_trailing_space", dyn, app, "u:dc_dynbad u32 a ", 18);
+	wtext("dyn.create_colon", dyn, app, "u:dc_dyn:x u32 a", 16);
+	wtext("dyn.create_leading_space", dyn, app, " u:dc_dynsp u32 a", 17);
+	wtext("dyn.create_same", dyn, app, "u:dc_dyn u32 a;char[4] b", 24);
+	wtext("dyn.create_other_fields", dyn, app, "u:dc_dyn u64 a", 14);
+	wtext("dyn.comment_only", dyn, app, "# nothing\n", 10);
+	wtext("dyn.empty_write", dyn, app, "", 0);
+	wtext("dyn.truncate_busy", dyn, O_WRONLY | O_TRUNC, "", 0);
+	row("dyn.created_dir", 0, 0, "dc_dyn=%d dc_dyn4=%d", exists(T "events/user_events/dc_dyn"),
+	    exists(T "events/user_events/dc_dyn4"));
+	/* the dynamic events are persistent: a registration uses them, and the bit follows */
+	uint64_t *w = word();
+	uint32_t idx;
+	reg("dyn.reg_existing", fd, w, 8, 0, 0, "dc_dyn u32 a; char[4] b", &idx);
+	del("dyn.del_busy", fd, "dc_dyn");
+	unreg(NULL, fd, w, 0);
+	wtext("dyn.delete_no_fields", dyn, app, "!u:dc_dyn", 9);
+	wtext("dyn.delete_unspaced", dyn, app, "!u:dc_dyn u32 a;char[4] b", 25);
+	wtext("dyn.delete_held_by_fd", dyn, app, "!u:dc_dyn u32 a; char[4] b", 26);
+	wtext("dyn.delete_minus", dyn, app, "-:dc_dyn2 u64 x", 15);
+	wtext("dyn.delete_system", dyn, app, "!u:user_events/dc_dyn3 u8 a", 27);
+	wtext("dyn.delete_unknown", dyn, app, "!u:dc_nosuch", 12);
+	wtext("dyn.delete_no_name", dyn, app, "!u:", 3);
+	deleted("dyn.ioctl_delete", fd, "dc_dyn4");
+	row("dyn.deleted_dirs", 0, 0, "dc_dyn2=%d dc_dyn3=%d dc_dyn4=%d", exists(T "events/user_events/dc_dyn2"),
+	    exists(T "events/user_events/dc_dyn3"), exists(T "events/user_events/dc_dyn4"));
+}
+
+/* files: the other calls on tracefs's user_events files. */
+static void sec_files(void)
+{
+	const char *en = T "events/user_events/dc_s1/enable";
+	wtext("files.enable_newline", en, O_WRONLY, "1\n", 2);
+	dump("files.enable_read", en, 2);
+	wtext("files.enable_nul", en, O_WRONLY, "0\0", 2);
+	wtext("files.enable_2", en, O_WRONLY, "2", 1);
+	wtext("files.enable_empty", en, O_WRONLY, "", 0);
+	wtext("files.enable_word", en, O_WRONLY, "on", 2);
+	dump("files.enable_read_after", en, 2);
+	wtext("files.status_write", T "user_events_status", O_WRONLY, "x", 1);
+	int f = open(T "user_events_status", O_RDONLY);
+	char b[8];
+	errno = 0;
+	long ret = pread(f, b, 5, 2);
+	row("files.status_pread_2", ret, errno, NULL);
+	if (ret > 0)
+		textrow("files.status_pread_2.text", b, ret);
+	errno = 0;
+	ret = lseek(f, 0, SEEK_END);
+	row("files.status_lseek_end", ret, errno, NULL);
+	close(f);
+	errno = 0;
+	ret = open(T "user_events_data", O_RDWR | O_CREAT | O_EXCL, 0600);
+	row("files.data_open_excl", ret < 0 ? -1 : 0, errno, NULL);
+	errno = 0;
+	ret = open(T "user_events_data", O_RDWR | O_TRUNC);
+	row("files.data_open_trunc", ret < 0 ? -1 : 0, errno, NULL);
+	if (ret >= 0)
+		close(ret);
+	errno = 0;
+	ret = open(T "user_events_data", O_RDONLY | O_DIRECTORY);
+	row("files.data_open_directory", ret < 0 ? -1 : 0, errno, NULL);
+	errno = 0;
+	ret = open(T "events/user_events/dc_nosuch/enable", O_WRONLY);
+	row("files.enable_of_unknown_event", ret < 0 ? -1 : 0, errno, NULL);
+}
+
 /* priv: what a process without CAP_PERFMON/CAP_SYS_ADMIN may do. */
 static void sec_priv(void)
 {
@@ -1191,11 +1280,17 @@ int main(int argc, char **argv)
 	sec_del();
 	sec_write();
 	sec_trace();
+	sec_dyn();
+	sec_files();
 	/* forks last: after a fork the parent's pages are copy-on-write and the
 	 * kernel's updates of its enable words become asynchronous */
 	sec_priv();
 	sec_fork();
 	sec_exec(argv[0][0] == '/' ? argv[0] : "/proc/self/exe");
+	/* nothing is waiting for a deferred delete now: every event left is
+	 * held by fd or by an enabler of this process */
+	dump("final.status", T "user_events_status", 100);
+	dump("final.dynamic_events", T "dynamic_events", 100);
 	printf("# end\n");
 	return 0;
 }
