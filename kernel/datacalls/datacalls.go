@@ -1,61 +1,78 @@
-// Package datacalls holds a C program that makes about a hundred and fifty
-// system calls on tracefs's user_events_data and the text files beside it, the
-// way an unmodified C program would, and prints what each returned, and a
-// golden of what Linux 6.12.117 answered (testdata/kernel.golden).
+// Package datacalls holds a C program, testdata/datacalls.c, that makes the
+// system calls an unmodified C program makes on tracefs's user_events_data and
+// the text files beside it (about 270 calls, and 120 lines of tracefs text),
+// printing what each returned; and testdata/kernel.golden, what Linux
+// 6.12.117 with CONFIG_USER_EVENTS=y answered, captured in the VM
+// (kernel/vmtest) by TestGoldenMatchesKernel.
 //
-// The program is the oracle for serving tracefs over FUSE: run under
-// `uetrace run`, where /sys/kernel/tracing is uetrace's FUSE tree, its output
-// must equal the golden row by row ([Diff]). Each output line is a [Row]:
+// It is the oracle for serving tracefs over FUSE: run under `uetrace run`,
+// where /sys/kernel/tracing is uetrace's FUSE tree, the program must print
+// the golden row by row ([Parse], [Diff]). Each line is a [Row]:
 //
 //	<label>: <return value> <errno name or 0>[ <observed state>]
 //	<label>: "<a line of a tracefs file, escaped>"
 //
-// The state is what the call left behind where that is what matters: a
-// write_index, an enable word, whether an event's directory exists, whether
-// something the kernel does asynchronously happened within a bounded wait
-// (only whether it settled is printed, never how long it took). Nothing in
-// the output depends on addresses, pids, time or event IDs (an ID line of a
-// format file is masked), so two runs on a freshly booted kernel print the
-// same bytes. The program expects a kernel where no user event exists yet.
+// The state is what the call left behind where that is the point: a
+// write_index, an enable word, whether an event's directory exists, or
+// whether something the kernel does asynchronously (a forked child's enable
+// bit, a deferred delete) happened within a bounded wait — only whether it
+// settled, never how long it took. Nothing printed depends on addresses,
+// pids, time or event IDs (format files' ID lines are masked), so two runs on
+// freshly booted kernels print the same bytes (checked 20 times, also with
+// the host's CPUs busy). The program expects a kernel where no user event
+// exists yet: its status and dynamic_events listings count on it.
 //
-// What the golden proves, beyond the spec (../shared/spec) — the kernel facts
-// that surprised us when capturing it:
+// What the golden proves: the return value and errno of every call, in the
+// order the kernel checks things, for DIAG_IOCSREG (struct size, flags,
+// enable size, alignment, bit, unwritable or unreadable memory, names),
+// DIAG_IOCSUNREG, DIAG_IOCSDEL, write/pwrite/writev/pwritev (sizes, indices,
+// faults in the index or the payload, enabled or not), read, lseek, ioctl,
+// opens in each mode, dynamic_events creates and deletes, enable and status
+// file writes; the enable bits the kernel writes (and when); what reaches
+// the trace; and the exact text of user_events_status, dynamic_events and
+// format files. It does not cover perf (perf_event_open), the
+// user_events_max limit, threads sharing an mm, or 32-bit processes.
 //
-//   - DIAG_IOCSREG whose struct user_reg is in read-only memory succeeds
-//     and the enabler works, but write_index is never stored: the kernel
+// Kernel facts it found that surprised us:
+//
+//   - DIAG_IOCSREG whose struct user_reg is in read-only memory returns 0
+//     and its enabler works, but write_index is never stored: the kernel
 //     ignores put_user's failure (reg.struct_readonly).
-//   - An enable_addr that cannot be written (unmapped, read-only, NULL)
-//     gives ENOMEM, not EFAULT, and the event it named is created anyway
-//     and held by the fd; a kernel address gives EFAULT (access_ok).
-//   - The (address, bit) clash is checked before the name is read: a
-//     clashing registration with an unmapped name is EADDRINUSE, and it
-//     clashes across fds of the same process and across enable sizes.
-//   - A 4-byte enable word at an address 4 past an 8-byte boundary is
-//     written as bit+32 of the aligned 8-byte word; the kernel's atomic
-//     bit operations leave the word's other bits alone.
-//   - DIAG_IOCSUNREG of an enabler whose word has been unmapped or made
-//     read-only removes it and then fails with EFAULT (the clear of the
-//     bit fails); a second call gives ENOENT.
-//   - DIAG_IOCSUNREG's reserved fields are checked before the copy's
-//     result: non-zero reserved with non-zero trailing bytes is EINVAL.
-//   - Closing the fd that registered does not drop its enablers: they
-//     belong to the process, so the event stays and its bit still flips.
+//   - An enable_addr that cannot be written (unmapped, read-only, NULL) is
+//     ENOMEM, not EFAULT, and the event it named is created anyway and
+//     stays, held by the fd; a kernel address is EFAULT (access_ok).
+//   - The (address, bit) clash is checked before the name is read: with an
+//     unmapped name it is EADDRINUSE, not EFAULT; it clashes across fds of
+//     the process and across enable sizes.
+//   - DIAG_IOCSUNREG of an enabler whose word was unmapped or made
+//     read-only removes the enabler and still fails with EFAULT (the clear
+//     of the bit failed); asking again gives ENOENT.
+//   - DIAG_IOCSUNREG with non-zero reserved fields and non-zero bytes past
+//     16 is E2BIG, not EINVAL: the reserved check reads the kernel's copy,
+//     which copy_struct_from_user left zeroed when it stopped.
+//   - Closing the fd that registered does not drop its enablers, which
+//     belong to the process: the event stays and its bit still flips.
 //   - write(2) checks the file position (pwrite at 8 is EFAULT) but
-//     writev/pwritev do not; an unknown or negative index is judged
-//     before a fault in the payload, and a disabled event is EBADF even
-//     when its payload is unmapped (no fault-in before the state check).
-//   - After fork, the parent's own enable words are copy-on-write too, so
-//     the kernel's updates of the parent's bits become asynchronous as well
-//     as the child's: the program makes its forks last, and waits for the
-//     bits after them.
-//   - exec drops the process's enablers (an event held only by a child's
-//     copy is deleted when the child execs) but not its fds' events: an
-//     inherited user_events_data fd still writes with its old indices.
-//   - Without CAP_PERFMON, PERSIST is EPERM even for an existing event,
-//     while user_events_data itself is 0640 root (EACCES on open).
+//     writev and pwritev do not. A fault in the index is EFAULT even for a
+//     disabled event, but a fault in the payload of a disabled event is
+//     EBADF (the state is checked before the payload is faulted in); an
+//     enabled event's payload fault is EFAULT and leaves no record.
+//   - read(2) of 0 bytes is EINVAL (no read method), FIONREAD answers 0
+//     (the VFS handles it), lseek is ESPIPE, yet pwrite at 0 works.
+//   - exec drops the enablers (an event held only by a child's copy of one
+//     is deleted when the child execs) but not the events of its fds: an
+//     inherited user_events_data fd writes with its old indices.
+//   - Without CAP_PERFMON, PERSIST is EPERM even for an event that exists
+//     (checked before the lookup); user_events_data is 0640 root, so such a
+//     process cannot even open it (EACCES) and works on an inherited fd.
+//   - dynamic_events: "!u:NAME" deletes only an event without fields, and
+//     "!u:NAME u32 a;char[4] b" (no space after ';') matches nothing;
+//     an O_TRUNC open fails at open (EBUSY) while a non-persistent event
+//     exists; an enable file takes "1\n" and "0\0" but not "on" or "".
 //
-// Not covered: perf (perf_event_open), the user_events_max limit, a 32-bit
-// process, threads sharing an mm.
+// The program makes its forks last and waits for enable bits after a fork:
+// a fork makes the parent's pages copy-on-write too, and the kernel writes an
+// enable word it cannot pin without faulting from a worker, later.
 package datacalls
 
 import (
@@ -129,9 +146,11 @@ func ReadGolden() ([]Row, error) {
 var ErrSyntax = errors.New("not datacalls output")
 
 // Parse splits the program's output into rows. Lines that are empty or
-// start with "#" are comments. Every other line must be "label: result"
-// with a label of printable bytes without spaces or ": ", and a label may
-// appear only once, so that Diff can name what differs.
+// start with "#" are comments, and a line may end in "\r\n". Every other
+// line must be "label: result", the label printable ASCII without spaces,
+// the result without control characters (the program escapes them in
+// tracefs text); a label may appear only once, so that Diff can name what
+// differs.
 func Parse(out []byte) ([]Row, error) {
 	var rows []Row
 	seen := map[string]int{}
@@ -146,6 +165,9 @@ func Parse(out []byte) ([]Row, error) {
 		}
 		if label == "" || strings.IndexFunc(label, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0 {
 			return nil, fmt.Errorf("line %d %q: a label is printable ASCII without spaces: %w", i+1, line, ErrSyntax)
+		}
+		if strings.IndexFunc(result, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
+			return nil, fmt.Errorf("line %d %q: a control character in the result (the program escapes them): %w", i+1, line, ErrSyntax)
 		}
 		if j, dup := seen[label]; dup {
 			return nil, fmt.Errorf("line %d: label %q already on line %d: %w", i+1, label, j, ErrSyntax)

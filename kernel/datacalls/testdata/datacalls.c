@@ -838,6 +838,28 @@ static void sec_write(void)
 		errno = 0;
 		ret = writev(fd, e, 1);
 		row("write.writev_iov_unmapped", ret, errno, NULL);
+		struct iovec mixed[3] = {{&idx, 4}, {edge - 2, 2}, {edge, 2}};
+		errno = 0;
+		ret = writev(fd, mixed, 3);
+		row("write.writev_second_payload_iov_unmapped", ret, errno, NULL);
+		struct iovec split[2] = {{(char *)&idx, 2}, {edge, 6}};
+		errno = 0;
+		ret = writev(fd, split, 2);
+		row("write.writev_index_half_unmapped", ret, errno, NULL);
+		errno = 0;
+		ret = writev(fd, (struct iovec *)edge, 1);
+		row("write.writev_iov_array_unmapped", ret, errno, NULL);
+		static struct iovec many[1025];
+		many[0].iov_base = &idx;
+		many[0].iov_len = 4;
+		many[1].iov_base = &a;
+		many[1].iov_len = 4;
+		errno = 0;
+		ret = writev(fd, many, 1024);
+		row("write.writev_1024_iovecs", ret, errno, NULL);
+		errno = 0;
+		ret = writev(fd, many, 1025);
+		row("write.writev_1025_iovecs", ret, errno, NULL);
 		errno = 0;
 		ret = pwritev(fd, iov, 4, 8);
 		row("write.pwritev_offset_8", ret, errno, NULL);
@@ -1012,6 +1034,20 @@ static void sec_trace(void)
 	errno = 0;
 	ret = write(fd, &rec, 4 + 14 + 2);
 	row("trace.write_loc_out_of_record", ret, errno, NULL);
+	{
+		/* the payload's last bytes unmapped: refused before a record is made */
+		char *q = edge - 18;
+		rec.loc = DYN_LOC(0, 3);
+		memcpy(rec.r, "ok", 3);
+		memcpy(q, &rec, 18);
+		errno = 0;
+		ret = write(fd, q, 4 + 14 + 3);
+		row("trace.write_payload_fault", ret, errno, NULL);
+		struct iovec iov[3] = {{&rec, 4}, {(char *)&rec + 4, 14}, {rec.r, 3}};
+		errno = 0;
+		ret = writev(fd, iov, 3);
+		row("trace.writev", ret, errno, NULL);
+	}
 	enable("trace.disable", "user_events", "dc_rec", 0);
 
 	static char buf[65536];
