@@ -93,7 +93,7 @@ func TestParse(t *testing.T) {
 			t.Errorf("row %d: got %v, want %v", i, rows[i], want[i])
 		}
 	}
-	for _, bad := range []string{"no separator\n", ": empty label\n", "a b: space\n", "a: 1\na: 2\n", "a:1\n"} {
+	for _, bad := range []string{"no separator\n", ": empty label\n", "a b: space\n", "a: 1\na: 2\n", "a:1\n", "a: x\x01\n", "a: \r\r\n"} {
 		if _, err := Parse([]byte(bad)); !errors.Is(err, ErrSyntax) {
 			t.Errorf("Parse(%q) = %v, want ErrSyntax", bad, err)
 		}
@@ -120,6 +120,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("# c\n\nx.y: \"\\tfield:u32 a;\"\r\n"))
 	f.Add([]byte("a: 1\na: 2\n"))
 	f.Add([]byte(":\n: : :"))
+	f.Add([]byte("a: \r\r\n")) // once printed as "a: \r", read back as "a: "
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rows, err := Parse(b)
 		if err != nil {
