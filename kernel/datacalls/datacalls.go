@@ -18,7 +18,7 @@
 // bit, a deferred delete) happened within a bounded wait — only whether it
 // settled, never how long it took. Nothing printed depends on addresses,
 // pids, time or event IDs (format files' ID lines are masked), so two runs on
-// freshly booted kernels print the same bytes (checked 20 times, also with
+// freshly booted kernels print the same bytes (15 runs in a row, 5 of them with
 // the host's CPUs busy). The program expects a kernel where no user event
 // exists yet: its status and dynamic_events listings count on it.
 //
