@@ -24,10 +24,11 @@ var layers = [][]string{
 	// The user_events subsystem in user space.
 	{"subsys"},
 	// The processes calling in through FUSE, as subsys processes: it
-	// imports subsys, and the daemon's FUSE server will import it.
+	// imports subsys, and the FUSE tree (fusefs) imports it.
 	{"internal/callers"},
-	// The daemon: the subsystem served on a socket.
-	{"daemon"},
+	// The daemon: the subsystem served on a socket; and its tree served
+	// through FUSE.
+	{"daemon", "fusefs"},
 	// What programs import, and recording and decoding.
 	{"userevents", "record", "report"},
 	// The tool.

@@ -20,6 +20,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == runShimArg {
+		runShim(os.Args[2:])
+	}
 	root := newRootCmd()
 	root.SetArgs(dataArgs(root, os.Args[1:]))
 	err := root.ExecuteContext(context.Background())
@@ -110,6 +113,7 @@ flag ("uetrace write dynamic_events -- '-:myev'").`,
 		newTopCmd(g),
 		newReportCmd(),
 		newEmitCmd(g),
+		newRunCmd(g),
 		newDemoCmd(),
 		newVersionCmd(),
 	)

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/fusefs"
+	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/userevents"
+)
+
+// runShimArg, as the first argument, makes uetrace the helper uetrace run
+// starts in the command's new namespaces (runShim).
+const runShimArg = "__uetrace-run-shim"
+
+// tracingDirs are where programs look for tracefs: the FUSE tree is mounted
+// on the first and bound over the second where it exists.
+var tracingDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
+
+func newRunCmd(g *globals) *cobra.Command {
+	var (
+		verbose bool
+		fuseDev string
+	)
+	cmd := &cobra.Command{
+		Use:   "run [flags] [--] COMMAND [ARG...]",
+		Short: "Run a command where /sys/kernel/tracing is uetrace's: user_events for any program",
+		Long: `run runs COMMAND in a mount namespace of its own in which /sys/kernel/tracing
+(and /sys/kernel/debug/tracing) is a uetrace subsystem served through FUSE:
+user_events_data, user_events_status, dynamic_events, events/, trace,
+trace_pipe... with the kernel's modes, text and errno. Any program — C, Rust,
+Python, a shell script, the kernel's own selftests — then uses user_events
+unmodified on a kernel that has none: it opens user_events_data, registers
+with DIAG_IOCSREG, gets its enable bits set in its memory, and writes.
+
+The subsystem lives in this process, for the command and its children;
+$UETRACE_SOCKET points them at it, so uetrace's own commands and Go programs
+using the userevents package inside share it. run exits with the command's
+status.
+
+As root it needs /dev/fuse. As an ordinary user it makes a user namespace in
+which the command runs as root (uid 0 there, your uid outside), which needs
+the kernel to allow unprivileged user namespaces, and /dev/fuse to be usable
+by you (mode 0666, as distributions ship it). To set enable bits and read
+registrations, this process reads and writes the command's memory
+(process_vm_readv/writev), which the kernel allows for your own processes
+unless Yama's ptrace_scope is 2 or more.
+
+perf record -e user_events:... cannot work inside: perf_event_open is the
+kernel's, and the kernel knows nothing of these events. Use uetrace record.`,
+		Example: `  uetrace run -- sh -c 'echo "u:hello u32 n" >> /sys/kernel/tracing/dynamic_events;
+                      cat /sys/kernel/tracing/user_events_status'
+  uetrace run -- ./my_c_program       # opens /sys/kernel/tracing/user_events_data
+  sudo uetrace run -- ./abi_test      # the kernel's own selftest`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr(cmd, nil, "run needs a COMMAND to run")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCommand(cmd, args, fuseDev, verbose)
+		},
+	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log the subsystem's clients and the FUSE mount to stderr")
+	cmd.Flags().StringVar(&fuseDev, "fuse-device", "/dev/fuse", "the FUSE device to open")
+	cmd.Flags().MarkHidden("fuse-device")
+	cmd.Flags().SetInterspersed(false)
+	return cmd
+}
+
+// runCommand serves a subsystem to args[0], started through the shim in new
+// namespaces, and returns its exit status.
+func runCommand(cmd *cobra.Command, args []string, fuseDev string, verbose bool) error {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	root := os.Geteuid() == 0
+	if !root {
+		if err := ptraceAllowed(); err != nil {
+			return err
+		}
+	}
+
+	dir, err := os.MkdirTemp("", "uetrace-run-")
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "uetrace.sock")
+	ln, err := daemon.Listen(sock)
+	if err != nil {
+		return err
+	}
+	sys := subsys.New(subsys.Options{NumCPU: runtime.NumCPU()})
+	srv := daemon.New(daemon.Config{Subsystem: sys, Logger: log})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() { srv.Close(); <-served }()
+
+	// The shim hands the mounted /dev/fuse back over this pair, then waits
+	// for the word to exec the command.
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("run: socketpair: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "run-shim"), os.NewFile(uintptr(pair[1]), "run-shim")
+	defer ours.Close()
+
+	exe, err := os.Executable()
+	if err != nil {
+		theirs.Close()
+		return fmt.Errorf("run: finding uetrace's own executable to start the shim: %w", err)
+	}
+	shim := exec.Command(exe, append([]string{runShimArg, fuseDev, "--"}, args...)...)
+	shim.Stdin, shim.Stdout, shim.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
+	shim.Env = append(os.Environ(), "UETRACE_SOCKET="+sock)
+	shim.ExtraFiles = []*os.File{theirs}
+	shim.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	if !root {
+		shim.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		shim.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		shim.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		shim.SysProcAttr.GidMappingsEnableSetgroups = false
+	}
+	// SIGINT from the terminal reaches the command itself, which decides;
+	// run outlives it to pass its status on. SIGTERM and SIGHUP sent to run
+	// alone are passed to the command.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	if err := shim.Start(); err != nil {
+		theirs.Close()
+		if !root && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EACCES)) {
+			return &userevents.Error{Op: "run", Input: args[0], Errno: errnoIn(err),
+				Reason: "this kernel does not let an ordinary user create a user namespace (kernel.unprivileged_userns_clone, user.max_user_namespaces, or AppArmor's kernel.apparmor_restrict_unprivileged_userns): run uetrace run as root, or allow them"}
+		}
+		return fmt.Errorf("run: starting %s: %w", args[0], err)
+	}
+	theirs.Close()
+	exited := make(chan struct{})
+	go func() { shim.Wait(); close(exited) }()
+
+	dev, err := receiveDevice(ours, exited)
+	if err != nil {
+		shim.Process.Kill()
+		<-exited
+		return err
+	}
+	conn, tree, err := fusefs.Serve(dev, sys, fusefs.Options{Flush: srv.Flush})
+	dev.Close()
+	if err != nil {
+		shim.Process.Kill()
+		<-exited
+		return fmt.Errorf("run: serving the FUSE tree: %w", err)
+	}
+	defer tree.Close()
+	// Unmount aborts the connection: anything the command left behind
+	// still holding a file of the tree gets ENOTCONN, never a hang.
+	defer conn.Unmount()
+	if _, err := ours.Write([]byte("go")); err != nil {
+		shim.Process.Kill()
+	}
+	for {
+		select {
+		case s := <-sigs:
+			if s != os.Interrupt {
+				shim.Process.Signal(s)
+			}
+			continue
+		case <-exited:
+		}
+		break
+	}
+	return workloadStatus(shim.ProcessState, 0)
+}
+
+// receiveDevice reads the shim's answer: the mounted /dev/fuse, or the
+// words of what went wrong.
+func receiveDevice(sock *os.File, exited <-chan struct{}) (*os.File, error) {
+	type answer struct {
+		f   *os.File
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		oob := make([]byte, unix.CmsgSpace(4))
+		n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != nil {
+			got <- answer{nil, fmt.Errorf("run: reading the shim's answer: %w", err)}
+			return
+		}
+		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+		for _, m := range msgs {
+			if fds, err := unix.ParseUnixRights(&m); err == nil && len(fds) == 1 {
+				got <- answer{os.NewFile(uintptr(fds[0]), "/dev/fuse"), nil}
+				return
+			}
+		}
+		if n == 0 {
+			got <- answer{nil, errors.New("run: the shim ended without mounting the FUSE tree")}
+			return
+		}
+		got <- answer{nil, errors.New(string(buf[:n]))}
+	}()
+	select {
+	case a := <-got:
+		return a.f, a.err
+	case <-exited:
+		// The shim died before answering (its stderr says why); its end of
+		// the pair is closed, so the reader above returns too.
+		a := <-got
+		if a.f != nil {
+			a.f.Close()
+		}
+		if a.err != nil {
+			return nil, a.err
+		}
+		return nil, errors.New("run: the shim ended without mounting the FUSE tree")
+	}
+}
+
+// runShim is uetrace in the command's new mount namespace (and user
+// namespace, for an ordinary user): it mounts a fresh FUSE connection on
+// /sys/kernel/tracing, hands the device to uetrace run on descriptor 3,
+// waits for it to serve, and becomes the command. args are the device's
+// path, "--", the command and its arguments.
+func runShim(args []string) {
+	sock := os.NewFile(3, "run-shim")
+	fail := func(format string, a ...any) {
+		sock.Write([]byte(fmt.Sprintf(format, a...)))
+		os.Exit(127)
+	}
+	if len(args) < 3 || args[1] != "--" {
+		fail("run: shim called with %q", args)
+	}
+	devPath, argv := args[0], args[2:]
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		fail("run: %v", err)
+	}
+	// A new mount namespace starts with the parent's propagation: the
+	// mounts below would appear on the whole machine.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		fail("run: making the new mount namespace private: %v", err)
+	}
+	fd, err := unix.Open(devPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			fail("run: %s: %v: this machine has no FUSE device; load the module (modprobe fuse) or, in a container, pass /dev/fuse in", devPath, err)
+		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
+			fail("run: %s: %v: its mode keeps you out; FUSE for ordinary users needs it 0666 (as Debian's fuse3 package sets it), or run as root", devPath, err)
+		}
+		fail("run: opening %s: %v", devPath, err)
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d,default_permissions", fd, os.Getuid(), os.Getgid())
+	if os.Getuid() == 0 && isInitUserNS() {
+		// Programs that drop to another uid inside still reach the tree;
+		// only root may say so.
+		opts += ",allow_other"
+	}
+	if err := unix.Mount("uetrace", tracingDirs[0], "fuse.uetrace", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		if errors.Is(err, unix.ENODEV) {
+			fail("run: mounting FUSE on %s: %v: the kernel has no FUSE file system (modprobe fuse)", tracingDirs[0], err)
+		}
+		fail("run: mounting FUSE on %s: %v", tracingDirs[0], err)
+	}
+	for _, d := range tracingDirs[1:] {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			if err := unix.Mount(tracingDirs[0], d, "", unix.MS_BIND, ""); err != nil {
+				fail("run: binding the tree over %s: %v", d, err)
+			}
+		}
+	}
+	if err := unix.Sendmsg(3, []byte("fd"), unix.UnixRights(fd), nil, 0); err != nil {
+		fail("run: handing the FUSE device over: %v", err)
+	}
+	unix.Close(fd)
+	// Nothing may touch the tree before it is served; EOF means run gave up.
+	buf := make([]byte, 8)
+	if n, _ := sock.Read(buf); !bytes.Equal(buf[:n], []byte("go")) {
+		os.Exit(127)
+	}
+	sock.Close()
+	err = syscall.Exec(path, argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "uetrace: run: exec %s: %v\n", argv[0], err)
+	os.Exit(127)
+}
+
+// isInitUserNS reports whether this process is in the machine's first user
+// namespace, whose uid_map maps everything.
+func isInitUserNS() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	return err == nil && strings.Join(strings.Fields(string(b)), " ") == "0 0 4294967295"
+}
+
+// ptraceAllowed says what is wrong when an ordinary user may not read its
+// own children's memory: Yama's ptrace_scope 2 (admin only) or 3 (none).
+func ptraceAllowed() error {
+	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	if err != nil {
+		return nil // no Yama
+	}
+	switch strings.TrimSpace(string(b)) {
+	case "0", "1":
+		return nil
+	}
+	return &userevents.Error{Op: "run", Errno: unix.EPERM,
+		Reason: "kernel.yama.ptrace_scope is " + strings.TrimSpace(string(b)) + ": uetrace run must read and write the command's memory (registrations, enable bits), which only root may do then; run it as root"}
+}
+
+// errnoIn is the errno err wraps, or EIO.
+func errnoIn(err error) unix.Errno {
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return unix.EIO
+}

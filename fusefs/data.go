@@ -1,0 +1,171 @@
+package fusefs
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/callers"
+	"github.com/uetrace/uetrace/internal/fuse"
+	"github.com/uetrace/uetrace/internal/procsyscall"
+	"github.com/uetrace/uetrace/subsys"
+)
+
+// dataHandle is one open user_events_data: a subsys.File of its own.
+type dataHandle struct {
+	fs    *FS
+	f     *subsys.File
+	write bool // opened for writing: O_RDONLY writes are the VFS's EBADF
+}
+
+var _ fuse.Ioctler = (*dataHandle)(nil)
+
+func (f *FS) openData(r *fuse.Request, flags uint32) (fuse.Handle, error) {
+	return &dataHandle{fs: f, f: f.s.Open(), write: flags&unix.O_ACCMODE != unix.O_RDONLY}, nil
+}
+
+// Read is user_events_data's: it has no read method, so read(2) is EINVAL
+// (the VFS's answer when f_op->read is NULL and FMODE_CAN_READ is unset).
+func (h *dataHandle) Read(ctx context.Context, r *fuse.Request, dst []byte, off int64) (int, error) {
+	return 0, unix.EINVAL
+}
+
+// Write is write(2), pwrite(2), writev(2) or pwritev(2) of
+// [write_index][payload]. The request has the bytes and an offset; which call
+// it was, and how many bytes the caller asked to write, are read from the
+// blocked caller's /proc/<tid>/syscall:
+//   - FUSE moves the file position after a write(2), so the offset of a
+//     write(2) means nothing, while a pwrite(2) at a non-zero offset is
+//     user_events' EFAULT (pwritev's offset is never looked at);
+//   - FUSE sends only the pages it could pin: a buffer that runs into an
+//     unmapped page arrives short, and is answered as user_events_write
+//     answers a fault (subsys.File.WriteFaulted).
+//
+// Where the call cannot be read (no right to ptrace the caller) the request
+// is taken as a complete write(2).
+func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, off int64) (int, error) {
+	if !h.write {
+		return 0, unix.EBADF
+	}
+	tid := int(r.Pid)
+	total, pos, positioned := len(data), int64(0), false
+	if call, err := procsyscall.Read(tid); err == nil {
+		switch call.Nr {
+		case unix.SYS_WRITE:
+			total = int(call.Args[2])
+		case unix.SYS_PWRITE64:
+			total, pos, positioned = int(call.Args[2]), int64(call.Args[3]), true
+		case unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
+			if n, ok := h.iovLen(tid, call.Args[1], call.Args[2]); ok {
+				total = n
+			}
+			// pwritev's offset is not checked: the kernel's write_iter
+			// path (user_events_write_iter) ignores it, unlike
+			// user_events_write's *ppos check for write and pwrite.
+		}
+	}
+	w := writerOf(tid, h.fs.tgid(tid))
+	if positioned && pos != 0 {
+		return h.f.Write(w, data, pos)
+	}
+	if total > len(data) {
+		n, err := h.f.WriteFaulted(w, data, total)
+		return n, err
+	}
+	n, err := h.f.Write(w, data, 0)
+	return n, err
+}
+
+// iovLen adds up the lengths of the caller's iovecs; false where they cannot
+// be read (the caller's own EFAULT would have come before FUSE's request).
+func (h *dataHandle) iovLen(tid int, iov, cnt uint64) (int, bool) {
+	if cnt == 0 || cnt > 1024 { // UIO_MAXIOV
+		return 0, false
+	}
+	c, err := h.fs.callers.Get(tid)
+	if err != nil {
+		return 0, false
+	}
+	buf := make([]byte, 16*cnt)
+	if n, err := c.Mem.ReadAt(buf, iov); err != nil || n != len(buf) {
+		return 0, false
+	}
+	total := uint64(0)
+	for i := uint64(0); i < cnt; i++ {
+		total += binary.NativeEndian.Uint64(buf[16*i+8:])
+	}
+	if total > 1<<31 {
+		return 0, false
+	}
+	return int(total), true
+}
+
+// Ioctl is DIAG_IOCSREG, DIAG_IOCSUNREG and DIAG_IOCSDEL (any other command
+// is ENOTTY, as user_events_ioctl's default). FUSE copied the 8-byte pointer
+// the caller passed and copies what we answer back over it: the answer
+// repeats it, and the struct behind it is read and written in the caller's
+// memory.
+func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg uint64, in []byte, outSize uint32) (int32, []byte, error) {
+	tid := int(r.Pid)
+	var out []byte
+	if outSize > 0 {
+		out = make([]byte, outSize)
+		copy(out, in)
+	}
+	switch uintptr(cmd) {
+	case abi.IocSReg, abi.IocSUnreg, abi.IocSDel:
+	default:
+		return 0, nil, unix.ENOTTY
+	}
+	c, err := h.fs.callers.Get(tid)
+	if err != nil {
+		return 0, nil, errnoOf(err)
+	}
+	switch uintptr(cmd) {
+	case abi.IocSReg:
+		_, err = callers.Register(h.f, c, h.fs.o.Cred(c.TGID), arg)
+	case abi.IocSUnreg:
+		err = callers.Unregister(h.f, c, arg)
+	case abi.IocSDel:
+		err = callers.Delete(h.f, c, h.fs.o.Cred(c.TGID), arg)
+	}
+	if err != nil {
+		return 0, nil, errnoOf(err)
+	}
+	return 0, out, nil
+}
+
+func (h *dataHandle) Flush(ctx context.Context, r *fuse.Request) error { return nil }
+
+// Release is the last close: the file's events lose its references.
+func (h *dataHandle) Release() error { return h.f.Close() }
+
+// writerOf is who writes: the thread, its process, and the command name and
+// CPU from /proc/<tid>/stat (comm in parentheses, possibly with spaces and
+// parentheses of its own; processor is field 39).
+func writerOf(tid, tgid int) subsys.Writer {
+	w := subsys.Writer{PID: int32(tid), TGID: int32(tgid)}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/stat")
+	if err != nil {
+		return w
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return w
+	}
+	w.Comm = s[open+1 : end]
+	fields := strings.Fields(s[end+1:])
+	// fields[0] is field 3 (state); processor is field 39.
+	if len(fields) > 36 {
+		if cpu, err := strconv.Atoi(fields[36]); err == nil {
+			w.CPU = cpu
+		}
+	}
+	return w
+}

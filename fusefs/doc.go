@@ -1,0 +1,42 @@
+// Package fusefs serves a Subsystem's tracefs tree through the kernel's FUSE,
+// so that any program — C, Rust, Python, a shell script, the kernel's own
+// selftests — uses uetrace's user_events through the same files as Linux's:
+// open /sys/kernel/tracing/user_events_data, DIAG_IOCSREG, write
+// [write_index][payload]; cat user_events_status; echo 1 > events/.../enable;
+// cat trace_pipe.
+//
+// Files have tracefs's names, modes (root-only: 0640 and 0440, directories
+// 0750, owned by root) and text, made at each read from offset 0 as a
+// seq_file does. Every open is served without the page cache (direct I/O),
+// so each read and write reaches the subsystem and a write returns
+// user_events' errno synchronously. trace_pipe blocks, polls and is
+// interrupted as the kernel's; O_TRUNC and O_APPEND reach the subsystem
+// (> trace clears it, > set_event disables everything).
+//
+// user_events_data is one subsys.File per open. FUSE gives a server only the
+// first _IOC_SIZE bytes of an ioctl's argument — the pointer to struct
+// user_reg — with the caller's thread id, so DIAG_IOCSREG, DIAG_IOCSUNREG and
+// DIAG_IOCSDEL read the struct and the name from the caller's memory and write
+// write_index back there, and enable bits are set in the caller's memory, all
+// through package callers (process_vm_readv/writev: the daemon must be allowed
+// to ptrace its callers). Which system call a write came from (write(2) or
+// pwrite(2)) and how long it was are read from /proc/<tid>/syscall, since the
+// FUSE request says neither.
+//
+// # Differences from Linux 6.12.117
+//
+//   - lseek(2) on user_events_data succeeds: FUSE cannot refuse it (ESPIPE)
+//     without also refusing pwrite(2), which user_events allows at offset 0.
+//   - A write(2) of 0 bytes returns 0: the VFS answers it for FUSE without
+//     asking the server, while user_events_write says EFAULT.
+//   - A write larger than the mount's max_write (1 MiB) reaches the server
+//     in pieces; it is EFAULT here, the kernel writes it (and then drops the
+//     record, larger than any trace buffer page).
+//   - Enable bits are set by read-modify-write of the byte that holds them
+//     (procmem.Mem.SetBit), not by an atomic set_bit: a caller changing other
+//     bits of that byte in the same instant can lose one of the two updates.
+//   - Fork, exec and exit of callers are learnt from the proc connector
+//     (root) after the fact, or, without it, when the caller is next seen; a
+//     forked child's enable bits are right from the moment the daemon hears of
+//     the fork, as on the kernel they are from a worker shortly after.
+package fusefs

@@ -1,0 +1,176 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/callers"
+	"github.com/uetrace/uetrace/internal/caps"
+	"github.com/uetrace/uetrace/internal/fuse"
+	"github.com/uetrace/uetrace/subsys"
+)
+
+// Options configure an FS.
+type Options struct {
+	// Flush, if set, is called before the trace buffer's text is made and
+	// before trace_pipe is read, so that records writers published into
+	// shared memory are in it (daemon.Server.Flush).
+	Flush func()
+	// Callers reaches the calling processes and their memory. nil: New
+	// makes one, following forks and execs through the proc connector
+	// where it may (root) and noticing them lazily otherwise.
+	Callers *callers.Callers
+	// Cred is a calling process's privilege (nil: perfmon_capable() of
+	// its process, from procfs).
+	Cred func(tgid int) subsys.Cred
+}
+
+// FS is a Subsystem's tracefs tree as a fuse.FileSystem.
+type FS struct {
+	s           *subsys.Subsystem
+	tree        *subsys.FS
+	o           Options
+	callers     *callers.Callers
+	ownsCallers bool
+	mtime       time.Time
+}
+
+var _ fuse.FileSystem = (*FS)(nil)
+
+// New returns the tree of s.
+func New(s *subsys.Subsystem, o Options) *FS {
+	f := &FS{s: s, tree: s.FS(), o: o, callers: o.Callers, mtime: time.Now()}
+	if f.callers == nil {
+		f.callers = callers.New(s)
+		f.ownsCallers = true
+		// Without the proc connector (not root) callers are checked when
+		// next seen instead: Follow's error only says which.
+		_ = f.callers.Follow()
+	}
+	if f.o.Cred == nil {
+		f.o.Cred = func(tgid int) subsys.Cred { return subsys.Cred{PerfmonCapable: caps.PerfmonCapable(tgid)} }
+	}
+	return f
+}
+
+// Close releases what New made.
+func (f *FS) Close() error {
+	if f.ownsCallers {
+		return f.callers.Close()
+	}
+	return nil
+}
+
+// Mount mounts the tree of s on dir (as root; see fuse.Mount) and serves it
+// until the returned connection ends.
+func Mount(dir string, s *subsys.Subsystem, o Options) (*fuse.Conn, *FS, error) {
+	f := New(s, o)
+	c, err := fuse.Mount(dir, f, fuse.Options{FSName: "uetrace", AllowOther: true})
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return c, f, nil
+}
+
+// Serve serves the tree of s on dev, a /dev/fuse descriptor already mounted
+// (by a helper in a user namespace, say).
+func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*fuse.Conn, *FS, error) {
+	f := New(s, o)
+	c, err := fuse.Serve(dev, f, fuse.Options{FSName: "uetrace", AllowOther: true})
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return c, f, nil
+}
+
+func (f *FS) attr(mode fs.FileMode) fuse.Attr {
+	a := fuse.Attr{Mode: uint32(mode.Perm()), Nlink: 1, Mtime: f.mtime}
+	if mode.IsDir() {
+		a.Mode |= unix.S_IFDIR
+		a.Nlink = 2
+	} else {
+		a.Mode |= unix.S_IFREG
+	}
+	return a
+}
+
+// Stat is LOOKUP and GETATTR. tracefs files have size 0: their text is made
+// when read.
+func (f *FS) Stat(ctx context.Context, path string) (fuse.Attr, error) {
+	e, err := f.tree.Stat(path)
+	if err != nil {
+		return fuse.Attr{}, errnoOf(err)
+	}
+	return f.attr(e.Mode), nil
+}
+
+// ReadDir is READDIR.
+func (f *FS) ReadDir(ctx context.Context, path string) ([]fuse.DirEntry, error) {
+	list, err := f.tree.ReadDir(path)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	out := make([]fuse.DirEntry, len(list))
+	for i, e := range list {
+		out[i] = fuse.DirEntry{Name: e.Name, Mode: f.attr(e.Mode).Mode}
+	}
+	return out, nil
+}
+
+// Open is OPEN: user_events_data is a fresh subsys.File, every other file
+// a subsys.Handle.
+func (f *FS) Open(ctx context.Context, r *fuse.Request, path string, flags uint32) (fuse.Handle, error) {
+	if path == subsys.FileData {
+		return f.openData(r, flags)
+	}
+	tgid := f.tgid(int(r.Pid))
+	h, err := f.tree.Open(path, int(flags), f.o.Cred(tgid))
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return &fileHandle{fs: f, h: h, path: path}, nil
+}
+
+// tgid is the process of thread tid (the Tgid line of its status), or tid
+// where it cannot be told.
+func (f *FS) tgid(tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return tid
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	return tid
+}
+
+// errnoOf turns an error into the errno FUSE sends: the one it wraps, or EIO.
+func errnoOf(err error) error {
+	if err == nil {
+		return nil
+	}
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return unix.EINTR
+	}
+	if errors.Is(err, fs.ErrClosed) {
+		return unix.EBADF
+	}
+	return unix.EIO
+}
