@@ -107,16 +107,12 @@ func (h *dataHandle) iovLen(tid int, iov, cnt uint64) (int, bool) {
 
 // Ioctl is DIAG_IOCSREG, DIAG_IOCSUNREG and DIAG_IOCSDEL (any other command
 // is ENOTTY, as user_events_ioctl's default). FUSE copied the 8-byte pointer
-// the caller passed and copies what we answer back over it: the answer
-// repeats it, and the struct behind it is read and written in the caller's
-// memory.
+// the caller passed; the struct behind it is read, and write_index written,
+// in the caller's memory. Nothing is answered for FUSE to copy back over
+// the caller's argument: it would be a write Linux does not make, and would
+// fail where the struct is read-only, which Linux's DIAG_IOCSREG ignores.
 func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg uint64, in []byte, outSize uint32) (int32, []byte, error) {
 	tid := int(r.Pid)
-	var out []byte
-	if outSize > 0 {
-		out = make([]byte, outSize)
-		copy(out, in)
-	}
 	switch uintptr(cmd) {
 	case abi.IocSReg, abi.IocSUnreg, abi.IocSDel:
 	default:
@@ -137,7 +133,7 @@ func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg
 	if err != nil {
 		return 0, nil, errnoOf(err)
 	}
-	return 0, out, nil
+	return 0, nil, nil
 }
 
 func (h *dataHandle) Flush(ctx context.Context, r *fuse.Request) error { return nil }

@@ -461,9 +461,10 @@ func (m *Mem) SetBit(addr uint64, bit uint, on bool) error {
 	if on {
 		v |= mask
 	}
-	if v == cur[0] {
-		return nil
-	}
+	// Written even when the bit already has its value: the kernel's
+	// user_event_enabler_write always writes, so read-only memory fails
+	// (ENOMEM at DIAG_IOCSREG, EFAULT at DIAG_IOCSUNREG) whatever the bit
+	// was.
 	cur[0] = v
 	_, err = m.rw(true, cur[:], b)
 	if err != nil {
