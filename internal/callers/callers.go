@@ -19,7 +19,8 @@
 //     memory is still the fork's copy (same AT_RANDOM bytes), it gets a copy
 //     of the parent's enablers (Process.Fork), or the parent's Process when
 //     they share the address space (CLONE_VM, kcmp).
-//   - With Follow (CAP_NET_ADMIN), the kernel's process events connector
+//   - With Follow (CAP_NET_ADMIN before Linux 6.6; since, any process of
+//     the initial user and pid namespaces), the kernel's process events connector
 //     tells of forks and execs as they happen: a fork of a known process is
 //     copied at once — so the child's enable bits follow the events' state
 //     although it has not called yet, as in the kernel — and an exec releases
@@ -311,8 +312,10 @@ func (cs *Callers) dropFor(pr *proc, err error) {
 }
 
 // Follow listens to the kernel's process events (procevents) and applies
-// them until Close. It needs CAP_NET_ADMIN; without it the error says so,
-// and Callers works lazily (see the package doc).
+// them until Close. Before Linux 6.6 it needs CAP_NET_ADMIN; without it the
+// error says so, and Callers works lazily (see the package doc). In a pid or
+// user namespace other than the initial ones the kernel sends nothing, and
+// Callers works lazily all the same.
 func (cs *Callers) Follow() error {
 	l, err := procevents.Listen()
 	if err != nil {

@@ -4,8 +4,10 @@
 // use user_events through it, as the kernel follows them in fork, exec and
 // exit.
 //
-// Listening needs CAP_NET_ADMIN (joining the connector's multicast group):
-// without it Listen is EPERM, with words saying so. The kernel drops events a
+// Listening needs CAP_NET_ADMIN before Linux 6.6 (joining the connector's
+// multicast group): without it Listen is EPERM, with words saying so. Since
+// 6.6 any process of the initial user and pid namespaces may listen; one in
+// another namespace gets nothing (the kernel ignores its request). The kernel drops events a
 // listener does not read in time; the next Read then returns ErrOverrun, and
 // the listener must find out for itself what it missed.
 //
@@ -108,7 +110,7 @@ func Listen() (*Listener, error) {
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc}); err != nil {
 		unix.Close(fd)
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-			return nil, fmt.Errorf("procevents: joining the kernel's process events needs CAP_NET_ADMIN (run as root or grant the capability; without it, check processes lazily): %w", err)
+			return nil, fmt.Errorf("procevents: joining the kernel's process events needs CAP_NET_ADMIN before Linux 6.6 (run as root or grant the capability; without it, check processes lazily): %w", err)
 		}
 		return nil, fmt.Errorf("procevents: bind to CN_IDX_PROC: %w", err)
 	}

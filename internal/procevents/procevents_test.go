@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/internal/procevents"
+	"github.com/uetrace/uetrace/internal/procmem/procmemtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -299,4 +300,37 @@ func BenchmarkDecode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestListenUnprivileged: before Linux 6.6 joining the connector needs
+// CAP_NET_ADMIN, and Listen says so; since, any user of the initial
+// namespaces may listen, and receives the events.
+func TestListenUnprivileged(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a thread as another user")
+	}
+	var l *procevents.Listener
+	err := procmemtest.AsUser(t, 65534, func() error {
+		var err error
+		l, err = procevents.Listen()
+		return err
+	})
+	if err != nil {
+		if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "CAP_NET_ADMIN") {
+			t.Fatalf("Listen as nobody: %v", err)
+		}
+		t.Logf("this kernel refuses: %v", err)
+		return
+	}
+	defer l.Close()
+	if err := l.SetDeadline(time.Now().Add(timeout)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	until(t, l, func(ev procevents.Event) bool { return ev.Kind == procevents.Exit && ev.PID == cmd.Process.Pid })
 }

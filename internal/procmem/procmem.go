@@ -39,6 +39,12 @@
 //   - The kernel faults a page in (and retries from a worker) where
 //     process_vm_writev just fails: a page that is not present and cannot be
 //     faulted in by the remote access is an error here.
+//   - process_vm_readv and process_vm_writev wait for a page fault to be
+//     served: memory the process mapped from a FUSE file whose server does
+//     not answer, or registered with userfaultfd, blocks the access for as
+//     long as that takes. The kernel's enable-bit writer does not wait (it
+//     faults the page in from a worker). A hostile process can so make a
+//     SetBit — and whoever waits for it — block.
 //   - Between the pidfd check before a write and the write itself a pid could
 //     in theory be recycled (the pid space must wrap in that instant): the
 //     check after the write then reports ESRCH, but the write has happened.
