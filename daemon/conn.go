@@ -45,7 +45,8 @@ type conn struct {
 	next    uint32
 
 	ring    *ringSource // the ring the client shared, if any
-	ringFds []int       // the descriptors of a Ring request read, until handled
+	ringFds []int       // the descriptors of a Ring or ServeFUSE request read, until handled
+	uid     uint32      // the peer's uid (SO_PEERCRED)
 
 	// The message being received, set by recvFn.
 	in     *[]byte
@@ -93,6 +94,7 @@ func (c *conn) serve() {
 		return
 	}
 	c.log = c.log.With("pid", ucred.Pid, "uid", ucred.Uid)
+	c.uid = ucred.Uid
 	c.cred = c.s.cred(*ucred)
 	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procComm(ucred.Pid)}
 	c.out = make([]byte, 0, 4096)
@@ -149,9 +151,15 @@ func (c *conn) read() (buf *[]byte, n int, trunc, ok bool) {
 	}
 	buf, c.in = c.in, nil
 	if c.oobn > 0 && !c.wantRights {
-		// Descriptors are expected only in Hello and Ring; a Ring's are
-		// kept until it is handled, any other message's closed now.
-		if buf != nil && c.n >= 2 && le.Uint16(*buf) == opRing && c.ringFds == nil {
+		// Descriptors are expected only in Hello, Ring and ServeFUSE; the
+		// latter two's are kept until handled, any other message's closed
+		// now.
+		keep := buf != nil && c.n >= 2 && c.ringFds == nil
+		if keep {
+			op := le.Uint16(*buf)
+			keep = op == opRing || op == opServeFUSE
+		}
+		if keep {
 			c.ringFds = rights(c.oob[:c.oobn])
 		} else {
 			closeRights(c.oob[:c.oobn])
@@ -405,6 +413,10 @@ func (c *conn) handle(m []byte) bool {
 			return c.result(0, err)
 		}
 		return c.result(0, nil)
+	case opServeFUSE:
+		fds := c.ringFds
+		c.ringFds = nil
+		return c.result(0, c.serveFUSE(fds, body))
 	case opRingFlush:
 		if c.ring == nil {
 			return c.result(0, fmt.Errorf("ring flush: this connection shared no ring: %w", unix.EINVAL))

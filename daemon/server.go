@@ -36,6 +36,12 @@ type Config struct {
 	// perfmon_capable from the effective capabilities in
 	// /proc/<pid>/status: CAP_PERFMON or CAP_SYS_ADMIN).
 	Cred func(unix.Ucred) subsys.Cred
+	// ServeFUSE serves the subsystem's tracefs tree on dev, a mounted
+	// /dev/fuse a client handed over (the ServeFUSE request), until the
+	// mount goes or the returned tree is closed — at the latest when the
+	// Server is. nil: the request is EOPNOTSUPP. (The FUSE tree, package
+	// fusefs, sits beside this package: cmd/uetrace joins them.)
+	ServeFUSE func(dev *os.File) (FUSETree, error)
 }
 
 // Server serves one Subsystem to the clients of a Unix socket.
@@ -45,6 +51,9 @@ type Server struct {
 	timeout time.Duration
 	maxConn int
 	cred    func(unix.Ucred) subsys.Cred
+
+	serveFUSE func(dev *os.File) (FUSETree, error)
+	fuses     map[FUSETree]struct{} // the trees served through ServeFUSE
 
 	mu     sync.Mutex
 	lns    map[*net.UnixListener]struct{}
@@ -73,9 +82,12 @@ func New(cfg Config) *Server {
 		timeout: cfg.ReplyTimeout,
 		maxConn: cfg.MaxConns,
 		cred:    cfg.Cred,
-		lns:     map[*net.UnixListener]struct{}{},
-		conns:   map[*conn]struct{}{},
-		procs:   map[int32]*process{},
+
+		serveFUSE: cfg.ServeFUSE,
+		fuses:     map[FUSETree]struct{}{},
+		lns:       map[*net.UnixListener]struct{}{},
+		conns:     map[*conn]struct{}{},
+		procs:     map[int32]*process{},
 	}
 	s.merger.init(s)
 	if s.sys == nil {
@@ -220,7 +232,12 @@ func (s *Server) Close() error {
 	for c := range s.conns {
 		c.c.Close()
 	}
+	fuses := s.fuses
+	s.fuses = map[FUSETree]struct{}{}
 	s.mu.Unlock()
+	for f := range fuses {
+		f.Close()
+	}
 	s.wg.Wait()
 	return nil
 }

@@ -30,6 +30,12 @@ type Options struct {
 	// Cred is a calling process's privilege (nil: perfmon_capable() of
 	// its process, from procfs).
 	Cred func(tgid int) subsys.Cred
+	// GID, with SetGID, is the group of every file and directory, as
+	// tracefs's gid= mount option makes it: its members get the group's
+	// permission bits (read, and search of the directories) — on tracefs
+	// as here, writing stays root's.
+	GID    uint32
+	SetGID bool
 }
 
 // FS is a Subsystem's tracefs tree as a fuse.FileSystem.
@@ -94,6 +100,9 @@ func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*fuse.Conn, *FS, error
 
 func (f *FS) attr(mode fs.FileMode) fuse.Attr {
 	a := fuse.Attr{Mode: uint32(mode.Perm()), Nlink: 1, Mtime: f.mtime}
+	if f.o.SetGID {
+		a.Gid = f.o.GID
+	}
 	if mode.IsDir() {
 		a.Mode |= unix.S_IFDIR
 		a.Nlink = 2

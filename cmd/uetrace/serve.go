@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/fusefs"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -26,6 +27,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		verbose   bool
 		group     string
 		mode      string
+		mount     string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,11 +45,19 @@ The socket is the owner's and its group's (mode 0660, the daemon's group):
 a daemon root starts serves root alone. --group and --mode share it: the
 socket, and the directory serve makes for it, get that group, and the mode
 (octal) the socket's permission bits; the directory gets search permission
-for whom the mode lets connect.`,
+for whom the mode lets connect.
+
+--mount DIR also serves the tree through the kernel's FUSE on DIR (as root),
+so that any program can use it by its files: mount it on /sys/kernel/tracing
+(in a mount namespace of its own, as uetrace run does) and C programs, the
+kernel's selftests and shell scripts use user_events unmodified. The files
+are tracefs's: root's, 0640 and 0440; --group gives them that group, as
+tracefs's gid= mount option does.`,
 		Example: `  uetrace serve &
   uetrace status
   sudo uetrace serve --group tracing           # members of "tracing" may connect
-  sudo uetrace serve --mode 0666               # everyone may connect`,
+  sudo uetrace serve --mode 0666               # everyone may connect
+  sudo uetrace serve --mount /run/uetrace/tracing`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sock := g.socket
@@ -83,6 +93,20 @@ for whom the mode lets connect.`,
 			defer stop()
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
+			if mount != "" {
+				conn, tree, err := fusefs.Mount(mount, sys, fusefs.Options{Flush: srv.Flush, GID: uint32(access.GID), SetGID: access.SetGroup})
+				if err != nil {
+					srv.Close()
+					<-done
+					os.Remove(sock)
+					return fmt.Errorf("serve --mount %s: %w", mount, err)
+				}
+				// Unmount aborts the connection first: a client still
+				// holding a file of the tree gets ENOTCONN, never a hang.
+				defer tree.Close()
+				defer conn.Unmount()
+				log.Info("serving the tracefs tree through FUSE", "dir", mount)
+			}
 			log.Info("serving user_events", "socket", sock, "pid", os.Getpid())
 			select {
 			case <-ctx.Done():
@@ -105,6 +129,7 @@ for whom the mode lets connect.`,
 	cmd.Flags().IntVar(&bufferKB, "buffer-kb", 0, "trace buffer per CPU in KiB (default: Linux's, 1408 once an event is enabled)")
 	cmd.Flags().StringVar(&group, "group", "", "the socket's group, by name or number (default: the daemon's)")
 	cmd.Flags().StringVar(&mode, "mode", "", "the socket's permission bits in octal, e.g. 0660 or 0666 (default 0660)")
+	cmd.Flags().StringVar(&mount, "mount", "", "also serve the tracefs tree through FUSE on this directory (root)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every client that connects and leaves")
 	return cmd
 }
