@@ -114,6 +114,12 @@ func (c *Conn) readLoop() error {
 			}
 			return fmt.Errorf("fuse: read /dev/fuse: %w", err)
 		}
+		if n == 0 {
+			// /dev/fuse never reads 0 bytes; a socket standing in for it
+			// does when its peer is gone.
+			c.bigPool.Put(bp)
+			return nil
+		}
 		owner, pool := bp, &c.bigPool
 		if n <= smallBuf {
 			sp := c.smlPool.Get().(*[]byte)
