@@ -654,7 +654,8 @@ func TestServe(t *testing.T) {
 		unix.Close(fd)
 		t.Fatal(err)
 	}
-	c, err := Serve(os.NewFile(uintptr(fd), "/dev/fuse"), newTestFS(), Options{FSName: name, Debug: debugf()})
+	fs := newTestFS()
+	c, err := Serve(os.NewFile(uintptr(fd), "/dev/fuse"), fs, Options{FSName: name, Debug: debugf()})
 	if err != nil {
 		unix.Unmount(dir, unix.MNT_DETACH)
 		t.Fatal(err)
@@ -674,10 +675,16 @@ func TestServe(t *testing.T) {
 	if c.Dev() == 0 {
 		t.Error("Dev() is 0 with the mount in the table")
 	}
+	reader := start(t, "cat", filepath.Join(dir, "pipe"))
+	fs.waitEvent(t, "pipe-read-blocked")
 	// Unmount of a served descriptor aborts and closes; the mount stays
 	// (Serve does not know where it is) but answers nothing any more.
 	if err := c.Unmount(); err != nil {
 		t.Fatal(err)
+	}
+	fs.waitEvent(t, "pipe-read-cancelled")
+	if err := reader.cmd.Wait(); err == nil {
+		t.Error("the blocked cat succeeded after Unmount")
 	}
 	if _, err := run(t, "cat", filepath.Join(dir, "hello")); err == nil {
 		t.Error("cat succeeded after Unmount")
