@@ -728,3 +728,21 @@ func TestAbort(t *testing.T) {
 		t.Error("cat succeeded after Abort")
 	}
 }
+
+// TestMountNotRoot: without the privilege to mount, Mount says what is
+// missing.
+func TestMountNotRoot(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root may mount")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	_, err := Mount(t.TempDir(), newTestFS(), Options{})
+	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
+		t.Fatalf("Mount as %d: %v, want EPERM", os.Geteuid(), err)
+	}
+	if !strings.Contains(err.Error(), "root") {
+		t.Errorf("the error does not say what to do: %v", err)
+	}
+}
