@@ -216,3 +216,24 @@ func TestPackDirents(t *testing.T) {
 		t.Errorf("past the end: %d bytes", len(b))
 	}
 }
+
+func BenchmarkDecodeWrite(b *testing.B) {
+	msg := req(opWrite, 16, 5, append(fields(uint64(9), uint64(0), uint32(4096), uint32(0), uint64(0), uint32(0), uint32(0)), make([]byte, 4096)...))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		if _, err := decode(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeLookup(b *testing.B) {
+	msg := req(opLookup, 2, 1, fields("user_events_data"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decode(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
