@@ -654,7 +654,8 @@ func TestServe(t *testing.T) {
 		unix.Close(fd)
 		t.Fatal(err)
 	}
-	c, err := Serve(os.NewFile(uintptr(fd), "/dev/fuse"), newTestFS(), Options{FSName: name, Debug: debugf()})
+	fs := newTestFS()
+	c, err := Serve(os.NewFile(uintptr(fd), "/dev/fuse"), fs, Options{FSName: name, Debug: debugf()})
 	if err != nil {
 		unix.Unmount(dir, unix.MNT_DETACH)
 		t.Fatal(err)
@@ -674,10 +675,16 @@ func TestServe(t *testing.T) {
 	if c.Dev() == 0 {
 		t.Error("Dev() is 0 with the mount in the table")
 	}
+	reader := start(t, "cat", filepath.Join(dir, "pipe"))
+	fs.waitEvent(t, "pipe-read-blocked")
 	// Unmount of a served descriptor aborts and closes; the mount stays
 	// (Serve does not know where it is) but answers nothing any more.
 	if err := c.Unmount(); err != nil {
 		t.Fatal(err)
+	}
+	fs.waitEvent(t, "pipe-read-cancelled")
+	if err := reader.cmd.Wait(); err == nil {
+		t.Error("the blocked cat succeeded after Unmount")
 	}
 	if _, err := run(t, "cat", filepath.Join(dir, "hello")); err == nil {
 		t.Error("cat succeeded after Unmount")
@@ -719,5 +726,23 @@ func TestAbort(t *testing.T) {
 	}
 	if _, err := run(t, "cat", filepath.Join(dir, "hello")); err == nil {
 		t.Error("cat succeeded after Abort")
+	}
+}
+
+// TestMountNotRoot: without the privilege to mount, Mount says what is
+// missing.
+func TestMountNotRoot(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root may mount")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	_, err := Mount(t.TempDir(), newTestFS(), Options{})
+	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
+		t.Fatalf("Mount as %d: %v, want EPERM", os.Geteuid(), err)
+	}
+	if !strings.Contains(err.Error(), "root") {
+		t.Errorf("the error does not say what to do: %v", err)
 	}
 }

@@ -28,10 +28,6 @@ const (
 	pollOutSize   = 8
 	direntSize    = 24 // without the name
 
-	// intReqBit marks the unique of an INTERRUPT request (FUSE_INT_REQ_BIT).
-	intReqBit = 1
-
-	maxPagesDefault = 256 // 1 MiB of 4 KiB pages
 )
 
 // Opcodes.

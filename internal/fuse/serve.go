@@ -18,6 +18,12 @@ import (
 // blocked handler holds 8 KiB rather than max_write.
 const smallBuf = 8192
 
+// midBuf is a READ buffer for cat's 128 KiB reads: a read that blocks (a
+// pipe's) holds that, not max_write.
+const midBuf = 128 << 10
+
+var midPool = sync.Pool{New: func() any { b := make([]byte, midBuf); return &b }}
+
 // defaultPollMask is what the kernel assumes of a file without poll.
 const defaultPollMask = unix.POLLIN | unix.POLLOUT | 0x40 | 0x100 // POLLRDNORM, POLLWRNORM
 
@@ -113,6 +119,12 @@ func (c *Conn) readLoop() error {
 				return nil // unmounted or aborted
 			}
 			return fmt.Errorf("fuse: read /dev/fuse: %w", err)
+		}
+		if n == 0 {
+			// /dev/fuse never reads 0 bytes; a socket standing in for it
+			// does when its peer is gone.
+			c.bigPool.Put(bp)
+			return nil
 		}
 		owner, pool := bp, &c.bigPool
 		if n <= smallBuf {
@@ -538,6 +550,9 @@ func (c *Conn) readFile(ctx context.Context, req *Request, m *message) result {
 	case size <= smallBuf:
 		bp := c.smlPool.Get().(*[]byte)
 		dst, put = (*bp)[:size], func() { c.smlPool.Put(bp) }
+	case size <= midBuf:
+		bp := midPool.Get().(*[]byte)
+		dst, put = (*bp)[:size], func() { midPool.Put(bp) }
 	case size <= c.bufSize:
 		bp := c.bigPool.Get().(*[]byte)
 		dst, put = (*bp)[:size], func() { c.bigPool.Put(bp) }
