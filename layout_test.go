@@ -32,8 +32,8 @@ var layers = [][]string{
 // tooling is what checks the product against the real kernel. The product
 // never imports it, not even in its tests; it imports the product.
 var tooling = [][]string{
-	{"kernel/vmtest", "kernel/selftests"},
-	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/suites", "conformance/harness"},
+	{"kernel/vmtest"},
+	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/selftests", "kernel/suites", "conformance/harness"},
 	{"conformance/cmd/ueconform"},
 }
 

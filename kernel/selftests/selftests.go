@@ -57,6 +57,39 @@ func Build(outdir string) error {
 	return nil
 }
 
+// EnvSource names the kernel source tarball Build reads (build.sh's
+// default: DefaultSource).
+const (
+	EnvSource     = "UETRACE_KERNEL_SOURCE"
+	DefaultSource = "/usr/src/linux-source-6.12.tar.xz"
+)
+
+// HowToInstall is the advice for a machine that cannot Build.
+const HowToInstall = "apt-get install -y linux-source-6.12 gcc libc6-dev xz-utils"
+
+// Available reports why Build cannot work here, or nil when it can: it needs
+// the source tarball, bash, tar, xz and gcc with a static libc.
+func Available() error {
+	src := os.Getenv(EnvSource)
+	if src == "" {
+		src = DefaultSource
+	}
+	if _, err := os.Stat(src); err != nil {
+		return fmt.Errorf("no kernel source to build the user_events selftests from (%v): %s", err, HowToInstall)
+	}
+	for _, tool := range []string{"bash", "tar", "xz", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found, needed to build the user_events selftests: %s", tool, HowToInstall)
+		}
+	}
+	// gcc prints the bare name when it has no such file.
+	out, err := exec.Command("gcc", "-print-file-name=libc.a").Output()
+	if libc := strings.TrimSpace(string(out)); err != nil || !filepath.IsAbs(libc) {
+		return fmt.Errorf("gcc has no static libc (libc.a) to link the user_events selftests with: %s", HowToInstall)
+	}
+	return nil
+}
+
 // Binary is one selftest program and its tests.
 type Binary struct {
 	// Name is the program, as Build names it in outdir ("abi_test").
