@@ -45,6 +45,7 @@ perf_test: pass:1 fail:1 xfail:0 xpass:0 skip:0 error:0; not passed: user.perf_e
 		{"example died", "@@example-EXIT 143@@", "@@example-EXIT 2@@", "the example exited with status 2"},
 		{"no record", "example-122     [001] .....     3.683135: test: count=0x0 (0)", "", "the trace has no record"},
 		{"not registered", "test\n__abi_event\n", "__abi_event\n", `does not list the example's event "test"`},
+		{"another assertion", "# abi_test.c:265:flags:", "# abi_test.c:266:flags:", "user.flags failed, but not with its known kernel race"},
 		{"exit status", "@@ftrace_test-EXIT 0@@", "@@ftrace_test-EXIT 1@@", "ftrace_test exited with status 1, want 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -209,8 +210,14 @@ func TestBinaries(t *testing.T) {
 			t.Errorf("%s: kernel passes %d..%d, uetrace %d; want %d..%d, %d", b.Name, min, max, b.Pass(), w[0], w[1], w[1])
 		}
 		for _, c := range b.Tests {
-			if c.KernelRace != "" && (c.Why == "" || !strings.HasPrefix(c.KernelRace, b.Name+".c:")) {
-				t.Errorf("%s %s: a KernelRace needs its Why and must be the harness's file.c:LINE line: %q", b.Name, c.Name, c.KernelRace)
+			if c.KernelRace == "" {
+				continue
+			}
+			if _, err := regexp.Compile(c.KernelRace); err != nil {
+				t.Errorf("%s %s: KernelRace: %v", b.Name, c.Name, err)
+			}
+			if c.Why == "" || !strings.HasPrefix(c.KernelRace, b.Name+`\.c:`) {
+				t.Errorf("%s %s: a KernelRace needs its Why and must match the harness's file.c:LINE line: %q", b.Name, c.Name, c.KernelRace)
 			}
 		}
 	}
