@@ -11,11 +11,12 @@
 // compiles static binaries. ParseTAP reads the harness's TAP 13 output into
 // per-test results; Binaries lists each program's tests and what the 6.12.117
 // kernel is known to do with them, and Binary.Check compares a result with
-// that.
+// that. Script is a shell script that runs all five against
+// /sys/kernel/tracing, ReadRun reads its output and Run.Check judges it.
 //
-// It does not run the programs: the caller does, in a VM or under
-// `uetrace run`. It does not patch them either: a test that fails on the real
-// kernel is recorded as such, with why, not changed to pass.
+// It starts nothing itself: the caller runs Script, in a VM or under
+// `uetrace run`. It does not patch the programs either: a test that fails on
+// the real kernel is recorded as such, with why, not changed to pass.
 package selftests
 
 import (
@@ -42,9 +43,9 @@ func Build(outdir string) error {
 	if err := os.MkdirAll(outdir, 0o755); err != nil {
 		return err
 	}
-	// The script is embedded, so Build works from any directory; written
-	// only when it changed, so its own checksum (part of what says the
-	// binaries are up to date) stays the same.
+	// The script is embedded, so Build works from any directory, without
+	// the repository. Its checksum is part of what says outdir is up to
+	// date, so a changed script rebuilds.
 	script := filepath.Join(outdir, ".build.sh")
 	if old, err := os.ReadFile(script); err != nil || !bytes.Equal(old, buildScript) {
 		if err := os.WriteFile(script, buildScript, 0o755); err != nil {
