@@ -39,7 +39,7 @@ var layers = [][]string{
 // never imports it, not even in its tests; it imports the product.
 var tooling = [][]string{
 	{"kernel/vmtest"},
-	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/datacalls", "kernel/suites", "conformance/harness"},
+	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness"},
 	{"conformance/cmd/ueconform"},
 }
 
