@@ -74,28 +74,57 @@ func (f *FS) Close() error {
 	return nil
 }
 
+// Tree is a subsystem's tree being served on a FUSE mount.
+type Tree struct {
+	conn *fuse.Conn
+	fs   *FS
+	done chan struct{}
+}
+
+func newTree(conn *fuse.Conn, f *FS) *Tree {
+	t := &Tree{conn: conn, fs: f, done: make(chan struct{})}
+	go func() {
+		conn.Wait()
+		f.Close()
+		close(t.done)
+	}()
+	return t
+}
+
+// Close stops serving: the connection is aborted — a program still holding
+// a file of the tree gets ENOTCONN, never a hang — and the mount detached.
+func (t *Tree) Close() error {
+	err := t.conn.Unmount()
+	<-t.done
+	return err
+}
+
+// Done is closed when serving has ended: by Close, or because the mount went
+// away (unmounted, or its mount namespace ended with its last process).
+func (t *Tree) Done() <-chan struct{} { return t.done }
+
 // Mount mounts the tree of s on dir (as root; see fuse.Mount) and serves it
-// until the returned connection ends.
-func Mount(dir string, s *subsys.Subsystem, o Options) (*fuse.Conn, *FS, error) {
+// until the mount goes or Close.
+func Mount(dir string, s *subsys.Subsystem, o Options) (*Tree, error) {
 	f := New(s, o)
 	c, err := fuse.Mount(dir, f, fuse.Options{FSName: "uetrace", AllowOther: true})
 	if err != nil {
 		f.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return c, f, nil
+	return newTree(c, f), nil
 }
 
 // Serve serves the tree of s on dev, a /dev/fuse descriptor already mounted
-// (by a helper in a user namespace, say).
-func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*fuse.Conn, *FS, error) {
+// (by a helper in a user namespace, say), which it takes over.
+func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*Tree, error) {
 	f := New(s, o)
 	c, err := fuse.Serve(dev, f, fuse.Options{FSName: "uetrace", AllowOther: true})
 	if err != nil {
 		f.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return c, f, nil
+	return newTree(c, f), nil
 }
 
 func (f *FS) attr(mode fs.FileMode) fuse.Attr {

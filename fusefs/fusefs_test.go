@@ -31,14 +31,11 @@ func mount(t *testing.T) (*subsys.Subsystem, string) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	conn, tree, err := fusefs.Mount(dir, s, fusefs.Options{})
+	tree, err := fusefs.Mount(dir, s, fusefs.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		conn.Unmount()
-		tree.Close()
-	})
+	t.Cleanup(func() { tree.Close() })
 	return s, dir
 }
 

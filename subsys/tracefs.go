@@ -29,13 +29,56 @@ const (
 	FileSetEvent        = "set_event"
 	FileBufferSizeKB    = "buffer_size_kb"
 	FileBufferTotalKB   = "buffer_total_size_kb"
+	// FileREADME is tracefs's mini-HOWTO. Programs test for it to tell a
+	// mounted tracefs from an empty directory (the kernel's user_events
+	// selftests mount tracefs when it is missing); its text here covers
+	// the files this tree has.
+	FileREADME = "README"
 	// FileCounts is uetrace's own, not Linux's (see AppendCounts).
 	FileCounts = "uetrace_event_counts"
 )
 
+// readme is FileREADME's text: tracing_readme_read's mini-HOWTO, in the
+// kernel's words, for the files this tree has.
+const readme = `tracing mini-HOWTO:
+
+# echo 0 > tracing_on : quick way to disable tracing
+# echo 1 > tracing_on : quick way to re-enable tracing
+
+ Important files:
+  trace			- The static contents of the buffer
+			  To clear the buffer write into this file: echo > trace
+  trace_pipe		- A consuming read to see the contents of the buffer
+  buffer_size_kb	- View and modify size of per cpu buffer
+  buffer_total_size_kb  - view total size of all cpu buffers
+
+  tracing_on		- Enable or disable writing to the ring buffer
+  available_events	- list of events that can be enabled
+  set_event		- enables events by name written into it
+			  Format: [<system>:][<event>]
+  events/		- Directory containing all trace event subsystems:
+      enable		- Write 0/1 to enable/disable tracing of all events
+  events/<system>/	- Directory containing all trace events for <system>:
+      enable		- Write 0/1 to enable/disable tracing of all <system>
+			  events
+  events/<system>/<event>/	- Directory containing control files for
+			  <event>:
+      enable		- Write 0/1 to enable/disable tracing of <event>
+      format		- the format of the event's records
+      id		- the event's trace type id
+  dynamic_events		- Create/append/remove/show the generic dynamic events
+			  Write into this file to define/undefine new trace events.
+	  accepts: event-definitions (one definition per line)
+	   Format: u:[<group>/]<event> [<field> ...]
+	   Remove events: -:[<group>/]<event>
+	  user_events_status	- the user events and what uses them
+	  user_events_data	- DIAG_IOCSREG, DIAG_IOCSUNREG, DIAG_IOCSDEL and writes
+`
+
 // rootFiles are the files of the tracefs root, with the modes Linux gives
 // them (TRACE_MODE_READ 0440, TRACE_MODE_WRITE 0640).
 var rootFiles = map[string]fs.FileMode{
+	FileREADME:          0o440,
 	FileAvailableEvents: 0o440,
 	FileBufferSizeKB:    0o640,
 	FileBufferTotalKB:   0o440,
@@ -432,6 +475,8 @@ func (f *FS) content(n node) ([]byte, error) {
 		return []byte{f.enableState(n.system), '\n'}, nil
 	}
 	switch n.name {
+	case FileREADME:
+		return []byte(readme), nil
 	case FileStatus:
 		return s.AppendStatus(nil), nil
 	case FileCounts:

@@ -33,6 +33,7 @@ var tracingDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 func newRunCmd(g *globals) *cobra.Command {
 	var (
 		verbose bool
+		private bool
 		fuseDev string
 	)
 	cmd := &cobra.Command{
@@ -46,10 +47,13 @@ Python, a shell script, the kernel's own selftests — then uses user_events
 unmodified on a kernel that has none: it opens user_events_data, registers
 with DIAG_IOCSREG, gets its enable bits set in its memory, and writes.
 
-The subsystem lives in this process, for the command and its children;
-$UETRACE_SOCKET points them at it, so uetrace's own commands and Go programs
-using the userevents package inside share it. run exits with the command's
-status.
+When a uetrace daemon answers (--socket, $UETRACE_SOCKET or the default
+socket), the tree is the daemon's: uetrace trace, status and record outside
+see the command's events, and it sees everyone else's. Otherwise, or with
+--private, a subsystem lives in this process, for the command and its
+children alone. Either way $UETRACE_SOCKET points them at it, so uetrace's own
+commands and Go programs using the userevents package inside share it. run
+exits with the command's status.
 
 As root it needs /dev/fuse. As an ordinary user it makes a user namespace in
 which the command runs as root (uid 0 there, your uid outside), which needs
@@ -72,9 +76,10 @@ kernel's, and the kernel knows nothing of these events. Use uetrace record.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCommand(cmd, args, fuseDev, verbose)
+			return runCommand(cmd, g, args, fuseDev, private, verbose)
 		},
 	}
+	cmd.Flags().BoolVar(&private, "private", false, "a subsystem of the command's own, even when a daemon is running")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log the subsystem's clients and the FUSE mount to stderr")
 	cmd.Flags().StringVar(&fuseDev, "fuse-device", "/dev/fuse", "the FUSE device to open")
 	cmd.Flags().MarkHidden("fuse-device")
@@ -83,8 +88,9 @@ kernel's, and the kernel knows nothing of these events. Use uetrace record.`,
 }
 
 // runCommand serves a subsystem to args[0], started through the shim in new
-// namespaces, and returns its exit status.
-func runCommand(cmd *cobra.Command, args []string, fuseDev string, verbose bool) error {
+// namespaces, and returns its exit status: the running daemon's subsystem,
+// or one of its own.
+func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, private, verbose bool) error {
 	level := slog.LevelWarn
 	if verbose {
 		level = slog.LevelDebug
@@ -97,21 +103,40 @@ func runCommand(cmd *cobra.Command, args []string, fuseDev string, verbose bool)
 		}
 	}
 
-	dir, err := os.MkdirTemp("", "uetrace-run-")
-	if err != nil {
-		return fmt.Errorf("run: %w", err)
+	var (
+		sock   string
+		client *daemon.Client // the running daemon, which will serve the tree
+		sys    *subsys.Subsystem
+		srv    *daemon.Server
+	)
+	if !private {
+		sock = g.socket
+		if sock == "" {
+			sock = daemon.DefaultSocket()
+		}
+		if c, err := daemon.Dial(sock, nil); err == nil {
+			client = c
+			defer c.Close()
+			log.Debug("the tree is the running daemon's", "socket", sock)
+		}
 	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "uetrace.sock")
-	ln, err := daemon.Listen(sock)
-	if err != nil {
-		return err
+	if client == nil {
+		dir, err := os.MkdirTemp("", "uetrace-run-")
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		sock = filepath.Join(dir, "uetrace.sock")
+		ln, err := daemon.Listen(sock)
+		if err != nil {
+			return err
+		}
+		sys = subsys.New(subsys.Options{NumCPU: runtime.NumCPU()})
+		srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log})
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		defer func() { srv.Close(); <-served }()
 	}
-	sys := subsys.New(subsys.Options{NumCPU: runtime.NumCPU()})
-	srv := daemon.New(daemon.Config{Subsystem: sys, Logger: log})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() { srv.Close(); <-served }()
 
 	// The shim hands the mounted /dev/fuse back over this pair, then waits
 	// for the word to exec the command.
@@ -162,17 +187,27 @@ func runCommand(cmd *cobra.Command, args []string, fuseDev string, verbose bool)
 		<-exited
 		return err
 	}
-	conn, tree, err := fusefs.Serve(dev, sys, fusefs.Options{Flush: srv.Flush})
-	dev.Close()
-	if err != nil {
-		shim.Process.Kill()
-		<-exited
-		return fmt.Errorf("run: serving the FUSE tree: %w", err)
+	if client != nil {
+		// The daemon serves the mount until it goes with the command's
+		// mount namespace.
+		err = client.ServeFUSE(dev)
+		dev.Close()
+		if err != nil {
+			shim.Process.Kill()
+			<-exited
+			return fmt.Errorf("run: the daemon at %s would not serve the tree (--private runs the command with a subsystem of its own): %w", sock, err)
+		}
+	} else {
+		tree, err := fusefs.Serve(dev, sys, fusefs.Options{Flush: srv.Flush})
+		if err != nil {
+			shim.Process.Kill()
+			<-exited
+			return fmt.Errorf("run: serving the FUSE tree: %w", err)
+		}
+		// Close aborts the connection: anything the command left behind
+		// still holding a file of the tree gets ENOTCONN, never a hang.
+		defer tree.Close()
 	}
-	defer tree.Close()
-	// Unmount aborts the connection: anything the command left behind
-	// still holding a file of the tree gets ENOTCONN, never a hang.
-	defer conn.Unmount()
 	if _, err := ours.Write([]byte("go")); err != nil {
 		shim.Process.Kill()
 	}

@@ -88,23 +88,27 @@ tracefs's gid= mount option does.`,
 				log.Warn("a directory above the socket keeps out whom --group/--mode let in; give it search permission", "dir", d)
 			}
 			sys := subsys.New(subsys.Options{MaxEvents: maxEvents, NumCPU: runtime.NumCPU(), BufferKB: bufferKB})
-			srv := daemon.New(daemon.Config{Subsystem: sys, Logger: log})
+			// The tree through FUSE: on --mount, and on mounts clients
+			// hand over (uetrace run, uetrace mount).
+			var srv *daemon.Server
+			treeOpts := fusefs.Options{Flush: func() { srv.Flush() }, GID: uint32(access.GID), SetGID: access.SetGroup}
+			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log,
+				ServeFUSE: func(dev *os.File) (daemon.FUSETree, error) { return fusefs.Serve(dev, sys, treeOpts) }})
 			ctx, stop := interruptible(cmd)
 			defer stop()
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
 			if mount != "" {
-				conn, tree, err := fusefs.Mount(mount, sys, fusefs.Options{Flush: srv.Flush, GID: uint32(access.GID), SetGID: access.SetGroup})
+				tree, err := fusefs.Mount(mount, sys, treeOpts)
 				if err != nil {
 					srv.Close()
 					<-done
 					os.Remove(sock)
 					return fmt.Errorf("serve --mount %s: %w", mount, err)
 				}
-				// Unmount aborts the connection first: a client still
+				// Close aborts the connection first: a client still
 				// holding a file of the tree gets ENOTCONN, never a hang.
 				defer tree.Close()
-				defer conn.Unmount()
 				log.Info("serving the tracefs tree through FUSE", "dir", mount)
 			}
 			log.Info("serving user_events", "socket", sock, "pid", os.Getpid())

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 // fuseDifference is a row FUSE cannot answer as Linux does.
@@ -43,17 +45,6 @@ func readFUSEDifferences(t *testing.T) map[string]fuseDifference {
 	return out
 }
 
-// buildUetrace builds the uetrace command into dir.
-func buildUetrace(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "uetrace")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/uetrace/uetrace/cmd/uetrace").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build cmd/uetrace: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestThroughFUSE runs datacalls unmodified under uetrace run, where
 // /sys/kernel/tracing is uetrace's FUSE tree, and compares every row with
 // what Linux 6.12 answered: the same, but for the rows fuse.differences lists
@@ -70,10 +61,13 @@ func TestThroughFUSE(t *testing.T) {
 	if err := Build(prog); err != nil {
 		t.Skipf("no C toolchain: %v", err)
 	}
-	uetrace := buildUetrace(t, tmp)
+	uetrace := filepath.Join(tmp, "uetrace")
+	if err := vmtest.Build("github.com/uetrace/uetrace/cmd/uetrace", uetrace); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, uetrace, "run", "--", prog)
+	cmd := exec.CommandContext(ctx, uetrace, "run", "--private", "--", prog)
 	cmd.Dir = tmp
 	cmd.WaitDelay = 10 * time.Second
 	var stderr strings.Builder

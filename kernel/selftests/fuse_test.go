@@ -1,0 +1,61 @@
+package selftests_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/uetrace/uetrace/kernel/selftests"
+	"github.com/uetrace/uetrace/kernel/vmtest"
+)
+
+// TestSelftestsThroughFUSE runs the kernel's user_events selftests and its
+// sample, unmodified, under uetrace run — /sys/kernel/tracing being uetrace's
+// FUSE tree on this machine's kernel, which has no user_events — and requires
+// every test to pass, but perf_test's (Binary.KernelOnly says why).
+func TestSelftestsThroughFUSE(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the selftests refuse to run as anyone else, and uetrace run mounts FUSE")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	if err := selftests.Available(); err != nil {
+		if os.Getenv(vmtest.EnvRequire) == "require" {
+			t.Fatalf("%v (%s=require)", err, vmtest.EnvRequire)
+		}
+		t.Skip(err)
+	}
+	bin := t.TempDir()
+	if err := selftests.Build(bin); err != nil {
+		t.Fatal(err)
+	}
+	uetrace := filepath.Join(t.TempDir(), "uetrace")
+	if err := vmtest.Build("github.com/uetrace/uetrace/cmd/uetrace", uetrace); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(bin, "selftests.sh")
+	if err := os.WriteFile(script, []byte(selftests.Script()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, uetrace, "run", "--private", "--", "sh", script)
+	cmd.Dir = bin
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("uetrace run -- selftests.sh: %v\n%s", err, out)
+	}
+	run, err := selftests.ReadRun(out)
+	if err != nil {
+		t.Fatalf("%v\noutput:\n%s", err, out)
+	}
+	t.Logf("through uetrace's FUSE tree:\n%s", run.Summary())
+	if err := run.Check(false); err != nil {
+		t.Errorf("%v\noutput:\n%s", err, out)
+	}
+}
