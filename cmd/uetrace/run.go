@@ -96,6 +96,12 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	// A command that cannot be found is the shell's 127, said before any
+	// namespace is made.
+	if _, err := exec.LookPath(args[0]); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "uetrace: run: %v\n", err)
+		return &exitStatus{code: 127}
+	}
 	root := os.Geteuid() == 0
 	if !root {
 		if err := ptraceAllowed(); err != nil {
