@@ -114,6 +114,7 @@ flag ("uetrace write dynamic_events -- '-:myev'").`,
 		newReportCmd(),
 		newEmitCmd(g),
 		newRunCmd(g),
+		newMountCmd(g),
 		newDemoCmd(),
 		newVersionCmd(),
 	)

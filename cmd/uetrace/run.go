@@ -301,27 +301,9 @@ func runShim(args []string) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		fail("run: making the new mount namespace private: %v", err)
 	}
-	fd, err := unix.Open(devPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	fd, err := mountFUSE(devPath, tracingDirs[0])
 	if err != nil {
-		switch {
-		case errors.Is(err, unix.ENOENT):
-			fail("run: %s: %v: this machine has no FUSE device; load the module (modprobe fuse) or, in a container, pass /dev/fuse in", devPath, err)
-		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
-			fail("run: %s: %v: its mode keeps you out; FUSE for ordinary users needs it 0666 (as Debian's fuse3 package sets it), or run as root", devPath, err)
-		}
-		fail("run: opening %s: %v", devPath, err)
-	}
-	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d,default_permissions", fd, os.Getuid(), os.Getgid())
-	if os.Getuid() == 0 && isInitUserNS() {
-		// Programs that drop to another uid inside still reach the tree;
-		// only root may say so.
-		opts += ",allow_other"
-	}
-	if err := unix.Mount("uetrace", tracingDirs[0], "fuse.uetrace", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		if errors.Is(err, unix.ENODEV) {
-			fail("run: mounting FUSE on %s: %v: the kernel has no FUSE file system (modprobe fuse)", tracingDirs[0], err)
-		}
-		fail("run: mounting FUSE on %s: %v", tracingDirs[0], err)
+		fail("run: %v", err)
 	}
 	for _, d := range tracingDirs[1:] {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
@@ -343,6 +325,37 @@ func runShim(args []string) {
 	err = syscall.Exec(path, argv, os.Environ())
 	fmt.Fprintf(os.Stderr, "uetrace: run: exec %s: %v\n", argv[0], err)
 	os.Exit(127)
+}
+
+// mountFUSE opens the FUSE device at devPath and mounts a fresh connection of
+// it on dir as the tree's file system type, fuse.uetrace; it returns the
+// device, which whoever serves the tree must read. The errors say what is
+// missing and what to do.
+func mountFUSE(devPath, dir string) (int, error) {
+	fd, err := unix.Open(devPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return -1, fmt.Errorf("%s: %w: this machine has no FUSE device; load the module (modprobe fuse) or, in a container, pass /dev/fuse in", devPath, err)
+		case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
+			return -1, fmt.Errorf("%s: %w: its mode keeps you out; FUSE for ordinary users needs it 0666 (as Debian's fuse3 package sets it), or run as root", devPath, err)
+		}
+		return -1, fmt.Errorf("opening %s: %w", devPath, err)
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=%d,group_id=%d,default_permissions", fd, os.Getuid(), os.Getgid())
+	if os.Getuid() == 0 && isInitUserNS() {
+		// Programs that drop to another uid still reach the tree (the
+		// files' own modes then decide); only root may say so.
+		opts += ",allow_other"
+	}
+	if err := unix.Mount("uetrace", dir, "fuse.uetrace", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.ENODEV) {
+			return -1, fmt.Errorf("mounting FUSE on %s: %w: the kernel has no FUSE file system (modprobe fuse)", dir, err)
+		}
+		return -1, fmt.Errorf("mounting FUSE on %s: %w", dir, err)
+	}
+	return fd, nil
 }
 
 // isInitUserNS reports whether this process is in the machine's first user

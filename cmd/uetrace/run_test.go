@@ -222,3 +222,32 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// uetrace mount hands a mount of the running daemon's tree over; it is
+// served until unmounted.
+func TestMountRunningDaemon(t *testing.T) {
+	needFUSE(t)
+	sock, _, log := startServe(t)
+	mnt := filepath.Join(t.TempDir(), "tracing")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	mustCLI(t, sock, "mount", mnt)
+	mustCLI(t, sock, "write", "dynamic_events", "u:on_mount u32 a")
+	out, code, _ := runCmd(t, "/bin/cat", nil, filepath.Join(mnt, "user_events_status"))
+	if code != 0 || out != "on_mount\n\nActive: 1\nBusy: 0\n" {
+		t.Errorf("cat of the mounted status: exit %d, %q", code, out)
+	}
+	if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "FUSE mount handed over") {
+		t.Errorf("the daemon's log does not tell of the mount:\n%s", log.String())
+	}
+	// Without a daemon there is nothing to mount.
+	_, errs, code := cli(t, filepath.Join(t.TempDir(), "none.sock"), "mount", mnt)
+	if code == 0 || !strings.Contains(errs, "uetrace serve") {
+		t.Errorf("mount without a daemon: exit %d, %q", code, errs)
+	}
+}
