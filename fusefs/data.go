@@ -142,26 +142,31 @@ func (h *dataHandle) Flush(ctx context.Context, r *fuse.Request) error { return 
 func (h *dataHandle) Release() error { return h.f.Close() }
 
 // writerOf is who writes: the thread, its process, and the command name and
-// CPU from /proc/<tid>/stat (comm in parentheses, possibly with spaces and
-// parentheses of its own; processor is field 39).
+// CPU from /proc/<tid>/stat.
 func writerOf(tid, tgid int) subsys.Writer {
 	w := subsys.Writer{PID: int32(tid), TGID: int32(tgid)}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/stat")
-	if err != nil {
-		return w
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/stat"); err == nil {
+		w.Comm, w.CPU = parseStat(string(b))
 	}
-	s := string(b)
+	return w
+}
+
+// parseStat reads the command name and the CPU last run on from the text of
+// /proc/<tid>/stat: "pid (comm) state ...", comm being whatever the process
+// named itself — spaces and parentheses included, hence the last ')' —
+// and processor field 39. What cannot be read is "" and CPU 0.
+func parseStat(s string) (comm string, cpu int) {
 	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
 	if open < 0 || end < open {
-		return w
+		return "", 0
 	}
-	w.Comm = s[open+1 : end]
+	comm = s[open+1 : end]
 	fields := strings.Fields(s[end+1:])
 	// fields[0] is field 3 (state); processor is field 39.
 	if len(fields) > 36 {
-		if cpu, err := strconv.Atoi(fields[36]); err == nil {
-			w.CPU = cpu
+		if n, err := strconv.Atoi(fields[36]); err == nil && n >= 0 && n < 1<<16 {
+			cpu = n
 		}
 	}
-	return w
+	return comm, cpu
 }
