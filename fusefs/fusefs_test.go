@@ -3,15 +3,20 @@ package fusefs_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/uetrace/uetrace/fusefs"
+	"github.com/uetrace/uetrace/internal/procsyscall"
 	"github.com/uetrace/uetrace/subsys"
 )
 
@@ -190,4 +195,65 @@ func regArgs(cmd string) subsys.RegisterArgs {
 	reg[5] = 8 // enable_size
 	reg[8+1] = 0x10
 	return subsys.RegisterArgs{Reg: reg, Name: cmd}
+}
+
+// poll(2) on trace_pipe: not ready while empty, woken by a record.
+func TestTracePipePoll(t *testing.T) {
+	s, dir := mount(t)
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc")
+	}
+	bin := filepath.Join(t.TempDir(), "pollpipe")
+	if out, err := exec.Command(gcc, "-O1", "-Wall", "-o", bin, "testdata/pollpipe.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	sh(t, dir, `cd $T && echo 'u:pp u32 n' >> dynamic_events && echo 1 > events/user_events/pp/enable`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, filepath.Join(dir, "trace_pipe"))
+	cmd.WaitDelay = 10 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(stdout)
+	line, err := r.ReadString('\n')
+	if err != nil || line != "empty: 0 revents=0x0\n" {
+		t.Fatalf("poll of an empty trace_pipe: %q, %v", line, err)
+	}
+	// Once it waits in poll(2) — the FUSE request answered "not ready" and
+	// a wake-up armed — a record must wake it.
+	for {
+		c, err := procsyscall.Read(cmd.Process.Pid)
+		// Its first poll returned before it printed: this is the second.
+		// (amd64 has poll(2) itself, 7; every architecture ppoll.)
+		if err == nil && (c.Nr == unix.SYS_PPOLL || runtime.GOARCH == "amd64" && c.Nr == 7) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("pollpipe never waited in poll(2)")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	f := s.Open()
+	defer f.Close()
+	idx, err := f.Register(s.NewProcess(nopMem{}), subsys.Cred{PerfmonCapable: true}, regArgs("pp u32 n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(subsys.Writer{PID: 5, TGID: 5, Comm: "w"}, []byte{byte(idx), 0, 0, 0, 7, 0, 0, 0}, 0); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(r)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("pollpipe: %v\n%s", err, rest)
+	}
+	if !strings.HasPrefix(string(rest), "poll: 1 revents=0x1\n") || !strings.HasSuffix(string(rest), "pp: n=0x7 (7)\n") {
+		t.Errorf("after a record:\n%s", rest)
+	}
 }
