@@ -22,9 +22,9 @@ var update = flag.Bool("update", false, "rewrite conformance/kernel.results from
 
 // TestConformance runs the corpus on the kernel (in the VM; without one,
 // from the kernel results saved in conformance/kernel.results), the daemon,
-// in-process subsys and (as root) the FUSE tree, and requires every difference from the kernel to
-// be a known one. With the VM it also requires the saved kernel results to
-// be what the kernel says now.
+// in-process subsys and (as root) the FUSE tree, and requires every
+// difference from the kernel to be a known one. With the VM it also
+// requires the saved kernel results to be what the kernel says now.
 func TestConformance(t *testing.T) {
 	if vmtest.InVM() {
 		t.Skip("runs the VM itself")
