@@ -12,11 +12,13 @@ import (
 )
 
 // Differential runs the scenario files under dirs on every backend — the
-// kernel inside the VM, the daemon and in-process on this machine — each in
-// a static build of conformance/cmd/ueconform, and compares. kernelResults, if not "",
-// is a file of kernel results to use instead of booting the VM. ctx bounds
-// the VM's run (a test passes vmtest.TestContext, so a guest too slow for
-// its deadline fails it with the console).
+// kernel inside the VM; the daemon, in-process subsys and the FUSE tree on
+// this machine — each in a static build of conformance/cmd/ueconform, and
+// compares. kernelResults, if not "", is a file of kernel results to use
+// instead of booting the VM. A backend Unavailable on this machine (fuse,
+// when not root) has no results: the caller says why. ctx bounds the runs
+// (a test passes vmtest.TestContext, so a guest too slow for its deadline
+// fails it with the console, and a hung backend is killed).
 func Differential(ctx context.Context, dirs []string, kernelResults string) (kernel *Results, backends map[string]*Results, err error) {
 	// Load first: a scenario with a syntax error fails here, not in the VM.
 	if _, err := Load(dirs...); err != nil {
@@ -82,7 +84,19 @@ func Differential(ctx context.Context, dirs []string, kernelResults string) (ker
 
 	backends = map[string]*Results{}
 	for _, b := range Backends[1:] {
-		cmd := exec.Command(bin, "-backend", b, snap)
+		if Unavailable(b) != nil {
+			continue
+		}
+		args := []string{"-backend", b}
+		if b == "fuse" {
+			uetrace := filepath.Join(tmp, "uetrace")
+			if err := vmtest.Build("github.com/uetrace/uetrace/cmd/uetrace", uetrace); err != nil {
+				return nil, nil, err
+			}
+			args = append(args, "-uetrace", uetrace)
+		}
+		cmd := exec.CommandContext(ctx, bin, append(args, snap)...)
+		killGroup(cmd)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()

@@ -92,20 +92,35 @@ type Report struct {
 	Unknown   []string // "SCENARIO BACKEND" of differences not listed
 	Stale     []string // listed differences that no longer differ
 	Missing   []string // scenarios a backend has no results for
-	Diffs     strings.Builder
+	// Same counts, for each backend compared, the scenarios it answers as
+	// the kernel does.
+	Same  map[string]int
+	Diffs strings.Builder
 }
 
 // OK reports whether every difference is a known one.
 func (r *Report) OK() bool { return len(r.Unknown) == 0 && len(r.Missing) == 0 }
 
-// Summary is the line CI prints.
+// Summary is the line CI prints: the scenarios identical on every
+// backend, then each backend's own count.
 func (r *Report) Summary() string {
-	return fmt.Sprintf("conformance: %d/%d scenarios identical", r.Identical, r.Total)
+	var each []string
+	for _, b := range Backends[1:] {
+		if n, ok := r.Same[b]; ok {
+			each = append(each, fmt.Sprintf("%s %d", b, n))
+		}
+	}
+	return fmt.Sprintf("conformance: %d/%d scenarios identical (%s)", r.Identical, r.Total, strings.Join(each, ", "))
 }
 
 // Compare compares each backend's results with the kernel's.
 func Compare(kernel *Results, backends map[string]*Results, known Known) *Report {
-	rep := &Report{Total: len(kernel.Names)}
+	rep := &Report{Total: len(kernel.Names), Same: map[string]int{}}
+	for _, b := range Backends[1:] {
+		if _, ok := backends[b]; ok {
+			rep.Same[b] = 0
+		}
+	}
 	for _, name := range kernel.Names {
 		same := true
 		for _, b := range Backends[1:] {
@@ -121,6 +136,7 @@ func Compare(kernel *Results, backends map[string]*Results, known Known) *Report
 			}
 			reason, isKnown := known[name][b]
 			if got == kernel.Text[name] {
+				rep.Same[b]++
 				if isKnown {
 					rep.Stale = append(rep.Stale, name+" "+b)
 				}

@@ -21,10 +21,10 @@ const (
 var update = flag.Bool("update", false, "rewrite conformance/kernel.results from the VM")
 
 // TestConformance runs the corpus on the kernel (in the VM; without one,
-// from the kernel results saved in conformance/kernel.results), the daemon
-// and in-process subsys, and requires every difference from the kernel to
-// be a known one. With the VM it also requires the saved kernel results to
-// be what the kernel says now.
+// from the kernel results saved in conformance/kernel.results), the daemon,
+// in-process subsys and (as root) the FUSE tree, and requires every
+// difference from the kernel to be a known one. With the VM it also
+// requires the saved kernel results to be what the kernel says now.
 func TestConformance(t *testing.T) {
 	if vmtest.InVM() {
 		t.Skip("runs the VM itself")
@@ -46,6 +46,11 @@ func TestConformance(t *testing.T) {
 	known, err := LoadKnown(knownPath)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, b := range Backends {
+		if err := Unavailable(b); err != nil {
+			t.Logf("backend %s skipped: %v", b, err)
+		}
 	}
 	ctx, cancel := vmtest.TestContext(t)
 	defer cancel()

@@ -17,18 +17,23 @@ import (
 )
 
 // Backends are the names Options.Backend takes: daemon-ring is the daemon
-// with its clients writing through shared-memory rings (daemonring.go).
-var Backends = []string{"kernel", "daemon", "daemon-ring", "inprocess"}
+// with its clients writing through shared-memory rings (daemonring.go);
+// fuse is the kernel backend's driver where /sys/kernel/tracing is
+// uetrace's FUSE tree, under uetrace run (fuse.go).
+var Backends = []string{"kernel", "daemon", "daemon-ring", "inprocess", "fuse"}
 
 // Options configure a run of the driver.
 type Options struct {
-	Backend string // kernel, daemon, daemon-ring or inprocess
+	Backend string // kernel, daemon, daemon-ring, inprocess or fuse
 	// Socket is a running daemon's socket; "" starts one in this process.
 	Socket string
 	// Self is the driver's executable: each scenario on the kernel and
 	// the daemon, and each child block, runs in a new process of it
 	// ("": os.Executable).
 	Self string
+	// Uetrace is the uetrace binary whose `uetrace run --private` serves
+	// the fuse backend's tree ("": built from this module).
+	Uetrace string
 }
 
 // emptyStatus is user_events_status with no events.
@@ -57,8 +62,17 @@ func Run(o Options, scenarios []*Scenario, w io.Writer) error {
 			}
 			return runProcess(p, steps)
 		}
-	case "daemon", "daemon-ring", "kernel":
-		if o.Backend != "kernel" && o.Socket == "" {
+	case "fuse", "daemon", "daemon-ring", "kernel":
+		if o.Backend == "fuse" {
+			inside, err := checkFUSETree()
+			if err != nil {
+				return err
+			}
+			if !inside {
+				return runUnderFUSE(o, scenarios, w)
+			}
+		}
+		if (o.Backend == "daemon" || o.Backend == "daemon-ring") && o.Socket == "" {
 			sock, stop, err := startDaemon()
 			if err != nil {
 				return err
@@ -66,10 +80,10 @@ func Run(o Options, scenarios []*Scenario, w io.Writer) error {
 			defer stop()
 			o.Socket = sock
 		}
-		if o.Backend == "kernel" {
+		if o.Backend == "kernel" || o.Backend == "fuse" {
 			fs = kernelFS(TracefsRoot)
 			if _, err := os.Stat(filepath.Join(TracefsRoot, "user_events_data")); err != nil {
-				return fmt.Errorf("the kernel backend needs user_events: %w", err)
+				return fmt.Errorf("the %s backend needs user_events: %w", o.Backend, err)
 			}
 		} else {
 			p, err := newDaemonProc(o.Socket, nil, false)
@@ -88,7 +102,7 @@ func Run(o Options, scenarios []*Scenario, w io.Writer) error {
 			return out
 		}
 	default:
-		return fmt.Errorf("unknown backend %q (want kernel, daemon, daemon-ring or inprocess)", o.Backend)
+		return fmt.Errorf("unknown backend %q (want kernel, daemon, daemon-ring, inprocess or fuse)", o.Backend)
 	}
 	if err := cleanup(fs); err != nil {
 		return fmt.Errorf("the %s backend is not clean before the first scenario: %w", o.Backend, err)
@@ -153,10 +167,18 @@ func RunChild(o Options, r io.Reader, w io.Writer) error {
 	switch o.Backend {
 	case "kernel":
 		p, err = newKernelProc(o.spawner())
+	case "fuse":
+		// A child of the fuse driver is in uetrace run's namespace: the
+		// tree is at TracefsRoot, and perf_event_open is not its.
+		var k *kernelProc
+		if k, err = newKernelProc(o.spawner()); err == nil {
+			k.noPerf = true
+			p = k
+		}
 	case "daemon", "daemon-ring":
 		p, err = newDaemonProc(o.Socket, o.spawner(), o.Backend == "daemon-ring")
 	default:
-		return fmt.Errorf("-child runs the kernel, daemon or daemon-ring backend, not %q", o.Backend)
+		return fmt.Errorf("-child runs the kernel, fuse, daemon or daemon-ring backend, not %q", o.Backend)
 	}
 	if err != nil {
 		return err

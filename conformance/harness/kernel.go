@@ -27,6 +27,10 @@ type kernelProc struct {
 	spawner  spawner
 	filesys  kernelFS
 	perfList []*kernelPerf
+	// noPerf: the tree is uetrace's FUSE one, whose events the kernel's
+	// perf_event_open does not know (their IDs may name other
+	// tracepoints), so perf steps are unsupported.
+	noPerf bool
 }
 
 // spawner runs scenario text in a new process of the same backend.
@@ -232,6 +236,9 @@ type kernelPerf struct {
 }
 
 func (k *kernelProc) perf(system, name string) (perfReader, error) {
+	if k.noPerf {
+		return nil, errUnsupported
+	}
 	idText, err := k.filesys.read(filepath.Join("events", system, name, "id"))
 	if err != nil {
 		return nil, err

@@ -1,7 +1,8 @@
 // Package harness runs differential conformance scenarios: small scripts of
 // user_events operations (conformance/README.md documents their format) run
-// against the real kernel, the daemon and in-process subsys, with results
-// normalised so that the three can be compared byte for byte.
+// against the real kernel, the daemon, in-process subsys and uetrace's FUSE
+// tree (the kernel's driver under uetrace run), with results normalised so
+// that they can be compared byte for byte.
 //
 // It is part of the kernel-oracle tooling, not of the product: nothing
 // uetrace ships imports it. conformance/cmd/ueconform is its command line,

@@ -1,15 +1,17 @@
 // Command ueconform runs differential conformance scenarios (see
 // conformance/README.md) against Linux's user_events and uetrace's.
 //
-//	ueconform -backend kernel|daemon|daemon-ring|inprocess [-socket PATH] SCENARIO...
+//	ueconform -backend kernel|daemon|daemon-ring|inprocess|fuse [-socket PATH] [-uetrace PATH] SCENARIO...
 //	ueconform -all [-kernel-results FILE] [-save-kernel FILE] [-known FILE] SCENARIO...
 //
 // The first form runs scenario files or directories on one backend and
 // prints normalised results. The second runs them on the kernel (in the VM
-// of kernel/vmtest, or from saved results), the daemon and in-process
-// (socket and ring transports) and in-process subsys, prints every difference, and ends with
-// "conformance: N/N scenarios identical"; it fails when a difference is not
-// in the known-differences file.
+// of kernel/vmtest, or from saved results), the daemon (socket and ring
+// transports), in-process subsys and uetrace's FUSE tree (the kernel
+// backend's driver under `uetrace run --private`; root only, skipped with
+// the reason otherwise), prints every difference, and ends with
+// "conformance: N/N scenarios identical" and each backend's count; it
+// fails when a difference is not in the known-differences file.
 package main
 
 import (
@@ -24,10 +26,11 @@ import (
 )
 
 func main() {
-	backend := flag.String("backend", "", "run on one backend: kernel, daemon, daemon-ring or inprocess")
+	backend := flag.String("backend", "", "run on one backend: kernel, daemon, daemon-ring, inprocess or fuse")
 	socket := flag.String("socket", "", "daemon backend: a running daemon's socket (default: start one)")
+	uetrace := flag.String("uetrace", "", "fuse backend: the uetrace binary whose `run --private` serves the tree (default: build it)")
 	child := flag.Bool("child", false, "internal: run scenario text from stdin as this process")
-	all := flag.Bool("all", false, "compare the kernel with the daemon (socket and ring transports) and in-process")
+	all := flag.Bool("all", false, "compare the kernel with the daemon (socket and ring transports), in-process and FUSE")
 	kernelResults := flag.String("kernel-results", "", "-all: kernel results saved earlier, instead of booting the VM")
 	saveKernel := flag.String("save-kernel", "", "-all: write the kernel's results to this file")
 	known := flag.String("known", "conformance/known-differences.txt", "-all: the known differences")
@@ -37,7 +40,7 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	opts := harness.Options{Backend: *backend, Socket: *socket}
+	opts := harness.Options{Backend: *backend, Socket: *socket, Uetrace: *uetrace}
 
 	if *child {
 		if err := harness.RunChild(opts, os.Stdin, os.Stdout); err != nil {
@@ -75,6 +78,11 @@ func differential(dirs []string, kernelResults, saveKernel, knownPath string) in
 	known, err := harness.LoadKnown(knownPath)
 	if err != nil {
 		fatal(err)
+	}
+	for _, b := range harness.Backends {
+		if err := harness.Unavailable(b); err != nil {
+			fmt.Printf("backend %s skipped: %v\n", b, err)
+		}
 	}
 	kernel, backends, err := harness.Differential(context.Background(), dirs, kernelResults)
 	if err != nil {
