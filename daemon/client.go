@@ -590,24 +590,33 @@ func (c *Client) ShareRing(p *shmring.Producer) error {
 
 // shareRing sends the Ring request with the descriptors given.
 func (c *Client) shareRing(fds ...int) error {
+	if err := c.callRights(opRing, fds...); err != nil {
+		return fmt.Errorf("sharing the ring: %w", err)
+	}
+	return nil
+}
+
+// callRights sends a request of op with no body and the descriptors fds
+// (SCM_RIGHTS), and returns its Result.
+func (c *Client) callRights(op uint16, fds ...int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return unix.EBADF
 	}
 	var msg [headerSize]byte
-	putHeader(msg[:], opRing, 0, 0)
+	putHeader(msg[:], op, 0, 0)
 	rights := unix.UnixRights(fds...)
 	err := unix.Sendmsg(c.fd, msg[:], rights, nil, 0)
 	for err == unix.EINTR {
 		err = unix.Sendmsg(c.fd, msg[:], rights, nil, 0)
 	}
 	if err != nil {
-		return fmt.Errorf("sharing the ring: sendmsg: %w", err)
+		return fmt.Errorf("sendmsg: %w", err)
 	}
 	r, err := c.recv(c.rbuf[:])
 	if err != nil {
-		return fmt.Errorf("sharing the ring: %w", err)
+		return err
 	}
 	_, _, err = parseResult(r)
 	return err

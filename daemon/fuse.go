@@ -76,25 +76,8 @@ func (c *conn) serveFUSE(fds []int, body []byte) error {
 // descriptor already mounted: the ServeFUSE request. The daemon keeps serving
 // after this client goes, until the mount goes or the daemon stops.
 func (c *Client) ServeFUSE(dev *os.File) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return unix.EBADF
-	}
-	var msg [headerSize]byte
-	putHeader(msg[:], opServeFUSE, 0, 0)
-	rights := unix.UnixRights(int(dev.Fd()))
-	err := unix.Sendmsg(c.fd, msg[:], rights, nil, 0)
-	for err == unix.EINTR {
-		err = unix.Sendmsg(c.fd, msg[:], rights, nil, 0)
-	}
-	if err != nil {
-		return fmt.Errorf("handing the FUSE device to the daemon: sendmsg: %w", err)
-	}
-	r, err := c.recv(c.rbuf[:])
-	if err != nil {
+	if err := c.callRights(opServeFUSE, int(dev.Fd())); err != nil {
 		return fmt.Errorf("handing the FUSE device to the daemon: %w", err)
 	}
-	_, _, err = parseResult(r)
-	return err
+	return nil
 }

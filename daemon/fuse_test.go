@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeTree stands in for a FUSE tree: it records what the daemon does with
+// it.
+type fakeTree struct {
+	dev    string
+	closed chan struct{}
+	done   chan struct{}
+}
+
+func (f *fakeTree) Close() error {
+	select {
+	case <-f.closed:
+	default:
+		close(f.closed)
+	}
+	return nil
+}
+
+func (f *fakeTree) Done() <-chan struct{} { return f.done }
+
+func TestServeFUSERequest(t *testing.T) {
+	// Without the hook the daemon says it cannot.
+	plain := serve(t, Config{})
+	c, err := Dial(plain.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if err := c.ServeFUSE(r); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("ServeFUSE without the hook: %v, want EOPNOTSUPP", err)
+	}
+
+	trees := make(chan *fakeTree, 4)
+	srv := serve(t, Config{ServeFUSE: func(dev *os.File) (FUSETree, error) {
+		// The daemon hands over its own descriptor, which outlives the
+		// request: the caller's may close at once.
+		if _, err := unix.FcntlInt(dev.Fd(), unix.F_GETFD, 0); err != nil {
+			return nil, err
+		}
+		ft := &fakeTree{dev: dev.Name(), closed: make(chan struct{}), done: make(chan struct{})}
+		trees <- ft
+		return ft, nil
+	}})
+	c2, err := Dial(srv.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := c2.ServeFUSE(r); err != nil {
+		t.Fatalf("ServeFUSE: %v", err)
+	}
+	first := <-trees
+	// A tree whose mount went away is forgotten: Close of the server does
+	// not reach it.
+	close(first.done)
+	if err := c2.ServeFUSE(r); err != nil {
+		t.Fatalf("second ServeFUSE: %v", err)
+	}
+	second := <-trees
+	deadline := time.Now().Add(time.Minute)
+	for {
+		srv.mu.Lock()
+		n := len(srv.fuses)
+		srv.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon holds %d trees, want the one still served", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	srv.Close()
+	select {
+	case <-second.closed:
+	default:
+		t.Error("Close of the server left a tree served")
+	}
+	select {
+	case <-first.closed:
+		t.Error("Close of the server closed a tree that had ended")
+	default:
+	}
+}
