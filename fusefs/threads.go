@@ -132,7 +132,8 @@ func (ts *threads) get(tid int, tgid func(int) int) *thread {
 }
 
 // sweep closes the threads that have exited, and, if that freed nothing,
-// one arbitrary thread. Called with ts.mu held.
+// an eighth of the table, arbitrary threads (so that a table full of live
+// threads is not swept again at every new one). Called with ts.mu held.
 func (ts *threads) sweep() {
 	var buf [1]byte
 	freed := false
@@ -149,10 +150,14 @@ func (ts *threads) sweep() {
 	if freed {
 		return
 	}
+	n := maxThreads / 8
 	for tid, t := range ts.m {
+		if n == 0 {
+			return
+		}
 		delete(ts.m, tid)
 		t.close()
-		return
+		n--
 	}
 }
 
