@@ -18,7 +18,7 @@ const maxThreads = 512
 // writes: a FUSE write of user_events_data reads the caller's
 // /proc/<tid>/syscall and /proc/<tid>/stat, and its process id from
 // /proc/<tid>/status. Opening, reading and closing three files per write
-// cost more than the write itself (~30 µs of a ~75 µs round trip), so each
+// cost more than the write itself (~40 µs of a ~90 µs round trip), so each
 // thread's syscall and stat files stay open and are read again with
 // pread(2) at offset 0 (a /proc seq file makes its text anew at each read
 // from 0), and its process id is read once.
