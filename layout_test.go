@@ -35,11 +35,12 @@ var layers = [][]string{
 	{"cmd/uetrace"},
 }
 
-// tooling is what checks the product against the real kernel. The product
-// never imports it, not even in its tests; it imports the product.
+// tooling is what checks the product against the real kernel, and the
+// benchmarks that run the product's binaries. The product never imports it,
+// not even in its tests; it imports the product.
 var tooling = [][]string{
 	{"kernel/vmtest"},
-	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness"},
+	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite"},
 	{"conformance/cmd/ueconform"},
 }
 
@@ -83,11 +84,11 @@ func ours(imports []string) []string {
 }
 
 func isTooling(pkg string) bool {
-	return strings.HasPrefix(pkg, "kernel/") || strings.HasPrefix(pkg, "conformance/")
+	return strings.HasPrefix(pkg, "kernel/") || strings.HasPrefix(pkg, "conformance/") || strings.HasPrefix(pkg, "benchmarks/")
 }
 
 // TestLayout checks that imports point down only and that nothing outside
-// kernel/ and conformance/ imports the kernel-oracle tooling, tests included.
+// kernel/, conformance/ and benchmarks/ imports the tooling, tests included.
 func TestLayout(t *testing.T) {
 	level := map[string]int{}
 	for i, l := range layers {
@@ -98,7 +99,7 @@ func TestLayout(t *testing.T) {
 	for i, l := range tooling {
 		for _, p := range l {
 			if !isTooling(p) {
-				t.Fatalf("tooling package %s is not under kernel/ or conformance/", p)
+				t.Fatalf("tooling package %s is not under kernel/, conformance/ or benchmarks/", p)
 			}
 			level[p] = len(layers) + i
 		}

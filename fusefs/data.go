@@ -3,16 +3,12 @@ package fusefs
 import (
 	"context"
 	"encoding/binary"
-	"os"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/callers"
 	"github.com/uetrace/uetrace/internal/fuse"
-	"github.com/uetrace/uetrace/internal/procsyscall"
 	"github.com/uetrace/uetrace/subsys"
 )
 
@@ -54,14 +50,15 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 	}
 	tid := int(r.Pid)
 	total, pos, positioned := len(data), int64(0), false
-	if call, err := procsyscall.Read(tid); err == nil {
-		switch call.Nr {
+	c, _ := h.fs.threads.look(tid, h.fs.tgid)
+	if c.callOK {
+		switch call := c.call; call.Nr {
 		case unix.SYS_WRITE:
 			total = int(call.Args[2])
 		case unix.SYS_PWRITE64:
 			total, pos, positioned = int(call.Args[2]), int64(call.Args[3]), true
 		case unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
-			if n, ok := h.iovLen(tid, call.Args[1], call.Args[2]); ok {
+			if n, ok := h.iovLen(tid, c.tgid, call.Args[1], call.Args[2]); ok {
 				total = n
 			}
 			// pwritev's offset is not checked: the kernel's write_iter
@@ -69,7 +66,7 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 			// user_events_write's *ppos check for write and pwrite.
 		}
 	}
-	w := writerOf(tid, h.fs.tgid(tid))
+	w := subsys.Writer{PID: int32(tid), TGID: int32(c.tgid), Comm: c.comm, CPU: c.cpu}
 	if positioned && pos != 0 {
 		return h.f.Write(w, data, pos)
 	}
@@ -83,15 +80,20 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 
 // iovLen adds up the lengths of the caller's iovecs; false where they cannot
 // be read (the caller's own EFAULT would have come before FUSE's request).
-func (h *dataHandle) iovLen(tid int, iov, cnt uint64) (int, bool) {
+func (h *dataHandle) iovLen(tid, tgid int, iov, cnt uint64) (int, bool) {
 	if cnt == 0 || cnt > 1024 { // UIO_MAXIOV
 		return 0, false
 	}
-	c, err := h.fs.callers.Get(tid)
+	c, err := h.fs.callers.GetKnown(tid, tgid)
 	if err != nil {
 		return 0, false
 	}
-	buf := make([]byte, 16*cnt)
+	var small [16 * 8]byte
+	buf := small[:]
+	if cnt > 8 {
+		buf = make([]byte, 16*cnt)
+	}
+	buf = buf[:16*cnt]
 	if n, err := c.Mem.ReadAt(buf, iov); err != nil || n != len(buf) {
 		return 0, false
 	}
@@ -140,33 +142,3 @@ func (h *dataHandle) Flush(ctx context.Context, r *fuse.Request) error { return 
 
 // Release is the last close: the file's events lose its references.
 func (h *dataHandle) Release() error { return h.f.Close() }
-
-// writerOf is who writes: the thread, its process, and the command name and
-// CPU from /proc/<tid>/stat.
-func writerOf(tid, tgid int) subsys.Writer {
-	w := subsys.Writer{PID: int32(tid), TGID: int32(tgid)}
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/stat"); err == nil {
-		w.Comm, w.CPU = parseStat(string(b))
-	}
-	return w
-}
-
-// parseStat reads the command name and the CPU last run on from the text of
-// /proc/<tid>/stat: "pid (comm) state ...", comm being whatever the process
-// named itself — spaces and parentheses included, hence the last ')' —
-// and processor field 39. What cannot be read is "" and CPU 0.
-func parseStat(s string) (comm string, cpu int) {
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open {
-		return "", 0
-	}
-	comm = s[open+1 : end]
-	fields := strings.Fields(s[end+1:])
-	// fields[0] is field 3 (state); processor is field 39.
-	if len(fields) > 36 {
-		if n, err := strconv.Atoi(fields[36]); err == nil && n >= 0 && n < 1<<16 {
-			cpu = n
-		}
-	}
-	return comm, cpu
-}

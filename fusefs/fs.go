@@ -46,6 +46,7 @@ type FS struct {
 	callers     *callers.Callers
 	ownsCallers bool
 	mtime       time.Time
+	threads     threads // the callers' open /proc files, for writes
 }
 
 var _ fuse.FileSystem = (*FS)(nil)
@@ -68,6 +69,7 @@ func New(s *subsys.Subsystem, o Options) *FS {
 
 // Close releases what New made.
 func (f *FS) Close() error {
+	f.threads.Close()
 	if f.ownsCallers {
 		return f.callers.Close()
 	}

@@ -223,6 +223,27 @@ func (cs *Callers) Get(tid int) (*Caller, error) {
 	return &Caller{TID: tid, TGID: tgid, Process: pr.sp.p, Mem: pr.mem, sp: pr.sp, cs: cs}, nil
 }
 
+// GetKnown is Get for a thread whose process id the caller already knows to
+// be current (a thread never changes process: package fusefs keeps it per
+// thread with an open /proc file that proves the thread alive). A known
+// process is checked as Get checks it, without reading the thread's status
+// again; anything else — a process not known yet, or one that exec'd — is
+// Get's.
+func (cs *Callers) GetKnown(tid, tgid int) (*Caller, error) {
+	cs.mu.Lock()
+	if cs.closed {
+		cs.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if pr := cs.procs[tgid]; pr != nil && pr.mem.Check() == nil {
+		c := &Caller{TID: tid, TGID: tgid, Process: pr.sp.p, Mem: pr.mem, sp: pr.sp, cs: cs}
+		cs.mu.Unlock()
+		return c, nil
+	}
+	cs.mu.Unlock()
+	return cs.Get(tid)
+}
+
 // add opens process tgid and makes it known: sharing its parent's Process
 // if it shares its address space, with a copy of the parent's enablers if
 // its memory is still the fork's copy of the parent's, else with a Process

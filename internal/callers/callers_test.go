@@ -333,6 +333,56 @@ func TestLazyExec(t *testing.T) {
 	}
 }
 
+// TestGetKnown: a known process is its Caller without its status read; an
+// unknown one, or one that exec'd, is Get's answer.
+func TestGetKnown(t *testing.T) {
+	e := newEnv(t)
+	tid := e.child.Thread()
+	c0, err := e.cs.GetKnown(tid, e.child.Pid) // not known yet: Get's
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.get(e.child.Pid)
+	if c0.Process != c.Process || c0.TID != tid || c0.TGID != e.child.Pid {
+		t.Fatalf("GetKnown of a new process: %+v; Get: %+v", c0, c)
+	}
+	ck, err := e.cs.GetKnown(tid, e.child.Pid)
+	if err != nil || ck.Process != c.Process || ck.Mem != c.Mem || ck.TID != tid {
+		t.Fatalf("GetKnown: %+v, %v; want thread %d of %+v", ck, err, tid, c)
+	}
+	e.register(c, 0, "callers_k u32 a")
+	e.f.Close()
+	e.child.Exec()
+	c2, err := e.cs.GetKnown(e.child.Pid, e.child.Pid)
+	if err != nil || c2.Process == c.Process {
+		t.Fatalf("GetKnown after exec: %+v, %v; want a new Process", c2, err)
+	}
+	if e.event("callers_k") != nil {
+		t.Fatal("the exec'd process's enabler still holds the event")
+	}
+	e.cs.Close()
+	if _, err := e.cs.GetKnown(e.child.Pid, e.child.Pid); !errors.Is(err, callers.ErrClosed) {
+		t.Errorf("GetKnown after Close: %v", err)
+	}
+}
+
+// BenchmarkGetKnown is Get for a thread whose process is known: no status read.
+func BenchmarkGetKnown(b *testing.B) {
+	s := subsys.New(subsys.Options{})
+	cs := callers.New(s)
+	defer cs.Close()
+	tid := unix.Gettid()
+	if _, err := cs.Get(tid); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := cs.GetKnown(tid, unix.Getpid()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func TestResync(t *testing.T) {
 	e := newEnv(t)
 	c := e.get(e.child.Pid)

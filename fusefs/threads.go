@@ -1,0 +1,264 @@
+package fusefs
+
+import (
+	"bytes"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procsyscall"
+)
+
+// maxThreads bounds the calling threads whose /proc files stay open: two
+// descriptors each. Past it, threads that have exited are closed first.
+const maxThreads = 512
+
+// threads is what a write needs to know of its calling thread, kept between
+// writes: a FUSE write of user_events_data reads the caller's
+// /proc/<tid>/syscall and /proc/<tid>/stat, and its process id from
+// /proc/<tid>/status. Opening, reading and closing three files per write
+// cost more than the write itself (~40 µs of a ~90 µs round trip), so each
+// thread's syscall and stat files stay open and are read again with
+// pread(2) at offset 0 (a /proc seq file makes its text anew at each read
+// from 0), and its process id is read once.
+//
+// Why a kept thread is still the same thread: an open /proc/<tid> file
+// belongs to the thread it was opened for (the kernel's struct pid, not the
+// number), and reading it fails with ESRCH once that thread has exited, even
+// if the number is reused by then. Each write reads stat first: success
+// says the thread, and so its process id, is the one kept — a thread never
+// changes process; one that execs from a non-leader thread takes the
+// leader's number, and its old number's files fail. Failure drops the entry
+// and the write opens the files anew. Permission is not cached: the kernel
+// checks the right to read syscall (ptrace access) at each read.
+type threads struct {
+	mu     sync.Mutex
+	m      map[int]*thread
+	closed bool
+}
+
+// thread is one calling thread's open /proc files. Its lock is held while
+// they are read, so that they are never closed under a reader (the number of
+// a closed descriptor can be another file's at once).
+type thread struct {
+	mu      sync.Mutex
+	tid     int
+	tgid    int
+	stat    int // /proc/<tid>/stat, or -1
+	syscall int // /proc/<tid>/syscall, or -1 (no right to read it, say)
+	comm    string
+	buf     [1024]byte
+}
+
+func (t *thread) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stat >= 0 {
+		unix.Close(t.stat)
+		t.stat = -1
+	}
+	if t.syscall >= 0 {
+		unix.Close(t.syscall)
+		t.syscall = -1
+	}
+}
+
+func openProc(tid int, name string) int {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// caller is what a write learnt of its calling thread.
+type caller struct {
+	tgid   int
+	comm   string
+	cpu    int
+	call   procsyscall.Call
+	callOK bool // call was read
+}
+
+// look reads thread tid's system call, command name and CPU, and tells its
+// process id; tgid finds that when the thread is new. ok is false when its
+// stat cannot be read (the thread is gone): then nothing is known of it but
+// what tgid says.
+func (ts *threads) look(tid int, tgid func(int) int) (c caller, ok bool) {
+	for attempt := 0; attempt < 2; attempt++ {
+		t := ts.get(tid, tgid)
+		if t == nil {
+			break
+		}
+		if c, ok := t.read(); ok {
+			return c, true
+		}
+		ts.drop(t)
+	}
+	return caller{tgid: tgid(tid)}, false
+}
+
+// get returns the kept thread tid, or opens its files and keeps it.
+func (ts *threads) get(tid int, tgid func(int) int) *thread {
+	ts.mu.Lock()
+	if t := ts.m[tid]; t != nil || ts.closed {
+		ts.mu.Unlock()
+		return t
+	}
+	ts.mu.Unlock()
+	t := &thread{tid: tid, stat: openProc(tid, "stat"), syscall: openProc(tid, "syscall")}
+	if t.stat < 0 {
+		t.close()
+		return nil
+	}
+	t.tgid = tgid(tid)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if old := ts.m[tid]; old != nil || ts.closed {
+		// Another request of the same thread got there first (or the
+		// tree is closing): keep one.
+		t.close()
+		return old
+	}
+	if ts.m == nil {
+		ts.m = make(map[int]*thread)
+	}
+	if len(ts.m) >= maxThreads {
+		ts.sweep()
+	}
+	ts.m[tid] = t
+	return t
+}
+
+// sweep closes the threads that have exited, and, if that freed nothing,
+// an eighth of the table, arbitrary threads (so that a table full of live
+// threads is not swept again at every new one). Called with ts.mu held.
+func (ts *threads) sweep() {
+	var buf [1]byte
+	freed := false
+	for tid, t := range ts.m {
+		t.mu.Lock()
+		_, err := unix.Pread(t.stat, buf[:], 0)
+		t.mu.Unlock()
+		if err != nil {
+			delete(ts.m, tid)
+			t.close()
+			freed = true
+		}
+	}
+	if freed {
+		return
+	}
+	n := maxThreads / 8
+	for tid, t := range ts.m {
+		if n == 0 {
+			return
+		}
+		delete(ts.m, tid)
+		t.close()
+		n--
+	}
+}
+
+func (ts *threads) drop(t *thread) {
+	ts.mu.Lock()
+	if ts.m[t.tid] == t {
+		delete(ts.m, t.tid)
+	}
+	ts.mu.Unlock()
+	t.close()
+}
+
+// Close closes every kept thread's files.
+func (ts *threads) Close() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.closed = true
+	for tid, t := range ts.m {
+		delete(ts.m, tid)
+		t.close()
+	}
+}
+
+// read reads the thread's stat (which says it is still the thread kept) and
+// its system call.
+func (t *thread) read() (caller, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stat < 0 {
+		return caller{}, false
+	}
+	n, err := preadAll(t.stat, t.buf[:])
+	if err != nil || n == 0 {
+		return caller{}, false
+	}
+	c := caller{tgid: t.tgid}
+	comm, cpu, ok := parseStat(t.buf[:n])
+	if ok {
+		if string(comm) != t.comm { // no allocation when unchanged
+			t.comm = string(comm)
+		}
+		c.comm, c.cpu = t.comm, cpu
+	}
+	if t.syscall < 0 {
+		t.syscall = openProc(t.tid, "syscall")
+	}
+	if t.syscall >= 0 {
+		if n, err := preadAll(t.syscall, t.buf[:]); err == nil {
+			if call, err := procsyscall.Parse(string(t.buf[:n])); err == nil {
+				c.call, c.callOK = call, true
+			}
+		}
+	}
+	return c, true
+}
+
+// preadAll reads a /proc file from offset 0 into buf: all of it when it
+// fits (a seq file's first read returns at most a page, and these are
+// shorter than buf).
+func preadAll(fd int, buf []byte) (int, error) {
+	for {
+		n, err := unix.Pread(fd, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return n, err
+	}
+}
+
+// parseStat reads the command name and the CPU from /proc/<tid>/stat: comm
+// in parentheses (possibly with spaces and parentheses of its own), then
+// fields 3 (state) to 52, the processor being field 39.
+func parseStat(b []byte) (comm []byte, cpu int, ok bool) {
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return nil, 0, false
+	}
+	comm = b[open+1 : end]
+	rest := b[end+1:]
+	field := 2 // rest starts after field 2 (comm)
+	for len(rest) > 0 {
+		// Skip the separator, then take one field.
+		for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\n') {
+			rest = rest[1:]
+		}
+		if len(rest) == 0 {
+			break
+		}
+		i := 0
+		for i < len(rest) && rest[i] != ' ' && rest[i] != '\n' {
+			i++
+		}
+		field++
+		if field == 39 {
+			v, err := strconv.Atoi(string(rest[:i])) // no allocation: the conversion does not escape
+			if err != nil {
+				return comm, 0, true
+			}
+			return comm, v, true
+		}
+		rest = rest[i:]
+	}
+	return comm, 0, true
+}
