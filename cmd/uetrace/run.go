@@ -372,12 +372,19 @@ func ptraceAllowed() error {
 	if err != nil {
 		return nil // no Yama
 	}
-	switch strings.TrimSpace(string(b)) {
+	return ptraceScope(strings.TrimSpace(string(b)))
+}
+
+// ptraceScope judges a value of kernel.yama.ptrace_scope for uetrace run: 0
+// lets a process ptrace anything of its user, 1 its descendants — the
+// command is run's — and the rest needs root.
+func ptraceScope(scope string) error {
+	switch scope {
 	case "0", "1":
 		return nil
 	}
 	return &userevents.Error{Op: "run", Errno: unix.EPERM,
-		Reason: "kernel.yama.ptrace_scope is " + strings.TrimSpace(string(b)) + ": uetrace run must read and write the command's memory (registrations, enable bits), which only root may do then; run it as root"}
+		Reason: "kernel.yama.ptrace_scope is " + scope + ": uetrace run must read and write the command's memory (registrations, enable bits), which only root may do then; run it as root"}
 }
 
 // errnoIn is the errno err wraps, or EIO.

@@ -251,3 +251,17 @@ func TestMountRunningDaemon(t *testing.T) {
 		t.Errorf("mount without a daemon: exit %d, %q", code, errs)
 	}
 }
+
+func TestPtraceScope(t *testing.T) {
+	for _, scope := range []string{"0", "1"} {
+		if err := ptraceScope(scope); err != nil {
+			t.Errorf("ptrace_scope %s: %v", scope, err)
+		}
+	}
+	for _, scope := range []string{"2", "3"} {
+		err := ptraceScope(scope)
+		if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "ptrace_scope is "+scope) || !strings.Contains(err.Error(), "as root") {
+			t.Errorf("ptrace_scope %s: %v; want EPERM saying what and what to do", scope, err)
+		}
+	}
+}
