@@ -468,3 +468,18 @@ func unescapeMount(s string) string {
 	}
 	return b.String()
 }
+
+// Stats is what a connection holds at one moment: a server's way to see
+// that what callers opened and asked for is let go again.
+type Stats struct {
+	Handles  int // open files and directories the kernel has not released
+	Nodes    int // nodes the kernel holds lookups of, the root included
+	InFlight int // requests being handled (a blocked trace_pipe read is one)
+}
+
+// Stats returns what the connection holds now.
+func (c *Conn) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Stats{Handles: len(c.handles), Nodes: len(c.nodes), InFlight: len(c.inflight)}
+}
