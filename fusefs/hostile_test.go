@@ -647,6 +647,50 @@ func TestHostileUserfaultfd(t *testing.T) {
 	e.settle(e.gone("hostile_uffd"))
 }
 
+// (2b) A caller killed while the daemon reads the name its struct user_reg
+// points to from a page whose fault nobody serves. The kill cannot end the caller at once:
+// FUSE makes a caller whose request the daemon read wait, unkillable, for
+// the answer, and its userfaultfd — which would serve the fault by going
+// away — is only released when it has exited. Daemon and caller waited
+// for each other for ever until procmem gave up its access after
+// procmem.StallLimit; now the caller dies within it and nothing is held.
+func TestHostileKilledInFault(t *testing.T) {
+	e := newHostile(t)
+	p := e.start("uffdreg", e.dir)
+	select {
+	case l := <-p.lines:
+		if strings.HasPrefix(l, "no userfaultfd") {
+			t.Skip(l)
+		}
+		if l != "calling" {
+			t.Fatalf("hostile uffdreg: %q\n%s", l, p.cmd.Stderr)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("hostile uffdreg: not calling within a minute")
+	}
+	inFault := false
+	for deadline := time.Now().Add(time.Minute); !inFault && time.Now().Before(deadline); {
+		select {
+		case l := <-p.lines:
+			t.Logf("the ioctl returned before the kill: %q", l)
+			deadline = time.Time{}
+		case <-time.After(time.Millisecond):
+			inFault = waitsInUserfault(t)
+		}
+	}
+	t.Logf("the daemon waits in the caller's fault: %v", inFault)
+	p.cmd.Process.Kill()
+	exited := make(chan struct{})
+	go func() { p.wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the killed caller did not exit within 2 minutes: it and the daemon wait for each other")
+	}
+	e.client("hostile_after_fault_kill")
+	e.settle(func() bool { return !waitsInUserfault(t) })
+}
+
 // waitsInUserfault reports whether a thread of this process waits for a
 // userfaultfd page fault.
 func waitsInUserfault(t *testing.T) bool {

@@ -16,6 +16,8 @@
  *   hostile uffd DIR NAME         register, then make the enable word's page a
  *                                 userfaultfd page whose faults nobody serves;
  *                                 wait for stdin's EOF
+ *   hostile uffdreg DIR           DIAG_IOCSREG with the name in a page whose
+ *                                 faults nobody serves (to be SIGKILLed)
  *   hostile writer DIR NAME K     register NAME and write K records
  *   hostile tryopen FILE          open FILE read-only: "ok" or the errno name
  *   hostile hold FILE             open FILE, say "open", never read it
@@ -419,6 +421,48 @@ static int uffd(const char *name)
 	return 0;
 }
 
+/* uffdreg calls DIAG_IOCSREG with the event's name in a page whose faults
+ * nobody serves: the daemon's read of the name waits in the fault, and the
+ * test kills this process in the middle of the ioctl. */
+static int uffdreg(void)
+{
+	int fd = open_in("user_events_data", O_RDWR);
+	if (fd < 0)
+		die("open user_events_data");
+	int u = syscall(SYS_userfaultfd, O_CLOEXEC);
+	if (u < 0) {
+		printf("no userfaultfd: %s\n", strerrorname_np(errno));
+		return 0;
+	}
+	struct uffdio_api api = {.api = UFFD_API};
+	if (ioctl(u, UFFDIO_API, &api) < 0)
+		die("UFFDIO_API");
+	/* Never touched here: only the daemon's read faults on it. */
+	void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		die("mmap");
+	struct uffdio_register ur = {.range = {.start = (uintptr_t)p, .len = PAGE}, .mode = UFFDIO_REGISTER_MODE_MISSING};
+	if (ioctl(u, UFFDIO_REGISTER, &ur) < 0)
+		die("UFFDIO_REGISTER");
+	/* FUSE itself copies the ioctl's first 8 bytes in this process; the
+	 * name is read by the daemon only. */
+	static uint64_t word;
+	struct user_reg r;
+	memset(&r, 0, sizeof(r));
+	r.size = sizeof(r);
+	r.enable_size = 8;
+	r.enable_addr = (uintptr_t)&word;
+	r.name_args = (uintptr_t)p;
+	printf("calling\n");
+	fflush(stdout);
+	int rc = ioctl(fd, DIAG_IOCSREG, &r);
+	printf("returned %d %s\n", rc, rc < 0 ? strerrorname_np(errno) : "0");
+	fflush(stdout);
+	for (;;)
+		pause();
+	return 0;
+}
+
 static int writer(const char *name, int k)
 {
 	char cmd[256];
@@ -470,6 +514,8 @@ int main(int argc, char **argv)
 		return unmap_after(argv[3]);
 	if (!strcmp(m, "uffd") && argc == 4)
 		return uffd(argv[3]);
+	if (!strcmp(m, "uffdreg"))
+		return uffdreg();
 	if (!strcmp(m, "writer") && argc == 5)
 		return writer(argv[3], atoi(argv[4]));
 	if (!strcmp(m, "tryopen")) {
