@@ -40,6 +40,15 @@
 //   - Enable bits are set by read-modify-write of the byte that holds them
 //     (procmem.Mem.SetBit), not by an atomic set_bit: a caller changing other
 //     bits of that byte in the same instant can lose one of the two updates.
+//   - The caller's memory is read and written from the daemon
+//     (process_vm_readv/writev), which waits for page faults: an access is
+//     given up after procmem.StallLimit (1 s), so an argument in memory
+//     whose fault nobody serves (userfaultfd, a file on a FUSE mount that
+//     does not answer) is EFAULT — ENOMEM for an enable word at
+//     DIAG_IOCSREG, a counted failure when the event changes — where the
+//     kernel faults it in in the caller's own context (waiting there) or
+//     from a worker. That process's memory is then refused at once until
+//     the fault is served and for procmem.StallCooldown after.
 //   - Fork, exec and exit of callers are learnt from the proc connector
 //     (root) after the fact, or, without it, when the caller is next seen; a
 //     forked child's enable bits are right from the moment the daemon hears of

@@ -36,6 +36,11 @@ type Options struct {
 	// as here, writing stays root's.
 	GID    uint32
 	SetGID bool
+	// Dev, for Serve, is the st_dev of the mount the descriptor serves, as
+	// the mounter read it in its own mount namespace (MountDev): with it
+	// Tree.Close aborts the connection through fusectl; without it, by
+	// closing the device.
+	Dev uint64
 }
 
 // FS is a Subsystem's tracefs tree as a fuse.FileSystem.
@@ -121,13 +126,19 @@ func Mount(dir string, s *subsys.Subsystem, o Options) (*Tree, error) {
 // (by a helper in a user namespace, say), which it takes over.
 func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*Tree, error) {
 	f := New(s, o)
-	c, err := fuse.Serve(dev, f, fuse.Options{FSName: "uetrace", AllowOther: true})
+	c, err := fuse.Serve(dev, f, fuse.Options{FSName: "uetrace", AllowOther: true, Dev: o.Dev})
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	return newTree(c, f), nil
 }
+
+// MountDev is the st_dev of the tree mounted (fstype fuse.uetrace) on top
+// at dir in this process's mount table, for Options.Dev: a mounter reads it
+// right after mount(2) and hands it over with the descriptor. It asks no
+// file system anything.
+func MountDev(dir string) (uint64, bool) { return fuse.MountDev(dir) }
 
 func (f *FS) attr(mode fs.FileMode) fuse.Attr {
 	a := fuse.Attr{Mode: uint32(mode.Perm()), Nlink: 1, Mtime: f.mtime}

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -187,7 +188,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	exited := make(chan struct{})
 	go func() { shim.Wait(); close(exited) }()
 
-	dev, err := receiveDevice(ours, exited)
+	dev, mdev, err := receiveDevice(ours, exited)
 	if err != nil {
 		shim.Process.Kill()
 		<-exited
@@ -204,7 +205,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 			return fmt.Errorf("run: the daemon at %s would not serve the tree (--private runs the command with a subsystem of its own): %w", sock, err)
 		}
 	} else {
-		tree, err := fusefs.Serve(dev, sys, fusefs.Options{Flush: srv.Flush})
+		tree, err := fusefs.Serve(dev, sys, fusefs.Options{Flush: srv.Flush, Dev: mdev})
 		if err != nil {
 			shim.Process.Kill()
 			<-exited
@@ -231,11 +232,13 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	return workloadStatus(shim.ProcessState, 0)
 }
 
-// receiveDevice reads the shim's answer: the mounted /dev/fuse, or the
-// words of what went wrong.
-func receiveDevice(sock *os.File, exited <-chan struct{}) (*os.File, error) {
+// receiveDevice reads the shim's answer: the mounted /dev/fuse and the
+// mount's st_dev (0 if the shim could not tell), or the words of what went
+// wrong.
+func receiveDevice(sock *os.File, exited <-chan struct{}) (*os.File, uint64, error) {
 	type answer struct {
 		f   *os.File
+		dev uint64
 		err error
 	}
 	got := make(chan answer, 1)
@@ -244,25 +247,30 @@ func receiveDevice(sock *os.File, exited <-chan struct{}) (*os.File, error) {
 		oob := make([]byte, unix.CmsgSpace(4))
 		n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err != nil {
-			got <- answer{nil, fmt.Errorf("run: reading the shim's answer: %w", err)}
+			got <- answer{nil, 0, fmt.Errorf("run: reading the shim's answer: %w", err)}
 			return
 		}
 		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
 		for _, m := range msgs {
 			if fds, err := unix.ParseUnixRights(&m); err == nil && len(fds) == 1 {
-				got <- answer{os.NewFile(uintptr(fds[0]), "/dev/fuse"), nil}
+				// "fd DEV": the mount's st_dev, in the shim's table.
+				var dev uint64
+				if d, ok := strings.CutPrefix(string(buf[:n]), "fd "); ok {
+					dev, _ = strconv.ParseUint(d, 10, 64)
+				}
+				got <- answer{os.NewFile(uintptr(fds[0]), "/dev/fuse"), dev, nil}
 				return
 			}
 		}
 		if n == 0 {
-			got <- answer{nil, errors.New("run: the shim ended without mounting the FUSE tree")}
+			got <- answer{nil, 0, errors.New("run: the shim ended without mounting the FUSE tree")}
 			return
 		}
-		got <- answer{nil, errors.New(string(buf[:n]))}
+		got <- answer{nil, 0, errors.New(string(buf[:n]))}
 	}()
 	select {
 	case a := <-got:
-		return a.f, a.err
+		return a.f, a.dev, a.err
 	case <-exited:
 		// The shim died before answering (its stderr says why); its end of
 		// the pair is closed, so the reader above returns too.
@@ -271,9 +279,9 @@ func receiveDevice(sock *os.File, exited <-chan struct{}) (*os.File, error) {
 			a.f.Close()
 		}
 		if a.err != nil {
-			return nil, a.err
+			return nil, 0, a.err
 		}
-		return nil, errors.New("run: the shim ended without mounting the FUSE tree")
+		return nil, 0, errors.New("run: the shim ended without mounting the FUSE tree")
 	}
 }
 
@@ -312,7 +320,11 @@ func runShim(args []string) {
 			}
 		}
 	}
-	if err := unix.Sendmsg(3, []byte("fd"), unix.UnixRights(fd), nil, 0); err != nil {
+	// The mount's st_dev goes with the descriptor: run's mount table does
+	// not have this namespace's mounts, and fusectl names the connection
+	// by it (to abort it).
+	mdev, _ := fusefs.MountDev(tracingDirs[0])
+	if err := unix.Sendmsg(3, []byte("fd "+strconv.FormatUint(mdev, 10)), unix.UnixRights(fd), nil, 0); err != nil {
 		fail("run: handing the FUSE device over: %v", err)
 	}
 	unix.Close(fd)

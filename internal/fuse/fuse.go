@@ -112,7 +112,13 @@ type Options struct {
 	FSName     string // shown in mountinfo's source field; "uetrace" when empty
 	AllowOther bool   // let users other than the mounter in (Mount only)
 	MaxWrite   uint32 // largest WRITE; 0: 1 MiB (uses FUSE_MAX_PAGES)
-	Debug      func(format string, args ...any)
+	// Dev, for Serve, is the st_dev of the mount the descriptor serves, as
+	// its mounter read it from its own mount table (MountDev): the
+	// connection's name in fusectl, for Abort. 0: unknown, and Abort
+	// cannot abort (Unmount still ends the connection by closing the
+	// device). Mount learns it itself.
+	Dev   uint64
+	Debug func(format string, args ...any)
 }
 
 const defaultMaxWrite = 1 << 20
@@ -210,9 +216,12 @@ func Mount(dir string, fs FileSystem, o Options) (*Conn, error) {
 // mounted by a helper inside a user namespace and passed over SCM_RIGHTS).
 // The INIT handshake happens in serving. Serve takes dev over: it closes
 // it, keeping a duplicate that is closed when the connection ends (closing
-// the last descriptor of a connection aborts it). Dev learns the mount's
-// st_dev from the mount table when exactly one fuse.uetrace mount there has
-// o.FSName as its source.
+// the last descriptor of a connection aborts it). The mount's st_dev (for
+// Abort) is o.Dev: nothing about the descriptor tells which mount it
+// serves, and a mount made in another mount namespace — as uetrace run's
+// is — is not in this process's table, where another fuse.uetrace mount of
+// the same name may well be (aborting that one instead would end someone
+// else's tree).
 func Serve(dev *os.File, fs FileSystem, o Options) (*Conn, error) {
 	rc, err := dev.SyscallConn()
 	if err != nil {
@@ -237,7 +246,7 @@ func Serve(dev *os.File, fs FileSystem, o Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.lookupDevByName()
+	c.devNum.Store(o.Dev)
 	go c.serve()
 	return c, nil
 }
@@ -330,7 +339,7 @@ const (
 func (c *Conn) Abort() error {
 	d := c.Dev()
 	if d == 0 {
-		return errors.New("fuse: abort: the connection's number is unknown (its mount is not in this mount namespace's table)")
+		return errors.New("fuse: abort: the connection's number is unknown (Serve was not given Options.Dev)")
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(fusectl, &st); err != nil || st.Type != fusectlMagic {
@@ -349,33 +358,19 @@ func (c *Conn) Abort() error {
 	return nil
 }
 
-// Dev is the mount's st_dev (its minor is the connection number), 0 until
-// known.
-func (c *Conn) Dev() uint64 {
-	if d := c.devNum.Load(); d != 0 {
-		return d
-	}
-	if c.dir == "" {
-		c.lookupDevByName()
-	}
-	return c.devNum.Load()
-}
+// Dev is the mount's st_dev (its minor is the connection number): found by
+// Mount, given to Serve as Options.Dev, else 0.
+func (c *Conn) Dev() uint64 { return c.devNum.Load() }
 
-func (c *Conn) lookupDevByName() {
-	name := fsName(c.opts)
-	n := 0
-	var found uint64
-	for _, m := range mounts() {
-		if m.fstype == "fuse.uetrace" && m.source == name {
-			if n == 0 || m.dev != found {
-				n++
-			}
-			found = m.dev
-		}
-	}
-	if n == 1 {
-		c.devNum.Store(found)
-	}
+// MountDev is the st_dev of the fuse.uetrace mount on top at dir (an
+// absolute path without symbolic links) in this process's mount table, for
+// a mounter to pass on with the descriptor (Options.Dev). Reading the table
+// asks no file system anything, so a mounter may call it before the mount
+// is served.
+func MountDev(dir string) (uint64, bool) {
+	return findMount(func(mp, fstype, source string) bool {
+		return mp == dir && fstype == "fuse.uetrace"
+	})
 }
 
 func (c *Conn) debugf(format string, args ...any) {
@@ -467,4 +462,19 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// Stats is what a connection holds at one moment: a server's way to see
+// that what callers opened and asked for is let go again.
+type Stats struct {
+	Handles  int // open files and directories the kernel has not released
+	Nodes    int // nodes the kernel holds lookups of, the root included
+	InFlight int // requests being handled (a blocked trace_pipe read is one)
+}
+
+// Stats returns what the connection holds now.
+func (c *Conn) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Stats{Handles: len(c.handles), Nodes: len(c.nodes), InFlight: len(c.inflight)}
 }

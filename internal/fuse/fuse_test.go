@@ -654,8 +654,15 @@ func TestServe(t *testing.T) {
 		unix.Close(fd)
 		t.Fatal(err)
 	}
+	// The mounter reads the mount's st_dev from its own table and passes
+	// it on with the descriptor.
+	mdev, ok := MountDev(dir)
+	if !ok {
+		unix.Unmount(dir, unix.MNT_DETACH)
+		t.Fatalf("MountDev(%s): no fuse.uetrace mount there", dir)
+	}
 	fs := newTestFS()
-	c, err := Serve(os.NewFile(uintptr(fd), "/dev/fuse"), fs, Options{FSName: name, Debug: debugf()})
+	c, err := Serve(os.NewFile(uintptr(fd), "/dev/fuse"), fs, Options{FSName: name, Dev: mdev, Debug: debugf()})
 	if err != nil {
 		unix.Unmount(dir, unix.MNT_DETACH)
 		t.Fatal(err)
@@ -672,8 +679,8 @@ func TestServe(t *testing.T) {
 	if got := mustRun(t, "cat", filepath.Join(dir, "hello")); got != "hello world\n" {
 		t.Errorf("cat hello: %q", got)
 	}
-	if c.Dev() == 0 {
-		t.Error("Dev() is 0 with the mount in the table")
+	if c.Dev() != mdev {
+		t.Errorf("Dev() is %#x, the mount's st_dev %#x", c.Dev(), mdev)
 	}
 	reader := start(t, "cat", filepath.Join(dir, "pipe"))
 	fs.waitEvent(t, "pipe-read-blocked")
@@ -690,6 +697,58 @@ func TestServe(t *testing.T) {
 		t.Error("cat succeeded after Unmount")
 	}
 	waitEnd(t, c)
+}
+
+// TestServeAbortsOnlyItsOwn: a descriptor served without Options.Dev —
+// its mount is in another mount namespace, say, as uetrace run's is — never
+// takes another fuse.uetrace mount of the table for its own. It once did
+// (by FSName), and its Unmount aborted that other tree, whose callers got
+// ECONNABORTED.
+func TestServeAbortsOnlyItsOwn(t *testing.T) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(fusectl, &st); err != nil || st.Type != fusectlMagic {
+		t.Skip("fusectl is not mounted")
+	}
+	other, otherDir := mountTest(t, newTestFS())
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mounted under another name: in the table, but not by the name
+	// Serve is given, as if it were out of sight.
+	data := "fd=" + strconv.Itoa(fd) + ",rootmode=40000,user_id=0,group_id=0,default_permissions"
+	if err := unix.Mount("uetrace-elsewhere", dir, "fuse.uetrace", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	c, err := Serve(os.NewFile(uintptr(fd), "/dev/fuse"), newTestFS(), Options{FSName: "uetrace-test", Debug: debugf()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard(t, c)
+	if got := mustRun(t, "cat", filepath.Join(dir, "hello")); got != "hello world\n" {
+		t.Errorf("cat hello: %q", got)
+	}
+	if c.Dev() != 0 {
+		t.Errorf("Dev() is %#x without Options.Dev (the other mount's is %#x)", c.Dev(), other.Dev())
+	}
+	if err := c.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	waitEnd(t, c)
+	if got := mustRun(t, "cat", filepath.Join(otherDir, "hello")); got != "hello world\n" {
+		t.Errorf("the other mount after this one's Unmount: %q", got)
+	}
+	select {
+	case <-other.done:
+		t.Error("the other connection ended with this one")
+	default:
+	}
 }
 
 // waitEnd waits, bounded, for the connection to end.

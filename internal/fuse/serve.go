@@ -245,9 +245,6 @@ func (c *Conn) init(m *message) (bool, error) {
 	c.mu.Lock()
 	c.inited = true
 	c.mu.Unlock()
-	if c.dir == "" && c.devNum.Load() == 0 {
-		c.lookupDevByName()
-	}
 	c.debugf("fuse: INIT kernel %d.%d flags %#x, max_write %d", m.major, m.minor, m.initFlags, c.maxWrite)
 	return false, nil
 }

@@ -42,9 +42,16 @@
 //   - process_vm_readv and process_vm_writev wait for a page fault to be
 //     served: memory the process mapped from a FUSE file whose server does
 //     not answer, or registered with userfaultfd, blocks the access for as
-//     long as that takes. The kernel's enable-bit writer does not wait (it
-//     faults the page in from a worker). A hostile process can so make a
-//     SetBit — and whoever waits for it — block.
+//     long as that takes, where the kernel's enable-bit writer does not wait
+//     (it faults the page in from a worker). So every access is bounded:
+//     one that has not returned within StallLimit is given up as
+//     ErrStalled (an EFAULT), its system call left to finish on a thread of
+//     its own (on private buffers, so nothing the caller owns is written
+//     late), and until that call returns, and for StallCooldown after, every
+//     access to that process fails at once with ErrStalled: a hostile
+//     process costs whoever waits for it (subsys's lock, held while it sets
+//     a bit) at most StallLimit per StallCooldown, and one blocked thread.
+//     A write that was given up may still land when the fault is served.
 //   - Between the pidfd check before a write and the write itself a pid could
 //     in theory be recycled (the pid space must wrap in that instant): the
 //     check after the write then reports ESRCH, but the write has happened.
@@ -60,6 +67,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -235,6 +243,8 @@ func (m *Mem) Check() error {
 	var rnd [16]byte
 	_, err := m.rw(false, rnd[:], m.randomAddr)
 	switch {
+	case errors.Is(err, ErrStalled):
+		return err
 	case errors.Is(err, unix.EFAULT):
 		return fmt.Errorf("procmem: process %d: %w", m.pid, ErrReplaced)
 	case err != nil:
@@ -285,10 +295,8 @@ func (m *Mem) rw(write bool, p []byte, addr uint64) (int, error) {
 	if addr+uint64(len(p)) < addr {
 		return 0, fmt.Errorf("procmem: %s of %d bytes at %#x wraps around: %w", op, len(p), addr, unix.EFAULT)
 	}
-	local := []unix.Iovec{{Base: &p[0]}}
-	local[0].SetLen(len(p))
 	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}
-	n, err := m.vm(write, local, remote)
+	n, err := m.vm(write, [][]byte{p}, remote)
 	if m.exitedNow() {
 		// The pid may have named another process during the call.
 		return 0, fmt.Errorf("procmem: %s at %#x in process %d: %w", op, addr, m.pid, ErrExited)
@@ -298,6 +306,8 @@ func (m *Mem) rw(write bool, p []byte, addr uint64) (int, error) {
 		return n, nil
 	case err == nil:
 		return n, fmt.Errorf("procmem: %s of %d bytes at %#x in process %d stopped after %d: %w", op, len(p), addr, m.pid, n, unix.EFAULT)
+	case errors.Is(err, ErrStalled):
+		return 0, fmt.Errorf("procmem: %s of %d bytes at %#x in process %d: %w", op, len(p), addr, m.pid, err)
 	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
 		return 0, m.permError(op+" memory", err)
 	case errors.Is(err, unix.ESRCH):
@@ -321,21 +331,8 @@ func (m *Mem) rw(write bool, p []byte, addr uint64) (int, error) {
 // another thread of the process. A thread's id is checked to be still the
 // process's after the call, so that a thread that exited and whose id went
 // to another process is not taken for it. Called with mu held.
-func (m *Mem) vm(write bool, local []unix.Iovec, remote []unix.RemoteIovec) (int, error) {
-	call := func(tid int) (int, error) {
-		for {
-			var n int
-			var err error
-			if write {
-				n, err = unix.ProcessVMWritev(tid, local, remote, 0)
-			} else {
-				n, err = unix.ProcessVMReadv(tid, local, remote, 0)
-			}
-			if err != unix.EINTR {
-				return n, err
-			}
-		}
-	}
+func (m *Mem) vm(write bool, bufs [][]byte, remote []unix.RemoteIovec) (int, error) {
+	call := func(tid int) (int, error) { return m.bounded(write, tid, bufs, remote) }
 	tid := int(m.via.Load())
 	n, err := call(tid)
 	if tid != m.pid && !m.inProcess(tid) {
@@ -442,15 +439,14 @@ func (m *Mem) SetBit(addr uint64, bit uint, on bool) error {
 
 	var rnd [16]byte
 	var cur [1]byte
-	local := []unix.Iovec{{Base: &rnd[0]}, {Base: &cur[0]}}
-	local[0].SetLen(len(rnd))
-	local[1].SetLen(1)
 	remote := []unix.RemoteIovec{{Base: uintptr(m.randomAddr), Len: len(rnd)}, {Base: uintptr(b), Len: 1}}
-	n, err := m.vm(false, local, remote)
+	n, err := m.vm(false, [][]byte{rnd[:], cur[:]}, remote)
 	if m.exitedNow() {
 		return fmt.Errorf("procmem: set bit %d at %#x in process %d: %w", bit, addr, m.pid, ErrExited)
 	}
 	switch {
+	case errors.Is(err, ErrStalled):
+		return fmt.Errorf("procmem: set bit %d at %#x in process %d: %w", bit, addr, m.pid, err)
 	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
 		return m.permError("set a bit in the memory", err)
 	case errors.Is(err, unix.ESRCH):
@@ -593,4 +589,121 @@ func (m *Mem) Close() error {
 	err := unix.Close(m.pidfd)
 	m.pidfd = -1
 	return err
+}
+
+// StallLimit bounds how long one access to a process's memory waits for
+// its page faults to be served; StallCooldown is how long, after such an
+// access finally returned, the process's memory stays refused (see the
+// package doc). Variables so that tests may shorten them.
+var (
+	StallLimit    = time.Second
+	StallCooldown = 10 * time.Second
+)
+
+// ErrStalled is the error of an access given up after StallLimit, or
+// refused because an earlier one was: the process's memory waits for a
+// page fault nobody serves. It is an EFAULT, as the kernel's user_events
+// answers memory it cannot fault in.
+var ErrStalled = fmt.Errorf("procmem: the process's memory did not answer: a page fault there was not served within the limit (userfaultfd memory, or a file on a FUSE mount that does not answer): %w", unix.EFAULT)
+
+// stalls are the processes (by pid) with an access given up: how many are
+// still in their system call, and until when the process is refused.
+var stalls = struct {
+	mu sync.Mutex
+	m  map[int]*stall
+}{m: map[int]*stall{}}
+
+type stall struct {
+	pending int
+	until   time.Time
+}
+
+// stalled reports whether accesses to pid are refused now.
+func stalled(pid int) bool {
+	stalls.mu.Lock()
+	defer stalls.mu.Unlock()
+	st := stalls.m[pid]
+	if st == nil {
+		return false
+	}
+	if st.pending == 0 && time.Now().After(st.until) {
+		delete(stalls.m, pid)
+		return false
+	}
+	return true
+}
+
+// bounded is one process_vm_readv or process_vm_writev of bufs at remote
+// through thread tid, retried on EINTR, given up after StallLimit. The
+// system call works on copies of bufs, copied back (a read) only if it
+// returns in time.
+func (m *Mem) bounded(write bool, tid int, bufs [][]byte, remote []unix.RemoteIovec) (int, error) {
+	if stalled(m.pid) {
+		return 0, ErrStalled
+	}
+	priv := make([][]byte, len(bufs))
+	local := make([]unix.Iovec, 0, len(bufs))
+	for i, b := range bufs {
+		priv[i] = make([]byte, len(b))
+		if write {
+			copy(priv[i], b)
+		}
+		if len(b) > 0 {
+			local = append(local, unix.Iovec{Base: &priv[i][0]})
+			local[len(local)-1].SetLen(len(b))
+		}
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		for {
+			var n int
+			var err error
+			if write {
+				n, err = unix.ProcessVMWritev(tid, local, remote, 0)
+			} else {
+				n, err = unix.ProcessVMReadv(tid, local, remote, 0)
+			}
+			if err != unix.EINTR {
+				done <- result{n, err}
+				return
+			}
+		}
+	}()
+	t := time.NewTimer(StallLimit)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		if !write && r.n > 0 {
+			left := r.n
+			for i, b := range bufs {
+				k := copy(b, priv[i][:min(left, len(b))])
+				left -= k
+				if left == 0 {
+					break
+				}
+			}
+		}
+		return r.n, r.err
+	case <-t.C:
+	}
+	stalls.mu.Lock()
+	st := stalls.m[m.pid]
+	if st == nil {
+		st = &stall{}
+		stalls.m[m.pid] = st
+	}
+	st.pending++
+	stalls.mu.Unlock()
+	go func() {
+		<-done
+		stalls.mu.Lock()
+		st.pending--
+		st.until = time.Now().Add(StallCooldown)
+		stalls.mu.Unlock()
+	}()
+	return 0, ErrStalled
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/uetrace/uetrace/internal/procmem"
 	"github.com/uetrace/uetrace/internal/procmem/procmemtest"
@@ -505,4 +506,89 @@ func TestLeaderExited(t *testing.T) {
 	if !m.Exited() {
 		t.Fatal("not Exited after the kill")
 	}
+}
+
+// An access to a page whose fault nobody serves (userfaultfd) is given up
+// after StallLimit with ErrStalled (an EFAULT); while it stays stuck every
+// access to the process is refused at once; once the fault is served (the
+// userfaultfd closed) and StallCooldown passed, the memory answers again.
+func TestStalled(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a userfaultfd that catches the kernel's own accesses needs CAP_SYS_PTRACE (or vm.unprivileged_userfaultfd)")
+	}
+	const (
+		uffdAPI           = 0xAA
+		uffdioAPI         = 0xc018aa3f // _IOWR(0xAA, 0x3F, struct uffdio_api)
+		uffdioRegister    = 0xc020aa00 // _IOWR(0xAA, 0x00, struct uffdio_register)
+		uffdRegMissing    = 1
+		stallLimitForTest = 100 * time.Millisecond
+	)
+	fd, _, errno := unix.Syscall(unix.SYS_USERFAULTFD, unix.O_CLOEXEC, 0, 0)
+	if errno != 0 {
+		t.Skipf("userfaultfd: %v", errno)
+	}
+	closed := false
+	closeUffd := func() {
+		if !closed {
+			unix.Close(int(fd))
+			closed = true
+		}
+	}
+	t.Cleanup(closeUffd)
+	api := [3]uint64{uffdAPI, 0, 0}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, uffdioAPI, uintptr(unsafe.Pointer(&api))); errno != 0 {
+		t.Skipf("UFFDIO_API: %v", errno)
+	}
+	page, err := unix.Mmap(-1, 0, pg, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := uint64(uintptr(unsafe.Pointer(&page[0])))
+	// Never touched by this process: only the kernel's remote access
+	// faults on it, and waits for the fault to be served.
+	reg := [4]uint64{addr, pg, uffdRegMissing, 0}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, fd, uffdioRegister, uintptr(unsafe.Pointer(&reg))); errno != 0 {
+		t.Skipf("UFFDIO_REGISTER: %v", errno)
+	}
+	limit, cooldown := procmem.StallLimit, procmem.StallCooldown
+	procmem.StallLimit, procmem.StallCooldown = stallLimitForTest, stallLimitForTest
+	t.Cleanup(func() { procmem.StallLimit, procmem.StallCooldown = limit, cooldown })
+
+	m := open(t, os.Getpid())
+	var b [8]byte
+	if _, err := m.ReadAt(b[:], addr); !errors.Is(err, procmem.ErrStalled) || !errors.Is(err, unix.EFAULT) {
+		t.Fatalf("ReadAt of the unserved page: %v, want ErrStalled (EFAULT)", err)
+	}
+	var word uint64
+	if err := m.SetBit(uint64(uintptr(unsafe.Pointer(&word))), 0, true); !errors.Is(err, procmem.ErrStalled) {
+		t.Errorf("SetBit elsewhere while an access is stuck: %v, want ErrStalled", err)
+	}
+	if err := m.Check(); !errors.Is(err, procmem.ErrStalled) {
+		t.Errorf("Check while an access is stuck: %v, want ErrStalled", err)
+	}
+	if word != 0 {
+		t.Error("a refused SetBit wrote")
+	}
+	// Closing the userfaultfd serves the fault (the page is an ordinary
+	// zero page again): the stuck access returns and, after the
+	// cooldown, the memory answers.
+	closeUffd()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := m.ReadAt(b[:], addr)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, procmem.ErrStalled) {
+			t.Fatalf("ReadAt after the fault was served: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still refused 30s after the fault was served")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := m.SetBit(uint64(uintptr(unsafe.Pointer(&word))), 0, true); err != nil || word != 1 {
+		t.Errorf("SetBit once served again: %v, word %#x", err, word)
+	}
+	unix.Munmap(page)
 }
