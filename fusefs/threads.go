@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -33,10 +34,15 @@ const maxThreads = 512
 // and the write opens the files anew. Permission is not cached: the kernel
 // checks the right to read syscall (ptrace access) at each read.
 type threads struct {
-	mu     sync.Mutex
-	m      map[int]*thread
-	closed bool
+	mu       sync.Mutex
+	m        map[int]*thread
+	closed   bool
+	sweeping bool // a sweeper runs: while m has entries
 }
+
+// sweepEvery is how often the kept files of exited threads are closed: a
+// daemon keeps nothing long for a caller that has gone.
+const sweepEvery = time.Second
 
 // thread is one calling thread's open /proc files. Its lock is held while
 // they are read, so that they are never closed under a reader (the number of
@@ -128,13 +134,53 @@ func (ts *threads) get(tid int, tgid func(int) int) *thread {
 		ts.sweep()
 	}
 	ts.m[tid] = t
+	if !ts.sweeping {
+		ts.sweeping = true
+		go ts.sweeper()
+	}
 	return t
+}
+
+// sweeper closes the files of exited threads every sweepEvery, and ends
+// when none are kept (get starts it again).
+func (ts *threads) sweeper() {
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for range tick.C {
+		ts.mu.Lock()
+		if !ts.closed {
+			ts.sweepDead()
+		}
+		if ts.closed || len(ts.m) == 0 {
+			ts.sweeping = false
+			ts.mu.Unlock()
+			return
+		}
+		ts.mu.Unlock()
+	}
 }
 
 // sweep closes the threads that have exited, and, if that freed nothing,
 // an eighth of the table, arbitrary threads (so that a table full of live
 // threads is not swept again at every new one). Called with ts.mu held.
 func (ts *threads) sweep() {
+	if ts.sweepDead() {
+		return
+	}
+	n := maxThreads / 8
+	for tid, t := range ts.m {
+		if n == 0 {
+			return
+		}
+		delete(ts.m, tid)
+		t.close()
+		n--
+	}
+}
+
+// sweepDead closes the threads that have exited, and reports whether there
+// were any. Called with ts.mu held.
+func (ts *threads) sweepDead() bool {
 	var buf [1]byte
 	freed := false
 	for tid, t := range ts.m {
@@ -147,18 +193,7 @@ func (ts *threads) sweep() {
 			freed = true
 		}
 	}
-	if freed {
-		return
-	}
-	n := maxThreads / 8
-	for tid, t := range ts.m {
-		if n == 0 {
-			return
-		}
-		delete(ts.m, tid)
-		t.close()
-		n--
-	}
+	return freed
 }
 
 func (ts *threads) drop(t *thread) {
