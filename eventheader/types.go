@@ -79,21 +79,21 @@ const (
 type Encoding uint8
 
 const (
-	EncodingInvalid            Encoding = iota
-	EncodingStruct                      // no data; groups the next Format&0x7f fields
-	EncodingValue8                      // 1 byte, default format unsigned int
-	EncodingValue16                     // 2 bytes, default format unsigned int
-	EncodingValue32                     // 4 bytes, default format unsigned int
-	EncodingValue64                     // 8 bytes, default format unsigned int
-	EncodingValue128                    // 16 bytes, default format hex bytes
-	EncodingZStringChar8                // NUL-terminated 8-bit chars, default format UTF
-	EncodingZStringChar16               // NUL-terminated 16-bit chars, default format UTF
-	EncodingZStringChar32               // NUL-terminated 32-bit chars, default format UTF
-	EncodingStringLength16Char8         // u16 count then 8-bit chars, default format UTF
-	EncodingStringLength16Char16        // u16 count then 16-bit chars, default format UTF
-	EncodingStringLength16Char32        // u16 count then 32-bit chars, default format UTF
-	EncodingBinaryLength16Char8         // u16 count then bytes, default format hex bytes
-	EncodingMax                         // first undefined encoding
+	EncodingInvalid              Encoding = iota
+	EncodingStruct                        // no data; groups the next Format&0x7f fields
+	EncodingValue8                        // 1 byte, default format unsigned int
+	EncodingValue16                       // 2 bytes, default format unsigned int
+	EncodingValue32                       // 4 bytes, default format unsigned int
+	EncodingValue64                       // 8 bytes, default format unsigned int
+	EncodingValue128                      // 16 bytes, default format hex bytes
+	EncodingZStringChar8                  // NUL-terminated 8-bit chars, default format UTF
+	EncodingZStringChar16                 // NUL-terminated 16-bit chars, default format UTF
+	EncodingZStringChar32                 // NUL-terminated 32-bit chars, default format UTF
+	EncodingStringLength16Char8           // u16 count then 8-bit chars, default format UTF
+	EncodingStringLength16Char16          // u16 count then 16-bit chars, default format UTF
+	EncodingStringLength16Char32          // u16 count then 32-bit chars, default format UTF
+	EncodingBinaryLength16Char8           // u16 count then bytes, default format hex bytes
+	EncodingMax                           // first undefined encoding
 
 	EncodingValueMask Encoding = 0x1f
 	EncodingFlagMask  Encoding = 0xe0
@@ -168,25 +168,25 @@ func (e Encoding) CharSize() int {
 type Format uint8
 
 const (
-	FormatDefault            Format = iota // the encoding's default
-	FormatUnsignedInt                      // value8..value64
-	FormatSignedInt                        // value8..value64
-	FormatHexInt                           // value8..value64
-	FormatErrno                            // value32
-	FormatPid                              // value32
-	FormatTime                             // value32, value64: seconds since 1970
-	FormatBoolean                          // value8..value32
-	FormatFloat                            // value32, value64
-	FormatHexBytes                         // any encoding
-	FormatString8                          // value8 and char8: 8-bit characters, no character set
-	FormatStringUTF                        // value16, value32, char8..char32
-	FormatStringUTFBOM                     // char8..char32: a BOM, if present, gives the encoding
-	FormatStringXML                        // like FormatStringUTFBOM
-	FormatStringJSON                       // like FormatStringUTFBOM
-	FormatUUID                             // value128, network byte order
-	FormatPort                             // value16, network byte order
-	FormatIPAddress                        // value32 (IPv4) or value128 (IPv6), network byte order
-	FormatIPAddressObsolete                // decoded as FormatIPAddress; never produce it
+	FormatDefault           Format = iota // the encoding's default
+	FormatUnsignedInt                     // value8..value64
+	FormatSignedInt                       // value8..value64
+	FormatHexInt                          // value8..value64
+	FormatErrno                           // value32
+	FormatPid                             // value32
+	FormatTime                            // value32, value64: seconds since 1970
+	FormatBoolean                         // value8..value32
+	FormatFloat                           // value32, value64
+	FormatHexBytes                        // any encoding
+	FormatString8                         // value8 and char8: 8-bit characters, no character set
+	FormatStringUTF                       // value16, value32, char8..char32
+	FormatStringUTFBOM                    // char8..char32: a BOM, if present, gives the encoding
+	FormatStringXML                       // like FormatStringUTFBOM
+	FormatStringJSON                      // like FormatStringUTFBOM
+	FormatUUID                            // value128, network byte order
+	FormatPort                            // value16, network byte order
+	FormatIPAddress                       // value32 (IPv4) or value128 (IPv6), network byte order
+	FormatIPAddressObsolete               // decoded as FormatIPAddress; never produce it
 
 	FormatValueMask Format = 0x7f
 	FormatChain     Format = 0x80 // a 16-bit field tag follows the format byte
