@@ -32,7 +32,6 @@ type Event struct {
 	bigEndian bool
 	fields    []byte // field definitions after the name
 	data      []byte // the payload after the header and extensions
-	extOrder  uint8  // bit 0: the activity extension precedes the metadata
 }
 
 // EventName returns the event name without attributes.
@@ -108,9 +107,6 @@ func Decode(tracepointName string, b []byte) (Event, error) {
 				e.ActivityID = ext[:16]
 				if size == 32 {
 					e.RelatedActivityID = ext[16:]
-				}
-				if meta == nil {
-					e.extOrder = 1
 				}
 			}
 			pos += size
