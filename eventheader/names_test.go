@@ -1,0 +1,135 @@
+package eventheader
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestTracepointNames(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want TracepointName
+	}{
+		{"MyProvider_L3K2a", TracepointName{Provider: "MyProvider", Level: 3, Keyword: 0x2a}},
+		{"OtherProvider_L5K0Gperf", TracepointName{Provider: "OtherProvider", Level: 5, Keyword: 0, Options: "Gperf"}},
+		{"A_B_Lff" + "Kffffffffffffffff", TracepointName{Provider: "A_B", Level: 255, Keyword: ^uint64(0)}},
+		{"P_L1K1AxGyZ", TracepointName{Provider: "P", Level: 1, Keyword: 1, Options: "AxGyZ"}},
+	} {
+		got, err := ParseTracepointName(c.name)
+		if err != nil || got != c.want {
+			t.Errorf("ParseTracepointName(%q) = %+v, %v; want %+v", c.name, got, err, c.want)
+			continue
+		}
+		if s := got.String(); s != c.name {
+			t.Errorf("%+v.String() = %q, want %q", got, s, c.name)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("%q: Validate: %v", c.name, err)
+		}
+	}
+	if g := (TracepointName{Options: "AxGmsftZ"}).Group(); g != "msft" {
+		t.Errorf("Group() = %q", g)
+	}
+	for _, bad := range []string{"", "NoUnderscore", "P_", "P_K1", "P_L5", "P_L5K", "P_LAK1", "P_L5K1g", "P_L5K1G-", "P_L100K1",
+		"P_L5K10000000000000000", "P_L5KA", "P\x00_L5K1", "P_L5K1 ", strings.Repeat("p", 251) + "_L5K1"} {
+		if _, err := ParseTracepointName(bad); !errors.Is(err, ErrName) {
+			t.Errorf("ParseTracepointName(%q) = %v, want ErrName", bad, err)
+		}
+	}
+	for _, bad := range []TracepointName{
+		{Provider: "", Level: 1}, {Provider: "a b", Level: 1}, {Provider: "a:b", Level: 1}, {Provider: "p", Level: 0},
+		{Provider: "p", Level: 1, Options: "g"}, {Provider: "p", Level: 1, Options: "GaAb"}, {Provider: "p", Level: 1, Options: "G_"},
+		{Provider: strings.Repeat("p", 240), Level: 1, Options: "G" + strings.Repeat("x", 20)},
+	} {
+		if err := bad.Validate(); !errors.Is(err, ErrName) {
+			t.Errorf("%+v.Validate() = %v, want ErrName", bad, err)
+		}
+	}
+	tp := TracepointName{Provider: "MyProvider", Level: LevelVerbose, Keyword: 1, Options: "Gmsft"}
+	if got, want := tp.Command(), "MyProvider_L5K1Gmsft u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"; got != want {
+		t.Errorf("Command() = %q, want %q", got, want)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	ok := []byte{7, 0, 0, 0, 0, 0, 0, 5, 2, 0, 1, 0, 'E', 0}
+	if _, err := Decode("P_L5K1", ok); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"P_L4K1", ok, ErrNotEventHeader},                                           // level differs
+		{"P_L5K1", ok[:7], ErrInvalidData},                                          // short header
+		{"P_L5K1", append([]byte{0x0f}, ok[1:]...), ErrNotEventHeader},              // unknown flag
+		{"P_L5K1", ok[:8], ErrInvalidData},                                          // extension flag, none there
+		{"P_L5K1", append([]byte{3}, ok[1:8]...), ErrNotEventHeader},                // no metadata
+		{"P_L5K1", ok[:12], ErrInvalidData},                                         // extension size beyond the data
+		{"P_L5K1", []byte{7, 0, 0, 0, 0, 0, 0, 5, 1, 0, 1, 0, 'E'}, ErrInvalidData}, // name not terminated
+		{"P_L5K1", []byte{7, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0}, ErrInvalidData},      // extension kind 0
+		{"P_L5K1", []byte{7, 0, 0, 0, 0, 0, 0, 5, 1, 0, 2, 0, 0}, ErrInvalidData},   // activity id of 1 byte
+	} {
+		if _, err := Decode(c.name, c.data); !errors.Is(err, c.want) {
+			t.Errorf("Decode(%q, % x) = %v, want %v", c.name, c.data, err, c.want)
+		}
+	}
+	// Field errors surface from the iterator.
+	for _, meta := range [][]byte{
+		{'f', 0},                       // no encoding
+		{'f', 0, 0},                    // encoding 0
+		{'f', 0, 31},                   // undefined encoding
+		{'f', 0, byte(EncodingStruct)}, // struct of 0 fields
+		{'f', 0, byte(EncodingValue8 | EncodingCArray), 0, 0}, // constant array of 0
+		{'f', 0, byte(EncodingValue8 | EncodingCArray | EncodingVArray)},
+		{'f', 0, byte(EncodingValue32)}, // no data
+		{'f', 0, byte(EncodingZStringChar8)},
+	} {
+		ev := append([]byte{7, 0, 0, 0, 0, 0, 0, 5, byte(len(meta) + 2), 0, 1, 0, 'E', 0}, meta...)
+		e, err := Decode("P_L5K1", ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := e.Fields()
+		for f.Next() {
+		}
+		if !errors.Is(f.Err(), ErrInvalidData) {
+			t.Errorf("fields % x: Err() = %v, want ErrInvalidData", meta, f.Err())
+		}
+	}
+}
+
+func TestBuilderErrors(t *testing.T) {
+	var b Builder
+	for _, build := range []func(){
+		func() { b.Field("f", EncodingStruct, 0, 0) },
+		func() { b.Field("f", EncodingValue8|EncodingCArray, 0, 0) },
+		func() { b.Field("f", EncodingMax, 0, 0) },
+		func() { b.Field("f", EncodingValue8, FormatChain, 0) },
+		func() { b.Field("f\x00", EncodingValue8, 0, 0) },
+		func() { b.StructField("s", 0, 0) },
+		func() { b.StructField("s", 128, 0) },
+		func() { b.AppendZString(EncodingZStringChar16, []byte{1}) },
+		func() { b.AppendZString(EncodingZStringChar8, []byte{'a', 0}) },
+		func() { b.AppendCounted(EncodingValue32, []byte{1, 2, 3, 4}) },
+		func() { b.AppendString8(strings.Repeat("x", 70000)) },
+		func() { b.AddZString("z", "a\x00b", 0, 0) },
+		func() {
+			for i := range 7000 {
+				b.Field(strings.Repeat("n", 9)+string(rune('a'+i%26)), EncodingValue8, 0, 0)
+			}
+		},
+	} {
+		b.Reset("E", Header{Level: 5})
+		build()
+		if _, err := b.AppendEvent(nil); !errors.Is(err, ErrBuild) {
+			t.Errorf("AppendEvent() = %v, want ErrBuild", err)
+		}
+	}
+	b.Reset("E\x00", Header{Level: 5})
+	if _, err := b.AppendEvent(nil); !errors.Is(err, ErrBuild) {
+		t.Errorf("NUL in the event name: %v, want ErrBuild", err)
+	}
+}
