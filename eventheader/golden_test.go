@@ -63,6 +63,9 @@ func readGolden(t testing.TB) []goldenRecord {
 	for i := range recs {
 		recs[i].json = lines[i]
 	}
+	if len(recs) != 374 {
+		t.Fatalf("%d records, the reference wrote 374", len(recs))
+	}
 	return recs
 }
 

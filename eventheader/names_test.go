@@ -133,3 +133,69 @@ func TestBuilderErrors(t *testing.T) {
 		t.Errorf("NUL in the event name: %v, want ErrBuild", err)
 	}
 }
+
+func TestIPv6Text(t *testing.T) {
+	for _, c := range []struct {
+		in   [16]byte
+		want string
+	}{
+		{[16]byte{}, "::"},
+		{[16]byte{15: 1}, "::1"},
+		{[16]byte{0, 1}, "1::"},
+		{[16]byte{10: 0xff, 11: 0xff, 12: 1, 13: 2, 14: 3, 15: 4}, "::ffff:1.2.3.4"},
+		{[16]byte{12: 1, 13: 2, 14: 3, 15: 4}, "::1.2.3.4"},
+		{[16]byte{1: 1, 7: 2, 15: 3}, "1:0:0:2::3"},
+		{[16]byte{1: 1, 5: 2, 15: 3}, "1:0:2::3"},
+		{[16]byte{1: 1, 3: 1, 5: 1, 7: 1, 9: 1, 11: 1, 13: 1, 15: 1}, "1:1:1:1:1:1:1:1"},
+		{[16]byte{1: 1, 5: 1, 9: 1, 13: 1}, "1:0:1:0:1:0:1:0"},
+		{[16]byte{1: 1, 15: 1}, "1::1"},
+	} {
+		if got := string(appendIPv6(nil, c.in[:])); got != c.want {
+			t.Errorf("% x: %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestTimeText(t *testing.T) {
+	for _, c := range []struct {
+		s    int64
+		want string
+	}{
+		{0, "1970-01-01T00:00:00"}, {-1, "1969-12-31T23:59:59"}, {951782400, "2000-02-29T00:00:00"},
+		{-62135596800, "0001-01-01T00:00:00"}, {-62135596801, "0000-12-31T23:59:59"},
+		// gmtime_r's limits: the year less 1900 must fit a C int.
+		{67768036191676799, "2147485547-12-31T23:59:59"}, {67768036191676800, "TIME(67768036191676800)"},
+		{-67768040609740800, "-2147481748-01-01T00:00:00"}, {-67768040609740801, "TIME(-67768040609740801)"},
+		{-62198755200, "-001-01-01T00:00:00"},
+	} {
+		if got := string(appendTime(nil, c.s)); got != c.want {
+			t.Errorf("%d: %q, want %q", c.s, got, c.want)
+		}
+	}
+}
+
+// TestBigEndian decodes an event written big-endian (flags without the
+// little-endian bit): header id and tag, extension sizes and kinds,
+// constant array counts and values are read in that order.
+func TestBigEndian(t *testing.T) {
+	meta := []byte{'E', 0, 'a', 0, byte(EncodingValue16 | EncodingCArray | EncodingChain), byte(FormatHexInt | FormatChain), 0x12, 0x34, 0, 2,
+		's', 0, byte(EncodingStringLength16Char16)}
+	ev := []byte{byte(FlagPointer64 | FlagExtension), 1, 0x01, 0x02, 0x03, 0x04, 0, 5, 0, byte(len(meta)), 0, 1}
+	ev = append(ev, meta...)
+	ev = append(ev, 0xab, 0xcd, 0, 1, 0, 2, 0, 'h', 0, 'i')
+	e, err := Decode("P_L5K0", ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Header.ID != 0x0102 || e.Header.Tag != 0x0304 {
+		t.Errorf("id %#x tag %#x", e.Header.ID, e.Header.Tag)
+	}
+	js, err := e.AppendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{ "n": "P:E", "a;tag=0x1234": [ "0xABCD", "0x1" ], "s": "hi", "meta": { "id": 258, "version": 1, "level": 5, "tag": "0x304" } }`
+	if string(js) != want {
+		t.Errorf("got\n%s\nwant\n%s", js, want)
+	}
+}
