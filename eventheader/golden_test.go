@@ -90,4 +90,13 @@ func TestGoldenDecode(t *testing.T) {
 		equal++
 	}
 	t.Logf("decoded equal to Microsoft's JSON: %d of %d", equal, len(recs))
+	buf := make([]byte, 0, 1<<16)
+	if n := testing.AllocsPerRun(5, func() {
+		for _, r := range recs {
+			e, _ := Decode(r.tracepoint, r.data)
+			buf, _ = e.AppendJSON(buf[:0])
+		}
+	}); n != 0 {
+		t.Errorf("decoding and formatting the %d records: %v allocations", len(recs), n)
+	}
 }

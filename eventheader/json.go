@@ -1,6 +1,7 @@
 package eventheader
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"strconv"
@@ -555,6 +556,15 @@ func appendFloat(dst []byte, f float64, bits int) []byte {
 	}
 	var eb, fb [64]byte
 	e := strconv.AppendFloat(eb[:0], f, 'e', -1, bits)
+	// The fixed form is longer than the exponent form when the exponent
+	// is far from 0; only near 0 is it worth (and short enough) to write.
+	exp := 0
+	if i := bytes.IndexByte(e, 'e'); i >= 0 {
+		exp, _ = strconv.Atoi(string(e[i+1:]))
+	}
+	if exp < -8 || exp > 24 {
+		return append(dst, e...)
+	}
 	x := strconv.AppendFloat(fb[:0], f, 'f', -1, bits)
 	if len(e) < len(x) {
 		return append(dst, e...)

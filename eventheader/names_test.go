@@ -2,6 +2,7 @@ package eventheader
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -197,5 +198,22 @@ func TestBigEndian(t *testing.T) {
 	want := `{ "n": "P:E", "a;tag=0x1234": [ "0xABCD", "0x1" ], "s": "hi", "meta": { "id": 258, "version": 1, "level": 5, "tag": "0x304" } }`
 	if string(js) != want {
 		t.Errorf("got\n%s\nwant\n%s", js, want)
+	}
+}
+
+func TestFloatText(t *testing.T) {
+	for _, c := range []struct {
+		f    float64
+		bits int
+		want string
+	}{
+		{3.14, 64, "3.14"}, {1e20, 64, "1e+20"}, {1e15, 64, "1e+15"}, {123e15, 64, "1.23e+17"}, {1e21, 64, "1e+21"}, {123456, 64, "123456"},
+		{1e-5, 64, "1e-05"}, {0.001, 64, "0.001"}, {0.0001, 64, "1e-04"}, {5e-324, 64, "5e-324"},
+		{1.5e300, 64, "1.5e+300"}, {0, 64, "0"}, {-2.5, 64, "-2.5"}, {float64(float32(1) / 3), 32, "0.33333334"},
+		{math.Inf(-1), 64, `"-inf"`}, {math.Inf(1), 64, `"inf"`}, {math.NaN(), 64, `"nan"`}, {-math.NaN(), 64, `"-nan"`},
+	} {
+		if got := string(appendFloat(nil, c.f, c.bits)); got != c.want {
+			t.Errorf("%v: %q, want %q", c.f, got, c.want)
+		}
 	}
 }
