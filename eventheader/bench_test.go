@@ -51,6 +51,10 @@ func buildAll(b *Builder, dst []byte) ([]byte, error) {
 	b.AppendCounted(EncodingStringLength16Char32, []byte{'h', 0, 0, 0})
 	b.AddBinary("bin", []byte{1, 2, 3}, FormatHexBytes, 0)
 	b.AddString("str8", "\xf0", FormatString8, 0)
+	b.AddString16("u16s", "h€😀", FormatDefault, 0)
+	b.AddString32("u32s", "h😀", FormatDefault, 0)
+	b.AddZString16("u16z", "h😀", FormatStringJSON, 0)
+	b.AddZString32("u32z", "h😀", FormatDefault, 0)
 	b.StructField("st", 2, 0xbeef)
 	b.AddUint8("a", 1, FormatDefault, 0)
 	b.AddString("b", "x", FormatDefault, 0)
@@ -73,7 +77,7 @@ func buildAll(b *Builder, dst []byte) ([]byte, error) {
 const allJSON = `{ "n": "P:All", "u8": 200, "i8": -128, "h8": "0xC8", "b": true, "c8": "A", "u16;tag=0x10": 60000, "c16": "B", "port": 80, ` +
 	`"i32": -5, "errno": "ENOENT(2)", "pid": 1234, "t32": "1970-01-01T00:00:01", "f32": 3.14, "ip4": "127.0.0.1", "i64": -9, "h64": "0xF00D", ` +
 	`"t64": "1970-01-01T00:00:01", "f64": 6.28, "uuid": "01020304-0506-0708-090a-0b0c0d0e0f10", "ip6": "102:304:506:708:90a:b0c:d0e:f10", ` +
-	`"z8": "hjkl", "z16": "hi", "z32": "h", "s8": "{}", "s16": "h", "s32": "h", "bin": "01 02 03", "str8": "ð", ` +
+	`"z8": "hjkl", "z16": "hi", "z32": "h", "s8": "{}", "s16": "h", "s32": "h", "bin": "01 02 03", "str8": "ð", "u16s": "h€😀", "u32s": "h😀", "u16z": "h😀", "u32z": "h😀", ` +
 	`"st;tag=0xBEEF": { "a": 1, "b": "x" }, "carr": [ "0x1", "0x2", "0x3" ], "varr": [ "ab", "c" ], "sarr": [ { "k": "K" }, { "k": "L" } ], ` +
 	`"meta": { "id": 7, "version": 1, "level": 5, "keyword": "0x1", "opcode": 1, "tag": "0x1234", ` +
 	`"activity": "01020304-0506-0708-090a-0b0c0d0e0f10", "relatedActivity": "01020304-0506-0708-090a-0b0c0d0e0f10" } }`

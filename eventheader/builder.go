@@ -308,14 +308,10 @@ func (b *Builder) AddString(name string, s string, f Format, tag uint16) {
 // hold a NUL.
 func (b *Builder) AddZString(name string, s string, f Format, tag uint16) {
 	b.valueDef(name, EncodingZStringChar8, f, tag)
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			b.fail("zstring field %q holds a NUL at %d", name, i)
-			return
-		}
+	if b.checkNoNUL(name, s) {
+		b.data = append(b.data, s...)
+		b.data = append(b.data, 0)
 	}
-	b.data = append(b.data, s...)
-	b.data = append(b.data, 0)
 }
 
 // AddBinary adds counted bytes (binary_length16_char8, hex bytes by default).
@@ -347,4 +343,87 @@ func (b *Builder) AppendEvent(dst []byte) ([]byte, error) {
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(ExtensionMetadata))
 	dst = append(dst, b.meta...)
 	return append(dst, b.data...), nil
+}
+
+// appendUTF16 appends s, UTF-8, as little-endian UTF-16 units; it returns
+// the number of units. Invalid UTF-8 becomes U+FFFD.
+func (b *Builder) appendUTF16(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= 0x10000 {
+			r -= 0x10000
+			b.data = binary.LittleEndian.AppendUint16(b.data, uint16(0xd800+(r>>10)))
+			b.data = binary.LittleEndian.AppendUint16(b.data, uint16(0xdc00+(r&0x3ff)))
+			n += 2
+			continue
+		}
+		b.data = binary.LittleEndian.AppendUint16(b.data, uint16(r))
+		n++
+	}
+	return n
+}
+
+func (b *Builder) appendUTF32(s string) int {
+	n := 0
+	for _, r := range s {
+		b.data = binary.LittleEndian.AppendUint32(b.data, uint32(r))
+		n++
+	}
+	return n
+}
+
+// AddString16 adds s, converted to UTF-16, as a counted 16-bit string
+// (string_length16_char16).
+func (b *Builder) AddString16(name string, s string, f Format, tag uint16) {
+	b.valueDef(name, EncodingStringLength16Char16, f, tag)
+	at := len(b.data)
+	b.data = append(b.data, 0, 0)
+	n := b.appendUTF16(s)
+	if n > math.MaxUint16 {
+		b.fail("field %q: %d UTF-16 units, at most 65535", name, n)
+	}
+	binary.LittleEndian.PutUint16(b.data[at:], uint16(n))
+}
+
+// AddString32 adds s, converted to UTF-32, as a counted 32-bit string
+// (string_length16_char32).
+func (b *Builder) AddString32(name string, s string, f Format, tag uint16) {
+	b.valueDef(name, EncodingStringLength16Char32, f, tag)
+	at := len(b.data)
+	b.data = append(b.data, 0, 0)
+	n := b.appendUTF32(s)
+	if n > math.MaxUint16 {
+		b.fail("field %q: %d characters, at most 65535", name, n)
+	}
+	binary.LittleEndian.PutUint16(b.data[at:], uint16(n))
+}
+
+// AddZString16 adds s, converted to UTF-16, NUL-terminated
+// (zstring_char16); s must not hold a NUL.
+func (b *Builder) AddZString16(name string, s string, f Format, tag uint16) {
+	b.valueDef(name, EncodingZStringChar16, f, tag)
+	if b.checkNoNUL(name, s) {
+		b.appendUTF16(s)
+		b.data = append(b.data, 0, 0)
+	}
+}
+
+// AddZString32 adds s, converted to UTF-32, NUL-terminated
+// (zstring_char32); s must not hold a NUL.
+func (b *Builder) AddZString32(name string, s string, f Format, tag uint16) {
+	b.valueDef(name, EncodingZStringChar32, f, tag)
+	if b.checkNoNUL(name, s) {
+		b.appendUTF32(s)
+		b.data = append(b.data, 0, 0, 0, 0)
+	}
+}
+
+func (b *Builder) checkNoNUL(name, s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			b.fail("zstring field %q holds a NUL at %d", name, i)
+			return false
+		}
+	}
+	return true
 }

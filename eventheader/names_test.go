@@ -117,6 +117,10 @@ func TestBuilderErrors(t *testing.T) {
 		func() { b.AppendCounted(EncodingValue32, []byte{1, 2, 3, 4}) },
 		func() { b.AppendString8(strings.Repeat("x", 70000)) },
 		func() { b.AddZString("z", "a\x00b", 0, 0) },
+		func() { b.AddZString16("z", "a\x00b", 0, 0) },
+		func() { b.AddZString32("z", "a\x00b", 0, 0) },
+		func() { b.AddString16("s", strings.Repeat("x", 70000), 0, 0) },
+		func() { b.AddString32("s", strings.Repeat("x", 70000), 0, 0) },
 		func() {
 			for i := range 7000 {
 				b.Field(strings.Repeat("n", 9)+string(rune('a'+i%26)), EncodingValue8, 0, 0)
@@ -216,4 +220,25 @@ func TestFloatText(t *testing.T) {
 			t.Errorf("%v: %q, want %q", c.f, got, c.want)
 		}
 	}
+}
+
+// FuzzParseTracepointName: any string parses or is refused without a
+// panic, and a parsed name formats back to itself.
+func FuzzParseTracepointName(f *testing.F) {
+	for _, s := range []string{"MyProvider_L3K2a", "P_L5K0Gperf", "A_B_LffKffffffffffffffff", "P_L1K1AxGyZ", "P_L5K", "_L1K1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tp, err := ParseTracepointName(s)
+		if err != nil {
+			return
+		}
+		// Leading zeros in the hex are accepted but not written back.
+		if got := tp.String(); got != s {
+			again, err := ParseTracepointName(got)
+			if err != nil || again != tp {
+				t.Fatalf("%q parsed as %+v formats as %q, which parses as %+v, %v", s, tp, got, again, err)
+			}
+		}
+	})
 }
