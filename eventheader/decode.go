@@ -235,12 +235,17 @@ type Fields struct {
 	depth int // number of open frames; stack[0] is the top level
 	item  Item
 	err   error
+	// budget is the number of items left before the iteration is refused.
+	budget int
 }
+
+func (f *Fields) limit() int { return 64 + (2*MaxDepth+4)*(len(f.data)+len(f.meta)) }
 
 // Fields returns an iterator over the event's fields.
 func (e *Event) Fields() Fields {
 	f := Fields{meta: e.fields, data: e.data, big: e.bigEndian}
 	f.stack[0] = frame{remaining: -1}
+	f.budget = f.limit()
 	return f
 }
 
@@ -390,6 +395,14 @@ func (f *Fields) setItem(kind ItemKind, d *fieldDef) {
 
 // Next moves to the next item; false at the end or on an error (see Err).
 func (f *Fields) Next() bool {
+	if f.budget--; f.budget < 0 && f.next != stepDone {
+		// A struct whose fields the metadata lacks ends early and holds
+		// nothing (the reference's own encoders write such structs), so
+		// nested constant arrays of them would make billions of items
+		// out of a few bytes. Every other item consumes data or encloses
+		// an item that does, so a well-formed event stays far below this.
+		return f.fail("more than %d items from %d bytes of data: nested arrays of empty structs", f.limit(), len(f.data))
+	}
 	switch f.next {
 	case stepField:
 		return f.nextField()
@@ -406,6 +419,7 @@ func (f *Fields) nextField() bool {
 			f.next = stepDone
 			return false
 		}
+
 		// The struct ends.
 		s := *top
 		f.depth--

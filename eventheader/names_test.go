@@ -87,6 +87,12 @@ func TestDecodeErrors(t *testing.T) {
 		{'f', 0, byte(EncodingValue8 | EncodingCArray | EncodingVArray)},
 		{'f', 0, byte(EncodingValue32)}, // no data
 		{'f', 0, byte(EncodingZStringChar8)},
+		// 65535 structs each holding 65535 structs of no field (the inner
+		// struct declares a field the metadata lacks): refused, not
+		// billions of items.
+		{'s', 0, byte(EncodingStruct | EncodingCArray | EncodingChain), 1, 0xff, 0xff,
+			't', 0, byte(EncodingStruct | EncodingCArray | EncodingChain), 1, 0xff, 0xff},
+		{'s', 0, byte(EncodingStruct | EncodingVArray | EncodingChain), 3, 'a', 0, byte(EncodingValue8)},
 	} {
 		ev := append([]byte{7, 0, 0, 0, 0, 0, 0, 5, byte(len(meta) + 2), 0, 1, 0, 'E', 0}, meta...)
 		e, err := Decode("P_L5K1", ev)
