@@ -327,6 +327,11 @@ func (f *Fields) readDef() (fieldDef, bool) {
 // skipStruct moves mpos past the definitions of a struct's n fields.
 func (f *Fields) skipStruct(n int) bool {
 	for ; n > 0 && f.mpos < len(f.meta); n-- {
+		// Skipping is work too: an array of arrays of structs skips the
+		// inner struct's definitions once per outer element.
+		if f.budget--; f.budget < 0 {
+			return f.fail("more than %d items from %d bytes of data: nested arrays of structs", f.limit(), len(f.data))
+		}
 		d, ok := f.readDef()
 		if !ok {
 			return false
