@@ -193,22 +193,24 @@ func (it *Item) FieldName() []byte {
 // MaxDepth bounds struct and array nesting; deeper events are refused.
 const MaxDepth = 16
 
+// fieldDef is a field definition; offsets are into the metadata, which
+// a 16-bit extension size keeps under 64 KiB. Kept small: the iterator
+// holds a stack of them and is copied by value.
 type fieldDef struct {
-	name            []byte
-	enc, format     byte // raw
-	tag             uint16
-	count           uint16 // carray count
-	metaEnd         int    // meta offset after the definition
-	rawEnc, rawForm byte
+	nameOff, nameLen uint16
+	enc, format      byte // as written, flags included
+	tag              uint16
+	count            uint16 // constant-length array count
+	metaEnd          uint16 // metadata offset after the definition
 }
 
 type frame struct {
-	isArray   bool
 	def       fieldDef // the array's (or struct's) definition
-	remaining int      // struct: fields left
+	remaining int16    // struct: fields left (-1: the top level, unbounded)
 	count     uint16   // array
 	index     uint16
-	elemMeta  int // struct array: where the element's field definitions start
+	elemMeta  uint16 // struct array: where the element's field definitions start
+	isArray   bool
 }
 
 type step uint8
@@ -239,13 +241,20 @@ type Fields struct {
 	budget int
 }
 
-func (f *Fields) limit() int { return 64 + (2*MaxDepth+4)*(len(f.data)+len(f.meta)) }
+// MaxItems bounds the work of one iteration: the items it yields plus the
+// struct definitions it skips. A struct whose fields the metadata lacks
+// ends early and holds nothing (the reference's own encoders write such
+// structs), so nested constant arrays of them could make billions of
+// items out of a few bytes. Microsoft's decoder stops at 4096 by default;
+// this limit is far above any event a 64 KiB write can hold otherwise,
+// and, unlike a limit by size, the same for an event and its re-encoding.
+const MaxItems = 1 << 20
 
 // Fields returns an iterator over the event's fields.
 func (e *Event) Fields() Fields {
 	f := Fields{meta: e.fields, data: e.data, big: e.bigEndian}
 	f.stack[0] = frame{remaining: -1}
-	f.budget = f.limit()
+	f.budget = MaxItems
 	return f
 }
 
@@ -268,6 +277,12 @@ func (f *Fields) u16(b []byte) uint16 {
 	return binary.LittleEndian.Uint16(b)
 }
 
+// name returns a definition's name with attributes.
+func (f *Fields) name(d *fieldDef) []byte {
+	e := int(d.nameOff) + int(d.nameLen)
+	return f.meta[d.nameOff:e:e]
+}
+
 // readDef reads a field definition at mpos.
 func (f *Fields) readDef() (fieldDef, bool) {
 	var d fieldDef
@@ -277,24 +292,22 @@ func (f *Fields) readDef() (fieldDef, bool) {
 	if n < 0 {
 		return d, f.fail("field name at metadata offset %d not NUL-terminated", p)
 	}
-	d.name = m[p : p+n : p+n]
+	d.nameOff, d.nameLen = uint16(p), uint16(n)
 	p += n + 1
 	if p >= len(m) {
-		return d, f.fail("field %q has no encoding byte", d.name)
+		return d, f.fail("field %q has no encoding byte", f.name(&d))
 	}
-	d.rawEnc = m[p]
 	d.enc = m[p]
 	p++
 	if Encoding(d.enc)&EncodingChain != 0 {
 		if p >= len(m) {
-			return d, f.fail("field %q has no format byte", d.name)
+			return d, f.fail("field %q has no format byte", f.name(&d))
 		}
-		d.rawForm = m[p]
 		d.format = m[p]
 		p++
 		if Format(d.format)&FormatChain != 0 {
 			if len(m)-p < 2 {
-				return d, f.fail("field %q has no tag", d.name)
+				return d, f.fail("field %q has no tag", f.name(&d))
 			}
 			d.tag = f.u16(m[p:])
 			p += 2
@@ -303,24 +316,24 @@ func (f *Fields) readDef() (fieldDef, bool) {
 	switch Encoding(d.enc) & EncodingArrayMask {
 	case EncodingCArray:
 		if len(m)-p < 2 {
-			return d, f.fail("field %q has no array count", d.name)
+			return d, f.fail("field %q has no array count", f.name(&d))
 		}
 		d.count = f.u16(m[p:])
 		p += 2
 		if d.count == 0 {
-			return d, f.fail("constant-length array %q has count 0", d.name)
+			return d, f.fail("constant-length array %q has count 0", f.name(&d))
 		}
 	case EncodingArrayMask:
-		return d, f.fail("field %q has both array flags", d.name)
+		return d, f.fail("field %q has both array flags", f.name(&d))
 	}
 	v := Encoding(d.enc) & EncodingValueMask
 	if v == EncodingInvalid || v >= EncodingMax {
-		return d, f.fail("field %q has encoding %d", d.name, v)
+		return d, f.fail("field %q has encoding %d", f.name(&d), v)
 	}
 	if v == EncodingStruct && Format(d.format)&FormatValueMask == 0 {
-		return d, f.fail("struct %q has no fields", d.name)
+		return d, f.fail("struct %q has no fields", f.name(&d))
 	}
-	d.metaEnd = p
+	d.metaEnd = uint16(p)
 	return d, true
 }
 
@@ -330,13 +343,13 @@ func (f *Fields) skipStruct(n int) bool {
 		// Skipping is work too: an array of arrays of structs skips the
 		// inner struct's definitions once per outer element.
 		if f.budget--; f.budget < 0 {
-			return f.fail("more than %d items from %d bytes of data: nested arrays of structs", f.limit(), len(f.data))
+			return f.fail("more than %d items from %d bytes of data: nested arrays of structs", MaxItems, len(f.data))
 		}
 		d, ok := f.readDef()
 		if !ok {
 			return false
 		}
-		f.mpos = d.metaEnd
+		f.mpos = int(d.metaEnd)
 		if Encoding(d.enc)&EncodingValueMask == EncodingStruct {
 			n += int(Format(d.format) & FormatValueMask)
 		}
@@ -352,7 +365,7 @@ func (f *Fields) readValue(d *fieldDef) bool {
 	adv := 0
 	if sz := enc.FixedSize(); sz != 0 {
 		if len(rest) < sz {
-			return f.fail("field %q: %d-byte value, %d bytes remain", d.name, sz, len(rest))
+			return f.fail("field %q: %d-byte value, %d bytes remain", f.name(d), sz, len(rest))
 		}
 		v, adv = rest[:sz:sz], sz
 	} else {
@@ -373,16 +386,16 @@ func (f *Fields) readValue(d *fieldDef) bool {
 				}
 			}
 			if i+cs > len(rest) {
-				return f.fail("field %q: string not terminated", d.name)
+				return f.fail("field %q: string not terminated", f.name(d))
 			}
 			v, adv = rest[:i:i], i+cs
 		default:
 			if len(rest) < 2 {
-				return f.fail("field %q: no length", d.name)
+				return f.fail("field %q: no length", f.name(d))
 			}
 			n := int(f.u16(rest)) * cs
 			if len(rest)-2 < n {
-				return f.fail("field %q: %d-byte string, %d bytes remain", d.name, n, len(rest)-2)
+				return f.fail("field %q: %d-byte string, %d bytes remain", f.name(d), n, len(rest)-2)
 			}
 			v, adv = rest[2:2+n:2+n], 2+n
 		}
@@ -393,20 +406,15 @@ func (f *Fields) readValue(d *fieldDef) bool {
 }
 
 func (f *Fields) setItem(kind ItemKind, d *fieldDef) {
-	f.item = Item{Kind: kind, Name: d.name, Encoding: Encoding(d.enc) & EncodingValueMask,
+	f.item = Item{Kind: kind, Name: f.name(d), Encoding: Encoding(d.enc) & EncodingValueMask,
 		Format: Format(d.format) & FormatValueMask, Tag: d.tag, Depth: f.depth,
-		RawEncoding: d.rawEnc, RawFormat: d.rawForm, bigEndian: f.big}
+		RawEncoding: d.enc, RawFormat: d.format, bigEndian: f.big}
 }
 
 // Next moves to the next item; false at the end or on an error (see Err).
 func (f *Fields) Next() bool {
 	if f.budget--; f.budget < 0 && f.next != stepDone {
-		// A struct whose fields the metadata lacks ends early and holds
-		// nothing (the reference's own encoders write such structs), so
-		// nested constant arrays of them would make billions of items
-		// out of a few bytes. Every other item consumes data or encloses
-		// an item that does, so a well-formed event stays far below this.
-		return f.fail("more than %d items from %d bytes of data: nested arrays of empty structs", f.limit(), len(f.data))
+		return f.fail("more than %d items from %d bytes of data: nested arrays of empty structs", MaxItems, len(f.data))
 	}
 	switch f.next {
 	case stepField:
@@ -439,13 +447,13 @@ func (f *Fields) nextField() bool {
 	if !ok {
 		return false
 	}
-	f.mpos = d.metaEnd
+	f.mpos = int(d.metaEnd)
 	enc := Encoding(d.enc)
 	if af := enc & EncodingArrayMask; af != 0 {
 		count := d.count
 		if af == EncodingVArray {
 			if len(f.data)-f.dpos < 2 {
-				return f.fail("array %q: no count", d.name)
+				return f.fail("array %q: no count", f.name(&d))
 			}
 			count = f.u16(f.data[f.dpos:])
 			f.dpos += 2
@@ -468,7 +476,7 @@ func (f *Fields) nextField() bool {
 				f.mpos = start + len(f.item.ElementMetadata)
 			}
 			f.depth++
-			f.stack[f.depth] = frame{isArray: true, def: d, count: count, elemMeta: start}
+			f.stack[f.depth] = frame{isArray: true, def: d, count: count, elemMeta: uint16(start)}
 		} else {
 			f.depth++
 			f.stack[f.depth] = frame{isArray: true, def: d, count: count}
@@ -482,7 +490,7 @@ func (f *Fields) nextField() bool {
 		}
 		f.setItem(ItemStructBegin, &d)
 		f.depth++
-		f.stack[f.depth] = frame{def: d, remaining: int(Format(d.format) & FormatValueMask)}
+		f.stack[f.depth] = frame{def: d, remaining: int16(Format(d.format) & FormatValueMask)}
 		f.next = stepField
 		return true
 	}
@@ -522,13 +530,13 @@ func (f *Fields) nextElement() bool {
 		if f.depth == MaxDepth {
 			return f.fail("nesting deeper than %d", MaxDepth)
 		}
-		f.mpos = a.elemMeta
+		f.mpos = int(a.elemMeta)
 		f.setItem(ItemStructBegin, d)
 		f.item.ArrayFlags = af
 		f.item.ArrayIndex = a.index
 		f.item.ArrayCount = a.count
 		f.depth++
-		f.stack[f.depth] = frame{def: *d, remaining: int(Format(d.format) & FormatValueMask)}
+		f.stack[f.depth] = frame{def: *d, remaining: int16(Format(d.format) & FormatValueMask)}
 		f.next = stepField
 		return true
 	}

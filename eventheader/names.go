@@ -125,6 +125,9 @@ func validateOptions(o string) error {
 // a decoder does: the provider is everything before the last '_', level
 // and keyword are lowercase hex, options are uppercase letters each
 // followed by [0-9a-z]*. It does not require the options to be sorted.
+// It is stricter than Microsoft's decoder in one way: the level (1 or 2
+// digits) and the keyword (1 to 16) must have digits, where that decoder
+// reads no digits as 0 and lets too many overflow.
 func ParseTracepointName(name string) (TracepointName, error) {
 	var t TracepointName
 	if len(name) >= NameMax {
