@@ -190,8 +190,11 @@ func (it *Item) FieldName() []byte {
 	return it.Name
 }
 
-// MaxDepth bounds struct and array nesting; deeper events are refused.
-const MaxDepth = 16
+// MaxDepth bounds nesting, each struct and each array counting one;
+// deeper events are refused. Microsoft's decoder allows 8 nested structs
+// (its arrays do not count): 8 nested arrays of structs, each struct
+// holding an array, are 24 here.
+const MaxDepth = 32
 
 // fieldDef is a field definition; offsets are into the metadata, which
 // a 16-bit extension size keeps under 64 KiB. Kept small: the iterator

@@ -26,6 +26,10 @@
 //   - Builder: writes an event (header, extensions, metadata, values) into
 //     a caller's buffer without allocating once warmed up.
 //
+// The decoder trusts nothing in the bytes: sizes are checked before every
+// read, nesting is bounded (MaxDepth) and so is the work of one event
+// (MaxItems), and a fuzz target holds it to that.
+//
 // It is proved on the reference's own output (../shared/interop/eventheader
 // beside the repository): for each of its 374 events the decoder's JSON is
 // Microsoft's byte for byte, and the builder, fed the decoded event,

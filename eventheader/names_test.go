@@ -248,3 +248,56 @@ func FuzzParseTracepointName(f *testing.F) {
 		}
 	})
 }
+
+func iterate(t *testing.T, ev []byte) (items, maxDepth int, err error) {
+	t.Helper()
+	e, err := Decode("P_L5K1", ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := e.Fields()
+	for f.Next() {
+		items++
+		maxDepth = max(maxDepth, f.Item().Depth)
+	}
+	return items, maxDepth, f.Err()
+}
+
+// TestNesting: what Microsoft's decoder accepts (8 nested structs, here
+// arrays of structs each holding an array) decodes; deeper than MaxDepth
+// is refused.
+func TestNesting(t *testing.T) {
+	var b Builder
+	b.Reset("E", Header{Level: 5})
+	for range 8 {
+		b.StructArrayField("s", 2, 0, 1)
+		b.ArrayField("a", EncodingValue8, 0, 0, 1)
+		b.AppendValue8(1)
+	}
+	b.AddUint8("last", 2, 0, 0)
+	ev, err := b.AppendEvent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items, depth, err := iterate(t, ev); err != nil || depth != 17 || items != 8*7+1 {
+		t.Errorf("8 nested struct arrays: %d items, depth %d, %v", items, depth, err)
+	}
+	b.Reset("E", Header{Level: 5})
+	for range MaxDepth + 1 {
+		b.StructField("s", 1, 0)
+	}
+	b.AddUint8("last", 2, 0, 0)
+	ev, _ = b.AppendEvent(nil)
+	if _, _, err := iterate(t, ev); !errors.Is(err, ErrInvalidData) {
+		t.Errorf("%d nested structs: %v, want ErrInvalidData", MaxDepth+1, err)
+	}
+	b.Reset("E", Header{Level: 5})
+	for range MaxDepth {
+		b.StructField("s", 1, 0)
+	}
+	b.AddUint8("last", 2, 0, 0)
+	ev, _ = b.AppendEvent(nil)
+	if _, depth, err := iterate(t, ev); err != nil || depth != MaxDepth {
+		t.Errorf("%d nested structs: depth %d, %v", MaxDepth, depth, err)
+	}
+}
