@@ -55,6 +55,25 @@ func buildAll(b *Builder, dst []byte) ([]byte, error) {
 	b.AddString32("u32s", "h😀", FormatDefault, 0)
 	b.AddZString16("u16z", "h😀", FormatStringJSON, 0)
 	b.AddZString32("u32z", "h😀", FormatDefault, 0)
+	b.AddUint8("x8", 0xab, FormatHexBytes, 0)
+	b.AddUint16("i16", 0x8000, FormatSignedInt, 0)
+	b.AddUint16("h16", 0xbeef, FormatHexInt, 0)
+	b.AddUint16("b16", 2, FormatBoolean, 0)
+	b.AddUint32("h32", 0xdeadbeef, FormatHexInt, 0)
+	b.AddUint32("x32", 1, FormatHexBytes, 0)
+	b.AddUint32("c32", 0x1f600, FormatStringUTF, 0)
+	b.AddUint32("b32", 0, FormatBoolean, 0)
+	b.AddUint64("u64", 1<<63, FormatDefault, 0)
+	b.AddUint64("x64", 1, FormatHexBytes, 0)
+	b.Field("x128", EncodingValue128, FormatDefault, 0)
+	b.AppendRaw(id[:])
+	b.Field("ip6old", EncodingValue128, FormatIPAddressObsolete, 0)
+	b.AppendRaw([]byte{15: 1})
+	b.AddZString("zx", "hi", FormatHexBytes, 0)
+	b.AddZString("z8s", "\xe9", FormatString8, 0)
+	b.AddBinary("binuuid", id[:], FormatUUID, 0)
+	b.AddBinary("binnull", nil, FormatSignedInt, 0)
+	b.AddString("sxml", "<a/>", FormatStringXML, 0)
 	b.StructField("st", 2, 0xbeef)
 	b.AddUint8("a", 1, FormatDefault, 0)
 	b.AddString("b", "x", FormatDefault, 0)
@@ -78,6 +97,9 @@ const allJSON = `{ "n": "P:All", "u8": 200, "i8": -128, "h8": "0xC8", "b": true,
 	`"i32": -5, "errno": "ENOENT(2)", "pid": 1234, "t32": "1970-01-01T00:00:01", "f32": 3.14, "ip4": "127.0.0.1", "i64": -9, "h64": "0xF00D", ` +
 	`"t64": "1970-01-01T00:00:01", "f64": 6.28, "uuid": "01020304-0506-0708-090a-0b0c0d0e0f10", "ip6": "102:304:506:708:90a:b0c:d0e:f10", ` +
 	`"z8": "hjkl", "z16": "hi", "z32": "h", "s8": "{}", "s16": "h", "s32": "h", "bin": "01 02 03", "str8": "ð", "u16s": "h€😀", "u32s": "h😀", "u16z": "h😀", "u32z": "h😀", ` +
+	`"x8": "ab", "i16": -32768, "h16": "0xBEEF", "b16": 2, "h32": "0xDEADBEEF", "x32": "01 00 00 00", "c32": "😀", "b32": false, ` +
+	`"u64": 9223372036854775808, "x64": "01 00 00 00 00 00 00 00", "x128": "01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 10", "ip6old": "::1", ` +
+	`"zx": "68 69", "z8s": "é", "binuuid": "01020304-0506-0708-090a-0b0c0d0e0f10", "binnull": null, "sxml": "<a/>", ` +
 	`"st;tag=0xBEEF": { "a": 1, "b": "x" }, "carr": [ "0x1", "0x2", "0x3" ], "varr": [ "ab", "c" ], "sarr": [ { "k": "K" }, { "k": "L" } ], ` +
 	`"meta": { "id": 7, "version": 1, "level": 5, "keyword": "0x1", "opcode": 1, "tag": "0x1234", ` +
 	`"activity": "01020304-0506-0708-090a-0b0c0d0e0f10", "relatedActivity": "01020304-0506-0708-090a-0b0c0d0e0f10" } }`
