@@ -550,3 +550,35 @@ func (f *Fields) nextElement() bool {
 	a.index++
 	return f.readValue(d)
 }
+
+// Uint returns a 1-, 2-, 4- or 8-byte value as an unsigned integer in the
+// event's byte order; ok is false for other sizes. It reads value8..value64
+// fields and counted binary of those sizes alike.
+func (it *Item) Uint() (v uint64, ok bool) {
+	bo := it.ByteOrder()
+	switch len(it.Value) {
+	case 1:
+		return uint64(it.Value[0]), true
+	case 2:
+		return uint64(bo.Uint16(it.Value)), true
+	case 4:
+		return uint64(bo.Uint32(it.Value)), true
+	case 8:
+		return bo.Uint64(it.Value), true
+	}
+	return 0, false
+}
+
+// Int returns a 1-, 2-, 4- or 8-byte value as a signed integer, sign-extended.
+func (it *Item) Int() (v int64, ok bool) {
+	u, ok := it.Uint()
+	switch len(it.Value) {
+	case 1:
+		return int64(int8(u)), ok
+	case 2:
+		return int64(int16(u)), ok
+	case 4:
+		return int64(int32(u)), ok
+	}
+	return int64(u), ok
+}

@@ -301,3 +301,39 @@ func TestNesting(t *testing.T) {
 		t.Errorf("%d nested structs: depth %d, %v", MaxDepth, depth, err)
 	}
 }
+
+func TestItemInts(t *testing.T) {
+	var b Builder
+	b.Reset("E", Header{Level: 5})
+	b.AddUint8("a", 0xff, 0, 0)
+	b.AddUint16("b", 0xfffe, 0, 0)
+	b.AddInt32("c", -3, 0)
+	b.AddInt64("d", -4, 0)
+	b.AddString("e", "xyz", 0, 0)
+	ev, _ := b.AppendEvent(nil)
+	e, err := Decode("P_L5K1", ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := e.Fields()
+	var got []int64
+	for f.Next() {
+		i, ok := f.Item().Int()
+		u, uok := f.Item().Uint()
+		if ok != uok {
+			t.Fatal("Int and Uint disagree on the size")
+		}
+		if ok {
+			got = append(got, i, int64(u))
+		}
+	}
+	want := []int64{-1, 0xff, -2, 0xfffe, -3, 0xfffffffd, -4, -4}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+}
