@@ -13,11 +13,11 @@ import (
 // lower layers only (tests may import any product package); a new package
 // must be placed here, so the picture in the README stays the real one.
 var layers = [][]string{
-	// The uapi, perf's and Perfetto's formats, the event model, who wrote a
+	// The uapi, perf's and Perfetto's formats, the event model, the EventHeader format, who wrote a
 	// record, where and when, the shared-memory record ring, other processes'
 	// memory and the kernel's news of their forks, execs and exits, and a FUSE server.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
-		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "tracefmt", "perfdata",
+		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "tracefmt", "perfdata",
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/fuse"},
 	// The ftrace ring buffer and its text.
 	{"internal/ftrace"},
