@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,8 +143,7 @@ func TestRunUnprivileged(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "uetrace")
-	copyFile(t, binary(t), bin, 0o755)
+	bin := copyBinary(t, dir)
 	dev := filepath.Join(dir, "fuse")
 	if err := unix.Mknod(dev, unix.S_IFCHR|0o666, int(unix.Mkdev(10, 229))); err != nil {
 		t.Skipf("mknod of a FUSE device: %v", err)
@@ -201,25 +199,6 @@ func TestServeMount(t *testing.T) {
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	if strings.Contains(string(mi), mnt) {
 		t.Errorf("the mount outlived serve:\n%s", mi)
-	}
-}
-
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
-	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
 
