@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,20 +17,11 @@ import (
 // the kernel answered (conformance/kernel.results): dynamic_events, enable
 // files, user_events_status, format and trace, byte for byte.
 func TestShellScenarios(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: uetrace run mounts FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash")
 	}
-	uetrace := filepath.Join(t.TempDir(), "uetrace")
-	if err := vmtest.Build("github.com/uetrace/uetrace/cmd/uetrace", uetrace); err != nil {
-		t.Fatal(err)
-	}
+	uetrace := vmtest.Uetrace(t)
 	scenarios, err := Load("../scenarios")
 	if err != nil {
 		t.Fatal(err)

@@ -50,20 +50,11 @@ func readFUSEDifferences(t *testing.T) map[string]fuseDifference {
 // what Linux 6.12 answered: the same, but for the rows fuse.differences lists
 // with their reasons.
 func TestThroughFUSE(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: datacalls checks root's answers, and uetrace run mounts FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	uetrace := vmtest.Uetrace(t) // root: datacalls checks root's answers
 	tmp := t.TempDir()
 	prog := filepath.Join(tmp, "datacalls")
 	if err := Build(prog); err != nil {
 		t.Skipf("no C toolchain: %v", err)
-	}
-	uetrace := filepath.Join(tmp, "uetrace")
-	if err := vmtest.Build("github.com/uetrace/uetrace/cmd/uetrace", uetrace); err != nil {
-		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

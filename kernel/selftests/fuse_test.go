@@ -17,12 +17,7 @@ import (
 // FUSE tree on this machine's kernel, which has no user_events — and requires
 // every test to pass, but perf_test's (Binary.KernelOnly says why).
 func TestSelftestsThroughFUSE(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the selftests refuse to run as anyone else, and uetrace run mounts FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	uetrace := vmtest.Uetrace(t) // root: the selftests refuse to run as anyone else
 	if err := selftests.Available(); err != nil {
 		if os.Getenv(vmtest.EnvRequire) == "require" {
 			t.Fatalf("%v (%s=require)", err, vmtest.EnvRequire)
@@ -31,10 +26,6 @@ func TestSelftestsThroughFUSE(t *testing.T) {
 	}
 	bin := t.TempDir()
 	if err := selftests.Build(bin); err != nil {
-		t.Fatal(err)
-	}
-	uetrace := filepath.Join(t.TempDir(), "uetrace")
-	if err := vmtest.Build("github.com/uetrace/uetrace/cmd/uetrace", uetrace); err != nil {
 		t.Fatal(err)
 	}
 	script := filepath.Join(bin, "selftests.sh")
