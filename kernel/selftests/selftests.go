@@ -111,11 +111,19 @@ type Case struct {
 	// KernelRace, when set, matches the failed assertion — the harness's
 	// "file.c:LINE:test:Expected ..." line without its "# ", a regular
 	// expression for the whole line — with which this test can fail on the
-	// 6.12.117 test kernel, and does in most runs there. That kernel (a stable backport) drops an unregistered
-	// enabler's reference to its event only after an RCU grace period,
-	// so for a few milliseconds a delete sees EBUSY and a re-register
-	// with other fields EADDRINUSE; the test expects vanilla 6.12, where
-	// the reference goes at once. uetrace behaves as vanilla 6.12 here
+	// 6.12.117 test kernel, from a timing of that kernel the test does not
+	// wait for (Why says which):
+	//   - That kernel (a stable backport) drops an unregistered enabler's
+	//     reference to its event only after an RCU grace period, so for a
+	//     few milliseconds a delete sees EBUSY and a re-register with other
+	//     fields EADDRINUSE; the test expects vanilla 6.12, where the
+	//     reference goes at once. Most runs fail so.
+	//   - An enable bit in a page that is copy-on-write after a fork cannot
+	//     be written without a fault; the kernel then faults it in and
+	//     writes from a worker, later (user_event_enabler_fault), which a
+	//     test that looks at once, or within a second on a loaded emulated
+	//     CPU, can miss. Some runs fail so.
+	// uetrace deletes at once and writes the bit before the call returns
 	// (package subsys's doc), so under uetrace the test must pass.
 	KernelRace string
 	// Why says, for a KernelRace, which step meets the leftover event.
@@ -195,10 +203,11 @@ func hasLine(lines []string, pattern string) bool {
 }
 
 // Binaries are the four selftests, as measured on the 6.12.117 test kernel
-// (TestSelftestsOnKernel): abi_test passes 5 of 6 (user.flags fails),
-// dyn_test 2 of 4 (basic_types and loc_types fail), ftrace_test 6 of 6,
-// perf_test 1 or 2 of 2 (perf_empty_events fails in about two runs of three),
-// all from the one kernel race that Case.KernelRace describes.
+// (TestSelftestsOnKernel): abi_test passes 5 of 6 (user.flags fails; and
+// user.forks in some runs on a loaded machine), dyn_test 2 of 4 (basic_types
+// and loc_types fail), ftrace_test 6 of 6, perf_test 1 or 2 of 2
+// (perf_empty_events fails in about two runs of three), all from the kernel
+// timings Case.KernelRace describes.
 var Binaries = []Binary{
 	{Name: "abi_test", Tests: []Case{
 		{Name: "user.enablement"},
@@ -207,7 +216,9 @@ var Binaries = []Binary{
 			Why:        "DIAG_IOCSDEL of a PERSIST event right after its DIAG_IOCSUNREG: EBUSY"},
 		{Name: "user.bit_sizes"},
 		{Name: "user.multi_format"},
-		{Name: "user.forks"},
+		{Name: "user.forks",
+			KernelRace: `abi_test\.c:(371|381):forks:Expected 0 \(0\) == (WEXITSTATUS\(i\)|self->check) \(1\)`,
+			Why:        "the enable bit written into a copy-on-write page after the fork, from the kernel's fault worker, after the child's second of waiting (371) or the parent's look (381)"},
 		{Name: "user.clones"},
 	}},
 	{Name: "dyn_test", Tests: []Case{
