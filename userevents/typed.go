@@ -173,10 +173,10 @@ func fits(fd *eventdef.Field, t reflect.Type) string {
 		}
 	case eventdef.Array, eventdef.Struct, eventdef.DataLoc, eventdef.RelLoc:
 		if k != kString && k != kBytes {
-			return fmt.Sprintf("a Go %s does not set a %s field: use a string or a []byte", t, fd.Kind)
+			return fmt.Sprintf("a Go %s does not set a %s field: use a string or a []byte", t, fd.Type)
 		}
 	default:
-		return fmt.Sprintf("a %s field cannot be set from Go", fd.Kind)
+		return fmt.Sprintf("a %s field cannot be set from Go", fd.Type)
 	}
 	return ""
 }

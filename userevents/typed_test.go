@@ -95,7 +95,7 @@ func TestDefineChecksTypes(t *testing.T) {
 		{first(userevents.Define1[string](f, "t1 u32 a")), `field 1 "u32 a": a Go string does not set an integer field`},
 		{first(userevents.Define1[uint64](f, "t2 u32 a")), `field 1 "u32 a": a Go uint64 (8 bytes) does not fit a 4-byte field`},
 		{first(userevents.Define1[int](f, "t3 s32 a")), `a Go int (8 bytes) does not fit a 4-byte field`},
-		{first(userevents.Define1[uint32](f, "t4 char[8] a")), `field 1 "char[8] a": a Go uint32 does not set a array field: use a string or a []byte`},
+		{first(userevents.Define1[uint32](f, "t4 char[8] a")), `field 1 "char[8] a": a Go uint32 does not set a char[8] field: use a string or a []byte`},
 		{first(userevents.Define2[uint32, string](f, "t5 u32 a")), `Define2 takes 2 fields but the command has 1`},
 		{first(userevents.Define1[uint32](f, "t6 u32 a; u32 b")), `Define1 takes 1 fields but the command has 2`},
 	} {

@@ -31,6 +31,12 @@ func (ev *Event1[A]) Write(a A) error {
 	if !ev.t.ev.Enabled() {
 		return nil
 	}
+	return ev.write(a)
+}
+
+// write is Write once enabled: apart, so that a disabled Write does not
+// zero the payload's stack space.
+func (ev *Event1[A]) write(a A) error {
 	var stack [stackPayload]byte
 	buf := ev.t.start(stack[:0])
 	var err error
@@ -41,8 +47,9 @@ func (ev *Event1[A]) Write(a A) error {
 }
 
 // Enabled reports whether anything is attached to the event: one load and
-// a bit test (Event.Enabled). Write checks it itself; call it to skip
-// computing the values.
+// a bit test (Event.Enabled), inlined into the caller. Write checks it
+// itself (a call: some 3 ns); check it first to skip computing the values,
+// or on the hottest paths.
 func (ev *Event1[A]) Enabled() bool { return ev.t.ev.Enabled() }
 
 // Event is the registered event, for what Event1 does not cover:
@@ -79,6 +86,12 @@ func (ev *Event2[A, B]) Write(a A, b B) error {
 	if !ev.t.ev.Enabled() {
 		return nil
 	}
+	return ev.write(a, b)
+}
+
+// write is Write once enabled: apart, so that a disabled Write does not
+// zero the payload's stack space.
+func (ev *Event2[A, B]) write(a A, b B) error {
 	var stack [stackPayload]byte
 	buf := ev.t.start(stack[:0])
 	var err error
@@ -92,8 +105,9 @@ func (ev *Event2[A, B]) Write(a A, b B) error {
 }
 
 // Enabled reports whether anything is attached to the event: one load and
-// a bit test (Event.Enabled). Write checks it itself; call it to skip
-// computing the values.
+// a bit test (Event.Enabled), inlined into the caller. Write checks it
+// itself (a call: some 3 ns); check it first to skip computing the values,
+// or on the hottest paths.
 func (ev *Event2[A, B]) Enabled() bool { return ev.t.ev.Enabled() }
 
 // Event is the registered event, for what Event2 does not cover:
@@ -130,6 +144,12 @@ func (ev *Event3[A, B, C]) Write(a A, b B, c C) error {
 	if !ev.t.ev.Enabled() {
 		return nil
 	}
+	return ev.write(a, b, c)
+}
+
+// write is Write once enabled: apart, so that a disabled Write does not
+// zero the payload's stack space.
+func (ev *Event3[A, B, C]) write(a A, b B, c C) error {
 	var stack [stackPayload]byte
 	buf := ev.t.start(stack[:0])
 	var err error
@@ -146,8 +166,9 @@ func (ev *Event3[A, B, C]) Write(a A, b B, c C) error {
 }
 
 // Enabled reports whether anything is attached to the event: one load and
-// a bit test (Event.Enabled). Write checks it itself; call it to skip
-// computing the values.
+// a bit test (Event.Enabled), inlined into the caller. Write checks it
+// itself (a call: some 3 ns); check it first to skip computing the values,
+// or on the hottest paths.
 func (ev *Event3[A, B, C]) Enabled() bool { return ev.t.ev.Enabled() }
 
 // Event is the registered event, for what Event3 does not cover:
@@ -184,6 +205,12 @@ func (ev *Event4[A, B, C, D]) Write(a A, b B, c C, d D) error {
 	if !ev.t.ev.Enabled() {
 		return nil
 	}
+	return ev.write(a, b, c, d)
+}
+
+// write is Write once enabled: apart, so that a disabled Write does not
+// zero the payload's stack space.
+func (ev *Event4[A, B, C, D]) write(a A, b B, c C, d D) error {
 	var stack [stackPayload]byte
 	buf := ev.t.start(stack[:0])
 	var err error
@@ -203,8 +230,9 @@ func (ev *Event4[A, B, C, D]) Write(a A, b B, c C, d D) error {
 }
 
 // Enabled reports whether anything is attached to the event: one load and
-// a bit test (Event.Enabled). Write checks it itself; call it to skip
-// computing the values.
+// a bit test (Event.Enabled), inlined into the caller. Write checks it
+// itself (a call: some 3 ns); check it first to skip computing the values,
+// or on the hottest paths.
 func (ev *Event4[A, B, C, D]) Enabled() bool { return ev.t.ev.Enabled() }
 
 // Event is the registered event, for what Event4 does not cover:
@@ -241,6 +269,12 @@ func (ev *Event5[A, B, C, D, E]) Write(a A, b B, c C, d D, e E) error {
 	if !ev.t.ev.Enabled() {
 		return nil
 	}
+	return ev.write(a, b, c, d, e)
+}
+
+// write is Write once enabled: apart, so that a disabled Write does not
+// zero the payload's stack space.
+func (ev *Event5[A, B, C, D, E]) write(a A, b B, c C, d D, e E) error {
 	var stack [stackPayload]byte
 	buf := ev.t.start(stack[:0])
 	var err error
@@ -263,8 +297,9 @@ func (ev *Event5[A, B, C, D, E]) Write(a A, b B, c C, d D, e E) error {
 }
 
 // Enabled reports whether anything is attached to the event: one load and
-// a bit test (Event.Enabled). Write checks it itself; call it to skip
-// computing the values.
+// a bit test (Event.Enabled), inlined into the caller. Write checks it
+// itself (a call: some 3 ns); check it first to skip computing the values,
+// or on the hottest paths.
 func (ev *Event5[A, B, C, D, E]) Enabled() bool { return ev.t.ev.Enabled() }
 
 // Event is the registered event, for what Event5 does not cover:
@@ -301,6 +336,12 @@ func (ev *Event6[A, B, C, D, E, F]) Write(a A, b B, c C, d D, e E, f F) error {
 	if !ev.t.ev.Enabled() {
 		return nil
 	}
+	return ev.write(a, b, c, d, e, f)
+}
+
+// write is Write once enabled: apart, so that a disabled Write does not
+// zero the payload's stack space.
+func (ev *Event6[A, B, C, D, E, F]) write(a A, b B, c C, d D, e E, f F) error {
 	var stack [stackPayload]byte
 	buf := ev.t.start(stack[:0])
 	var err error
@@ -326,8 +367,9 @@ func (ev *Event6[A, B, C, D, E, F]) Write(a A, b B, c C, d D, e E, f F) error {
 }
 
 // Enabled reports whether anything is attached to the event: one load and
-// a bit test (Event.Enabled). Write checks it itself; call it to skip
-// computing the values.
+// a bit test (Event.Enabled), inlined into the caller. Write checks it
+// itself (a call: some 3 ns); check it first to skip computing the values,
+// or on the hottest paths.
 func (ev *Event6[A, B, C, D, E, F]) Enabled() bool { return ev.t.ev.Enabled() }
 
 // Event is the registered event, for what Event6 does not cover:
