@@ -1,6 +1,8 @@
 package userevents_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -175,4 +177,63 @@ func first[T any](_ T, err error) error { return err }
 
 func inProcess() *userevents.Options {
 	return &userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})}
+}
+
+// FuzzTypedWrite writes arbitrary values through a typed event and decodes
+// the record back: every record passes the kernel's checks (Validate) and
+// holds the values written, and what cannot be written is EINVAL or E2BIG,
+// never a record.
+func FuzzTypedWrite(f *testing.F) {
+	f.Add(uint32(200), "/index.html", int64(-5), "abc", []byte{1, 2, 3})
+	f.Add(uint32(0), "", int64(0), "", []byte(nil))
+	f.Add(^uint32(0), "a\x00b", int64(-1<<63), "12345678", make([]byte, 600))
+	f.Add(uint32(1), "x", int64(1), "123456789", []byte{0})
+	sys := subsys.New(subsys.Options{})
+	file, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer file.Close()
+	ev, err := userevents.Define5[uint32, string, int64, string, []byte](file, "fuzz_typed u32 a; __rel_loc char[] s; s64 d; char[8] c; __data_loc u8[] b")
+	if err != nil {
+		f.Fatal(err)
+	}
+	ss := sys.NewSession(subsys.SessionOptions{})
+	defer ss.Close()
+	if err := ss.Attach(sys.Lookup("user_events", "fuzz_typed")); err != nil {
+		f.Fatal(err)
+	}
+	def := ev.Event().Def()
+	buf := make([]byte, 1<<20)
+	f.Fuzz(func(t *testing.T, a uint32, s string, d int64, c string, b []byte) {
+		err := ev.Write(a, s, d, c, b)
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		recs, _ := ss.Read(done, buf, nil)
+		if err != nil {
+			if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.E2BIG) {
+				t.Fatalf("Write: %v", err)
+			}
+			if len(recs) != 0 {
+				t.Fatalf("Write failed (%v) but wrote %d records", err, len(recs))
+			}
+			if len(c) <= 8 && len(s)+len(b) < 0xfff0 {
+				t.Fatalf("Write of values that fit: %v", err)
+			}
+			return
+		}
+		if len(recs) != 1 {
+			t.Fatalf("%d records, want 1", len(recs))
+		}
+		rec := recs[0].Raw[:eventdef.RecordSize(def.MinSize+len(s)+1+len(b))]
+		if err := def.Validate(rec); err != nil {
+			t.Fatal(err)
+		}
+		v := def.Decode(nil, rec)
+		wantS, _, _ := strings.Cut(s, "\x00")
+		wantC, _, _ := strings.Cut(c, "\x00")
+		if uint32(v[0].Uint()) != a || string(v[1].Text()) != wantS || v[2].Int() != d || string(v[3].Text()) != wantC || !bytes.Equal(v[4].Data, b) {
+			t.Fatalf("decoded %d %q %d %q %x, wrote %d %q %d %q %x", v[0].Uint(), v[1].Text(), v[2].Int(), v[3].Text(), v[4].Data, a, s, d, c, b)
+		}
+	})
 }
