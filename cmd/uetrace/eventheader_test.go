@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -129,5 +130,54 @@ func TestEmitEventHeader(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "invalid argument (EINVAL)") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want EINVAL saying %q", c.args, err, c.want)
 		}
+	}
+}
+
+// emit --eventheader through the daemon, from the binary: the record's
+// header is in the trace, and the daemon's session receives the event,
+// which decodes to the fields given.
+func TestEmitEventHeaderDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	sock, _, _ := startServe(t)
+	const tpName = "CliProvider_L5K2"
+	tp, err := eventheader.ParseTracepointName(tpName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", tp.Command())
+	defer holder.Process.Kill()
+	eventually(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
+
+	c, err := daemon.Dial(sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ss, err := c.NewSession(daemon.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Attach("user_events:"+tpName, false); err != nil {
+		t.Fatal(err)
+	}
+	mustCLI(t, sock, "emit", "--eventheader", tpName, "--name", "Started", "--field", "pid=pid:42", "--field", "msg=string:hello")
+	var recs []daemon.Record
+	eventually(t, "the event to reach the session", func() bool {
+		got, _, _, err := ss.Poll(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, got...)
+		return len(recs) > 0
+	})
+	ev, err := eventheader.Decode(tpName, recs[0].Raw[8:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := ev.AppendJSON(nil)
+	if want := `"n": "CliProvider:Started", "pid": 42, "msg": "hello", "meta": { "level": 5, "keyword": "0x2" }`; !strings.Contains(strings.Join(strings.Fields(string(js)), " "), want) {
+		t.Errorf("the event is %s, want %s", js, want)
 	}
 }
