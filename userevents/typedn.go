@@ -21,7 +21,8 @@ func Define1[A Value](f *File, cmd string) (*Event1[A], error) {
 }
 
 // Write writes one record of the event from the values, when anything is
-// attached; while nothing is it returns nil at once, having built nothing.
+// attached; while nothing is, or once the event is closed, it returns nil
+// at once, having built nothing.
 // The payload is built on the stack: a record of up to 512 bytes
 // allocates nothing. A string longer than its char[N] field is EINVAL,
 // loc data past the loc word's 16 bits E2BIG; the backend's errors are
@@ -48,7 +49,7 @@ func (ev *Event1[A]) write(a A) error {
 
 // Enabled reports whether anything is attached to the event: one load and
 // a bit test (Event.Enabled), inlined into the caller. Write checks it
-// itself (a call: some 3 ns); check it first to skip computing the values,
+// itself (a call: some 2 ns); check it first to skip computing the values,
 // or on the hottest paths.
 func (ev *Event1[A]) Enabled() bool { return ev.t.ev.Enabled() }
 
@@ -76,7 +77,8 @@ func Define2[A, B Value](f *File, cmd string) (*Event2[A, B], error) {
 }
 
 // Write writes one record of the event from the values, when anything is
-// attached; while nothing is it returns nil at once, having built nothing.
+// attached; while nothing is, or once the event is closed, it returns nil
+// at once, having built nothing.
 // The payload is built on the stack: a record of up to 512 bytes
 // allocates nothing. A string longer than its char[N] field is EINVAL,
 // loc data past the loc word's 16 bits E2BIG; the backend's errors are
@@ -106,7 +108,7 @@ func (ev *Event2[A, B]) write(a A, b B) error {
 
 // Enabled reports whether anything is attached to the event: one load and
 // a bit test (Event.Enabled), inlined into the caller. Write checks it
-// itself (a call: some 3 ns); check it first to skip computing the values,
+// itself (a call: some 2 ns); check it first to skip computing the values,
 // or on the hottest paths.
 func (ev *Event2[A, B]) Enabled() bool { return ev.t.ev.Enabled() }
 
@@ -134,7 +136,8 @@ func Define3[A, B, C Value](f *File, cmd string) (*Event3[A, B, C], error) {
 }
 
 // Write writes one record of the event from the values, when anything is
-// attached; while nothing is it returns nil at once, having built nothing.
+// attached; while nothing is, or once the event is closed, it returns nil
+// at once, having built nothing.
 // The payload is built on the stack: a record of up to 512 bytes
 // allocates nothing. A string longer than its char[N] field is EINVAL,
 // loc data past the loc word's 16 bits E2BIG; the backend's errors are
@@ -167,7 +170,7 @@ func (ev *Event3[A, B, C]) write(a A, b B, c C) error {
 
 // Enabled reports whether anything is attached to the event: one load and
 // a bit test (Event.Enabled), inlined into the caller. Write checks it
-// itself (a call: some 3 ns); check it first to skip computing the values,
+// itself (a call: some 2 ns); check it first to skip computing the values,
 // or on the hottest paths.
 func (ev *Event3[A, B, C]) Enabled() bool { return ev.t.ev.Enabled() }
 
@@ -195,7 +198,8 @@ func Define4[A, B, C, D Value](f *File, cmd string) (*Event4[A, B, C, D], error)
 }
 
 // Write writes one record of the event from the values, when anything is
-// attached; while nothing is it returns nil at once, having built nothing.
+// attached; while nothing is, or once the event is closed, it returns nil
+// at once, having built nothing.
 // The payload is built on the stack: a record of up to 512 bytes
 // allocates nothing. A string longer than its char[N] field is EINVAL,
 // loc data past the loc word's 16 bits E2BIG; the backend's errors are
@@ -231,7 +235,7 @@ func (ev *Event4[A, B, C, D]) write(a A, b B, c C, d D) error {
 
 // Enabled reports whether anything is attached to the event: one load and
 // a bit test (Event.Enabled), inlined into the caller. Write checks it
-// itself (a call: some 3 ns); check it first to skip computing the values,
+// itself (a call: some 2 ns); check it first to skip computing the values,
 // or on the hottest paths.
 func (ev *Event4[A, B, C, D]) Enabled() bool { return ev.t.ev.Enabled() }
 
@@ -259,7 +263,8 @@ func Define5[A, B, C, D, E Value](f *File, cmd string) (*Event5[A, B, C, D, E], 
 }
 
 // Write writes one record of the event from the values, when anything is
-// attached; while nothing is it returns nil at once, having built nothing.
+// attached; while nothing is, or once the event is closed, it returns nil
+// at once, having built nothing.
 // The payload is built on the stack: a record of up to 512 bytes
 // allocates nothing. A string longer than its char[N] field is EINVAL,
 // loc data past the loc word's 16 bits E2BIG; the backend's errors are
@@ -298,7 +303,7 @@ func (ev *Event5[A, B, C, D, E]) write(a A, b B, c C, d D, e E) error {
 
 // Enabled reports whether anything is attached to the event: one load and
 // a bit test (Event.Enabled), inlined into the caller. Write checks it
-// itself (a call: some 3 ns); check it first to skip computing the values,
+// itself (a call: some 2 ns); check it first to skip computing the values,
 // or on the hottest paths.
 func (ev *Event5[A, B, C, D, E]) Enabled() bool { return ev.t.ev.Enabled() }
 
@@ -326,7 +331,8 @@ func Define6[A, B, C, D, E, F Value](f *File, cmd string) (*Event6[A, B, C, D, E
 }
 
 // Write writes one record of the event from the values, when anything is
-// attached; while nothing is it returns nil at once, having built nothing.
+// attached; while nothing is, or once the event is closed, it returns nil
+// at once, having built nothing.
 // The payload is built on the stack: a record of up to 512 bytes
 // allocates nothing. A string longer than its char[N] field is EINVAL,
 // loc data past the loc word's 16 bits E2BIG; the backend's errors are
@@ -368,7 +374,7 @@ func (ev *Event6[A, B, C, D, E, F]) write(a A, b B, c C, d D, e E, f F) error {
 
 // Enabled reports whether anything is attached to the event: one load and
 // a bit test (Event.Enabled), inlined into the caller. Write checks it
-// itself (a call: some 3 ns); check it first to skip computing the values,
+// itself (a call: some 2 ns); check it first to skip computing the values,
 // or on the hottest paths.
 func (ev *Event6[A, B, C, D, E, F]) Enabled() bool { return ev.t.ev.Enabled() }
 
