@@ -179,8 +179,12 @@ func healthy(t *testing.T, s *testServer) {
 	}
 }
 
+// privileged is a Cred for tests whose admin client creates persistent
+// events (dynamic_events "u:" lines), whoever runs them.
+func privileged(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} }
+
 func TestClientCrashReleasesEverything(t *testing.T) {
-	s := serve(t, Config{})
+	s := serve(t, Config{Cred: privileged})
 	admin := newArena(t, 4096, unix.F_SEAL_SHRINK).dial(t, s.sock)
 	if err := writeFile(admin, "dynamic_events", "u:crash_persist u32 a"); err != nil {
 		t.Fatal(err)
@@ -551,7 +555,7 @@ func TestPeerCredentials(t *testing.T) {
 }
 
 func TestThousandConnections(t *testing.T) {
-	s := serve(t, Config{})
+	s := serve(t, Config{Cred: privileged})
 	const n = 1000
 	a := newArena(t, 8*n, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
 	admin := a.dial(t, s.sock)

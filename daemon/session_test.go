@@ -244,7 +244,7 @@ func TestSessionReplyFull(t *testing.T) {
 // registered it is open, and can be deleted from another connection as
 // soon as Close returns.
 func TestCloseReleases(t *testing.T) {
-	s := serve(t, Config{})
+	s := serve(t, Config{Cred: privileged})
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	admin := a.dial(t, s.sock)
 	un := make([]byte, 16)

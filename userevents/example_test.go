@@ -194,16 +194,15 @@ func ExampleTracefs() {
 	defer f.Close()
 	f.Register("myapp_request u32 status", userevents.MultiFormat)
 	fs, _ := userevents.OpenTracefs(opts)
+	fs.WriteFile("events/user_events_multi/myapp_request.0/enable", []byte("1"), os.O_WRONLY)
 	status, _ := fs.ReadFile("user_events_status")
 	fmt.Print(string(status))
-	fs.WriteFile("dynamic_events", []byte("u:myapp_config u32 level"), os.O_APPEND)
 	dyn, _ := fs.ReadFile("dynamic_events")
 	fmt.Print(string(dyn))
 	// Output:
-	// myapp_request.0
+	// myapp_request.0 # Used by ftrace
 	//
 	// Active: 1
-	// Busy: 0
+	// Busy: 1
 	// u:myapp_request u32 status
-	// u:myapp_config u32 level
 }
