@@ -1,0 +1,263 @@
+package ehprovider
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/uetrace/uetrace/eventheader"
+)
+
+// Value is what a typed event's field can be. Each type has its encoding
+// and format: bool is value8 boolean; intN signed and uintN unsigned
+// value8..value64 (int, uint and uintptr 64 bits); float32 and float64
+// value32 and value64 float; string a counted UTF-8 string
+// (string_length16_char8); []byte counted binary shown as hex. A string or
+// []byte beyond 65535 bytes is cut there, as the format's count is 16 bits.
+// Named types are not matched by their underlying type: convert them.
+type Value interface {
+	bool | int8 | int16 | int32 | int64 | int |
+		uint8 | uint16 | uint32 | uint64 | uint | uintptr |
+		float32 | float64 | string | []byte
+}
+
+func encodingOf[T Value]() (eventheader.Encoding, eventheader.Format) {
+	var zero T
+	switch any(zero).(type) {
+	case bool:
+		return eventheader.EncodingValue8, eventheader.FormatBoolean
+	case int8:
+		return eventheader.EncodingValue8, eventheader.FormatSignedInt
+	case int16:
+		return eventheader.EncodingValue16, eventheader.FormatSignedInt
+	case int32:
+		return eventheader.EncodingValue32, eventheader.FormatSignedInt
+	case int64, int:
+		return eventheader.EncodingValue64, eventheader.FormatSignedInt
+	case uint8:
+		return eventheader.EncodingValue8, eventheader.FormatDefault
+	case uint16:
+		return eventheader.EncodingValue16, eventheader.FormatDefault
+	case uint32:
+		return eventheader.EncodingValue32, eventheader.FormatDefault
+	case uint64, uint, uintptr:
+		return eventheader.EncodingValue64, eventheader.FormatDefault
+	case float32:
+		return eventheader.EncodingValue32, eventheader.FormatFloat
+	case float64:
+		return eventheader.EncodingValue64, eventheader.FormatFloat
+	case string:
+		return eventheader.EncodingStringLength16Char8, eventheader.FormatDefault
+	default: // []byte
+		return eventheader.EncodingBinaryLength16Char8, eventheader.FormatDefault
+	}
+}
+
+// appendValue appends v's bytes as encodingOf[T] says.
+func appendValue[T Value](dst []byte, v T) []byte {
+	le := binary.LittleEndian
+	switch v := any(v).(type) {
+	case bool:
+		if v {
+			return append(dst, 1)
+		}
+		return append(dst, 0)
+	case int8:
+		return append(dst, byte(v))
+	case int16:
+		return le.AppendUint16(dst, uint16(v))
+	case int32:
+		return le.AppendUint32(dst, uint32(v))
+	case int64:
+		return le.AppendUint64(dst, uint64(v))
+	case int:
+		return le.AppendUint64(dst, uint64(v))
+	case uint8:
+		return append(dst, v)
+	case uint16:
+		return le.AppendUint16(dst, v)
+	case uint32:
+		return le.AppendUint32(dst, v)
+	case uint64:
+		return le.AppendUint64(dst, v)
+	case uint:
+		return le.AppendUint64(dst, uint64(v))
+	case uintptr:
+		return le.AppendUint64(dst, uint64(v))
+	case float32:
+		return le.AppendUint32(dst, math.Float32bits(v))
+	case float64:
+		return le.AppendUint64(dst, math.Float64bits(v))
+	case string:
+		if len(v) > math.MaxUint16 {
+			v = v[:math.MaxUint16]
+		}
+		dst = le.AppendUint16(dst, uint16(len(v)))
+		return append(dst, v...)
+	case []byte:
+		if len(v) > math.MaxUint16 {
+			v = v[:math.MaxUint16]
+		}
+		dst = le.AppendUint16(dst, uint16(len(v)))
+		return append(dst, v...)
+	}
+	return dst
+}
+
+// typed is what every typed event holds: its tracepoint and the bytes
+// that do not change between writes — header, metadata extension — built
+// once at definition.
+type typed struct {
+	tp     *Tracepoint
+	prefix []byte
+	err    error
+}
+
+// stackData is the room for a typed event's values on the writer's stack;
+// larger values go to the heap.
+const stackData = 256
+
+type fieldDef struct {
+	name string
+	enc  eventheader.Encoding
+	f    eventheader.Format
+}
+
+func define(p *Provider, name string, level eventheader.Level, keyword uint64, fields ...fieldDef) typed {
+	t := typed{tp: p.Tracepoint(level, keyword)}
+	var b eventheader.Builder
+	b.Reset(name, eventheader.Header{Level: level})
+	for _, fd := range fields {
+		b.Field(fd.name, fd.enc, fd.f, 0)
+	}
+	var err error
+	t.prefix, err = b.AppendEvent(nil)
+	if err != nil {
+		t.err = fmt.Errorf("ehprovider: define %s: %w", name, err)
+		t.prefix = nil
+	}
+	return t
+}
+
+func def[T Value](name string) fieldDef {
+	enc, f := encodingOf[T]()
+	return fieldDef{name, enc, f}
+}
+
+// Enabled reports whether the event's tracepoint is enabled.
+func (t *typed) Enabled() bool { return t.tp.Enabled() }
+
+// Tracepoint is the tracepoint the event is written to.
+func (t *typed) Tracepoint() *Tracepoint { return t.tp }
+
+// Err says why the event cannot be written — its definition, or its
+// tracepoint's registration — or nil.
+func (t *typed) Err() error {
+	if t.err != nil {
+		return t.err
+	}
+	return t.tp.err
+}
+
+func (t *typed) write(data []byte) error {
+	if t.err != nil {
+		return t.err
+	}
+	return t.tp.ev.Write(t.prefix, data)
+}
+
+// Event0 is an event without fields, defined by Define0.
+type Event0 struct{ typed }
+
+// Define0 defines an event without fields on p's tracepoint for level and
+// keyword, registering the tracepoint if it is the first use.
+func Define0(p *Provider, name string, level eventheader.Level, keyword uint64) *Event0 {
+	return &Event0{define(p, name, level, keyword)}
+}
+
+// Write writes the event if its tracepoint is enabled.
+func (e *Event0) Write() error {
+	if !e.tp.Enabled() {
+		return nil
+	}
+	return e.write(nil)
+}
+
+// Event1 is an event of one field, defined by Define1.
+type Event1[A Value] struct{ typed }
+
+// Define1 defines an event of one field named fa.
+func Define1[A Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa string) *Event1[A] {
+	return &Event1[A]{define(p, name, level, keyword, def[A](fa))}
+}
+
+// Write writes the event if its tracepoint is enabled; while it is not,
+// it only loads the enable word.
+func (e *Event1[A]) Write(a A) error {
+	if !e.tp.Enabled() {
+		return nil
+	}
+	var buf [stackData]byte
+	d := appendValue(buf[:0], a)
+	return e.write(d)
+}
+
+// Event2 is an event of two fields, defined by Define2.
+type Event2[A, B Value] struct{ typed }
+
+// Define2 defines an event of two fields named fa and fb.
+func Define2[A, B Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa, fb string) *Event2[A, B] {
+	return &Event2[A, B]{define(p, name, level, keyword, def[A](fa), def[B](fb))}
+}
+
+// Write writes the event if its tracepoint is enabled.
+func (e *Event2[A, B]) Write(a A, b B) error {
+	if !e.tp.Enabled() {
+		return nil
+	}
+	var buf [stackData]byte
+	d := appendValue(buf[:0], a)
+	d = appendValue(d, b)
+	return e.write(d)
+}
+
+// Event3 is an event of three fields, defined by Define3.
+type Event3[A, B, C Value] struct{ typed }
+
+// Define3 defines an event of three fields named fa, fb and fc.
+func Define3[A, B, C Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa, fb, fc string) *Event3[A, B, C] {
+	return &Event3[A, B, C]{define(p, name, level, keyword, def[A](fa), def[B](fb), def[C](fc))}
+}
+
+// Write writes the event if its tracepoint is enabled.
+func (e *Event3[A, B, C]) Write(a A, b B, c C) error {
+	if !e.tp.Enabled() {
+		return nil
+	}
+	var buf [stackData]byte
+	d := appendValue(buf[:0], a)
+	d = appendValue(d, b)
+	d = appendValue(d, c)
+	return e.write(d)
+}
+
+// Event4 is an event of four fields, defined by Define4.
+type Event4[A, B, C, D Value] struct{ typed }
+
+// Define4 defines an event of four fields named fa, fb, fc and fd.
+func Define4[A, B, C, D Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa, fb, fc, fd string) *Event4[A, B, C, D] {
+	return &Event4[A, B, C, D]{define(p, name, level, keyword, def[A](fa), def[B](fb), def[C](fc), def[D](fd))}
+}
+
+// Write writes the event if its tracepoint is enabled.
+func (e *Event4[A, B, C, D]) Write(a A, b B, c C, d D) error {
+	if !e.tp.Enabled() {
+		return nil
+	}
+	var buf [stackData]byte
+	p := appendValue(buf[:0], a)
+	p = appendValue(p, b)
+	p = appendValue(p, c)
+	p = appendValue(p, d)
+	return e.write(p)
+}
