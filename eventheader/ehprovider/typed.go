@@ -197,6 +197,10 @@ func (e *Event1[A]) Write(a A) error {
 	if !e.tp.Enabled() {
 		return nil
 	}
+	return e.write1(a)
+}
+
+func (e *Event1[A]) write1(a A) error {
 	var buf [stackData]byte
 	d := appendValue(buf[:0], a)
 	return e.write(d)
@@ -215,6 +219,10 @@ func (e *Event2[A, B]) Write(a A, b B) error {
 	if !e.tp.Enabled() {
 		return nil
 	}
+	return e.write2(a, b)
+}
+
+func (e *Event2[A, B]) write2(a A, b B) error {
 	var buf [stackData]byte
 	d := appendValue(buf[:0], a)
 	d = appendValue(d, b)
@@ -234,6 +242,10 @@ func (e *Event3[A, B, C]) Write(a A, b B, c C) error {
 	if !e.tp.Enabled() {
 		return nil
 	}
+	return e.write3(a, b, c)
+}
+
+func (e *Event3[A, B, C]) write3(a A, b B, c C) error {
 	var buf [stackData]byte
 	d := appendValue(buf[:0], a)
 	d = appendValue(d, b)
@@ -254,6 +266,10 @@ func (e *Event4[A, B, C, D]) Write(a A, b B, c C, d D) error {
 	if !e.tp.Enabled() {
 		return nil
 	}
+	return e.write4(a, b, c, d)
+}
+
+func (e *Event4[A, B, C, D]) write4(a A, b B, c C, d D) error {
 	var buf [stackData]byte
 	p := appendValue(buf[:0], a)
 	p = appendValue(p, b)
