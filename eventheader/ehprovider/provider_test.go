@@ -281,3 +281,52 @@ func TestWriteOtherTracepoint(t *testing.T) {
 		t.Error("a Builder Reset for one tracepoint was written to another")
 	}
 }
+
+// TestConcurrent writes from several goroutines, which ask for the same
+// tracepoints and events at once, and counts what arrives.
+func TestConcurrent(t *testing.T) {
+	sys := subsys.New(subsys.Options{NumCPU: 2})
+	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, _ := ehprovider.New(f, "Conc")
+	defer p.Close()
+	ss := sys.NewSession(subsys.SessionOptions{BufferBytes: 16 << 20})
+	defer ss.Close()
+	if _, err := ss.AttachMatching("user_events:Conc_*", true); err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, each = 4, 200
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		go func() {
+			ev := ehprovider.Define2[int, string](p, "W", eventheader.LevelInformation, 1, "g", "s")
+			tp := p.Tracepoint(eventheader.LevelWarning, 1)
+			var b ehprovider.Builder
+			for i := range each {
+				if err := ev.Write(g, "x"); err != nil {
+					errs <- err
+					return
+				}
+				b.Reset(tp, "B")
+				b.AddInt64("i", int64(i), 0)
+				if err := tp.Write(&b); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range goroutines {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := readBack(t, ss, 2*goroutines*each)
+	if len(got) != 2*goroutines*each {
+		t.Errorf("%d records, want %d", len(got), 2*goroutines*each)
+	}
+}
