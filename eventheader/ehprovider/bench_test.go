@@ -45,7 +45,8 @@ func benchProvider(b *testing.B, on bool) (*ehprovider.Provider, *ehprovider.Eve
 var sink int
 
 // BenchmarkDisabled is the check a program pays per event while nobody
-// listens: Tracepoint.Enabled, and a typed Write, which is that check.
+// listens: Tracepoint.Enabled; Provider.Enabled, which first finds the
+// tracepoint by level and keyword; and a typed Write, which is the check.
 func BenchmarkDisabled(b *testing.B) {
 	p, ev := benchProvider(b, false)
 	tp := p.Tracepoint(eventheader.LevelInformation, 1)
@@ -54,6 +55,16 @@ func BenchmarkDisabled(b *testing.B) {
 		n := 0
 		for b.Loop() {
 			if tp.Enabled() {
+				n++
+			}
+		}
+		sink = n
+	})
+	b.Run("ProviderEnabled", func(b *testing.B) {
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			if p.Enabled(eventheader.LevelInformation, 1) {
 				n++
 			}
 		}

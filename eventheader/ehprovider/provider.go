@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/userevents"
@@ -17,15 +18,25 @@ type Provider struct {
 	name  string
 	group string
 
+	// tps is replaced, never changed, so that lookups take no lock;
+	// mu serializes the replacements and registrations.
+	tps    atomic.Pointer[tpTable]
 	mu     sync.Mutex
-	tps    map[tpKey]*Tracepoint
 	closed bool
 	err    error
 }
 
-type tpKey struct {
-	level   eventheader.Level
-	keyword uint64
+// tpTable holds the registered tracepoints by level, then keyword: a
+// program uses a few keywords per level, so a scan beats hashing.
+type tpTable [256][]*Tracepoint
+
+func (t *tpTable) find(level eventheader.Level, keyword uint64) *Tracepoint {
+	for _, tp := range t[level] {
+		if tp.keyword == keyword {
+			return tp
+		}
+	}
+	return nil
 }
 
 // Option configures a Provider.
@@ -46,7 +57,8 @@ func New(f *userevents.File, name string, opts ...Option) (*Provider, error) {
 	if f == nil {
 		return nil, errors.New("ehprovider: New needs an open userevents.File")
 	}
-	p := &Provider{f: f, name: name, tps: map[tpKey]*Tracepoint{}}
+	p := &Provider{f: f, name: name}
+	p.tps.Store(new(tpTable))
 	for _, o := range opts {
 		o(p)
 	}
@@ -76,10 +88,12 @@ func (p *Provider) Group() string { return p.group }
 // enabled, and says why with Err (so does Provider.Err). Events of the same
 // level and keyword share their tracepoint, as in the C library.
 func (p *Provider) Tracepoint(level eventheader.Level, keyword uint64) *Tracepoint {
-	k := tpKey{level, keyword}
+	if tp := p.tps.Load().find(level, keyword); tp != nil {
+		return tp
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if tp := p.tps[k]; tp != nil {
+	if tp := p.tps.Load().find(level, keyword); tp != nil {
 		return tp
 	}
 	tn := eventheader.TracepointName{Provider: p.name, Level: level, Keyword: keyword}
@@ -104,9 +118,20 @@ func (p *Provider) Tracepoint(level eventheader.Level, keyword uint64) *Tracepoi
 		p.err = tp.err
 	}
 	if !p.closed {
-		p.tps[k] = tp
+		t := *p.tps.Load()
+		t[level] = append(t[level][:len(t[level]):len(t[level])], tp)
+		p.tps.Store(&t)
 	}
 	return tp
+}
+
+// Enabled reports whether the provider's tracepoint for level and keyword
+// is enabled, without registering it: false when nothing has asked for it
+// yet (so nothing can be attached to it). It takes no lock; a Tracepoint's
+// own Enabled is cheaper still.
+func (p *Provider) Enabled(level eventheader.Level, keyword uint64) bool {
+	tp := p.tps.Load().find(level, keyword)
+	return tp != nil && tp.Enabled()
 }
 
 // Err returns the first error registering one of the provider's
@@ -124,12 +149,14 @@ func (p *Provider) Close() error {
 	defer p.mu.Unlock()
 	p.closed = true
 	var errs []error
-	for k, tp := range p.tps {
-		if tp.ev != nil {
-			errs = append(errs, tp.ev.Close())
+	for _, tps := range p.tps.Load() {
+		for _, tp := range tps {
+			if tp.ev != nil {
+				errs = append(errs, tp.ev.Close())
+			}
 		}
-		delete(p.tps, k)
 	}
+	p.tps.Store(new(tpTable))
 	return errors.Join(errs...)
 }
 

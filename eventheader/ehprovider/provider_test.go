@@ -216,6 +216,15 @@ func TestLazyRegistration(t *testing.T) {
 	if ev.Tracepoint() != a {
 		t.Error("a typed event of the same level and keyword is not on the same tracepoint")
 	}
+	if p.Enabled(eventheader.LevelWarning, 0xf00) || p.Enabled(eventheader.LevelWarning, 1) {
+		t.Error("Provider.Enabled before anything is attached")
+	}
+	if err := sys.SetFtrace(sys.Lookup("user_events", a.Name()), true); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Enabled(eventheader.LevelWarning, 0xf00) || !a.Enabled() || p.Enabled(eventheader.LevelWarning, 1) {
+		t.Error("Provider.Enabled after the ftrace enable")
+	}
 	if s := status(); !strings.Contains(s, "LazyProv_L3Kf00Ggrp1") || strings.Count(s, "LazyProv") != 1 {
 		t.Errorf("status after one tracepoint:\n%s", s)
 	}
@@ -328,5 +337,38 @@ func TestConcurrent(t *testing.T) {
 	got := readBack(t, ss, 2*goroutines*each)
 	if len(got) != 2*goroutines*each {
 		t.Errorf("%d records, want %d", len(got), 2*goroutines*each)
+	}
+}
+
+// TestManyTracepoints asks for tracepoints of several keywords per level
+// and checks each is found again, and only for its level and keyword.
+func TestManyTracepoints(t *testing.T) {
+	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, _ := ehprovider.New(f, "Many")
+	defer p.Close()
+	got := map[string]*ehprovider.Tracepoint{}
+	for _, lv := range []eventheader.Level{1, 4, 5, 255} {
+		for _, kw := range []uint64{0, 1, 2, 0x8000000000000000, ^uint64(0)} {
+			tp := p.Tracepoint(lv, kw)
+			if err := tp.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if got[tp.Name()] != nil {
+				t.Fatalf("%s twice", tp.Name())
+			}
+			got[tp.Name()] = tp
+		}
+	}
+	for name, tp := range got {
+		if again := p.Tracepoint(tp.Level(), tp.Keyword()); again != tp {
+			t.Errorf("%s: another tracepoint the second time (%s)", name, again.Name())
+		}
+	}
+	if tp := p.Tracepoint(255, ^uint64(0)); tp.Name() != "Many_LffKffffffffffffffff" {
+		t.Errorf("name %s", tp.Name())
 	}
 }
