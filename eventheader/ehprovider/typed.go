@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/uetrace/uetrace/eventheader"
 )
@@ -14,12 +15,32 @@ import (
 // value32 and value64 float; string a counted UTF-8 string
 // (string_length16_char8); []byte counted binary shown as hex. A string or
 // []byte beyond 65535 bytes is cut there, as the format's count is 16 bits.
-// Named types are not matched by their underlying type: convert them.
+// The types below say how a value is shown: Hex32 and Hex64 as hex,
+// Errno as an errno, PID as a process id, UUID as a UUID; a time.Time is
+// value64 seconds since 1970 (FormatTime, the format's resolution).
+// Other named types are not matched by their underlying type: convert them.
 type Value interface {
 	bool | int8 | int16 | int32 | int64 | int |
 		uint8 | uint16 | uint32 | uint64 | uint | uintptr |
-		float32 | float64 | string | []byte
+		float32 | float64 | string | []byte |
+		Hex32 | Hex64 | Errno | PID | UUID | time.Time
 }
+
+// Hex32 and Hex64 are integers shown in hex (FormatHexInt).
+type (
+	Hex32 uint32
+	Hex64 uint64
+)
+
+// Errno is an errno value (value32, FormatErrno), shown by decoders as
+// its name, e.g. ENOENT(2).
+type Errno int32
+
+// PID is a process or thread id (value32, FormatPid).
+type PID int32
+
+// UUID is a UUID in RFC 4122 byte order (value128, FormatUUID).
+type UUID [16]byte
 
 func encodingOf[T Value]() (eventheader.Encoding, eventheader.Format) {
 	var zero T
@@ -48,6 +69,18 @@ func encodingOf[T Value]() (eventheader.Encoding, eventheader.Format) {
 		return eventheader.EncodingValue64, eventheader.FormatFloat
 	case string:
 		return eventheader.EncodingStringLength16Char8, eventheader.FormatDefault
+	case Hex32:
+		return eventheader.EncodingValue32, eventheader.FormatHexInt
+	case Hex64:
+		return eventheader.EncodingValue64, eventheader.FormatHexInt
+	case Errno:
+		return eventheader.EncodingValue32, eventheader.FormatErrno
+	case PID:
+		return eventheader.EncodingValue32, eventheader.FormatPid
+	case UUID:
+		return eventheader.EncodingValue128, eventheader.FormatUUID
+	case time.Time:
+		return eventheader.EncodingValue64, eventheader.FormatTime
 	default: // []byte
 		return eventheader.EncodingBinaryLength16Char8, eventheader.FormatDefault
 	}
@@ -94,6 +127,18 @@ func appendValue[T Value](dst []byte, v T) []byte {
 		}
 		dst = le.AppendUint16(dst, uint16(len(v)))
 		return append(dst, v...)
+	case Hex32:
+		return le.AppendUint32(dst, uint32(v))
+	case Hex64:
+		return le.AppendUint64(dst, uint64(v))
+	case Errno:
+		return le.AppendUint32(dst, uint32(v))
+	case PID:
+		return le.AppendUint32(dst, uint32(v))
+	case UUID:
+		return append(dst, v[:]...)
+	case time.Time:
+		return le.AppendUint64(dst, uint64(v.Unix()))
 	case []byte:
 		if len(v) > math.MaxUint16 {
 			v = v[:math.MaxUint16]

@@ -75,6 +75,19 @@ func TestTypedIsBuilder(t *testing.T) {
 			func() { b.AddString("v", long, 0, 0) }},
 		{"bytes", func() error { return ehprovider.Define1[[]byte](p, "E", lv, 7, "v").Write([]byte{1, 2}) },
 			func() { b.AddBinary("v", []byte{1, 2}, 0, 0) }},
+		{"hex32", func() error { return ehprovider.Define1[ehprovider.Hex32](p, "E", lv, 7, "v").Write(0xbeef) },
+			func() { b.AddUint32("v", 0xbeef, eventheader.FormatHexInt, 0) }},
+		{"hex64", func() error { return ehprovider.Define1[ehprovider.Hex64](p, "E", lv, 7, "v").Write(0xbeef) },
+			func() { b.AddUint64("v", 0xbeef, eventheader.FormatHexInt, 0) }},
+		{"errno", func() error { return ehprovider.Define1[ehprovider.Errno](p, "E", lv, 7, "v").Write(2) },
+			func() { b.AddUint32("v", 2, eventheader.FormatErrno, 0) }},
+		{"pid", func() error { return ehprovider.Define1[ehprovider.PID](p, "E", lv, 7, "v").Write(42) },
+			func() { b.AddUint32("v", 42, eventheader.FormatPid, 0) }},
+		{"uuid", func() error { return ehprovider.Define1[ehprovider.UUID](p, "E", lv, 7, "v").Write(ehprovider.UUID{1, 2, 15: 3}) },
+			func() { b.AddUUID("v", [16]byte{1, 2, 15: 3}, 0) }},
+		{"time", func() error {
+			return ehprovider.Define1[time.Time](p, "E", lv, 7, "v").Write(time.Unix(1700000000, 999))
+		}, func() { b.AddUint64("v", 1700000000, eventheader.FormatTime, 0) }},
 		{"none", func() error { return ehprovider.Define0(p, "E", lv, 7).Write() },
 			func() {}},
 		{"two", func() error { return ehprovider.Define2[string, uint16](p, "E;k=v", lv, 7, "a", "b").Write("", 3) },
@@ -128,10 +141,16 @@ func TestTypedWriteAllocs(t *testing.T) {
 	defer f.Close()
 	p, _ := ehprovider.New(f, "Allocs")
 	ev := ehprovider.Define3[uint32, string, float64](p, "Request", eventheader.LevelInformation, 1, "status", "path", "dur")
+	ev2 := ehprovider.Define4[time.Time, ehprovider.UUID, ehprovider.Errno, []byte](p, "Other", eventheader.LevelInformation, 1, "t", "id", "err", "b")
 	tp := ev.Tracepoint()
 	var b ehprovider.Builder
+	now := time.Now()
+	blob := []byte{1, 2, 3}
 	write := func() {
 		if err := ev.Write(200, "/index.html", 1.5); err != nil {
+			t.Fatal(err)
+		}
+		if err := ev2.Write(now, ehprovider.UUID{1}, 2, blob); err != nil {
 			t.Fatal(err)
 		}
 		if tp.Enabled() {
