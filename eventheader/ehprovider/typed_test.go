@@ -83,7 +83,9 @@ func TestTypedIsBuilder(t *testing.T) {
 			func() { b.AddUint32("v", 2, eventheader.FormatErrno, 0) }},
 		{"pid", func() error { return ehprovider.Define1[ehprovider.PID](p, "E", lv, 7, "v").Write(42) },
 			func() { b.AddUint32("v", 42, eventheader.FormatPid, 0) }},
-		{"uuid", func() error { return ehprovider.Define1[ehprovider.UUID](p, "E", lv, 7, "v").Write(ehprovider.UUID{1, 2, 15: 3}) },
+		{"uuid", func() error {
+			return ehprovider.Define1[ehprovider.UUID](p, "E", lv, 7, "v").Write(ehprovider.UUID{1, 2, 15: 3})
+		},
 			func() { b.AddUUID("v", [16]byte{1, 2, 15: 3}, 0) }},
 		{"time", func() error {
 			return ehprovider.Define1[time.Time](p, "E", lv, 7, "v").Write(time.Unix(1700000000, 999))
