@@ -17,8 +17,15 @@
 //   - dynamic events are built with a Builder (an eventheader.Builder and
 //     its buffer) between Tracepoint.Enabled and Tracepoint.Write.
 //
+// Tracepoint.Enabled is the userevents enable word's load and bit test;
+// Provider.Enabled(level, keyword) asks the same of a tracepoint found by
+// level and keyword without a lock, and without registering it.
+//
 // A write is one userevents Event.Write: the write index and the event in
 // one writev on the kernel, the daemon's ring or the in-process subsystem.
+// Typed fields are Go's integers, floats, bool, string and []byte, and
+// Hex32, Hex64, Errno, PID, UUID and time.Time for the formats decoders
+// show them in (see Value).
 //
 // It does not do activity ids for typed events (use a Builder and
 // SetActivityID), arrays or structs in typed events, nor the C library's

@@ -103,6 +103,9 @@ func TestWriteReadBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
+			if want := b.opts.Transport; b.opts.Backend == userevents.Daemon && f.Transport() != want {
+				t.Fatalf("transport %v, want %v: %v", f.Transport(), want, f.RingError())
+			}
 			prov := "TestProv_" + strings.ReplaceAll(b.name, "-", "_")
 			p, err := ehprovider.New(f, prov)
 			if err != nil {
