@@ -82,3 +82,36 @@ func Example() {
 	// MyProvider_L4K1 enabled: true
 	// { "n": "MyProvider:Request", "status": 200, "path": "/index.html", "dur_ms": 1.5, "meta": { "level": 4, "keyword": "0x1" } }
 }
+
+// A dynamic event: its fields chosen at run time, built only while the
+// tracepoint is enabled, here with an activity id and an opcode.
+func ExampleTracepoint_Write() {
+	sys := subsys.New(subsys.Options{})
+	f, _ := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	defer f.Close()
+	p, _ := ehprovider.New(f, "MyProvider", ehprovider.WithGroup("myapp"))
+	tp := p.Tracepoint(eventheader.LevelWarning, 0x4)
+	ss := sys.NewSession(subsys.SessionOptions{})
+	defer ss.Close()
+	ss.AttachMatching("user_events:MyProvider_*", true)
+
+	var b ehprovider.Builder
+	if tp.Enabled() {
+		b.ResetHeader(tp, "Retry", eventheader.Header{Opcode: eventheader.OpcodeActivityStart})
+		b.SetActivityID(&[16]byte{0: 1, 15: 2}, nil)
+		b.AddUint32("attempt", 3, eventheader.FormatDefault, 0)
+		b.AddUint32("err", 11, eventheader.FormatErrno, 0)
+		if err := tp.Write(&b); err != nil {
+			fmt.Println(err)
+		}
+	}
+
+	recs, _ := ss.Read(context.Background(), make([]byte, 4096), nil)
+	ev, _ := eventheader.Decode(recs[0].Event.Name(), recs[0].Raw[8:])
+	js, _ := ev.AppendJSON(nil)
+	fmt.Println(recs[0].Event.Name())
+	fmt.Println(string(js))
+	// Output:
+	// MyProvider_L3K4Gmyapp
+	// { "n": "MyProvider:Retry", "attempt": 3, "err": "EAGAIN(11)", "meta": { "level": 3, "keyword": "0x4", "opcode": 1, "activity": "01000000-0000-0000-0000-000000000002" } }
+}
