@@ -18,6 +18,7 @@ import (
 // The types below say how a value is shown: Hex32 and Hex64 as hex,
 // Errno as an errno, PID as a process id, UUID as a UUID; a time.Time is
 // value64 seconds since 1970 (FormatTime, the format's resolution).
+// A write whose values take more than 256 bytes allocates once.
 // Other named types are not matched by their underlying type: convert them.
 type Value interface {
 	bool | int8 | int16 | int32 | int64 | int |
@@ -158,8 +159,9 @@ type typed struct {
 	err    error
 }
 
-// stackData is the room for a typed event's values on the writer's stack;
-// larger values go to the heap.
+// stackData is the room for a typed event's values on the writer's stack:
+// a write whose values take more (long strings or []byte) allocates their
+// buffer.
 const stackData = 256
 
 type fieldDef struct {
