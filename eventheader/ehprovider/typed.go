@@ -170,10 +170,34 @@ type fieldDef struct {
 	f    eventheader.Format
 }
 
-func define(p *Provider, name string, level eventheader.Level, keyword uint64, fields ...fieldDef) typed {
+// EventOption sets a typed event's header: its id and version, opcode or
+// tag. The level is the tracepoint's.
+type EventOption func(*eventheader.Header)
+
+// WithID gives the event a stable id and the version of its layout.
+func WithID(id uint16, version uint8) EventOption {
+	return func(h *eventheader.Header) { h.ID, h.Version = id, version }
+}
+
+// WithOpcode gives the event an opcode, e.g. eventheader.OpcodeActivityStart.
+func WithOpcode(op eventheader.Opcode) EventOption {
+	return func(h *eventheader.Header) { h.Opcode = op }
+}
+
+// WithTag gives the event a provider-defined 16-bit tag.
+func WithTag(tag uint16) EventOption {
+	return func(h *eventheader.Header) { h.Tag = tag }
+}
+
+func define(p *Provider, name string, level eventheader.Level, keyword uint64, opts []EventOption, fields ...fieldDef) typed {
 	t := typed{tp: p.Tracepoint(level, keyword)}
+	h := eventheader.Header{}
+	for _, o := range opts {
+		o(&h)
+	}
+	h.Level = level
 	var b eventheader.Builder
-	b.Reset(name, eventheader.Header{Level: level})
+	b.Reset(name, h)
 	for _, fd := range fields {
 		b.Field(fd.name, fd.enc, fd.f, 0)
 	}
@@ -217,9 +241,11 @@ func (t *typed) write(data []byte) error {
 type Event0 struct{ typed }
 
 // Define0 defines an event without fields on p's tracepoint for level and
-// keyword, registering the tracepoint if it is the first use.
-func Define0(p *Provider, name string, level eventheader.Level, keyword uint64) *Event0 {
-	return &Event0{define(p, name, level, keyword)}
+// keyword, registering the tracepoint if it is the first use. Options set
+// the header's id, version, opcode and tag (WithID, WithOpcode, WithTag);
+// the same holds for Define1 ... Define4.
+func Define0(p *Provider, name string, level eventheader.Level, keyword uint64, opts ...EventOption) *Event0 {
+	return &Event0{define(p, name, level, keyword, opts)}
 }
 
 // Write writes the event if its tracepoint is enabled.
@@ -234,8 +260,8 @@ func (e *Event0) Write() error {
 type Event1[A Value] struct{ typed }
 
 // Define1 defines an event of one field named fa.
-func Define1[A Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa string) *Event1[A] {
-	return &Event1[A]{define(p, name, level, keyword, def[A](fa))}
+func Define1[A Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa string, opts ...EventOption) *Event1[A] {
+	return &Event1[A]{define(p, name, level, keyword, opts, def[A](fa))}
 }
 
 // Write writes the event if its tracepoint is enabled; while it is not,
@@ -257,8 +283,8 @@ func (e *Event1[A]) write1(a A) error {
 type Event2[A, B Value] struct{ typed }
 
 // Define2 defines an event of two fields named fa and fb.
-func Define2[A, B Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa, fb string) *Event2[A, B] {
-	return &Event2[A, B]{define(p, name, level, keyword, def[A](fa), def[B](fb))}
+func Define2[A, B Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa, fb string, opts ...EventOption) *Event2[A, B] {
+	return &Event2[A, B]{define(p, name, level, keyword, opts, def[A](fa), def[B](fb))}
 }
 
 // Write writes the event if its tracepoint is enabled.
@@ -280,8 +306,8 @@ func (e *Event2[A, B]) write2(a A, b B) error {
 type Event3[A, B, C Value] struct{ typed }
 
 // Define3 defines an event of three fields named fa, fb and fc.
-func Define3[A, B, C Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa, fb, fc string) *Event3[A, B, C] {
-	return &Event3[A, B, C]{define(p, name, level, keyword, def[A](fa), def[B](fb), def[C](fc))}
+func Define3[A, B, C Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa, fb, fc string, opts ...EventOption) *Event3[A, B, C] {
+	return &Event3[A, B, C]{define(p, name, level, keyword, opts, def[A](fa), def[B](fb), def[C](fc))}
 }
 
 // Write writes the event if its tracepoint is enabled.
@@ -304,8 +330,8 @@ func (e *Event3[A, B, C]) write3(a A, b B, c C) error {
 type Event4[A, B, C, D Value] struct{ typed }
 
 // Define4 defines an event of four fields named fa, fb, fc and fd.
-func Define4[A, B, C, D Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa, fb, fc, fd string) *Event4[A, B, C, D] {
-	return &Event4[A, B, C, D]{define(p, name, level, keyword, def[A](fa), def[B](fb), def[C](fc), def[D](fd))}
+func Define4[A, B, C, D Value](p *Provider, name string, level eventheader.Level, keyword uint64, fa, fb, fc, fd string, opts ...EventOption) *Event4[A, B, C, D] {
+	return &Event4[A, B, C, D]{define(p, name, level, keyword, opts, def[A](fa), def[B](fb), def[C](fc), def[D](fd))}
 }
 
 // Write writes the event if its tracepoint is enabled.

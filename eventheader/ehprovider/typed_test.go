@@ -94,6 +94,13 @@ func TestTypedIsBuilder(t *testing.T) {
 			func() {}},
 		{"two", func() error { return ehprovider.Define2[string, uint16](p, "E;k=v", lv, 7, "a", "b").Write("", 3) },
 			func() { b.AddString("a", "", 0, 0); b.AddUint16("b", 3, 0, 0) }},
+		{"header", func() error {
+			return ehprovider.Define1[int](p, "E", lv, 7, "v", ehprovider.WithID(12, 3),
+				ehprovider.WithOpcode(eventheader.OpcodeActivityStop), ehprovider.WithTag(0xabc)).Write(1)
+		}, func() {
+			b.ResetHeader(tp, "E", eventheader.Header{ID: 12, Version: 3, Opcode: eventheader.OpcodeActivityStop, Tag: 0xabc, Level: 1})
+			b.AddInt64("v", 1, 0)
+		}},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -115,7 +122,7 @@ func TestTypedIsBuilder(t *testing.T) {
 			name = "E;k=v"
 		}
 		b.Reset(tp, name)
-		c.build()
+		c.build() // may Reset again, with a header
 		if err := tp.Write(&b); err != nil {
 			t.Fatalf("%s: builder write: %v", c.name, err)
 		}
@@ -123,8 +130,12 @@ func TestTypedIsBuilder(t *testing.T) {
 		if !bytes.Equal(typed, built) {
 			t.Errorf("%s: typed\n% x\nbuilder\n% x", c.name, typed, built)
 		}
-		if _, err := eventheader.Decode(tp.Name(), typed); err != nil {
+		d, err := eventheader.Decode(tp.Name(), typed)
+		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
+		}
+		if c.name == "header" && (d.Header != eventheader.Header{Flags: d.Header.Flags, ID: 12, Version: 3, Opcode: eventheader.OpcodeActivityStop, Tag: 0xabc, Level: lv}) {
+			t.Errorf("header: %+v", d.Header)
 		}
 	}
 }
