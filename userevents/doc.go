@@ -7,22 +7,21 @@
 //		log.Fatal(err)
 //	}
 //	defer f.Close()
-//	ev, err := f.Register("myapp_request u32 status; __rel_loc char[] path", 0)
+//	request, err := userevents.Define2[uint32, string](f, "myapp_request u32 status; __rel_loc char[] path")
 //	if err != nil {
 //		log.Fatal(err)
 //	}
 //
-//	var enc eventdef.Encoder
-//	buf := make([]byte, 0, 256) // reused: encoding allocates nothing
-//	if ev.Enabled() {           // one load and a bit test while nobody traces
-//		err := ev.Encode(&enc, buf, func(e *eventdef.Encoder) {
-//			e.Uint(200)
-//			e.String("/index.html")
-//		})
-//		if err != nil {
-//			log.Print(err)
-//		}
+//	// Nothing is built while nobody traces; nothing is allocated when someone does.
+//	if err := request.Write(200, "/index.html"); err != nil {
+//		log.Print(err)
 //	}
+//
+// Define1 … Define6 register an event whose fields are set from Go values
+// of the types given, in order, and check when they register that each
+// type fits its field (see Value). For events whose fields are known only
+// at run time, File.Register returns an Event, Event.Encode builds a
+// payload with an eventdef.Encoder, and Event.Write writes raw bytes.
 //
 // Open finds user_events_data: on a kernel built with CONFIG_USER_EVENTS it
 // speaks the kernel ABI directly (DIAG_IOCSREG, DIAG_IOCSUNREG,

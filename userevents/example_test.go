@@ -25,6 +25,26 @@ func Example_program() {
 		log.Fatal(err)
 	}
 	defer f.Close()
+	request, err := userevents.Define2[uint32, string](f, "myapp_request u32 status; __rel_loc char[] path")
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// Nothing is built while nobody traces; nothing is allocated when someone does.
+	if err := request.Write(200, "/index.html"); err != nil {
+		log.Print(err)
+	}
+}
+
+// Events whose fields are known only at run time: Register, check Enabled
+// and build the payload with an eventdef.Encoder. This needs the kernel or
+// a running `uetrace serve`, so it is compiled but not run here.
+func Example_encode() {
+	f, err := userevents.Open(userevents.Options{}) // the kernel, else the daemon
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
 	ev, err := f.Register("myapp_request u32 status; __rel_loc char[] path", 0)
 	if err != nil {
 		log.Fatal(err)
@@ -41,6 +61,39 @@ func Example_program() {
 			log.Print(err)
 		}
 	}
+}
+
+// A typed event: the Go types are checked against the fields when it is
+// defined, and Write takes the values as fmt's functions do — without
+// building anything while the event is disabled, and without allocating.
+func ExampleDefine2() {
+	opts := userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})}
+	f, _ := userevents.Open(opts)
+	defer f.Close()
+	request, err := userevents.Define2[uint32, string](f, "myapp_request u32 status; __rel_loc char[] path")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fs, _ := userevents.OpenTracefs(opts)
+	defer fs.Close()
+	fs.WriteFile("events/user_events/myapp_request/enable", []byte("1"), 0)
+
+	if err := request.Write(200, "/index.html"); err != nil {
+		fmt.Println(err)
+	}
+	trace, _ := fs.ReadFile("trace")
+	lines := strings.Split(strings.TrimSpace(string(trace)), "\n")
+	last := lines[len(lines)-1]
+	fmt.Println(last[strings.Index(last, "myapp_request:"):])
+
+	// A Go type that does not fit its field is refused before anything is
+	// registered.
+	_, err = userevents.Define2[string, string](f, "myapp_other u32 status; __rel_loc char[] path")
+	fmt.Println(err)
+	// Output:
+	// myapp_request: status=0xc8 (200) path=/index.html
+	// define "myapp_other u32 status; __rel_loc char[] path": invalid argument (EINVAL): field 1 "u32 status": a Go string does not set an integer field: use an integer type of at most 4 bytes
 }
 
 // A program registers its event once, checks Enabled before building a

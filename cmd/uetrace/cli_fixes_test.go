@@ -31,6 +31,7 @@ func TestCLIWriteDashData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	needPerfmon(t)
 	sock, _, _ := startServe(t)
 	for i, tc := range []struct {
 		create string // the event, as a dynamic_events line
@@ -115,6 +116,7 @@ func TestCLIDeleteHint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	needPerfmon(t)
 	sock, _, _ := startServe(t)
 	mustCLI(t, sock, "write", "dynamic_events", "u:myev u32 a; char[8] b")
 	for _, tc := range []struct{ line, want string }{
@@ -143,6 +145,7 @@ func TestCLIErrorTexts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	needPerfmon(t)
 	sock, _, _ := startServe(t)
 	mustCLI(t, sock, "write", "dynamic_events", "u:err_ev u32 a")
 	for _, tc := range []struct {

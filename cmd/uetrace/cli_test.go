@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/caps"
 )
 
 var (
@@ -113,6 +114,17 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// needPerfmon skips a test that creates events through dynamic_events
+// ("u:" lines are persistent events, which need CAP_PERFMON or
+// CAP_SYS_ADMIN on the daemon as on the kernel) when this process has
+// neither.
+func needPerfmon(t *testing.T) {
+	t.Helper()
+	if !caps.PerfmonCapable(0) {
+		t.Skip("needs CAP_PERFMON or CAP_SYS_ADMIN (root): it writes u: lines to dynamic_events")
+	}
+}
+
 func startServe(t *testing.T) (string, *exec.Cmd, *syncBuffer) {
 	sock := filepath.Join(t.TempDir(), "uetrace.sock")
 	srv, log := background(t, "serve", "--socket", sock)
@@ -130,6 +142,7 @@ func TestCLIAgainstDaemon(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
+	needPerfmon(t)
 	sock, srv, srvLog := startServe(t)
 
 	if out := mustCLI(t, sock, "status"); !strings.Contains(out, "EVENT") || !strings.Contains(out, "Active: 0, Busy: 0") {

@@ -179,18 +179,33 @@ func newEmitCmd(g *globals) *cobra.Command {
 	var (
 		fields []string
 		multi  bool
+		eh     bool
+		h      ehHeader
 	)
 	cmd := &cobra.Command{
-		Use:   "emit COMMAND [--field name=value]...",
+		Use:   "emit COMMAND [--field name=value]... | emit --eventheader TRACEPOINT --name EVENT [--field name=type:value]...",
 		Short: "Register an event and write one record of it: logger(1) for user_events",
 		Long: `emit registers the event COMMAND describes and, if it is enabled, writes one
 record with the given field values; fields not given are zero or empty.
 Integers take Go syntax (42, 0x2a, -1); text fields take the text; other
 arrays and structs take hex bytes. If nothing is attached to the event there
-is nobody to see the record: emit says so and writes nothing.`,
-		Example: `  uetrace emit 'myapp_request u32 status; __rel_loc char[] path' --field status=200 --field path=/index.html`,
-		Args:    exactArgs("COMMAND"),
+is nobody to see the record: emit says so and writes nothing.
+
+With --eventheader, the argument is an EventHeader tracepoint,
+<provider>_L<level>K<keyword>[G<group>]: emit registers it and writes one
+EventHeader event named --name, at the tracepoint's level, with the fields
+given in order, each name=type:value, the type one of
+` + ehFieldTypes + `.`,
+		Example: `  uetrace emit 'myapp_request u32 status; __rel_loc char[] path' --field status=200 --field path=/index.html
+  uetrace emit --eventheader MyProvider_L4K1 --name MyEvent --field status=u32:200 --field path=string:/index.html`,
+		Args: exactArgs("COMMAND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if eh {
+				return emitEventHeader(cmd, g, args[0], h, fields)
+			}
+			if h != (ehHeader{}) {
+				return &userevents.Error{Op: "emit", Input: args[0], Errno: unix.EINVAL, Reason: "--name, --id, --version and --opcode are for EventHeader events: add --eventheader"}
+			}
 			values := map[string]string{}
 			for _, kv := range fields {
 				k, v, ok := strings.Cut(kv, "=")
@@ -236,8 +251,13 @@ is nobody to see the record: emit says so and writes nothing.`,
 			return asOp(ev.Write(payload), "emit", "", args[0])
 		},
 	}
-	cmd.Flags().StringArrayVar(&fields, "field", nil, "a field's value, name=value (repeatable)")
+	cmd.Flags().StringArrayVar(&fields, "field", nil, "a field's value, name=value; name=type:value with --eventheader (repeatable)")
 	cmd.Flags().BoolVar(&multi, "multi-format", false, "register with USER_EVENT_REG_MULTI_FORMAT")
+	cmd.Flags().BoolVar(&eh, "eventheader", false, "write an EventHeader event to the tracepoint <provider>_L<level>K<keyword>[G<group>]")
+	cmd.Flags().StringVar(&h.name, "name", "", "the EventHeader event's name (with --eventheader)")
+	cmd.Flags().Uint16Var(&h.id, "id", 0, "the EventHeader event's stable id (with --eventheader)")
+	cmd.Flags().Uint8Var(&h.version, "version", 0, "the EventHeader event's version (with --eventheader)")
+	cmd.Flags().Uint8Var(&h.opcode, "opcode", 0, "the EventHeader event's opcode: 1 activity start, 2 stop, ... (with --eventheader)")
 	return cmd
 }
 

@@ -150,9 +150,13 @@ func (m *Mem) readRandom() (uint64, [16]byte, error) {
 	var rnd [16]byte
 	auxv, err := os.ReadFile("/proc/" + strconv.Itoa(m.pid) + "/auxv")
 	gone := errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
-	if (gone || err == nil && len(auxv) == 0) && !m.exitedNow() {
-		// The main thread exited (its auxv is empty or gone) while
-		// others live on: read another's.
+	// A zombie leader's /proc/<pid> files belong to root (proc makes the
+	// files of a task without memory root's), so to its own user the
+	// leader's auxv is EACCES.
+	refused := errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)
+	if (gone || refused || err == nil && len(auxv) == 0) && !m.exitedNow() {
+		// The main thread exited (its auxv is empty, gone or root's)
+		// while others live on: read another's.
 		for _, tid := range m.threads() {
 			if b, terr := os.ReadFile("/proc/" + strconv.Itoa(m.pid) + "/task/" + strconv.Itoa(tid) + "/auxv"); terr == nil && len(b) > 0 {
 				auxv, err = b, nil
