@@ -31,6 +31,8 @@ var layers = [][]string{
 	{"daemon", "fusefs"},
 	// What programs import, and recording and decoding.
 	{"userevents", "record", "report"},
+	// EventHeader providers, registering their tracepoints through userevents.
+	{"eventheader/ehprovider"},
 	// The tool.
 	{"cmd/uetrace"},
 }

@@ -35,10 +35,10 @@
 // Microsoft's byte for byte, and the builder, fed the decoded event,
 // writes the event's bytes exactly.
 //
-// What it does not do (yet): providers — registering their tracepoints
-// lazily through package userevents and checking enablement per level and
-// keyword before building — are a later step; so are a typed writer for
-// events known at compile time and the report command's EventHeader
-// output. It never writes big-endian or 32-bit-pointer events, though it
-// decodes them.
+// What it does not do: providers — registering their tracepoints lazily
+// through package userevents, checking enablement per level and keyword
+// before building — and a typed writer for events known at compile time
+// are package eventheader/ehprovider, above userevents; the report
+// command's EventHeader output is package report's. It never writes
+// big-endian or 32-bit-pointer events, though it decodes them.
 package eventheader

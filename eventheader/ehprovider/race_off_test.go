@@ -1,0 +1,5 @@
+//go:build !race
+
+package ehprovider_test
+
+const raceEnabled = false
