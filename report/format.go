@@ -22,6 +22,9 @@ type event struct {
 	// textName is the name right-aligned in the file's name column and a
 	// colon, as perf script's "%*s:".
 	textName []byte
+	// ehOff is where an EventHeader event starts in the raw record, or -1
+	// when the event is not an EventHeader tracepoint.
+	ehOff int
 }
 
 // fieldPlan is how one field of an event is printed.
@@ -58,7 +61,8 @@ const (
 )
 
 func newEvent(system, name string, format *tracefmt.Format) *event {
-	ev := &event{system: system, name: name, full: system + ":" + name, format: format}
+	ev := &event{system: system, name: name, full: system + ":" + name, format: format,
+		ehOff: ehOffset(name, format)}
 	if system == "" {
 		ev.full = name
 	}
@@ -171,6 +175,11 @@ func appendText(b []byte, it *item) []byte {
 	b = append(b, tb...)
 	b = append(b, ": "...)
 	b = append(b, ev.textName...)
+	if ev.ehOff >= 0 {
+		if e, ok := decodeEH(it); ok {
+			return append(appendEHText(b, &e), '\n')
+		}
+	}
 	for i := range ev.fields {
 		p := &ev.fields[i]
 		b = append(b, p.textKey...)
@@ -225,6 +234,12 @@ func appendJSON(b []byte, it *item, times *timeDigits) []byte {
 	b = appendUint(b, uint64(it.cpu))
 	b = append(b, it.heads.json...)
 	b = append(b, ev.jsonHead...)
+	if ev.ehOff >= 0 {
+		if e, ok := decodeEH(it); ok {
+			b = appendEHJSON(b, &e)
+			return append(appendEHMeta(append(b, '}'), &e), "}\n"...)
+		}
+	}
 	for i := range ev.fields {
 		p := &ev.fields[i]
 		b = append(b, p.jsonKey...)

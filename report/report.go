@@ -134,6 +134,13 @@ type reporter struct {
 	recent  [64]*thread       // threads by tid % 64, a cache of threads
 	args    []perfetto.Arg
 	sum     Summary
+
+	// EventHeader samples in Perfetto: scratch and names (eventheader.go).
+	ehText  []byte
+	ehStrs  []ehStr
+	ehPath  []byte
+	ehStack []int
+	ehNames map[string]string
 }
 
 // Write reads every record of r and writes its samples to w in format.
@@ -501,8 +508,13 @@ func (rp *reporter) instant(it *item, t *thread) error {
 			return err
 		}
 	}
-	rp.args = rp.args[:0]
 	ev := it.ev
+	if ev.ehOff >= 0 {
+		if e, ok := decodeEH(it); ok {
+			return rp.ehInstant(it, &e)
+		}
+	}
+	rp.args = rp.args[:0]
 	for i := range ev.fields {
 		p := &ev.fields[i]
 		name := p.f.Name
