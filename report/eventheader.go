@@ -283,7 +283,7 @@ type ehStr struct{ arg, start, end int }
 // instant named "Provider:Event", its fields as debug annotations
 // flattened by path ("s.x", "arr[2]"), then the metadata ("meta.level",
 // …). Integers of the default, unsigned, signed and pid formats are
-// numbers, booleans 0 and 1 are booleans, everything else is the text of
+// numbers, and so are ports; booleans 0 and 1 are booleans; everything else is the text of
 // its JSON value.
 func (rp *reporter) ehInstant(it *item, e *eventheader.Event) error {
 	rp.args = rp.args[:0]
@@ -331,6 +331,8 @@ func (rp *reporter) ehInstant(it *item, e *eventheader.Event) error {
 		case isEHInt(item, eventheader.FormatDefault), isEHInt(item, eventheader.FormatUnsignedInt), isEHInt(item, eventheader.FormatPid):
 			v, _ := item.Uint()
 			rp.args = append(rp.args, perfetto.Uint(name, v))
+		case isEHInt(item, eventheader.FormatPort) && len(item.Value) == 2:
+			rp.args = append(rp.args, perfetto.Uint(name, uint64(item.Value[0])<<8|uint64(item.Value[1])))
 		case isEHInt(item, eventheader.FormatBoolean) && len(item.Value) <= 4:
 			v, _ := item.Uint()
 			if v <= 1 {

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/uetrace/uetrace/internal/perfetto/perfettotest"
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/report"
@@ -161,4 +165,134 @@ func TestEventHeaderInterop(t *testing.T) {
 	if _, sum := run(t, path, report.Perfetto); sum.Samples != uint64(len(recs)) {
 		t.Errorf("perfetto: summary %+v", sum)
 	}
+}
+
+// builtEvents are EventHeader events made with eventheader.Builder, for
+// the golden tests: every kind of value, a struct, arrays, invalid UTF-8,
+// and an event with an id, version, tag, opcode and activity ids.
+func builtEvents(tb testing.TB) (tracepoints []string, events [][]byte) {
+	tb.Helper()
+	var b eventheader.Builder
+	add := func(tp string) {
+		ev, err := b.AppendEvent(nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tracepoints, events = append(tracepoints, tp), append(events, ev)
+	}
+	info := eventheader.Header{Level: eventheader.LevelInformation}
+	b.Reset("Request", info)
+	b.AddUint32("status", 200, eventheader.FormatDefault, 0)
+	b.AddString("path", "/index.html", eventheader.FormatDefault, 0)
+	b.AddUint32("err", 2, eventheader.FormatErrno, 0)
+	b.AddInt64("delta", -5, 0)
+	b.AddUint64("flags", 0xbeef, eventheader.FormatHexInt, 0)
+	b.AddBool("ok", true, 0)
+	b.AddIPv4("addr", [4]byte{127, 0, 0, 1}, 0)
+	b.AddPort("port", 8080, 0)
+	b.AddUUID("req", [16]byte{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8}, 0)
+	b.AddUint64("when", 1700000000, eventheader.FormatTime, 0)
+	b.AddString("note", "two words \"quoted\"", eventheader.FormatDefault, 0x12)
+	b.AddString("bad", "bad\xff\xfe", eventheader.FormatDefault, 0)
+	b.AddFloat64("ratio", 0.5, 0)
+	add("MyApp_L4K1")
+
+	b.Reset("Nested", info)
+	b.StructField("peer", 2, 0)
+	b.AddString("name", "db-1", eventheader.FormatDefault, 0)
+	b.AddInt32("n", -7, 0)
+	b.ArrayField("ports", eventheader.EncodingValue16, eventheader.FormatDefault, 0, 0)
+	b.AppendCount(3)
+	b.AppendValue16(1)
+	b.AppendValue16(2)
+	b.AppendValue16(3)
+	b.StructArrayField("pairs", 2, 0, 2)
+	b.Field("k", eventheader.EncodingValue8, eventheader.FormatDefault, 0)
+	b.Field("v", eventheader.EncodingValue8, eventheader.FormatHexInt, 0)
+	b.AppendValue8(1)
+	b.AppendValue8(0xa)
+	b.AppendValue8(2)
+	b.AppendValue8(0xb)
+	add("MyApp_L4K1")
+
+	b.Reset("Start", eventheader.Header{Level: eventheader.LevelVerbose, ID: 7, Version: 1, Tag: 0x2a, Opcode: eventheader.OpcodeActivityStart})
+	act := [16]byte{0xaa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	rel := [16]byte{0xbb, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	b.SetActivityID(&act, &rel)
+	add("MyApp_L5K3Gtest")
+	return tracepoints, events
+}
+
+var wantEHText = []string{
+	"           ehapp      42/42      [001]     0.000001:      user_events:MyApp_L4K1: MyApp:Request status=200 path=/index.html err=ENOENT(2) delta=-5 flags=0xBEEF ok=true addr=127.0.0.1 port=8080 req=12345678-9abc-def0-0102-030405060708 when=2023-11-14T22:13:20 note;tag=0x12=\"two words \\\"quoted\\\"\" bad=badÿþ ratio=0.5",
+	"           ehapp      42/42      [001]     0.000002:      user_events:MyApp_L4K1: MyApp:Nested peer={name=db-1 n=-7} ports=[1 2 3] pairs=[{k=1 v=0xA} {k=2 v=0xB}]",
+	"           ehapp      42/42      [001]     0.000003: user_events:MyApp_L5K3Gtest: MyApp:Start activity=aa010203-0405-0607-0809-0a0b0c0d0e0f related=bb010203-0405-0607-0809-0a0b0c0d0e0f",
+}
+
+var wantEHJSON = []string{
+	`{"time":1000,"cpu":1,"pid":42,"tid":42,"comm":"ehapp","system":"user_events","name":"MyApp_L4K1","fields":{"status":200,"path":"/index.html","err":"ENOENT(2)","delta":-5,"flags":"0xBEEF","ok":true,"addr":"127.0.0.1","port":8080,"req":"12345678-9abc-def0-0102-030405060708","when":"2023-11-14T22:13:20","note;tag=0x12":"two words \"quoted\"","bad":"badÿþ","ratio":0.5},"event":"MyApp:Request","meta":{"level":4,"keyword":"0x1"}}`,
+	`{"time":2000,"cpu":1,"pid":42,"tid":42,"comm":"ehapp","system":"user_events","name":"MyApp_L4K1","fields":{"peer":{"name":"db-1","n":-7},"ports":[1,2,3],"pairs":[{"k":1,"v":"0xA"},{"k":2,"v":"0xB"}]},"event":"MyApp:Nested","meta":{"level":4,"keyword":"0x1"}}`,
+	`{"time":3000,"cpu":1,"pid":42,"tid":42,"comm":"ehapp","system":"user_events","name":"MyApp_L5K3Gtest","fields":{},"event":"MyApp:Start","meta":{"id":7,"version":1,"level":5,"keyword":"0x3","opcode":1,"tag":"0x2A","activity":"aa010203-0405-0607-0809-0a0b0c0d0e0f","relatedActivity":"bb010203-0405-0607-0809-0a0b0c0d0e0f"}}`,
+}
+
+func TestEventHeaderText(t *testing.T) {
+	path := builtFile(t)
+	out, sum := run(t, path, report.Text)
+	if got, want := string(out), strings.Join(wantEHText, "\n")+"\n"; got != want {
+		t.Errorf("text (-want +got):\n%s", cmp.Diff(strings.SplitAfter(want, "\n"), strings.SplitAfter(got, "\n")))
+	}
+	if sum != (report.Summary{Samples: 3}) {
+		t.Errorf("summary %+v", sum)
+	}
+}
+
+func TestEventHeaderJSON(t *testing.T) {
+	path := builtFile(t)
+	out, _ := run(t, path, report.JSON)
+	if got, want := string(out), strings.Join(wantEHJSON, "\n")+"\n"; got != want {
+		t.Errorf("json (-want +got):\n%s", cmp.Diff(strings.SplitAfter(want, "\n"), strings.SplitAfter(got, "\n")))
+	}
+	for _, l := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		if !json.Valid(l) {
+			t.Errorf("invalid JSON: %s", l)
+		}
+	}
+}
+
+func TestEventHeaderPerfetto(t *testing.T) {
+	path := builtFile(t)
+	out, _ := run(t, path, report.Perfetto)
+	tr, err := perfettotest.Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type arg = perfettotest.Arg
+	u := func(name string, v uint64) arg { return arg{Name: name, Kind: "uint", Val: v} }
+	i := func(name string, v int64) arg { return arg{Name: name, Kind: "int", Val: v} }
+	str := func(name, v string) arg { return arg{Name: name, Kind: "string", Val: v} }
+	bl := func(name string, v bool) arg { return arg{Name: name, Kind: "bool", Val: v} }
+	const ue = "user_events"
+	want := []perfettotest.Event{
+		{TS: 1000, PID: 42, TID: 42, Category: ue, Name: "MyApp:Request", Args: []arg{
+			u("status", 200), str("path", "/index.html"), str("err", "ENOENT(2)"), i("delta", -5), str("flags", "0xBEEF"),
+			bl("ok", true), str("addr", "127.0.0.1"), u("port", 8080), str("req", "12345678-9abc-def0-0102-030405060708"),
+			str("when", "2023-11-14T22:13:20"), str("note;tag=0x12", `two words "quoted"`), str("bad", "badÿþ"), str("ratio", "0.5"),
+			u("meta.level", 4), str("meta.keyword", "0x1")}},
+		{TS: 2000, PID: 42, TID: 42, Category: ue, Name: "MyApp:Nested", Args: []arg{
+			str("peer.name", "db-1"), i("peer.n", -7), u("ports[0]", 1), u("ports[1]", 2), u("ports[2]", 3),
+			u("pairs[0].k", 1), str("pairs[0].v", "0xA"), u("pairs[1].k", 2), str("pairs[1].v", "0xB"),
+			u("meta.level", 4), str("meta.keyword", "0x1")}},
+		{TS: 3000, PID: 42, TID: 42, Category: ue, Name: "MyApp:Start", Args: []arg{
+			u("meta.id", 7), u("meta.version", 1), u("meta.level", 5), u("meta.opcode", 1), str("meta.keyword", "0x3"), str("meta.tag", "0x2A"),
+			str("meta.activity", "aa010203-0405-0607-0809-0a0b0c0d0e0f"), str("meta.relatedActivity", "bb010203-0405-0607-0809-0a0b0c0d0e0f")}},
+	}
+	if diff := cmp.Diff(want, tr.Events, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// builtFile writes builtEvents to a file.
+func builtFile(tb testing.TB) string {
+	tps, evs := builtEvents(tb)
+	return ehFile(tb, tps, evs)
 }

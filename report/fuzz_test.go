@@ -19,6 +19,7 @@ func FuzzReport(f *testing.F) {
 	f.Add(readFile(f, writeScenario(f, false)))
 	f.Add(readFile(f, writeScenario(f, true)))
 	f.Add(readFile(f, writeSmall(f)))
+	f.Add(readFile(f, builtFile(f)))
 	if b, err := os.ReadFile(schedSwitch); err == nil {
 		f.Add(b)
 	}

@@ -13,6 +13,18 @@
 // text shows every field as name=value by its type, which for user events
 // is exactly what their print fmt prints.
 //
+// EventHeader events (package eventheader: the format of Microsoft's
+// LinuxTracepoints and OpenTelemetry's user_events exporters) are decoded
+// from their own metadata: a tracepoint whose format holds only the
+// EventHeader header and whose name is "<provider>_L<n>K<hex>…" shows
+// "Provider:Event" and its fields, formatted as Microsoft's decoder
+// formats them (hex, errno, IP, UUID, time, booleans, strings with invalid
+// UTF-8 shown as the Latin-1 characters of its bytes, nested structs and
+// arrays); JSON lines add "event" and the metadata "meta" (level, keyword,
+// opcode, id, version, tag, activity ids); Perfetto names the instant
+// "Provider:Event", with the fields as annotations by path ("s.x",
+// "a[2]"). A record that does not decode is shown by its format.
+//
 // Text and JSON lines are formatted on every CPU the process may use
 // (GOMAXPROCS), in batches, and written in order; the output is the same
 // on one CPU or many. A Perfetto trace is written on one goroutine: its
