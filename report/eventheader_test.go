@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/uetrace/uetrace/internal/perfetto/perfettotest"
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/internal/perfetto/perfettotest"
 	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/report"
 )
