@@ -319,7 +319,17 @@ const schedSwitch = "../perfdata/testdata/sched_switch.data"
 // TestSchedSwitch reports a file the real perf made, in every format: the
 // text and JSON show every sample of the file (by tid, CPU and time), and
 // the Perfetto trace has an event for each.
+// The pipe-mode stream (perf record -o -) is reported as the file is.
 func TestSchedSwitch(t *testing.T) {
+	t.Run("file", func(t *testing.T) { testSchedSwitch(t, schedSwitch) })
+	t.Run("pipe", func(t *testing.T) { testSchedSwitch(t, schedSwitchPipe) })
+}
+
+// schedSwitchPipe is a pipe-mode stream of perf record -k CLOCK_MONOTONIC
+// -e sched:sched_switch -a -o - made by the real perf 6.1.
+const schedSwitchPipe = "../perfdata/testdata/sched_switch_pipe.data"
+
+func testSchedSwitch(t *testing.T, schedSwitch string) {
 	type key struct {
 		tid, cpu uint32
 		time     uint64

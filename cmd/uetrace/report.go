@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -38,10 +39,18 @@ the processes with those ids (every thread of them), --comm the tasks with
 that name (exactly, as it was when the sample was taken); given both, a
 sample must match both.
 
-FILE defaults to perf.data. Records lost while recording are reported on
+EventHeader events (Microsoft's LinuxTracepoints format, "<provider>_L<n>K<hex>"
+tracepoints) are decoded from their own metadata: the text shows
+Provider:Event and the fields as name=value, JSON lines add "event" and
+"meta" (level, keyword, opcode, id, version, tag, activity ids), Perfetto
+names the event Provider:Event.
+
+FILE defaults to perf.data; "-" reads standard input. Pipe-mode streams
+(perf record -o -) are read as well as files. Records lost while recording are reported on
 stderr.`,
 		Example: `  uetrace report
   uetrace report req.data --format json | jq .fields
+  perf record -e 'user_events:*' -a -o - | uetrace report -
   uetrace report req.data --format perfetto -o req.pftrace`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,8 +65,18 @@ stderr.`,
 			if len(args) == 1 {
 				in = args[0]
 			}
-			r, err := perfdata.Open(in)
-			if err != nil {
+			var r *perfdata.Reader
+			if in == "-" {
+				// A pipe (perf record -o - | uetrace report -) cannot be
+				// mapped or read at offsets: read it whole.
+				b, err := io.ReadAll(cmd.InOrStdin())
+				if err != nil {
+					return fmt.Errorf("reading stdin: %w", err)
+				}
+				if r, err = perfdata.NewReader(bytes.NewReader(b), int64(len(b))); err != nil {
+					return fmt.Errorf("stdin: %w", err)
+				}
+			} else if r, err = perfdata.Open(in); err != nil {
 				return err
 			}
 			defer r.Close()

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// TestReportStdin reports a pipe-mode stream (perf record -o -) from
+// standard input and from the file: the same lines.
+func TestReportStdin(t *testing.T) {
+	const pipeFile = "../../perfdata/testdata/sched_switch_pipe.data"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fromFile, err := exec.CommandContext(ctx, binary(t), "report", pipeFile, "--format", "json").Output()
+	if err != nil {
+		t.Fatalf("report %s: %v", pipeFile, err)
+	}
+	in, err := os.Open(pipeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cmd := exec.CommandContext(ctx, binary(t), "report", "-", "--format", "json")
+	cmd.Stdin = in
+	fromStdin, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("report -: %v", err)
+	}
+	if n := bytes.Count(fromFile, []byte("\n")); n == 0 || !bytes.Equal(fromFile, fromStdin) {
+		t.Errorf("report of the file (%d lines) and of stdin differ:\n%s\n---\n%s", n, fromFile, fromStdin)
+	}
+}
