@@ -431,3 +431,46 @@ func fieldOffset(t *testing.T, format []byte, decl string) int {
 	n, _ := strconv.Atoi(string(m[1]))
 	return n
 }
+
+// TestClockData reads the clock data of perf record -k CLOCK_MONOTONIC
+// (the pipe-mode testdata) and writes and reads it back.
+func TestClockData(t *testing.T) {
+	r, err := Open(filepath.Join("testdata", "sched_switch_pipe.data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c, ok := r.ClockData()
+	if want := (ClockData{ClockID: 1, WallNS: 1795629423255865000, ClockNS: 5806422827485}); !ok || c != want {
+		t.Fatalf("ClockData() = %+v, %v; want %+v", c, ok, want)
+	}
+	// perf script -F tod printed 2026-11-25 17:57:03.293108 (UTC) for the
+	// first sample, at 5806.460070...
+	if got := time.Unix(0, c.Wall(5806460070000)).UTC().Format("2006-01-02 15:04:05.000000"); got != "2026-11-25 17:57:03.293107" {
+		t.Errorf("Wall = %s", got)
+	}
+
+	path := filepath.Join(t.TempDir(), "perf.data")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.AddAttr(testAttr()); err != nil {
+		t.Fatal(err)
+	}
+	w.SetClockData(&c)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if c2, ok := r2.ClockData(); !ok || c2 != c || !r2.HasFeature(FeatureClockData) {
+		t.Errorf("written and read: %+v, %v; want %+v", c2, ok, c)
+	}
+	if _, ok := r2.ClockData(); ok && !slices.Contains(r2.Features(), FeatureClockData) {
+		t.Error("no clock_data in Features")
+	}
+}

@@ -51,6 +51,7 @@ type Reader struct {
 	attrs   []Attr
 	meta    Meta
 	tracing *TracingData
+	clock   *ClockData
 
 	ra       io.ReaderAt
 	file     *os.File // closed by Close: Open opened it
@@ -450,6 +451,15 @@ func (r *Reader) Meta() Meta { return r.meta }
 // none.
 func (r *Reader) TracingData() *TracingData { return r.tracing }
 
+// ClockData returns the file's HEADER_CLOCK_DATA (perf record -k), which
+// turns its sample times into wall-clock times, or false when it has none.
+func (r *Reader) ClockData() (ClockData, bool) {
+	if r.clock == nil {
+		return ClockData{}, false
+	}
+	return *r.clock, true
+}
+
 // HasFeature reports whether the file has the feature section f.
 func (r *Reader) HasFeature(f Feature) bool {
 	return f >= 0 && f < featureBits && r.features[f/64]&(1<<(f%64)) != 0
@@ -509,7 +519,7 @@ func (r *Reader) readFeatureTable() error {
 func (r *Reader) decodeFeatures() error {
 	var descs []string
 	for _, f := range [...]Feature{FeatureTracingData, FeatureHostname, FeatureOSRelease, FeatureVersion,
-		FeatureArch, FeatureNrCPUs, FeatureCmdline, FeatureEventDesc} {
+		FeatureArch, FeatureNrCPUs, FeatureCmdline, FeatureEventDesc, FeatureClockData} {
 		if !r.HasFeature(f) {
 			continue
 		}
@@ -540,6 +550,17 @@ func (r *Reader) decodeFeatures() error {
 			}
 		case FeatureEventDesc:
 			descs = decodeEventDesc(fr)
+		case FeatureClockData:
+			// process_clock_data: only version 1 is known; perf ignores
+			// others, and so does perfdata.
+			if fr.u32("clock data version") == 1 {
+				c := ClockData{ClockID: int32(fr.u32("clockid"))}
+				c.WallNS = fr.u64("wall-clock time")
+				c.ClockNS = fr.u64("clockid time")
+				if fr.err == nil {
+					r.clock = &c
+				}
+			}
 		}
 		if fr.err != nil {
 			return fr.err

@@ -285,7 +285,7 @@ type ehStr struct{ arg, start, end int }
 // …). Integers of the default, unsigned, signed and pid formats are
 // numbers, and so are ports; booleans 0 and 1 are booleans; everything else is the text of
 // its JSON value.
-func (rp *reporter) ehInstant(it *item, e *eventheader.Event) error {
+func (rp *reporter) ehInstant(it *item, e *eventheader.Event, ts uint64) error {
 	rp.args = rp.args[:0]
 	rp.ehText = rp.ehText[:0]
 	rp.ehStrs = rp.ehStrs[:0]
@@ -381,7 +381,7 @@ func (rp *reporter) ehInstant(it *item, e *eventheader.Event) error {
 		rp.args[s.arg].Str = view(rp.ehText[s.start:s.end])
 	}
 	name := rp.ehName(appendEHName(rp.ehPath[:0], e, false))
-	return rp.pf.Instant(it.time, it.pid, it.tid, it.ev.system, name, rp.args)
+	return rp.pf.Instant(ts, it.pid, it.tid, it.ev.system, name, rp.args)
 }
 
 // isEHInt reports whether item is a value8..value64 of format f.

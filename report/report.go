@@ -33,9 +33,11 @@ package report
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -124,8 +126,9 @@ const (
 // reporter is one report being written.
 type reporter struct {
 	format Format
-	filter *Filter // nil: every sample
-	lines  *lines  // text and JSON
+	filter *Filter    // nil: every sample
+	wall   *wallClock // nil: perf clock times only
+	lines  *lines     // text and JSON
 	pf     *perfetto.Writer
 	pfOut  *bufio.Writer
 
@@ -162,7 +165,45 @@ func Write(w io.Writer, r *perfdata.Reader, format Format) (Summary, error) {
 
 // WriteFilter is Write of the samples f keeps.
 func WriteFilter(w io.Writer, r *perfdata.Reader, format Format, f Filter) (Summary, error) {
+	return WriteOptions(w, r, Options{Format: format, Filter: f})
+}
+
+// Options are what WriteOptions writes.
+type Options struct {
+	Format Format
+	Filter Filter
+	// Wall adds wall-clock times, by the file's clock data (perf record
+	// -k CLOCK_MONOTONIC writes it; perfdata.Reader.ClockData): text
+	// shows them before the time column as perf script's tod field does
+	// ("2006-01-02 15:04:05.000000" in Location), JSON lines add
+	// "wall_ns" (ns since 1970) after "time", and a Perfetto trace is
+	// timed in wall-clock ns. A file without clock data is an error.
+	Wall bool
+	// Location is the time zone of the text's wall-clock times; nil is
+	// time.Local, as perf uses.
+	Location *time.Location
+}
+
+// ErrNoClockData is wrapped by the error of a report asked for wall-clock
+// times of a file that has no clock data.
+var ErrNoClockData = errors.New("the file has no clock data (HEADER_CLOCK_DATA) to turn its times into wall-clock times: record with perf record -k CLOCK_MONOTONIC")
+
+// WriteOptions writes the samples of r to w as o says.
+func WriteOptions(w io.Writer, r *perfdata.Reader, o Options) (Summary, error) {
+	format, f := o.Format, o.Filter
+	var wall *wallClock
+	if o.Wall {
+		c, ok := r.ClockData()
+		if !ok {
+			return Summary{}, fmt.Errorf("%w: %w", ErrNoClockData, unix.EINVAL)
+		}
+		wall = &wallClock{clock: c, loc: o.Location}
+		if wall.loc == nil {
+			wall.loc = time.Local
+		}
+	}
 	rp := &reporter{
+		wall:    wall,
 		format:  format,
 		byID:    make(map[uint64]*event),
 		threads: make(map[int32]*thread),
@@ -178,7 +219,7 @@ func WriteFilter(w io.Writer, r *perfdata.Reader, format Format, f Filter) (Summ
 		rp.pfOut = bufio.NewWriterSize(w, 256<<10)
 		rp.pf = perfetto.NewWriter(rp.pfOut)
 	} else {
-		rp.lines = newLines(w, format)
+		rp.lines = newLines(w, format, wall)
 	}
 	err := rp.records(r)
 	if rp.lines != nil {
@@ -523,7 +564,7 @@ func (rp *reporter) instant(it *item, t *thread) error {
 	ev := it.ev
 	if ev.ehOff >= 0 {
 		if e, ok := decodeEH(it); ok {
-			return rp.ehInstant(it, &e)
+			return rp.ehInstant(it, &e, rp.ts(it))
 		}
 	}
 	rp.args = rp.args[:0]
@@ -544,7 +585,16 @@ func (rp *reporter) instant(it *item, t *thread) error {
 			rp.args = append(rp.args, perfetto.Bytes(name, data))
 		}
 	}
-	return rp.pf.Instant(it.time, it.pid, it.tid, ev.system, ev.name, rp.args)
+	return rp.pf.Instant(rp.ts(it), it.pid, it.tid, ev.system, ev.name, rp.args)
+}
+
+// ts is the Perfetto timestamp of a sample: its time, or with Wall its
+// wall-clock time.
+func (rp *reporter) ts(it *item) uint64 {
+	if rp.wall != nil {
+		return uint64(rp.wall.clock.Wall(it.time))
+	}
+	return it.time
 }
 
 // view is b as a string without a copy; the perfetto Writer does not keep

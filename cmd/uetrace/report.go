@@ -16,6 +16,7 @@ import (
 func newReportCmd() *cobra.Command {
 	var (
 		format, output string
+		timeMode       string
 		pids           []int
 		comms          []string
 	)
@@ -44,6 +45,11 @@ tracepoints) are decoded from their own metadata: the text shows
 Provider:Event and the fields as name=value, JSON lines add "event" and
 "meta" (level, keyword, opcode, id, version, tag, activity ids), Perfetto
 names the event Provider:Event.
+
+--time wall adds wall-clock times, from the clock data perf record -k
+CLOCK_MONOTONIC stores: text shows them before the time column as perf
+script -F +tod does (local time), JSON adds "wall_ns" (ns since 1970), and a
+Perfetto trace is timed by them. A file without clock data is an error.
 
 FILE defaults to perf.data; "-" reads standard input. Pipe-mode streams
 (perf record -o -) are read as well as files. Records lost while recording are reported on
@@ -91,7 +97,15 @@ stderr.`,
 			} else if f == report.Perfetto && isTerminal(w) {
 				return fmt.Errorf("a Perfetto trace is binary: give -o FILE: %w", unix.EINVAL)
 			}
-			sum, err := report.WriteFilter(w, r, f, report.Filter{PIDs: pids, Comms: comms})
+			opts := report.Options{Format: f, Filter: report.Filter{PIDs: pids, Comms: comms}}
+			switch timeMode {
+			case "perf":
+			case "wall":
+				opts.Wall = true
+			default:
+				return fmt.Errorf("--time %q: want perf or wall: %w", timeMode, unix.EINVAL)
+			}
+			sum, err := report.WriteOptions(w, r, opts)
 			if err != nil {
 				return fmt.Errorf("%s: %w", in, err)
 			}
@@ -111,6 +125,7 @@ stderr.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text, json or perfetto")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write here instead of stdout")
+	cmd.Flags().StringVar(&timeMode, "time", "perf", "perf (the recording clock) or wall (also wall-clock times, from the file's clock data)")
 	cmd.Flags().IntSliceVar(&pids, "pid", nil, "only samples of these processes (comma-separated or repeated)")
 	cmd.Flags().StringArrayVar(&comms, "comm", nil, "only samples of tasks with this name (repeatable)")
 	return cmd
