@@ -380,7 +380,8 @@ func (rp *reporter) ehInstant(it *item, e *eventheader.Event, ts uint64) error {
 	for _, s := range rp.ehStrs {
 		rp.args[s.arg].Str = view(rp.ehText[s.start:s.end])
 	}
-	name := rp.ehName(appendEHName(rp.ehPath[:0], e, false))
+	rp.ehPath = appendEHName(rp.ehPath[:0], e, false)
+	name := rp.ehName(rp.ehPath)
 	return rp.pf.Instant(ts, it.pid, it.tid, it.ev.system, name, rp.args)
 }
 
