@@ -5,8 +5,13 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/userevents"
 )
 
 // TestReportStdin reports a pipe-mode stream (perf record -o -) from
@@ -53,5 +58,66 @@ func TestReportWallTime(t *testing.T) {
 	out, err = exec.CommandContext(ctx, binary(t), "report", "--time", "wall", "../../perfdata/testdata/sched_switch.data").CombinedOutput()
 	if err == nil || !bytes.Contains(out, []byte("no clock data")) {
 		t.Errorf("a file without clock data: %v\n%s", err, out)
+	}
+}
+
+// TestReportEventHeaderThroughDaemon: a producer writes an EventHeader
+// event through the daemon, uetrace record captures it, uetrace report
+// --format json shows its name, every field and its metadata.
+func TestReportEventHeaderThroughDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	sock, _, _ := startServe(t)
+	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tp := eventheader.TracepointName{Provider: "MyApp", Level: eventheader.LevelInformation, Keyword: 1}
+	ev, err := f.Register(tp.Command(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+
+	out := filepath.Join(t.TempDir(), "eh.data")
+	rec, recOut := background(t, "--backend", "daemon", "--socket", sock, "record", "-q", "-e", tp.String(), "-o", out)
+	eventually(t, "the recording to enable "+tp.String(), ev.Enabled)
+
+	var b eventheader.Builder
+	b.Reset("Request", eventheader.Header{Level: eventheader.LevelInformation})
+	b.AddUint32("status", 200, eventheader.FormatDefault, 0)
+	b.AddString("path", "/index.html", eventheader.FormatDefault, 0)
+	b.AddUint32("err", 2, eventheader.FormatErrno, 0)
+	b.StructField("peer", 2, 0)
+	b.AddIPv4("addr", [4]byte{10, 0, 0, 1}, 0)
+	b.AddPort("port", 443, 0)
+	payload, err := b.AppendEvent(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Write(payload); err != nil {
+		t.Fatal(err)
+	}
+	rec.Process.Signal(syscall.SIGINT)
+	done := make(chan struct{})
+	go func() { rec.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		rec.Process.Kill()
+		t.Fatalf("record still running a minute after SIGINT\n%s", recOut.String())
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	js, err := exec.CommandContext(ctx, binary(t), "report", "--format", "json", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("report: %v\n%s", err, js)
+	}
+	const want = `"system":"user_events","name":"MyApp_L4K1","fields":{"status":200,"path":"/index.html","err":"ENOENT(2)","peer":{"addr":"10.0.0.1","port":443}},"event":"MyApp:Request","meta":{"level":4,"keyword":"0x1"}}`
+	if !bytes.Contains(js, []byte(want)) {
+		t.Errorf("report --format json:\n%s\nwant a line with\n%s\nrecord said:\n%s", js, want, recOut.String())
 	}
 }
