@@ -2,6 +2,7 @@ package report
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/uetrace/uetrace/eventheader"
@@ -25,20 +26,26 @@ var ehFieldNames = [...]string{"eventheader_flags", "version", "id", "tag", "opc
 
 // ehOffset returns where the EventHeader event starts in a raw record of
 // an event named name with format f, or -1 when the event is not an
-// EventHeader tracepoint.
-func ehOffset(name string, f *tracefmt.Format) int {
+// EventHeader tracepoint; and the tracepoint name to decode it by: name
+// without the ".<hex id>" of a multi-format registration.
+func ehOffset(name string, f *tracefmt.Format) (int, string) {
 	if f == nil || len(f.Fields) != len(ehFieldNames) {
-		return -1
+		return -1, ""
 	}
 	for i, n := range ehFieldNames {
 		if f.Fields[i].Name != n {
-			return -1
+			return -1, ""
+		}
+	}
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		if _, err := strconv.ParseUint(name[i+1:], 16, 64); err == nil {
+			name = name[:i]
 		}
 	}
 	if _, err := eventheader.ParseTracepointName(name); err != nil {
-		return -1
+		return -1, ""
 	}
-	return f.Fields[0].Offset
+	return f.Fields[0].Offset, name
 }
 
 // decodeEH decodes the EventHeader record of a sample, if its event is
@@ -48,7 +55,7 @@ func decodeEH(it *item) (eventheader.Event, bool) {
 	if ev.ehOff < 0 || ev.ehOff > len(it.data) {
 		return eventheader.Event{}, false
 	}
-	e, err := eventheader.Decode(ev.name, it.data[ev.ehOff:])
+	e, err := eventheader.Decode(ev.ehName, it.data[ev.ehOff:])
 	if err != nil {
 		return e, false
 	}

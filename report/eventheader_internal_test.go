@@ -154,3 +154,21 @@ func BenchmarkEventHeaderPerfetto(b *testing.B) {
 		}
 	}
 }
+
+func TestEHOffsetMultiFormat(t *testing.T) {
+	ev := ehTestEvent(t)
+	for _, tc := range []struct {
+		name, tracepoint string
+	}{
+		{"MyApp_L4K1", "MyApp_L4K1"},
+		{"MyApp_L4K1.1f", "MyApp_L4K1"},
+		{"MyApp_L4K1Gg.2", "MyApp_L4K1Gg"},
+		{"MyApp_L4K1.x", ""},
+		{"not_eventheader", ""},
+	} {
+		off, tp := ehOffset(tc.name, ev.format)
+		if tp != tc.tracepoint || (off < 0) != (tc.tracepoint == "") {
+			t.Errorf("ehOffset(%q) = %d, %q; want %q", tc.name, off, tp, tc.tracepoint)
+		}
+	}
+}

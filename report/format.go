@@ -26,7 +26,8 @@ type event struct {
 	textName []byte
 	// ehOff is where an EventHeader event starts in the raw record, or -1
 	// when the event is not an EventHeader tracepoint.
-	ehOff int
+	ehOff  int
+	ehName string // the tracepoint name of an EventHeader event
 }
 
 // fieldPlan is how one field of an event is printed.
@@ -63,8 +64,8 @@ const (
 )
 
 func newEvent(system, name string, format *tracefmt.Format) *event {
-	ev := &event{system: system, name: name, full: system + ":" + name, format: format,
-		ehOff: ehOffset(name, format)}
+	ev := &event{system: system, name: name, full: system + ":" + name, format: format}
+	ev.ehOff, ev.ehName = ehOffset(name, format)
 	if system == "" {
 		ev.full = name
 	}
