@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -295,4 +296,77 @@ func TestEventHeaderPerfetto(t *testing.T) {
 func builtFile(tb testing.TB) string {
 	tps, evs := builtEvents(tb)
 	return ehFile(tb, tps, evs)
+}
+
+// toPipe rewrites the file-mode perf.data at path as the pipe-mode stream
+// perf record -o - would have written: the 16-byte header, a HEADER_ATTR
+// record per attr, HEADER_TRACING_DATA and the tracing data, then the
+// data section's records; the attrs from index late on come after the
+// data's first record instead, as an attr added while recording would.
+func toPipe(tb testing.TB, path string, late int) []byte {
+	tb.Helper()
+	file := readFile(tb, path)
+	u64 := func(off int) int { return int(ne.Uint64(file[off:])) }
+	attrSize, attrsOff, attrsSize := u64(16), u64(24), u64(32)
+	dataOff, dataSize := u64(40), u64(48)
+	r := open(tb, path)
+	td, err := r.FeatureData(perfdata.FeatureTracingData)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	record := func(typ uint32, body []byte) []byte {
+		b := ne.AppendUint32(nil, typ)
+		b = ne.AppendUint16(b, 0)
+		b = ne.AppendUint16(b, uint16(8+len(body)))
+		return append(b, body...)
+	}
+	var attrs [][]byte
+	for off := attrsOff; off < attrsOff+attrsSize; off += attrSize {
+		body := append([]byte(nil), file[off:off+attrSize-16]...)
+		ids := u64(off + attrSize - 16)
+		body = append(body, file[ids:ids+u64(off+attrSize-8)]...)
+		attrs = append(attrs, record(perfdata.RecordHeaderAttr, body))
+	}
+	out := ne.AppendUint64(ne.AppendUint64(nil, ne.Uint64(file)), 16)
+	for _, a := range attrs[:late] {
+		out = append(out, a...)
+	}
+	aligned := (len(td) + 7) &^ 7
+	out = append(out, record(perfdata.RecordTracingData, ne.AppendUint32(ne.AppendUint32(nil, uint32(aligned)), 0))...)
+	out = append(append(out, td...), make([]byte, aligned-len(td))...)
+	data := file[dataOff : dataOff+dataSize]
+	first := int(ne.Uint16(data[6:]))
+	out = append(out, data[:first]...)
+	for _, a := range attrs[late:] {
+		out = append(out, a...)
+	}
+	return append(out, data[first:]...)
+}
+
+// TestEventHeaderPipe reports the EventHeader file as a pipe-mode stream,
+// one of its two events' attr coming after the first record: the same
+// JSON lines and text (but for the name column, as wide as the events
+// known when it began).
+func TestEventHeaderPipe(t *testing.T) {
+	path := builtFile(t)
+	for _, format := range []report.Format{report.JSON, report.Text} {
+		want, _ := run(t, path, format)
+		pipe := toPipe(t, path, 1)
+		r, err := perfdata.NewReader(bytes.NewReader(pipe), int64(len(pipe)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		sum, err := report.Write(&got, r, format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same := got.String() == string(want)
+		if format == report.Text {
+			same = slices.Equal(strings.Fields(got.String()), strings.Fields(string(want)))
+		}
+		if !same || sum.Samples != 3 || sum.Undecoded != 0 {
+			t.Errorf("%s of the pipe-mode stream (%+v):\n%s\nof the file:\n%s", format, sum, got.Bytes(), want)
+		}
+	}
 }

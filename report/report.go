@@ -132,8 +132,11 @@ type reporter struct {
 	pf     *perfetto.Writer
 	pfOut  *bufio.Writer
 
-	byID map[uint64]*event
-	only *event // the event of a file with one attr and no ids
+	byID    map[uint64]*event
+	formats map[uint64]*tracefmt.Format // of the tracing data, by tracefs id
+	nattrs  int                         // attrs made events of
+	width   int                         // of the text's name column
+	only    *event                      // the event of a file with one attr and no ids
 	// unknown stands for samples of no known event.
 	unknown *event
 
@@ -247,6 +250,13 @@ func (rp *reporter) records(r *perfdata.Reader) error {
 		if err != nil {
 			return err
 		}
+		if rec.Type == perfdata.RecordHeaderAttr {
+			if attrs := r.Attrs(); len(attrs) > rp.nattrs {
+				for _, ev := range rp.newEvents(attrs) {
+					ev.textName = append(appendPadLeft(nil, ev.full, rp.width), ':')
+				}
+			}
+		}
 		if err := rp.record(&rec); err != nil {
 			return err
 		}
@@ -269,14 +279,29 @@ func (rp *reporter) events(r *perfdata.Reader) error {
 			}
 		}
 	}
-	attrs := r.Attrs()
+	rp.formats = formats
 	rp.unknown = newUnknownEvent()
-	events := []*event{rp.unknown}
-	for i := range attrs {
+	events := append([]*event{rp.unknown}, rp.newEvents(r.Attrs())...)
+	// perf script right-aligns the names in the width of the longest.
+	for _, ev := range events {
+		rp.width = max(rp.width, len(ev.full))
+	}
+	for _, ev := range events {
+		ev.textName = append(appendPadLeft(nil, ev.full, rp.width), ':')
+	}
+	return nil
+}
+
+// newEvents makes the events of the attrs not seen yet: at the start, and
+// when a pipe-mode stream adds one later (its name column is then as wide
+// as the others' or its own).
+func (rp *reporter) newEvents(attrs []perfdata.Attr) []*event {
+	var events []*event
+	for i := rp.nattrs; i < len(attrs); i++ {
 		a := &attrs[i]
 		var format *tracefmt.Format
 		if a.Type == unix.PERF_TYPE_TRACEPOINT {
-			format = formats[a.Config]
+			format = rp.formats[a.Config]
 		}
 		// The attr's name (HEADER_EVENT_DESC) is the event's true name:
 		// uetrace record's tracing data writes a multi-format event's
@@ -295,19 +320,13 @@ func (rp *reporter) events(r *perfdata.Reader) error {
 		for _, id := range a.IDs {
 			rp.byID[id] = ev
 		}
-		if len(attrs) == 1 {
-			rp.only = ev
-		}
 	}
-	// perf script right-aligns the names in the width of the longest.
-	width := 0
-	for _, ev := range events {
-		width = max(width, len(ev.full))
+	rp.only = nil
+	if len(attrs) == 1 && len(events) == 1 {
+		rp.only = events[0]
 	}
-	for _, ev := range events {
-		ev.textName = append(appendPadLeft(nil, ev.full, width), ':')
-	}
-	return nil
+	rp.nattrs = len(attrs)
+	return events
 }
 
 func splitName(full string) (system, name string) {
