@@ -25,6 +25,11 @@
 // "Provider:Event", with the fields as annotations by path ("s.x",
 // "a[2]"). A record that does not decode is shown by its format.
 //
+// Files are read through package perfdata, so pipe-mode streams (perf
+// record -o -) report as files do; an attr such a stream adds after its
+// start becomes an event when it comes. With Options.Wall the times are
+// also shown as wall-clock times, by the file's clock data.
+//
 // Text and JSON lines are formatted on every CPU the process may use
 // (GOMAXPROCS), in batches, and written in order; the output is the same
 // on one CPU or many. A Perfetto trace is written on one goroutine: its
