@@ -20,13 +20,21 @@
 // trailer of other kernel records is decoded too. Records perfdata does
 // not know are returned as they are.
 //
+// The Reader reads pipe-mode streams too (`perf record -o -`, saved to a
+// file or read whole from a pipe into memory): a 16-byte header, then
+// records only — the attrs (PERF_RECORD_HEADER_ATTR), the tracing data
+// (HEADER_TRACING_DATA, its bytes right after the record), the features
+// (HEADER_FEATURE) and event names (EVENT_UPDATE) come first, before the
+// kernel's records, and are read at open, so Attrs, TracingData, Meta and
+// FeatureData answer as for a file. Next returns those records too, and
+// takes in an attr that comes later (Attrs then grows).
+//
 // perfdata is not a perf session: it does not sort records by time (perf
 // orders them in rounds between FINISHED_ROUND records), does not resolve
 // symbols, and does not format tracepoint records; package eventdef knows
 // the tracefs format text. Its limits:
 //
-//   - Only file mode. Pipe-mode streams (`perf record -o -`) are refused with
-//     an error saying so; `perf inject -i - -o file` converts them.
+//   - The Writer writes only file mode.
 //   - Only files in the machine's byte order. Perf can swap a file recorded
 //     on a machine of the other endianness; perfdata refuses it.
 //   - Compressed records (PERF_RECORD_COMPRESSED, `perf record -z`) and

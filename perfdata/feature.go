@@ -236,3 +236,20 @@ func (r *featReader) countLimit(n uint64, minSize int) int {
 	left := uint64((len(r.b) - r.pos) / minSize)
 	return int(min(n, left))
 }
+
+// ClockData is the HEADER_CLOCK_DATA feature, which perf record writes
+// when its events use a clock of their own (-k, --clockid): a reading of
+// that clock and one of the wall clock, taken one after the other at the
+// start of the recording. With it a sample time becomes a wall-clock time
+// (perf script -F tod).
+type ClockData struct {
+	ClockID int32  // the clock of the sample times (the attrs' ClockID), e.g. unix.CLOCK_MONOTONIC
+	WallNS  uint64 // gettimeofday, in ns since 1970 (µs precision)
+	ClockNS uint64 // clock_gettime(ClockID), in ns
+}
+
+// Wall returns the wall-clock time of the sample time t, in ns since
+// 1970, as perf script's tod field computes it.
+func (c ClockData) Wall(t uint64) int64 {
+	return int64(c.WallNS + (t - c.ClockNS))
+}

@@ -3,6 +3,7 @@ package perfdata
 import (
 	"bytes"
 	stdcmp "cmp"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -29,7 +31,22 @@ func needPerf(t *testing.T) {
 // runPerf runs perf with args and returns its stdout and stderr.
 func runPerf(t *testing.T, args ...string) (stdout, stderr string) {
 	t.Helper()
+	return runPerfIn(t, "", args...)
+}
+
+// runPerfIn is runPerf with the file stdin as its standard input, when
+// not "".
+func runPerfIn(t *testing.T, stdin string, args ...string) (stdout, stderr string) {
+	t.Helper()
 	cmd := exec.Command(perfPath, args...)
+	if stdin != "" {
+		f, err := os.Open(stdin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	}
 	cmd.Dir = t.TempDir()
 	// perf reads ~/.perfconfig and may page its output: neither, here.
 	cmd.Env = append(os.Environ(), "PERF_CONFIG=/dev/null", "PERF_PAGER=cat", "PAGER=cat")
@@ -186,6 +203,53 @@ func TestReadPerfRecord(t *testing.T) {
 	checkSchedSwitchFile(t, path, headerPage, headerEvent)
 }
 
+// TestReadPerfPipeTestdata reads a pipe-mode stream of `perf record -k
+// CLOCK_MONOTONIC -e sched:sched_switch -a -o - -- sleep 0.05` made by perf
+// 6.1 on x86-64 (Linux 6.18).
+func TestReadPerfPipeTestdata(t *testing.T) {
+	checkSchedSwitchFile(t, filepath.Join("testdata", "sched_switch_pipe.data"), []byte(HeaderPage), []byte(HeaderEvent))
+}
+
+// TestReadPerfRecordPipe records a pipe-mode stream with the real perf
+// here (perf record -o -) and reads it.
+func TestReadPerfRecordPipe(t *testing.T) {
+	needPerf(t)
+	if os.Geteuid() != 0 {
+		t.Skip("perf record -a of a tracepoint needs root")
+	}
+	const tracefs = "/sys/kernel/tracing/events/"
+	if _, err := os.Stat(tracefs + "sched/sched_switch/format"); err != nil {
+		t.Skipf("no sched:sched_switch in tracefs: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "pipe.data")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, perfPath, "record", "-k", "CLOCK_MONOTONIC", "-e", "sched:sched_switch", "-a", "-o", "-", "--", "sleep", "0.1")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "PERF_CONFIG=/dev/null", "PERF_PAGER=cat", "PAGER=cat")
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("perf record -o -: %v\n%s", err, errb.String())
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	headerPage, err := os.ReadFile(tracefs + "header_page")
+	if err != nil {
+		t.Fatal(err)
+	}
+	headerEvent, err := os.ReadFile(tracefs + "header_event")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSchedSwitchFile(t, path, headerPage, headerEvent)
+}
+
 // checkSchedSwitchFile checks a file of perf record -e sched:sched_switch
 // -a: its attrs, features and tracing data, and every sample against the
 // format (common_type is the format's ID, prev_pid is the sample's tid) and
@@ -218,7 +282,12 @@ func checkSchedSwitchFile(t *testing.T, path string, headerPage, headerEvent []b
 		m.NrCPUsOnline == 0 || m.NrCPUsAvail < m.NrCPUsOnline || len(m.Cmdline) < 3 || m.Cmdline[1] != "record" {
 		t.Errorf("meta = %+v", m)
 	}
-	for _, f := range []Feature{FeatureTracingData, FeatureBuildID, FeatureCPUDesc, FeatureCPUTopology} {
+	features := []Feature{FeatureTracingData, FeatureBuildID, FeatureCPUDesc, FeatureCPUTopology}
+	if r.pipe {
+		// perf writes build ids only into files (perf inject adds them).
+		features = append(features[:1], features[2:]...)
+	}
+	for _, f := range features {
 		if !r.HasFeature(f) {
 			t.Errorf("no %s feature", f)
 		}
@@ -313,7 +382,13 @@ func checkSchedSwitchFile(t *testing.T, path string, headerPage, headerEvent []b
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := runPerf(t, "script", "-F", "tid,cpu,time", "-i", abs)
+	var out string
+	if r.pipe {
+		// perf reads a pipe-mode stream only from a pipe (or stdin).
+		out, _ = runPerfIn(t, abs, "script", "-F", "tid,cpu,time", "-i", "-")
+	} else {
+		out, _ = runPerf(t, "script", "-F", "tid,cpu,time", "-i", abs)
+	}
 	var want []sample
 	line := regexp.MustCompile(`^\s*(-?\d+)\s+\[(\d+)\]\s+(\d+)\.(\d+):\s*$`)
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -355,4 +430,47 @@ func fieldOffset(t *testing.T, format []byte, decl string) int {
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	return n
+}
+
+// TestClockData reads the clock data of perf record -k CLOCK_MONOTONIC
+// (the pipe-mode testdata) and writes and reads it back.
+func TestClockData(t *testing.T) {
+	r, err := Open(filepath.Join("testdata", "sched_switch_pipe.data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c, ok := r.ClockData()
+	if want := (ClockData{ClockID: 1, WallNS: 1795629423255865000, ClockNS: 5806422827485}); !ok || c != want {
+		t.Fatalf("ClockData() = %+v, %v; want %+v", c, ok, want)
+	}
+	// perf script -F tod printed 2026-11-25 17:57:03.293108 (UTC) for the
+	// first sample, at 5806.460070...
+	if got := time.Unix(0, c.Wall(5806460070000)).UTC().Format("2006-01-02 15:04:05.000000"); got != "2026-11-25 17:57:03.293107" {
+		t.Errorf("Wall = %s", got)
+	}
+
+	path := filepath.Join(t.TempDir(), "perf.data")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.AddAttr(testAttr()); err != nil {
+		t.Fatal(err)
+	}
+	w.SetClockData(&c)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if c2, ok := r2.ClockData(); !ok || c2 != c || !r2.HasFeature(FeatureClockData) {
+		t.Errorf("written and read: %+v, %v; want %+v", c2, ok, c)
+	}
+	if _, ok := r2.ClockData(); ok && !slices.Contains(r2.Features(), FeatureClockData) {
+		t.Error("no clock_data in Features")
+	}
 }

@@ -523,7 +523,8 @@ func TestReaderErrors(t *testing.T) {
 		return b
 	}
 	u64 := func(v uint64) []byte { return ne.AppendUint64(nil, v) }
-	pipe := append(u64(magic), u64(16)...)
+	// A pipe-mode stream whose first record, an attr, is 8 bytes.
+	pipe := append(append(u64(magic), u64(16)...), 64, 0, 0, 0, 0, 0, 8, 0)
 	tests := []struct {
 		name string
 		file []byte
@@ -532,10 +533,11 @@ func TestReaderErrors(t *testing.T) {
 	}{
 		{"empty", nil, io.ErrUnexpectedEOF, "too short for a perf.data header"},
 		{"not perf", []byte("hello, world, this is text"), unix.EINVAL, `not a perf.data file: it starts with "hello, w"`},
-		{"pipe mode", pipe, unix.EINVAL, "pipe-mode perf.data"},
+		{"pipe mode", pipe, unix.EINVAL, "HEADER_ATTR record of 8 bytes"},
 		{"other byte order", patch(good, 0, u64(magicSwapped)...), unix.EINVAL, "other byte order"},
 		{"version 1", patch(good, 0, []byte("PERFFILE")...), unix.EINVAL, "version 1"},
 		{"header size", patch(good, 8, u64(100)...), unix.EINVAL, "header size 100"},
+		{"pipe tracing data", append(append(u64(magic), u64(16)...), 66, 0, 0, 0, 0, 0, 16, 0, 0, 1, 0, 0, 0, 0, 0, 0), io.ErrUnexpectedEOF, "tracing data of 256 bytes"},
 		{"truncated header", good[:50], io.ErrUnexpectedEOF, "header of 104 bytes"},
 		{"data beyond the end", patch(good, 48, u64(1<<40)...), io.ErrUnexpectedEOF, "data section"},
 		{"attrs beyond the end", patch(good, 32, u64(1<<62)...), io.ErrUnexpectedEOF, "attrs section"},

@@ -1,10 +1,12 @@
 package perfdata
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math/bits"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,6 +51,7 @@ type Reader struct {
 	attrs   []Attr
 	meta    Meta
 	tracing *TracingData
+	clock   *ClockData
 
 	ra       io.ReaderAt
 	file     *os.File // closed by Close: Open opened it
@@ -64,6 +67,11 @@ type Reader struct {
 	sampleIDAll bool
 	lastID      uint64
 	lastAttr    int // the attr of lastID; < 0 when none
+
+	// pipe is set for a pipe-mode stream: its attrs, tracing data and
+	// features are records of the data, read at open up to pipeScanned.
+	pipe        bool
+	pipeScanned int64
 
 	dataOff, dataEnd int64
 	buf              []byte
@@ -188,9 +196,14 @@ func (r *Reader) readHeader() error {
 	switch hsize {
 	case headerSize, headerSizeNoFeatures:
 	case pipeHeaderSize:
-		return formatErr(8, "a pipe-mode perf.data (written by perf record -o -); perfdata reads only file mode: convert it with perf inject -i FILE -o NEWFILE")
+		if err := r.readPipeHeader(); err != nil {
+			return err
+		}
+		r.indexAttrs()
+		r.startData()
+		return nil
 	default:
-		return formatErr(8, "header size %d: a file-mode header is %d bytes", hsize, headerSize)
+		return formatErr(8, "header size %d: a file-mode header is %d bytes, a pipe-mode one %d", hsize, headerSize, pipeHeaderSize)
 	}
 	if h, err = r.readAt(0, hsize, "header"); err != nil {
 		return err
@@ -226,9 +239,20 @@ func (r *Reader) readHeader() error {
 	if err := r.readAttrs(attrs, attrSize); err != nil {
 		return err
 	}
-	if err := r.readFeatures(); err != nil {
+	if err := r.readFeatureTable(); err != nil {
 		return err
 	}
+	if err := r.decodeFeatures(); err != nil {
+		return err
+	}
+	r.indexAttrs()
+	r.startData()
+	return nil
+}
+
+// indexAttrs names the attrs of tracepoints by the tracing data and
+// indexes their ids, once the attrs and the features are read.
+func (r *Reader) indexAttrs() {
 	for i := range r.attrs {
 		a := &r.attrs[i]
 		if a.Name == "" && a.Type == TypeTracepoint && r.tracing != nil {
@@ -254,11 +278,118 @@ func (r *Reader) readHeader() error {
 		r.idPos, r.isPos = idPos(first.SampleType), isPos(first.SampleType)
 		r.sampleIDAll = first.Flags&AttrSampleIDAll != 0
 	}
-	if data.size > 0 {
-		r.buf = make([]byte, min(data.size, readerBufSize))
+}
+
+// startData readies the reading of the data.
+func (r *Reader) startData() {
+	if size := r.dataEnd - r.dataOff; size > 0 {
+		r.buf = make([]byte, min(size, readerBufSize))
 	}
 	r.bufOff = r.dataOff
-	return nil
+}
+
+// readPipeHeader reads what a pipe-mode stream (perf record -o -) says at
+// its start, as records rather than sections: its attrs
+// (PERF_RECORD_HEADER_ATTR), tracing data (HEADER_TRACING_DATA, whose
+// data follows the record), features (HEADER_FEATURE) and event names
+// (EVENT_UPDATE), up to the first kernel record or FINISHED_INIT. The
+// data is everything after the 16-byte header; Next returns these records
+// too.
+func (r *Reader) readPipeHeader() error {
+	r.pipe = true
+	r.dataOff, r.dataEnd = pipeHeaderSize, r.size
+	off := r.dataOff
+	for r.size-off >= recordHeaderSize {
+		h, err := r.readAt(off, recordHeaderSize, "record header")
+		if err != nil {
+			return err
+		}
+		typ := RecordType(ne.Uint32(h))
+		size := int64(ne.Uint16(h[6:]))
+		if size < recordHeaderSize {
+			return formatErr(off, "record size %d is less than its 8-byte header", size)
+		}
+		if typ < RecordUserTypeStart || typ == RecordFinishedRound || typ == RecordFinishedInit {
+			break
+		}
+		b, err := r.readAt(off, uint64(size), typ.String()+" record")
+		if err != nil {
+			return err
+		}
+		if off, err = r.pipeRecord(off, b); err != nil {
+			return err
+		}
+	}
+	r.pipeScanned = off
+	return r.decodeFeatures()
+}
+
+// pipeRecord takes in the header record rec of a pipe-mode stream, at
+// offset off, and returns the offset of the next record.
+func (r *Reader) pipeRecord(off int64, rec []byte) (int64, error) {
+	next := off + int64(len(rec))
+	body := rec[recordHeaderSize:]
+	switch RecordType(ne.Uint32(rec)) {
+	case RecordHeaderAttr:
+		if len(body) < 8 {
+			return 0, formatErr(off, "HEADER_ATTR record of %d bytes is shorter than an attr's type and size", len(rec))
+		}
+		sz := int(ne.Uint32(body[4:]))
+		switch {
+		case sz == 0:
+			sz = AttrSizeVer0
+		case sz < AttrSizeVer0:
+			return 0, formatErr(off, "HEADER_ATTR record: attr size %d is less than the first perf_event_attr (%d)", sz, AttrSizeVer0)
+		}
+		if sz > len(body) {
+			return 0, formatErr(off, "HEADER_ATTR record of %d bytes is shorter than its attr (%d bytes)", len(rec), sz)
+		}
+		a := decodeAttr(body[:sz])
+		ids := body[sz:]
+		a.IDs = make([]uint64, len(ids)/8)
+		for j := range a.IDs {
+			a.IDs[j] = ne.Uint64(ids[8*j:])
+		}
+		r.attrs = append(r.attrs, a)
+	case RecordTracingData:
+		// struct perf_record_header_tracing_data: the data's size, its
+		// bytes after the record (perf_event__process_tracing_data).
+		if len(body) < 4 {
+			return 0, formatErr(off, "HEADER_TRACING_DATA record of %d bytes has no size", len(rec))
+		}
+		size := int64(ne.Uint32(body))
+		if !r.inFile(uint64(next), uint64(size)) {
+			return 0, truncErr(off, "tracing data of %d bytes goes beyond the end of the stream (%d bytes)", size, r.size)
+		}
+		r.features[FeatureTracingData/64] |= 1 << (FeatureTracingData % 64)
+		r.sections[FeatureTracingData] = fileSection{next, size}
+		next += size
+	case RecordHeaderFeature:
+		// struct perf_record_header_feature: feat_id, then the section.
+		if len(body) < 8 {
+			return 0, formatErr(off, "HEADER_FEATURE record of %d bytes has no feature id", len(rec))
+		}
+		if f := ne.Uint64(body); f < featureBits && Feature(f) != FeatureTracingData {
+			r.features[f/64] |= 1 << (f % 64)
+			r.sections[f] = fileSection{off + recordHeaderSize + 8, int64(len(body) - 8)}
+		}
+	case RecordEventUpdate:
+		// struct perf_record_event_update: type, id, then for
+		// PERF_EVENT_UPDATE__NAME (2) the event's name.
+		if len(body) >= 16 && ne.Uint64(body) == 2 {
+			id := ne.Uint64(body[8:])
+			name := body[16:]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			for i := range r.attrs {
+				if slices.Contains(r.attrs[i].IDs, id) {
+					r.attrs[i].Name = string(name)
+				}
+			}
+		}
+	}
+	return next, nil
 }
 
 // readAttrs reads the attrs and their ids as perf_session__read_header and
@@ -320,6 +451,15 @@ func (r *Reader) Meta() Meta { return r.meta }
 // none.
 func (r *Reader) TracingData() *TracingData { return r.tracing }
 
+// ClockData returns the file's HEADER_CLOCK_DATA (perf record -k), which
+// turns its sample times into wall-clock times, or false when it has none.
+func (r *Reader) ClockData() (ClockData, bool) {
+	if r.clock == nil {
+		return ClockData{}, false
+	}
+	return *r.clock, true
+}
+
 // HasFeature reports whether the file has the feature section f.
 func (r *Reader) HasFeature(f Feature) bool {
 	return f >= 0 && f < featureBits && r.features[f/64]&(1<<(f%64)) != 0
@@ -346,9 +486,9 @@ func (r *Reader) FeatureData(f Feature) ([]byte, error) {
 	return r.readAt(s.off, uint64(s.size), "feature "+f.String())
 }
 
-// readFeatures reads the feature table after the data and decodes the
-// features perfdata knows (perf_header__process_sections).
-func (r *Reader) readFeatures() error {
+// readFeatureTable reads the feature table after the data
+// (perf_header__process_sections).
+func (r *Reader) readFeatureTable() error {
 	n := 0
 	for _, w := range r.features {
 		n += bits.OnesCount64(w)
@@ -372,10 +512,14 @@ func (r *Reader) readFeatures() error {
 		r.sections[f] = fileSection{int64(off), int64(size)}
 		i++
 	}
+	return nil
+}
 
+// decodeFeatures decodes the features perfdata knows.
+func (r *Reader) decodeFeatures() error {
 	var descs []string
 	for _, f := range [...]Feature{FeatureTracingData, FeatureHostname, FeatureOSRelease, FeatureVersion,
-		FeatureArch, FeatureNrCPUs, FeatureCmdline, FeatureEventDesc} {
+		FeatureArch, FeatureNrCPUs, FeatureCmdline, FeatureEventDesc, FeatureClockData} {
 		if !r.HasFeature(f) {
 			continue
 		}
@@ -406,6 +550,17 @@ func (r *Reader) readFeatures() error {
 			}
 		case FeatureEventDesc:
 			descs = decodeEventDesc(fr)
+		case FeatureClockData:
+			// process_clock_data: only version 1 is known; perf ignores
+			// others, and so does perfdata.
+			if fr.u32("clock data version") == 1 {
+				c := ClockData{ClockID: int32(fr.u32("clockid"))}
+				c.WallNS = fr.u64("wall-clock time")
+				c.ClockNS = fr.u64("clockid time")
+				if fr.err == nil {
+					r.clock = &c
+				}
+			}
 		}
 		if fr.err != nil {
 			return fr.err
@@ -478,11 +633,57 @@ func (r *Reader) Next() (rec Record, err error) {
 		err = r.sample(&rec)
 	case rec.Type < RecordUserTypeStart:
 		err = r.kernelRecord(&rec)
+	case r.pipe:
+		err = r.pipeNext(&rec)
 	}
 	if err != nil {
 		return Record{}, err
 	}
 	return rec, nil
+}
+
+// pipeNext handles a header record of a pipe-mode stream as Next meets
+// it: the tracing data after a HEADER_TRACING_DATA record is skipped
+// (Data stays the record's own bytes), and an attr or event name that
+// comes after those read at open is taken in.
+func (r *Reader) pipeNext(rec *Record) error {
+	switch rec.Type {
+	case RecordTracingData:
+		if len(rec.Data) < 4 {
+			r.err = formatErr(rec.Offset, "HEADER_TRACING_DATA record of %d bytes has no size", len(rec.Data)+recordHeaderSize)
+			return r.err
+		}
+		return r.skip(int64(ne.Uint32(rec.Data)))
+	case RecordHeaderAttr, RecordEventUpdate:
+		if rec.Offset < r.pipeScanned {
+			return nil
+		}
+		b := make([]byte, recordHeaderSize+len(rec.Data))
+		copy(b[recordHeaderSize:], rec.Data)
+		ne.PutUint32(b, uint32(rec.Type))
+		if _, err := r.pipeRecord(rec.Offset, b); err != nil {
+			return err
+		}
+		// A new attr: index it (its Attr pointers change).
+		r.lastAttr = -1
+		r.indexAttrs()
+	}
+	return nil
+}
+
+// skip skips n bytes of the data after the last record returned.
+func (r *Reader) skip(n int64) error {
+	if left := int64(r.end - r.start); n <= left {
+		r.start += int(n)
+		return nil
+	}
+	off := r.bufOff + int64(r.start) + n
+	if off > r.dataEnd {
+		r.err = truncErr(r.bufOff+int64(r.start), "%d bytes of tracing data go beyond the end of the data (%d bytes left)", n, r.dataEnd-r.bufOff-int64(r.start))
+		return r.err
+	}
+	r.bufOff, r.start, r.end = off, 0, 0
+	return nil
 }
 
 // rewind starts the records again from the first (for benchmarks).

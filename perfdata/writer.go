@@ -57,6 +57,7 @@ type Writer struct {
 	meta       Meta
 	tracing    []byte            // the encoded HEADER_TRACING_DATA, nil when none
 	tracepoint map[uint64]string // tracing data id → "system:name"
+	clock      *ClockData
 }
 
 // attrInfo is what the hot paths need of an attr.
@@ -220,6 +221,17 @@ func (w *Writer) AddIDs(attr int, ids ...uint64) error {
 func (w *Writer) SetMeta(m Meta) {
 	m.Cmdline = append([]string(nil), m.Cmdline...)
 	w.meta = m
+}
+
+// SetClockData sets the HEADER_CLOCK_DATA written at Close (nil: none):
+// the recorder's readings of its events' clock and of the wall clock, for
+// a reader to show wall-clock times.
+func (w *Writer) SetClockData(c *ClockData) {
+	if c != nil {
+		c2 := *c
+		c = &c2
+	}
+	w.clock = c
 }
 
 // SetTracingData sets the HEADER_TRACING_DATA written at Close, encoding td
@@ -666,6 +678,13 @@ func (w *Writer) features() []section {
 	}
 	if len(w.attrs) > 0 {
 		secs = append(secs, section{FeatureEventDesc, w.eventDesc()})
+	}
+	if c := w.clock; c != nil {
+		// write_clock_data: version 1.
+		b := ne.AppendUint32(nil, 1)
+		b = ne.AppendUint32(b, uint32(c.ClockID))
+		b = ne.AppendUint64(b, c.WallNS)
+		secs = append(secs, section{FeatureClockData, ne.AppendUint64(b, c.ClockNS)})
 	}
 	return secs
 }

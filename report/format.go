@@ -2,9 +2,11 @@ package report
 
 import (
 	"encoding/binary"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/tracefmt"
 )
 
@@ -22,6 +24,10 @@ type event struct {
 	// textName is the name right-aligned in the file's name column and a
 	// colon, as perf script's "%*s:".
 	textName []byte
+	// ehOff is where an EventHeader event starts in the raw record, or -1
+	// when the event is not an EventHeader tracepoint.
+	ehOff  int
+	ehName string // the tracepoint name of an EventHeader event
 }
 
 // fieldPlan is how one field of an event is printed.
@@ -59,6 +65,7 @@ const (
 
 func newEvent(system, name string, format *tracefmt.Format) *event {
 	ev := &event{system: system, name: name, full: system + ":" + name, format: format}
+	ev.ehOff, ev.ehName = ehOffset(name, format)
 	if system == "" {
 		ev.full = name
 	}
@@ -152,7 +159,11 @@ func (t *thread) headsFor(pid, tid int32) *heads {
 // "%16s %7d/%-7d [%03d] %12s: %*s: "), then the fields as name=value —
 // what the print fmt of a user event shows; for other tracepoints perf
 // evaluates their print fmt, uetrace prints every field by its type.
-func appendText(b []byte, it *item) []byte {
+func appendText(b []byte, it *item) []byte { return appendTextWall(b, it, nil) }
+
+// appendTextWall is appendText with, when wc is not nil, the wall-clock
+// time before the time column, as perf script's tod field.
+func appendTextWall(b []byte, it *item, wc *wallClock) []byte {
 	ev := it.ev
 	b = append(b, it.heads.text...)
 	if it.cpu < 1000 {
@@ -161,6 +172,9 @@ func appendText(b []byte, it *item) []byte {
 		b = appendUint(b, uint64(it.cpu))
 	}
 	b = append(b, "] "...)
+	if wc != nil {
+		b = append(wc.appendTOD(b, it.time), ' ')
+	}
 	// The time is seconds.microseconds in a 12-byte column.
 	var ts [32]byte
 	tb := appendUint(ts[:0], it.time/1e9)
@@ -171,6 +185,11 @@ func appendText(b []byte, it *item) []byte {
 	b = append(b, tb...)
 	b = append(b, ": "...)
 	b = append(b, ev.textName...)
+	if ev.ehOff >= 0 {
+		if e, ok := decodeEH(it); ok {
+			return append(appendEHText(b, &e), '\n')
+		}
+	}
 	for i := range ev.fields {
 		p := &ev.fields[i]
 		b = append(b, p.textKey...)
@@ -189,6 +208,20 @@ func appendText(b []byte, it *item) []byte {
 		}
 	}
 	return append(b, '\n')
+}
+
+// wallClock turns sample times into wall-clock times by the file's clock
+// data.
+type wallClock struct {
+	clock perfdata.ClockData
+	loc   *time.Location
+}
+
+// appendTOD appends the wall-clock time of sample time t as perf script's
+// tod field prints it: "2006-01-02 15:04:05.000000" in the local time zone
+// (tod_scnprintf), truncated to µs.
+func (wc *wallClock) appendTOD(b []byte, t uint64) []byte {
+	return time.Unix(0, wc.clock.Wall(t)).In(wc.loc).AppendFormat(b, "2006-01-02 15:04:05.000000")
 }
 
 // appendPadLeft appends s right-aligned in w bytes, as printf's %*s does
@@ -218,13 +251,29 @@ func appendHex(b, data []byte) []byte {
 // everything else — byte arrays, structs, non-text loc data — lowercase
 // hex strings. A field whose data lies outside the record is null.
 func appendJSON(b []byte, it *item, times *timeDigits) []byte {
+	return appendJSONWall(b, it, times, nil)
+}
+
+// appendJSONWall is appendJSON with, when wc is not nil, "wall_ns": the
+// wall-clock time in ns since 1970, after "time".
+func appendJSONWall(b []byte, it *item, times *timeDigits, wc *wallClock) []byte {
 	ev := it.ev
 	b = append(b, `{"time":`...)
 	b = times.append(b, it.time)
+	if wc != nil {
+		b = append(b, `,"wall_ns":`...)
+		b = appendInt(b, wc.clock.Wall(it.time))
+	}
 	b = append(b, `,"cpu":`...)
 	b = appendUint(b, uint64(it.cpu))
 	b = append(b, it.heads.json...)
 	b = append(b, ev.jsonHead...)
+	if ev.ehOff >= 0 {
+		if e, ok := decodeEH(it); ok {
+			b = appendEHJSON(b, &e)
+			return append(appendEHMeta(append(b, '}'), &e), "}\n"...)
+		}
+	}
 	for i := range ev.fields {
 		p := &ev.fields[i]
 		b = append(b, p.jsonKey...)

@@ -19,6 +19,8 @@ func FuzzReport(f *testing.F) {
 	f.Add(readFile(f, writeScenario(f, false)))
 	f.Add(readFile(f, writeScenario(f, true)))
 	f.Add(readFile(f, writeSmall(f)))
+	f.Add(readFile(f, builtFile(f)))
+	f.Add(toPipe(f, builtFile(f), 1))
 	if b, err := os.ReadFile(schedSwitch); err == nil {
 		f.Add(b)
 	}

@@ -28,6 +28,7 @@ type batch struct {
 type lines struct {
 	format Format
 	w      io.Writer
+	wall   *wallClock // nil: perf clock times only
 
 	cur     *batch
 	free    chan *batch // batches to fill: bounds the memory in flight
@@ -40,8 +41,8 @@ type lines struct {
 }
 
 // newLines starts formatters for w. With one CPU it formats as it goes.
-func newLines(w io.Writer, format Format) *lines {
-	l := &lines{format: format, w: w}
+func newLines(w io.Writer, format Format, wall *wallClock) *lines {
+	l := &lines{format: format, w: w, wall: wall}
 	workers := runtime.GOMAXPROCS(0)
 	if workers == 1 {
 		l.cur = &batch{}
@@ -133,9 +134,9 @@ func (l *lines) close() error {
 func (l *lines) formatBatch(out []byte, items []item, times *timeDigits) []byte {
 	for i := range items {
 		if l.format == Text {
-			out = appendText(out, &items[i])
+			out = appendTextWall(out, &items[i], l.wall)
 		} else {
-			out = appendJSON(out, &items[i], times)
+			out = appendJSONWall(out, &items[i], times, l.wall)
 		}
 	}
 	return out

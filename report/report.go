@@ -13,6 +13,23 @@
 // text shows every field as name=value by its type, which for user events
 // is exactly what their print fmt prints.
 //
+// EventHeader events (package eventheader: the format of Microsoft's
+// LinuxTracepoints and OpenTelemetry's user_events exporters) are decoded
+// from their own metadata: a tracepoint whose format holds only the
+// EventHeader header and whose name is "<provider>_L<n>K<hex>…" shows
+// "Provider:Event" and its fields, formatted as Microsoft's decoder
+// formats them (hex, errno, IP, UUID, time, booleans, strings with invalid
+// UTF-8 shown as the Latin-1 characters of its bytes, nested structs and
+// arrays); JSON lines add "event" and the metadata "meta" (level, keyword,
+// opcode, id, version, tag, activity ids); Perfetto names the instant
+// "Provider:Event", with the fields as annotations by path ("s.x",
+// "a[2]"). A record that does not decode is shown by its format.
+//
+// Files are read through package perfdata, so pipe-mode streams (perf
+// record -o -) report as files do; an attr such a stream adds after its
+// start becomes an event when it comes. With Options.Wall the times are
+// also shown as wall-clock times, by the file's clock data.
+//
 // Text and JSON lines are formatted on every CPU the process may use
 // (GOMAXPROCS), in batches, and written in order; the output is the same
 // on one CPU or many. A Perfetto trace is written on one goroutine: its
@@ -21,9 +38,11 @@ package report
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -112,13 +131,17 @@ const (
 // reporter is one report being written.
 type reporter struct {
 	format Format
-	filter *Filter // nil: every sample
-	lines  *lines  // text and JSON
+	filter *Filter    // nil: every sample
+	wall   *wallClock // nil: perf clock times only
+	lines  *lines     // text and JSON
 	pf     *perfetto.Writer
 	pfOut  *bufio.Writer
 
-	byID map[uint64]*event
-	only *event // the event of a file with one attr and no ids
+	byID    map[uint64]*event
+	formats map[uint64]*tracefmt.Format // of the tracing data, by tracefs id
+	nattrs  int                         // attrs made events of
+	width   int                         // of the text's name column
+	only    *event                      // the event of a file with one attr and no ids
 	// unknown stands for samples of no known event.
 	unknown *event
 
@@ -134,6 +157,13 @@ type reporter struct {
 	recent  [64]*thread       // threads by tid % 64, a cache of threads
 	args    []perfetto.Arg
 	sum     Summary
+
+	// EventHeader samples in Perfetto: scratch and names (eventheader.go).
+	ehText  []byte
+	ehStrs  []ehStr
+	ehPath  []byte
+	ehStack []int
+	ehNames map[string]string
 }
 
 // Write reads every record of r and writes its samples to w in format.
@@ -143,7 +173,45 @@ func Write(w io.Writer, r *perfdata.Reader, format Format) (Summary, error) {
 
 // WriteFilter is Write of the samples f keeps.
 func WriteFilter(w io.Writer, r *perfdata.Reader, format Format, f Filter) (Summary, error) {
+	return WriteOptions(w, r, Options{Format: format, Filter: f})
+}
+
+// Options are what WriteOptions writes.
+type Options struct {
+	Format Format
+	Filter Filter
+	// Wall adds wall-clock times, by the file's clock data (perf record
+	// -k CLOCK_MONOTONIC writes it; perfdata.Reader.ClockData): text
+	// shows them before the time column as perf script's tod field does
+	// ("2006-01-02 15:04:05.000000" in Location), JSON lines add
+	// "wall_ns" (ns since 1970) after "time", and a Perfetto trace is
+	// timed in wall-clock ns. A file without clock data is an error.
+	Wall bool
+	// Location is the time zone of the text's wall-clock times; nil is
+	// time.Local, as perf uses.
+	Location *time.Location
+}
+
+// ErrNoClockData is wrapped by the error of a report asked for wall-clock
+// times of a file that has no clock data.
+var ErrNoClockData = errors.New("the file has no clock data (HEADER_CLOCK_DATA) to turn its times into wall-clock times: record with perf record -k CLOCK_MONOTONIC")
+
+// WriteOptions writes the samples of r to w as o says.
+func WriteOptions(w io.Writer, r *perfdata.Reader, o Options) (Summary, error) {
+	format, f := o.Format, o.Filter
+	var wall *wallClock
+	if o.Wall {
+		c, ok := r.ClockData()
+		if !ok {
+			return Summary{}, fmt.Errorf("%w: %w", ErrNoClockData, unix.EINVAL)
+		}
+		wall = &wallClock{clock: c, loc: o.Location}
+		if wall.loc == nil {
+			wall.loc = time.Local
+		}
+	}
 	rp := &reporter{
+		wall:    wall,
 		format:  format,
 		byID:    make(map[uint64]*event),
 		threads: make(map[int32]*thread),
@@ -159,7 +227,7 @@ func WriteFilter(w io.Writer, r *perfdata.Reader, format Format, f Filter) (Summ
 		rp.pfOut = bufio.NewWriterSize(w, 256<<10)
 		rp.pf = perfetto.NewWriter(rp.pfOut)
 	} else {
-		rp.lines = newLines(w, format)
+		rp.lines = newLines(w, format, wall)
 	}
 	err := rp.records(r)
 	if rp.lines != nil {
@@ -187,6 +255,13 @@ func (rp *reporter) records(r *perfdata.Reader) error {
 		if err != nil {
 			return err
 		}
+		if rec.Type == perfdata.RecordHeaderAttr {
+			if attrs := r.Attrs(); len(attrs) > rp.nattrs {
+				for _, ev := range rp.newEvents(attrs) {
+					ev.textName = append(appendPadLeft(nil, ev.full, rp.width), ':')
+				}
+			}
+		}
 		if err := rp.record(&rec); err != nil {
 			return err
 		}
@@ -209,14 +284,29 @@ func (rp *reporter) events(r *perfdata.Reader) error {
 			}
 		}
 	}
-	attrs := r.Attrs()
+	rp.formats = formats
 	rp.unknown = newUnknownEvent()
-	events := []*event{rp.unknown}
-	for i := range attrs {
+	events := append([]*event{rp.unknown}, rp.newEvents(r.Attrs())...)
+	// perf script right-aligns the names in the width of the longest.
+	for _, ev := range events {
+		rp.width = max(rp.width, len(ev.full))
+	}
+	for _, ev := range events {
+		ev.textName = append(appendPadLeft(nil, ev.full, rp.width), ':')
+	}
+	return nil
+}
+
+// newEvents makes the events of the attrs not seen yet: at the start, and
+// when a pipe-mode stream adds one later (its name column is then as wide
+// as the others' or its own).
+func (rp *reporter) newEvents(attrs []perfdata.Attr) []*event {
+	var events []*event
+	for i := rp.nattrs; i < len(attrs); i++ {
 		a := &attrs[i]
 		var format *tracefmt.Format
 		if a.Type == unix.PERF_TYPE_TRACEPOINT {
-			format = formats[a.Config]
+			format = rp.formats[a.Config]
 		}
 		// The attr's name (HEADER_EVENT_DESC) is the event's true name:
 		// uetrace record's tracing data writes a multi-format event's
@@ -235,19 +325,13 @@ func (rp *reporter) events(r *perfdata.Reader) error {
 		for _, id := range a.IDs {
 			rp.byID[id] = ev
 		}
-		if len(attrs) == 1 {
-			rp.only = ev
-		}
 	}
-	// perf script right-aligns the names in the width of the longest.
-	width := 0
-	for _, ev := range events {
-		width = max(width, len(ev.full))
+	rp.only = nil
+	if len(attrs) == 1 && len(events) == 1 {
+		rp.only = events[0]
 	}
-	for _, ev := range events {
-		ev.textName = append(appendPadLeft(nil, ev.full, width), ':')
-	}
-	return nil
+	rp.nattrs = len(attrs)
+	return events
 }
 
 func splitName(full string) (system, name string) {
@@ -501,8 +585,13 @@ func (rp *reporter) instant(it *item, t *thread) error {
 			return err
 		}
 	}
-	rp.args = rp.args[:0]
 	ev := it.ev
+	if ev.ehOff >= 0 {
+		if e, ok := decodeEH(it); ok {
+			return rp.ehInstant(it, &e, rp.ts(it))
+		}
+	}
+	rp.args = rp.args[:0]
 	for i := range ev.fields {
 		p := &ev.fields[i]
 		name := p.f.Name
@@ -520,7 +609,16 @@ func (rp *reporter) instant(it *item, t *thread) error {
 			rp.args = append(rp.args, perfetto.Bytes(name, data))
 		}
 	}
-	return rp.pf.Instant(it.time, it.pid, it.tid, ev.system, ev.name, rp.args)
+	return rp.pf.Instant(rp.ts(it), it.pid, it.tid, ev.system, ev.name, rp.args)
+}
+
+// ts is the Perfetto timestamp of a sample: its time, or with Wall its
+// wall-clock time.
+func (rp *reporter) ts(it *item) uint64 {
+	if rp.wall != nil {
+		return uint64(rp.wall.clock.Wall(it.time))
+	}
+	return it.time
 }
 
 // view is b as a string without a copy; the perfetto Writer does not keep

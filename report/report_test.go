@@ -3,6 +3,7 @@ package report_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -14,9 +15,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/perfetto/perfettotest"
 	"github.com/uetrace/uetrace/perfdata"
@@ -319,7 +322,17 @@ const schedSwitch = "../perfdata/testdata/sched_switch.data"
 // TestSchedSwitch reports a file the real perf made, in every format: the
 // text and JSON show every sample of the file (by tid, CPU and time), and
 // the Perfetto trace has an event for each.
+// The pipe-mode stream (perf record -o -) is reported as the file is.
 func TestSchedSwitch(t *testing.T) {
+	t.Run("file", func(t *testing.T) { testSchedSwitch(t, schedSwitch) })
+	t.Run("pipe", func(t *testing.T) { testSchedSwitch(t, schedSwitchPipe) })
+}
+
+// schedSwitchPipe is a pipe-mode stream of perf record -k CLOCK_MONOTONIC
+// -e sched:sched_switch -a -o - made by the real perf 6.1.
+const schedSwitchPipe = "../perfdata/testdata/sched_switch_pipe.data"
+
+func testSchedSwitch(t *testing.T, schedSwitch string) {
 	type key struct {
 		tid, cpu uint32
 		time     uint64
@@ -462,5 +475,51 @@ func TestPerfScript(t *testing.T) {
 	}
 	if len(want) < 10 {
 		t.Errorf("perf script printed only:\n%s", perfOut)
+	}
+}
+
+// TestWallClock reports the pipe-mode stream of perf record -k
+// CLOCK_MONOTONIC with wall-clock times: each sample's tod, time and event
+// are what perf script -F comm,pid,tid,cpu,tod,time,event printed for it
+// (TZ=UTC), JSON lines carry the same instant in ns, and a file without
+// clock data is refused.
+func TestWallClock(t *testing.T) {
+	want := strings.Split(strings.TrimSpace(string(readFile(t, "testdata/sched_switch_pipe.tod.txt"))), "\n")
+	var out bytes.Buffer
+	if _, err := report.WriteOptions(&out, open(t, schedSwitchPipe), report.Options{Wall: true, Location: time.UTC}); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	re := regexp.MustCompile(`\[\d+\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}) +(\d+\.\d{6}): +(\S+):`)
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, perf script printed %d", len(got), len(want))
+	}
+	for i := range want {
+		w, g := re.FindStringSubmatch(want[i]), re.FindStringSubmatch(got[i])
+		if w == nil || g == nil || !slices.Equal(w[1:], g[1:]) {
+			t.Errorf("line %d:\n got %q\nwant %q (perf script)", i, got[i], want[i])
+		}
+	}
+
+	out.Reset()
+	if _, err := report.WriteOptions(&out, open(t, schedSwitchPipe), report.Options{Format: report.JSON, Wall: true}); err != nil {
+		t.Fatal(err)
+	}
+	line := strings.SplitN(out.String(), "\n", 2)[0]
+	var first struct {
+		Time   uint64 `json:"time"`
+		WallNS int64  `json:"wall_ns"`
+	}
+	if err := json.Unmarshal([]byte(line), &first); err != nil {
+		t.Fatal(err)
+	}
+	tod := regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}`).FindString(want[0])
+	if s := time.Unix(0, first.WallNS).UTC().Format("2006-01-02 15:04:05.000000"); s != tod {
+		t.Errorf("first wall_ns %d is %s, perf script says %s", first.WallNS, s, tod)
+	}
+
+	_, err := report.WriteOptions(io.Discard, open(t, schedSwitch), report.Options{Wall: true})
+	if !errors.Is(err, report.ErrNoClockData) || !errors.Is(err, unix.EINVAL) {
+		t.Errorf("wall-clock report of a file without clock data: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 func newReportCmd() *cobra.Command {
 	var (
 		format, output string
+		timeMode       string
 		pids           []int
 		comms          []string
 	)
@@ -38,10 +40,23 @@ the processes with those ids (every thread of them), --comm the tasks with
 that name (exactly, as it was when the sample was taken); given both, a
 sample must match both.
 
-FILE defaults to perf.data. Records lost while recording are reported on
+EventHeader events (Microsoft's LinuxTracepoints format, "<provider>_L<n>K<hex>"
+tracepoints) are decoded from their own metadata: the text shows
+Provider:Event and the fields as name=value, JSON lines add "event" and
+"meta" (level, keyword, opcode, id, version, tag, activity ids), Perfetto
+names the event Provider:Event.
+
+--time wall adds wall-clock times, from the clock data perf record -k
+CLOCK_MONOTONIC stores: text shows them before the time column as perf
+script -F +tod does (local time), JSON adds "wall_ns" (ns since 1970), and a
+Perfetto trace is timed by them. A file without clock data is an error.
+
+FILE defaults to perf.data; "-" reads standard input. Pipe-mode streams
+(perf record -o -) are read as well as files. Records lost while recording are reported on
 stderr.`,
 		Example: `  uetrace report
   uetrace report req.data --format json | jq .fields
+  perf record -e 'user_events:*' -a -o - | uetrace report -
   uetrace report req.data --format perfetto -o req.pftrace`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,8 +71,18 @@ stderr.`,
 			if len(args) == 1 {
 				in = args[0]
 			}
-			r, err := perfdata.Open(in)
-			if err != nil {
+			var r *perfdata.Reader
+			if in == "-" {
+				// A pipe (perf record -o - | uetrace report -) cannot be
+				// mapped or read at offsets: read it whole.
+				b, err := io.ReadAll(cmd.InOrStdin())
+				if err != nil {
+					return fmt.Errorf("reading stdin: %w", err)
+				}
+				if r, err = perfdata.NewReader(bytes.NewReader(b), int64(len(b))); err != nil {
+					return fmt.Errorf("stdin: %w", err)
+				}
+			} else if r, err = perfdata.Open(in); err != nil {
 				return err
 			}
 			defer r.Close()
@@ -72,7 +97,15 @@ stderr.`,
 			} else if f == report.Perfetto && isTerminal(w) {
 				return fmt.Errorf("a Perfetto trace is binary: give -o FILE: %w", unix.EINVAL)
 			}
-			sum, err := report.WriteFilter(w, r, f, report.Filter{PIDs: pids, Comms: comms})
+			opts := report.Options{Format: f, Filter: report.Filter{PIDs: pids, Comms: comms}}
+			switch timeMode {
+			case "perf":
+			case "wall":
+				opts.Wall = true
+			default:
+				return fmt.Errorf("--time %q: want perf or wall: %w", timeMode, unix.EINVAL)
+			}
+			sum, err := report.WriteOptions(w, r, opts)
 			if err != nil {
 				return fmt.Errorf("%s: %w", in, err)
 			}
@@ -92,6 +125,7 @@ stderr.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text, json or perfetto")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write here instead of stdout")
+	cmd.Flags().StringVar(&timeMode, "time", "perf", "perf (the recording clock) or wall (also wall-clock times, from the file's clock data)")
 	cmd.Flags().IntSliceVar(&pids, "pid", nil, "only samples of these processes (comma-separated or repeated)")
 	cmd.Flags().StringArrayVar(&comms, "comm", nil, "only samples of tasks with this name (repeatable)")
 	return cmd

@@ -1,0 +1,473 @@
+package report
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/internal/perfetto"
+	"github.com/uetrace/uetrace/tracefmt"
+)
+
+// EventHeader events (package eventheader) are written to tracepoints
+// whose format holds only the 8-byte header (eventheader_flags, version,
+// id, tag, opcode, level) and whose name is "<provider>_L<n>K<hex>…":
+// their name and fields are in the record's own metadata. The report
+// decodes them from the record and shows the event name, its fields
+// formatted as Microsoft's decoder formats them (hex, errno, IP, UUID,
+// time, booleans, strings, nested structs and arrays) and its metadata.
+// A record that does not decode as EventHeader is shown by its format,
+// like any tracepoint.
+
+// ehFieldNames are the fields of an EventHeader tracepoint's format, in
+// order: eventheader.CommandTypes as the kernel lays it out.
+var ehFieldNames = [...]string{"eventheader_flags", "version", "id", "tag", "opcode", "level"}
+
+// ehOffset returns where the EventHeader event starts in a raw record of
+// an event named name with format f, or -1 when the event is not an
+// EventHeader tracepoint; and the tracepoint name to decode it by: name
+// without the ".<hex id>" of a multi-format registration.
+func ehOffset(name string, f *tracefmt.Format) (int, string) {
+	if f == nil || len(f.Fields) != len(ehFieldNames) {
+		return -1, ""
+	}
+	for i, n := range ehFieldNames {
+		if f.Fields[i].Name != n {
+			return -1, ""
+		}
+	}
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		if _, err := strconv.ParseUint(name[i+1:], 16, 64); err == nil {
+			name = name[:i]
+		}
+	}
+	if _, err := eventheader.ParseTracepointName(name); err != nil {
+		return -1, ""
+	}
+	return f.Fields[0].Offset, name
+}
+
+// decodeEH decodes the EventHeader record of a sample, if its event is
+// one and the record decodes.
+func decodeEH(it *item) (eventheader.Event, bool) {
+	ev := it.ev
+	if ev.ehOff < 0 || ev.ehOff > len(it.data) {
+		return eventheader.Event{}, false
+	}
+	e, err := eventheader.Decode(ev.ehName, it.data[ev.ehOff:])
+	if err != nil {
+		return e, false
+	}
+	// A record whose fields do not decode is shown by its format: check
+	// the whole iteration first (it does not allocate).
+	f := e.Fields()
+	for f.Next() {
+	}
+	return e, f.Err() == nil
+}
+
+// appendEHName appends "Provider:Event".
+func appendEHName(b []byte, e *eventheader.Event, json bool) []byte {
+	if json {
+		b = append(b, '"')
+		b = appendJSONInner(b, []byte(e.Tracepoint.Provider))
+		b = append(b, ':')
+		b = appendJSONInner(b, e.EventName())
+		return append(b, '"')
+	}
+	b = append(b, e.Tracepoint.Provider...)
+	b = append(b, ':')
+	return append(b, e.EventName()...)
+}
+
+// appendEHText appends the event's name and fields as text:
+// " Provider:Event a=1 s={x=2 y="two words"} arr=[1 2 3]". Strings and
+// other JSON string values are shown bare when they hold no space, quote,
+// backslash, control byte or separator, and as JSON strings otherwise, so
+// a line can be split back into its fields.
+func appendEHText(b []byte, e *eventheader.Event) []byte {
+	b = append(b, ' ')
+	b = appendEHName(b, e, false)
+	f := e.Fields()
+	for f.Next() {
+		it := f.Item()
+		switch it.Kind {
+		case eventheader.ItemArrayEnd:
+			b = append(b, ']')
+			continue
+		case eventheader.ItemStructEnd:
+			b = append(b, '}')
+			continue
+		}
+		if c := b[len(b)-1]; c != '[' && c != '{' {
+			b = append(b, ' ')
+		}
+		if it.ArrayFlags == 0 || it.Kind == eventheader.ItemArrayBegin {
+			b = appendEHMember(b, it, false)
+		}
+		switch it.Kind {
+		case eventheader.ItemArrayBegin:
+			b = append(b, '[')
+		case eventheader.ItemStructBegin:
+			b = append(b, '{')
+		case eventheader.ItemValue:
+			start := len(b)
+			b = bare(it.AppendJSON(b), start)
+		}
+	}
+	if e.ActivityID != nil {
+		b = append(b, " activity="...)
+		b = appendUUID(b, e.ActivityID)
+	}
+	if e.RelatedActivityID != nil {
+		b = append(b, " related="...)
+		b = appendUUID(b, e.RelatedActivityID)
+	}
+	return b
+}
+
+// appendEHMember appends a field's name (with its tag, as Microsoft's
+// decoder names it: "name;tag=0x12") and '=' for text or ':' for JSON.
+func appendEHMember(b []byte, it *eventheader.Item, json bool) []byte {
+	if json {
+		b = appendJSONInner(b, it.Name)
+	} else {
+		b = append(b, it.Name...)
+	}
+	if it.Tag != 0 {
+		b = append(b, ";tag=0x"...)
+		b = appendHexUpper(b, uint64(it.Tag))
+	}
+	if json {
+		return append(b, '"', ':')
+	}
+	return append(b, '=')
+}
+
+// appendJSONInner appends s escaped for a JSON string, without quotes.
+func appendJSONInner(b, s []byte) []byte {
+	start := len(b)
+	b = appendJSONBytes(b, s, false)
+	copy(b[start:], b[start+1:len(b)-1])
+	return b[:len(b)-2]
+}
+
+// bare removes the quotes of the JSON string b[start:] when what it holds
+// reads unambiguously without them.
+func bare(b []byte, start int) []byte {
+	v := b[start:]
+	if len(v) < 3 || v[0] != '"' || v[len(v)-1] != '"' {
+		return b
+	}
+	for _, c := range v[1 : len(v)-1] {
+		switch {
+		case c <= ' ', c == '"', c == '\\', c == '=', c == '[', c == ']', c == '{', c == '}', c == 0x7f:
+			return b
+		}
+	}
+	copy(b[start:], v[1:len(v)-1])
+	return b[:len(b)-2]
+}
+
+// appendEHJSON appends the fields of the event as the members of a JSON
+// object, in Microsoft's conventions but compact: `"a":1,"s":{"x":2},…`.
+// Repeated names are kept, as the event has them.
+func appendEHJSON(b []byte, e *eventheader.Event) []byte {
+	first := true
+	f := e.Fields()
+	for f.Next() {
+		it := f.Item()
+		switch it.Kind {
+		case eventheader.ItemArrayEnd:
+			b = append(b, ']')
+			continue
+		case eventheader.ItemStructEnd:
+			b = append(b, '}')
+			continue
+		}
+		if c := b[len(b)-1]; !first && c != '[' && c != '{' {
+			b = append(b, ',')
+		}
+		first = false
+		if it.ArrayFlags == 0 || it.Kind == eventheader.ItemArrayBegin {
+			b = appendEHMember(append(b, '"'), it, true)
+		}
+		switch it.Kind {
+		case eventheader.ItemArrayBegin:
+			b = append(b, '[')
+		case eventheader.ItemStructBegin:
+			b = append(b, '{')
+		case eventheader.ItemValue:
+			b = it.AppendJSON(b)
+		}
+	}
+	return b
+}
+
+// appendEHMeta appends `,"event":"Provider:Event","meta":{…}`: the
+// metadata members Microsoft's decoder shows, those that are set.
+func appendEHMeta(b []byte, e *eventheader.Event) []byte {
+	b = append(b, `,"event":`...)
+	b = appendEHName(b, e, true)
+	b = append(b, `,"meta":{`...)
+	n := len(b)
+	member := func(name string) {
+		if len(b) != n {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+	}
+	h := &e.Header
+	if h.ID != 0 {
+		member("id")
+		b = strconv.AppendUint(b, uint64(h.ID), 10)
+	}
+	if h.Version != 0 {
+		member("version")
+		b = strconv.AppendUint(b, uint64(h.Version), 10)
+	}
+	if h.Level != 0 {
+		member("level")
+		b = strconv.AppendUint(b, uint64(h.Level), 10)
+	}
+	if e.Tracepoint.Keyword != 0 {
+		member("keyword")
+		b = append(b, `"0x`...)
+		b = append(appendHexUpper(b, e.Tracepoint.Keyword), '"')
+	}
+	if h.Opcode != 0 {
+		member("opcode")
+		b = strconv.AppendUint(b, uint64(h.Opcode), 10)
+	}
+	if h.Tag != 0 {
+		member("tag")
+		b = append(b, `"0x`...)
+		b = append(appendHexUpper(b, uint64(h.Tag)), '"')
+	}
+	if e.ActivityID != nil {
+		member("activity")
+		b = append(appendUUID(append(b, '"'), e.ActivityID), '"')
+	}
+	if e.RelatedActivityID != nil {
+		member("relatedActivity")
+		b = append(appendUUID(append(b, '"'), e.RelatedActivityID), '"')
+	}
+	return append(b, '}')
+}
+
+func appendHexUpper(b []byte, u uint64) []byte {
+	const digits = "0123456789ABCDEF"
+	var d [16]byte
+	i := len(d)
+	for {
+		i--
+		d[i] = digits[u&15]
+		u >>= 4
+		if u == 0 {
+			break
+		}
+	}
+	return append(b, d[i:]...)
+}
+
+func appendUUID(b, v []byte) []byte {
+	for i, c := range v[:16] {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b = append(b, '-')
+		}
+		b = append(b, hexDigits[c>>4], hexDigits[c&15])
+	}
+	return b
+}
+
+// ehStr is a string argument whose value is ehText[start:end].
+type ehStr struct{ arg, start, end int }
+
+// ehInstant writes a sample of an EventHeader event as a Perfetto
+// instant named "Provider:Event", its fields as debug annotations
+// flattened by path ("s.x", "arr[2]"), then the metadata ("meta.level",
+// …). Integers of the default, unsigned, signed and pid formats are
+// numbers, and so are ports; booleans 0 and 1 are booleans; everything else is the text of
+// its JSON value.
+func (rp *reporter) ehInstant(it *item, e *eventheader.Event, ts uint64) error {
+	rp.args = rp.args[:0]
+	rp.ehText = rp.ehText[:0]
+	rp.ehStrs = rp.ehStrs[:0]
+	path, stack := rp.ehPath[:0], rp.ehStack[:0]
+	str := func(name string, start int) {
+		rp.ehStrs = append(rp.ehStrs, ehStr{len(rp.args), start, len(rp.ehText)})
+		rp.args = append(rp.args, perfetto.String(name, ""))
+	}
+	f := e.Fields()
+	for f.Next() {
+		item := f.Item()
+		switch item.Kind {
+		case eventheader.ItemArrayEnd, eventheader.ItemStructEnd:
+			if n := len(stack); n > 0 {
+				path, stack = path[:stack[n-1]], stack[:n-1]
+			}
+			continue
+		}
+		mark := len(path)
+		if item.ArrayFlags == 0 || item.Kind == eventheader.ItemArrayBegin {
+			if len(path) > 0 {
+				path = append(path, '.')
+			}
+			path = append(path, item.Name...)
+			if item.Tag != 0 {
+				path = append(path, ";tag=0x"...)
+				path = appendHexUpper(path, uint64(item.Tag))
+			}
+		} else {
+			path = append(path, '[')
+			path = strconv.AppendUint(path, uint64(item.ArrayIndex), 10)
+			path = append(path, ']')
+		}
+		if item.Kind != eventheader.ItemValue {
+			stack = append(stack, mark)
+			continue
+		}
+		name := rp.ehName(path)
+		switch {
+		case isEHInt(item, eventheader.FormatSignedInt):
+			v, _ := item.Int()
+			rp.args = append(rp.args, perfetto.Int(name, v))
+		case isEHInt(item, eventheader.FormatDefault), isEHInt(item, eventheader.FormatUnsignedInt), isEHInt(item, eventheader.FormatPid):
+			v, _ := item.Uint()
+			rp.args = append(rp.args, perfetto.Uint(name, v))
+		case isEHInt(item, eventheader.FormatPort) && len(item.Value) == 2:
+			rp.args = append(rp.args, perfetto.Uint(name, uint64(item.Value[0])<<8|uint64(item.Value[1])))
+		case isEHInt(item, eventheader.FormatBoolean) && len(item.Value) <= 4:
+			v, _ := item.Uint()
+			if v <= 1 {
+				rp.args = append(rp.args, perfetto.Bool(name, v == 1))
+			} else {
+				rp.args = append(rp.args, perfetto.Int(name, int64(int32(v))))
+			}
+		default:
+			start := len(rp.ehText)
+			rp.ehText = unquoteJSON(item.AppendJSON(rp.ehText), start)
+			str(name, start)
+		}
+		path = path[:mark]
+	}
+	rp.ehPath, rp.ehStack = path, stack
+	h := &e.Header
+	for _, m := range [...]struct {
+		name string
+		v    uint64
+	}{{"meta.id", uint64(h.ID)}, {"meta.version", uint64(h.Version)}, {"meta.level", uint64(h.Level)}, {"meta.opcode", uint64(h.Opcode)}} {
+		if m.v != 0 {
+			rp.args = append(rp.args, perfetto.Uint(m.name, m.v))
+		}
+	}
+	if k := e.Tracepoint.Keyword; k != 0 {
+		start := len(rp.ehText)
+		rp.ehText = appendHexUpper(append(rp.ehText, "0x"...), k)
+		str("meta.keyword", start)
+	}
+	if h.Tag != 0 {
+		start := len(rp.ehText)
+		rp.ehText = appendHexUpper(append(rp.ehText, "0x"...), uint64(h.Tag))
+		str("meta.tag", start)
+	}
+	if e.ActivityID != nil {
+		start := len(rp.ehText)
+		rp.ehText = appendUUID(rp.ehText, e.ActivityID)
+		str("meta.activity", start)
+	}
+	if e.RelatedActivityID != nil {
+		start := len(rp.ehText)
+		rp.ehText = appendUUID(rp.ehText, e.RelatedActivityID)
+		str("meta.relatedActivity", start)
+	}
+	for _, s := range rp.ehStrs {
+		rp.args[s.arg].Str = view(rp.ehText[s.start:s.end])
+	}
+	rp.ehPath = appendEHName(rp.ehPath[:0], e, false)
+	name := rp.ehName(rp.ehPath)
+	return rp.pf.Instant(ts, it.pid, it.tid, it.ev.system, name, rp.args)
+}
+
+// isEHInt reports whether item is a value8..value64 of format f.
+func isEHInt(item *eventheader.Item, f eventheader.Format) bool {
+	switch item.Encoding {
+	case eventheader.EncodingValue8, eventheader.EncodingValue16, eventheader.EncodingValue32, eventheader.EncodingValue64:
+		return item.Format == f
+	}
+	return false
+}
+
+// ehNameMax bounds the names a report keeps for Perfetto: past it, names
+// are made anew for each use.
+const ehNameMax = 1 << 16
+
+// ehName returns name as a string that is never changed, as the Perfetto
+// writer requires of names, made once per distinct name.
+func (rp *reporter) ehName(name []byte) string {
+	if s, ok := rp.ehNames[string(name)]; ok {
+		return s
+	}
+	s := string(name)
+	if rp.ehNames == nil {
+		rp.ehNames = make(map[string]string)
+	}
+	if len(rp.ehNames) < ehNameMax {
+		rp.ehNames[s] = s
+	}
+	return s
+}
+
+// unquoteJSON replaces the JSON string b[start:], if it is one, by the
+// text it holds.
+func unquoteJSON(b []byte, start int) []byte {
+	v := b[start:]
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return b
+	}
+	out := start
+	for i := 1; i < len(v)-1; i++ {
+		c := v[i]
+		if c != '\\' || i+1 >= len(v)-1 {
+			b[out] = c
+			out++
+			continue
+		}
+		i++
+		switch v[i] {
+		case 'n':
+			c = '\n'
+		case 'r':
+			c = '\r'
+		case 't':
+			c = '\t'
+		case 'b':
+			c = '\b'
+		case 'f':
+			c = '\f'
+		case 'u':
+			if i+4 < len(v)-1 {
+				r, err := strconv.ParseUint(string(v[i+1:i+5]), 16, 16)
+				if err == nil {
+					// Escaped runes are control characters and halves of
+					// surrogate pairs; the latter become U+FFFD.
+					if r >= 0xd800 && r < 0xe000 {
+						r = 0xfffd
+					}
+					out += utf8.EncodeRune(b[out:], rune(r))
+					i += 4
+					continue
+				}
+			}
+			c = 'u'
+		default:
+			c = v[i] // '"', '\\', '/'
+		}
+		b[out] = c
+		out++
+	}
+	return b[:out]
+}
