@@ -139,6 +139,9 @@ type jsonSample struct {
 	System string         `json:"system"`
 	Name   string         `json:"name"`
 	Fields map[string]any `json:"fields"`
+	// Event and Meta are an EventHeader event's name and metadata.
+	Event string         `json:"event"`
+	Meta  map[string]any `json:"meta"`
 }
 
 // reportJSON reads a recorded file back through report's JSON.

@@ -49,5 +49,9 @@ func TestRecordOnKernel(t *testing.T) {
 	for _, line := range regexp.MustCompile(`(?m)^.*(written:|notices:).*$`).FindAllString(out, -1) {
 		t.Log(strings.TrimSpace(line))
 	}
-	t.Logf("%d tests passed on the kernel", len(tests))
+	var names []string
+	for _, m := range tests {
+		names = append(names, m[1])
+	}
+	t.Logf("%d tests passed on the kernel: %s", len(tests), strings.Join(names, " "))
 }
