@@ -323,11 +323,25 @@ func (b *Builder) AddBinary(name string, p []byte, f Format, tag uint16) {
 // AppendEvent appends the event — header, activity id extension if set,
 // metadata extension, data — to dst. It does not allocate when dst has room.
 func (b *Builder) AppendEvent(dst []byte) ([]byte, error) {
+	dst, meta, data, err := b.Parts(dst)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, meta...)
+	return append(dst, data...), nil
+}
+
+// Parts is the event AppendEvent writes, in three pieces for a writev
+// without a copy: prefix — the header, the activity id extension and the
+// metadata extension's own header — appended to dst, then the metadata
+// and the values as the Builder holds them (valid until its next Reset or
+// Add).
+func (b *Builder) Parts(dst []byte) (prefix, meta, data []byte, err error) {
 	if b.err != nil {
-		return dst, b.err
+		return dst, nil, nil, b.err
 	}
 	if len(b.meta) > math.MaxUint16 {
-		return dst, fmt.Errorf("%w: metadata of %d bytes, at most 65535: fewer or shorter field names", ErrBuild, len(b.meta))
+		return dst, nil, nil, fmt.Errorf("%w: metadata of %d bytes, at most 65535: fewer or shorter field names", ErrBuild, len(b.meta))
 	}
 	h := &b.header
 	dst = append(dst, byte(defaultFlags), h.Version)
@@ -341,8 +355,7 @@ func (b *Builder) AppendEvent(dst []byte) ([]byte, error) {
 	}
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(b.meta)))
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(ExtensionMetadata))
-	dst = append(dst, b.meta...)
-	return append(dst, b.data...), nil
+	return dst, b.meta, b.data, nil
 }
 
 // appendUTF16 appends s, UTF-8, as little-endian UTF-16 units; it returns

@@ -203,12 +203,13 @@ func (tp *Tracepoint) Write(b *Builder) error {
 	if b.tp != tp {
 		return fmt.Errorf("ehprovider: write to %s of an event built for another tracepoint: Reset the Builder with this one", tp.name)
 	}
-	var err error
-	b.buf, err = b.Builder.AppendEvent(b.buf[:0])
+	// The event in three pieces, written together without a copy.
+	prefix, meta, data, err := b.Builder.Parts(b.buf[:0])
+	b.buf = prefix
 	if err != nil {
 		return err
 	}
-	return tp.ev.Write(b.buf)
+	return tp.ev.Write(prefix, meta, data)
 }
 
 // Builder builds one dynamic event at a time for Tracepoint.Write: an
