@@ -2,15 +2,13 @@ package eventheader
 
 import (
 	"bytes"
-	"encoding/binary"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/uetrace/uetrace/eventheader/eventheadertest"
 )
 
 // The reference's own output, see ../shared/interop/eventheader/README.md
 // (relative to the repository root).
-var interopDir = filepath.Join("..", "..", "shared", "interop", "eventheader")
 
 type goldenRecord struct {
 	tracepoint string
@@ -20,51 +18,13 @@ type goldenRecord struct {
 
 func readGolden(t testing.TB) []goldenRecord {
 	t.Helper()
-	dat, err := os.ReadFile(filepath.Join(interopDir, "EventHeaderInterceptorLE64.dat"))
-	if err != nil {
-		t.Fatalf("interop vectors (../shared/interop/eventheader beside the repository): %v", err)
-	}
-	js, err := os.ReadFile(filepath.Join(interopDir, "EventHeaderInterceptorLE64.dat.linux.json"))
+	vecs, err := eventheadertest.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []goldenRecord
-	for len(dat) > 0 {
-		if len(dat) < 4 {
-			t.Fatalf("trailing %d bytes", len(dat))
-		}
-		size := int(binary.LittleEndian.Uint32(dat))
-		if size < 5 || size > len(dat) {
-			t.Fatalf("record %d: size %d of %d", len(recs), size, len(dat))
-		}
-		rec := dat[4:size]
-		n := bytes.IndexByte(rec, 0)
-		if n < 0 {
-			t.Fatalf("record %d: no tracepoint name", len(recs))
-		}
-		recs = append(recs, goldenRecord{tracepoint: string(rec[:n]), data: rec[n+1:]})
-		dat = dat[size:]
-	}
-	// One event a line: `  { … },` and the last `  { … } ]`.
-	js = bytes.TrimPrefix(js, []byte("\xef\xbb\xbf"))
-	var lines [][]byte
-	for _, l := range bytes.Split(js, []byte("\n")) {
-		l = bytes.TrimSpace(l)
-		if !bytes.HasPrefix(l, []byte("{ ")) {
-			continue
-		}
-		l = bytes.TrimSuffix(l, []byte(" ]"))
-		l = bytes.TrimSuffix(l, []byte(","))
-		lines = append(lines, l)
-	}
-	if len(lines) != len(recs) {
-		t.Fatalf("%d records, %d JSON lines", len(recs), len(lines))
-	}
-	for i := range recs {
-		recs[i].json = lines[i]
-	}
-	if len(recs) != 374 {
-		t.Fatalf("%d records, the reference wrote 374", len(recs))
+	recs := make([]goldenRecord, len(vecs))
+	for i, v := range vecs {
+		recs[i] = goldenRecord{tracepoint: v.Tracepoint, data: v.Data, json: v.JSON}
 	}
 	return recs
 }

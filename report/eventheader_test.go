@@ -2,10 +2,9 @@ package report_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"errors"
+	"io/fs"
 	"slices"
 	"strings"
 	"testing"
@@ -14,14 +13,11 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/eventheader/eventheadertest"
 	"github.com/uetrace/uetrace/internal/perfetto/perfettotest"
 	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/report"
 )
-
-// interopDir holds Microsoft's EventHeader vectors, beside the repository
-// (see its README.md).
-var interopDir = filepath.Join("..", "..", "shared", "interop", "eventheader")
 
 type interopRecord struct {
 	tracepoint string
@@ -32,47 +28,16 @@ type interopRecord struct {
 // readInterop reads the 374 events and Microsoft's JSON of each.
 func readInterop(tb testing.TB) []interopRecord {
 	tb.Helper()
-	dat, err := os.ReadFile(filepath.Join(interopDir, "EventHeaderInterceptorLE64.dat"))
-	if err != nil {
-		tb.Skipf("interop vectors (../shared/interop/eventheader beside the repository): %v", err)
+	vecs, err := eventheadertest.Read()
+	if errors.Is(err, fs.ErrNotExist) {
+		tb.Skip(err)
 	}
-	js, err := os.ReadFile(filepath.Join(interopDir, "EventHeaderInterceptorLE64.dat.linux.json"))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var recs []interopRecord
-	for len(dat) > 0 {
-		if len(dat) < 4 {
-			tb.Fatalf("trailing %d bytes", len(dat))
-		}
-		size := int(binary.LittleEndian.Uint32(dat))
-		if size < 5 || size > len(dat) {
-			tb.Fatalf("record %d: size %d of %d", len(recs), size, len(dat))
-		}
-		rec := dat[4:size]
-		n := bytes.IndexByte(rec, 0)
-		if n < 0 {
-			tb.Fatalf("record %d: no tracepoint name", len(recs))
-		}
-		recs = append(recs, interopRecord{tracepoint: string(rec[:n]), data: rec[n+1:]})
-		dat = dat[size:]
-	}
-	js = bytes.TrimPrefix(js, []byte("\xef\xbb\xbf"))
-	var lines [][]byte
-	for _, l := range bytes.Split(js, []byte("\n")) {
-		l = bytes.TrimSpace(l)
-		if !bytes.HasPrefix(l, []byte("{ ")) {
-			continue
-		}
-		l = bytes.TrimSuffix(l, []byte(" ]"))
-		l = bytes.TrimSuffix(l, []byte(","))
-		lines = append(lines, l)
-	}
-	if len(lines) != len(recs) || len(recs) != 374 {
-		tb.Fatalf("%d records, %d JSON lines; the reference wrote 374", len(recs), len(lines))
-	}
-	for i := range recs {
-		recs[i].json = lines[i]
+	recs := make([]interopRecord, len(vecs))
+	for i, v := range vecs {
+		recs[i] = interopRecord{tracepoint: v.Tracepoint, data: v.Data, json: v.JSON}
 	}
 	return recs
 }
