@@ -167,26 +167,10 @@ func TestTypedWriteAllocs(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			// The same record through Event.Write: what the backend's own
-			// write path costs (a system call's iovecs on the kernel, the
-			// message on the daemon's socket); the typed layer adds nothing.
-			var enc eventdef.Encoder
-			enc.Reset(ev.Event().Def(), make([]byte, 0, 64))
-			enc.Uint(200)
-			enc.String("/index.html")
-			enc.Int(1234)
-			rec, err := enc.Payload()
-			if err != nil {
-				t.Fatal(err)
-			}
-			plain := testing.AllocsPerRun(100, func() {
-				if err := ev.Event().Write(rec); err != nil {
-					t.Fatal(err)
-				}
-			})
-			if typed > plain {
-				t.Errorf("enabled: %v allocs per typed Write, %v per Event.Write of the same record", typed, plain)
-			}
+			// 0 where the backend's own write path allocates nothing: in
+			// process, and the daemon's ring. (A system call's iovecs on the
+			// kernel and a message on the daemon's socket cost the backend an
+			// allocation or two, whatever wrote the record.)
 			if (b.name == "inprocess" || b.name == "daemon") && typed != 0 {
 				t.Errorf("enabled: %v allocs per Write", typed)
 			}
