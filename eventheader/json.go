@@ -51,7 +51,7 @@ func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
 			dst = appendUTF8(dst, it.Name)
 			if it.Tag != 0 {
 				dst = append(dst, ";tag=0x"...)
-				dst = appendHexUpper(dst, uint64(it.Tag))
+				dst = AppendHex(dst, uint64(it.Tag))
 			}
 			dst = append(dst, `": `...)
 		}
@@ -67,15 +67,29 @@ func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
 	if err := f.Err(); err != nil {
 		return dst, err
 	}
-	dst = append(dst, `, "meta": {`...)
+	dst = append(dst, `, "meta": `...)
+	dst = e.AppendMetaJSON(dst, false)
+	return append(dst, " }"...), nil
+}
+
+// AppendMetaJSON appends the metadata EventFormatter shows — those of id,
+// version, level, keyword, opcode, tag, activity and relatedActivity that
+// are set — as a JSON object: spaced as Microsoft's decoder prints it
+// (`{ "level": 4, "keyword": "0x1" }`), or compact (`{"level":4,...}`).
+func (e *Event) AppendMetaJSON(dst []byte, compact bool) []byte {
+	open, key, colon, end := "{", ` "`, `": `, " }"
+	if compact {
+		open, key, colon, end = "{", `"`, `":`, "}"
+	}
+	dst = append(dst, open...)
 	n := len(dst)
 	member := func(name string) {
 		if len(dst) != n {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, ` "`...)
+		dst = append(dst, key...)
 		dst = append(dst, name...)
-		dst = append(dst, `": `...)
+		dst = append(dst, colon...)
 	}
 	h := &e.Header
 	if h.ID != 0 {
@@ -92,9 +106,7 @@ func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	if e.Tracepoint.Keyword != 0 {
 		member("keyword")
-		dst = append(dst, `"0x`...)
-		dst = appendHexUpper(dst, e.Tracepoint.Keyword)
-		dst = append(dst, '"')
+		dst = appendQuotedHex(dst, e.Tracepoint.Keyword)
 	}
 	if h.Opcode != 0 {
 		member("opcode")
@@ -102,24 +114,17 @@ func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	if h.Tag != 0 {
 		member("tag")
-		dst = append(dst, `"0x`...)
-		dst = appendHexUpper(dst, uint64(h.Tag))
-		dst = append(dst, '"')
+		dst = appendQuotedHex(dst, uint64(h.Tag))
 	}
 	if e.ActivityID != nil {
 		member("activity")
-		dst = append(dst, '"')
-		dst = appendUUID(dst, e.ActivityID)
-		dst = append(dst, '"')
+		dst = append(AppendUUID(append(dst, '"'), e.ActivityID), '"')
 	}
 	if e.RelatedActivityID != nil {
 		member("relatedActivity")
-		dst = append(dst, '"')
-		dst = appendUUID(dst, e.RelatedActivityID)
-		dst = append(dst, '"')
+		dst = append(AppendUUID(append(dst, '"'), e.RelatedActivityID), '"')
 	}
-	dst = append(dst, " } }"...)
-	return dst, nil
+	return append(dst, end...)
 }
 
 // AppendJSON appends the value of an ItemValue as JSON, by its encoding
@@ -170,7 +175,7 @@ func (it *Item) AppendJSON(dst []byte) []byte {
 		default:
 			return appendHexBytes(dst, v)
 		case FormatUUID:
-			return append(appendUUID(append(dst, '"'), v), '"')
+			return append(AppendUUID(append(dst, '"'), v), '"')
 		case FormatIPAddress, FormatIPAddressObsolete:
 			return append(appendIPv6(append(dst, '"'), v), '"')
 		}
@@ -297,7 +302,7 @@ func appendChar8(dst []byte, enc Encoding, f Format, v []byte, bo binary.ByteOrd
 	case FormatPort:
 		return strconv.AppendUint(dst, uint64(binary.BigEndian.Uint16(v)), 10)
 	case FormatUUID:
-		return append(appendUUID(append(dst, '"'), v), '"')
+		return append(AppendUUID(append(dst, '"'), v), '"')
 	case FormatIPAddress, FormatIPAddressObsolete:
 		if len(v) == 16 {
 			return append(appendIPv6(append(dst, '"'), v), '"')
@@ -360,7 +365,9 @@ func appendValue64(dst []byte, f Format, v []byte, bo binary.ByteOrder, _ bool) 
 	}
 }
 
-func appendHexUpper(dst []byte, u uint64) []byte {
+// AppendHex appends u in upper-case hexadecimal without "0x", as
+// EventFormatter writes keywords, tags and hex values.
+func AppendHex(dst []byte, u uint64) []byte {
 	const digits = "0123456789ABCDEF"
 	var b [16]byte
 	i := len(b)
@@ -377,7 +384,7 @@ func appendHexUpper(dst []byte, u uint64) []byte {
 
 func appendQuotedHex(dst []byte, u uint64) []byte {
 	dst = append(dst, `"0x`...)
-	return append(appendHexUpper(dst, u), '"')
+	return append(AppendHex(dst, u), '"')
 }
 
 func appendBool(dst []byte, u uint32) []byte {
@@ -402,7 +409,10 @@ func appendHexBytes(dst []byte, v []byte) []byte {
 	return append(dst, '"')
 }
 
-func appendUUID(dst []byte, v []byte) []byte {
+// AppendUUID appends the 16 bytes of v as a UUID's text
+// ("xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", in the bytes' order), as
+// EventFormatter writes activity ids and UUID fields.
+func AppendUUID(dst []byte, v []byte) []byte {
 	const digits = "0123456789abcdef"
 	for i, b := range v[:16] {
 		if i == 4 || i == 6 || i == 8 || i == 10 {

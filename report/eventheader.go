@@ -118,11 +118,11 @@ func appendEHText(b []byte, e *eventheader.Event) []byte {
 	}
 	if e.ActivityID != nil {
 		b = append(b, " activity="...)
-		b = appendUUID(b, e.ActivityID)
+		b = eventheader.AppendUUID(b, e.ActivityID)
 	}
 	if e.RelatedActivityID != nil {
 		b = append(b, " related="...)
-		b = appendUUID(b, e.RelatedActivityID)
+		b = eventheader.AppendUUID(b, e.RelatedActivityID)
 	}
 	return b
 }
@@ -137,7 +137,7 @@ func appendEHMember(b []byte, it *eventheader.Item, json bool) []byte {
 	}
 	if it.Tag != 0 {
 		b = append(b, ";tag=0x"...)
-		b = appendHexUpper(b, uint64(it.Tag))
+		b = eventheader.AppendHex(b, uint64(it.Tag))
 	}
 	if json {
 		return append(b, '"', ':')
@@ -210,77 +210,8 @@ func appendEHJSON(b []byte, e *eventheader.Event) []byte {
 func appendEHMeta(b []byte, e *eventheader.Event) []byte {
 	b = append(b, `,"event":`...)
 	b = appendEHName(b, e, true)
-	b = append(b, `,"meta":{`...)
-	n := len(b)
-	member := func(name string) {
-		if len(b) != n {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, name...)
-		b = append(b, '"', ':')
-	}
-	h := &e.Header
-	if h.ID != 0 {
-		member("id")
-		b = strconv.AppendUint(b, uint64(h.ID), 10)
-	}
-	if h.Version != 0 {
-		member("version")
-		b = strconv.AppendUint(b, uint64(h.Version), 10)
-	}
-	if h.Level != 0 {
-		member("level")
-		b = strconv.AppendUint(b, uint64(h.Level), 10)
-	}
-	if e.Tracepoint.Keyword != 0 {
-		member("keyword")
-		b = append(b, `"0x`...)
-		b = append(appendHexUpper(b, e.Tracepoint.Keyword), '"')
-	}
-	if h.Opcode != 0 {
-		member("opcode")
-		b = strconv.AppendUint(b, uint64(h.Opcode), 10)
-	}
-	if h.Tag != 0 {
-		member("tag")
-		b = append(b, `"0x`...)
-		b = append(appendHexUpper(b, uint64(h.Tag)), '"')
-	}
-	if e.ActivityID != nil {
-		member("activity")
-		b = append(appendUUID(append(b, '"'), e.ActivityID), '"')
-	}
-	if e.RelatedActivityID != nil {
-		member("relatedActivity")
-		b = append(appendUUID(append(b, '"'), e.RelatedActivityID), '"')
-	}
-	return append(b, '}')
-}
-
-func appendHexUpper(b []byte, u uint64) []byte {
-	const digits = "0123456789ABCDEF"
-	var d [16]byte
-	i := len(d)
-	for {
-		i--
-		d[i] = digits[u&15]
-		u >>= 4
-		if u == 0 {
-			break
-		}
-	}
-	return append(b, d[i:]...)
-}
-
-func appendUUID(b, v []byte) []byte {
-	for i, c := range v[:16] {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b = append(b, '-')
-		}
-		b = append(b, hexDigits[c>>4], hexDigits[c&15])
-	}
-	return b
+	b = append(b, `,"meta":`...)
+	return e.AppendMetaJSON(b, true)
 }
 
 // ehStr is a string argument whose value is ehText[start:end].
@@ -319,7 +250,7 @@ func (rp *reporter) ehInstant(it *item, e *eventheader.Event, ts uint64) error {
 			path = append(path, item.Name...)
 			if item.Tag != 0 {
 				path = append(path, ";tag=0x"...)
-				path = appendHexUpper(path, uint64(item.Tag))
+				path = eventheader.AppendHex(path, uint64(item.Tag))
 			}
 		} else {
 			path = append(path, '[')
@@ -366,22 +297,22 @@ func (rp *reporter) ehInstant(it *item, e *eventheader.Event, ts uint64) error {
 	}
 	if k := e.Tracepoint.Keyword; k != 0 {
 		start := len(rp.ehText)
-		rp.ehText = appendHexUpper(append(rp.ehText, "0x"...), k)
+		rp.ehText = eventheader.AppendHex(append(rp.ehText, "0x"...), k)
 		str("meta.keyword", start)
 	}
 	if h.Tag != 0 {
 		start := len(rp.ehText)
-		rp.ehText = appendHexUpper(append(rp.ehText, "0x"...), uint64(h.Tag))
+		rp.ehText = eventheader.AppendHex(append(rp.ehText, "0x"...), uint64(h.Tag))
 		str("meta.tag", start)
 	}
 	if e.ActivityID != nil {
 		start := len(rp.ehText)
-		rp.ehText = appendUUID(rp.ehText, e.ActivityID)
+		rp.ehText = eventheader.AppendUUID(rp.ehText, e.ActivityID)
 		str("meta.activity", start)
 	}
 	if e.RelatedActivityID != nil {
 		start := len(rp.ehText)
-		rp.ehText = appendUUID(rp.ehText, e.RelatedActivityID)
+		rp.ehText = eventheader.AppendUUID(rp.ehText, e.RelatedActivityID)
 		str("meta.relatedActivity", start)
 	}
 	for _, s := range rp.ehStrs {
