@@ -53,8 +53,9 @@
 //   - The kernel fills a record's common_flags from the writer's
 //     interrupt and preemption state (need-resched can show); here they are
 //     always 0.
-//   - README's mini-HOWTO describes only the files this tree has; the
-//     kernel's covers every tracer and option its configuration built.
+//   - README holds the kernel's mini-HOWTO lines about the files this tree
+//     has only; the kernel's covers every tracer and option it was built
+//     with.
 //   - The root has one file Linux does not, uetrace_event_counts
 //     ([FileCounts]): each event's records written and dropped, which the
 //     kernel does not count per event.

@@ -249,3 +249,26 @@ func TestHandleReadAt(t *testing.T) {
 		t.Errorf("empty non-blocking trace_pipe: %v", err)
 	}
 }
+
+// README is the kernel's own mini-HOWTO, cut to the files this tree has:
+// each of its lines is a line of 6.12.117's (testdata/kernel-README.txt,
+// cat of /sys/kernel/tracing/README in the VM), in the same order.
+func TestREADMEIsTheKernels(t *testing.T) {
+	kernel, err := os.ReadFile("testdata/kernel-README.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newTraceEnv(t, new(uint64))
+	ours := strings.Split(strings.TrimSuffix(e.read(FileREADME), "\n"), "\n")
+	theirs := strings.Split(string(kernel), "\n")
+	j := 0
+	for _, l := range ours {
+		for j < len(theirs) && theirs[j] != l {
+			j++
+		}
+		if j == len(theirs) {
+			t.Fatalf("README line %q is not the kernel's, or not in its order", l)
+		}
+		j++
+	}
+}

@@ -38,9 +38,17 @@ const (
 	FileCounts = "uetrace_event_counts"
 )
 
-// readme is FileREADME's text: tracing_readme_read's mini-HOWTO, in the
-// kernel's words, for the files this tree has.
+// readme is FileREADME's text: the lines of Linux 6.12's mini-HOWTO
+// (tracing_readme_read, as the test kernel prints it) about the files this
+// tree has, in its order and words; the lines about tracers, options,
+// triggers, filters and other dynamic events are left out.
 const readme = `tracing mini-HOWTO:
+
+By default tracefs removes all OTH file permission bits.
+When mounting tracefs an optional group id can be specified
+which adds the group to every directory and file in tracefs:
+
+	 e.g. mount -t tracefs [-o [gid=<gid>]] nodev /sys/kernel/tracing
 
 # echo 0 > tracing_on : quick way to disable tracing
 # echo 1 > tracing_on : quick way to re-enable tracing
@@ -49,13 +57,10 @@ const readme = `tracing mini-HOWTO:
   trace			- The static contents of the buffer
 			  To clear the buffer write into this file: echo > trace
   trace_pipe		- A consuming read to see the contents of the buffer
-  buffer_size_kb	- View and modify size of per cpu buffer
+  buffer_size_kb	- view and modify size of per cpu buffer
   buffer_total_size_kb  - view total size of all cpu buffers
-
-  tracing_on		- Enable or disable writing to the ring buffer
-  available_events	- list of events that can be enabled
-  set_event		- enables events by name written into it
-			  Format: [<system>:][<event>]
+  dynamic_events		- Create/append/remove/show the generic dynamic events
+			  Write into this file to define/undefine new trace events.
   events/		- Directory containing all trace event subsystems:
       enable		- Write 0/1 to enable/disable tracing of all events
   events/<system>/	- Directory containing all trace events for <system>:
@@ -64,15 +69,6 @@ const readme = `tracing mini-HOWTO:
   events/<system>/<event>/	- Directory containing control files for
 			  <event>:
       enable		- Write 0/1 to enable/disable tracing of <event>
-      format		- the format of the event's records
-      id		- the event's trace type id
-  dynamic_events		- Create/append/remove/show the generic dynamic events
-			  Write into this file to define/undefine new trace events.
-	  accepts: event-definitions (one definition per line)
-	   Format: u:[<group>/]<event> [<field> ...]
-	   Remove events: -:[<group>/]<event>
-	  user_events_status	- the user events and what uses them
-	  user_events_data	- DIAG_IOCSREG, DIAG_IOCSUNREG, DIAG_IOCSDEL and writes
 `
 
 // rootFiles are the files of the tracefs root, with the modes Linux gives
