@@ -5,9 +5,9 @@
 // [write_index][payload]; cat user_events_status; echo 1 > events/.../enable;
 // cat trace_pipe.
 //
-// Files have tracefs's names, modes (root-only: 0640 and 0440, directories
-// 0750, owned by root) and text, made at each read from offset 0 as a
-// seq_file does. Every open is served without the page cache (direct I/O),
+// Files have tracefs's names, modes (all root's: files 0640 and 0440, the
+// root directory 0700, events/ and the directories under it 0755) and text,
+// made at each read from offset 0 as a seq_file does. Every open is served without the page cache (direct I/O),
 // so each read and write reaches the subsystem and a write returns
 // user_events' errno synchronously. trace_pipe blocks, polls and is
 // interrupted as the kernel's; O_TRUNC and O_APPEND reach the subsystem

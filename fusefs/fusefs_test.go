@@ -98,8 +98,8 @@ Busy: 0
 func TestModes(t *testing.T) {
 	_, dir := mount(t)
 	got := sh(t, dir, `cd $T && stat -c '%n %a %u %g %F' . events user_events_data user_events_status trace trace_pipe dynamic_events`)
-	want := `. 750 0 0 directory
-events 750 0 0 directory
+	want := `. 700 0 0 directory
+events 755 0 0 directory
 user_events_data 640 0 0 regular empty file
 user_events_status 440 0 0 regular empty file
 trace 640 0 0 regular empty file

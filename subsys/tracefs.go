@@ -103,6 +103,14 @@ type FS struct{ s *Subsystem }
 // FS returns the tracefs tree.
 func (s *Subsystem) FS() *FS { return &FS{s} }
 
+// The directories' modes, as 6.12.117 shows them (stat in the VM): the
+// tracefs root TRACE_MODE's 0700, and eventfs's directories — events/ and
+// everything under it — 0755.
+const (
+	rootDirMode  = 0o700
+	eventDirMode = 0o755
+)
+
 // node is what a path names.
 type node struct {
 	dir    bool
@@ -116,7 +124,7 @@ type node struct {
 func (f *FS) lookup(name string) (node, error) {
 	name = strings.Trim(name, "/")
 	if name == "" || name == "." {
-		return node{dir: true, mode: fs.ModeDir | 0o750}, nil
+		return node{dir: true, mode: fs.ModeDir | rootDirMode}, nil
 	}
 	parts := strings.Split(name, "/")
 	if len(parts) == 1 {
@@ -124,7 +132,7 @@ func (f *FS) lookup(name string) (node, error) {
 			return node{mode: m, name: parts[0]}, nil
 		}
 		if parts[0] == "events" {
-			return node{dir: true, mode: fs.ModeDir | 0o750, name: "events"}, nil
+			return node{dir: true, mode: fs.ModeDir | eventDirMode, name: "events"}, nil
 		}
 		return node{}, notExist(name)
 	}
@@ -136,7 +144,7 @@ func (f *FS) lookup(name string) (node, error) {
 			return node{mode: 0o640, name: "enable"}, nil
 		}
 		if f.systemExists(parts[1]) {
-			return node{dir: true, mode: fs.ModeDir | 0o750, system: parts[1]}, nil
+			return node{dir: true, mode: fs.ModeDir | eventDirMode, system: parts[1]}, nil
 		}
 		return node{}, notExist(name)
 	}
@@ -149,7 +157,7 @@ func (f *FS) lookup(name string) (node, error) {
 			return node{mode: 0o640, name: "enable", system: sys}, nil
 		}
 		if ev := f.s.lookupLocked(sys, parts[2]); ev != nil && ev.tp != "." && ev.tp != ".." {
-			return node{dir: true, mode: fs.ModeDir | 0o750, system: sys, ev: ev}, nil
+			return node{dir: true, mode: fs.ModeDir | eventDirMode, system: sys, ev: ev}, nil
 		}
 		return node{}, notExist(name)
 	}
@@ -211,17 +219,17 @@ func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 			if ev.tp == "." || ev.tp == ".." {
 				continue
 			}
-			out = append(out, DirEntry{ev.tp, fs.ModeDir | 0o750})
+			out = append(out, DirEntry{ev.tp, fs.ModeDir | eventDirMode})
 		}
 	case n.name == "events":
 		out = append(out, DirEntry{"enable", 0o640})
 		for _, sys := range []string{eventdef.System, eventdef.MultiSystem} {
 			if f.systemExists(sys) {
-				out = append(out, DirEntry{sys, fs.ModeDir | 0o750})
+				out = append(out, DirEntry{sys, fs.ModeDir | eventDirMode})
 			}
 		}
 	default:
-		out = append(out, DirEntry{"events", fs.ModeDir | 0o750})
+		out = append(out, DirEntry{"events", fs.ModeDir | eventDirMode})
 		for name, mode := range rootFiles {
 			out = append(out, DirEntry{name, mode})
 		}
