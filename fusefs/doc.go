@@ -35,8 +35,10 @@
 //   - A write(2) of 0 bytes returns 0: the VFS answers it for FUSE without
 //     asking the server, while user_events_write says EFAULT.
 //   - A write larger than the mount's max_write (1 MiB) reaches the server
-//     in pieces; it is EFAULT here, the kernel writes it (and then drops the
-//     record, larger than any trace buffer page).
+//     in pieces, the first short of what write(2) asked as if the buffer
+//     faulted there; it is EFAULT here, while the kernel takes it and drops
+//     the record, larger than any trace buffer page (kernel/datacalls' row
+//     write.enabled_2MiB).
 //   - Enable bits are set by read-modify-write of the byte that holds them
 //     (procmem.Mem.SetBit), not by an atomic set_bit: a caller changing other
 //     bits of that byte in the same instant can lose one of the two updates.

@@ -814,6 +814,18 @@ static void sec_write(void)
 	errno = 0;
 	ret = write(fd, buf, 48);
 	row("write.enabled_longer_than_fields", ret, errno, NULL);
+	{
+		/* Larger than a FUSE mount's max_write (1 MiB), which splits it:
+		 * the kernel takes it in one piece (and drops the record, larger
+		 * than any trace buffer page). */
+		size_t big = 2u << 20;
+		char *bb = calloc(1, big);
+		memcpy(bb, rec, 8);
+		errno = 0;
+		ret = write(fd, bb, big);
+		row("write.enabled_2MiB", ret, errno, NULL);
+		free(bb);
+	}
 	errno = 0;
 	ret = pwrite(fd, rec, 8, 0);
 	row("write.pwrite_offset_0", ret, errno, NULL);
