@@ -71,11 +71,9 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 		return h.f.Write(w, data, pos)
 	}
 	if total > len(data) {
-		n, err := h.f.WriteFaulted(w, data, total)
-		return n, err
+		return h.f.WriteFaulted(w, data, total)
 	}
-	n, err := h.f.Write(w, data, 0)
-	return n, err
+	return h.f.Write(w, data, 0)
 }
 
 // iovLen adds up the lengths of the caller's iovecs; false where they cannot
