@@ -23,6 +23,7 @@ type kernelGolden struct {
 	NrCPUs     int            `json:"nr_cpus"`
 	CPU        int            `json:"cpu"`
 	Comm       string         `json:"comm"`
+	PID        int            `json:"pid"`
 	Events     []string       `json:"events"`
 	ID         int            `json:"id"`
 	Records    []string       `json:"records"`
@@ -84,7 +85,7 @@ var logStamp = regexp.MustCompile(`\[ *\d+\.\d{6}\] `)
 
 // goldenRecords are the golden's records with the common header as the
 // kernel wrote it for the trace: type = the event's id, flags and
-// preempt_count 0 ("....." in the trace), any pid.
+// preempt_count 0 ("....." in the trace), the writer's pid.
 func goldenRecords(t testing.TB, g *kernelGolden) [][]byte {
 	var recs [][]byte
 	for _, h := range g.Records {
@@ -94,7 +95,7 @@ func goldenRecords(t testing.TB, g *kernelGolden) [][]byte {
 		}
 		rec := make([]byte, eventdef.HeaderSize, eventdef.HeaderSize+len(p))
 		binary.NativeEndian.PutUint16(rec[0:], uint16(g.ID))
-		binary.NativeEndian.PutUint32(rec[4:], 100)
+		binary.NativeEndian.PutUint32(rec[4:], uint32(g.PID))
 		recs = append(recs, append(rec, p...))
 	}
 	return recs

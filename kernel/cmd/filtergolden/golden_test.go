@@ -54,6 +54,7 @@ func TestGoldenMatchesKernel(t *testing.T) {
 var (
 	// error_log's "[    1.234567]" time stamps, Go-quoted in the JSON.
 	logStamp = regexp.MustCompile(`\[ *\d+\.\d{6}\] `)
+	pidLine  = regexp.MustCompile(`"pid": \d+,`)
 	// The trace lines' prefix: comm-pid, CPU, flags, time stamp.
 	traceLine = regexp.MustCompile(` *filtergolden-\d+ +\[(\d{3})\] (\S)\S(\S+) +\d+\.\d{6}: `)
 )
@@ -63,5 +64,6 @@ var (
 // need-resched flag.
 func Normalise(js []byte) []byte {
 	js = logStamp.ReplaceAll(js, []byte("[TS] "))
+	js = pidLine.ReplaceAll(js, []byte(`"pid": PID,`))
 	return traceLine.ReplaceAll(js, []byte("filtergolden-PID [$1] $2?$3 TS: "))
 }

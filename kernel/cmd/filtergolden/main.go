@@ -88,6 +88,8 @@ type Golden struct {
 	NrCPUs int    `json:"nr_cpus"`
 	CPU    int    `json:"cpu"`
 	Comm   string `json:"comm"`
+	// PID is the writer's pid (common_pid); it varies between boots.
+	PID int `json:"pid"`
 	// Events are the commands registered; the first is the one filtered.
 	Events []string `json:"events"`
 	// ID is the first event's trace event id (common_type).
@@ -175,6 +177,17 @@ func parseCases(r io.Reader) ([]*directive, error) {
 			}
 			d.kind = "filter"
 			d.text = strings.Repeat(unit, count) + suffix
+		case "random":
+			// random <seed> <n>: n filters made by randomFilters.
+			var seed uint64
+			var count int
+			if _, err := fmt.Sscanf(rest, "%d %d", &seed, &count); err != nil {
+				return nil, fmt.Errorf("line %d: %v", n, err)
+			}
+			for _, f := range randomFilters(seed, count) {
+				ds = append(ds, &directive{line: n, kind: "filter", text: f})
+			}
+			continue
 		case "event", "filter", "then", "sysfilter":
 			s, err := strconv.Unquote(rest)
 			if err != nil {
@@ -349,7 +362,7 @@ func run(casesPath, tfs string) error {
 	if err != nil {
 		return err
 	}
-	res := &Golden{Kernel: unix.ByteSliceToString(uts.Release[:]), NrCPUs: len(cpus), CPU: 0, Comm: comm, Filters: []*Entry{}}
+	res := &Golden{Kernel: unix.ByteSliceToString(uts.Release[:]), NrCPUs: len(cpus), CPU: 0, Comm: comm, PID: os.Getpid(), Filters: []*Entry{}}
 
 	g := &gen{tfs: tfs, perfFD: -1}
 	g.data, err = unix.Open(g.path("user_events_data"), unix.O_RDWR|unix.O_CLOEXEC, 0)
