@@ -613,6 +613,8 @@ func (r *runner) printContent(p string, data []byte) {
 			line = "ID: " + markID(line[len("ID: "):])
 		case base == "trace" || base == "trace_pipe":
 			line = maskTraceLine(line)
+		case base == "error_log":
+			line = maskErrorLogLine(line)
 		}
 		r.printf("| %s\n", line)
 	}
