@@ -136,3 +136,55 @@ func (s *Subsystem) SetSystemFilter(system string, text []byte) error {
 	}
 	return err
 }
+
+// SetFilter gives the session a filter for ev, as PERF_EVENT_IOC_SET_FILTER
+// does for a perf event (ftrace_profile_set_filter): only records that pass
+// it are delivered to this session; other consumers are not affected. The
+// text is compiled as the ioctl does (tracefilter.CompilePerf: no "0" to
+// clear, nothing in error_log). The session must be attached to ev
+// (EINVAL), and an event's filter is set once: a second is EEXIST, as for
+// a perf event; detaching drops it.
+func (ss *Session) SetFilter(ev *Event, text string) error {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss.closed {
+		return ErrClosed
+	}
+	if _, ok := ss.attached[ev]; !ok {
+		return fmt.Errorf("set filter: the session is not attached to %s:%s: %w", ev.System(), ev.tp, unix.EINVAL)
+	}
+	old := ss.filters.Load()
+	if old != nil && (*old)[ev] != nil {
+		return fmt.Errorf("set filter: %s:%s already has a filter in this session: %w", ev.System(), ev.tp, unix.EEXIST)
+	}
+	flt, err := tracefilter.CompilePerf(ev.def, text, s.filterOptions())
+	if err != nil {
+		return err
+	}
+	m := make(map[*Event]*tracefilter.Filter, 1)
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[ev] = flt
+	ss.filters.Store(&m)
+	return nil
+}
+
+// dropFilterLocked removes the session's filter of ev. Called with s.mu
+// held.
+func (ss *Session) dropFilterLocked(ev *Event) {
+	old := ss.filters.Load()
+	if old == nil || (*old)[ev] == nil {
+		return
+	}
+	m := make(map[*Event]*tracefilter.Filter, len(*old))
+	for k, v := range *old {
+		if k != ev {
+			m[k] = v
+		}
+	}
+	ss.filters.Store(&m)
+}

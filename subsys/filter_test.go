@@ -213,3 +213,50 @@ func BenchmarkWriteFtraceOff(b *testing.B) {
 		}
 	}
 }
+
+func TestSessionFilter(t *testing.T) {
+	e := newEnv(t)
+	f := e.s.Open()
+	defer f.Close()
+	idx, err := e.reg(f, "f u32 a", 31, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := e.s.Lookup("user_events", "f")
+	s1 := e.s.NewSession(SessionOptions{})
+	s2 := e.s.NewSession(SessionOptions{})
+	defer s1.Close()
+	defer s2.Close()
+	wantErrno(t, "not attached", s1.SetFilter(ev, "a == 1"), unix.EINVAL)
+	for _, ss := range []*Session{s1, s2} {
+		if err := ss.Attach(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantErrno(t, "bad", s1.SetFilter(ev, "0"), unix.EINVAL)
+	wantErrno(t, "good", s1.SetFilter(ev, "a >= 2"), 0)
+	wantErrno(t, "again", s1.SetFilter(ev, "a >= 3"), unix.EEXIST)
+	for a := range uint32(4) {
+		if _, err := f.Writev(w0, le32(idx), le32(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(ss *Session) int {
+		recs, err := ss.Read(t.Context(), make([]byte, 4096), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(recs)
+	}
+	if n := count(s1); n != 2 {
+		t.Errorf("filtered session got %d records, want 2", n)
+	}
+	if n := count(s2); n != 4 {
+		t.Errorf("unfiltered session got %d records, want 4", n)
+	}
+	s1.Detach(ev)
+	if err := s1.Attach(ev); err != nil {
+		t.Fatal(err)
+	}
+	wantErrno(t, "after detach", s1.SetFilter(ev, "a == 1"), 0)
+}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/tracefilter"
 )
 
 // maxPerfRecord is PERF_MAX_TRACE_SIZE: perf drops a raw sample whose size,
@@ -102,6 +104,10 @@ type Session struct {
 	lostPending atomic.Bool              // lostNotes is not empty
 	ringComms   sync.Map                 // thread id → *commSeen: the name the ring's reader has; with Comm
 	lastComm    atomic.Pointer[commSeen] // the name of the last record's thread
+
+	// filters are the session's filters by event (SetFilter), replaced
+	// whole under s.mu and read by the write path without a lock.
+	filters atomic.Pointer[map[*Event]*tracefilter.Filter]
 }
 
 // pending is a buffered record's metadata; its raw bytes are in the ring.
@@ -173,6 +179,7 @@ func (ss *Session) detachLocked(ev *Event) {
 		return
 	}
 	delete(ss.attached, ev)
+	ss.dropFilterLocked(ev)
 	ev.removeSession(ss)
 	ev.s.addConsumer(ev, ss.kind, -1)
 }
@@ -305,6 +312,13 @@ func (ss *Session) TooLarge() uint64 {
 // deliver stores one record (user_event_perf). It never blocks a writer:
 // when the buffer is full the record is dropped and counted.
 func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
+	// The session's filter decides before anything is copied
+	// (perf_tp_event_match → perf_tp_filter_match).
+	if m := ss.filters.Load(); m != nil {
+		if flt := (*m)[ev]; flt != nil && !flt.Match(rec, &tracefilter.Env{CPU: w.CPU, Comm: w.Comm}) {
+			return
+		}
+	}
 	if r := ss.shm.Load(); r != nil {
 		ss.deliverRing(r, ev, w, ts, rec)
 		return
