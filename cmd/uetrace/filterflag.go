@@ -49,13 +49,3 @@ func (l *eventFilters) add(fs *pflag.FlagSet, eventUsage, filterUsage string) {
 	fs.VarP(eventFlag{l}, "event", "e", eventUsage)
 	fs.Var(filterFlag{l}, "filter", filterUsage)
 }
-
-// any reports whether some event has a filter.
-func (l *eventFilters) any() bool {
-	for _, f := range l.filters {
-		if f != "" {
-			return true
-		}
-	}
-	return false
-}
