@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,4 +122,72 @@ func TestRecordEventFilterRefused(t *testing.T) {
 	if !errors.Is(err, unix.EINVAL) {
 		t.Errorf("a filter without -e: %v, want EINVAL", err)
 	}
+}
+
+// TestTraceFilterCommand: uetrace trace -e EVENT --filter EXPR sets the
+// event's filter file for the trace, so the buffer takes only what passes,
+// and sets it back; a refused filter fails with the kernel's error text.
+func TestTraceFilterCommand(t *testing.T) {
+	bin := uetraceBinary(t)
+	forEach(t, func(t *testing.T, tg target) {
+		_, name, ev := openEvent(t, tg, "trf", "u32 i")
+		fs, err := userevents.OpenTracefs(tg.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fs.Close()
+		filter := func() string {
+			b, err := fs.ReadFile("events/user_events/" + name + "/filter")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		tr := exec.Command(bin, append(backendArgs(tg), "trace", "-e", name, "--filter", "i >= 5")...)
+		var out, errs lockedBuffer
+		tr.Stdout, tr.Stderr = &out, &errs
+		if err := tr.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Process.Kill()
+		waitFor(t, "trace to enable the event", func() bool {
+			return strings.Contains(errs.String(), "enabled user_events:"+name+" until the trace ends")
+		})
+		if f := filter(); f != "i >= 5\n" {
+			t.Errorf("filter %q during the trace", f)
+		}
+		if err := ev.Write(le32(1)); err != nil {
+			t.Fatal(err)
+		}
+		last := time.Now()
+		waitFor(t, "the passing record", func() bool {
+			if strings.Contains(out.String(), name+": i=0x7 (7)") {
+				return true
+			}
+			if time.Since(last) > 50*time.Millisecond {
+				last = time.Now()
+				if err := ev.Write(le32(7)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return false
+		})
+		tr.Process.Signal(syscall.SIGTERM)
+		if err := tr.Wait(); err != nil {
+			t.Errorf("trace after SIGTERM: %v\n%s", err, errs.String())
+		}
+		if strings.Contains(out.String(), "i=0x1 ") {
+			t.Errorf("the filtered record is in the trace:\n%s", out.String())
+		}
+		if f := filter(); f != "none\n" {
+			t.Errorf("filter %q after the trace", f)
+		}
+		bad, err := exec.Command(bin, append(backendArgs(tg), "trace", "-e", name, "--filter", "j == 1")...).CombinedOutput()
+		if err == nil || !strings.Contains(string(bad), "j == 1\n  ^\nparse_error: Field not found") || !strings.Contains(string(bad), "(EINVAL)") {
+			t.Errorf("refused filter: %v\n%s", err, bad)
+		}
+		if f := filter(); f != "none\n" {
+			t.Errorf("filter %q after the refused one", f)
+		}
+	})
 }
