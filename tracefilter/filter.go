@@ -56,6 +56,8 @@ type Env struct {
 	Comm string
 }
 
+var noEnv Env
+
 // Compile parses filter as the kernel does for event ev (create_filter):
 // the text is taken as it is (no white space is stripped, and "0" is not
 // special: see Set for what a filter file does). On error it returns an
@@ -93,11 +95,14 @@ func (p *parser) err(filter string, ret int) *Error {
 
 // Match reports whether the record passes the filter (filter_match_preds).
 // record is the whole record, common header (eventdef.HeaderSize bytes)
-// first, in the machine's byte order. A nil Filter passes everything.
-// Match does not allocate.
+// first, in the machine's byte order; env is its writer (nil: CPU 0 and an
+// empty comm). A nil Filter passes everything. Match does not allocate.
 func (f *Filter) Match(record []byte, env *Env) bool {
 	if f == nil {
 		return true
+	}
+	if env == nil {
+		env = &noEnv
 	}
 	prog := f.prog
 	i := 0

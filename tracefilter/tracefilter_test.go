@@ -183,5 +183,6 @@ func FuzzCompile(f *testing.F) {
 		}
 		flt.Match(rec, &Env{CPU: 3, Comm: filter})
 		flt.Match(nil, &Env{})
+		flt.Match(rec, nil)
 	})
 }
