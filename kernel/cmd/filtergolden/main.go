@@ -229,15 +229,17 @@ func splitValues(s string) ([]string, error) {
 	return vals, nil
 }
 
-// EncodeRecord builds a payload of ev from a record directive's values.
+// EncodeRecord builds a payload of ev from a record directive's values:
+// quoted strings for text, struct and loc fields (eventdef.Encoder.String),
+// numbers for the others.
 func EncodeRecord(ev *eventdef.Event, vals []string) ([]byte, error) {
 	if len(vals) != len(ev.Fields) {
 		return nil, fmt.Errorf("%d values for %d fields", len(vals), len(ev.Fields))
 	}
 	var enc eventdef.Encoder
 	enc.Reset(ev, nil)
-	for i, v := range vals {
-		if ev.Fields[i].IsText() {
+	for _, v := range vals {
+		if strings.HasPrefix(v, `"`) {
 			s, err := strconv.Unquote(v)
 			if err != nil {
 				return nil, err
