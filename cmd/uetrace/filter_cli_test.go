@@ -59,4 +59,11 @@ func TestCLIFilter(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "(EINVAL)") {
 		t.Errorf("record with a refused filter: exit %d, %q", code, errs)
 	}
+	if out := mustCLI(t, sock, "top", "-e", "flt_req", "--filter", "status >= 500", "-n", "1", "-d", "10ms"); !strings.Contains(out, "event user_events:flt_req ") {
+		t.Errorf("top --filter:\n%s", out)
+	}
+	_, errs, code = cli(t, sock, "top", "-e", "flt_req", "--filter", "status <", "-n", "1")
+	if code != 1 || !strings.Contains(errs, "(EINVAL)") {
+		t.Errorf("top with a refused filter: exit %d, %q", code, errs)
+	}
 }
