@@ -42,6 +42,11 @@ func TestCLIFilter(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "(EINVAL)") || !strings.Contains(errs, "x == 1\n  ^\nparse_error: Field not found") {
 		t.Errorf("refused filter: exit %d, %q", code, errs)
 	}
+	_, errs, code = cli(t, sock, "write", "events/user_events/flt_req/filter", "status < \"x\"")
+	if code != 1 || !strings.Contains(errs, "the kernel says:\nstatus < \"x\"\n          ^\nparse_error: Illegal operation for field type") {
+		t.Errorf("uetrace write of a refused filter: exit %d, %q", code, errs)
+	}
+	mustCLI(t, sock, "write", "events/user_events/flt_req/filter", "0")
 	_, errs, code = cli(t, sock, "record", "--filter", "status == 1", "-e", "flt_req")
 	if code == 0 || !strings.Contains(errs, "--filter must follow") {
 		t.Errorf("--filter before -e: exit %d, %q", code, errs)

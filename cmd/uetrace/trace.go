@@ -192,7 +192,12 @@ func savedEvents(sfs []savedFilter) []string {
 // answers only a read at offset 0, so a reader starting with a small
 // buffer would get the text cut.
 func readFilter(fs *userevents.Tracefs, ev string) (string, error) {
-	f, err := fs.Open("events/"+ev+"/filter", os.O_RDONLY)
+	return readWhole(fs, "events/"+ev+"/filter")
+}
+
+// readWhole reads a file in one large read (see readFilter).
+func readWhole(fs *userevents.Tracefs, name string) (string, error) {
+	f, err := fs.Open(name, os.O_RDONLY)
 	if err != nil {
 		return "", err
 	}
