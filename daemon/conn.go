@@ -86,6 +86,9 @@ func (c *conn) serve() {
 	// already closed (the server shutting down as it was accepted).
 	if cerr := raw.Control(func(fd uintptr) {
 		ucred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err == nil && c.s.peerCred {
+			c.cred = peerCred(int(fd), *ucred)
+		}
 	}); cerr != nil {
 		err = cerr
 	}
@@ -95,7 +98,9 @@ func (c *conn) serve() {
 	}
 	c.log = c.log.With("pid", ucred.Pid, "uid", ucred.Uid)
 	c.uid = ucred.Uid
-	c.cred = c.s.cred(*ucred)
+	if !c.s.peerCred {
+		c.cred = c.s.cred(*ucred)
+	}
 	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procComm(ucred.Pid)}
 	c.out = make([]byte, 0, 4096)
 
