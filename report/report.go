@@ -89,6 +89,12 @@ type Summary struct {
 	Undecoded uint64
 	// Filtered counts samples of other tasks than the Filter's.
 	Filtered uint64
+	// In a Perfetto trace, UnmatchedStops counts EventHeader ActivityStop
+	// events with no open ActivityStart to end (none with their activity
+	// id, or without one none on their thread): each is written as an
+	// instant instead. OpenStarts counts ActivityStart slices never
+	// ended: they are left open, and Perfetto shows them as not ended.
+	UnmatchedStops, OpenStarts uint64
 }
 
 // Filter keeps some tasks' samples, as perf script's --pid and --comm do:
@@ -164,6 +170,11 @@ type reporter struct {
 	ehPath  []byte
 	ehStack []int
 	ehNames map[string]string
+	// Open slices of ActivityStart events: by activity id, and by thread
+	// (threadKey) for those without one.
+	ehActs    map[[16]byte]*ehActivity
+	ehThreads map[uint64][]string
+	ehPools   map[ehPoolKey][]perfetto.Track // free async tracks
 }
 
 // Write reads every record of r and writes its samples to w in format.
@@ -236,6 +247,7 @@ func WriteOptions(w io.Writer, r *perfdata.Reader, o Options) (Summary, error) {
 		}
 		return rp.sum, err
 	}
+	rp.sum.OpenStarts = uint64(rp.pf.OpenSlices())
 	if err == nil {
 		err = rp.pf.Flush()
 	}
@@ -588,7 +600,7 @@ func (rp *reporter) instant(it *item, t *thread) error {
 	ev := it.ev
 	if ev.ehOff >= 0 {
 		if e, ok := decodeEH(it); ok {
-			return rp.ehInstant(it, &e, rp.ts(it))
+			return rp.ehEvent(it, &e, rp.ts(it))
 		}
 	}
 	rp.args = rp.args[:0]
