@@ -224,3 +224,25 @@ func TestEventHeaderSlicesUnmatched(t *testing.T) {
 		t.Errorf("slices %v, want %v", slices, want)
 	}
 }
+
+// An activity id started again while open nests on its track: the next
+// stop with the id ends the inner slice, the one after the outer.
+func TestEventHeaderSlicesSameActivityNested(t *testing.T) {
+	tr, sum := reportSlices(t, []ehSample{
+		{ts: 100, pid: 42, tid: 42, name: "Req", opcode: start, act: 0xc1, status: 1},
+		{ts: 110, pid: 42, tid: 42, name: "Retry", opcode: start, act: 0xc1, status: 2},
+		{ts: 120, pid: 42, tid: 42, name: "Retry", opcode: stop, act: 0xc1, status: 3},
+		{ts: 130, pid: 42, tid: 42, name: "Req", opcode: stop, act: 0xc1, status: 4},
+	})
+	if sum != (report.Summary{Samples: 4}) {
+		t.Errorf("summary %+v", sum)
+	}
+	if len(tr.Slices) != 2 {
+		t.Fatalf("slices %+v, want 2", tr.Slices)
+	}
+	outer, inner := tr.Slices[0], tr.Slices[1]
+	if outer.Track != inner.Track || outer.Name != "MyApp:Req" || outer.Dur != 30 || outer.Depth != 0 ||
+		inner.Name != "MyApp:Retry" || inner.Dur != 10 || inner.Depth != 1 {
+		t.Errorf("slices %+v, want Retry inside Req on one track", tr.Slices)
+	}
+}

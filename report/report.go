@@ -21,9 +21,29 @@
 // formats them (hex, errno, IP, UUID, time, booleans, strings with invalid
 // UTF-8 shown as the Latin-1 characters of its bytes, nested structs and
 // arrays); JSON lines add "event" and the metadata "meta" (level, keyword,
-// opcode, id, version, tag, activity ids); Perfetto names the instant
+// opcode, id, version, tag, activity ids); Perfetto names the event
 // "Provider:Event", with the fields as annotations by path ("s.x",
-// "a[2]"). A record that does not decode is shown by its format.
+// "a[2]") and the metadata as "meta.level" and so on. A record that does
+// not decode is shown by its format.
+//
+// In a Perfetto trace, an EventHeader ActivityStart (opcode 1) begins a
+// slice and an ActivityStop (opcode 2) ends it; other opcodes are
+// instants. The stop's annotations, named "stop.status", "stop.meta.…",
+// are added to the slice's (and "stop.event" names the stop when its name
+// is not the start's). Events with an activity id pair by it, from any
+// thread: each open activity has an async track of its own in its
+// process's group, named "Provider:Event" — Perfetto shows tracks of one
+// name as one, overlapping slices in rows — and a track is used again
+// once its activity has ended, so there are as many tracks per name as
+// activities ever overlapped. A start of an id already open nests on its
+// track. Events without an activity id pair on their thread's track,
+// nested as Perfetto requires: a stop ends the innermost slice open on
+// its thread, whatever its name. A stop with nothing to end (no open
+// activity with its id; without one, no open slice on its thread, those of
+// activities not counting) is written as an instant and counted in
+// Summary.UnmatchedStops; a start never stopped is a slice left open,
+// which Perfetto shows as not ended (dur -1), counted in
+// Summary.OpenStarts. Text and JSON show every event as a line.
 //
 // Files are read through package perfdata, so pipe-mode streams (perf
 // record -o -) report as files do; an attr such a stream adds after its
