@@ -311,6 +311,8 @@ func (rp *reporter) ehEvent(it *item, e *eventheader.Event, ts uint64) error {
 		default:
 			delete(rp.ehActs, [16]byte(e.ActivityID))
 			rp.ehPools[a.pool] = append(rp.ehPools[a.pool], a.track)
+			a.names = open
+			rp.ehFree = append(rp.ehFree, a)
 		}
 		return nil
 	}
@@ -325,7 +327,15 @@ func (rp *reporter) ehStartActivity(pid int32, name string, id []byte) (*ehActiv
 		return a, nil // started again while open: nested on its track
 	}
 	key := ehPoolKey{pid, name}
-	a := &ehActivity{pool: key}
+	var a *ehActivity
+	if n := len(rp.ehFree); n > 0 {
+		// Reused, with its names' array: an activity a sample costs no
+		// allocation once as many have been open at once.
+		a, rp.ehFree = rp.ehFree[n-1], rp.ehFree[:n-1]
+		a.pool = key
+	} else {
+		a = &ehActivity{pool: key}
+	}
 	if free := rp.ehPools[key]; len(free) > 0 {
 		a.track, rp.ehPools[key] = free[len(free)-1], free[:len(free)-1]
 	} else {

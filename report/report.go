@@ -195,6 +195,7 @@ type reporter struct {
 	ehActs    map[[16]byte]*ehActivity
 	ehThreads map[uint64][]string
 	ehPools   map[ehPoolKey][]perfetto.Track // free async tracks
+	ehFree    []*ehActivity                  // ended, for reuse
 }
 
 // Write reads every record of r and writes its samples to w in format.
