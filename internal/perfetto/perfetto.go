@@ -10,8 +10,8 @@
 // uses no generated code and no reflection. Messages are encoded by hand with
 // google.golang.org/protobuf/encoding/protowire and constant tag bytes,
 // because a report must turn millions of records a second into packets;
-// [Writer.Instant] allocates nothing once the strings it sees have been
-// interned and the threads described.
+// [Writer.Instant], [Writer.Begin] and [Writer.End] allocate nothing once
+// the strings they see have been interned and the tracks described.
 //
 // # Schema
 //
@@ -61,7 +61,7 @@
 // # Tracks
 //
 // Track uuids are 1, 2, 3, … in the order processes and threads are first
-// seen, so they are small varints; they are unique within the file but
+// seen and async tracks made, so they are small varints; they are unique within the file but
 // would clash if the file were concatenated with another Perfetto trace
 // that uses small uuids. A thread is identified by (pid, tid): the same tid
 // under two pids is two tracks.
