@@ -108,3 +108,29 @@ func TestSliceAllocs(t *testing.T) {
 		t.Errorf("%v allocations per Begin and End", allocs)
 	}
 }
+
+// BenchmarkSlice is a slice on an async track: a Begin with 5 debug
+// annotations and an End with none.
+func BenchmarkSlice(b *testing.B) {
+	var n countWriter
+	w := NewWriter(&n)
+	tr, err := w.AsyncTrack(100, "my_event")
+	must(b, err)
+	args := benchArgs()
+	must(b, w.Begin(1, tr, "user_events", "my_event", args))
+	must(b, w.End(2, tr, nil))
+	ts := uint64(1_000_000_000)
+	b.ReportAllocs()
+	start := n
+	for b.Loop() {
+		ts += 1000
+		if err := w.Begin(ts, tr, "user_events", "my_event", args); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.End(ts+500, tr, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	must(b, w.Flush())
+	b.ReportMetric(float64(n-start)/float64(b.N), "B/slice")
+}
