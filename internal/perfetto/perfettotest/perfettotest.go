@@ -1,9 +1,14 @@
 // Package perfettotest is a test helper: it checks that bytes parse as a
 // perfetto.protos.Trace against Perfetto's own schema (the subset that
 // package perfetto writes, built at run time with protodesc and decoded
-// with dynamicpb), and decodes them into plain Go values — tracks, events
-// and their debug annotations — with interned names resolved, as Perfetto's
-// trace processor would read them.
+// with dynamicpb), and decodes them into plain Go values — tracks,
+// instants, and slices (begins paired with their ends), with their debug
+// annotations — with interned names resolved, as Perfetto's trace
+// processor would read them. Slices are paired as the trace processor's
+// SliceTracker pairs them (src/trace_processor/importers/common/
+// slice_tracker.cc in google/perfetto): per track, an end without a name
+// closes the innermost open slice and adds its annotations to that
+// slice's; a slice never ended keeps dur -1.
 //
 // It is used by tests only (of package perfetto and of its users, such as
 // report); no program should import it. It is not a Perfetto reader: it
