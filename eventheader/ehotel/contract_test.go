@@ -246,7 +246,7 @@ func TestProcessorEnabled(t *testing.T) {
 	check("L2K1 attached", map[log.Severity]bool{
 		log.SeverityTrace: false, log.SeverityInfo: false, log.SeverityWarn4: false,
 		log.SeverityError1: true, log.SeverityError4: true, log.SeverityFatal: false,
-		0: true, // undefined: any tracepoint enabled
+		0:  true, // undefined: any tracepoint enabled
 		25: false, -1: false,
 	})
 	ss.Close()
