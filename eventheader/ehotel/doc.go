@@ -61,7 +61,8 @@
 //	  <attribute key>       <value>               every attribute in the record's order, except an
 //	                                              "event_id" of type int64; then the resource attributes
 //	                                              named by WithResourceAttributes, in key order (never
-//	                                              service.name or service.instance.id); at most 127
+//	                                              service.name or service.instance.id); at most 127;
+//	                                              a key's ';' and NUL bytes written as '_'
 //	PartB                   struct of the fields below that are present
 //	  _typeName             string   -            always: "Log"
 //	  body                  <value>               the body is not empty
@@ -92,7 +93,9 @@
 // string, an empty value null. An empty value on its own (not in a slice
 // or map) is that JSON's null too, a StringJSON field "null". An
 // event whose metadata and data exceed 65467 bytes (65535 - 68) is not
-// written and is an ERANGE error, as Rust's builder refuses it.
+// written and is an ERANGE error, as Rust's builder refuses it (perf, for
+// its part, drops any tracepoint record over 8 KiB, PERF_MAX_TRACE_SIZE,
+// and ftrace one over about 4 KiB).
 //
 // # Differences from the Rust exporter
 //

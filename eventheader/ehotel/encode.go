@@ -200,6 +200,25 @@ func (w *writer) build(e *Exporter, tp *ehprovider.Tracepoint, r *sdklog.Record)
 	return nil
 }
 
+// fieldName is an attribute key as a field name: the format reserves ';'
+// for the name's attributes ("name;tag=value") and ends the name at a NUL,
+// so both are written as '_' (the Rust exporter writes the key as it is,
+// which decoders then split or cut).
+func fieldName(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == ';' || key[i] == 0 {
+			b := []byte(key)
+			for j := i; j < len(b); j++ {
+				if b[j] == ';' || b[j] == 0 {
+					b[j] = '_'
+				}
+			}
+			return string(b)
+		}
+	}
+	return key
+}
+
 // addStringBytes adds a counted UTF-8 string field from bytes.
 func (w *writer) addStringBytes(name string, s []byte) {
 	w.b.Field(name, eventheader.EncodingStringLength16Char8, eventheader.FormatDefault, 0)
@@ -216,6 +235,7 @@ func (w *writer) addStringBytes(name string, s []byte) {
 // package doc).
 func (w *writer) addValue(name string, v attribute.Value) {
 	b := &w.b
+	name = fieldName(name)
 	switch v.Type() {
 	case attribute.BOOL:
 		b.AddBool(name, v.AsBool(), 0)

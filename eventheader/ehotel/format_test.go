@@ -462,3 +462,21 @@ func TestSeverityRequired(t *testing.T) {
 		t.Errorf("read %s", g.json)
 	}
 }
+
+// TestFieldNames: the format reserves ';' in a field name for its
+// attributes and ends it at a NUL: keys holding them are written with '_'.
+func TestFieldNames(t *testing.T) {
+	e := newEnv(t)
+	p := newProcessor(t, e, "NamesProv")
+	ss := e.attach(t, "user_events:NamesProv_*", p.Exporter().Tracepoint(log.SeverityInfo))
+	var lr log.Record
+	lr.SetSeverity(log.SeverityInfo)
+	lr.AddAttributes(attribute.Int("a;tag=1", 1), attribute.Int("x\x00y", 2), attribute.Int("plain", 3))
+	r := sdkRecord(t, context.Background(), lr)
+	if err := p.OnEmit(context.Background(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if g := readBack(t, ss, 1)[0]; !strings.Contains(g.json, `"PartC": { "a_tag=1": 1, "x_y": 2, "plain": 3 }`) {
+		t.Errorf("read %s", g.json)
+	}
+}
