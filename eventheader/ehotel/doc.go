@@ -87,7 +87,8 @@
 // and []bool, []int64, []float64, []string, slices and maps as JSON text in
 // a string field whose format is StringJSON, which tells it from a plain
 // string. The JSON is OpenTelemetry's "AnyValue representation for non-OTLP
-// protocols" (attribute.Value.String): a map an object (keys in order), a
+// protocols" (attribute.Value.String): a map an object (keys in the order
+// the record holds them), a
 // slice an array, numbers and booleans JSON literals, NaN and the
 // infinities the strings "NaN", "Infinity" and "-Infinity", bytes a base64
 // string, an empty value null. An empty value on its own (not in a slice
