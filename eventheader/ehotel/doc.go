@@ -105,7 +105,10 @@
 // trace ids are written when the trace or the span id is valid (the Go SDK
 // always carries them, zero without a span; Rust writes them when the
 // record has a trace context); resource attributes are read from each
-// record's resource (cached per resource) rather than set once; and a
-// record of an invalid severity is an error only while one of the
-// provider's tracepoints is enabled.
+// record's resource (cached per resource) rather than set once, and
+// written in key order (Rust's follow a hash map's); an attribute key's ';'
+// and NUL bytes, which the format reserves, become '_' (Rust writes them,
+// and decoders split the name or cut it); and a record of an invalid
+// severity is an error only while one of the provider's tracepoints is
+// enabled.
 package ehotel
