@@ -33,6 +33,8 @@ var layers = [][]string{
 	{"userevents", "record", "report"},
 	// EventHeader providers, registering their tracepoints through userevents.
 	{"eventheader/ehprovider"},
+	// OpenTelemetry's Go Logs SDK writing through EventHeader providers.
+	{"eventheader/ehotel"},
 	// The tool.
 	{"cmd/uetrace"},
 }
