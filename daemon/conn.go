@@ -47,6 +47,8 @@ type conn struct {
 	ring    *ringSource // the ring the client shared, if any
 	ringFds []int       // the descriptors of a Ring or ServeFUSE request read, until handled
 	uid     uint32      // the peer's uid (SO_PEERCRED)
+	threads threadCheck // the thread ids its Write requests give
+	empty   bool        // the message read was a 0-byte one, not the end
 
 	// The message being received, set by recvFn.
 	in     *[]byte
@@ -102,6 +104,7 @@ func (c *conn) serve() {
 		c.cred = c.s.cred(*ucred)
 	}
 	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procComm(ucred.Pid)}
+	c.threads = newThreadCheck(ucred.Pid)
 	c.out = make([]byte, 0, 4096)
 
 	if !c.hello(*ucred) {
@@ -145,6 +148,15 @@ func (c *conn) recv(fd uintptr) bool {
 	}
 	c.n, c.oobn, c.rerr = n, oobn, err
 	c.trunc = flags&unix.MSG_TRUNC != 0 || n > MaxMessage
+	// recvmsg returns 0 for a 0-byte message as for the end: only a
+	// socket whose peer has not hung up held a message.
+	c.empty = false
+	if n == 0 && err == nil {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if k, perr := unix.Poll(p, 0); perr == nil && (k == 0 || p[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) == 0) {
+			c.empty = true
+		}
+	}
 	return true
 }
 
@@ -171,7 +183,7 @@ func (c *conn) read() (buf *[]byte, n int, trunc, ok bool) {
 		}
 		c.oobn = 0
 	}
-	if err != nil || c.n == 0 {
+	if err != nil || c.n == 0 && !c.empty {
 		if buf != nil {
 			bufPool.Put(buf)
 		}
@@ -318,6 +330,10 @@ func (c *conn) teardown() {
 	c.handles = nil
 	c.file.Close()
 	c.s.leave(c.proc)
+	if c.threads.forged != 0 {
+		c.log.Warn("client gone; it wrote records under another process's threads, delivered under its own pid", "forged_tid", c.threads.forged)
+		return
+	}
 	c.log.Debug("client gone")
 }
 
@@ -359,9 +375,10 @@ func (c *conn) handle(m []byte) bool {
 	body := m[headerSize:]
 	switch h.op {
 	case opWrite:
+		// The thread and CPU are the client's word: checked (writer.go).
 		w := c.w
-		w.PID = int32(h.arg)
-		w.CPU = int(h.flags)
+		w.PID = c.threads.thread(h.arg)
+		w.CPU = writerCPU(uint32(h.flags))
 		if c.ring != nil {
 			// A client with a ring sends here only what it could not
 			// publish there (a record it cannot check itself): it comes

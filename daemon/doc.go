@@ -52,9 +52,11 @@
 //     without a system call, having checked them itself with the kernel's
 //     rules. One merger goroutine delivers every ring's records into their
 //     connections' user_events_data, in time order across rings as ftrace
-//     merges its per-CPU buffers (see merger), with the time and CPU the
-//     record carries, its thread if that is no other process's live thread
-//     (else the peer's pid: RingStats.ForgedTID), the peer's pid, checking
+//     merges its per-CPU buffers (see merger), with the time the record
+//     carries, its thread and CPU as writer.go checks them (a live thread
+//     of another process becomes the peer's pid: RingStats.ForgedTID; the
+//     CPU is the client's word, modulo the possible CPUs — it cannot be
+//     checked), the peer's pid, checking
 //     everything again (ring memory is the client's to scribble on); idle,
 //     it sleeps in epoll_wait on the rings' eventfds. Before it serves a
 //     trace or session read, a tracefs write, a session's attach or close,

@@ -48,10 +48,30 @@ func PerfmonCapable(pid int) bool {
 	return PerfmonCapablePidfd(pidfd, pid)
 }
 
+// PerfmonCapableIn is PerfmonCapable with the user namespace userNS (an
+// open /proc/<pid>/ns/user) in place of this process's: for a subsystem
+// made for the processes of one user namespace — uetrace run --private's,
+// whose command is root of a namespace of its own and owns its
+// subsystem — its root is capable there.
+func PerfmonCapableIn(userNS, pid int) bool {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(pidfd)
+	return perfmonCapable(userNS, pidfd, pid)
+}
+
 // PerfmonCapablePidfd is PerfmonCapable of the process pidfd refers to —
 // from SO_PEERPIDFD, which names the connecting process however long ago it
 // connected — whose id in this process's pid namespace is pid.
 func PerfmonCapablePidfd(pidfd, pid int) bool {
+	return perfmonCapable(-1, pidfd, pid)
+}
+
+// perfmonCapable decides for the process pidfd, pid in user namespace
+// userNS (-1: this process's).
+func perfmonCapable(userNS, pidfd, pid int) bool {
 	dir, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
@@ -73,7 +93,7 @@ func PerfmonCapablePidfd(pidfd, pid int) bool {
 	if !ok {
 		return false
 	}
-	return capable(dir, c)
+	return capable(userNS, dir, c)
 }
 
 // creds is what capable() looks at in a task's credentials.
@@ -124,7 +144,7 @@ func nsOf(fd int) (nsID, bool) {
 }
 
 // capable is cap_capable() (security/commoncap.c) for a perfmon
-// capability in this process's user namespace, of the task whose /proc
+// capability in user namespace userNS (-1: this process's), of the task whose /proc
 // directory is dir and whose credentials are c. From the namespace asked
 // about up through its ancestors:
 //   - the task's own namespace: its effective capabilities decide;
@@ -132,12 +152,18 @@ func nsOf(fd int) (nsID, bool) {
 //     euid: the task has every capability in it;
 //   - past the top — the initial namespace, or the highest this process
 //     can see — the task is not capable.
-func capable(dir int, c creds) bool {
+func capable(userNS, dir int, c creds) bool {
 	taskNS, ok := taskUserNS(dir)
 	if !ok {
 		return false
 	}
-	fd, err := unix.Open("/proc/self/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	var fd int
+	var err error
+	if userNS < 0 {
+		fd, err = unix.Open("/proc/self/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	} else {
+		fd, err = unix.FcntlInt(uintptr(userNS), unix.F_DUPFD_CLOEXEC, 0)
+	}
 	if err != nil {
 		return false
 	}

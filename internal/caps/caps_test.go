@@ -179,3 +179,27 @@ func TestAsOrdinaryUser(t *testing.T) {
 	}
 	t.Logf("as nobody:\n%s", out)
 }
+
+// TestInItsOwnNamespace: root of a user namespace is capable there — the
+// namespace uetrace run --private makes for its command.
+func TestInItsOwnNamespace(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	pid := sleeper(t, "unshare", "-Ur", "cat")
+	waitNS(t, pid)
+	other := sleeper(t, "cat") // this namespace's process, as this test's user
+	ns, err := os.Open("/proc/" + itoa(pid) + "/ns/user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if !PerfmonCapableIn(int(ns.Fd()), pid) {
+		t.Error("root of its own user namespace is not capable there")
+	}
+	// This namespace is the parent of that one: a process here with the
+	// capability has it there too — and so does the namespace's owner.
+	if !PerfmonCapableIn(int(ns.Fd()), other) {
+		t.Errorf("a process of the namespace's owner (uid %d) is not capable in it", os.Geteuid())
+	}
+}
