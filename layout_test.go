@@ -33,6 +33,8 @@ var layers = [][]string{
 	{"userevents", "record", "report"},
 	// EventHeader providers, registering their tracepoints through userevents.
 	{"eventheader/ehprovider"},
+	// A log/slog handler writing EventHeader events through a provider.
+	{"eventheader/ehslog"},
 	// The tool.
 	{"cmd/uetrace"},
 }

@@ -1,0 +1,336 @@
+package ehslog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/eventheader/ehprovider"
+)
+
+// Options configure a Handler. The zero value — and a nil *Options — is
+// keyword 1, event name "Log", no minimum level, no source.
+type Options struct {
+	// Keyword is the keyword of the Handler's tracepoints (0: 1, as
+	// OpenTelemetry's exporter uses).
+	Keyword uint64
+	// EventName names every event ("": "Log"); "name;attr=value"
+	// attributes allowed, no NUL.
+	EventName string
+	// Level, if set, is the minimum level written, checked before the
+	// tracepoint's enable bit. Without it the listeners decide, by the
+	// tracepoints they attach to.
+	Level slog.Leveler
+	// AddSource adds the "source" struct: function, file and line of the
+	// record's PC.
+	AddSource bool
+}
+
+// DefaultEventName is the event name when Options.EventName is empty.
+const DefaultEventName = "Log"
+
+// Handler writes slog records as EventHeader events. It is safe for
+// concurrent use; the Handlers WithAttrs and WithGroup return share its
+// tracepoints.
+type Handler struct {
+	c *common
+	// meta and data are the prepared fields of WithAttrs and the structs
+	// of WithGroup: definitions and values, as every record copies them.
+	meta, data []byte
+	// groups are the open groups, outermost first.
+	groups []group
+	// dropped counts the attributes of WithAttrs that did not fit.
+	dropped int
+	// deep counts the groups opened beyond maxNesting: their attributes
+	// are dropped.
+	deep int
+}
+
+// group is an open group: its struct definition at meta[at:], its field
+// count at meta[countAt], patched per record, and its prepared fields.
+type group struct {
+	at, countAt int
+	n           int
+}
+
+// common is what a Handler and those derived from it share.
+type common struct {
+	tps       [6]*ehprovider.Tracepoint // by EventHeader level, 1..5
+	name      string
+	min       slog.Leveler
+	addSource bool
+}
+
+// New returns a Handler writing to p's tracepoints for Options.Keyword,
+// which it registers now — all five levels — so that listeners can attach
+// to them before the first record. An error says the options are wrong or
+// a tracepoint could not be registered; the Handler it returns with the
+// latter is usable, its unregistered levels never enabled.
+func New(p *ehprovider.Provider, opts *Options) (*Handler, error) {
+	if p == nil {
+		return nil, errors.New("ehslog: New needs a provider (ehprovider.New)")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Keyword == 0 {
+		o.Keyword = 1
+	}
+	if o.EventName == "" {
+		o.EventName = DefaultEventName
+	}
+	if strings.IndexByte(o.EventName, 0) >= 0 {
+		return nil, fmt.Errorf("ehslog: event name %q holds a NUL, which ends a name in the metadata: remove it", o.EventName)
+	}
+	c := &common{name: o.EventName, min: o.Level, addSource: o.AddSource}
+	var errs []error
+	for l := eventheader.LevelCriticalError; l <= eventheader.LevelVerbose; l++ {
+		c.tps[l] = p.Tracepoint(l, o.Keyword)
+		errs = append(errs, c.tps[l].Err())
+	}
+	c.tps[0] = c.tps[eventheader.LevelVerbose] // never used: level() is 1..5
+	return &Handler{c: c}, errors.Join(errs...)
+}
+
+// Level returns the EventHeader level a slog level is written at: the
+// band of four slog levels from a named one up (see the package doc).
+func Level(l slog.Level) eventheader.Level {
+	return eventheader.Level(level(l))
+}
+
+// level is 4 - floor(l/4), clamped to 1..5: Debug (-4) 5, Info (0) 4,
+// Warn (4) 3, Error (8) 2, Error+4 and above 1, below Debug 5.
+func level(l slog.Level) int {
+	v := 4 - int(l>>2)
+	if v < 1 {
+		return 1
+	}
+	if v > 5 {
+		return 5
+	}
+	return v
+}
+
+// Enabled reports whether a record of level l would be written: l is not
+// below Options.Level and its tracepoint's enable bit is set.
+func (h *Handler) Enabled(_ context.Context, l slog.Level) bool {
+	c := h.c
+	if c.min != nil && l < c.min.Level() {
+		return false
+	}
+	return c.tps[level(l)].Enabled()
+}
+
+// Tracepoint returns the tracepoint records of level l are written to.
+func (h *Handler) Tracepoint(l slog.Level) *ehprovider.Tracepoint {
+	return h.c.tps[level(l)]
+}
+
+// state is one Handle's scratch, pooled.
+type state struct {
+	b   ehprovider.Builder
+	e   encoder
+	buf []byte
+}
+
+var statePool = sync.Pool{New: func() any { return new(state) }}
+
+// Handle writes r if its tracepoint is enabled (it does not check
+// Options.Level: slog.Logger asks Enabled first). It returns the error
+// of building or writing the event; a listener detaching during the write
+// may make it the backend's EBADF.
+func (h *Handler) Handle(_ context.Context, r slog.Record) error {
+	tp := h.c.tps[level(r.Level)]
+	if !tp.Enabled() {
+		return nil
+	}
+	s := statePool.Get().(*state)
+	err := h.write(s, tp, &r)
+	statePool.Put(s)
+	return err
+}
+
+func (h *Handler) write(s *state, tp *ehprovider.Tracepoint, r *slog.Record) error {
+	// The record's attributes first, into the encoder's own buffers: their
+	// number decides the innermost group's count, and whether the open
+	// groups are written at all.
+	e := &s.e
+	e.reset()
+	e.dropped = h.dropped
+	max, depth := maxTop, len(h.groups)+h.deep
+	if len(h.groups) > 0 {
+		max = maxFields - h.groups[len(h.groups)-1].n
+	}
+	n := 0
+	if r.NumAttrs() > 0 {
+		r.Attrs(func(a slog.Attr) bool {
+			e.attr(a, &n, max, depth)
+			return true
+		})
+	}
+	keep := len(h.groups)
+	if n == 0 {
+		for keep > 0 && h.groups[keep-1].n == 0 {
+			keep--
+		}
+	}
+
+	b := &s.b
+	b.Reset(tp, h.c.name)
+	if !r.Time.IsZero() {
+		s.buf = r.Time.AppendFormat(s.buf[:0], time.RFC3339Nano)
+		b.Field(slog.TimeKey, eventheader.EncodingStringLength16Char8, 0, 0)
+		b.AppendCounted(eventheader.EncodingStringLength16Char8, s.buf)
+	}
+	s.buf = appendLevel(s.buf[:0], r.Level)
+	b.Field(slog.LevelKey, eventheader.EncodingStringLength16Char8, 0, 0)
+	b.AppendCounted(eventheader.EncodingStringLength16Char8, s.buf)
+	if h.c.addSource && r.PC != 0 {
+		fs := runtime.CallersFrames([]uintptr{r.PC})
+		f, _ := fs.Next()
+		b.StructField(slog.SourceKey, 3, 0)
+		b.Field("function", eventheader.EncodingStringLength16Char8, 0, 0)
+		b.AppendString8(cut(f.Function))
+		b.Field("file", eventheader.EncodingStringLength16Char8, 0, 0)
+		b.AppendString8(cut(f.File))
+		b.AddInt64("line", int64(f.Line), 0)
+	}
+	b.Field(slog.MessageKey, eventheader.EncodingStringLength16Char8, 0, 0)
+	b.AppendString8(cut(r.Message))
+
+	// The prepared fields and structs, each kept group's count patched:
+	// one more than its own fields for the group inside it, the record's
+	// attributes for the innermost. Groups after keep hold nothing, so
+	// their data is empty and their definitions are left out.
+	end := len(h.meta)
+	if keep < len(h.groups) {
+		end = h.groups[keep].at
+	}
+	prev := 0
+	for i, g := range h.groups[:keep] {
+		b.AppendMetadata(h.meta[prev:g.countAt])
+		c := g.n + 1
+		if i == keep-1 {
+			c = g.n
+			if keep == len(h.groups) {
+				c += n
+			}
+		}
+		b.AppendMetadata([]byte{byte(c)})
+		prev = g.countAt + 1
+	}
+	b.AppendMetadata(h.meta[prev:end])
+	b.AppendRaw(h.data)
+	b.AppendMetadata(e.meta)
+	b.AppendRaw(e.data)
+	if e.dropped > 0 {
+		// After the structs' counted fields: at the top level.
+		b.AddUint64(droppedKey, uint64(e.dropped), eventheader.FormatDefault, 0)
+	}
+	return tp.Write(b)
+}
+
+// droppedKey names the field counting the attributes that did not fit.
+const droppedKey = "!DROPPED"
+
+// WithAttrs returns a Handler whose records hold attrs, in the current
+// group, after those it holds already. The attributes are resolved and
+// encoded now, once.
+func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	h2 := h.clone()
+	e := encoder{meta: h2.meta, data: h2.data}
+	depth := len(h2.groups) + h2.deep
+	max, n := maxTop, 0
+	np := &n
+	if len(h2.groups) > 0 {
+		// One field kept for a group opened inside this one.
+		max, np = maxFields-1, &h2.groups[len(h2.groups)-1].n
+	}
+	for _, a := range attrs {
+		e.attr(a, np, max, depth)
+	}
+	h2.meta, h2.data = e.meta, e.data
+	h2.dropped += e.dropped
+	return h2
+}
+
+// WithGroup returns a Handler whose attributes, its own and its records',
+// are in a group (a struct) named name inside the current group. An empty
+// name returns h, as slog asks.
+func (h *Handler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	h2 := h.clone()
+	if len(h2.groups) >= maxNesting {
+		h2.deep++
+		return h2
+	}
+	at := len(h2.meta)
+	h2.meta = appendName(h2.meta, name)
+	h2.meta = append(h2.meta, byte(eventheader.EncodingStruct|eventheader.EncodingChain), 0)
+	h2.groups = append(h2.groups, group{at: at, countAt: len(h2.meta) - 1})
+	return h2
+}
+
+// clone copies h with its own prepared bytes and groups, so that appending
+// to them does not write into h's.
+func (h *Handler) clone() *Handler {
+	h2 := *h
+	h2.meta = append(make([]byte, 0, len(h.meta)+64), h.meta...)
+	h2.data = append(make([]byte, 0, len(h.data)+64), h.data...)
+	h2.groups = append([]group(nil), h.groups...)
+	return &h2
+}
+
+// appendLevel appends l as slog.Level.String writes it ("INFO", "WARN+2",
+// "DEBUG-1"), without its allocation for the levels between names.
+func appendLevel(dst []byte, l slog.Level) []byte {
+	str := func(base string, v slog.Level) []byte {
+		dst = append(dst, base...)
+		if v == 0 {
+			return dst
+		}
+		if v > 0 {
+			dst = append(dst, '+')
+		} else {
+			dst = append(dst, '-')
+			v = -v
+		}
+		return appendUint(dst, uint64(v))
+	}
+	switch {
+	case l < slog.LevelInfo:
+		return str("DEBUG", l-slog.LevelDebug)
+	case l < slog.LevelWarn:
+		return str("INFO", l-slog.LevelInfo)
+	case l < slog.LevelError:
+		return str("WARN", l-slog.LevelWarn)
+	default:
+		return str("ERROR", l-slog.LevelError)
+	}
+}
+
+func appendUint(dst []byte, v uint64) []byte {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			break
+		}
+	}
+	return append(dst, b[i:]...)
+}
