@@ -12,6 +12,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
+	"github.com/uetrace/uetrace/userevents"
 )
 
 // Options configure a Handler. The zero value — and a nil *Options — is
@@ -39,7 +40,12 @@ const DefaultEventName = "Log"
 // concurrent use; the Handlers WithAttrs and WithGroup return share its
 // tracepoints.
 type Handler struct {
-	c *common
+	// evs are the tracepoints' userevents events by EventHeader level
+	// (nil where registration failed), held here for Enabled: one load
+	// fewer than through c and the Tracepoint.
+	evs [6]*userevents.Event
+	min slog.Leveler
+	c   *common
 	// meta and data are the prepared fields of WithAttrs and the structs
 	// of WithGroup: definitions and values, as every record copies them.
 	meta, data []byte
@@ -63,7 +69,6 @@ type group struct {
 type common struct {
 	tps       [6]*ehprovider.Tracepoint // by EventHeader level, 1..5
 	name      string
-	min       slog.Leveler
 	addSource bool
 }
 
@@ -89,14 +94,18 @@ func New(p *ehprovider.Provider, opts *Options) (*Handler, error) {
 	if strings.IndexByte(o.EventName, 0) >= 0 {
 		return nil, fmt.Errorf("ehslog: event name %q holds a NUL, which ends a name in the metadata: remove it", o.EventName)
 	}
-	c := &common{name: o.EventName, min: o.Level, addSource: o.AddSource}
+	c := &common{name: o.EventName, addSource: o.AddSource}
 	var errs []error
 	for l := eventheader.LevelCriticalError; l <= eventheader.LevelVerbose; l++ {
 		c.tps[l] = p.Tracepoint(l, o.Keyword)
 		errs = append(errs, c.tps[l].Err())
 	}
 	c.tps[0] = c.tps[eventheader.LevelVerbose] // never used: level() is 1..5
-	return &Handler{c: c}, errors.Join(errs...)
+	h := &Handler{c: c, min: o.Level}
+	for l, tp := range c.tps {
+		h.evs[l] = tp.Event()
+	}
+	return h, errors.Join(errs...)
 }
 
 // Level returns the EventHeader level a slog level is written at: the
@@ -108,24 +117,15 @@ func Level(l slog.Level) eventheader.Level {
 // level is 4 - floor(l/4), clamped to 1..5: Debug (-4) 5, Info (0) 4,
 // Warn (4) 3, Error (8) 2, Error+4 and above 1, below Debug 5.
 func level(l slog.Level) int {
-	v := 4 - int(l>>2)
-	if v < 1 {
-		return 1
-	}
-	if v > 5 {
-		return 5
-	}
-	return v
+	return min(max(4-int(l>>2), 1), 5)
 }
 
 // Enabled reports whether a record of level l would be written: l is not
 // below Options.Level and its tracepoint's enable bit is set.
 func (h *Handler) Enabled(_ context.Context, l slog.Level) bool {
-	c := h.c
-	if c.min != nil && l < c.min.Level() {
-		return false
-	}
-	return c.tps[level(l)].Enabled()
+	// The enable bit first: while nobody listens that is all there is.
+	ev := h.evs[level(l)]
+	return ev != nil && ev.Enabled() && (h.min == nil || l >= h.min.Level())
 }
 
 // Tracepoint returns the tracepoint records of level l are written to.
