@@ -493,6 +493,9 @@ func TestConcurrent(t *testing.T) {
 // through a Handler with prepared attributes and groups. (Five attributes:
 // slog.Record holds five in itself and allocates for more.)
 func TestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	r := newRig(t, "SlogAllocs")
 	h := r.handler(t, nil)
 	l := slog.New(h).With("svc", "api").WithGroup("req")
