@@ -45,7 +45,7 @@ func (s *script) attrs(depth int) []slog.Attr {
 			as = append(as, slog.String(s.key(), fmt.Sprint("v", b)))
 		case 2:
 			if depth < 7 {
-				as = append(as, slog.Attr{Key: s.key(), Value: slog.GroupValue(s.attrs(depth+1)...)})
+				as = append(as, slog.Attr{Key: s.key(), Value: slog.GroupValue(s.attrs(depth + 1)...)})
 			}
 		case 3:
 			as = append(as, slog.Attr{Key: "", Value: slog.GroupValue(s.attrs(depth)...)})
