@@ -186,23 +186,21 @@ func (h *Handler) write(s *state, tp *ehprovider.Tracepoint, r *slog.Record) err
 	b.Reset(tp, h.c.name)
 	if !r.Time.IsZero() {
 		s.buf = r.Time.AppendFormat(s.buf[:0], time.RFC3339Nano)
-		b.Field(slog.TimeKey, eventheader.EncodingStringLength16Char8, 0, 0)
+		b.AppendMetadata(metaTime)
 		b.AppendCounted(eventheader.EncodingStringLength16Char8, s.buf)
 	}
 	s.buf = appendLevel(s.buf[:0], r.Level)
-	b.Field(slog.LevelKey, eventheader.EncodingStringLength16Char8, 0, 0)
+	b.AppendMetadata(metaLevel)
 	b.AppendCounted(eventheader.EncodingStringLength16Char8, s.buf)
 	if h.c.addSource && r.PC != 0 {
 		fs := runtime.CallersFrames([]uintptr{r.PC})
 		f, _ := fs.Next()
-		b.StructField(slog.SourceKey, 3, 0)
-		b.Field("function", eventheader.EncodingStringLength16Char8, 0, 0)
+		b.AppendMetadata(metaSource)
 		b.AppendString8(cut(f.Function))
-		b.Field("file", eventheader.EncodingStringLength16Char8, 0, 0)
 		b.AppendString8(cut(f.File))
-		b.AddInt64("line", int64(f.Line), 0)
+		b.AppendValue64(uint64(int64(f.Line)))
 	}
-	b.Field(slog.MessageKey, eventheader.EncodingStringLength16Char8, 0, 0)
+	b.AppendMetadata(metaMsg)
 	b.AppendString8(cut(r.Message))
 
 	// The prepared fields and structs, each kept group's count patched:
@@ -235,6 +233,26 @@ func (h *Handler) write(s *state, tp *ehprovider.Tracepoint, r *slog.Record) err
 		b.AddUint64(droppedKey, uint64(e.dropped), eventheader.FormatDefault, 0)
 	}
 	return tp.Write(b)
+}
+
+// The built-in fields' definitions, written once.
+var (
+	metaTime   = builtin(func(e *encoder) { e.def(slog.TimeKey, eventheader.EncodingStringLength16Char8, 0) })
+	metaLevel  = builtin(func(e *encoder) { e.def(slog.LevelKey, eventheader.EncodingStringLength16Char8, 0) })
+	metaMsg    = builtin(func(e *encoder) { e.def(slog.MessageKey, eventheader.EncodingStringLength16Char8, 0) })
+	metaSource = builtin(func(e *encoder) {
+		e.meta = appendName(e.meta, slog.SourceKey)
+		e.meta = append(e.meta, byte(eventheader.EncodingStruct|eventheader.EncodingChain), 3)
+		e.def("function", eventheader.EncodingStringLength16Char8, 0)
+		e.def("file", eventheader.EncodingStringLength16Char8, 0)
+		e.def("line", eventheader.EncodingValue64, eventheader.FormatSignedInt)
+	})
+)
+
+func builtin(f func(*encoder)) []byte {
+	var e encoder
+	f(&e)
+	return e.meta
 }
 
 // droppedKey names the field counting the attributes that did not fit.
