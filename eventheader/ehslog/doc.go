@@ -84,10 +84,14 @@
 // fmt may allocate for) and without AddSource (the runtime's frame
 // lookup allocates).
 //
+// Options.ReplaceAttr works as slog.HandlerOptions.ReplaceAttr does; with
+// it the built-in fields are made and encoded as attributes, a little
+// slower. A value it returns of kind Any that is a *slog.Source is
+// written as the source struct.
+//
 // # What it does not do
 //
-// It does not call a ReplaceAttr function (wrap the Handler to rewrite
-// attributes), write activity ids, or write OpenTelemetry's Common Schema
+// It does not write activity ids, or write OpenTelemetry's Common Schema
 // layout (PartA/PartB/PartC structs) that its log exporters write for
 // OpenTelemetry log records; it writes slog's own shape. It does not
 // register tracepoints for other keywords: one Handler, one keyword.

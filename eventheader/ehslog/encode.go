@@ -30,11 +30,16 @@ type encoder struct {
 	meta, data []byte
 	text       []byte // scratch for fmt's text of Any values
 	dropped    int
+	// replace is Options.ReplaceAttr, called with groups, the names of
+	// the groups holding the attribute.
+	replace func(groups []string, a slog.Attr) slog.Attr
+	groups  []string
 }
 
 func (e *encoder) reset() {
 	e.meta, e.data = e.meta[:0], e.data[:0]
 	e.dropped = 0
+	e.groups = e.groups[:0]
 }
 
 // attr writes a as the next field of a struct nested depth deep (0: the
@@ -43,6 +48,11 @@ func (e *encoder) reset() {
 // attribute or group), and counts in e.dropped what did not fit.
 func (e *encoder) attr(a slog.Attr, n *int, max, depth int) {
 	v := a.Value.Resolve()
+	if e.replace != nil && v.Kind() != slog.KindGroup {
+		a.Value = v
+		a = e.replace(e.groups, a)
+		v = a.Value.Resolve()
+	}
 	if v.Kind() != slog.KindGroup {
 		if a.Key == "" && v.Kind() == slog.KindAny && v.Any() == nil {
 			return // the zero Attr: ignored
@@ -75,8 +85,14 @@ func (e *encoder) attr(a slog.Attr, n *int, max, depth int) {
 	e.meta = append(e.meta, byte(eventheader.EncodingStruct|eventheader.EncodingChain), 0)
 	countAt := len(e.meta) - 1
 	m := 0
+	if e.replace != nil {
+		e.groups = append(e.groups, a.Key)
+	}
 	for _, ga := range attrs {
 		e.attr(ga, &m, maxFields, depth+1)
+	}
+	if e.replace != nil {
+		e.groups = e.groups[:len(e.groups)-1]
 	}
 	if m == 0 {
 		e.meta = e.meta[:mark] // empty once resolved: omitted
@@ -143,14 +159,32 @@ func (e *encoder) value(name string, v slog.Value) {
 		e.def(name, eventheader.EncodingStringLength16Char8, 0)
 		e.data = appendCounted(e.data, e.text)
 	default: // KindAny; a LogValuer resolved to one
-		if p, ok := v.Any().([]byte); ok {
-			e.attrBytes(name, p)
+		switch x := v.Any().(type) {
+		case []byte:
+			e.attrBytes(name, x)
 			return
+		case *slog.Source: // the built-in source, through ReplaceAttr
+			if x != nil {
+				e.source(name, x.Function, x.File, x.Line)
+				return
+			}
 		}
 		e.text = fmt.Appendf(e.text[:0], "%+v", v.Any())
 		e.def(name, eventheader.EncodingStringLength16Char8, 0)
 		e.data = appendCounted(e.data, e.text)
 	}
+}
+
+// source writes a source struct as slog's JSON handler nests it.
+func (e *encoder) source(name, function, file string, line int) {
+	e.meta = appendName(e.meta, name)
+	e.meta = append(e.meta, byte(eventheader.EncodingStruct|eventheader.EncodingChain), 3)
+	e.def("function", eventheader.EncodingStringLength16Char8, 0)
+	e.data = appendCounted(e.data, function)
+	e.def("file", eventheader.EncodingStringLength16Char8, 0)
+	e.data = appendCounted(e.data, file)
+	e.def("line", eventheader.EncodingValue64, eventheader.FormatSignedInt)
+	e.data = binary.LittleEndian.AppendUint64(e.data, uint64(int64(line)))
 }
 
 // attrBytes writes binary, cut to the 65535 bytes its count holds.

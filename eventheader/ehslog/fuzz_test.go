@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"reflect"
 	"testing"
+
+	"github.com/uetrace/uetrace/eventheader/ehslog"
 )
 
 // script turns fuzz bytes into the same calls on two loggers: With,
@@ -160,19 +162,26 @@ func FuzzHandle(f *testing.F) {
 	f.Add([]byte{0, 5, 2, 2, 0, 3, 3, 0, 4, 2, 4, 4, 1, 2, 5, 2, 2, 2, 3, 9, 16})
 	r := newRig(f, "SlogFuzz")
 	h := r.handler(f, nil)
+	// The same through ReplaceAttr, which sees every attribute.
+	hr := r.handler(f, &ehslog.Options{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return a }})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ms := &script{data: data}
 		m := ms.modelRun()
 		want := m.result(ms.attrs(len(m.groups)))
 		want["level"], want["msg"] = "INFO", "m"
 
-		l, attrs := (&script{data: data}).run(slog.New(checked{h, t}))
-		l.LogAttrs(t.Context(), slog.LevelInfo, "m", attrs...)
-		ev := r.read(t, 1)[0]
-		got := ev.fields
-		delete(got, "time")
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("event %s\nwant %v", ev.json, want)
+		for _, h := range []slog.Handler{h, hr} {
+			l, attrs := (&script{data: data}).run(slog.New(checked{h, t}))
+			l.LogAttrs(t.Context(), slog.LevelInfo, "m", attrs...)
+			ev := r.read(t, 1)[0]
+			got := ev.fields
+			delete(got, "time")
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("event %s\nwant %v", ev.json, want)
+			}
+			if len(r.pending) > 0 {
+				t.Fatalf("%d events more than written: %s", len(r.pending), r.pending[0].json)
+			}
 		}
 	})
 }

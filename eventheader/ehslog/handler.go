@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,15 @@ type Options struct {
 	// AddSource adds the "source" struct: function, file and line of the
 	// record's PC.
 	AddSource bool
+	// ReplaceAttr rewrites or drops (by returning the zero Attr) each
+	// attribute before it is written, as slog.HandlerOptions.ReplaceAttr
+	// does: the built-ins too — time (a time.Time, when not zero), level
+	// (a slog.Level), source (a *slog.Source, with AddSource) and msg —
+	// with groups nil; other attributes with the names of the groups
+	// holding them, resolved, never groups themselves. WithAttrs calls it
+	// once for its attributes. The built-ins then take the slower way:
+	// their values are made and encoded like any attribute's.
+	ReplaceAttr func(groups []string, a slog.Attr) slog.Attr
 }
 
 // DefaultEventName is the event name when Options.EventName is empty.
@@ -56,6 +66,9 @@ type Handler struct {
 	// deep counts the groups opened beyond maxNesting: their attributes
 	// are dropped.
 	deep int
+	// names are the names of the open groups, deep ones too, for
+	// ReplaceAttr.
+	names []string
 }
 
 // group is an open group: its struct definition at meta[at:], its field
@@ -70,6 +83,7 @@ type common struct {
 	tps       [6]*ehprovider.Tracepoint // by EventHeader level, 1..5
 	name      string
 	addSource bool
+	replace   func(groups []string, a slog.Attr) slog.Attr
 }
 
 // New returns a Handler writing to p's tracepoints for Options.Keyword,
@@ -94,7 +108,7 @@ func New(p *ehprovider.Provider, opts *Options) (*Handler, error) {
 	if strings.IndexByte(o.EventName, 0) >= 0 {
 		return nil, fmt.Errorf("ehslog: event name %q holds a NUL, which ends a name in the metadata: remove it", o.EventName)
 	}
-	c := &common{name: o.EventName, addSource: o.AddSource}
+	c := &common{name: o.EventName, addSource: o.AddSource, replace: o.ReplaceAttr}
 	var errs []error
 	for l := eventheader.LevelCriticalError; l <= eventheader.LevelVerbose; l++ {
 		c.tps[l] = p.Tracepoint(l, o.Keyword)
@@ -137,6 +151,7 @@ func (h *Handler) Tracepoint(l slog.Level) *ehprovider.Tracepoint {
 type state struct {
 	b   ehprovider.Builder
 	e   encoder
+	be  encoder // the built-ins, with ReplaceAttr
 	buf []byte
 }
 
@@ -161,9 +176,15 @@ func (h *Handler) write(s *state, tp *ehprovider.Tracepoint, r *slog.Record) err
 	// The record's attributes first, into the encoder's own buffers: their
 	// number decides the innermost group's count, and whether the open
 	// groups are written at all.
+	if h.c.replace != nil {
+		h.builtins(s, r) // first, as slog's handlers call ReplaceAttr
+	}
 	e := &s.e
 	e.reset()
 	e.dropped = h.dropped
+	if e.replace = h.c.replace; e.replace != nil {
+		e.groups = append(e.groups, h.names...)
+	}
 	max, depth := maxTop, len(h.groups)+h.deep
 	if len(h.groups) > 0 {
 		max = maxFields - h.groups[len(h.groups)-1].n
@@ -184,24 +205,13 @@ func (h *Handler) write(s *state, tp *ehprovider.Tracepoint, r *slog.Record) err
 
 	b := &s.b
 	b.Reset(tp, h.c.name)
-	if !r.Time.IsZero() {
-		s.buf = r.Time.AppendFormat(s.buf[:0], time.RFC3339Nano)
-		b.AppendMetadata(metaTime)
-		b.AppendCounted(eventheader.EncodingStringLength16Char8, s.buf)
+	if h.c.replace != nil {
+		b.AppendMetadata(s.be.meta)
+		b.AppendRaw(s.be.data)
+		e.dropped += s.be.dropped
+	} else {
+		h.builtinsFast(s, r)
 	}
-	s.buf = appendLevel(s.buf[:0], r.Level)
-	b.AppendMetadata(metaLevel)
-	b.AppendCounted(eventheader.EncodingStringLength16Char8, s.buf)
-	if h.c.addSource && r.PC != 0 {
-		fs := runtime.CallersFrames([]uintptr{r.PC})
-		f, _ := fs.Next()
-		b.AppendMetadata(metaSource)
-		b.AppendString8(cut(f.Function))
-		b.AppendString8(cut(f.File))
-		b.AppendValue64(uint64(int64(f.Line)))
-	}
-	b.AppendMetadata(metaMsg)
-	b.AppendString8(cut(r.Message))
 
 	// The prepared fields and structs, each kept group's count patched:
 	// one more than its own fields for the group inside it, the record's
@@ -235,6 +245,48 @@ func (h *Handler) write(s *state, tp *ehprovider.Tracepoint, r *slog.Record) err
 	return tp.Write(b)
 }
 
+// builtinsFast writes the built-in fields, their definitions made once.
+func (h *Handler) builtinsFast(s *state, r *slog.Record) {
+	b := &s.b
+	if !r.Time.IsZero() {
+		s.buf = r.Time.AppendFormat(s.buf[:0], time.RFC3339Nano)
+		b.AppendMetadata(metaTime)
+		b.AppendCounted(eventheader.EncodingStringLength16Char8, s.buf)
+	}
+	s.buf = appendLevel(s.buf[:0], r.Level)
+	b.AppendMetadata(metaLevel)
+	b.AppendCounted(eventheader.EncodingStringLength16Char8, s.buf)
+	if h.c.addSource && r.PC != 0 {
+		fs := runtime.CallersFrames([]uintptr{r.PC})
+		f, _ := fs.Next()
+		b.AppendMetadata(metaSource)
+		b.AppendString8(cut(f.Function))
+		b.AppendString8(cut(f.File))
+		b.AppendValue64(uint64(int64(f.Line)))
+	}
+	b.AppendMetadata(metaMsg)
+	b.AppendString8(cut(r.Message))
+}
+
+// builtins encodes the built-in fields through ReplaceAttr, as attributes
+// of the top level, into s.be.
+func (h *Handler) builtins(s *state, r *slog.Record) {
+	e := &s.be
+	e.reset()
+	e.replace = h.c.replace
+	n := 0
+	if !r.Time.IsZero() {
+		e.attr(slog.Time(slog.TimeKey, r.Time), &n, maxTop, 0)
+	}
+	e.attr(slog.Any(slog.LevelKey, r.Level), &n, maxTop, 0)
+	if h.c.addSource && r.PC != 0 {
+		fs := runtime.CallersFrames([]uintptr{r.PC})
+		f, _ := fs.Next()
+		e.attr(slog.Any(slog.SourceKey, &slog.Source{Function: f.Function, File: f.File, Line: f.Line}), &n, maxTop, 0)
+	}
+	e.attr(slog.String(slog.MessageKey, r.Message), &n, maxTop, 0)
+}
+
 // The built-in fields' definitions, written once.
 var (
 	metaTime   = builtin(func(e *encoder) { e.def(slog.TimeKey, eventheader.EncodingStringLength16Char8, 0) })
@@ -266,7 +318,7 @@ func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 		return h
 	}
 	h2 := h.clone()
-	e := encoder{meta: h2.meta, data: h2.data}
+	e := encoder{meta: h2.meta, data: h2.data, replace: h.c.replace, groups: slices.Clip(h.names)}
 	depth := len(h2.groups) + h2.deep
 	max, n := maxTop, 0
 	np := &n
@@ -290,6 +342,7 @@ func (h *Handler) WithGroup(name string) slog.Handler {
 		return h
 	}
 	h2 := h.clone()
+	h2.names = append(h2.names, name)
 	if len(h2.groups) >= maxNesting {
 		h2.deep++
 		return h2
@@ -308,6 +361,7 @@ func (h *Handler) clone() *Handler {
 	h2.meta = append(make([]byte, 0, len(h.meta)+64), h.meta...)
 	h2.data = append(make([]byte, 0, len(h.data)+64), h.data...)
 	h2.groups = append([]group(nil), h.groups...)
+	h2.names = append([]string(nil), h.names...)
 	return &h2
 }
 

@@ -22,10 +22,11 @@ import (
 // rig is a provider on the in-process backend with a session attached to
 // all its tracepoints, so that what a Handler writes can be read back.
 type rig struct {
-	sys *subsys.Subsystem
-	p   *ehprovider.Provider
-	ss  *subsys.Session
-	buf []byte
+	sys     *subsys.Subsystem
+	p       *ehprovider.Provider
+	ss      *subsys.Session
+	buf     []byte
+	pending []event // read beyond what was asked for
 }
 
 func newRig(t testing.TB, provider string) *rig {
@@ -91,7 +92,7 @@ func (r *rig) read(t testing.TB, n int) []event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out []event
+	out := r.pending
 	for len(out) < n {
 		recs, err := r.ss.Read(ctx, r.buf, nil)
 		if err != nil {
@@ -121,7 +122,8 @@ func (r *rig) read(t testing.TB, n int) []event {
 			out = append(out, event{name, ev, string(js), m})
 		}
 	}
-	return out
+	r.pending = out[n:]
+	return out[:n:n]
 }
 
 // toMap turns an event's fields into what slogtest wants: a map of field
@@ -183,17 +185,28 @@ func value(it *eventheader.Item) (any, error) {
 }
 
 // TestSlogtest runs testing/slogtest's cases, each record read back from
-// the in-process subsystem and decoded with eventheader.Decode.
+// the in-process subsystem and decoded with eventheader.Decode; again with
+// an identity ReplaceAttr, which takes the built-ins the other way.
 func TestSlogtest(t *testing.T) {
-	var r *rig
-	slogtest.Run(t, func(t *testing.T) slog.Handler {
-		r = newRig(t, "SlogTest")
-		return r.handler(t, nil)
-	}, func(t *testing.T) map[string]any {
-		evs := r.read(t, 1)
-		t.Log(evs[0].json)
-		return evs[0].fields
-	})
+	for _, c := range []struct {
+		name string
+		opts *ehslog.Options
+	}{
+		{"plain", nil},
+		{"ReplaceAttr", &ehslog.Options{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return a }}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var r *rig
+			slogtest.Run(t, func(t *testing.T) slog.Handler {
+				r = newRig(t, "SlogTest")
+				return r.handler(t, c.opts)
+			}, func(t *testing.T) map[string]any {
+				evs := r.read(t, 1)
+				t.Log(evs[0].json)
+				return evs[0].fields
+			})
+		})
+	}
 }
 
 // TestHandlerAll is slogtest.TestHandler, all cases on one handler.
@@ -526,3 +539,55 @@ func TestNewErrors(t *testing.T) {
 		t.Error("the Handler of a closed provider is not a disabled one")
 	}
 }
+
+// TestReplaceAttr: slog.HandlerOptions.ReplaceAttr's contract — the
+// built-ins with nil groups (time dropped here, level renamed, source a
+// *slog.Source), other attributes resolved with their groups, of With
+// too, a zero Attr dropping the attribute, a group returned written as a
+// struct.
+func TestReplaceAttr(t *testing.T) {
+	r := newRig(t, "SlogReplace")
+	var calls []string
+	h := r.handler(t, &ehslog.Options{AddSource: true, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		calls = append(calls, strings.Join(append(groups, a.Key), "."))
+		switch {
+		case len(groups) == 0 && a.Key == slog.TimeKey:
+			return slog.Attr{}
+		case len(groups) == 0 && a.Key == slog.LevelKey:
+			return slog.String("severity", a.Value.Any().(slog.Level).String())
+		case len(groups) == 0 && a.Key == slog.SourceKey:
+			src := a.Value.Any().(*slog.Source)
+			src.File = "f.go"
+			return a
+		case a.Key == "password":
+			return slog.String(a.Key, "***")
+		case a.Key == "drop":
+			return slog.Attr{}
+		case a.Key == "expand":
+			return slog.Group("expanded", slog.Int("x", 1))
+		case a.Value.Kind() == slog.KindGroup:
+			t.Errorf("ReplaceAttr called with group %s", a.Key)
+		}
+		return a
+	}})
+	l := slog.New(checked{h, t}).With("svc", "api").WithGroup("req").With("password", "hunter2")
+	l.Info("login", slog.Group("user", "password", "x", "drop", 1, "name", &lazy{"bob"}), "expand", true)
+	ev := r.read(t, 1)[0]
+	want := `{ "n": "SlogReplace:Log", "severity": "INFO", "source": { "function": "github.com/uetrace/uetrace/eventheader/ehslog_test.TestReplaceAttr", ` +
+		`"file": "f.go", "line": LINE }, "msg": "login", "svc": "api", "req": { "password": "***", "user": { "password": "***", "name": "bob" }, ` +
+		`"expanded": { "x": 1 } }, "meta": { "level": 4, "keyword": "0x1" } }`
+	line, _ := ev.fields["source"].(map[string]any)["line"].(int64)
+	want = strings.Replace(want, "LINE", fmt.Sprint(line), 1)
+	if ev.json != want {
+		t.Errorf("got  %s\nwant %s", ev.json, want)
+	}
+	wantCalls := "svc req.password time level source msg req.user.password req.user.drop req.user.name req.expand req.expanded.x"
+	if got := strings.Join(calls, " "); got != wantCalls {
+		t.Errorf("ReplaceAttr calls %s\nwant %s", got, wantCalls)
+	}
+}
+
+// lazy is a LogValuer.
+type lazy struct{ s string }
+
+func (l *lazy) LogValue() slog.Value { return slog.StringValue(l.s) }
