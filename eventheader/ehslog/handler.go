@@ -25,9 +25,12 @@ type Options struct {
 	// EventName names every event ("": "Log"); "name;attr=value"
 	// attributes allowed, no NUL.
 	EventName string
-	// Level, if set, is the minimum level written, checked before the
+	// Level, if set, is the minimum level written, checked after the
 	// tracepoint's enable bit. Without it the listeners decide, by the
-	// tracepoints they attach to.
+	// tracepoints they attach to. A slog.Level or a *slog.LevelVar is
+	// checked in Enabled; another Leveler in Handle (Enabled does not call
+	// it: a call would double Enabled's cost for every Handler), so slog
+	// still makes the records below it, which are then dropped.
 	Level slog.Leveler
 	// AddSource adds the "source" struct: function, file and line of the
 	// record's PC.
@@ -53,9 +56,11 @@ type Handler struct {
 	// evs are the tracepoints' userevents events by EventHeader level
 	// (nil where registration failed), held here for Enabled: one load
 	// fewer than through c and the Tracepoint.
-	evs [6]*userevents.Event
-	min slog.Leveler
-	c   *common
+	evs      [8]*userevents.Event // 8: an index &7 needs no bounds check
+	minKind  uint8
+	minConst slog.Level
+	minVar   *slog.LevelVar
+	c        *common
 	// meta and data are the prepared fields of WithAttrs and the structs
 	// of WithGroup: definitions and values, as every record copies them.
 	meta, data []byte
@@ -84,6 +89,7 @@ type common struct {
 	name      string
 	addSource bool
 	replace   func(groups []string, a slog.Attr) slog.Attr
+	min       slog.Leveler // Options.Level when neither a Level nor a *LevelVar
 }
 
 // New returns a Handler writing to p's tracepoints for Options.Keyword,
@@ -115,7 +121,16 @@ func New(p *ehprovider.Provider, opts *Options) (*Handler, error) {
 		errs = append(errs, c.tps[l].Err())
 	}
 	c.tps[0] = c.tps[eventheader.LevelVerbose] // never used: level() is 1..5
-	h := &Handler{c: c, min: o.Level}
+	h := &Handler{c: c}
+	switch lv := o.Level.(type) {
+	case nil:
+	case slog.Level:
+		h.minKind, h.minConst = minConst, lv
+	case *slog.LevelVar:
+		h.minKind, h.minVar = minVar, lv
+	default:
+		h.minKind, c.min = minOther, lv
+	}
 	for l, tp := range c.tps {
 		h.evs[l] = tp.Event()
 	}
@@ -134,13 +149,32 @@ func level(l slog.Level) int {
 	return min(max(4-int(l>>2), 1), 5)
 }
 
-// Enabled reports whether a record of level l would be written: l is not
-// below Options.Level and its tracepoint's enable bit is set.
+// Enabled reports whether a record of level l would be written: its
+// tracepoint's enable bit is set and l is not below Options.Level (when
+// that is a slog.Level or a *slog.LevelVar).
 func (h *Handler) Enabled(_ context.Context, l slog.Level) bool {
 	// The enable bit first: while nobody listens that is all there is.
-	ev := h.evs[level(l)]
-	return ev != nil && ev.Enabled() && (h.min == nil || l >= h.min.Level())
+	ev := h.evs[level(l)&7]
+	if ev == nil || !ev.Enabled() {
+		return false
+	}
+	// No calls: one would give Enabled a frame and double its cost.
+	switch h.minKind {
+	case minConst:
+		return l >= h.minConst
+	case minVar:
+		return l >= h.minVar.Level() // inlined: an atomic load
+	}
+	return true // no minimum, or another Leveler's, which Handle checks
 }
+
+// How Options.Level is checked.
+const (
+	minNone  = iota
+	minConst // a slog.Level
+	minVar   // a *slog.LevelVar
+	minOther // another Leveler: its Level is a call, made in Handle
+)
 
 // Tracepoint returns the tracepoint records of level l are written to.
 func (h *Handler) Tracepoint(l slog.Level) *ehprovider.Tracepoint {
@@ -157,13 +191,13 @@ type state struct {
 
 var statePool = sync.Pool{New: func() any { return new(state) }}
 
-// Handle writes r if its tracepoint is enabled (it does not check
-// Options.Level: slog.Logger asks Enabled first). It returns the error
-// of building or writing the event; a listener detaching during the write
-// may make it the backend's EBADF.
+// Handle writes r if its tracepoint is enabled (and r is not below an
+// Options.Level that Enabled does not check; slog.Logger asks Enabled
+// first). It returns the error of building or writing the event; a
+// listener detaching during the write may make it the backend's EBADF.
 func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 	tp := h.c.tps[level(r.Level)]
-	if !tp.Enabled() {
+	if !tp.Enabled() || h.minKind == minOther && r.Level < h.c.min.Level() {
 		return nil
 	}
 	s := statePool.Get().(*state)

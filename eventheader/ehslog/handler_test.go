@@ -520,6 +520,15 @@ func TestAllocs(t *testing.T) {
 	if n != 0 {
 		t.Errorf("%v allocations per enabled record, want 0", n)
 	}
+	// A group of a time, an unsigned and a []byte, and a LogValuer.
+	g := slog.Attr{Key: "g", Value: slog.GroupValue(slog.Time("t", time.Now()), slog.Uint64("u", 7), slog.Any("b", []byte{1, 2}))}
+	lv := slog.Any("lazy", &lazy{"x"})
+	n = testing.AllocsPerRun(100, func() {
+		l.LogAttrs(ctx, slog.LevelWarn+1, "grouped", g, lv)
+	})
+	if n != 0 {
+		t.Errorf("%v allocations per enabled record with a group, want 0", n)
+	}
 }
 
 func TestNewErrors(t *testing.T) {
@@ -591,3 +600,54 @@ func TestReplaceAttr(t *testing.T) {
 type lazy struct{ s string }
 
 func (l *lazy) LogValue() slog.Value { return slog.StringValue(l.s) }
+
+// leveler is a Leveler that is neither a Level nor a *LevelVar.
+type leveler struct{ l slog.Level }
+
+func (l leveler) Level() slog.Level { return l.l }
+
+// TestMinLevel: Options.Level as a slog.Level, a *slog.LevelVar (changed
+// while in use) and another Leveler, which Handle checks.
+func TestMinLevel(t *testing.T) {
+	r := newRig(t, "SlogMin")
+	var lv slog.LevelVar
+	lv.Set(slog.LevelWarn)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		min      slog.Leveler
+		enabled  bool // Enabled(Info)
+		infoSeen bool
+	}{
+		{"Level", slog.LevelWarn, false, false},
+		{"LevelVar", &lv, false, false},
+		{"other", leveler{slog.LevelWarn}, true, false},
+		{"none", nil, true, true},
+	} {
+		h := r.handler(t, &ehslog.Options{Level: c.min})
+		if got := h.Enabled(ctx, slog.LevelInfo); got != c.enabled {
+			t.Errorf("%s: Enabled(Info) = %v, want %v", c.name, got, c.enabled)
+		}
+		if !h.Enabled(ctx, slog.LevelWarn) {
+			t.Errorf("%s: Warn not enabled", c.name)
+		}
+		l := slog.New(checked{h, t})
+		l.Info("info")
+		l.Warn("warn")
+		evs := r.read(t, 1)
+		if c.infoSeen {
+			evs = append(evs, r.read(t, 1)...)
+		}
+		if msg := evs[0].fields["msg"]; msg != map[bool]string{true: "info", false: "warn"}[c.infoSeen] {
+			t.Errorf("%s: first record %v", c.name, msg)
+		}
+	}
+	lv.Set(slog.LevelInfo)
+	h := r.handler(t, &ehslog.Options{Level: &lv})
+	if !h.Enabled(ctx, slog.LevelInfo) {
+		t.Error("LevelVar lowered to Info: Info not enabled")
+	}
+	if len(r.pending) > 0 {
+		t.Errorf("records below the minimum written: %s", r.pending[0].json)
+	}
+}
