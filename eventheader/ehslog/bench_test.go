@@ -44,6 +44,15 @@ func benchHandler(b *testing.B, on bool) *ehslog.Handler {
 
 var sink int
 
+// noop is an enabled handler that writes nothing: slog's own share of an
+// enabled record (the Record, its PC, its time, the Attrs).
+type noop struct{}
+
+func (noop) Enabled(context.Context, slog.Level) bool  { return true }
+func (noop) Handle(context.Context, slog.Record) error { return nil }
+func (n noop) WithAttrs([]slog.Attr) slog.Handler      { return n }
+func (n noop) WithGroup(string) slog.Handler           { return n }
+
 // BenchmarkDisabled is what a program pays per log call while nobody
 // listens: Handler.Enabled alone, and slog.Logger's Info and LogAttrs
 // with three attributes, which ask Enabled first and return.
@@ -92,7 +101,8 @@ func BenchmarkDisabled(b *testing.B) {
 
 // BenchmarkEnabled3 is one Info record with three attributes written
 // through the Handler to the in-process backend, its tracepoint enabled;
-// beside it log/slog's JSON handler writes the same record to io.Discard.
+// beside it log/slog's JSON handler writes the same record to io.Discard,
+// and a handler doing nothing shows slog's own share.
 // "-with" loggers hold two attributes of With and a group of WithGroup.
 func BenchmarkEnabled3(b *testing.B) {
 	h := benchHandler(b, true)
@@ -103,6 +113,7 @@ func BenchmarkEnabled3(b *testing.B) {
 	}{
 		{"ehslog", h},
 		{"slog-json", slog.NewJSONHandler(io.Discard, nil)},
+		{"slog-noop", noop{}},
 	} {
 		logger := slog.New(c.h)
 		b.Run(c.name+"/Info", func(b *testing.B) {
