@@ -86,7 +86,8 @@
 //
 // Options.ReplaceAttr works as slog.HandlerOptions.ReplaceAttr does; with
 // it the built-in fields are made and encoded as attributes, a little
-// slower. A value it returns of kind Any that is a *slog.Source is
+// slower (and the level, boxed in an Attr as slog's own handlers box it,
+// allocates for levels outside 0..255, Debug's -4 among them). A value it returns of kind Any that is a *slog.Source is
 // written as the source struct.
 //
 // # What it does not do
