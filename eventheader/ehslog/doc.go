@@ -13,7 +13,8 @@
 // user_events exporter does. A record goes to the tracepoint of its
 // level, and Enabled is that tracepoint's enable bit: a listener chooses
 // the levels it wants by the tracepoints it attaches to (perf record -e
-// 'user_events:MyApp_L4K1' for Info and above needs L1..L4). The slog
+// 'user_events:MyApp_L4K1' takes the Info records; Info and above are
+// MyApp_L1K1 to MyApp_L4K1). The slog
 // level maps as OpenTelemetry maps it — slog's bridge makes severity
 // level+9, the Rust exporter turns severities into EventHeader levels:
 //
@@ -26,7 +27,7 @@
 //
 // Levels between slog's named ones go down to the band they are in (Info+2
 // is Information, Warn-1 Information): a band is the four slog levels from
-// a named one up. Options.Level, when set, is a minimum checked before
+// a named one up. Options.Level, when set, is a minimum checked after
 // the enable bit.
 //
 // # The event
@@ -66,17 +67,21 @@
 // The format bounds what a record can hold, and the handler keeps what
 // fits rather than lose the record: a struct holds at most 127 fields,
 // structs nest 8 deep at most (Microsoft's decoder refuses deeper ones),
-// and a NUL cannot be in a name (it becomes '_'). Attributes beyond a
+// and a NUL cannot be in a name (it becomes '_'; a ';' is kept, and
+// starts what EventHeader decoders read as the field's attributes). Attributes beyond a
 // group's 127th field — 126th for attributes of WithAttrs, which leaves
 // room for a nested group — or in groups nested deeper than 8 are
 // dropped, and the event then ends with a field "!DROPPED" (uint64)
 // counting them. An event whose field names make more than 65535 bytes
 // of metadata, or whose size the backend refuses, is not written: Handle
-// returns the error.
+// returns the error. A consumer may take less than user_events does —
+// perf at most 8 KiB of raw sample, ftrace a page — and loses longer
+// events, as it loses the kernel's.
 //
 // # Cost
 //
-// Enabled is one level-to-tracepoint lookup and the enable word's load.
+// Enabled is one level-to-tracepoint lookup and the enable word's load,
+// with no call (about a nanosecond of CPU).
 // WithAttrs and WithGroup encode their attributes and structs once, into
 // the metadata and value bytes every record of the returned Handler
 // copies; a record encodes only its own attributes. Handle allocates
