@@ -15,9 +15,14 @@
 // as the threads of a process share its user_event_mm; when the last one
 // closes — the process exited, crashed or exec'ed, since the descriptors
 // are close-on-exec — its enablers go and with them its events, as at
-// process exit in Linux. A caller is perfmon_capable when its effective
-// capabilities (read from /proc/<pid>/status) hold CAP_PERFMON or
-// CAP_SYS_ADMIN: PERSIST and dynamic_events changes need it.
+// process exit in Linux. A caller is perfmon_capable as Linux's capable()
+// decides in the initial user namespace, here the daemon's: CAP_PERFMON or
+// CAP_SYS_ADMIN effective in the daemon's user namespace or an ancestor —
+// root of a namespace it made itself (`unshare -Ur`) is not — of the
+// process SO_PEERPIDFD names (package caps). PERSIST and dynamic_events
+// changes need it. The decision is made when the client connects; Linux
+// makes it at each call, so capabilities dropped later still count here
+// for that connection.
 //
 // The daemon never trusts a client: a malformed, truncated or oversized
 // message is answered with an error (EPROTO, EMSGSIZE) or drops that

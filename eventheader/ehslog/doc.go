@@ -99,6 +99,9 @@
 //
 // It does not write activity ids, or write OpenTelemetry's Common Schema
 // layout (PartA/PartB/PartC structs) that its log exporters write for
-// OpenTelemetry log records; it writes slog's own shape. It does not
+// OpenTelemetry log records; it writes slog's own shape. For that layout,
+// bridge slog to OpenTelemetry's Logs SDK (otelslog) and write with
+// package eventheader/ehotel: the same tracepoints, levels and event name,
+// the Rust exporter's fields. It does not
 // register tracepoints for other keywords: one Handler, one keyword.
 package ehslog
