@@ -132,6 +132,11 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		return err
 	}
 	defer out.Close()
+	// SIGINT and SIGTERM are caught before the events are enabled: a
+	// Ctrl-C the moment they are must finish the file, not kill us with
+	// it half written.
+	ctx, stop, signalled := recordSignals(cmd)
+	defer stop()
 	rec, closeBackend, err := openRecorder(g, out, opts)
 	if err != nil {
 		os.Remove(a.output)
@@ -152,8 +157,6 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		}
 	}
 
-	ctx, stop, signalled := recordSignals(cmd)
-	defer stop()
 	if a.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.duration)
