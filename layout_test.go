@@ -45,7 +45,7 @@ var layers = [][]string{
 // not even in its tests; it imports the product.
 var tooling = [][]string{
 	{"kernel/vmtest"},
-	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/cmd/filtergolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite"},
+	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/cmd/filtergolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite", "benchmarks/soak"},
 	{"conformance/cmd/ueconform"},
 }
 

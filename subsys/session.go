@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -291,11 +292,13 @@ func (ss *Session) Close() error {
 	return nil
 }
 
+// removeSession removes ss from list in place. The vacated slot is
+// cleared (slices.Delete): the collector scans a slice's whole array, so a
+// pointer left past its length would keep a closed session — its buffer,
+// its ring's mapping — alive until another took the slot.
 func removeSession(list []*Session, ss *Session) []*Session {
-	for i, x := range list {
-		if x == ss {
-			return append(list[:i:i], list[i+1:]...)
-		}
+	if i := slices.Index(list, ss); i >= 0 {
+		return slices.Delete(list, i, i+1)
 	}
 	return list
 }
