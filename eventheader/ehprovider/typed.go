@@ -245,7 +245,7 @@ func appendValue[T Value](dst []byte, v T) []byte {
 	case []int64:
 		return appendFixed(dst, v)
 	case []int:
-		return appendFixed(dst, v)
+		return appendWord(dst, v)
 	case []uint16:
 		return appendFixed(dst, v)
 	case []uint32:
@@ -253,9 +253,9 @@ func appendValue[T Value](dst []byte, v T) []byte {
 	case []uint64:
 		return appendFixed(dst, v)
 	case []uint:
-		return appendFixed(dst, v)
+		return appendWord(dst, v)
 	case []uintptr:
-		return appendFixed(dst, v)
+		return appendWord(dst, v)
 	case []float32:
 		return appendFixed(dst, v)
 	case []float64:
@@ -307,6 +307,27 @@ func appendString(dst []byte, s string) []byte {
 // arrayLen is the number of elements of an n-element slice that an array
 // holds: all of them up to the count's 65535.
 func arrayLen(n int) int { return min(n, math.MaxUint16) }
+
+// appendWord appends an array of int, uint or uintptr: value64 whatever
+// their size, so widened one by one where they are 32 bits.
+func appendWord[E ~int | ~uint | ~uintptr](dst []byte, s []E) []byte {
+	var zero E
+	if unsafe.Sizeof(zero) == 8 {
+		return appendFixed(dst, s)
+	}
+	return appendWidened(dst, s)
+}
+
+// appendWidened appends an array of int, uint or uintptr as value64s,
+// one by one.
+func appendWidened[E ~int | ~uint | ~uintptr](dst []byte, s []E) []byte {
+	s = s[:arrayLen(len(s))]
+	dst = le.AppendUint16(dst, uint16(len(s)))
+	for _, v := range s {
+		dst = le.AppendUint64(dst, uint64(v))
+	}
+	return dst
+}
 
 // fixed are the element types of arrays whose values are their memory in
 // the host's byte order: integers, floats, bools (Go keeps them 0 or 1)
@@ -544,7 +565,7 @@ func (e *Event0) Write() error {
 // started this one, usually given on an OpcodeActivityStart event — unless
 // nil. With id nil it is Write. Both are copied, not kept; the write
 // allocates nothing more than Write. Every EventN has it, the ids before
-// the values.
+// the values. A UUID type's value u is passed as (*[16]byte)(&u).
 func (e *Event0) WriteActivity(id, related *[16]byte) error {
 	if !e.tp.Enabled() {
 		return nil

@@ -65,3 +65,20 @@ func TestArrayCut(t *testing.T) {
 		restore()
 	}
 }
+
+// TestAppendWidened: the way of 32-bit hosts for arrays of int, uint and
+// uintptr writes what the memory copy of 64-bit hosts does.
+func TestAppendWidened(t *testing.T) {
+	ints := []int{0, -1, 1 << 40, -1 << 62, 7}
+	uints := []uint{0, 1<<64 - 1, 1 << 33}
+	ptrs := []uintptr{0, 1<<64 - 1, 0xdeadbeef}
+	if got, want := appendWidened(nil, ints), appendFixed(nil, ints); !bytes.Equal(got, want) {
+		t.Errorf("[]int: % x, want % x", got, want)
+	}
+	if got, want := appendWidened(nil, uints), appendFixed(nil, uints); !bytes.Equal(got, want) {
+		t.Errorf("[]uint: % x, want % x", got, want)
+	}
+	if got, want := appendWidened(nil, ptrs), appendFixed(nil, ptrs); !bytes.Equal(got, want) {
+		t.Errorf("[]uintptr: % x, want % x", got, want)
+	}
+}
