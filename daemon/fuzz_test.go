@@ -53,8 +53,9 @@ func FuzzRequest(f *testing.F) {
 		if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
 			t.Fatal(err)
 		}
-		// A read on trace_pipe or a session waits: give up after a while.
-		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
+		// The handshake must be answered, however busy the machine: wait
+		// as long as the tests wait for anything.
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: int64(waitLimit / time.Second)})
 		buf := make([]byte, MaxMessage+1)
 		if err := sendRetry(fd, helloMsg(0, 0), nil); err != nil {
 			t.Fatal(err)
@@ -62,6 +63,9 @@ func FuzzRequest(f *testing.F) {
 		if n, err := recvRetry(fd, buf); err != nil || n == 0 {
 			t.Fatalf("hello: %d, %v", n, err)
 		}
+		// A read on trace_pipe or a session waits: give up on the reply
+		// after a while (it is not required; the probe below is).
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
 		if err := sendRetry(fd, msg, nil); err != nil && !errors.Is(err, unix.EMSGSIZE) {
 			return // dropped already
 		}
