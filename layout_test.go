@@ -15,10 +15,10 @@ import (
 var layers = [][]string{
 	// The uapi, perf's and Perfetto's formats, the event model, the EventHeader format, who wrote a
 	// record, where and when, the shared-memory record ring, other processes'
-	// memory and the kernel's news of their forks, execs and exits, and a FUSE server.
+	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
 		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "tracefmt", "perfdata",
-		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/fuse"},
+		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/fuse", "internal/otlp"},
 	// The ftrace ring buffer and its text.
 	{"internal/ftrace"},
 	// The user_events subsystem in user space.
