@@ -29,8 +29,9 @@ var layers = [][]string{
 	// The daemon: the subsystem served on a socket; and its tree served
 	// through FUSE.
 	{"daemon", "fusefs"},
-	// What programs import, and recording and decoding.
-	{"userevents", "record", "report"},
+	// What programs import, recording and decoding, and shipping events to
+	// OpenTelemetry.
+	{"userevents", "record", "report", "export"},
 	// EventHeader providers, registering their tracepoints through userevents.
 	{"eventheader/ehprovider"},
 	// The tool.

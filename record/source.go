@@ -76,6 +76,7 @@ type kernelSource struct {
 	all   []int            // every event fd, ring owners included
 	poll  []unix.PollFd
 
+	monotonic bool // Options.ClockMonotonic
 	stopped   bool
 	lostSeen  uint64 // counted by PERF_RECORD_LOST records read so far
 	lostFinal bool   // the final lost count has been settled
@@ -135,6 +136,10 @@ func (k *kernelSource) attach(ev *event) error {
 		// read at the end: the kernel reports a full ring's losses as a
 		// PERF_RECORD_LOST only with its next record, which may never come.
 		Read_format: unix.PERF_FORMAT_LOST,
+	}
+	if k.monotonic {
+		attr.Bits |= unix.PerfBitUseClockID
+		attr.Clockid = unix.CLOCK_MONOTONIC
 	}
 	if k.rings[0] == nil {
 		// The first event also reports new task names (exec, prctl) and
