@@ -345,9 +345,20 @@ func waitOutput(t *testing.T, n int, paths ...string) []got {
 	}
 }
 
+// source says what the records of a source must show beyond wants: the
+// resource (process) and how their times are checked.
+type source struct {
+	pid  int64
+	comm string
+	// time checks a record's time; nil: it must be want.time.
+	time func(seq int64, t uint64) bool
+}
+
+var fileSource = source{pid: testPID, comm: testComm}
+
 // checkRecords checks that every record is one of wants, each at most
 // once, with its fields and time intact; it returns the seqs seen.
-func checkRecords(t *testing.T, all []got, wants []want) map[int64]bool {
+func checkRecords(t *testing.T, all []got, wants []want, src source) map[int64]bool {
 	t.Helper()
 	seen := map[int64]bool{}
 	host, _ := os.Hostname()
@@ -361,8 +372,12 @@ func checkRecords(t *testing.T, all []got, wants []want) map[int64]bool {
 		}
 		seen[seq] = true
 		w := wants[seq]
-		if g.rec.EventName != w.eventName || g.rec.TimeUnixNano != strconv.FormatUint(w.time, 10) ||
-			g.rec.SeverityNumber != w.severity || g.rec.SeverityText != w.sevText {
+		ts, _ := strconv.ParseUint(g.rec.TimeUnixNano, 10, 64)
+		timeOK := ts == w.time
+		if src.time != nil {
+			timeOK = src.time(seq, ts)
+		}
+		if g.rec.EventName != w.eventName || !timeOK || g.rec.SeverityNumber != w.severity || g.rec.SeverityText != w.sevText {
 			t.Errorf("seq %d: event %q time %s severity %d %q; want %q %d %d %q", seq, g.rec.EventName, g.rec.TimeUnixNano,
 				g.rec.SeverityNumber, g.rec.SeverityText, w.eventName, w.time, w.severity, w.sevText)
 		}
@@ -375,8 +390,8 @@ func checkRecords(t *testing.T, all []got, wants []want) map[int64]bool {
 			}
 		}
 		wantRes := map[string]otlp.Value{
-			"host.name": otlp.StringValue(host), "process.pid": otlp.IntValue(testPID),
-			"process.executable.name": otlp.StringValue(testComm), "service.name": otlp.StringValue("export-test"),
+			"host.name": otlp.StringValue(host), "process.pid": otlp.IntValue(src.pid),
+			"process.executable.name": otlp.StringValue(src.comm), "service.name": otlp.StringValue("export-test"),
 		}
 		if diff := cmp.Diff(wantRes, g.resource); diff != "" {
 			t.Errorf("seq %d: resource (-want +got):\n%s", seq, diff)
@@ -440,7 +455,7 @@ func TestCollectorFile(t *testing.T) {
 				t.Fatalf("summary %+v, want %d delivered of %d:\n%s", s, n, n, stderr.String())
 			}
 			all := waitOutput(t, n, out)
-			seen := checkRecords(t, all, wants)
+			seen := checkRecords(t, all, wants, fileSource)
 			if len(all) != n || len(seen) != n {
 				t.Errorf("the Collector wrote %d records (%d distinct), want %d", len(all), len(seen), n)
 			}

@@ -1,0 +1,176 @@
+package export_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/userevents"
+)
+
+// eventually waits for cond, failing after a minute.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startDaemon runs `uetrace serve` on a socket of its own.
+func startDaemon(t *testing.T, uetrace string) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "uetrace.sock")
+	cmd := exec.Command(uetrace, "serve", "--socket", sock)
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	eventually(t, "the daemon to answer", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("the daemon exited:\n%s", log.String())
+		default:
+		}
+		c, err := daemon.Dial(sock, nil)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return sock
+}
+
+// liveEvents registers the test file's three events on f and returns a
+// writer of sample i's payload (what testFile's sample i carries).
+func liveEvents(t *testing.T, f *userevents.File) (write func(w want) error, enabled func() bool) {
+	t.Helper()
+	byName := map[string]*userevents.Event{}
+	for _, cmd := range []string{xCommand, ehInfo + " " + eventheader.CommandTypes, ehErr + " " + eventheader.CommandTypes} {
+		ev, err := f.Register(cmd, 0)
+		if err != nil {
+			t.Fatalf("register %q: %v", cmd, err)
+		}
+		t.Cleanup(func() { ev.Close() })
+		byName[eventdef.System+":"+strings.Fields(cmd)[0]] = ev
+	}
+	write = func(w want) error {
+		ev := byName[w.sample.Event.System+":"+w.sample.Event.Name]
+		return ev.Write(w.sample.Raw[eventdef.HeaderSize:])
+	}
+	enabled = func() bool {
+		for _, ev := range byName {
+			if !ev.Enabled() {
+				return false
+			}
+		}
+		return true
+	}
+	return write, enabled
+}
+
+// TestCollectorLiveDaemon exports live from a daemon: a process writes
+// events through it while uetrace export runs, then export is stopped with
+// SIGINT; the Collector has every event, its fields intact and its time
+// between the write's start and end.
+func TestCollectorLiveDaemon(t *testing.T) {
+	otelcol, uetrace := binaries(t)
+	const n = 3000
+	_, wants := testFile(t, n)
+	for _, proto := range []string{"grpc", "http"} {
+		t.Run(proto, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "logs.json")
+			c := startCollector(t, otelcol, freePort(t), freePort(t), out)
+			port := c.grpcPort
+			if proto == "http" {
+				port = c.httpPort
+			}
+			sock := startDaemon(t, uetrace)
+			f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			write, enabled := liveEvents(t, f)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, uetrace, "--backend", "daemon", "--socket", sock, "export", "-q",
+				"-e", "x", "-e", "UetraceTest_*", "--protocol", proto, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port),
+				"--service-name", "export-test", "--batch-size", "256")
+			cmd.WaitDelay = 5 * time.Second
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			// The events are enabled once export has attached them, which
+			// is after it catches SIGINT.
+			eventually(t, "export to enable the events", enabled)
+
+			times := make([][2]uint64, n)
+			for i, w := range wants {
+				times[i][0] = uint64(time.Now().UnixNano())
+				if err := write(w); err != nil {
+					t.Fatalf("write %d: %v", i, err)
+				}
+				times[i][1] = uint64(time.Now().UnixNano())
+			}
+			// Everything written reaches the Collector while export runs
+			// (the daemon delivers in batches); then Ctrl-C.
+			all := waitOutput(t, n, out)
+			cmd.Process.Signal(syscall.SIGINT)
+			if err := <-exited; err != nil {
+				t.Fatalf("uetrace export: %v\n%s", err, stderr.String())
+			}
+			s := parseSummary(t, stderr.String())
+			if s != (summary{events: n, delivered: n}) {
+				t.Fatalf("summary %+v, want %d delivered of %d:\n%s", s, n, n, stderr.String())
+			}
+			comm, _ := os.ReadFile("/proc/self/comm")
+			for i := range wants {
+				// Live, the thread and CPU are the writer's.
+				delete(wants[i].attrs, "thread.id")
+				delete(wants[i].attrs, "linux.cpu")
+			}
+			seen := checkRecords(t, readOutput(t, out), wants, source{
+				pid: int64(os.Getpid()), comm: string(bytes.TrimSpace(comm)),
+				// CLOCK_MONOTONIC made wall-clock time: within the write,
+				// give or take the clocks' reading apart (1 ms).
+				time: func(seq int64, ts uint64) bool {
+					return ts+1e6 >= times[seq][0] && ts <= times[seq][1]+1e6
+				},
+			})
+			if len(all) != n || len(seen) != n {
+				t.Errorf("the Collector wrote %d records (%d distinct), want %d", len(all), len(seen), n)
+			}
+		})
+	}
+}
