@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/uetrace/uetrace/export"
 	"github.com/uetrace/uetrace/internal/otlp"
 )
 
@@ -460,5 +461,101 @@ func TestCollectorFile(t *testing.T) {
 				t.Errorf("the Collector wrote %d records (%d distinct), want %d", len(all), len(seen), n)
 			}
 		})
+	}
+}
+
+// TestCollectorOutage stops the Collector in the middle of an export
+// (SIGTERM: it shuts down cleanly) and starts it again on the same ports:
+// the exporter retries, and in the end every record was either delivered
+// — found once in the Collector's files, intact — or counted as dropped.
+func TestCollectorOutage(t *testing.T) {
+	otelcol, _ := binaries(t)
+	const n = 3000
+	_, wants := testFile(t, n)
+	for _, p := range protocols {
+		t.Run(p.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			out1, out2 := filepath.Join(dir, "before.json"), filepath.Join(dir, "after.json")
+			gp, hp := freePort(t), freePort(t)
+			c := startCollector(t, otelcol, gp, hp, out1)
+			port := gp
+			if p == otlp.HTTP {
+				port = hp
+			}
+			var notes syncBuffer
+			e, err := export.New(export.Options{
+				Protocol: p, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), ServiceName: "export-test",
+				BatchSize: 100, QueueSize: 4, Senders: 1, BatchDelay: time.Hour,
+				InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, RetryFor: 5 * time.Minute,
+				Notify: func(msg string) { fmt.Fprintln(&notes, msg) },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A third while the Collector runs, a batch at a time: all
+			// delivered.
+			for i := 0; i < n/3; i += 100 {
+				addAll(t, e, wants[i:i+100])
+				eventually(t, "a batch to be delivered", func() bool { return e.Stats().Delivered == uint64(i+100) })
+			}
+			c.stop(t)
+			// A third while it is down: a batch retried, four queued, the
+			// rest dropped for the full queue.
+			addAll(t, e, wants[n/3:2*n/3])
+			eventually(t, "retries", func() bool { return e.Stats().Retries >= 3 })
+			startCollector(t, otelcol, gp, hp, out2)
+			// A third after it is back.
+			addAll(t, e, wants[2*n/3:])
+			st := closeAndCheck(t, e, 2*time.Minute)
+			t.Logf("%+v", st)
+			if st.Received != n || st.Rejected != 0 {
+				t.Errorf("stats %+v, want %d received, none rejected", st, n)
+			}
+			all := waitOutput(t, int(st.Delivered), out1, out2)
+			seen := checkRecords(t, all, wants, fileSource)
+			if uint64(len(all)) != st.Delivered || len(seen) != len(all) {
+				t.Errorf("the Collector wrote %d records (%d distinct); the exporter counted %d delivered", len(all), len(seen), st.Delivered)
+			}
+			for i := range n / 3 {
+				if !seen[int64(i)] {
+					t.Fatalf("seq %d, sent before the outage, is not in the Collector's output", i)
+				}
+			}
+			if !strings.Contains(notes.String(), "retrying") || !strings.Contains(notes.String(), "again") {
+				t.Errorf("the exporter's notices do not tell of the outage and its end:\n%s", notes.String())
+			}
+		})
+	}
+}
+
+// TestCLIInterruptCounts: uetrace export of a file to a Collector that is
+// not there retries; Ctrl-C then stops it within --shutdown-timeout, every
+// event counted as dropped, and the exit status says so.
+func TestCLIInterruptCounts(t *testing.T) {
+	_, uetrace := binaries(t)
+	const n = 500
+	path, _ := testFile(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, uetrace, "export", "-i", path, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+		"--batch-size", "100", "--queue", "2", "--shutdown-timeout", "200ms")
+	cmd.WaitDelay = 5 * time.Second
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	eventually(t, "export to retry", func() bool { return strings.Contains(stderr.String(), "retrying") })
+	cmd.Process.Signal(syscall.SIGINT)
+	err := <-exited
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("uetrace export: %v, want exit status 1\n%s", err, stderr.String())
+	}
+	s := parseSummary(t, stderr.String())
+	if s.events == 0 || s.delivered != 0 || s.dropped != s.events {
+		t.Errorf("summary %+v: want every event read counted as dropped\n%s", s, stderr.String())
 	}
 }
