@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 // binaries builds the Collector and uetrace, or skips when there is no go
 // command to build them with. $UETRACE_BIN and $UETRACE_OTELCOL name
 // binaries built already: what the VM run (kernel/suites) passes in.
-func binaries(t *testing.T) (otelcol, uetrace string) {
+func binaries(t testing.TB) (otelcol, uetrace string) {
 	t.Helper()
 	if u, o := os.Getenv("UETRACE_BIN"), os.Getenv("UETRACE_OTELCOL"); u != "" && o != "" {
 		return o, u
@@ -87,7 +87,7 @@ func binaries(t *testing.T) (otelcol, uetrace string) {
 }
 
 // freePort is a port nobody listens on now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -149,7 +149,7 @@ service:
 
 // startCollector starts the Collector and waits until both receivers
 // accept connections.
-func startCollector(t *testing.T, bin string, grpcPort, httpPort int, out string) *collector {
+func startCollector(t testing.TB, bin string, grpcPort, httpPort int, out string) *collector {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
@@ -188,7 +188,7 @@ func startCollector(t *testing.T, bin string, grpcPort, httpPort int, out string
 // stop ends the Collector as its operator would (SIGTERM: it shuts its
 // receivers down and flushes the file), and kills it if it takes longer
 // than a minute.
-func (c *collector) stop(t *testing.T) {
+func (c *collector) stop(t testing.TB) {
 	select {
 	case <-c.exited:
 		return

@@ -19,7 +19,7 @@ import (
 )
 
 // eventually waits for cond, failing after a minute.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for !cond() {
@@ -31,9 +31,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // startDaemon runs `uetrace serve` on a socket of its own.
-func startDaemon(t *testing.T, uetrace string) string {
+func startDaemon(t testing.TB, uetrace string) (sock string, pid int) {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "uetrace.sock")
+	sock = filepath.Join(t.TempDir(), "uetrace.sock")
 	cmd := exec.Command(uetrace, "serve", "--socket", sock)
 	log := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
@@ -63,12 +63,12 @@ func startDaemon(t *testing.T, uetrace string) string {
 		}
 		return err == nil
 	})
-	return sock
+	return sock, cmd.Process.Pid
 }
 
 // liveEvents registers the test file's three events on f and returns a
 // writer of sample i's payload (what testFile's sample i carries).
-func liveEvents(t *testing.T, f *userevents.File) (write func(w want) error, enabled func() bool) {
+func liveEvents(t testing.TB, f *userevents.File) (write func(w want) error, enabled func() bool, dropped func() uint64) {
 	t.Helper()
 	byName := map[string]*userevents.Event{}
 	for _, cmd := range []string{xCommand, ehInfo + " " + eventheader.CommandTypes, ehErr + " " + eventheader.CommandTypes} {
@@ -91,7 +91,14 @@ func liveEvents(t *testing.T, f *userevents.File) (write func(w want) error, ena
 		}
 		return true
 	}
-	return write, enabled
+	dropped = func() uint64 {
+		var n uint64
+		for _, ev := range byName {
+			n += ev.Dropped()
+		}
+		return n
+	}
+	return write, enabled, dropped
 }
 
 // TestCollectorLive exports live: a process writes events while uetrace
@@ -102,7 +109,7 @@ func liveEvents(t *testing.T, f *userevents.File) (write func(w want) error, ena
 func TestCollectorLive(t *testing.T) {
 	t.Run("daemon", func(t *testing.T) {
 		_, uetrace := binaries(t)
-		sock := startDaemon(t, uetrace)
+		sock, _ := startDaemon(t, uetrace)
 		testLive(t, 3000, []string{"--backend", "daemon", "--socket", sock},
 			userevents.Options{Backend: userevents.Daemon, Socket: sock})
 	})
@@ -135,7 +142,7 @@ func testLive(t *testing.T, n int, backend []string, uo userevents.Options) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			write, enabled := liveEvents(t, f)
+			write, enabled, dropped := liveEvents(t, f)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
@@ -162,6 +169,9 @@ func testLive(t *testing.T, n int, backend []string, uo userevents.Options) {
 					t.Fatalf("write %d: %v", i, err)
 				}
 				times[i][1] = uint64(time.Now().UnixNano())
+			}
+			if d := dropped(); d != 0 {
+				t.Fatalf("the writer dropped %d records", d)
 			}
 			// Everything written reaches the Collector while export runs;
 			// then Ctrl-C.
