@@ -164,4 +164,3 @@ func BenchmarkExportLive(b *testing.B) {
 		}
 	}
 }
-
