@@ -175,11 +175,20 @@ func plainAttrs(f *tracefmt.Format, raw []byte, attrs []otlp.KeyValue) []otlp.Ke
 		default:
 			val = otlp.BytesValue(clone(v.Data))
 		}
-		attrs = append(attrs, otlp.KeyValue{Key: fd.Name, Value: val})
+		attrs = append(attrs, otlp.KeyValue{Key: validUTF8String(fd.Name), Value: val})
 	}
 	return attrs
 }
 
+func validUTF8String(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// validUTF8 is b as a string of UTF-8, invalid bytes replaced: OTLP's
+// strings are UTF-8, and a Collector may refuse a request that has others.
 func validUTF8(b []byte) string {
 	if utf8.Valid(b) {
 		return string(b)
@@ -205,7 +214,7 @@ func decodeEH(ev *Event, raw []byte) (eventheader.Event, bool) {
 // ehAttrs maps an EventHeader event: its name, level as severity, its
 // metadata and its fields (structs as maps, arrays as arrays).
 func ehAttrs(r *otlp.Record, e *eventheader.Event, attrs []otlp.KeyValue) []otlp.KeyValue {
-	r.EventName = e.Tracepoint.Provider + ":" + string(e.EventName())
+	r.EventName = e.Tracepoint.Provider + ":" + validUTF8(e.EventName())
 	lvl := int(e.Header.Level)
 	if lvl < len(severities) {
 		r.SeverityNumber, r.SeverityText = severities[lvl].num, severities[lvl].text
@@ -255,9 +264,9 @@ func ehAttrs(r *otlp.Record, e *eventheader.Event, attrs []otlp.KeyValue) []otlp
 		it := f.Item()
 		switch it.Kind {
 		case eventheader.ItemStructBegin:
-			stack = append(stack, frame{name: string(it.FieldName()), kvs: []otlp.KeyValue{}})
+			stack = append(stack, frame{name: validUTF8(it.FieldName()), kvs: []otlp.KeyValue{}})
 		case eventheader.ItemArrayBegin:
-			stack = append(stack, frame{name: string(it.FieldName()), array: true, vals: []otlp.Value{}})
+			stack = append(stack, frame{name: validUTF8(it.FieldName()), array: true, vals: []otlp.Value{}})
 		case eventheader.ItemStructEnd, eventheader.ItemArrayEnd:
 			if len(stack) == 1 {
 				break
@@ -271,7 +280,7 @@ func ehAttrs(r *otlp.Record, e *eventheader.Event, attrs []otlp.KeyValue) []otlp
 			}
 		case eventheader.ItemValue:
 			scratch = it.AppendJSON(scratch[:0])
-			add(string(it.FieldName()), ehValue(it, scratch))
+			add(validUTF8(it.FieldName()), ehValue(it, scratch))
 		}
 	}
 	return stack[0].kvs
@@ -301,8 +310,10 @@ func ehValue(it *eventheader.Item, js []byte) otlp.Value {
 		if enc == eventheader.EncodingBinaryLength16Char8 || (enc == eventheader.EncodingValue128 && it.Format == eventheader.FormatDefault) {
 			return otlp.BytesValue(clone(it.Value))
 		}
-		if n, err := strconv.ParseInt(string(js), 10, 64); err == nil {
-			return otlp.IntValue(n)
+		if enc >= eventheader.EncodingValue8 && enc <= eventheader.EncodingValue64 {
+			if n, err := strconv.ParseInt(string(js), 10, 64); err == nil {
+				return otlp.IntValue(n)
+			}
 		}
 	}
 	if len(js) > 0 && js[0] == '"' {
