@@ -199,3 +199,103 @@ func testLive(t *testing.T, n int, backend []string, uo userevents.Options) {
 		})
 	}
 }
+
+// TestCLIOutageLive stops the Collector while uetrace export runs live
+// from the daemon, and starts it again on the same ports: export retries
+// and goes on; at the end every event written was either delivered —
+// found once in the Collector's files, intact — or counted as dropped in
+// the summary, exactly. (The queue holds the outage's batches here;
+// TestCollectorOutage overflows it.)
+func TestCLIOutageLive(t *testing.T) {
+	otelcol, uetrace := binaries(t)
+	const n = 3000
+	_, wants := testFile(t, n)
+	for i := range wants {
+		delete(wants[i].attrs, "thread.id")
+		delete(wants[i].attrs, "linux.cpu")
+	}
+	for _, proto := range []string{"grpc", "http"} {
+		t.Run(proto, func(t *testing.T) {
+			dir := t.TempDir()
+			out1, out2 := filepath.Join(dir, "before.json"), filepath.Join(dir, "after.json")
+			gp, hp := freePort(t), freePort(t)
+			c := startCollector(t, otelcol, gp, hp, out1)
+			port := gp
+			if proto == "http" {
+				port = hp
+			}
+			sock, _ := startDaemon(t, uetrace)
+			f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			write, enabled, dropped := liveEvents(t, f)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, uetrace, "--backend", "daemon", "--socket", sock, "export",
+				"-e", "x", "-e", "UetraceTest_*", "--protocol", proto, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port),
+				"--service-name", "export-test", "--batch-size", "100", "--batch-delay", "20ms", "--queue", "64", "--senders", "1",
+				"--initial-backoff", "20ms", "--max-backoff", "200ms", "--retry-for", "5m", "--shutdown-timeout", "1m")
+			cmd.WaitDelay = 5 * time.Second
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			eventually(t, "export to enable the events", enabled)
+			times := make([][2]uint64, n)
+			writeAll := func(from, to int) {
+				for i := from; i < to; i++ {
+					times[i][0] = uint64(time.Now().UnixNano())
+					if err := write(wants[i]); err != nil {
+						t.Fatalf("write %d: %v", i, err)
+					}
+					times[i][1] = uint64(time.Now().UnixNano())
+				}
+			}
+			writeAll(0, n/3)
+			waitOutput(t, n/3, out1)
+			c.stop(t)
+			writeAll(n/3, 2*n/3)
+			eventually(t, "export to retry", func() bool { return strings.Contains(stderr.String(), "retrying") })
+			startCollector(t, otelcol, gp, hp, out2)
+			eventually(t, "export to send again", func() bool { return strings.Contains(stderr.String(), "again") })
+			writeAll(2*n/3, n)
+			if d := dropped(); d != 0 {
+				t.Fatalf("the writer dropped %d records", d)
+			}
+			// Let the last third be taken before Ctrl-C: the Collector
+			// has it, or export has counted it dropped.
+			eventually(t, "the last event to reach the Collector", func() bool {
+				for _, g := range readOutput(t, out2) {
+					if g.attrs["seq"].AsInt() == n-1 {
+						return true
+					}
+				}
+				return false
+			})
+			cmd.Process.Signal(syscall.SIGINT)
+			err = <-exited
+			s := parseSummary(t, stderr.String())
+			t.Logf("summary %+v", s)
+			if (err != nil) != (s.dropped > 0) {
+				t.Errorf("exit %v with %d dropped: want a failure exactly when something was dropped", err, s.dropped)
+			}
+			if s.events != n || s.delivered+s.dropped != n || s.rejected != 0 {
+				t.Fatalf("summary %+v: want %d events, delivered + dropped = %d\n%s", s, n, n, stderr.String())
+			}
+			all := waitOutput(t, s.delivered, out1, out2)
+			comm, _ := os.ReadFile("/proc/self/comm")
+			seen := checkRecords(t, all, wants, source{
+				pid: int64(os.Getpid()), comm: string(bytes.TrimSpace(comm)),
+				time: func(seq int64, ts uint64) bool { return ts+5e6 >= times[seq][0] && ts <= times[seq][1]+5e6 },
+			})
+			if len(all) != s.delivered || len(seen) != len(all) {
+				t.Errorf("the Collector wrote %d records (%d distinct); export counted %d delivered", len(all), len(seen), s.delivered)
+			}
+		})
+	}
+}
