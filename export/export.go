@@ -106,9 +106,9 @@ type Stats struct {
 // Dropped is every dropped record, whatever the reason.
 func (s Stats) Dropped() uint64 { return s.DroppedQueueFull + s.DroppedFailed + s.DroppedShutdown }
 
-// batch is one request's records, grouped by process.
+// batch is one request's records, grouped by process, encoded.
 type batch struct {
-	rls   []otlp.ResourceLogs
+	rls   []otlp.EncodedResourceLogs
 	byPID map[uint32]int
 	n     int
 }
@@ -118,6 +118,7 @@ type batch struct {
 type Exporter struct {
 	opts   Options
 	client *otlp.Client
+	enc    otlp.Builder // Add's
 	host   string
 	scope  otlp.Scope
 
@@ -208,8 +209,8 @@ var ErrClosed = errors.New("export: the exporter is closed")
 // counted); otherwise a batch that finds the queue full is dropped and
 // counted.
 func (e *Exporter) Add(ctx context.Context, s *Sample) error {
-	observed := uint64(time.Now().UnixNano())
-	rec := record(s, observed)
+	e.enc.Reset()
+	encodeRecord(&e.enc, s, uint64(time.Now().UnixNano()))
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -226,9 +227,9 @@ func (e *Exporter) Add(ctx context.Context, s *Sample) error {
 	if !ok {
 		i = len(b.rls)
 		b.byPID[s.PID] = i
-		b.rls = append(b.rls, otlp.ResourceLogs{Resource: e.resource(s), Scope: e.scope})
+		b.rls = append(b.rls, otlp.EncodedResourceLogs{Resource: e.resource(s), Scope: e.scope})
 	}
-	b.rls[i].Records = append(b.rls[i].Records, rec)
+	b.rls[i].Records = append(b.rls[i].Records, e.enc.Bytes()...)
 	b.n++
 	var full *batch
 	if b.n >= e.opts.BatchSize {
@@ -299,7 +300,7 @@ func (e *Exporter) sender() {
 	defer e.wg.Done()
 	var buf []byte
 	for b := range e.queue {
-		buf = otlp.AppendRequest(buf[:0], b.rls)
+		buf = otlp.AppendEncodedRequest(buf[:0], b.rls)
 		e.send(b, buf)
 	}
 }

@@ -54,8 +54,16 @@ func FuzzRecord(f *testing.F) {
 		if isEH {
 			ev = eh
 		}
-		r := record(&Sample{Event: ev, Raw: raw}, 1)
-		otlp.AppendRequest(nil, []otlp.ResourceLogs{{Records: []otlp.Record{r}}})
+		var e otlp.Builder
+		encodeRecord(&e, &Sample{Event: ev, Raw: raw}, 1)
+		if e.Depth() != 0 {
+			t.Fatalf("%d values left open", e.Depth())
+		}
+		rls, err := otlp.ParseRequest(otlp.AppendEncodedRequest(nil, []otlp.EncodedResourceLogs{{Records: e.Bytes()}}))
+		if err != nil || len(rls) != 1 || len(rls[0].Records) != 1 {
+			t.Fatalf("the record does not read back: %v", err)
+		}
+		r := rls[0].Records[0]
 		// OTLP strings are UTF-8: a Collector may refuse a request
 		// with one that is not.
 		if !utf8.ValidString(r.EventName) || !utf8.ValidString(r.SeverityText) {

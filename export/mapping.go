@@ -1,12 +1,14 @@
 package export
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/internal/otlp"
@@ -119,65 +121,66 @@ var severities = [...]struct {
 	{otlp.SeverityDebug, "VERBOSE"},
 }
 
-// record maps a sample to a log record.
-func record(s *Sample, observed uint64) otlp.Record {
+// view is b as a string without a copy: for values the Builder copies at
+// once.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// encodeRecord appends a sample as a log record to e.
+func encodeRecord(e *otlp.Builder, s *Sample, observed uint64) {
 	ev := s.Event
-	r := otlp.Record{Time: s.Time, ObservedTime: observed, EventName: ev.full}
-	attrs := make([]otlp.KeyValue, 0, 8)
-	attrs = append(attrs,
-		otlp.KeyValue{Key: AttrTracepoint, Value: otlp.StringValue(ev.full)},
-		otlp.KeyValue{Key: AttrThreadID, Value: otlp.IntValue(int64(s.TID))},
-		otlp.KeyValue{Key: AttrCPU, Value: otlp.IntValue(int64(s.CPU))})
+	e.Record()
+	e.Time(s.Time, observed)
+	e.Str(AttrTracepoint, ev.full)
+	e.Int(AttrThreadID, int64(s.TID))
+	e.Int(AttrCPU, int64(s.CPU))
 	if s.Time == 0 {
-		attrs = append(attrs, otlp.KeyValue{Key: AttrPerfTime, Value: otlp.IntValue(int64(s.PerfTime))})
+		e.Int(AttrPerfTime, int64(s.PerfTime))
 	}
 	switch {
 	case ev.format == nil:
-		attrs = append(attrs, otlp.KeyValue{Key: AttrUndecodable, Value: otlp.BytesValue(clone(s.Raw))})
+		e.BytesValue(AttrUndecodable, s.Raw)
 	case ev.ehOff >= 0:
-		if e, ok := decodeEH(ev, s.Raw); ok {
-			attrs = ehAttrs(&r, &e, attrs)
-			break
+		if eh, ok := decodeEH(ev, s.Raw); ok {
+			ehFields(e, &eh)
+			e.End()
+			return
 		}
-		attrs = plainAttrs(ev.format, s.Raw, attrs)
+		plainFields(e, ev.format, s.Raw)
 	default:
-		attrs = plainAttrs(ev.format, s.Raw, attrs)
+		plainFields(e, ev.format, s.Raw)
 	}
-	r.Attributes = attrs
-	return r
+	e.EventName(ev.full)
+	e.End()
 }
 
-func clone(b []byte) []byte { return append([]byte(nil), b...) }
-
-// plainAttrs appends a record's fields by their format's types: integers
+// plainFields adds a record's fields by their format's types: integers
 // as ints (an unsigned 64-bit value past int64 as its decimal text),
 // strings as strings (invalid UTF-8 replaced: OTLP strings are UTF-8),
 // anything else as bytes. A field outside the record is left out.
-func plainAttrs(f *tracefmt.Format, raw []byte, attrs []otlp.KeyValue) []otlp.KeyValue {
+func plainFields(e *otlp.Builder, f *tracefmt.Format, raw []byte) {
+	var num [20]byte
 	for i := range f.Fields {
 		fd := &f.Fields[i]
 		v := fd.Value(raw)
 		if v.Overflow {
 			continue
 		}
-		var val otlp.Value
+		key := validUTF8String(fd.Name)
 		switch fd.Kind {
 		case tracefmt.Int:
 			if fd.Signed {
-				val = otlp.IntValue(v.Int())
+				e.Int(key, v.Int())
 			} else if u := v.Uint(); u > math.MaxInt64 {
-				val = otlp.StringValue(strconv.FormatUint(u, 10))
+				e.Str(key, view(strconv.AppendUint(num[:0], u, 10)))
 			} else {
-				val = otlp.IntValue(int64(u))
+				e.Int(key, int64(u))
 			}
 		case tracefmt.String:
-			val = otlp.StringValue(validUTF8(v.Text()))
+			e.Str(key, validText(v.Text()))
 		default:
-			val = otlp.BytesValue(clone(v.Data))
+			e.BytesValue(key, v.Data)
 		}
-		attrs = append(attrs, otlp.KeyValue{Key: validUTF8String(fd.Name), Value: val})
 	}
-	return attrs
 }
 
 func validUTF8String(s string) string {
@@ -187,11 +190,12 @@ func validUTF8String(s string) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-// validUTF8 is b as a string of UTF-8, invalid bytes replaced: OTLP's
-// strings are UTF-8, and a Collector may refuse a request that has others.
-func validUTF8(b []byte) string {
+// validText is b as UTF-8 — b itself, viewed, when it is, else a copy
+// with the invalid bytes replaced: OTLP's strings are UTF-8, and a
+// Collector may refuse a request that has others.
+func validText(b []byte) string {
 	if utf8.Valid(b) {
-		return string(b)
+		return view(b)
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
@@ -211,116 +215,111 @@ func decodeEH(ev *Event, raw []byte) (eventheader.Event, bool) {
 	return e, f.Err() == nil
 }
 
-// ehAttrs maps an EventHeader event: its name, level as severity, its
+// ehFields adds an EventHeader event: its name, level as severity, its
 // metadata and its fields (structs as maps, arrays as arrays).
-func ehAttrs(r *otlp.Record, e *eventheader.Event, attrs []otlp.KeyValue) []otlp.KeyValue {
-	r.EventName = e.Tracepoint.Provider + ":" + validUTF8(e.EventName())
-	lvl := int(e.Header.Level)
+func ehFields(e *otlp.Builder, eh *eventheader.Event) {
+	lvl := int(eh.Header.Level)
 	if lvl < len(severities) {
-		r.SeverityNumber, r.SeverityText = severities[lvl].num, severities[lvl].text
+		e.Severity(severities[lvl].num, severities[lvl].text)
 	} else {
-		r.SeverityNumber, r.SeverityText = otlp.SeverityTrace, "VERBOSE"
+		e.Severity(otlp.SeverityTrace, "VERBOSE")
 	}
-	attrs = append(attrs,
-		otlp.KeyValue{Key: AttrEHProvider, Value: otlp.StringValue(e.Tracepoint.Provider)},
-		otlp.KeyValue{Key: AttrEHLevel, Value: otlp.IntValue(int64(lvl))},
-		otlp.KeyValue{Key: AttrEHKeyword, Value: otlp.IntValue(int64(e.Tracepoint.Keyword))})
-	if e.Header.Opcode != 0 {
-		attrs = append(attrs, otlp.KeyValue{Key: AttrEHOpcode, Value: otlp.IntValue(int64(e.Header.Opcode))})
+	e.Str(AttrEHProvider, eh.Tracepoint.Provider)
+	e.Int(AttrEHLevel, int64(lvl))
+	e.Int(AttrEHKeyword, int64(eh.Tracepoint.Keyword))
+	if eh.Header.Opcode != 0 {
+		e.Int(AttrEHOpcode, int64(eh.Header.Opcode))
 	}
-	if e.Header.ID != 0 {
-		attrs = append(attrs, otlp.KeyValue{Key: AttrEHID, Value: otlp.IntValue(int64(e.Header.ID))},
-			otlp.KeyValue{Key: AttrEHVersion, Value: otlp.IntValue(int64(e.Header.Version))})
+	if eh.Header.ID != 0 {
+		e.Int(AttrEHID, int64(eh.Header.ID))
+		e.Int(AttrEHVersion, int64(eh.Header.Version))
 	}
-	if e.Header.Tag != 0 {
-		attrs = append(attrs, otlp.KeyValue{Key: AttrEHTag, Value: otlp.IntValue(int64(e.Header.Tag))})
+	if eh.Header.Tag != 0 {
+		e.Int(AttrEHTag, int64(eh.Header.Tag))
 	}
-	if e.ActivityID != nil {
-		attrs = append(attrs, otlp.KeyValue{Key: AttrEHActivity, Value: otlp.StringValue(string(eventheader.AppendUUID(nil, e.ActivityID)))})
+	var scratch [64]byte
+	if eh.ActivityID != nil {
+		e.Str(AttrEHActivity, view(eventheader.AppendUUID(scratch[:0], eh.ActivityID)))
 	}
-	if e.RelatedActivityID != nil {
-		attrs = append(attrs, otlp.KeyValue{Key: AttrEHRelated, Value: otlp.StringValue(string(eventheader.AppendUUID(nil, e.RelatedActivityID)))})
+	if eh.RelatedActivityID != nil {
+		e.Str(AttrEHRelated, view(eventheader.AppendUUID(scratch[:0], eh.RelatedActivityID)))
 	}
-	// A stack of the open structs and arrays: each a map or an array
-	// being filled, and its name in its parent.
-	type frame struct {
-		name  string
-		array bool
-		kvs   []otlp.KeyValue
-		vals  []otlp.Value
-	}
-	stack := []frame{{kvs: attrs}}
-	add := func(name string, v otlp.Value) {
-		top := &stack[len(stack)-1]
-		if top.array {
-			top.vals = append(top.vals, v)
-		} else {
-			top.kvs = append(top.kvs, otlp.KeyValue{Key: name, Value: v})
-		}
-	}
-	var scratch []byte
-	f := e.Fields()
+	base := e.Depth()
+	js := scratch[:0]
+	f := eh.Fields()
 	for f.Next() {
 		it := f.Item()
 		switch it.Kind {
 		case eventheader.ItemStructBegin:
-			stack = append(stack, frame{name: validUTF8(it.FieldName()), kvs: []otlp.KeyValue{}})
+			e.MapStart(validText(it.FieldName()))
 		case eventheader.ItemArrayBegin:
-			stack = append(stack, frame{name: validUTF8(it.FieldName()), array: true, vals: []otlp.Value{}})
+			e.ArrayStart(validText(it.FieldName()))
 		case eventheader.ItemStructEnd, eventheader.ItemArrayEnd:
-			if len(stack) == 1 {
-				break
-			}
-			top := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if top.array {
-				add(top.name, otlp.ArrayValue(top.vals))
-			} else {
-				add(top.name, otlp.MapValue(top.kvs))
+			if e.Depth() > base {
+				e.End()
 			}
 		case eventheader.ItemValue:
-			scratch = it.AppendJSON(scratch[:0])
-			add(validUTF8(it.FieldName()), ehValue(it, scratch))
+			js = it.AppendJSON(js[:0])
+			ehValue(e, validText(it.FieldName()), it, js)
 		}
 	}
-	return stack[0].kvs
+	for e.Depth() > base {
+		e.End()
+	}
+	name := eh.EventName()
+	if utf8.Valid(name) {
+		e.EventNameBytes(eh.Tracepoint.Provider+":", name)
+	} else {
+		e.EventName(eh.Tracepoint.Provider + ":" + validText(name))
+	}
 }
 
-// ehValue is an EventHeader value as an AnyValue: integers as ints,
-// floats as doubles, booleans as bools, binary as bytes, and everything
-// else as the text Microsoft's decoder shows for it (strings, UUIDs, IP
-// addresses, errno names, times, hex), which js is the JSON of.
-func ehValue(it *eventheader.Item, js []byte) otlp.Value {
+// ehValue adds an EventHeader value: integers as ints, floats as
+// doubles, booleans as bools, binary as bytes, and everything else as the
+// text Microsoft's decoder shows for it (strings, UUIDs, IP addresses,
+// errno names, times, hex), of which js is the JSON.
+func ehValue(e *otlp.Builder, key string, it *eventheader.Item, js []byte) {
 	enc := it.Encoding & eventheader.EncodingValueMask
 	switch it.Format {
 	case eventheader.FormatBoolean:
 		switch string(js) {
 		case "true":
-			return otlp.BoolValue(true)
+			e.Bool(key, true)
+			return
 		case "false":
-			return otlp.BoolValue(false)
+			e.Bool(key, false)
+			return
 		}
 	case eventheader.FormatFloat:
-		if x, err := strconv.ParseFloat(string(js), 64); err == nil {
-			return otlp.DoubleValue(x)
+		if x, err := strconv.ParseFloat(view(js), 64); err == nil {
+			e.Double(key, x)
+			return
 		}
 	case eventheader.FormatHexBytes:
-		return otlp.BytesValue(clone(it.Value))
+		e.BytesValue(key, it.Value)
+		return
 	case eventheader.FormatDefault, eventheader.FormatUnsignedInt, eventheader.FormatSignedInt, eventheader.FormatPid, eventheader.FormatPort:
 		if enc == eventheader.EncodingBinaryLength16Char8 || (enc == eventheader.EncodingValue128 && it.Format == eventheader.FormatDefault) {
-			return otlp.BytesValue(clone(it.Value))
+			e.BytesValue(key, it.Value)
+			return
 		}
 		if enc >= eventheader.EncodingValue8 && enc <= eventheader.EncodingValue64 {
-			if n, err := strconv.ParseInt(string(js), 10, 64); err == nil {
-				return otlp.IntValue(n)
+			if n, err := strconv.ParseInt(view(js), 10, 64); err == nil {
+				e.Int(key, n)
+				return
 			}
 		}
 	}
-	if len(js) > 0 && js[0] == '"' {
+	if len(js) >= 2 && js[0] == '"' {
+		if inner := js[1 : len(js)-1]; bytes.IndexByte(inner, '\\') < 0 {
+			e.Str(key, validText(inner))
+			return
+		}
 		var s string
 		if json.Unmarshal(js, &s) == nil {
-			return otlp.StringValue(s)
+			e.Str(key, s)
+			return
 		}
 	}
-	return otlp.StringValue(validUTF8(js))
+	e.Str(key, validText(js))
 }
