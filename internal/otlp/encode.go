@@ -8,8 +8,10 @@
 // opentelemetry-proto (v1.11.0: opentelemetry/proto/collector/logs/v1/
 // logs_service.proto, logs/v1/logs.proto, common/v1/common.proto,
 // resource/v1/resource.proto), so that uetrace does not depend on the
-// generated Go types nor on grpc-go. ParseRequest reads them back (for
-// tests and for servers in tests); the responses a Collector sends —
+// generated Go types nor on grpc-go. Builder writes log records field by
+// field as an exporter maps its events, without allocating; AppendRequest
+// encodes Record values (tests and small callers). ParseRequest reads
+// requests back (for tests and for servers in tests); the responses a Collector sends —
 // ExportLogsServiceResponse with its partial success, google.rpc.Status
 // with RetryInfo — are decoded too.
 //
