@@ -357,3 +357,38 @@ func BenchmarkAppendRequest(b *testing.B) {
 		buf = AppendRequest(buf[:0], rls)
 	}
 }
+
+// TestExportTLS: https endpoints, gRPC negotiating HTTP/2 by ALPN.
+func TestExportTLS(t *testing.T) {
+	var mu sync.Mutex
+	protos := map[string]int{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		protos[r.URL.Path] = r.ProtoMajor
+		mu.Unlock()
+		if r.URL.Path == GRPCPath {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Grpc-Status", "0")
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	tlsConf := srv.Client().Transport.(*http.Transport).TLSClientConfig
+	for _, p := range []Protocol{GRPC, HTTP} {
+		c, err := New(Options{Protocol: p, Endpoint: srv.URL, TLS: tlsConf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Export(context.Background(), AppendRequest(nil, sampleRequest())); err != nil {
+			t.Errorf("%v over TLS: %v", p, err)
+		}
+		c.CloseIdle()
+	}
+	if protos[GRPCPath] != 2 {
+		t.Errorf("gRPC went over HTTP/%d", protos[GRPCPath])
+	}
+}
