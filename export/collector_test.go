@@ -437,8 +437,9 @@ func TestCollectorFile(t *testing.T) {
 	otelcol, uetrace := binaries(t)
 	const n = 3000
 	path, wants := testFile(t, n)
-	for _, proto := range []string{"grpc", "http"} {
-		t.Run(proto, func(t *testing.T) {
+	for _, tc := range []struct{ proto, compression string }{{"grpc", "none"}, {"http", "none"}, {"grpc", "gzip"}, {"http", "gzip"}} {
+		proto := tc.proto
+		t.Run(proto+"-"+tc.compression, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "logs.json")
 			c := startCollector(t, otelcol, freePort(t), freePort(t), out)
 			port := c.grpcPort
@@ -447,7 +448,7 @@ func TestCollectorFile(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, uetrace, "export", "-i", path, "--protocol", proto,
+			cmd := exec.CommandContext(ctx, uetrace, "export", "-i", path, "--protocol", proto, "--compression", tc.compression,
 				"--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port), "--service-name", "export-test", "--batch-size", "256")
 			cmd.WaitDelay = 5 * time.Second
 			var stderr bytes.Buffer

@@ -53,6 +53,7 @@ type Options struct {
 	Protocol otlp.Protocol
 	Endpoint string            // the Collector: http://host:port or https://host:port; "": OTLP's default
 	Headers  map[string]string // sent with every request
+	Gzip     bool              // compress requests
 	// ServiceName, when set, is every resource's service.name.
 	ServiceName string
 	// HostName is the resources' host.name; "": os.Hostname.
@@ -171,7 +172,7 @@ func New(o Options) (*Exporter, error) {
 	if o.RetryFor <= 0 {
 		o.RetryFor = time.Minute
 	}
-	c, err := otlp.New(otlp.Options{Protocol: o.Protocol, Endpoint: o.Endpoint, Headers: o.Headers, Timeout: o.Timeout})
+	c, err := otlp.New(otlp.Options{Protocol: o.Protocol, Endpoint: o.Endpoint, Headers: o.Headers, Timeout: o.Timeout, Gzip: o.Gzip})
 	if err != nil {
 		return nil, err
 	}

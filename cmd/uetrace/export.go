@@ -32,6 +32,7 @@ type exportArgs struct {
 	noFollow                      bool
 	quiet                         bool
 	protocol, endpoint, service   string
+	compression                   string
 	headers                       []string
 	batchSize, queue, senders     int
 	batchDelay, timeout, retryFor time.Duration
@@ -45,7 +46,9 @@ func newExportCmd(g *globals) *cobra.Command {
 		Use:   "export [-i FILE] [-e EVENT]... [--endpoint URL] [--protocol grpc|http]",
 		Short: "Send events to an OpenTelemetry Collector as OTLP logs",
 		Long: `export sends events as OpenTelemetry logs (OTLP) to a Collector, over gRPC
-(default, port 4317) or OTLP/HTTP protobuf (--protocol http, port 4318).
+(default, port 4317) or OTLP/HTTP protobuf (--protocol http, port 4318);
+--compression gzip compresses the requests, --header adds headers (e.g. an
+authorization).
 
 Without -i it takes every process's events live, as "uetrace record" does:
 from the kernel's perf events when it has user_events, else from the uetrace
@@ -92,6 +95,7 @@ On a terminal a status line shows events/s, delivered, queued and dropped.`,
 	f.StringVar(&a.protocol, "protocol", "grpc", "grpc or http (OTLP/HTTP protobuf)")
 	f.StringVar(&a.endpoint, "endpoint", "", "the Collector's URL, http://host:port (cleartext; h2c for gRPC) or https://host:port (default http://localhost:4317, or :4318 for http)")
 	f.StringArrayVar(&a.headers, "header", nil, "a request header, KEY=VALUE (repeatable)")
+	f.StringVar(&a.compression, "compression", "none", "gzip or none: compress requests")
 	f.StringVar(&a.service, "service-name", "", "service.name of every resource")
 	f.IntVar(&a.batchSize, "batch-size", 512, "most records per request")
 	f.DurationVar(&a.batchDelay, "batch-delay", 200*time.Millisecond, "longest a record waits for its batch to fill")
@@ -111,6 +115,9 @@ func runExport(cmd *cobra.Command, g *globals, a exportArgs) error {
 	if err != nil {
 		return asOp(err, "--protocol", "", a.protocol)
 	}
+	if a.compression != "gzip" && a.compression != "none" {
+		return fmt.Errorf("--compression %q: want gzip or none: %w", a.compression, unix.EINVAL)
+	}
 	headers := map[string]string{}
 	for _, h := range a.headers {
 		k, v, ok := strings.Cut(h, "=")
@@ -127,7 +134,7 @@ func runExport(cmd *cobra.Command, g *globals, a exportArgs) error {
 		notify = func(msg string) { stderr.line("uetrace export: " + msg) }
 	}
 	opts := export.Options{
-		Protocol: proto, Endpoint: a.endpoint, Headers: headers, ServiceName: a.service,
+		Protocol: proto, Endpoint: a.endpoint, Headers: headers, ServiceName: a.service, Gzip: a.compression == "gzip",
 		BatchSize: a.batchSize, BatchDelay: a.batchDelay, QueueSize: a.queue, Senders: a.senders,
 		Timeout: a.timeout, RetryFor: a.retryFor, InitialBackoff: a.initialBackoff, MaxBackoff: a.maxBackoff,
 		Block: a.input != "", Notify: notify,

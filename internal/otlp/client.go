@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -77,6 +78,9 @@ type Options struct {
 	Timeout time.Duration
 	// TLS configures https endpoints; nil: the system's roots.
 	TLS *tls.Config
+	// Gzip compresses requests (gRPC's grpc-encoding gzip, HTTP's
+	// Content-Encoding gzip), as OTLP exporters' compression: gzip does.
+	Gzip bool
 }
 
 // Client sends encoded ExportLogsServiceRequests. It is safe for
@@ -87,6 +91,7 @@ type Client struct {
 	hc      *http.Client
 	headers http.Header
 	timeout time.Duration
+	gzip    bool
 }
 
 // New makes a client; it does not connect until the first Export.
@@ -99,7 +104,7 @@ func New(o Options) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("endpoint %q: want http://host:port or https://host:port: %w", ep, unix.EINVAL)
 	}
-	c := &Client{proto: o.Protocol, headers: http.Header{}, timeout: o.Timeout}
+	c := &Client{proto: o.Protocol, headers: http.Header{}, timeout: o.Timeout, gzip: o.Gzip}
 	if c.timeout <= 0 {
 		c.timeout = 10 * time.Second
 	}
@@ -279,11 +284,17 @@ func transportError(ctx context.Context, err error) error {
 }
 
 func (c *Client) exportHTTP(ctx context.Context, body []byte) (PartialSuccess, error) {
+	if c.gzip {
+		body = gzipped(body)
+	}
 	req, err := c.newRequest(ctx, body)
 	if err != nil {
 		return PartialSuccess{}, err
 	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
+	if c.gzip {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return PartialSuccess{}, transportError(ctx, err)
@@ -317,6 +328,24 @@ func (c *Client) exportHTTP(ctx context.Context, body []byte) (PartialSuccess, e
 	return PartialSuccess{}, e
 }
 
+// gzipped is b compressed.
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
+}
+
+// gunzip decompresses a response, of at most maxResponse bytes.
+func gunzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(zr, maxResponse))
+}
+
 // parseRetryAfter reads a Retry-After header: seconds, or an HTTP date.
 func parseRetryAfter(h string, now time.Time) time.Duration {
 	if h == "" {
@@ -334,14 +363,21 @@ func parseRetryAfter(h string, now time.Time) time.Duration {
 func (c *Client) exportGRPC(ctx context.Context, msg []byte) (PartialSuccess, error) {
 	// A gRPC message is framed: a compressed flag byte, its length as a
 	// big-endian u32, then the message.
-	body := make([]byte, 5+len(msg))
-	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
-	copy(body[5:], msg)
+	var body []byte
+	if c.gzip {
+		body = AppendGRPCFrame(nil, gzipped(msg))
+		body[0] = 1 // compressed, by the grpc-encoding
+	} else {
+		body = AppendGRPCFrame(make([]byte, 0, 5+len(msg)), msg)
+	}
 	req, err := c.newRequest(ctx, body)
 	if err != nil {
 		return PartialSuccess{}, err
 	}
 	req.Header.Set("Content-Type", "application/grpc")
+	if c.gzip {
+		req.Header.Set("Grpc-Encoding", "gzip")
+	}
 	req.Header.Set("Te", "trailers")
 	if dl, ok := ctx.Deadline(); ok {
 		// The server may give up when we will: grpc-timeout in ms.
@@ -402,6 +438,14 @@ func (c *Client) exportGRPC(ctx context.Context, msg []byte) (PartialSuccess, er
 		}
 		e.Retryable = grpcRetryable(e.GRPCCode, retryInfo)
 		return PartialSuccess{}, e
+	}
+	if len(data) >= 5 && data[0] == 1 && resp.Header.Get("Grpc-Encoding") == "gzip" {
+		// A server answers in the compression of the request.
+		m, err := gunzip(data[5:])
+		if err != nil {
+			return PartialSuccess{}, &Error{HTTPStatus: resp.StatusCode, GRPCCode: -1, Message: "gzip response: " + err.Error()}
+		}
+		data = AppendGRPCFrame(nil, m)
 	}
 	m, err := parseGRPCFrame(data)
 	if err != nil {

@@ -132,6 +132,14 @@ func newServer(t *testing.T) *server {
 				http.Error(w, "not grpc", http.StatusBadRequest)
 				return
 			}
+			if len(body) >= 5 && body[0] == 1 && r.Header.Get("Grpc-Encoding") == "gzip" {
+				m, err := gunzip(body[5:])
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				body = AppendGRPCFrame(nil, m)
+			}
 			var err error
 			if body, err = ParseGRPCFrame(body); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
@@ -140,6 +148,12 @@ func newServer(t *testing.T) *server {
 		} else if r.URL.Path != HTTPPath || r.Header.Get("Content-Type") != "application/x-protobuf" {
 			http.Error(w, "not OTLP/HTTP", http.StatusNotFound)
 			return
+		} else if r.Header.Get("Content-Encoding") == "gzip" {
+			var err error
+			if body, err = gunzip(body); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
 		}
 		rls, err := ParseRequest(body)
 		if err != nil {
@@ -189,10 +203,18 @@ func newClient(t *testing.T, p Protocol, endpoint string) *Client {
 }
 
 func TestExportDelivers(t *testing.T) {
-	for _, p := range []Protocol{GRPC, HTTP} {
-		t.Run(p.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    Protocol
+		gzip bool
+	}{{"grpc", GRPC, false}, {"http", HTTP, false}, {"grpc-gzip", GRPC, true}, {"http-gzip", HTTP, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			s := newServer(t)
-			c := newClient(t, p, s.srv.URL)
+			c, err := New(Options{Protocol: tc.p, Endpoint: s.srv.URL, Gzip: tc.gzip})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.CloseIdle()
 			want := sampleRequest()
 			ps, err := c.Export(context.Background(), AppendRequest(nil, want))
 			if err != nil || ps != (PartialSuccess{}) {
