@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/uetrace/uetrace/export"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // The binaries the tests run: the Collector distribution of ./otelcol
@@ -562,5 +564,66 @@ func TestCLIInterruptCounts(t *testing.T) {
 	s := parseSummary(t, stderr.String())
 	if s.events == 0 || s.delivered != 0 || s.dropped != s.events {
 		t.Errorf("summary %+v: want every event read counted as dropped\n%s", s, stderr.String())
+	}
+}
+
+// TestCollectorPipe sends a pipe-mode stream of Linux's perf record (a
+// kernel tracepoint, sched:sched_switch, with clock data) on standard
+// input: every sample arrives, named, its fields typed, its wall-clock
+// time the one perf script -F tod computes.
+func TestCollectorPipe(t *testing.T) {
+	otelcol, uetrace := binaries(t)
+	const path = "../perfdata/testdata/sched_switch_pipe.data"
+	r, err := perfdata.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock, ok := r.ClockData()
+	if !ok {
+		t.Fatal("the stream has no clock data")
+	}
+	var times []string
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		if rec.Type == perfdata.RecordSample {
+			times = append(times, strconv.FormatInt(clock.Wall(rec.Sample.Time), 10))
+		}
+	}
+	r.Close()
+	out := filepath.Join(t.TempDir(), "logs.json")
+	c := startCollector(t, otelcol, freePort(t), freePort(t), out)
+	in, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, uetrace, "export", "-i", "-", "--protocol", "http",
+		"--endpoint", fmt.Sprintf("http://127.0.0.1:%d", c.httpPort))
+	cmd.Stdin = in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("uetrace export: %v\n%s", err, stderr.String())
+	}
+	all := waitOutput(t, len(times), out)
+	if len(all) != len(times) {
+		t.Fatalf("the Collector wrote %d records, the stream has %d samples", len(all), len(times))
+	}
+	var got []string
+	for _, g := range all {
+		got = append(got, g.rec.TimeUnixNano)
+		if g.rec.EventName != "sched:sched_switch" || g.attrs["prev_comm"].Kind != otlp.String || g.attrs["next_pid"].Kind != otlp.Int {
+			t.Fatalf("record %+v: want sched:sched_switch with a string prev_comm and an int next_pid", g)
+		}
+	}
+	slices.Sort(times)
+	slices.Sort(got)
+	if !slices.Equal(times, got) {
+		t.Errorf("times differ from the stream's wall-clock times")
 	}
 }
