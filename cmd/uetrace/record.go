@@ -120,6 +120,12 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		return err
 	}
 	defer out.Close()
+	// SIGINT and SIGTERM are caught before the events are attached: a
+	// writer may see its event enabled, and the user stop the recording,
+	// as soon as openRecorder has attached them, and the file must be
+	// completed then too.
+	ctx, stop, signalled := recordSignals(cmd)
+	defer stop()
 	rec, closeBackend, err := openRecorder(g, out, opts)
 	if err != nil {
 		os.Remove(a.output)
@@ -140,8 +146,6 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		}
 	}
 
-	ctx, stop, signalled := recordSignals(cmd)
-	defer stop()
 	if a.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.duration)
