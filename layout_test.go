@@ -34,6 +34,9 @@ var layers = [][]string{
 	{"userevents", "record", "report", "export"},
 	// EventHeader providers, registering their tracepoints through userevents.
 	{"eventheader/ehprovider"},
+	// What programs log through, on EventHeader providers: a log/slog
+	// handler, and OpenTelemetry's Go Logs SDK.
+	{"eventheader/ehslog", "eventheader/ehotel"},
 	// The tool.
 	{"cmd/uetrace"},
 }

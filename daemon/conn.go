@@ -47,6 +47,8 @@ type conn struct {
 	ring    *ringSource // the ring the client shared, if any
 	ringFds []int       // the descriptors of a Ring or ServeFUSE request read, until handled
 	uid     uint32      // the peer's uid (SO_PEERCRED)
+	threads threadCheck // the thread ids its Write requests give
+	empty   bool        // the message read was a 0-byte one, not the end
 
 	// The message being received, set by recvFn.
 	in     *[]byte
@@ -86,6 +88,9 @@ func (c *conn) serve() {
 	// already closed (the server shutting down as it was accepted).
 	if cerr := raw.Control(func(fd uintptr) {
 		ucred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err == nil && c.s.peerCred {
+			c.cred = peerCred(int(fd), *ucred)
+		}
 	}); cerr != nil {
 		err = cerr
 	}
@@ -95,8 +100,11 @@ func (c *conn) serve() {
 	}
 	c.log = c.log.With("pid", ucred.Pid, "uid", ucred.Uid)
 	c.uid = ucred.Uid
-	c.cred = c.s.cred(*ucred)
+	if !c.s.peerCred {
+		c.cred = c.s.cred(*ucred)
+	}
 	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procComm(ucred.Pid)}
+	c.threads = newThreadCheck(ucred.Pid)
 	c.out = make([]byte, 0, 4096)
 
 	if !c.hello(*ucred) {
@@ -140,6 +148,15 @@ func (c *conn) recv(fd uintptr) bool {
 	}
 	c.n, c.oobn, c.rerr = n, oobn, err
 	c.trunc = flags&unix.MSG_TRUNC != 0 || n > MaxMessage
+	// recvmsg returns 0 for a 0-byte message as for the end: only a
+	// socket whose peer has not hung up held a message.
+	c.empty = false
+	if n == 0 && err == nil {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if k, perr := unix.Poll(p, 0); perr == nil && (k == 0 || p[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) == 0) {
+			c.empty = true
+		}
+	}
 	return true
 }
 
@@ -166,7 +183,7 @@ func (c *conn) read() (buf *[]byte, n int, trunc, ok bool) {
 		}
 		c.oobn = 0
 	}
-	if err != nil || c.n == 0 {
+	if err != nil || c.n == 0 && !c.empty {
 		if buf != nil {
 			bufPool.Put(buf)
 		}
@@ -313,6 +330,10 @@ func (c *conn) teardown() {
 	c.handles = nil
 	c.file.Close()
 	c.s.leave(c.proc)
+	if c.threads.forged != 0 {
+		c.log.Warn("client gone; it wrote records under another process's threads, delivered under its own pid", "forged_tid", c.threads.forged)
+		return
+	}
 	c.log.Debug("client gone")
 }
 
@@ -354,9 +375,10 @@ func (c *conn) handle(m []byte) bool {
 	body := m[headerSize:]
 	switch h.op {
 	case opWrite:
+		// The thread and CPU are the client's word: checked (writer.go).
 		w := c.w
-		w.PID = int32(h.arg)
-		w.CPU = int(h.flags)
+		w.PID = c.threads.thread(h.arg)
+		w.CPU = writerCPU(uint32(h.flags))
 		if c.ring != nil {
 			// A client with a ring sends here only what it could not
 			// publish there (a record it cannot check itself): it comes
@@ -594,26 +616,55 @@ var doneContext = func() context.Context {
 // blocking runs fn, which may wait, with a context cancelled when the peer
 // hangs up. Meanwhile a watcher reads the connection: end of file or an
 // error cancels fn; a message (the client pipelined a request) is kept
-// for the main loop.
+// for the main loop, and the watcher goes on watching for the hang-up
+// without reading further — a client that pipelines a request behind a
+// blocking read and exits is released at once, as close(2) releases its
+// files in Linux. A half-closed socket (the client will send nothing more)
+// counts as a hang-up: fn is cancelled, the kept message is still answered.
 func (c *conn) blocking(fn func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf, n, trunc, ok := c.read()
-		if ok {
+		if c.pending == nil {
+			buf, n, trunc, ok := c.read()
+			if !ok {
+				if ctx.Err() == nil {
+					c.peerGone = true
+					cancel()
+				}
+				return
+			}
 			c.pending, c.pendingN, c.pendTrunc = buf, n, trunc
-			return
 		}
-		if ctx.Err() == nil {
-			c.peerGone = true
-			cancel()
-		}
+		// A hang-up, or the connection closed under it (the server
+		// stopping): either way fn must end. The deadline that ends the
+		// wait once fn has returned comes after cancel.
+		c.waitHangup()
+		cancel()
 	}()
 	fn(ctx)
 	cancel()
 	c.c.SetReadDeadline(time.Now())
 	<-done
 	c.c.SetReadDeadline(time.Time{})
+}
+
+// waitHangup waits, without reading, until the peer hangs up or shuts down
+// its side (true), or the connection's read deadline passes or it is
+// closed (false). The poller wakes on every edge — new messages as well as
+// the hang-up (Go's netpoller waits for EPOLLRDHUP too) — and each time
+// poll(2) says which it was; queued messages stay queued.
+func (c *conn) waitHangup() bool {
+	hup := false
+	err := c.raw.Read(func(fd uintptr) bool {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if n, err := unix.Poll(p, 0); err == nil && n == 1 && p[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0 {
+			hup = true
+			return true
+		}
+		return false
+	})
+	return err == nil && hup
 }

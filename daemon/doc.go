@@ -15,9 +15,14 @@
 // as the threads of a process share its user_event_mm; when the last one
 // closes — the process exited, crashed or exec'ed, since the descriptors
 // are close-on-exec — its enablers go and with them its events, as at
-// process exit in Linux. A caller is perfmon_capable when its effective
-// capabilities (read from /proc/<pid>/status) hold CAP_PERFMON or
-// CAP_SYS_ADMIN: PERSIST and dynamic_events changes need it.
+// process exit in Linux. A caller is perfmon_capable as Linux's capable()
+// decides in the initial user namespace, here the daemon's: CAP_PERFMON or
+// CAP_SYS_ADMIN effective in the daemon's user namespace or an ancestor —
+// root of a namespace it made itself (`unshare -Ur`) is not — of the
+// process SO_PEERPIDFD names (package caps). PERSIST and dynamic_events
+// changes need it. The decision is made when the client connects; Linux
+// makes it at each call, so capabilities dropped later still count here
+// for that connection.
 //
 // The daemon never trusts a client: a malformed, truncated or oversized
 // message is answered with an error (EPROTO, EMSGSIZE) or drops that
@@ -47,9 +52,11 @@
 //     without a system call, having checked them itself with the kernel's
 //     rules. One merger goroutine delivers every ring's records into their
 //     connections' user_events_data, in time order across rings as ftrace
-//     merges its per-CPU buffers (see merger), with the time and CPU the
-//     record carries, its thread if that is no other process's live thread
-//     (else the peer's pid: RingStats.ForgedTID), the peer's pid, checking
+//     merges its per-CPU buffers (see merger), with the time the record
+//     carries, its thread and CPU as writer.go checks them (a live thread
+//     of another process becomes the peer's pid: RingStats.ForgedTID; the
+//     CPU is the client's word, modulo the possible CPUs — it cannot be
+//     checked), the peer's pid, checking
 //     everything again (ring memory is the client's to scribble on); idle,
 //     it sleeps in epoll_wait on the rings' eventfds. Before it serves a
 //     trace or session read, a tracefs write, a session's attach or close,

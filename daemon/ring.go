@@ -129,10 +129,9 @@ func (c *conn) attachRing(memfd, efd int) error {
 	}
 	r := &ringSource{
 		log: c.log, file: c.file, w: c.w, cons: cons, efd: wake,
-		tgid: c.w.TGID,
-		buf:  make([]byte, min(cons.Size(), shmring.HeaderSize+MaxWrite)),
-		tids: map[uint32]bool{},
-		done: make(chan struct{}),
+		threads: newThreadCheck(c.w.TGID),
+		buf:     make([]byte, min(cons.Size(), shmring.HeaderSize+MaxWrite)),
+		done:    make(chan struct{}),
 	}
 	if err := c.s.merger.add(r); err != nil {
 		cons.Close()
@@ -151,7 +150,6 @@ type ringSource struct {
 	log  *slog.Logger
 	file *subsys.File
 	w    subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
-	tgid int32
 	cons *shmring.Consumer
 	efd  int // the client's wake eventfd, our duplicate
 	buf  []byte
@@ -161,13 +159,12 @@ type ringSource struct {
 	rec       shmring.Record // the ring's next record, when have
 	have      bool
 	heapIdx   int
-	holdSince int64 // when its uncommitted record began to hold the merge; 0 if not
-	untrusted bool  // held the merge past holdMax once: never holds it again
-	closing   bool  // the connection is gone: drain what is committed, then release
-	budget    int   // records a closing ring may still deliver
-	tids      map[uint32]bool
-	lastTID   uint32 // the last thread id accepted
-	losses    []loss // loss records waiting for the ring's next record
+	holdSince int64       // when its uncommitted record began to hold the merge; 0 if not
+	untrusted bool        // held the merge past holdMax once: never holds it again
+	closing   bool        // the connection is gone: drain what is committed, then release
+	budget    int         // records a closing ring may still deliver
+	threads   threadCheck // the records' thread ids (writer.go)
+	losses    []loss      // loss records waiting for the ring's next record
 
 	// Counted by the merger; read by Stats at any time.
 	delivered, rejected, disabled, lost, lostRecs atomic.Uint64
@@ -244,7 +241,7 @@ func (r *ringSource) deliver() {
 	rec := &r.rec
 	w := r.w
 	w.PID = r.thread(rec.TID)
-	w.CPU = int(rec.CPU)
+	w.CPU = writerCPU(rec.CPU)
 	if rec.WriteIndex == LostIndex {
 		if len(rec.Payload) != LostPayload || le.Uint32(rec.Payload[4:]) != 0 {
 			r.rejected.Add(1)
@@ -302,41 +299,14 @@ func (r *ringSource) applyLosses(cpu int) {
 	r.losses = r.losses[:0]
 }
 
-// maxTIDs bounds the thread ids a ring remembers as checked.
-const maxTIDs = 4096
-
-// thread returns the thread id a record is delivered under: the one it
-// carries unless it is a live thread of another process — then the
-// process id, counted as forged — so that no client can write under
-// another process's thread. A thread of the connection's process is
-// accepted (/proc/TGID/task/TID), and so is a thread id no live task has
-// (/proc/TID): a thread that wrote and exited before the daemon drained
-// its record. Each thread id is checked once per ring and remembered, up
-// to maxTIDs; an id accepted as exited and then reused by the kernel for
-// another process's thread stays believed until the ring forgets it.
-func (r *ringSource) thread(tid uint32) int32 {
-	if int32(tid) == r.tgid {
-		return r.tgid
-	}
-	if tid == r.lastTID && tid != 0 {
-		return int32(tid)
-	}
-	ok, seen := r.tids[tid]
-	if !seen {
-		if len(r.tids) >= maxTIDs {
-			clear(r.tids)
-		}
-		ok = r.tgid > 0 && int32(tid) > 0 &&
-			(unix.Access("/proc/"+strconv.Itoa(int(r.tgid))+"/task/"+strconv.Itoa(int(tid)), unix.F_OK) == nil ||
-				unix.Access("/proc/"+strconv.Itoa(int(tid)), unix.F_OK) != nil)
-		r.tids[tid] = ok
-	}
-	if !ok {
-		r.forged.Add(1)
-		return r.tgid
-	}
-	r.lastTID = tid
-	return int32(tid)
-}
-
 var errServerClosed = fmt.Errorf("the daemon is shutting down: %w", unix.ESHUTDOWN)
+
+// thread is threadCheck.thread, counting forged ids where Stats reads them.
+func (r *ringSource) thread(tid uint32) int32 {
+	before := r.threads.forged
+	t := r.threads.thread(tid)
+	if r.threads.forged != before {
+		r.forged.Add(1)
+	}
+	return t
+}

@@ -33,8 +33,9 @@ type Config struct {
 	// (0: 16384).
 	MaxConns int
 	// Cred decides a caller's privileges from its peer credentials (nil:
-	// perfmon_capable from the effective capabilities in
-	// /proc/<pid>/status: CAP_PERFMON or CAP_SYS_ADMIN).
+	// perfmon_capable() as Linux decides it — CAP_PERFMON or CAP_SYS_ADMIN
+	// effective in the daemon's user namespace, not in one the client made
+	// — of the process the socket's SO_PEERPIDFD names: package caps).
 	Cred func(unix.Ucred) subsys.Cred
 	// ServeFUSE serves the subsystem's tracefs tree on dev, a mounted
 	// /dev/fuse a client handed over (the ServeFUSE request), until the
@@ -51,6 +52,8 @@ type Server struct {
 	timeout time.Duration
 	maxConn int
 	cred    func(unix.Ucred) subsys.Cred
+	// peerCred: no Config.Cred, the peer process decides (peerCred).
+	peerCred bool
 
 	serveFUSE func(dev *os.File) (FUSETree, error)
 	fuses     map[FUSETree]struct{} // the trees served through ServeFUSE
@@ -103,7 +106,7 @@ func New(cfg Config) *Server {
 		s.maxConn = 16384
 	}
 	if s.cred == nil {
-		s.cred = procCred
+		s.peerCred = true
 	}
 	return s
 }
@@ -249,9 +252,22 @@ func (s *Server) Conns() int {
 	return len(s.conns)
 }
 
-// procCred is perfmon_capable() of the peer process.
-func procCred(u unix.Ucred) subsys.Cred {
-	return subsys.Cred{PerfmonCapable: u.Pid > 0 && caps.PerfmonCapable(int(u.Pid))}
+// peerCred is perfmon_capable() of the process at the other end of
+// socket fd, which connected as u. SO_PEERPIDFD (Linux 6.5) names the
+// connecting process itself, so a client that exits and leaves its socket
+// to another process cannot lend it the capabilities of whatever process
+// takes its pid next; before 6.5 the pid is pinned when the daemon first
+// looks at it.
+func peerCred(fd int, u unix.Ucred) subsys.Cred {
+	if u.Pid <= 0 {
+		return subsys.Cred{}
+	}
+	pidfd, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEERPIDFD)
+	if err != nil {
+		return subsys.Cred{PerfmonCapable: caps.PerfmonCapable(int(u.Pid))}
+	}
+	defer unix.Close(pidfd)
+	return subsys.Cred{PerfmonCapable: caps.PerfmonCapablePidfd(pidfd, int(u.Pid))}
 }
 
 // join attaches a connection to its process, creating it on first use.

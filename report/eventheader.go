@@ -217,17 +217,154 @@ func appendEHMeta(b []byte, e *eventheader.Event) []byte {
 // ehStr is a string argument whose value is ehText[start:end].
 type ehStr struct{ arg, start, end int }
 
-// ehInstant writes a sample of an EventHeader event as a Perfetto
-// instant named "Provider:Event", its fields as debug annotations
+// ehActivity is an activity (an ActivityStart with an activity id) whose
+// slice is open on an async track of its own.
+type ehActivity struct {
+	track perfetto.Track
+	pool  ehPoolKey
+	names []string // of the starts open on the track, innermost last
+}
+
+// ehPoolKey names the async tracks of one process and slice name: a track
+// whose slices have all ended is reused by the next activity of the same
+// name, so that a trace has as many tracks per name as activities ever
+// overlapped, not one per activity.
+type ehPoolKey struct {
+	pid  int32
+	name string
+}
+
+// ehStopPrefix prefixes the names of an ActivityStop's annotations, which
+// the trace processor adds to the arguments of the slice it ends: they
+// must not be confused with the start's.
+const ehStopPrefix = "stop"
+
+// ehEvent writes a sample of an EventHeader event to Perfetto: an
+// ActivityStart begins a slice, an ActivityStop ends one, and any other
+// event, or a stop with no slice to end, is an instant.
+//
+// A start with an activity id begins a slice on an async track of the
+// process, named "Provider:Event", that no other open activity uses; the
+// stop with the same activity id ends it, on whatever thread or process it
+// comes. A start without one begins a slice on its thread's track, which
+// the next stop of that thread without one ends: the innermost open
+// slice, as Perfetto pairs them.
+func (rp *reporter) ehEvent(it *item, e *eventheader.Event, ts uint64) error {
+	key := uint64(uint32(it.pid))<<32 | uint64(uint32(it.tid))
+	switch e.Header.Opcode {
+	case eventheader.OpcodeActivityStart:
+		name := rp.ehArgs(e, "")
+		var tr perfetto.Track
+		if e.ActivityID != nil {
+			a, err := rp.ehStartActivity(it.pid, name, e.ActivityID)
+			if err != nil {
+				return err
+			}
+			tr = a.track
+			a.names = append(a.names, name)
+		} else {
+			var err error
+			if tr, err = rp.pf.ThreadTrack(it.pid, it.tid); err != nil {
+				return err
+			}
+			if rp.ehThreads == nil {
+				rp.ehThreads = make(map[uint64][]string)
+			}
+			rp.ehThreads[key] = append(rp.ehThreads[key], name)
+		}
+		return rp.pf.Begin(ts, tr, it.ev.system, name, rp.args)
+	case eventheader.OpcodeActivityStop:
+		var tr perfetto.Track
+		var open []string
+		var a *ehActivity
+		if e.ActivityID != nil {
+			a = rp.ehActs[[16]byte(e.ActivityID)]
+		}
+		if a != nil {
+			tr, open = a.track, a.names
+		} else if e.ActivityID == nil {
+			if open = rp.ehThreads[key]; len(open) > 0 {
+				var err error
+				if tr, err = rp.pf.ThreadTrack(it.pid, it.tid); err != nil {
+					return err
+				}
+			}
+		}
+		if len(open) == 0 {
+			rp.sum.UnmatchedStops++
+			break
+		}
+		started := open[len(open)-1]
+		name := rp.ehArgs(e, ehStopPrefix)
+		if name != started {
+			rp.args = append(rp.args, perfetto.String(ehStopPrefix+".event", name))
+		}
+		if err := rp.pf.End(ts, tr, rp.args); err != nil {
+			return err
+		}
+		open = open[:len(open)-1]
+		switch {
+		case a == nil:
+			rp.ehThreads[key] = open
+		case len(open) > 0:
+			a.names = open
+		default:
+			delete(rp.ehActs, [16]byte(e.ActivityID))
+			rp.ehPools[a.pool] = append(rp.ehPools[a.pool], a.track)
+			a.names = open
+			rp.ehFree = append(rp.ehFree, a)
+		}
+		return nil
+	}
+	name := rp.ehArgs(e, "")
+	return rp.pf.Instant(ts, it.pid, it.tid, it.ev.system, name, rp.args)
+}
+
+// ehStartActivity returns the open activity id, or opens it on a free
+// async track of process pid named name.
+func (rp *reporter) ehStartActivity(pid int32, name string, id []byte) (*ehActivity, error) {
+	if a := rp.ehActs[[16]byte(id)]; a != nil {
+		return a, nil // started again while open: nested on its track
+	}
+	key := ehPoolKey{pid, name}
+	var a *ehActivity
+	if n := len(rp.ehFree); n > 0 {
+		// Reused, with its names' array: an activity a sample costs no
+		// allocation once as many have been open at once.
+		a, rp.ehFree = rp.ehFree[n-1], rp.ehFree[:n-1]
+		a.pool = key
+	} else {
+		a = &ehActivity{pool: key}
+	}
+	if free := rp.ehPools[key]; len(free) > 0 {
+		a.track, rp.ehPools[key] = free[len(free)-1], free[:len(free)-1]
+	} else {
+		var err error
+		if a.track, err = rp.pf.AsyncTrack(pid, name); err != nil {
+			return nil, err
+		}
+		if rp.ehPools == nil {
+			rp.ehPools = make(map[ehPoolKey][]perfetto.Track)
+		}
+	}
+	if rp.ehActs == nil {
+		rp.ehActs = make(map[[16]byte]*ehActivity)
+	}
+	rp.ehActs[[16]byte(id)] = a
+	return a, nil
+}
+
+// ehArgs sets rp.args to the fields of the event as debug annotations
 // flattened by path ("s.x", "arr[2]"), then the metadata ("meta.level",
-// …). Integers of the default, unsigned, signed and pid formats are
-// numbers, and so are ports; booleans 0 and 1 are booleans; everything else is the text of
-// its JSON value.
-func (rp *reporter) ehInstant(it *item, e *eventheader.Event, ts uint64) error {
+// …), each name after prefix and a dot if prefix is not empty, and returns
+// the event's name, "Provider:Event". Integers of the default, unsigned,
+// signed and pid formats are numbers, and so are ports; booleans 0 and 1
+// are booleans; everything else is the text of its JSON value.
+func (rp *reporter) ehArgs(e *eventheader.Event, prefix string) string {
 	rp.args = rp.args[:0]
 	rp.ehText = rp.ehText[:0]
 	rp.ehStrs = rp.ehStrs[:0]
-	path, stack := rp.ehPath[:0], rp.ehStack[:0]
+	path, stack := append(rp.ehPath[:0], prefix...), rp.ehStack[:0]
 	str := func(name string, start int) {
 		rp.ehStrs = append(rp.ehStrs, ehStr{len(rp.args), start, len(rp.ehText)})
 		rp.args = append(rp.args, perfetto.String(name, ""))
@@ -286,41 +423,47 @@ func (rp *reporter) ehInstant(it *item, e *eventheader.Event, ts uint64) error {
 		path = path[:mark]
 	}
 	rp.ehPath, rp.ehStack = path, stack
+	meta := func(name string) string {
+		if prefix == "" {
+			return name
+		}
+		rp.ehPath = append(append(append(rp.ehPath[:0], prefix...), '.'), name...)
+		return rp.ehName(rp.ehPath)
+	}
 	h := &e.Header
 	for _, m := range [...]struct {
 		name string
 		v    uint64
 	}{{"meta.id", uint64(h.ID)}, {"meta.version", uint64(h.Version)}, {"meta.level", uint64(h.Level)}, {"meta.opcode", uint64(h.Opcode)}} {
 		if m.v != 0 {
-			rp.args = append(rp.args, perfetto.Uint(m.name, m.v))
+			rp.args = append(rp.args, perfetto.Uint(meta(m.name), m.v))
 		}
 	}
 	if k := e.Tracepoint.Keyword; k != 0 {
 		start := len(rp.ehText)
 		rp.ehText = eventheader.AppendHex(append(rp.ehText, "0x"...), k)
-		str("meta.keyword", start)
+		str(meta("meta.keyword"), start)
 	}
 	if h.Tag != 0 {
 		start := len(rp.ehText)
 		rp.ehText = eventheader.AppendHex(append(rp.ehText, "0x"...), uint64(h.Tag))
-		str("meta.tag", start)
+		str(meta("meta.tag"), start)
 	}
 	if e.ActivityID != nil {
 		start := len(rp.ehText)
 		rp.ehText = eventheader.AppendUUID(rp.ehText, e.ActivityID)
-		str("meta.activity", start)
+		str(meta("meta.activity"), start)
 	}
 	if e.RelatedActivityID != nil {
 		start := len(rp.ehText)
 		rp.ehText = eventheader.AppendUUID(rp.ehText, e.RelatedActivityID)
-		str("meta.relatedActivity", start)
+		str(meta("meta.relatedActivity"), start)
 	}
 	for _, s := range rp.ehStrs {
 		rp.args[s.arg].Str = view(rp.ehText[s.start:s.end])
 	}
 	rp.ehPath = appendEHName(rp.ehPath[:0], e, false)
-	name := rp.ehName(rp.ehPath)
-	return rp.pf.Instant(ts, it.pid, it.tid, it.ev.system, name, rp.args)
+	return rp.ehName(rp.ehPath)
 }
 
 // isEHInt reports whether item is a value8..value64 of format f.

@@ -78,7 +78,8 @@ func ehSeeds(tb testing.TB) [][]byte {
 
 // FuzzEventHeaderLine formats any bytes as the EventHeader event of a
 // sample, in every format: no panic; a JSON line is one valid JSON object
-// of valid UTF-8, and a Perfetto instant a valid trace.
+// of valid UTF-8, and a Perfetto event (an instant, or the begin of a slice
+// for an ActivityStart) a valid trace.
 func FuzzEventHeaderLine(f *testing.F) {
 	for _, s := range ehSeeds(f) {
 		f.Add(s)
@@ -104,7 +105,7 @@ func FuzzEventHeaderLine(f *testing.F) {
 			t.Fatal(err)
 		}
 		tr, err := perfettotest.Decode(out.Bytes())
-		if err != nil || len(tr.Events) != 1 {
+		if err != nil || len(tr.Events)+len(tr.Slices) != 1 {
 			t.Fatalf("perfetto: %v, %+v", err, tr)
 		}
 	})
@@ -170,5 +171,43 @@ func TestEHOffsetMultiFormat(t *testing.T) {
 		if tp != tc.tracepoint || (off < 0) != (tc.tracepoint == "") {
 			t.Errorf("ehOffset(%q) = %d, %q; want %q", tc.name, off, tp, tc.tracepoint)
 		}
+	}
+}
+
+// BenchmarkEventHeaderPerfettoActivity is an ActivityStart and its
+// ActivityStop, by activity id, as a Perfetto slice: the status field on
+// each, the activity's track reused every time.
+func BenchmarkEventHeaderPerfettoActivity(b *testing.B) {
+	ev := ehTestEvent(b)
+	var eb eventheader.Builder
+	var items [2]item
+	id := [16]byte{1, 2, 3}
+	for i, op := range []eventheader.Opcode{eventheader.OpcodeActivityStart, eventheader.OpcodeActivityStop} {
+		eb.Reset("Request", eventheader.Header{Level: eventheader.LevelInformation, Opcode: op})
+		eb.SetActivityID(&id, nil)
+		eb.AddUint32("status", 200, eventheader.FormatDefault, 0)
+		data, err := eb.AppendEvent(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		items[i] = ehTestItem(ev, data)
+	}
+	var out bytes.Buffer
+	rp := &reporter{pf: perfetto.NewWriter(&out), threads: map[int32]*thread{}}
+	t := rp.thread(items[0].tid)
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range items {
+			items[i].time++
+			if err := rp.instant(&items[i], t); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if out.Len() > 1<<20 {
+			out.Reset()
+		}
+	}
+	if rp.sum.UnmatchedStops != 0 || rp.pf.OpenSlices() != 0 {
+		b.Fatalf("summary %+v, %d open", rp.sum, rp.pf.OpenSlices())
 	}
 }

@@ -227,7 +227,10 @@ func TestEventHeaderJSON(t *testing.T) {
 
 func TestEventHeaderPerfetto(t *testing.T) {
 	path := builtFile(t)
-	out, _ := run(t, path, report.Perfetto)
+	out, sum := run(t, path, report.Perfetto)
+	if sum != (report.Summary{Samples: 3, OpenStarts: 1}) {
+		t.Errorf("summary %+v", sum)
+	}
 	tr, err := perfettotest.Decode(out)
 	if err != nil {
 		t.Fatal(err)
@@ -248,12 +251,24 @@ func TestEventHeaderPerfetto(t *testing.T) {
 			str("peer.name", "db-1"), i("peer.n", -7), u("ports[0]", 1), u("ports[1]", 2), u("ports[2]", 3),
 			u("pairs[0].k", 1), str("pairs[0].v", "0xA"), u("pairs[1].k", 2), str("pairs[1].v", "0xB"),
 			u("meta.level", 4), str("meta.keyword", "0x1")}},
-		{TS: 3000, PID: 42, TID: 42, Category: ue, Name: "MyApp:Start", Args: []arg{
-			u("meta.id", 7), u("meta.version", 1), u("meta.level", 5), u("meta.opcode", 1), str("meta.keyword", "0x3"), str("meta.tag", "0x2A"),
-			str("meta.activity", "aa010203-0405-0607-0809-0a0b0c0d0e0f"), str("meta.relatedActivity", "bb010203-0405-0607-0809-0a0b0c0d0e0f")}},
 	}
 	if diff := cmp.Diff(want, tr.Events, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	// The ActivityStart is a slice, never ended, on an async track of its
+	// own in pid 42's group.
+	wantSlices := []perfettotest.Slice{
+		{PID: 42, TS: 3000, Dur: -1, Category: ue, Name: "MyApp:Start", Args: []arg{
+			u("meta.id", 7), u("meta.version", 1), u("meta.level", 5), u("meta.opcode", 1), str("meta.keyword", "0x3"), str("meta.tag", "0x2A"),
+			str("meta.activity", "aa010203-0405-0607-0809-0a0b0c0d0e0f"), str("meta.relatedActivity", "bb010203-0405-0607-0809-0a0b0c0d0e0f")}},
+	}
+	if diff := cmp.Diff(wantSlices, tr.Slices, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(perfettotest.Slice{}, "Track")); diff != "" {
+		t.Errorf("slices (-want +got):\n%s", diff)
+	}
+	if len(tr.Slices) == 1 {
+		if tk := tr.Tracks[tr.Slices[0].Track]; !tk.Async || tk.Name != "MyApp:Start" || tk.PID != 42 {
+			t.Errorf("the slice's track: %+v", tk)
+		}
 	}
 }
 

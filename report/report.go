@@ -21,9 +21,29 @@
 // formats them (hex, errno, IP, UUID, time, booleans, strings with invalid
 // UTF-8 shown as the Latin-1 characters of its bytes, nested structs and
 // arrays); JSON lines add "event" and the metadata "meta" (level, keyword,
-// opcode, id, version, tag, activity ids); Perfetto names the instant
+// opcode, id, version, tag, activity ids); Perfetto names the event
 // "Provider:Event", with the fields as annotations by path ("s.x",
-// "a[2]"). A record that does not decode is shown by its format.
+// "a[2]") and the metadata as "meta.level" and so on. A record that does
+// not decode is shown by its format.
+//
+// In a Perfetto trace, an EventHeader ActivityStart (opcode 1) begins a
+// slice and an ActivityStop (opcode 2) ends it; other opcodes are
+// instants. The stop's annotations, named "stop.status", "stop.meta.…",
+// are added to the slice's (and "stop.event" names the stop when its name
+// is not the start's). Events with an activity id pair by it, from any
+// thread: each open activity has an async track of its own in its
+// process's group, named "Provider:Event" — Perfetto shows tracks of one
+// name as one, overlapping slices in rows — and a track is used again
+// once its activity has ended, so there are as many tracks per name as
+// activities ever overlapped. A start of an id already open nests on its
+// track. Events without an activity id pair on their thread's track,
+// nested as Perfetto requires: a stop ends the innermost slice open on
+// its thread, whatever its name. A stop with nothing to end (no open
+// activity with its id; without one, no open slice on its thread, those of
+// activities not counting) is written as an instant and counted in
+// Summary.UnmatchedStops; a start never stopped is a slice left open,
+// which Perfetto shows as not ended (dur -1), counted in
+// Summary.OpenStarts. Text and JSON show every event as a line.
 //
 // Files are read through package perfdata, so pipe-mode streams (perf
 // record -o -) report as files do; an attr such a stream adds after its
@@ -89,6 +109,12 @@ type Summary struct {
 	Undecoded uint64
 	// Filtered counts samples of other tasks than the Filter's.
 	Filtered uint64
+	// In a Perfetto trace, UnmatchedStops counts EventHeader ActivityStop
+	// events with no open ActivityStart to end (none with their activity
+	// id, or without one none on their thread): each is written as an
+	// instant instead. OpenStarts counts ActivityStart slices never
+	// ended: they are left open, and Perfetto shows them as not ended.
+	UnmatchedStops, OpenStarts uint64
 }
 
 // Filter keeps some tasks' samples, as perf script's --pid and --comm do:
@@ -164,6 +190,12 @@ type reporter struct {
 	ehPath  []byte
 	ehStack []int
 	ehNames map[string]string
+	// Open slices of ActivityStart events: by activity id, and by thread
+	// (threadKey) for those without one.
+	ehActs    map[[16]byte]*ehActivity
+	ehThreads map[uint64][]string
+	ehPools   map[ehPoolKey][]perfetto.Track // free async tracks
+	ehFree    []*ehActivity                  // ended, for reuse
 }
 
 // Write reads every record of r and writes its samples to w in format.
@@ -236,6 +268,7 @@ func WriteOptions(w io.Writer, r *perfdata.Reader, o Options) (Summary, error) {
 		}
 		return rp.sum, err
 	}
+	rp.sum.OpenStarts = uint64(rp.pf.OpenSlices())
 	if err == nil {
 		err = rp.pf.Flush()
 	}
@@ -588,7 +621,7 @@ func (rp *reporter) instant(it *item, t *thread) error {
 	ev := it.ev
 	if ev.ehOff >= 0 {
 		if e, ok := decodeEH(it); ok {
-			return rp.ehInstant(it, &e, rp.ts(it))
+			return rp.ehEvent(it, &e, rp.ts(it))
 		}
 	}
 	rp.args = rp.args[:0]

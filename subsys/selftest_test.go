@@ -551,3 +551,34 @@ func TestSessionComm(t *testing.T) {
 		t.Errorf("without Comm: %d records, %v; want %d", len(recs), err, len(writes))
 	}
 }
+
+// TestSessionCommBounded: the names a session remembers having given are
+// bounded, whatever thread ids writers bring (a daemon's clients make them
+// up): past maxComms it forgets and gives names again.
+func TestSessionCommBounded(t *testing.T) {
+	e := newEnv(t)
+	f := e.s.Open()
+	defer f.Close()
+	idx, err := e.reg(f, "__test_event u32 n", 31, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := e.s.Lookup("user_events", "__test_event")
+	ss := e.s.NewSession(SessionOptions{Comm: true, BufferBytes: 64 << 20})
+	defer ss.Close()
+	if err := ss.Attach(ev); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 * maxComms {
+		w := Writer{PID: int32(1000 + i), TGID: 10, Comm: "made-up"}
+		if _, err := f.Writev(w, le32(idx), le32(uint32(i))); err != nil {
+			t.Fatal(err)
+		}
+		ss.mu.Lock()
+		n := len(ss.comms)
+		ss.mu.Unlock()
+		if n > maxComms {
+			t.Fatalf("after %d threads the session remembers %d names, more than %d", i+1, n, maxComms)
+		}
+	}
+}

@@ -91,7 +91,7 @@ type Session struct {
 	qlen     int
 	lost     uint64
 	tooLarge uint64
-	comms    map[int32]string // the name last given of each thread; nil without Comm
+	comms    map[int32]string // the name last given of each thread, up to maxComms; nil without Comm
 	notify   chan struct{}
 	done     chan struct{}
 
@@ -101,6 +101,7 @@ type Session struct {
 	lostNotes   []lostNote               // under mu
 	lostPending atomic.Bool              // lostNotes is not empty
 	ringComms   sync.Map                 // thread id → *commSeen: the name the ring's reader has; with Comm
+	ringCommN   atomic.Int64             // about how many ringComms holds
 	lastComm    atomic.Pointer[commSeen] // the name of the last record's thread
 }
 
@@ -135,6 +136,11 @@ func (s *Subsystem) NewSession(opts SessionOptions) *Session {
 	}
 	return ss
 }
+
+// maxComms bounds the threads whose names a session remembers having
+// given its reader. Perf's readers take a name given again as the same
+// name (a PERF_RECORD_COMM), so forgetting is harmless.
+const maxComms = 4096
 
 // Attach attaches the session to ev.
 func (ss *Session) Attach(ev *Event) error {
@@ -337,6 +343,11 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 				return
 			}
 			ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), n: csize}, comm)
+			if !ok && len(ss.comms) >= maxComms {
+				// Bounded, whatever thread ids clients make up:
+				// forgetting costs only names sent again.
+				clear(ss.comms)
+			}
 			ss.comms[w.PID] = w.Comm
 		}
 	}

@@ -256,6 +256,12 @@ func (ss *Session) deliverRing(r *sessionRing, ev *Event, w *Writer, ts uint64, 
 					ss.noteLost(ev, ts, cpu, 1) // the name waits for a record that fits
 					return
 				}
+				if seen == nil && ss.ringCommN.Add(1) > maxComms {
+					// Bounded, whatever thread ids clients make up:
+					// forgetting costs only names sent again.
+					ss.ringComms.Clear()
+					ss.ringCommN.Store(1)
+				}
 				seen = &commSeen{tid: w.PID, comm: w.Comm}
 				ss.ringComms.Store(w.PID, seen)
 			}

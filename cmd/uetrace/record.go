@@ -120,10 +120,9 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		return err
 	}
 	defer out.Close()
-	// SIGINT and SIGTERM are caught before the events are attached: a
-	// writer may see its event enabled, and the user stop the recording,
-	// as soon as openRecorder has attached them, and the file must be
-	// completed then too.
+	// SIGINT and SIGTERM are caught before the events are enabled: a
+	// Ctrl-C the moment they are must finish the file, not kill us with
+	// it half written.
 	ctx, stop, signalled := recordSignals(cmd)
 	defer stop()
 	rec, closeBackend, err := openRecorder(g, out, opts)

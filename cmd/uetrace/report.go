@@ -44,7 +44,13 @@ EventHeader events (Microsoft's LinuxTracepoints format, "<provider>_L<n>K<hex>"
 tracepoints) are decoded from their own metadata: the text shows
 Provider:Event and the fields as name=value, JSON lines add "event" and
 "meta" (level, keyword, opcode, id, version, tag, activity ids), Perfetto
-names the event Provider:Event.
+names the event Provider:Event. In Perfetto an ActivityStart and its
+ActivityStop are a slice: those with an activity id on a track of their own
+named Provider:Event in the process's group (overlapping activities need
+not nest), those without on the thread's track (nested: a stop ends the
+thread's innermost open start); the stop's fields are the slice's "stop."
+arguments. A stop with no start to end is an instant, and a start never
+stopped a slice that does not end; both are counted on stderr.
 
 --time wall adds wall-clock times, from the clock data perf record -k
 CLOCK_MONOTONIC stores: text shows them before the time column as perf
@@ -119,6 +125,12 @@ stderr.`,
 			}
 			if sum.Undecoded > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d samples have no event format in %s; their fields are not shown\n", sum.Undecoded, in)
+			}
+			if sum.UnmatchedStops > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d EventHeader ActivityStop events in %s have no open ActivityStart to end (none with their activity id, or without one none on their thread); they are shown as instants\n", sum.UnmatchedStops, in)
+			}
+			if sum.OpenStarts > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d EventHeader ActivityStart events in %s are never stopped; Perfetto shows their slices as not ended\n", sum.OpenStarts, in)
 			}
 			return nil
 		},

@@ -63,7 +63,10 @@ func TestReportWallTime(t *testing.T) {
 
 // TestReportEventHeaderThroughDaemon: a producer writes an EventHeader
 // event through the daemon, uetrace record captures it, uetrace report
-// --format json shows its name, every field and its metadata.
+// --format json shows its name, every field and its metadata. Two more
+// events, an ActivityStart never stopped and an ActivityStop of an
+// activity never started, are each reported on stderr with --format
+// perfetto.
 func TestReportEventHeaderThroughDaemon(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -100,6 +103,21 @@ func TestReportEventHeaderThroughDaemon(t *testing.T) {
 	if err := ev.Write(payload); err != nil {
 		t.Fatal(err)
 	}
+	b.Reset("Job", eventheader.Header{Level: eventheader.LevelInformation, Opcode: eventheader.OpcodeActivityStart})
+	if payload, err = b.AppendEvent(payload[:0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Write(payload); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset("Req", eventheader.Header{Level: eventheader.LevelInformation, Opcode: eventheader.OpcodeActivityStop})
+	b.SetActivityID(&[16]byte{1}, nil)
+	if payload, err = b.AppendEvent(payload[:0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Write(payload); err != nil {
+		t.Fatal(err)
+	}
 	rec.Process.Signal(syscall.SIGINT)
 	done := make(chan struct{})
 	go func() { rec.Wait(); close(done) }()
@@ -119,5 +137,20 @@ func TestReportEventHeaderThroughDaemon(t *testing.T) {
 	const want = `"system":"user_events","name":"MyApp_L4K1","fields":{"status":200,"path":"/index.html","err":"ENOENT(2)","peer":{"addr":"10.0.0.1","port":443}},"event":"MyApp:Request","meta":{"level":4,"keyword":"0x1"}}`
 	if !bytes.Contains(js, []byte(want)) {
 		t.Errorf("report --format json:\n%s\nwant a line with\n%s\nrecord said:\n%s", js, want, recOut.String())
+	}
+
+	var stderr bytes.Buffer
+	pf := exec.CommandContext(ctx, binary(t), "report", "--format", "perfetto", "-o", filepath.Join(t.TempDir(), "eh.pftrace"), out)
+	pf.Stderr = &stderr
+	if err := pf.Run(); err != nil {
+		t.Fatalf("report --format perfetto: %v\n%s", err, stderr.Bytes())
+	}
+	for _, w := range []string{
+		"warning: 1 EventHeader ActivityStop events in " + out + " have no open ActivityStart to end",
+		"warning: 1 EventHeader ActivityStart events in " + out + " are never stopped",
+	} {
+		if !bytes.Contains(stderr.Bytes(), []byte(w)) {
+			t.Errorf("report --format perfetto: no %q on stderr:\n%s", w, stderr.Bytes())
+		}
 	}
 }

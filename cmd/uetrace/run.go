@@ -19,6 +19,7 @@ import (
 
 	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/fusefs"
+	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -205,7 +206,17 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 			return fmt.Errorf("run: the daemon at %s would not serve the tree (--private runs the command with a subsystem of its own): %w", sock, err)
 		}
 	} else {
-		tree, err := fusefs.Serve(dev, sys, fusefs.Options{Flush: srv.Flush, Dev: mdev})
+		opts := fusefs.Options{Flush: srv.Flush, Dev: mdev}
+		if !root {
+			// The subsystem is the command's own: privilege counts in
+			// the user namespace made for it, where it is root, as
+			// capabilities count in the initial one for the kernel's.
+			if ns, err := unix.Open("/proc/"+strconv.Itoa(shim.Process.Pid)+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+				defer unix.Close(ns)
+				opts.Cred = func(tgid int) subsys.Cred { return subsys.Cred{PerfmonCapable: caps.PerfmonCapableIn(ns, tgid)} }
+			}
+		}
+		tree, err := fusefs.Serve(dev, sys, opts)
 		if err != nil {
 			shim.Process.Kill()
 			<-exited

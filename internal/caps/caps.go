@@ -1,12 +1,25 @@
 // Package caps answers the one capability question user_events asks of a
-// caller — perfmon_capable(): CAP_PERFMON or CAP_SYS_ADMIN in its effective
-// set — by reading procfs. It sets no capabilities and checks no others.
+// caller — perfmon_capable(): CAP_PERFMON or CAP_SYS_ADMIN — the way Linux
+// answers it: capable(), which counts a capability only in the user
+// namespace it is asked about (Linux: the initial one; here: this process's,
+// which is the initial one for a daemon started normally) or in an ancestor
+// of it. A process in a user namespace of its own (`unshare -Ur`) has a full
+// CapEff there and none here, as in Linux, where such a process is refused
+// PERSIST events.
+//
+// It reads the caller's effective capabilities, effective uid and user
+// namespace from procfs, pinned by a pidfd so that a pid reused after its
+// process exits is never mistaken for it. It sets no capabilities and checks
+// no others.
 package caps
 
 import (
+	"bytes"
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Capability bits (include/uapi/linux/capability.h).
@@ -15,28 +28,216 @@ const (
 	capPerfmon  = 38
 )
 
-// PerfmonCapable reports whether process pid (0: this process) has
-// CAP_PERFMON or CAP_SYS_ADMIN in its effective set, from the CapEff line
-// of /proc/<pid>/status. A process that cannot be read has neither.
+// PerfmonCapable reports whether process pid (0: this process) is
+// perfmon_capable() in this process's user namespace. A process that cannot
+// be read, or that exits while it is read, is not.
 func PerfmonCapable(pid int) bool {
-	path := "/proc/self/status"
-	if pid != 0 {
-		path = "/proc/" + strconv.Itoa(pid) + "/status"
+	if pid == 0 || pid == os.Getpid() {
+		st, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return false
+		}
+		c, ok := parseStatus(st)
+		return ok && c.perfmon()
 	}
-	b, err := os.ReadFile(path)
+	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return false
 	}
-	return perfmonIn(string(b))
+	defer unix.Close(pidfd)
+	return PerfmonCapablePidfd(pidfd, pid)
 }
 
-// perfmonIn reads the CapEff line of a status file.
-func perfmonIn(status string) bool {
-	for line := range strings.Lines(status) {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+// PerfmonCapableIn is PerfmonCapable with the user namespace userNS (an
+// open /proc/<pid>/ns/user) in place of this process's: for a subsystem
+// made for the processes of one user namespace — uetrace run --private's,
+// whose command is root of a namespace of its own and owns its
+// subsystem — its root is capable there.
+func PerfmonCapableIn(userNS, pid int) bool {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(pidfd)
+	return perfmonCapable(userNS, pidfd, pid)
+}
+
+// PerfmonCapablePidfd is PerfmonCapable of the process pidfd refers to —
+// from SO_PEERPIDFD, which names the connecting process however long ago it
+// connected — whose id in this process's pid namespace is pid.
+func PerfmonCapablePidfd(pidfd, pid int) bool {
+	return perfmonCapable(-1, pidfd, pid)
+}
+
+// perfmonCapable decides for the process pidfd, pid in user namespace
+// userNS (-1: this process's).
+func perfmonCapable(userNS, pidfd, pid int) bool {
+	dir, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(dir)
+	// The directory is the pidfd's process's if that process still exists
+	// once the directory is open: a pid is not reused while its process,
+	// even a zombie, holds it. A /proc directory of a process that has
+	// gone answers no more reads. Signal 0 tells: ESRCH once the process
+	// has exited; EPERM (a process this one may not signal) still exists.
+	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil && err != unix.EPERM {
+		return false
+	}
+	st, err := readAt(dir, "status")
+	if err != nil {
+		return false
+	}
+	c, ok := parseStatus(st)
+	if !ok {
+		return false
+	}
+	return capable(userNS, dir, c)
+}
+
+// creds is what capable() looks at in a task's credentials.
+type creds struct {
+	euid   uint32
+	capEff uint64
+}
+
+func (c creds) perfmon() bool { return c.capEff&(1<<capPerfmon|1<<capSysAdmin) != 0 }
+
+// parseStatus reads the Uid and CapEff lines of /proc/<pid>/status. Uids
+// there are shown in the reader's user namespace, as NS_GET_OWNER_UID
+// gives owners.
+func parseStatus(status []byte) (creds, bool) {
+	var c creds
+	var haveUID, haveCap bool
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(v)
+			if len(f) < 2 {
+				return c, false
+			}
+			u, err := strconv.ParseUint(f[1], 10, 32)
+			if err != nil {
+				return c, false
+			}
+			c.euid, haveUID = uint32(u), true
+		} else if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
 			eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && eff&(1<<capPerfmon|1<<capSysAdmin) != 0
+			if err != nil {
+				return c, false
+			}
+			c.capEff, haveCap = eff, true
 		}
 	}
-	return false
+	return c, haveUID && haveCap
+}
+
+// nsID names a namespace: its nsfs inode.
+type nsID struct{ dev, ino uint64 }
+
+func nsOf(fd int) (nsID, bool) {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return nsID{}, false
+	}
+	return nsID{st.Dev, st.Ino}, true
+}
+
+// capable is cap_capable() (security/commoncap.c) for a perfmon
+// capability in user namespace userNS (-1: this process's), of the task whose /proc
+// directory is dir and whose credentials are c. From the namespace asked
+// about up through its ancestors:
+//   - the task's own namespace: its effective capabilities decide;
+//   - a namespace whose parent is the task's and whose owner is the task's
+//     euid: the task has every capability in it;
+//   - past the top — the initial namespace, or the highest this process
+//     can see — the task is not capable.
+func capable(userNS, dir int, c creds) bool {
+	taskNS, ok := taskUserNS(dir)
+	if !ok {
+		return false
+	}
+	var fd int
+	var err error
+	if userNS < 0 {
+		fd, err = unix.Open("/proc/self/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	} else {
+		fd, err = unix.FcntlInt(uintptr(userNS), unix.F_DUPFD_CLOEXEC, 0)
+	}
+	if err != nil {
+		return false
+	}
+	for {
+		ns, ok := nsOf(fd)
+		if !ok {
+			unix.Close(fd)
+			return false
+		}
+		if ns == taskNS {
+			unix.Close(fd)
+			return c.perfmon()
+		}
+		owner, oerr := nsOwner(fd)
+		parent, perr := unix.IoctlRetInt(fd, unix.NS_GET_PARENT)
+		unix.Close(fd)
+		if perr != nil || oerr != nil {
+			// EPERM: the parent is outside what this process can see, or
+			// this is the initial namespace.
+			return false
+		}
+		fd = parent
+		if pns, ok := nsOf(fd); ok && pns == taskNS && owner == c.euid {
+			unix.Close(fd)
+			return true
+		}
+	}
+}
+
+// nsOwner is NS_GET_OWNER_UID: the uid, in this process's namespace, of
+// the user namespace's creator.
+func nsOwner(fd int) (uint32, error) {
+	return unix.IoctlGetUint32(fd, unix.NS_GET_OWNER_UID)
+}
+
+// taskUserNS is the user namespace of the task whose /proc directory is
+// dir. Opening ns/user needs ptrace read access (ptrace_may_access), which
+// a daemon not running as root lacks for a client with capabilities it
+// does not have. Then the task's uid_map, which anyone may read, stands
+// in: a task whose map is this process's own is taken to be in this
+// process's namespace. A different namespace with the same map can only be
+// made by a process with CAP_SETUID here, that is one already privileged
+// here.
+func taskUserNS(dir int) (nsID, bool) {
+	fd, err := unix.Openat(dir, "ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		defer unix.Close(fd)
+		return nsOf(fd)
+	}
+	theirs, err := readAt(dir, "uid_map")
+	if err != nil {
+		return nsID{}, false
+	}
+	ours, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil || !bytes.Equal(theirs, ours) {
+		return nsID{}, false
+	}
+	self, err := unix.Open("/proc/self/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nsID{}, false
+	}
+	defer unix.Close(self)
+	return nsOf(self)
+}
+
+// readAt reads a small procfs file below dir.
+func readAt(dir int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(f)
+	return b.Bytes(), err
 }

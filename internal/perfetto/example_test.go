@@ -2,6 +2,7 @@ package perfetto_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/uetrace/uetrace/internal/perfetto"
@@ -30,4 +31,28 @@ func ExampleWriter() {
 	}
 	fmt.Println(out.Len(), "bytes")
 	// Output: 258 bytes
+}
+
+// Slices: nested ones on a thread's track, and two that overlap without
+// nesting, each on an async track of its own (shown as one track "request"
+// in the process's group, the two slices in rows).
+func ExampleWriter_Begin() {
+	var out bytes.Buffer
+	w := perfetto.NewWriter(&out)
+	th, _ := w.ThreadTrack(4242, 4243)
+	_ = w.Begin(1000, th, "app", "handle", nil)
+	_ = w.Begin(1100, th, "app", "parse", nil)
+	_ = w.End(1200, th, nil) // ends "parse", the innermost
+	_ = w.End(1300, th, []perfetto.Arg{perfetto.Uint("status", 200)})
+
+	a, _ := w.AsyncTrack(4242, "request")
+	b, _ := w.AsyncTrack(4242, "request")
+	_ = w.Begin(2000, a, "app", "request", nil)
+	_ = w.Begin(2100, b, "app", "request", nil)
+	_ = w.End(2200, a, nil) // a ends first: b did not begin inside it
+	_ = w.End(2300, b, nil)
+
+	err := w.End(2400, b, nil) // nothing open on b: refused, nothing written
+	fmt.Println(errors.Is(err, perfetto.ErrNoOpenSlice), w.OpenSlices())
+	// Output: true 0
 }

@@ -1,16 +1,17 @@
 // Package perfetto writes trace events as a Perfetto protobuf trace (a
 // serialised perfetto.protos.Trace, the .pftrace files that Perfetto's trace
 // processor and UI open): a track per process, a track per thread under it,
-// and one TYPE_INSTANT TrackEvent per record with the record's decoded
-// fields as debug annotations.
+// named async tracks under a process, and TrackEvents on them — a
+// TYPE_INSTANT per record, or TYPE_SLICE_BEGIN and TYPE_SLICE_END pairs —
+// with the record's decoded fields as debug annotations.
 //
-// It is not a Perfetto SDK or a general protobuf library: it has no slices,
-// counters, flows or async tracks, it does not read traces, and it uses no
-// generated code and no reflection. Messages are encoded by hand with
+// It is not a Perfetto SDK or a general protobuf library: it has no
+// counters, flows or complete (X) events, it does not read traces, and it
+// uses no generated code and no reflection. Messages are encoded by hand with
 // google.golang.org/protobuf/encoding/protowire and constant tag bytes,
 // because a report must turn millions of records a second into packets;
-// [Writer.Instant] allocates nothing once the strings it sees have been
-// interned and the threads described.
+// [Writer.Instant], [Writer.Begin] and [Writer.End] allocate nothing once
+// the strings they see have been interned and the tracks described.
 //
 // # Schema
 //
@@ -60,10 +61,33 @@
 // # Tracks
 //
 // Track uuids are 1, 2, 3, … in the order processes and threads are first
-// seen, so they are small varints; they are unique within the file but
+// seen and async tracks made, so they are small varints; they are unique within the file but
 // would clash if the file were concatenated with another Perfetto trace
 // that uses small uuids. A thread is identified by (pid, tid): the same tid
 // under two pids is two tracks.
+//
+// # Slices
+//
+// A slice is a [Writer.Begin] and a later [Writer.End] on the same track.
+// Perfetto's trace processor keeps a stack of open slices per track: a
+// TYPE_SLICE_END without a name closes the innermost open slice, and its
+// debug annotations are added to that slice's arguments
+// (src/trace_processor/importers/common/slice_tracker.{h,cc}: End,
+// CompleteSliceBegin, MatchingIncompleteSliceIndex). So slices on one
+// track must nest; slices that overlap without nesting go on tracks of
+// their own ([Writer.AsyncTrack]). An end on a track with nothing open
+// would be silently ignored by the trace processor; the Writer refuses it
+// instead ([ErrNoOpenSlice]) and writes nothing, so that its caller can
+// show the event some other way. A slice never ended stays open: the trace
+// processor leaves its dur at -1 and the UI draws it to the end of the
+// trace as "Did not end" ([Writer.OpenSlices] counts them).
+//
+// Async tracks are TrackDescriptors with a name and the process's track as
+// parent, and neither a process nor a thread: the UI shows them in the
+// process's group. Sibling tracks with the same name are merged into one
+// UI track by default (TrackDescriptor.sibling_merge_behavior, default
+// SIBLING_MERGE_BEHAVIOR_BY_TRACK_NAME), whose slices the UI lays out in
+// rows so that overlapping ones do not cover each other.
 //
 // A Writer is not safe for concurrent use.
 package perfetto
@@ -80,7 +104,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Field numbers, from Perfetto's protos.
+// Field numbers, from Perfetto's protos (checked against google/perfetto
+// at ec5d16b, August 2026; the numbers are wire format and never change).
 const (
 	// protos/perfetto/trace/trace.proto: message Trace.
 	fieldTracePacket = 1 // repeated TracePacket packet = 1;
@@ -99,6 +124,7 @@ const (
 
 	// protos/perfetto/trace/track_event/track_descriptor.proto: message TrackDescriptor.
 	fieldTrackUUID       = 1 // optional uint64 uuid = 1;
+	fieldTrackName       = 2 // string name = 2; (oneof static_or_dynamic_name)
 	fieldTrackProcess    = 3 // optional ProcessDescriptor process = 3;
 	fieldTrackThread     = 4 // optional ThreadDescriptor thread = 4;
 	fieldTrackParentUUID = 5 // optional uint64 parent_uuid = 5;
@@ -118,6 +144,8 @@ const (
 	fieldEventType        = 9  // optional Type type = 9;
 	fieldEventNameIID     = 10 // uint64 name_iid = 10; (oneof name_field)
 	fieldEventTrackUUID   = 11 // optional uint64 track_uuid = 11;
+	eventTypeSliceBegin   = 1  // TrackEvent.Type TYPE_SLICE_BEGIN = 1;
+	eventTypeSliceEnd     = 2  // TrackEvent.Type TYPE_SLICE_END = 2;
 	eventTypeInstant      = 3  // TrackEvent.Type TYPE_INSTANT = 3;
 
 	// protos/perfetto/trace/track_event/debug_annotation.proto: message DebugAnnotation.
@@ -187,6 +215,20 @@ const (
 // ErrArgKind is wrapped by the error for an argument of an unknown kind.
 var ErrArgKind = errors.New("unknown argument kind")
 
+// ErrNoOpenSlice is wrapped by the error of an End on a track that has no
+// open slice: the trace processor would drop it, so the Writer writes
+// nothing.
+var ErrNoOpenSlice = errors.New("no open slice on the track")
+
+// ErrTrack is wrapped by the error of a Begin or End on a track the Writer
+// did not make, or on a process track.
+var ErrTrack = errors.New("not a thread or async track of this Writer")
+
+// A Track is a track of a Writer's trace, for its slices: a thread's
+// ([Writer.ThreadTrack]) or an async track ([Writer.AsyncTrack]). Its value
+// is the track's uuid.
+type Track uint64
+
 // An Arg is one decoded field of a record, written as a debug annotation.
 // Only the field that Kind names is read.
 type Arg struct {
@@ -222,11 +264,13 @@ type Writer struct {
 
 	started bool   // a packet has been written (the first clears incremental state)
 	haveTS  bool   // lastTS is set
-	lastTS  uint64 // timestamp of the latest Instant, given to descriptors
+	lastTS  uint64 // timestamp of the latest event, given to descriptors
 	uuids   uint64 // last track uuid handed out
 
 	procs   map[int32]*track
 	threads map[uint64]*track // key: threadKey(pid, tid)
+	tracks  []*track          // by uuid-1
+	open    int               // slices begun and not ended, on all tracks
 	// The last thread looked up: records come in runs from one thread.
 	lastKey    uint64
 	lastThread *track
@@ -241,8 +285,26 @@ type Writer struct {
 }
 
 type track struct {
-	uuid uint64
-	name string
+	uuid  uint64
+	name  string
+	kind  trackKind
+	depth int // open slices
+}
+
+type trackKind uint8
+
+const (
+	processTrack trackKind = iota
+	threadTrack
+	asyncTrack
+)
+
+// newTrack hands out the next uuid.
+func (w *Writer) newTrack(kind trackKind) *track {
+	w.uuids++
+	t := &track{uuid: w.uuids, kind: kind}
+	w.tracks = append(w.tracks, t)
+	return t
 }
 
 // annInfo is what Instant works out about an argument while sizing the
@@ -356,13 +418,10 @@ func (w *Writer) Instant(ts uint64, pid, tid int32, category, name string, args 
 	if w.err != nil {
 		return w.err
 	}
-	// Check before interning anything: an interned id handed out for a
-	// packet that is then not written would be used later undefined.
-	for i := range args {
-		if k := args[i].Kind; k < ArgInt || k > ArgBool {
-			return fmt.Errorf("perfetto: event %q: argument %d (%q): %w %d", name, i, args[i].Name, ErrArgKind, k)
-		}
+	if err := checkArgs(name, args); err != nil {
+		return err
 	}
+	// Set before describing the thread: its descriptors carry the time.
 	w.lastTS, w.haveTS = ts, true
 	key := threadKey(pid, tid)
 	t := w.lastThread
@@ -373,6 +432,122 @@ func (w *Writer) Instant(ts uint64, pid, tid int32, category, name string, args 
 		}
 		w.lastKey, w.lastThread = key, t
 	}
+	return w.event(ts, t, eventTypeInstant, category, name, true, args)
+}
+
+// checkArgs checks the kinds of args. It is called before interning
+// anything: an interned id handed out for a packet that is then not
+// written would be used later undefined.
+func checkArgs(name string, args []Arg) error {
+	for i := range args {
+		if k := args[i].Kind; k < ArgInt || k > ArgBool {
+			return fmt.Errorf("perfetto: event %q: argument %d (%q): %w %d", name, i, args[i].Name, ErrArgKind, k)
+		}
+	}
+	return nil
+}
+
+// ThreadTrack returns the track of thread (pid, tid), for its slices,
+// describing the process and thread first, unnamed, if they have not been.
+// Its instants ([Writer.Instant]) go on the same track.
+func (w *Writer) ThreadTrack(pid, tid int32) (Track, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	t, err := w.thread(pid, tid, "")
+	if err != nil {
+		return 0, err
+	}
+	return Track(t.uuid), nil
+}
+
+// AsyncTrack makes a new track named name in process pid's group
+// (describing the process first, unnamed, if it has not been), for slices
+// that need not nest with those of any other track. Each call makes a new
+// track; tracks of the same name are shown merged (see the package doc).
+func (w *Writer) AsyncTrack(pid int32, name string) (Track, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	p, err := w.process(pid, "")
+	if err != nil {
+		return 0, err
+	}
+	t := w.newTrack(asyncTrack)
+	t.name = strings.Clone(name)
+	var td []byte
+	td = appendVarintField(td, fieldTrackUUID, t.uuid)
+	td = appendVarintField(td, fieldTrackParentUUID, p.uuid)
+	td = appendStringField(td, fieldTrackName, name)
+	return Track(t.uuid), w.writeDescriptor(td)
+}
+
+// trackOf returns the thread or async track tr.
+func (w *Writer) trackOf(tr Track) (*track, error) {
+	if tr == 0 || uint64(tr) > uint64(len(w.tracks)) || w.tracks[tr-1].kind == processTrack {
+		return nil, fmt.Errorf("perfetto: track %d: %w", tr, ErrTrack)
+	}
+	return w.tracks[tr-1], nil
+}
+
+// Begin writes a TYPE_SLICE_BEGIN TrackEvent at ts on track tr: it opens a
+// slice named name, with args as its debug annotations, inside the slice
+// open on tr, if any. The strings are kept as for Instant.
+func (w *Writer) Begin(ts uint64, tr Track, category, name string, args []Arg) error {
+	if w.err != nil {
+		return w.err
+	}
+	t, err := w.trackOf(tr)
+	if err != nil {
+		return err
+	}
+	if err := checkArgs(name, args); err != nil {
+		return err
+	}
+	if err := w.event(ts, t, eventTypeSliceBegin, category, name, true, args); err != nil {
+		return err
+	}
+	t.depth++
+	w.open++
+	return nil
+}
+
+// End writes a TYPE_SLICE_END TrackEvent at ts on track tr: it closes the
+// innermost slice open on tr, adding args to that slice's arguments. It
+// has no name or category: the trace processor matches an end that has
+// them by them, and closing the innermost slice is what a caller that
+// keeps its slices nested means. An End on a track with no open slice
+// writes nothing and returns an error wrapping [ErrNoOpenSlice].
+func (w *Writer) End(ts uint64, tr Track, args []Arg) error {
+	if w.err != nil {
+		return w.err
+	}
+	t, err := w.trackOf(tr)
+	if err != nil {
+		return err
+	}
+	if t.depth == 0 {
+		return fmt.Errorf("perfetto: end on track %d (%q): %w", tr, t.name, ErrNoOpenSlice)
+	}
+	if err := checkArgs("", args); err != nil {
+		return err
+	}
+	if err := w.event(ts, t, eventTypeSliceEnd, "", "", false, args); err != nil {
+		return err
+	}
+	t.depth--
+	w.open--
+	return nil
+}
+
+// OpenSlices returns how many slices have begun and not ended, on all
+// tracks.
+func (w *Writer) OpenSlices() int { return w.open }
+
+// event writes one TrackEvent of type typ at ts on track t, named name
+// unless !named, its args checked.
+func (w *Writer) event(ts uint64, t *track, typ byte, category, name string, named bool, args []Arg) error {
+	w.lastTS, w.haveTS = ts, true
 
 	// Intern, and size the TrackEvent.
 	in := w.interned[:0]
@@ -385,11 +560,14 @@ func (w *Writer) Instant(ts uint64, pid, tid int32, category, name string, args 
 		}
 		evSize += 1 + sizeVarint(catIID)
 	}
-	nameIID, isNew := w.names.id(name)
-	if isNew {
-		in = appendInterned(in, fieldInternedName, nameIID, name)
+	var nameIID uint64
+	var isNew bool
+	if named {
+		if nameIID, isNew = w.names.id(name); isNew {
+			in = appendInterned(in, fieldInternedName, nameIID, name)
+		}
+		evSize += 1 + sizeVarint(nameIID)
 	}
-	evSize += 1 + sizeVarint(nameIID)
 	if cap(w.anns) < len(args) {
 		w.anns = make([]annInfo, len(args))
 	}
@@ -466,13 +644,15 @@ func (w *Writer) Instant(ts uint64, pid, tid int32, category, name string, args 
 	b = appendVarint(b, uint64(evSize))
 	b = append(b, tagEventTrack)
 	b = appendVarint(b, t.uuid)
-	b = append(b, tagEventType, eventTypeInstant)
+	b = append(b, tagEventType, typ)
 	if catIID != 0 {
 		b = append(b, tagEventCategory)
 		b = appendVarint(b, catIID)
 	}
-	b = append(b, tagEventName)
-	b = appendVarint(b, nameIID)
+	if named {
+		b = append(b, tagEventName)
+		b = appendVarint(b, nameIID)
+	}
 	for i := range anns {
 		ai := &anns[i]
 		b = append(b, tagAnnotation)
@@ -513,8 +693,7 @@ func (w *Writer) process(pid int32, name string) (*track, error) {
 		return p, nil
 	}
 	if p == nil {
-		w.uuids++
-		p = &track{uuid: w.uuids}
+		p = w.newTrack(processTrack)
 		w.procs[pid] = p
 	}
 	p.name = strings.Clone(name)
@@ -545,8 +724,7 @@ func (w *Writer) thread(pid, tid int32, name string) (*track, error) {
 		return nil, err
 	}
 	if t == nil {
-		w.uuids++
-		t = &track{uuid: w.uuids}
+		t = w.newTrack(threadTrack)
 		w.threads[key] = t
 	}
 	t.name = strings.Clone(name)

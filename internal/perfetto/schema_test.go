@@ -165,6 +165,28 @@ func TestDecodeCatchesBadTraces(t *testing.T) {
 		}
 		return append(appendVarintField(nil, fieldPacketTimestamp, 9), appendBytesField(nil, fieldPacketTrackEvent, te)...)
 	}
+	async := func(uuid, parent uint64, name string, named bool) []byte {
+		td := appendVarintField(nil, fieldTrackUUID, uuid)
+		td = appendVarintField(td, fieldTrackParentUUID, parent)
+		if named {
+			td = appendStringField(td, fieldTrackName, name)
+		}
+		return appendBytesField(nil, fieldPacketTrackDescriptor, td)
+	}
+	// slice is a begin (named nameIID) or, with nameIID 0, an end at ts.
+	slice := func(track, nameIID, ts uint64, extra ...[]byte) []byte {
+		te := appendVarintField(nil, fieldEventTrackUUID, track)
+		if nameIID != 0 {
+			te = appendVarintField(te, fieldEventType, eventTypeSliceBegin)
+			te = appendVarintField(te, fieldEventNameIID, nameIID)
+		} else {
+			te = appendVarintField(te, fieldEventType, eventTypeSliceEnd)
+		}
+		for _, x := range extra {
+			te = append(te, x...)
+		}
+		return append(appendVarintField(nil, fieldPacketTimestamp, ts), appendBytesField(nil, fieldPacketTrackEvent, te)...)
+	}
 	const need = seqNeedsIncrementalState
 	head := append(packet(seqIncrementalStateCleared, process(1, 10)), packet(0, thread(2, 1, 10, 11))...)
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
@@ -173,10 +195,24 @@ func TestDecodeCatchesBadTraces(t *testing.T) {
 	if d, err := perfettotest.Decode(ok); err != nil || len(d.Events) != 1 || d.Events[0].Name != "e" {
 		t.Fatalf("good trace: %+v, %v", d, err)
 	}
+	okSlices := cat(head, packet(0, async(3, 1, "a", true)), packet(need, interned(fieldInternedName, 1, "e"), slice(2, 1, 5)),
+		packet(need, slice(3, 1, 6)), packet(need, slice(2, 0, 7)))
+	if d, err := perfettotest.Decode(okSlices); err != nil || len(d.Slices) != 2 || d.Slices[0].Dur != 2 || d.Slices[1].Dur != -1 ||
+		d.Tracks[3] != (dTrack{UUID: 3, Parent: 1, Async: true, PID: 10, Name: "a"}) {
+		t.Fatalf("good trace with slices: %+v, %v", d, err)
+	}
+	beginE := packet(need, interned(fieldInternedName, 1, "e"), slice(2, 1, 5))
 	for _, tc := range []struct {
 		name string
 		data []byte
 	}{
+		{"end without begin", cat(head, packet(need, slice(2, 0, 5)))},
+		{"end on another track", cat(head, packet(0, async(3, 1, "a", true)), beginE, packet(need, slice(3, 0, 6)))},
+		{"end with a name", cat(head, beginE, packet(need, slice(2, 0, 6, appendVarintField(nil, fieldEventNameIID, 1))))},
+		{"end before its begin", cat(head, beginE, packet(need, slice(2, 0, 4)))},
+		{"async track without name", cat(head, packet(0, async(3, 1, "", false)))},
+		{"async track under a thread", cat(head, packet(0, async(3, 2, "a", true)))},
+		{"instant on async track", cat(head, packet(0, async(3, 1, "a", true)), packet(need, interned(fieldInternedName, 1, "e"), event(3, 1)))},
 		{"no sequence id", appendBytesField(nil, fieldTracePacket, appendVarintField(nil, fieldPacketSequenceFlags, seqIncrementalStateCleared))},
 		{"first packet does not clear", packet(need, process(1, 10))},
 		{"cleared twice", cat(head, packet(seqIncrementalStateCleared|need, interned(fieldInternedName, 1, "e"), event(2, 1)))},

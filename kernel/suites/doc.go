@@ -1,7 +1,8 @@
 // Package suites runs the product's own test suites inside the real Linux
 // 6.12 kernel (booted by package vmtest), where the kernel backend exists:
 // package userevents' backend suite, package record's per-target tests,
-// eventheader/ehprovider's perf read-back of a provider's events, and
+// eventheader/ehprovider's perf read-back of a provider's events,
+// eventheader/ehslog's testing/slogtest read back through perf, and
 // package export's live export from the kernel to a real OpenTelemetry
 // Collector run in the guest, each compiled as a static test binary, run
 // as root in the guest, and required to have passed on the kernel — not

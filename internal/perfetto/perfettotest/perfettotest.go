@@ -1,9 +1,14 @@
 // Package perfettotest is a test helper: it checks that bytes parse as a
 // perfetto.protos.Trace against Perfetto's own schema (the subset that
 // package perfetto writes, built at run time with protodesc and decoded
-// with dynamicpb), and decodes them into plain Go values — tracks, events
-// and their debug annotations — with interned names resolved, as Perfetto's
-// trace processor would read them.
+// with dynamicpb), and decodes them into plain Go values — tracks,
+// instants, and slices (begins paired with their ends), with their debug
+// annotations — with interned names resolved, as Perfetto's trace
+// processor would read them. Slices are paired as the trace processor's
+// SliceTracker pairs them (src/trace_processor/importers/common/
+// slice_tracker.cc in google/perfetto): per track, an end without a name
+// closes the innermost open slice and adds its annotations to that
+// slice's; a slice never ended keeps dur -1.
 //
 // It is used by tests only (of package perfetto and of its users, such as
 // report); no program should import it. It is not a Perfetto reader: it
@@ -72,9 +77,11 @@ message_type {
 message_type {
   name: "TrackDescriptor"
   field { name: "uuid" number: 1 label: LABEL_OPTIONAL type: TYPE_UINT64 }
+  field { name: "name" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING oneof_index: 0 }
   field { name: "parent_uuid" number: 5 label: LABEL_OPTIONAL type: TYPE_UINT64 }
   field { name: "process" number: 3 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".perfetto.protos.ProcessDescriptor" }
   field { name: "thread" number: 4 label: LABEL_OPTIONAL type: TYPE_MESSAGE type_name: ".perfetto.protos.ThreadDescriptor" }
+  oneof_decl { name: "static_or_dynamic_name" }
 }
 message_type {
   name: "ProcessDescriptor"
@@ -144,6 +151,8 @@ const (
 	sequenceID                 = 1 // the one trusted_packet_sequence_id package perfetto uses
 	seqIncrementalStateCleared = 1 // TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 	seqNeedsIncrementalState   = 2 // TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+	typeSliceBegin             = 1 // TrackEvent.TYPE_SLICE_BEGIN
+	typeSliceEnd               = 2 // TrackEvent.TYPE_SLICE_END
 	typeInstant                = 3 // TrackEvent.TYPE_INSTANT
 )
 
@@ -216,12 +225,17 @@ func Check(m protoreflect.Message, path string) []string {
 	return errs
 }
 
-// A Track is a process or thread track, from its latest TrackDescriptor.
+// A Track is a process, thread or async track, from its latest
+// TrackDescriptor.
 type Track struct {
 	UUID, Parent uint64
-	Process      bool // a process track, else a thread track
-	PID, TID     int32
-	Name         string
+	Process      bool // a process track
+	// Async is a named track under a process (Parent), neither a process
+	// nor a thread; its PID is the process's and its TID 0. A track that
+	// is neither Process nor Async is a thread track.
+	Async    bool
+	PID, TID int32
+	Name     string
 }
 
 // An Arg is a debug annotation, its name resolved.
@@ -240,10 +254,28 @@ type Event struct {
 	Args     []Arg
 }
 
+// A Slice is a TYPE_SLICE_BEGIN TrackEvent and the TYPE_SLICE_END that
+// closed it, as the trace processor pairs them: on one track, an end
+// closes the innermost open slice.
+type Slice struct {
+	Track    uint64 // the uuid of the track it is on
+	PID, TID int32  // of the track (TID 0 on an async track)
+	TS       uint64
+	// Dur is the end's time minus TS, or -1 for a slice never ended (the
+	// trace processor's kPendingDuration: the UI's "Did not end").
+	Dur      int64
+	Depth    int    // how many slices of its track it is inside
+	Category string // "" when the event has none
+	Name     string
+	Args     []Arg // of the begin
+	EndArgs  []Arg // of the end, which the trace processor adds to Args
+}
+
 // A Trace is the decoded content of a trace.
 type Trace struct {
 	Tracks map[uint64]Track // the latest descriptor of each uuid
-	Events []Event          // in file order
+	Events []Event          // the instants, in file order
+	Slices []Slice          // in the order they began
 }
 
 // Processes maps each pid to its process track.
@@ -261,7 +293,7 @@ func (t *Trace) Processes() map[int32]Track {
 func (t *Trace) Threads() map[[2]int32]Track {
 	m := map[[2]int32]Track{}
 	for _, tk := range t.Tracks {
-		if !tk.Process {
+		if !tk.Process && !tk.Async {
 			m[[2]int32{tk.PID, tk.TID}] = tk
 		}
 	}
@@ -290,13 +322,19 @@ func has(m protoreflect.Message, name string) bool {
 // package perfetto promises not to write: a packet off sequence 1,
 // incremental state used before it is cleared or cleared twice, interned
 // data in a packet without SEQ_NEEDS_INCREMENTAL_STATE, an undefined,
-// zero or redefined interned id, a track with uuid 0 or neither process
-// nor thread, a second process track for a pid, a thread track whose
-// parent is not its process's track, a track redescribed with other ids,
-// an event that is not TYPE_INSTANT, has no timestamp, no name or more
-// than one category, an event on an undescribed track or on a process
-// track, an annotation without a name or a value, and a packet with no
-// data but the first.
+// zero or redefined interned id, a track with uuid 0, a second process
+// track for a pid, a thread track whose parent is not its process's
+// track, a track that is neither process nor thread and has no name or
+// no process track as parent, a track redescribed with other ids, an
+// event that is not TYPE_INSTANT, TYPE_SLICE_BEGIN or TYPE_SLICE_END, has
+// no timestamp or more than one category, an instant or begin without a
+// name, an end with a name or a category (package perfetto writes none),
+// an end on a track with no open slice (the trace processor ignores it),
+// a begin or end whose time is before the previous one's on its track, an
+// instant on an async track, an event on an undescribed track or on a
+// process track, an annotation without a name or a value, and a packet
+// with no data but the first. Slices left open are not an error: their
+// Dur is -1.
 func Decode(data []byte) (*Trace, error) {
 	tr, err := Parse(data)
 	if err != nil {
@@ -304,6 +342,8 @@ func Decode(data []byte) (*Trace, error) {
 	}
 	out := &Trace{Tracks: map[uint64]Track{}}
 	procTrack := map[int32]uint64{}
+	open := map[uint64][]int{}    // track uuid → indexes in out.Slices of its open slices
+	lastTS := map[uint64]uint64{} // track uuid → time of its latest begin or end
 	interned := map[string]map[uint64]string{
 		"event_categories": {}, "event_names": {}, "debug_annotation_names": {},
 	}
@@ -370,9 +410,21 @@ func Decode(data []byte) (*Trace, error) {
 					return fail("thread track %d parent %d, process %d track %d", d.UUID, d.Parent, d.PID, u)
 				}
 			default:
-				return fail("track %d neither process nor thread", d.UUID)
+				if !has(td, "name") {
+					return fail("track %d neither process nor thread, and unnamed", d.UUID)
+				}
+				d.Async, d.Name = true, get(td, "name").String()
+				var ok bool
+				for pid, u := range procTrack {
+					if u == d.Parent {
+						d.PID, ok = pid, true
+					}
+				}
+				if !ok {
+					return fail("async track %d parent %d is no process track", d.UUID, d.Parent)
+				}
 			}
-			if old, ok := out.Tracks[d.UUID]; ok && (old.Process != d.Process || old.PID != d.PID || old.TID != d.TID || old.Parent != d.Parent) {
+			if old, ok := out.Tracks[d.UUID]; ok && (old.Process != d.Process || old.Async != d.Async || old.PID != d.PID || old.TID != d.TID || old.Parent != d.Parent) {
 				return fail("track %d redescribed as %+v, was %+v", d.UUID, d, old)
 			}
 			out.Tracks[d.UUID] = d
@@ -384,12 +436,26 @@ func Decode(data []byte) (*Trace, error) {
 				return fail("track event without timestamp")
 			}
 			te := get(p, "track_event").Message()
-			if typ := get(te, "type").Enum(); typ != typeInstant {
-				return fail("type %d, want TYPE_INSTANT", typ)
+			typ := get(te, "type").Enum()
+			if typ != typeInstant && typ != typeSliceBegin && typ != typeSliceEnd {
+				return fail("type %d, want TYPE_INSTANT, TYPE_SLICE_BEGIN or TYPE_SLICE_END", typ)
 			}
-			tk, ok := out.Tracks[get(te, "track_uuid").Uint()]
+			uuid := get(te, "track_uuid").Uint()
+			tk, ok := out.Tracks[uuid]
 			if !ok || tk.Process {
-				return fail("event on track %d, described %v, process %v", get(te, "track_uuid").Uint(), ok, tk.Process)
+				return fail("event on track %d, described %v, process %v", uuid, ok, tk.Process)
+			}
+			if tk.Async && typ == typeInstant {
+				return fail("instant on async track %d", uuid)
+			}
+			// The trace processor sorts events by time before pairing
+			// begins and ends: pairing them in file order is the same only
+			// if they are in time order.
+			if ts := get(p, "timestamp").Uint(); typ != typeInstant {
+				if last, ok := lastTS[uuid]; ok && ts < last {
+					return fail("slice event at %d on track %d after one at %d", ts, uuid, last)
+				}
+				lastTS[uuid] = ts
 			}
 			var undefined error
 			lookup := func(field string, iid uint64) string {
@@ -407,10 +473,19 @@ func Decode(data []byte) (*Trace, error) {
 			if cats.Len() == 1 {
 				ev.Category = lookup("event_categories", cats.Get(0).Uint())
 			}
-			if !has(te, "name_iid") {
-				return fail("no name_iid")
+			if typ == typeSliceEnd {
+				if has(te, "name_iid") || cats.Len() > 0 {
+					return fail("slice end with a name or category")
+				}
+				if len(open[uuid]) == 0 {
+					return fail("slice end on track %d with no open slice", uuid)
+				}
+			} else {
+				if !has(te, "name_iid") {
+					return fail("no name_iid")
+				}
+				ev.Name = lookup("event_names", get(te, "name_iid").Uint())
 			}
-			ev.Name = lookup("event_names", get(te, "name_iid").Uint())
 			anns := get(te, "debug_annotations").List()
 			for j := range anns.Len() {
 				a := anns.Get(j).Message()
@@ -435,7 +510,21 @@ func Decode(data []byte) (*Trace, error) {
 			if undefined != nil {
 				return nil, undefined
 			}
-			out.Events = append(out.Events, ev)
+			switch typ {
+			case typeInstant:
+				out.Events = append(out.Events, ev)
+			case typeSliceBegin:
+				open[uuid] = append(open[uuid], len(out.Slices))
+				out.Slices = append(out.Slices, Slice{
+					Track: uuid, PID: tk.PID, TID: tk.TID, TS: ev.TS, Dur: -1, Depth: len(open[uuid]) - 1,
+					Category: ev.Category, Name: ev.Name, Args: ev.Args,
+				})
+			case typeSliceEnd:
+				st := open[uuid]
+				s := &out.Slices[st[len(st)-1]]
+				open[uuid] = st[:len(st)-1]
+				s.Dur, s.EndArgs = int64(ev.TS-s.TS), ev.Args
+			}
 		default:
 			if i != 0 || has(p, "interned_data") {
 				return fail("no data")

@@ -1,0 +1,112 @@
+package daemon
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Who wrote a record. The kernel knows: common_pid is current's thread id
+// and the record goes to the CPU it runs on. A client of the daemon says
+// both — the Write request's arg and flags, a ring record's header — so
+// they are checked before they reach anyone's trace:
+//
+//   - the process is always the connection's SO_PEERCRED pid, never
+//     anything the client says;
+//   - a thread id is believed when it is the process's own, a live thread
+//     of it (/proc/TGID/task/TID), or an id below pid_max that no live
+//     task has — a thread that wrote and exited before its record was
+//     delivered. A live thread of another process, or an id no task can
+//     have, is not: the record goes under the process id and is counted
+//     as forged. Each id is checked once and
+//     remembered, up to maxTIDs a writer;
+//   - a CPU cannot be checked (the CPU a thread last ran on says nothing
+//     of where it wrote): it is what the client reports, taken modulo the
+//     machine's possible CPUs, so no consumer sees a CPU that cannot
+//     exist.
+//
+// What the daemon keeps per thread (the names sessions give consumers)
+// is bounded too (subsys.Session), so made-up thread ids cost no memory
+// that is not given back.
+
+// maxTIDs bounds the thread ids a writer remembers as checked.
+const maxTIDs = 4096
+
+// threadCheck decides the thread ids of one process's records.
+type threadCheck struct {
+	tgid   int32
+	tids   map[uint32]bool
+	last   uint32 // the last thread id accepted
+	forged uint64 // records delivered under tgid instead
+}
+
+func newThreadCheck(tgid int32) threadCheck {
+	return threadCheck{tgid: tgid, tids: map[uint32]bool{}}
+}
+
+// thread returns the thread id a record of thread tid is delivered under.
+func (t *threadCheck) thread(tid uint32) int32 {
+	if int32(tid) == t.tgid {
+		return t.tgid
+	}
+	if tid == t.last && tid != 0 {
+		return int32(tid)
+	}
+	ok, seen := t.tids[tid]
+	if !seen {
+		if len(t.tids) >= maxTIDs {
+			clear(t.tids)
+		}
+		ok = t.tgid > 0 && int32(tid) > 0 && int(tid) < pidMax() &&
+			(unix.Access("/proc/"+strconv.Itoa(int(t.tgid))+"/task/"+strconv.Itoa(int(tid)), unix.F_OK) == nil ||
+				unix.Access("/proc/"+strconv.Itoa(int(tid)), unix.F_OK) != nil)
+		t.tids[tid] = ok
+	}
+	if !ok {
+		t.forged++
+		return t.tgid
+	}
+	t.last = tid
+	return int32(tid)
+}
+
+// pidMax is /proc/sys/kernel/pid_max: thread ids are below it. The
+// kernel's ceiling (PID_MAX_LIMIT, 4194304) when it cannot be read.
+var pidMax = sync.OnceValue(func() int {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 0 {
+			return v
+		}
+	}
+	return 4 << 20
+})
+
+// possibleCPUs is the number of CPUs this machine can have
+// (/sys/devices/system/cpu/possible: "0-N"), at least runtime.NumCPU.
+var possibleCPUs = sync.OnceValue(func() int {
+	n := runtime.NumCPU()
+	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	if err != nil {
+		return n
+	}
+	for r := range strings.SplitSeq(strings.TrimSpace(string(b)), ",") {
+		_, hi, _ := strings.Cut(r, "-")
+		if hi == "" {
+			hi = r
+		}
+		if v, err := strconv.Atoi(hi); err == nil && v+1 > n {
+			n = v + 1
+		}
+	}
+	return n
+})
+
+// writerCPU is the CPU a client reported, as a CPU that can exist.
+func writerCPU(cpu uint32) int {
+	return int(cpu % uint32(possibleCPUs()))
+}

@@ -1,0 +1,140 @@
+package ehotel_test
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/log"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
+	"go.opentelemetry.io/otel/sdk/resource"
+
+	"github.com/uetrace/uetrace/eventheader/ehotel"
+)
+
+// benchRecord is the benchmarks' record: INFO, a string body and four
+// scalar attributes.
+func benchRecord() log.Record {
+	var r log.Record
+	r.SetSeverity(log.SeverityInfo)
+	r.SetBody(attribute.StringValue("request served"))
+	r.AddAttributes(attribute.String("path", "/index.html"), attribute.Int("status", 200),
+		attribute.Float64("dur", 1.5), attribute.Bool("cached", true))
+	return r
+}
+
+// benchEnable turns the INFO tracepoint on in the subsystem's trace buffer
+// (as `echo 1 > enable` does), which overwrites and needs no reader.
+func benchEnable(b *testing.B, e *env, x *ehotel.Exporter) {
+	b.Helper()
+	tp := x.Tracepoint(log.SeverityInfo)
+	if err := e.sys.SetFtrace(e.sys.Lookup("user_events", tp.Name()), true); err != nil {
+		b.Fatal(err)
+	}
+	if !tp.Enabled() {
+		b.Fatal("not enabled")
+	}
+}
+
+// BenchmarkProcessor is the processor alone, on an SDK record: Enabled,
+// and OnEmit while nobody listens (a load of the enable word) and while
+// the trace buffer records (the event built and written).
+func BenchmarkProcessor(b *testing.B) {
+	e := newEnv(b)
+	p := newProcessor(b, e, "BenchProc")
+	r := sdkRecord(b, context.Background(), benchRecord(), sdklog.WithResource(resource.NewSchemaless(attribute.String("service.name", "bench"))))
+	ctx := context.Background()
+	params := sdklog.EnabledParameters{Severity: log.SeverityInfo}
+	b.Run("Enabled/disabled", func(b *testing.B) {
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			if p.Enabled(ctx, params) {
+				n++
+			}
+		}
+		sink = n
+	})
+	b.Run("OnEmit/disabled", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p.OnEmit(ctx, &r)
+		}
+	})
+	benchEnable(b, e, p.Exporter())
+	b.Run("OnEmit/enabled", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := p.OnEmit(ctx, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+var sink int
+
+// noop is a processor doing nothing: the SDK's own cost.
+type noop struct{}
+
+func (noop) Enabled(context.Context, sdklog.EnabledParameters) bool { return true }
+func (noop) OnEmit(context.Context, *sdklog.Record) error           { return nil }
+func (noop) Shutdown(context.Context) error                         { return nil }
+func (noop) ForceFlush(context.Context) error                       { return nil }
+
+// BenchmarkSDK is what a program pays per record through the SDK's
+// Logger.Emit: the SDK with a processor that does nothing; this package's
+// Processor, disabled and enabled, and disabled behind a Logger.Enabled
+// check; and this package's Exporter behind the SDK's BatchProcessor and
+// SimpleProcessor, where the records are copied (and queued) before the
+// exporter can see that nobody listens.
+func BenchmarkSDK(b *testing.B) {
+	ctx := context.Background()
+	r := benchRecord()
+	emit := func(b *testing.B, proc sdklog.Processor, check bool) {
+		lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(proc))
+		b.Cleanup(func() { lp.Shutdown(ctx) })
+		logger := lp.Logger("bench")
+		params := log.EnabledParameters{Severity: log.SeverityInfo}
+		b.ReportAllocs()
+		for b.Loop() {
+			if !check || logger.Enabled(ctx, params) {
+				logger.Emit(ctx, r)
+			}
+		}
+	}
+	b.Run("noop-processor", func(b *testing.B) { emit(b, noop{}, false) })
+	for _, on := range []bool{false, true} {
+		state := map[bool]string{false: "disabled", true: "enabled"}[on]
+		b.Run("ehotel-processor/"+state, func(b *testing.B) {
+			e := newEnv(b)
+			p := newProcessor(b, e, "BenchSDK")
+			if on {
+				benchEnable(b, e, p.Exporter())
+			}
+			emit(b, p, false)
+		})
+		if !on {
+			b.Run("ehotel-processor/disabled-checked", func(b *testing.B) {
+				e := newEnv(b)
+				emit(b, newProcessor(b, e, "BenchSDK"), true)
+			})
+		}
+		b.Run("batch+ehotel-exporter/"+state, func(b *testing.B) {
+			e := newEnv(b)
+			x := newExporter(b, e, "BenchBatch")
+			if on {
+				benchEnable(b, e, x)
+			}
+			emit(b, sdklog.NewBatchProcessor(x), false)
+		})
+		b.Run("simple+ehotel-exporter/"+state, func(b *testing.B) {
+			e := newEnv(b)
+			x := newExporter(b, e, "BenchSimple")
+			if on {
+				benchEnable(b, e, x)
+			}
+			emit(b, sdklog.NewSimpleProcessor(x), false)
+		})
+	}
+}

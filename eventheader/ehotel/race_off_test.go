@@ -1,0 +1,5 @@
+//go:build !race
+
+package ehotel_test
+
+const raceEnabled = false

@@ -1,0 +1,5 @@
+//go:build !race
+
+package ehslog_test
+
+const raceEnabled = false
