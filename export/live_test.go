@@ -299,3 +299,71 @@ func TestCLIOutageLive(t *testing.T) {
 		})
 	}
 }
+
+// TestCollectorRecordedFile: events recorded through the daemon by
+// uetrace record -k CLOCK_MONOTONIC, then exported from the file — the
+// wall-clock times of the writes, as report --time wall shows them.
+func TestCollectorRecordedFile(t *testing.T) {
+	otelcol, uetrace := binaries(t)
+	const n = 300
+	_, wants := testFile(t, n)
+	for i := range wants {
+		delete(wants[i].attrs, "thread.id")
+		delete(wants[i].attrs, "linux.cpu")
+	}
+	sock, _ := startDaemon(t, uetrace)
+	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	write, enabled, _ := liveEvents(t, f)
+	path := filepath.Join(t.TempDir(), "perf.data")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rec := exec.CommandContext(ctx, uetrace, "--backend", "daemon", "--socket", sock, "record", "-q", "-k", "CLOCK_MONOTONIC",
+		"-e", "x", "-e", "UetraceTest_*", "-o", path)
+	var recOut syncBuffer
+	rec.Stdout, rec.Stderr = &recOut, &recOut
+	rec.WaitDelay = 5 * time.Second
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "record to enable the events", enabled)
+	times := make([][2]uint64, n)
+	for i, w := range wants {
+		times[i][0] = uint64(time.Now().UnixNano())
+		if err := write(w); err != nil {
+			t.Fatal(err)
+		}
+		times[i][1] = uint64(time.Now().UnixNano())
+	}
+	rec.Process.Signal(syscall.SIGINT)
+	if err := rec.Wait(); err != nil {
+		t.Fatalf("uetrace record: %v\n%s", err, recOut.String())
+	}
+	if out, err := exec.CommandContext(ctx, uetrace, "report", "--time", "wall", path).CombinedOutput(); err != nil {
+		t.Fatalf("report --time wall of record -k's file: %v\n%s", err, out)
+	}
+	out := filepath.Join(t.TempDir(), "logs.json")
+	c := startCollector(t, otelcol, freePort(t), freePort(t), out)
+	exp := exec.CommandContext(ctx, uetrace, "export", "-i", path, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", c.grpcPort),
+		"--service-name", "export-test")
+	var stderr bytes.Buffer
+	exp.Stderr = &stderr
+	if err := exp.Run(); err != nil {
+		t.Fatalf("uetrace export: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "no clock data") {
+		t.Errorf("export found no clock data in record -k's file:\n%s", stderr.String())
+	}
+	all := waitOutput(t, n, out)
+	comm, _ := os.ReadFile("/proc/self/comm")
+	seen := checkRecords(t, all, wants, source{
+		pid: int64(os.Getpid()), comm: string(bytes.TrimSpace(comm)),
+		time: func(seq int64, ts uint64) bool { return ts+5e6 >= times[seq][0] && ts <= times[seq][1]+5e6 },
+	})
+	if len(all) != n || len(seen) != n {
+		t.Errorf("the Collector wrote %d records (%d distinct), want %d", len(all), len(seen), n)
+	}
+}

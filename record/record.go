@@ -104,7 +104,10 @@ type Options struct {
 	// ClockMonotonic times a kernel recording's samples by
 	// CLOCK_MONOTONIC (perf's use_clockid, perf record -k CLOCK_MONOTONIC)
 	// instead of perf's own clock, so that they can be turned into
-	// wall-clock times. A daemon's samples are CLOCK_MONOTONIC always.
+	// wall-clock times; the file then says so in its attrs and holds the
+	// clock data (HEADER_CLOCK_DATA) that perf record -k writes. A daemon's
+	// samples are CLOCK_MONOTONIC always: with ClockMonotonic its file
+	// says so too.
 	ClockMonotonic bool
 }
 
@@ -262,6 +265,7 @@ func Daemon(c *daemon.Client, w io.WriteSeeker, opts Options) (*Recorder, error)
 	if err != nil {
 		return nil, err
 	}
+	src.monotonic = opts.ClockMonotonic
 	r, err := newRecorder(src, w, opts)
 	if err != nil {
 		return nil, err
@@ -739,7 +743,7 @@ func (r *Recorder) finishFile() error {
 	}
 	r.w.SetTracingData(td)
 	r.w.SetMeta(perfdata.HostMeta(r.opts.Cmdline))
-	if _, ok := r.src.(*kernelSource); ok && r.opts.ClockMonotonic {
+	if r.opts.ClockMonotonic {
 		// As perf record -k writes it: a reading of the clock and of the
 		// wall clock, one after the other.
 		var mono unix.Timespec

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -59,6 +60,7 @@ func TestRecordSink(t *testing.T) {
 			unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 			return uint64(ts.Nano())
 		}
+		wallStart := time.Now().UnixNano()
 		for i := range n {
 			spans[i][0] = now()
 			if err := ev.Encode(&enc, nil, func(e *eventdef.Encoder) { e.Uint(uint64(i)); e.String("m") }); err != nil {
@@ -66,6 +68,7 @@ func TestRecordSink(t *testing.T) {
 			}
 			spans[i][1] = now()
 		}
+		wallEnd := time.Now().UnixNano()
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -96,6 +99,22 @@ func TestRecordSink(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
+		// ClockMonotonic's file has the clock data perf record -k
+		// writes: its times become wall-clock times.
+		clock, ok := r.ClockData()
+		if !ok || clock.ClockID != unix.CLOCK_MONOTONIC {
+			t.Fatalf("clock data %+v, %v: want CLOCK_MONOTONIC's", clock, ok)
+		}
+		for _, a := range r.Attrs() {
+			if a.Flags&perfdata.AttrUseClockID == 0 || a.ClockID != unix.CLOCK_MONOTONIC {
+				t.Errorf("attr %s: flags %#x clockid %d, want use_clockid CLOCK_MONOTONIC", a.Name, a.Flags, a.ClockID)
+			}
+		}
+		for _, g := range gots {
+			if w := clock.Wall(g.time); w < wallStart-5e6 || w > wallEnd+5e6 {
+				t.Errorf("a sample's wall-clock time %d is outside the writes' %d..%d", w, wallStart, wallEnd)
+			}
+		}
 		var inFile int
 		for {
 			rec, err := r.Next()

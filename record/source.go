@@ -298,6 +298,7 @@ func (k *kernelSource) close() error {
 // daemonSource reads a uetrace daemon's session and turns its records into
 // the perf records the kernel would have made.
 type daemonSource struct {
+	monotonic bool // Options.ClockMonotonic: the attrs say CLOCK_MONOTONIC
 	c       *daemon.Client
 	s       *daemon.Session
 	recs    []daemon.Record
@@ -376,6 +377,11 @@ func (d *daemonSource) attach(ev *event) error {
 		Sample:      1,
 		Sample_type: SampleType,
 		Bits:        unix.PerfBitSampleIDAll,
+	}
+	if d.monotonic {
+		// The daemon's times are CLOCK_MONOTONIC always; the file says so.
+		ev.attr.Bits |= unix.PerfBitUseClockID
+		ev.attr.Clockid = unix.CLOCK_MONOTONIC
 	}
 	// One sample id per event; the kernel's are per event and CPU.
 	ev.ids = []uint64{uint64(ev.id) + 1}
