@@ -299,15 +299,15 @@ func (k *kernelSource) close() error {
 // the perf records the kernel would have made.
 type daemonSource struct {
 	monotonic bool // Options.ClockMonotonic: the attrs say CLOCK_MONOTONIC
-	c       *daemon.Client
-	s       *daemon.Session
-	recs    []daemon.Record
-	smp     perfdata.Sample
-	lost    uint64        // the session's lost count so far
-	big     atomic.Uint64 // the session's too-large count so far
-	byType  map[int]*event
-	unknown func(typeID int) *event // called for a type id not yet attached
-	idle    int
+	c         *daemon.Client
+	s         *daemon.Session
+	recs      []daemon.Record
+	smp       perfdata.Sample
+	lost      uint64        // the session's lost count so far
+	big       atomic.Uint64 // the session's too-large count so far
+	byType    map[int]*event
+	unknown   func(typeID int) *event // called for a type id not yet attached
+	idle      int
 	// names are task names the session gave, by tid, waiting for the
 	// task's next sample: its trailer names the event it belongs to.
 	names map[int32]string
