@@ -19,8 +19,8 @@ var layers = [][]string{
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
 		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "tracefmt", "perfdata",
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/fuse", "internal/otlp"},
-	// The ftrace ring buffer and its text.
-	{"internal/ftrace"},
+	// The ftrace ring buffer and its text; the kernel's event filters.
+	{"internal/ftrace", "tracefilter"},
 	// The user_events subsystem in user space.
 	{"subsys"},
 	// The processes calling in through FUSE, as subsys processes: it
@@ -46,7 +46,7 @@ var layers = [][]string{
 // not even in its tests; it imports the product.
 var tooling = [][]string{
 	{"kernel/vmtest"},
-	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite"},
+	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/cmd/filtergolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite", "benchmarks/soak"},
 	{"conformance/cmd/ueconform"},
 }
 

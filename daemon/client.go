@@ -503,6 +503,17 @@ func (s *Session) Attach(pattern string, follow bool) ([]string, error) {
 	return names, nil
 }
 
+// SetFilter sets the session's filter for the event "system:tracepoint",
+// as PERF_EVENT_IOC_SET_FILTER sets a perf event's (see
+// subsys.Session.SetFilter): errors are the kernel's (EINVAL for a bad
+// filter, EEXIST for a second one), ENOENT for no such event.
+func (s *Session) SetFilter(event, filter string) error {
+	msg := appendHeader(nil, opSetFilter, 0, s.handle)
+	msg = append(append(append(msg, event...), 0), filter...)
+	_, _, err := s.c.call(msg)
+	return err
+}
+
 // Read waits for records and appends them to dst, with the counts of
 // records lost to a full buffer and dropped as too large so far. The
 // records' Raw data is valid until the session's next Read or Poll.

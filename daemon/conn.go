@@ -537,6 +537,22 @@ func (c *conn) handle(m []byte) bool {
 		}
 		c.s.Flush()
 		return c.sessionRead(ss, int(le.Uint32(body)), h.flags&flagNoWait != 0)
+	case opSetFilter:
+		ss, ok := c.handles[h.arg].(*subsys.Session)
+		if !ok {
+			return c.result(0, fmt.Errorf("set filter: bad session %d: %w", h.arg, unix.EBADF))
+		}
+		name, text, ok := strings.Cut(string(body), "\x00")
+		sys, tp, ok2 := strings.Cut(name, ":")
+		if !ok || !ok2 {
+			return c.result(0, fmt.Errorf("set filter: want system:tracepoint, NUL, filter: %w", unix.EINVAL))
+		}
+		ev := c.s.sys.Lookup(sys, tp)
+		if ev == nil {
+			return c.result(0, fmt.Errorf("set filter: no event %s: %w", name, unix.ENOENT))
+		}
+		c.s.Flush() // records published before the filter are not filtered
+		return c.result(0, ss.SetFilter(ev, text))
 	case opSessionRing:
 		return c.sessionRing(h, body)
 	case opSessionSync:

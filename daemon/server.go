@@ -7,8 +7,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,6 +56,7 @@ type Server struct {
 	cred    func(unix.Ucred) subsys.Cred
 	// peerCred: no Config.Cred, the peer process decides (peerCred).
 	peerCred bool
+	freeing  atomic.Bool // a FreeOSMemory is under way (done)
 
 	serveFUSE func(dev *os.File) (FUSETree, error)
 	fuses     map[FUSETree]struct{} // the trees served through ServeFUSE
@@ -309,6 +312,17 @@ func (s *Server) leave(p *process) {
 func (s *Server) done(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	last := len(s.conns) == 0 && !s.closed
 	s.mu.Unlock()
+	if last && s.freeing.CompareAndSwap(false, true) {
+		// The last client gone: what sessions, rings and requests held is
+		// garbage now; give it back to the system rather than keep the
+		// daemon's busiest size while it idles (the runtime would return
+		// it only over minutes).
+		go func() {
+			debug.FreeOSMemory()
+			s.freeing.Store(false)
+		}()
+	}
 	s.wg.Done()
 }

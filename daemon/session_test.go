@@ -270,3 +270,55 @@ func TestCloseReleases(t *testing.T) {
 		}
 	}
 }
+
+func TestSessionFilterOverSocket(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	prod := a.dial(t, s.sock)
+	idx, _, err := prod.Register(reg(a.addr(0), 0), "filt_ev u32 n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ss, err := cons.NewSession(SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Attach("filt_ev", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.SetFilter("user_events:filt_ev", "n =="); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("bad filter: %v, want EINVAL", err)
+	}
+	if err := ss.SetFilter("user_events:nope", "n == 1"); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("no event: %v, want ENOENT", err)
+	}
+	if err := ss.SetFilter("user_events:filt_ev", "n & 1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.SetFilter("user_events:filt_ev", "n & 1"); !errors.Is(err, unix.EEXIST) {
+		t.Errorf("second filter: %v, want EEXIST", err)
+	}
+	for i := range 4 {
+		if _, err := prod.Writev(4242, 0, le.AppendUint32(le.AppendUint32(nil, idx), uint32(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var recs []Record
+	for len(recs) < 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		recs, _, _, err = ss.Read(ctx, recs)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	more, _, _, err := ss.Poll(nil)
+	if err != nil || len(more) != 0 || le.Uint32(recs[0].Raw[8:]) != 1 || le.Uint32(recs[1].Raw[8:]) != 3 {
+		t.Errorf("records %v, then %d more (%v)", recs, len(more), err)
+	}
+}

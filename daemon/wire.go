@@ -65,6 +65,10 @@ import (
 //	            u32 length and the raw record padded to 8 bytes.
 //	RingFlush   no body: deliver what the connection's ring holds. Reply:
 //	            Result once it is delivered.
+//	SetFilter   arg: session handle. Body: "system:tracepoint", a NUL, and
+//	            the filter text: the session's filter for that event, as
+//	            PERF_EVENT_IOC_SET_FILTER (subsys.Session.SetFilter).
+//	            Reply: Result. A daemon before SetFilter answers EPROTO.
 //	SessionRing, SessionSync
 //	            a session's records through a shared-memory ring the
 //	            daemon creates and sends (SCM_RIGHTS): see session_ring.go.
@@ -93,6 +97,10 @@ const (
 	opRing
 	opRingFlush
 )
+
+// opSetFilter is numbered apart from the others, as the session ring's
+// ops are (session_ring.go).
+const opSetFilter uint16 = 64
 
 // Reply ops have the top bit set.
 const (

@@ -92,6 +92,15 @@ type Options struct {
 	// ByProcess counts samples per process too (Stats.Processes): what
 	// uetrace top shows.
 	ByProcess bool
+	// Filters[i], when set, is the kernel's event filter for the events
+	// Events[i] selects, as perf record --filter after an -e: on the
+	// kernel each perf event gets it (PERF_EVENT_IOC_SET_FILTER) before it
+	// is enabled, on the daemon the session's filter for that event. An
+	// event selected by several gets the first one's. A filter the kernel
+	// refuses fails the recording with its errno (EINVAL mostly). On the
+	// daemon the session is attached before the filter is set: records
+	// written in between are not filtered.
+	Filters []string
 	// SessionSocket reads a daemon's session over its socket, a request
 	// per batch of records, even where the daemon offers the session's
 	// shared-memory ring: the path taken with daemons that predate rings.
@@ -192,7 +201,19 @@ type event struct {
 	samples      atomic.Uint64
 	lost         atomic.Uint64 // by PERF_FORMAT_LOST, kernel only
 	fds          []int         // the perf events, kernel only
+	filter       string        // its filter (Options.Filters), "" for none
 	sink         *SampleEvent  // with Options.Sink
+}
+
+// filterFor is the filter of the first selection that picks the event and
+// has one (Options.Filters).
+func (r *Recorder) filterFor(system, name string) string {
+	for i, p := range r.pats {
+		if i < len(r.opts.Filters) && r.opts.Filters[i] != "" && p.Match(system, name) {
+			return r.opts.Filters[i]
+		}
+	}
+	return ""
 }
 
 // Recorder is one recording: the events it selects are attached when it is
@@ -303,6 +324,10 @@ func newRecorder(src source, w io.WriteSeeker, opts Options) (*Recorder, error) 
 	specs := opts.Events
 	if len(specs) == 0 {
 		specs = DefaultEvents
+	}
+	if len(opts.Filters) > len(opts.Events) {
+		src.close()
+		return nil, fmt.Errorf("record: %d filters for %d event selections: a filter belongs to an -e: %w", len(opts.Filters), len(opts.Events), unix.EINVAL)
 	}
 	for _, s := range specs {
 		p, err := ParsePattern(s)
@@ -465,7 +490,7 @@ func (r *Recorder) add(system, name string, late bool) error {
 	if err != nil {
 		return err
 	}
-	ev := &event{system: system, name: name, id: id, format: format, late: late}
+	ev := &event{system: system, name: name, id: id, format: format, late: late, filter: r.filterFor(system, name)}
 	if r.opts.Sink != nil {
 		ev.sink = &SampleEvent{System: system, Name: name, ID: id, Format: format}
 	}

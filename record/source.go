@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -121,6 +123,17 @@ func dirNames(dir string, dirsOnly bool) ([]string, error) {
 	return names, nil
 }
 
+// setFilter is PERF_EVENT_IOC_SET_FILTER.
+func setFilter(fd int, filter string) error {
+	b := append([]byte(filter), 0)
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_SET_FILTER, uintptr(unsafe.Pointer(&b[0])))
+	runtime.KeepAlive(b)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
 func (k *kernelSource) attach(ev *event) error {
 	ringBytes := k.pages * os.Getpagesize()
 	attr := unix.PerfEventAttr{
@@ -164,6 +177,13 @@ func (k *kernelSource) attach(ev *event) error {
 			return fail(err)
 		}
 		opened = append(opened, fd)
+		if ev.filter != "" {
+			// Each CPU's perf event gets the filter before any is
+			// enabled.
+			if err := setFilter(fd, ev.filter); err != nil {
+				return fail(fmt.Errorf("filter %q: %w (see \"Event filtering\" in the kernel's Documentation/trace/events.rst)", ev.filter, err))
+			}
+		}
 		id, err := perfring.ID(fd)
 		if err != nil {
 			return fail(err)
@@ -385,6 +405,11 @@ func (d *daemonSource) attach(ev *event) error {
 	}
 	// One sample id per event; the kernel's are per event and CPU.
 	ev.ids = []uint64{uint64(ev.id) + 1}
+	if ev.filter != "" {
+		if err := d.s.SetFilter(ev.system+":"+ev.name, ev.filter); err != nil {
+			return fmt.Errorf("record %s:%s: filter %q: %w", ev.system, ev.name, ev.filter, err)
+		}
+	}
 	d.byType[ev.id] = ev
 	return nil
 }

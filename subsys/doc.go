@@ -4,8 +4,12 @@
 // clears in the process's memory, the write path with its validation, the
 // consumers that make an event "enabled" (an ftrace-like trace buffer and
 // perf-like sessions), and the tracefs files user_events shows
-// (user_events_status, dynamic_events, events/*/*/{enable,format,id}, trace,
-// trace_pipe, ...). It behaves as Linux 6.12 does, errno for errno and byte
+// (user_events_status, dynamic_events, events/*/*/{enable,filter,format,id},
+// events/*/filter, error_log, trace, trace_pipe, ...). Event filters are
+// package tracefilter's, applied where the kernel applies them: the ftrace
+// filter of an event before its record is copied into the trace buffer, a
+// session's own filter per event (Session.SetFilter, as
+// PERF_EVENT_IOC_SET_FILTER) before the copy into the session. It behaves as Linux 6.12 does, errno for errno and byte
 // for byte; package eventdef supplies the event model.
 //
 // subsys does no I/O of its own. A [Subsystem] is one user_events group (the
@@ -37,7 +41,7 @@
 //     its DIAG_IOCSUNREG is ENOENT.
 //   - Only user events exist: dynamic_events lines for kprobes, uprobes or
 //     synthetic events are EINVAL, and events/ has no other systems. Event
-//     directories have enable, format and id, not filter, trigger, hist or
+//     directories have enable, filter, format and id, not trigger, hist or
 //     inject; there is one trace instance, the nop tracer, the local clock
 //     and default trace options.
 //   - buffer_size_kb past Options.MaxBufferKB is ENOMEM even where the
@@ -50,6 +54,8 @@
 //     buffer is the caller's too (RegisterArgs carries an unreadable name;
 //     File.WriteFaulted answers a write whose buffer faulted part-way, as a
 //     FUSE server learns of one).
+//   - error_log holds the errors of filter writes only: there are no
+//     other commands that log there (kprobe events, hist triggers).
 //   - The kernel fills a record's common_flags from the writer's
 //     interrupt and preemption state (need-resched can show); here they are
 //     always 0.

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/tracefilter"
 )
 
 // maxPerfRecord is PERF_MAX_TRACE_SIZE: perf drops a raw sample whose size,
@@ -103,6 +106,10 @@ type Session struct {
 	ringComms   sync.Map                 // thread id → *commSeen: the name the ring's reader has; with Comm
 	ringCommN   atomic.Int64             // about how many ringComms holds
 	lastComm    atomic.Pointer[commSeen] // the name of the last record's thread
+
+	// filters are the session's filters by event (SetFilter), replaced
+	// whole under s.mu and read by the write path without a lock.
+	filters atomic.Pointer[map[*Event]*tracefilter.Filter]
 }
 
 // pending is a buffered record's metadata; its raw bytes are in the ring.
@@ -179,6 +186,7 @@ func (ss *Session) detachLocked(ev *Event) {
 		return
 	}
 	delete(ss.attached, ev)
+	ss.dropFilterLocked(ev)
 	ev.removeSession(ss)
 	ev.s.addConsumer(ev, ss.kind, -1)
 }
@@ -284,11 +292,13 @@ func (ss *Session) Close() error {
 	return nil
 }
 
+// removeSession removes ss from list in place. The vacated slot is
+// cleared (slices.Delete): the collector scans a slice's whole array, so a
+// pointer left past its length would keep a closed session — its buffer,
+// its ring's mapping — alive until another took the slot.
 func removeSession(list []*Session, ss *Session) []*Session {
-	for i, x := range list {
-		if x == ss {
-			return append(list[:i:i], list[i+1:]...)
-		}
+	if i := slices.Index(list, ss); i >= 0 {
+		return slices.Delete(list, i, i+1)
 	}
 	return list
 }
@@ -311,6 +321,13 @@ func (ss *Session) TooLarge() uint64 {
 // deliver stores one record (user_event_perf). It never blocks a writer:
 // when the buffer is full the record is dropped and counted.
 func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
+	// The session's filter decides before anything is copied
+	// (perf_tp_event_match → perf_tp_filter_match).
+	if m := ss.filters.Load(); m != nil {
+		if flt := (*m)[ev]; flt != nil && !flt.Match(rec, &tracefilter.Env{CPU: w.CPU, Comm: w.Comm}) {
+			return
+		}
+	}
 	if r := ss.shm.Load(); r != nil {
 		ss.deliverRing(r, ev, w, ts, rec)
 		return

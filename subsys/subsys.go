@@ -7,6 +7,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/ftrace"
+	"github.com/uetrace/uetrace/tracefilter"
 )
 
 // Registration flags (include/uapi/linux/user_events.h).
@@ -76,6 +77,9 @@ type Subsystem struct {
 	multiID  uint64        // the group's multi_id counter
 	ids      idAllocator
 	sessions []*Session // perf-like sessions, for Follow
+
+	sysFilters map[string]tracefilter.SystemState // events/<system>/filter
+	errLog     []errLogEntry                      // error_log, oldest first
 
 	trace *traceBuffer
 
@@ -163,6 +167,10 @@ type Event struct {
 	status   atomic.Uint32 // Status* bits; non-zero means enabled
 	ftrace   atomic.Bool   // the ftrace probe is registered (enable file)
 	sessions atomic.Pointer[[]*Session]
+	// filter is the ftrace filter in force (nil: none); filterState is
+	// what the filter file shows, under s.mu.
+	filter      atomic.Pointer[tracefilter.Filter]
+	filterState tracefilter.State
 	// counts are the records written to it (write returned their length)
 	// and those of them a session then dropped (its buffer full, or the
 	// record over perf's size limit) or that a writer's ring dropped

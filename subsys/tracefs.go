@@ -41,7 +41,7 @@ const (
 // readme is FileREADME's text: the lines of Linux 6.12's mini-HOWTO
 // (tracing_readme_read, as the test kernel prints it) about the files this
 // tree has, in its order and words; the lines about tracers, options,
-// triggers, filters and other dynamic events are left out.
+// triggers and other dynamic events are left out.
 const readme = `tracing mini-HOWTO:
 
 By default tracefs removes all OTH file permission bits.
@@ -57,6 +57,7 @@ which adds the group to every directory and file in tracefs:
   trace			- The static contents of the buffer
 			  To clear the buffer write into this file: echo > trace
   trace_pipe		- A consuming read to see the contents of the buffer
+  error_log	- error log for failed commands (that support it)
   buffer_size_kb	- view and modify size of per cpu buffer
   buffer_total_size_kb  - view total size of all cpu buffers
   dynamic_events		- Create/append/remove/show the generic dynamic events
@@ -66,9 +67,11 @@ which adds the group to every directory and file in tracefs:
   events/<system>/	- Directory containing all trace events for <system>:
       enable		- Write 0/1 to enable/disable tracing of all <system>
 			  events
+      filter		- If set, only events passing filter are traced
   events/<system>/<event>/	- Directory containing control files for
 			  <event>:
       enable		- Write 0/1 to enable/disable tracing of <event>
+      filter		- If set, only events passing filter are traced
 `
 
 // rootFiles are the files of the tracefs root, with the modes Linux gives
@@ -86,6 +89,7 @@ var rootFiles = map[string]fs.FileMode{
 	FileData:            0o640,
 	FileStatus:          0o440,
 	FileCounts:          0o440,
+	FileErrorLog:        0o640,
 }
 
 // DirEntry is one entry of a tracefs directory.
@@ -153,8 +157,8 @@ func (f *FS) lookup(name string) (node, error) {
 		return node{}, notExist(name)
 	}
 	if len(parts) == 3 {
-		if parts[2] == "enable" {
-			return node{mode: 0o640, name: "enable", system: sys}, nil
+		if parts[2] == "enable" || parts[2] == "filter" {
+			return node{mode: 0o640, name: parts[2], system: sys}, nil
 		}
 		if ev := f.s.lookupLocked(sys, parts[2]); ev != nil && ev.tp != "." && ev.tp != ".." {
 			return node{dir: true, mode: fs.ModeDir | eventDirMode, system: sys, ev: ev}, nil
@@ -166,8 +170,8 @@ func (f *FS) lookup(name string) (node, error) {
 		return node{}, notExist(name)
 	}
 	switch parts[3] {
-	case "enable":
-		return node{mode: 0o640, name: "enable", system: sys, ev: ev}, nil
+	case "enable", "filter":
+		return node{mode: 0o640, name: parts[3], system: sys, ev: ev}, nil
 	case "format", "id":
 		return node{mode: 0o440, name: parts[3], system: sys, ev: ev}, nil
 	}
@@ -204,9 +208,9 @@ func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 	var out []DirEntry
 	switch {
 	case n.ev != nil:
-		out = []DirEntry{{"enable", 0o640}, {"format", 0o440}, {"id", 0o440}}
+		out = []DirEntry{{"enable", 0o640}, {"filter", 0o640}, {"format", 0o440}, {"id", 0o440}}
 	case n.system != "":
-		out = append(out, DirEntry{"enable", 0o640})
+		out = append(out, DirEntry{"enable", 0o640}, DirEntry{"filter", 0o640})
 		for _, ev := range s.created {
 			if ev.System() != n.system {
 				continue
@@ -302,6 +306,8 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 			if err := s.TruncateDynamicEvents(cred); err != nil {
 				return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 			}
+		case FileErrorLog:
+			s.ClearErrorLog()
 		}
 	}
 	read := flags&(os.O_WRONLY|os.O_RDWR) != os.O_WRONLY
@@ -385,6 +391,20 @@ func (h *Handle) ReadContext(ctx context.Context, p []byte) (int, error) {
 	if h.closed {
 		return 0, h.pathErr("read", os.ErrClosed)
 	}
+	if h.n.name == "filter" {
+		// event_filter_read, subsystem_filter_read: one read at offset
+		// 0 gets what fits; any read at another offset gets nothing.
+		if h.off > 0 {
+			return 0, io.EOF
+		}
+		c, err := h.f.content(h.n)
+		if err != nil {
+			return 0, h.pathErr("read", err)
+		}
+		n := copy(p, c)
+		h.off += n
+		return n, nil
+	}
 	if !h.made {
 		c, err := h.f.content(h.n)
 		if err != nil {
@@ -423,6 +443,21 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	if h.closed {
 		return 0, h.pathErr("read", os.ErrClosed)
 	}
+	if h.n.name == "filter" {
+		if off > 0 {
+			return 0, io.EOF
+		}
+		c, err := h.f.content(h.n)
+		if err != nil {
+			return 0, h.pathErr("read", err)
+		}
+		n := copy(p, c)
+		h.off = n
+		if n < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
+	}
 	if !h.made || off == 0 {
 		c, err := h.f.content(h.n)
 		if err != nil {
@@ -460,6 +495,15 @@ func (h *Handle) Poll(wake func()) bool {
 func (f *FS) content(n node) ([]byte, error) {
 	s := f.s
 	switch {
+	case n.ev != nil && n.name == "filter":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if n.ev.deleted {
+			return nil, fmt.Errorf("event %s was deleted: %w", n.ev.tp, unix.ENODEV)
+		}
+		return n.ev.filterState.AppendFile(nil), nil
+	case n.name == "filter":
+		return s.AppendSystemFilter(nil, n.system), nil
 	case n.ev != nil:
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -485,6 +529,8 @@ func (f *FS) content(n node) ([]byte, error) {
 		return s.AppendStatus(nil), nil
 	case FileCounts:
 		return s.AppendCounts(nil), nil
+	case FileErrorLog:
+		return s.AppendErrorLog(nil), nil
 	case FileDynamicEvents:
 		return s.AppendDynamicEvents(nil), nil
 	case FileAvailableEvents:
@@ -624,6 +670,18 @@ func (f *FS) write(n node, p []byte, cred Cred) (int, error) {
 		return len(p), nil
 	case n.name == FileTrace:
 		return len(p), nil // tracing_write_stub
+	case n.name == FileErrorLog:
+		return len(p), nil // tracing_err_log_write
+	case n.name == "filter" && n.ev != nil:
+		if err := n.ev.SetFilter(p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	case n.name == "filter":
+		if err := s.SetSystemFilter(n.system, p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
 	}
 	return 0, fmt.Errorf("%s is not writable: %w", n.name, unix.EINVAL)
 }

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/tracefilter"
 )
 
 // Writer is who writes a record: what the kernel takes from current.
@@ -107,7 +108,12 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 			ts = f.s.opts.Clock()
 		}
 		if ev.ftrace.Load() {
-			f.s.trace.write(ev, &w, ts, rec)
+			// The event's filter decides before the record is copied
+			// into the buffer (filter_match_preds, on the kernel's
+			// buffered event).
+			if flt := ev.filter.Load(); flt == nil || flt.Match(rec, &tracefilter.Env{CPU: w.CPU, Comm: w.Comm}) {
+				f.s.trace.write(ev, &w, ts, rec)
+			}
 		}
 		if ss := ev.sessions.Load(); ss != nil {
 			for _, s := range *ss {

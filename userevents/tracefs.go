@@ -17,9 +17,11 @@ import (
 )
 
 // Tracefs is the file tree user_events shows — user_events_status,
-// dynamic_events, events/<system>/<event>/{enable,format,id}, trace,
-// trace_pipe, tracing_on — on the kernel's tracefs or the daemon's, read
-// and written the same way on both. Paths are relative to the tracefs root
+// dynamic_events, events/<system>/<event>/{enable,filter,format,id},
+// events/<system>/filter, error_log, trace, trace_pipe, tracing_on — on the
+// kernel's tracefs or the daemon's, read and written the same way on both.
+// A filter file answers only a read at offset 0, on both: read it with one
+// large read, not io.ReadAll's first 512 bytes. Paths are relative to the tracefs root
 // and '/'-separated.
 type Tracefs struct {
 	backend Backend

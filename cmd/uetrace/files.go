@@ -71,9 +71,12 @@ shell's >> does; --trunc opens it with O_TRUNC as > does (on dynamic_events
 that first deletes every event; on trace it clears the buffer). The text is
 written as given: add a newline yourself where it matters. TEXT may begin
 with '-': "uetrace write dynamic_events -:myev" deletes myev, as
-"echo '-:myev' >> dynamic_events" does ("--" before it works too).`,
+"echo '-:myev' >> dynamic_events" does ("--" before it works too). A filter
+the kernel refuses (events/*/*/filter) is reported with the text the filter
+file shows then: the filter, a caret under the mistake and its message.`,
 		Example: `  uetrace write dynamic_events 'u:myapp_request u32 status'
   uetrace write events/user_events/myapp_request/enable 1
+  uetrace write events/user_events/myapp_request/filter 'status >= 500'
   uetrace write dynamic_events '-:myapp_request u32 status'
   uetrace write --trunc trace ''`,
 		Args: exactArgs("PATH", "TEXT"),
@@ -91,11 +94,31 @@ with '-': "uetrace write dynamic_events -:myev" deletes myev, as
 			if errors.Is(err, unix.ENOENT) && path.Clean(strings.TrimPrefix(args[0], "/")) == "dynamic_events" {
 				err = deleteHint(fs, args[1], err)
 			}
+			if err != nil && path.Base(args[0]) == "filter" {
+				err = filterHint(fs, args[0], err)
+			}
 			return asOp(err, "write", "", "")
 		},
 	}
 	cmd.Flags().BoolVar(&trunc, "trunc", false, "open with O_TRUNC, as the shell's > does")
 	return cmd
+}
+
+// filterHint gives a refused filter the text the filter file shows after
+// it (the kernel's, or the daemon's which is the same): the filter, a
+// caret under the error and its message. On both backends the reason is
+// then the same.
+func filterHint(fs *userevents.Tracefs, name string, err error) error {
+	var ue *userevents.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	text, rerr := readWhole(fs, name)
+	if rerr != nil || !strings.Contains(text, "\nparse_error: ") && !strings.Contains(text, "\nError: (") {
+		return err
+	}
+	ue.Reason = "the kernel says:\n" + strings.TrimRight(text, "\n")
+	return err
 }
 
 // deleteHint explains an ENOENT from a dynamic_events delete ("!u:NAME

@@ -23,7 +23,7 @@ import (
 
 func newRecordCmd(g *globals) *cobra.Command {
 	var (
-		events   []string
+		ef       eventFilters
 		output   string
 		duration time.Duration
 		bufferKB int
@@ -34,7 +34,7 @@ func newRecordCmd(g *globals) *cobra.Command {
 		clockID  string
 	)
 	cmd := &cobra.Command{
-		Use:   "record [-e EVENT]... [-o FILE] [--duration D] [-- COMMAND [ARG...]]",
+		Use:   "record [-e EVENT [--filter EXPR]]... [-o FILE] [--duration D] [-- COMMAND [ARG...]]",
 		Short: "Record events of every process into a perf.data file",
 		Long: `record samples events into a perf.data file that "uetrace report" and perf's
 own tools (perf script, perf report) read, like "perf record -a -e EVENT".
@@ -52,6 +52,14 @@ event is recorded. Events registered while the recording runs are picked up if
 a pattern selects them (the daemon attaches them at once; on the kernel they
 are found within 250 ms, and their writers see the event enabled only then).
 
+--filter EXPR after an -e records only the records of that -e's events that
+pass the kernel's event filter EXPR, as perf record --filter does: the kernel
+(or the daemon) tests each record and delivers only those, so the others cost
+no copy. The language is the kernel's event filter language
+(Documentation/trace/events.rst, "Event filtering"):
+'status >= 500 && path ~ "/api/*"'. A second --filter for one -e is joined to
+the first with &&.
+
 --pid and --comm record only some tasks' samples, as perf record --pid and perf
 script --comm select them: --pid the processes with those ids (every thread),
 --comm the tasks with that name (exactly, as it was when the sample was
@@ -63,16 +71,18 @@ On a terminal a status line shows events/s, bytes written and records lost.
 Lost records are counted in the file and reported, never dropped silently.`,
 		Example: `  uetrace record -e 'myapp_*' --duration 10s
   uetrace record -e user_events:request -o req.data -- ./loadtest
+  uetrace record -e request --filter 'status >= 500' --duration 1m
   uetrace report req.data --format json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRecord(cmd, g, recordArgs{
-				events: events, output: output, duration: duration, bufferKB: bufferKB,
+				events: ef.events, filters: ef.filters, output: output, duration: duration, bufferKB: bufferKB,
 				noFollow: noFollow, quiet: quiet, command: args, pids: pids, comms: comms, clockID: clockID,
 			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&events, "event", "e", nil, "event to record: system:name or name, globs allowed (repeatable; default every user event)")
+	ef.add(f, "event to record: system:name or name, globs allowed (repeatable; default every user event)",
+		"only the records of the -e before it that pass this kernel event filter (as perf record --filter)")
 	f.StringVarP(&output, "output", "o", "perf.data", "the perf.data file to write (an existing one is kept as FILE.old)")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until interrupted or the command exits)")
 	f.IntVar(&bufferKB, "buffer-kb", 0, "buffer size in KiB: per CPU on the kernel (default 512), the daemon session's (default 16384)")
@@ -86,6 +96,7 @@ Lost records are counted in the file and reported, never dropped silently.`,
 
 type recordArgs struct {
 	events   []string
+	filters  []string
 	output   string
 	duration time.Duration
 	bufferKB int
@@ -101,6 +112,7 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 	stderr := &lineWriter{w: cmd.ErrOrStderr()}
 	opts := record.Options{
 		Events:   a.events,
+		Filters:  a.filters,
 		BufferKB: a.bufferKB,
 		NoFollow: a.noFollow,
 		Cmdline:  os.Args,

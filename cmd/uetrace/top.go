@@ -21,7 +21,7 @@ import (
 
 func newTopCmd(g *globals) *cobra.Command {
 	var (
-		events     []string
+		ef         eventFilters
 		delay      time.Duration
 		duration   time.Duration
 		iterations int
@@ -30,13 +30,15 @@ func newTopCmd(g *globals) *cobra.Command {
 		comms      []string
 	)
 	cmd := &cobra.Command{
-		Use:   "top [-e EVENT]... [-d DELAY] [--by event|pid]",
+		Use:   "top [-e EVENT [--filter EXPR]]... [-d DELAY] [--by event|pid]",
 		Short: "Watch events/s and lost records per event or per process, live",
 		Long: `top counts the records of the events it selects, as "uetrace record" would
 record them (perf events on every CPU on the kernel, a session on the daemon),
 and shows every DELAY the events/s, the count and the lost records of each
 event, or with --by pid (the p key) of each process, busiest first, under a
-line with the totals. Nothing is written to disk.
+line with the totals. Nothing is written to disk. --filter EXPR after an -e
+counts only that -e's records that pass the kernel's event filter, as for
+"uetrace record".
 
 On a terminal the view refreshes in place; q or Ctrl-C ends it and restores
 the terminal. When stdout is not a terminal top prints a block of plain lines
@@ -67,13 +69,14 @@ which process's records were lost.`,
 				return err
 			}
 			return runTop(cmd, g, topArgs{
-				events: events, delay: delay, duration: duration, iterations: iterations,
+				events: ef.events, filters: ef.filters, delay: delay, duration: duration, iterations: iterations,
 				byPID: by == "pid", pids: pids, comms: comms,
 			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&events, "event", "e", nil, "event to watch: system:name or name, globs allowed (repeatable; default every user event)")
+	ef.add(f, "event to watch: system:name or name, globs allowed (repeatable; default every user event)",
+		"count only the records of the -e before it that pass this kernel event filter")
 	f.DurationVarP(&delay, "delay", "d", time.Second, "time between refreshes")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until q or interrupted)")
 	f.IntVarP(&iterations, "iterations", "n", 0, "stop after this many refreshes (default: no limit)")
@@ -85,6 +88,7 @@ which process's records were lost.`,
 
 type topArgs struct {
 	events     []string
+	filters    []string
 	delay      time.Duration
 	duration   time.Duration
 	iterations int
@@ -97,6 +101,7 @@ func runTop(cmd *cobra.Command, g *globals, a topArgs) error {
 	var notes topNotes
 	rec, closeBackend, err := openRecorder(g, nil, record.Options{
 		Events:    a.events,
+		Filters:   a.filters,
 		PIDs:      a.pids,
 		Comms:     a.comms,
 		ByProcess: true,

@@ -19,12 +19,12 @@ import (
 func newTraceCmd(g *globals) *cobra.Command {
 	var (
 		follow bool
-		events []string
+		ef     eventFilters
 		pids   []int
 		comms  []string
 	)
 	cmd := &cobra.Command{
-		Use:   "trace [-f] [-e EVENT]... [--pid PID[,PID...]] [--comm NAME]...",
+		Use:   "trace [-f] [-e EVENT [--filter EXPR]]... [--pid PID[,PID...]] [--comm NAME]...",
 		Short: "Print the trace buffer, or with -f follow it as records arrive",
 		Long: `trace prints the ftrace buffer: the records of every enabled event, one line
 each, as Linux prints them. -f reads trace_pipe instead, which consumes records
@@ -35,6 +35,14 @@ does: it implies -f, and when the trace ends (Ctrl-C, SIGTERM) the events it
 enabled are disabled again, so every enable file is as it was before. Events
 already enabled stay enabled. EVENT is "system:name" or a name, globs allowed,
 as for "uetrace enable".
+
+--filter EXPR after an -e sets the kernel's event filter (the events' filter
+files) of the events that -e selects for the duration of the trace, as
+trace-cmd record -f does, so the buffer only takes the records that pass:
+"status >= 500 && path ~ \"/api/*\"". The filter language is the kernel's
+(Documentation/trace/events.rst, "Event filtering"); the daemon has the same.
+A filter the kernel refuses is reported with its error text and position.
+When the trace ends every filter is set back to what it was.
 
 --pid and --comm keep only the lines of those tasks, like perf script's: --pid
 matches the task id a line shows (a thread's id; a process's main thread has
@@ -62,18 +70,19 @@ since it is one setting for every reader of the buffer.`,
 				out = filt.writer(out)
 				defer out.(*filterWriter).flush()
 			}
-			if len(events) == 0 {
+			if len(ef.events) == 0 {
 				if follow {
 					return catFile(cmd, g, "trace -f", "trace_pipe", out)
 				}
 				return catFile(cmd, g, "trace", "trace", out)
 			}
-			return traceEnabled(cmd, g, events, out)
+			return traceEnabled(cmd, g, &ef, out)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVarP(&follow, "follow", "f", false, "follow trace_pipe until interrupted")
-	f.StringArrayVarP(&events, "event", "e", nil, "enable this event while tracing, then restore (repeatable; implies -f)")
+	ef.add(f, "enable this event while tracing, then restore (repeatable; implies -f)",
+		"the kernel's event filter for the -e before it while tracing, then restore (as trace-cmd -f)")
 	f.IntSliceVar(&pids, "pid", nil, "only lines of these task ids (comma-separated or repeated)")
 	f.StringArrayVar(&comms, "comm", nil, "only lines of tasks with this name (repeatable)")
 	return cmd
@@ -81,7 +90,7 @@ since it is one setting for every reader of the buffer.`,
 
 // traceEnabled enables what the patterns select that is not enabled yet,
 // follows trace_pipe until interrupted and disables again what it enabled.
-func traceEnabled(cmd *cobra.Command, g *globals, patterns []string, out io.Writer) (err error) {
+func traceEnabled(cmd *cobra.Command, g *globals, ef *eventFilters, out io.Writer) (err error) {
 	fs, err := g.tracefs()
 	if err != nil {
 		return err
@@ -102,11 +111,34 @@ func traceEnabled(cmd *cobra.Command, g *globals, patterns []string, out io.Writ
 			fmt.Fprintf(cmd.ErrOrStderr(), "uetrace trace: disabled %s again\n", eventList(enabled))
 		}
 	}()
+	// Filters go first, so that the records of an event enabled here are
+	// filtered from the first; they are set back before the events are
+	// disabled (the deferred calls run in reverse).
+	var filtered []savedFilter
+	defer func() {
+		for _, sf := range slices.Backward(filtered) {
+			if rerr := sf.restore(fs); rerr != nil && err == nil {
+				err = fmt.Errorf("restoring the filter of %s: %w", sf.ev, rerr)
+			}
+		}
+		if len(filtered) > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "uetrace trace: filters of %s set back\n", eventList(savedEvents(filtered)))
+		}
+	}()
 	var already []string
-	for _, pat := range patterns {
+	for i, pat := range ef.events {
 		evs, err := matchEvents(fs, "trace -e", pat)
 		if err != nil {
 			return err
+		}
+		if ef.filters[i] != "" {
+			for _, ev := range evs {
+				sf, err := setFilter(fs, ev, ef.filters[i])
+				if err != nil {
+					return err
+				}
+				filtered = append(filtered, sf)
+			}
 		}
 		for _, ev := range evs {
 			if slices.Contains(enabled, ev) || slices.Contains(already, ev) {
@@ -142,6 +174,76 @@ func traceEnabled(cmd *cobra.Command, g *globals, patterns []string, out io.Writ
 
 // eventEnabled reads an event's enable file: "0" or "1", the kernel adding
 // "*" when soft-disabled.
+// savedFilter is an event's filter before trace set it.
+type savedFilter struct {
+	ev  string // system/name
+	old string // the filter file's text then
+}
+
+func savedEvents(sfs []savedFilter) []string {
+	evs := make([]string, len(sfs))
+	for i, sf := range sfs {
+		evs[i] = sf.ev
+	}
+	return evs
+}
+
+// readFilter reads an event's filter file in one large read: the kernel
+// answers only a read at offset 0, so a reader starting with a small
+// buffer would get the text cut.
+func readFilter(fs *userevents.Tracefs, ev string) (string, error) {
+	return readWhole(fs, "events/"+ev+"/filter")
+}
+
+// readWhole reads a file in one large read (see readFilter).
+func readWhole(fs *userevents.Tracefs, name string) (string, error) {
+	f, err := fs.Open(name, os.O_RDONLY)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	n, err := f.Read(buf)
+	if err != nil && err != io.EOF {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// setFilter writes filter to ev's filter file. A refused filter is an
+// error carrying the kernel's text: the filter with a caret under the
+// error and its message.
+func setFilter(fs *userevents.Tracefs, ev, filter string) (savedFilter, error) {
+	old, err := readFilter(fs, ev)
+	if err != nil {
+		return savedFilter{}, fmt.Errorf("trace --filter: %s: %w", strings.Replace(ev, "/", ":", 1), err)
+	}
+	sf := savedFilter{ev: ev, old: old}
+	if err := fs.WriteFile("events/"+ev+"/filter", []byte(filter), 0); err != nil {
+		text, _ := readFilter(fs, ev)
+		_ = sf.restore(fs)
+		var why string
+		if text != "" && text != old {
+			why = "\n" + strings.TrimRight(text, "\n")
+		}
+		return savedFilter{}, fmt.Errorf("trace --filter %q on %s: %w%s", filter, strings.Replace(ev, "/", ":", 1), err, why)
+	}
+	return sf, nil
+}
+
+// restore sets the filter back: "none" is cleared with "0"; a text that
+// was an error (it cannot be written back) is cleared too.
+func (sf savedFilter) restore(fs *userevents.Tracefs) error {
+	old := strings.TrimSuffix(sf.old, "\n")
+	if old == "none" || strings.Contains(old, "\nparse_error: ") || strings.Contains(old, "\nError: (") {
+		old = "0"
+	}
+	if err := fs.WriteFile("events/"+sf.ev+"/filter", []byte(old), 0); err != nil {
+		return fs.WriteFile("events/"+sf.ev+"/filter", []byte("0"), 0)
+	}
+	return nil
+}
+
 func eventEnabled(fs *userevents.Tracefs, ev string) (bool, error) {
 	b, err := fs.ReadFile("events/" + ev + "/enable")
 	if err != nil {

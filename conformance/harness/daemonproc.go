@@ -189,9 +189,12 @@ func (f daemonFS) exists(p string) bool {
 }
 
 type daemonPerf struct {
-	c *daemon.Client
-	s *daemon.Session
+	c     *daemon.Client
+	s     *daemon.Session
+	event string
 }
+
+func (p *daemonPerf) setFilter(text string) error { return p.s.SetFilter(p.event, text) }
 
 func (d *daemonProc) perf(system, name string) (perfReader, error) {
 	c, err := daemon.Dial(d.socket, nil)
@@ -213,7 +216,7 @@ func (d *daemonProc) perf(system, name string) (perfReader, error) {
 		return nil, err
 	}
 	d.conns = append(d.conns, c)
-	return &daemonPerf{c: c, s: s}, nil
+	return &daemonPerf{c: c, s: s, event: names[0]}, nil
 }
 
 func (p *daemonPerf) read() ([][]byte, error) {

@@ -244,8 +244,11 @@ func (f subsysFS) exists(p string) bool {
 
 type subsysPerf struct {
 	s      *subsys.Session
+	ev     *subsys.Event
 	closed bool
 }
+
+func (p *subsysPerf) setFilter(text string) error { return p.s.SetFilter(p.ev, text) }
 
 func (s *subsysProc) perf(system, name string) (perfReader, error) {
 	ev := s.sys.Lookup(system, name)
@@ -257,7 +260,7 @@ func (s *subsysProc) perf(system, name string) (perfReader, error) {
 		ss.Close()
 		return nil, err
 	}
-	p := &subsysPerf{s: ss}
+	p := &subsysPerf{s: ss, ev: ev}
 	s.perfs = append(s.perfs, p)
 	return p, nil
 }

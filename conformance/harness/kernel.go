@@ -235,6 +235,20 @@ type kernelPerf struct {
 	rings []*perfring.Ring
 }
 
+// setFilter gives every CPU's perf event the filter, as perf record
+// --filter does; the first error is the answer.
+func (p *kernelPerf) setFilter(text string) error {
+	b := append([]byte(text), 0)
+	for _, r := range p.rings {
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(r.FD), unix.PERF_EVENT_IOC_SET_FILTER, uintptr(unsafe.Pointer(&b[0])))
+		if errno != 0 {
+			return errno
+		}
+	}
+	runtime.KeepAlive(b)
+	return nil
+}
+
 func (k *kernelProc) perf(system, name string) (perfReader, error) {
 	if k.noPerf {
 		return nil, errUnsupported

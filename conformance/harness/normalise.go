@@ -45,6 +45,16 @@ func maskTraceLine(line string) string {
 	return "<task>-<pid> [CPU] " + flags + " <ts>: " + m[6]
 }
 
+// errorLogStamp is the time stamp that starts an error_log entry,
+// "[   12.345678] " (tracing_err_log_seq_show).
+var errorLogStamp = regexp.MustCompile(`^\[ *\d+\.\d{6}\] `)
+
+// maskErrorLogLine masks an error_log entry's time stamp, which is the
+// clock's when the error was logged.
+func maskErrorLogLine(line string) string {
+	return errorLogStamp.ReplaceAllString(line, "[<ts>] ")
+}
+
 // multiNames are the names a scenario registers with MULTI_FORMAT, whose
 // tracepoints are "name.<hexid>".
 func multiNames(steps []Step) []string {

@@ -68,6 +68,8 @@ type fileSystem interface {
 type perfReader interface {
 	// read returns the payloads of the samples received since the last read.
 	read() ([][]byte, error)
+	// setFilter is PERF_EVENT_IOC_SET_FILTER.
+	setFilter(text string) error
 	close() error
 }
 
@@ -613,6 +615,8 @@ func (r *runner) printContent(p string, data []byte) {
 			line = "ID: " + markID(line[len("ID: "):])
 		case base == "trace" || base == "trace_pipe":
 			line = maskTraceLine(line)
+		case base == "error_log":
+			line = maskErrorLogLine(line)
 		}
 		r.printf("| %s\n", line)
 	}
@@ -666,7 +670,14 @@ func (r *runner) perf(pos []string) {
 		}
 		delete(r.perfs, pos[1])
 		r.result(pr.close())
+	case "filter":
+		pr, ok := r.perfs[pos[1]]
+		if !ok || len(pos) != 3 {
+			r.printf("= error: perf filter P \"TEXT\"\n")
+			return
+		}
+		r.result(pr.setFilter(pos[2]))
 	default:
-		r.printf("= error: perf open|read|close\n")
+		r.printf("= error: perf open|read|filter|close\n")
 	}
 }

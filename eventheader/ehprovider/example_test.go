@@ -115,3 +115,76 @@ func ExampleTracepoint_Write() {
 	// MyProvider_L3K4Gmyapp
 	// { "n": "MyProvider:Retry", "attempt": 3, "err": "EAGAIN(11)", "meta": { "level": 3, "keyword": "0x4", "opcode": 1, "activity": "01000000-0000-0000-0000-000000000002" } }
 }
+
+// An activity: a typed event with opcode ActivityStart written with its
+// activity id and the id of the activity that started it, events within
+// it carrying the id, and one with opcode ActivityStop ending it. The ids
+// are the caller's (random, e.g. from crypto/rand); WriteActivity copies
+// them into the event, allocating nothing.
+func ExampleEvent1_WriteActivity() {
+	sys := subsys.New(subsys.Options{})
+	f, _ := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	defer f.Close()
+	p, _ := ehprovider.New(f, "MyProvider")
+	defer p.Close()
+	ss := sys.NewSession(subsys.SessionOptions{})
+	defer ss.Close()
+	ss.AttachMatching("user_events:MyProvider_*", true)
+
+	lv := eventheader.LevelInformation
+	jobStart := ehprovider.Define1[string](p, "Job", lv, 0x1, "name",
+		ehprovider.WithOpcode(eventheader.OpcodeActivityStart))
+	step := ehprovider.Define2[uint32, ehprovider.Errno](p, "Step", lv, 0x1, "step", "err")
+	jobStop := ehprovider.Define1[uint32](p, "Job", lv, 0x1, "steps",
+		ehprovider.WithOpcode(eventheader.OpcodeActivityStop))
+
+	request := [16]byte{0: 0xaa, 15: 0x01} // the activity this job runs for
+	job := [16]byte{0: 0x10, 15: 0x02}
+	jobStart.WriteActivity(&job, &request, "reindex")
+	step.WriteActivity(&job, nil, 1, 0)
+	step.WriteActivity(&job, nil, 2, 11)
+	jobStop.WriteActivity(&job, nil, 2)
+
+	recs, _ := ss.Read(context.Background(), make([]byte, 1<<14), nil)
+	for _, r := range recs {
+		ev, _ := eventheader.Decode(r.Event.Name(), r.Raw[8:])
+		js, _ := ev.AppendJSON(nil)
+		fmt.Println(string(js))
+	}
+	// Output:
+	// { "n": "MyProvider:Job", "name": "reindex", "meta": { "level": 4, "keyword": "0x1", "opcode": 1, "activity": "10000000-0000-0000-0000-000000000002", "relatedActivity": "aa000000-0000-0000-0000-000000000001" } }
+	// { "n": "MyProvider:Step", "step": 1, "err": "ERRNO(0)", "meta": { "level": 4, "keyword": "0x1", "activity": "10000000-0000-0000-0000-000000000002" } }
+	// { "n": "MyProvider:Step", "step": 2, "err": "EAGAIN(11)", "meta": { "level": 4, "keyword": "0x1", "activity": "10000000-0000-0000-0000-000000000002" } }
+	// { "n": "MyProvider:Job", "steps": 2, "meta": { "level": 4, "keyword": "0x1", "opcode": 2, "activity": "10000000-0000-0000-0000-000000000002" } }
+}
+
+// Arrays and structs: a slice is a variable-length array of its elements
+// (here []uint32 and []string), []byte stays counted binary, and
+// WithStruct groups consecutive fields — here the 2nd and 3rd — in a
+// nested struct; the write is the same one call.
+func ExampleDefine5() {
+	sys := subsys.New(subsys.Options{})
+	f, _ := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	defer f.Close()
+	p, _ := ehprovider.New(f, "MyProvider")
+	defer p.Close()
+	ss := sys.NewSession(subsys.SessionOptions{})
+	defer ss.Close()
+	ss.AttachMatching("user_events:MyProvider_*", true)
+
+	batch := ehprovider.Define5[string, string, uint16, []uint32, []string](p, "Batch",
+		eventheader.LevelVerbose, 0x2, "queue", "host", "port", "sizes", "tags",
+		ehprovider.WithStruct("peer", 1, 2))
+	if err := batch.Err(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	batch.Write("ingest", "db1", 5432, []uint32{512, 1024, 64}, []string{"retry", "bulk"})
+
+	recs, _ := ss.Read(context.Background(), make([]byte, 4096), nil)
+	ev, _ := eventheader.Decode(recs[0].Event.Name(), recs[0].Raw[8:])
+	js, _ := ev.AppendJSON(nil)
+	fmt.Println(string(js))
+	// Output:
+	// { "n": "MyProvider:Batch", "queue": "ingest", "peer": { "host": "db1", "port": 5432 }, "sizes": [ 512, 1024, 64 ], "tags": [ "retry", "bulk" ], "meta": { "level": 5, "keyword": "0x2" } }
+}

@@ -51,7 +51,7 @@ func WithGroup(group string) Option {
 
 // New returns the provider name writing through f. It registers nothing
 // yet: each tracepoint is registered when first asked for (Tracepoint,
-// Define1 ... Define4). The name follows eventheader.ValidateProvider;
+// Define0 ... Define6). The name follows eventheader.ValidateProvider;
 // only [A-Za-z0-9_] is portable to every tracefs.
 func New(f *userevents.File, name string, opts ...Option) (*Provider, error) {
 	if f == nil {

@@ -155,11 +155,31 @@ func TestTypedWriteAllocs(t *testing.T) {
 	p, _ := ehprovider.New(f, "Allocs")
 	ev := ehprovider.Define3[uint32, string, float64](p, "Request", eventheader.LevelInformation, 1, "status", "path", "dur")
 	ev2 := ehprovider.Define4[time.Time, ehprovider.UUID, ehprovider.Errno, []byte](p, "Other", eventheader.LevelInformation, 1, "t", "id", "err", "b")
+	ev3 := ehprovider.Define6[[]uint64, []string, []ehprovider.UUID, []time.Time, []bool, int8](p, "Arrays", eventheader.LevelInformation, 1,
+		"u", "s", "ids", "ts", "bs", "i", ehprovider.WithStruct("inner", 1, 3))
+	start := ehprovider.Define1[string](p, "Start", eventheader.LevelInformation, 1, "what", ehprovider.WithOpcode(eventheader.OpcodeActivityStart))
+	stop := ehprovider.Define0(p, "Stop", eventheader.LevelInformation, 1, ehprovider.WithOpcode(eventheader.OpcodeActivityStop))
 	tp := ev.Tracepoint()
 	var b ehprovider.Builder
 	now := time.Now()
 	blob := []byte{1, 2, 3}
+	u64s := []uint64{1, 2, 3, 4}
+	strs := []string{"a", "bc"}
+	ids := []ehprovider.UUID{{1}, {2}}
+	times := []time.Time{now, now}
+	bools := []bool{true, false, true}
+	var id, parent [16]byte
+	id[0], parent[0] = 1, 2
 	write := func() {
+		if err := ev3.Write(u64s, strs, ids, times, bools, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := start.WriteActivity(&id, &parent, "job"); err != nil {
+			t.Fatal(err)
+		}
+		if err := stop.WriteActivity(&id, nil); err != nil {
+			t.Fatal(err)
+		}
 		if err := ev.Write(200, "/index.html", 1.5); err != nil {
 			t.Fatal(err)
 		}
