@@ -146,7 +146,7 @@ func testLive(t *testing.T, n int, backend []string, uo userevents.Options) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			args := append(append([]string(nil), backend...), "export", "-q",
+			args := append(append([]string(nil), backend...), "export",
 				"-e", "x", "-e", "UetraceTest_*", "--protocol", proto, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port),
 				"--service-name", "export-test", "--batch-size", "256")
 			cmd := exec.CommandContext(ctx, uetrace, args...)
@@ -159,8 +159,14 @@ func testLive(t *testing.T, n int, backend []string, uo userevents.Options) {
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
 			// The events are enabled once export has attached them, which
-			// is after it catches SIGINT.
-			eventually(t, "export to enable the events", enabled)
+			// is after it catches SIGINT. On the kernel an event's enable
+			// bit is set when its first CPU's perf event opens, before the
+			// others': export's notice that it is sending them comes once
+			// every CPU's is.
+			eventually(t, "export to attach the events", func() bool {
+				return strings.Contains(stderr.String(), "uetrace export: sending ")
+			})
+			eventually(t, "the events to be enabled", enabled)
 
 			times := make([][2]uint64, n)
 			for i, w := range wants {
