@@ -15,10 +15,10 @@ import (
 var layers = [][]string{
 	// The uapi, perf's and Perfetto's formats, the event model, the EventHeader format, who wrote a
 	// record, where and when, the shared-memory record ring, other processes'
-	// memory and the kernel's news of their forks, execs and exits, and a FUSE server.
+	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
 		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "tracefmt", "perfdata",
-		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/fuse"},
+		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/fuse", "internal/otlp"},
 	// The ftrace ring buffer and its text; the kernel's event filters.
 	{"internal/ftrace", "tracefilter"},
 	// The user_events subsystem in user space.
@@ -29,8 +29,9 @@ var layers = [][]string{
 	// The daemon: the subsystem served on a socket; and its tree served
 	// through FUSE.
 	{"daemon", "fusefs"},
-	// What programs import, and recording and decoding.
-	{"userevents", "record", "report"},
+	// What programs import, recording and decoding, and shipping events to
+	// OpenTelemetry.
+	{"userevents", "record", "report", "export"},
 	// EventHeader providers, registering their tracepoints through userevents.
 	{"eventheader/ehprovider"},
 	// What programs log through, on EventHeader providers: a log/slog

@@ -152,6 +152,7 @@ func (r *Recorder) flushPending() {
 			continue
 		}
 		r.seen(ne.Uint64(rec[8:]), pid, tid)
+		r.sinkRecord(rec)
 		if r.w != nil {
 			r.check(r.w.WriteRecord(rec))
 		}
@@ -160,6 +161,9 @@ func (r *Recorder) flushPending() {
 
 // renamed notes a task's name given by the source (a COMM record).
 func (r *Recorder) renamed(pid, tid uint32, name string) {
+	if r.comms != nil {
+		r.comms[tid] = name
+	}
 	if r.filter != nil {
 		r.filter.rename(tid, name)
 	}

@@ -105,6 +105,40 @@ type Options struct {
 	// per batch of records, even where the daemon offers the session's
 	// shared-memory ring: the path taken with daemons that predate rings.
 	SessionSocket bool
+	// Sink, when set, is given every sample the recording keeps, as it is
+	// drained and before it is written to the file (if there is one):
+	// what uetrace export sends on. It is called on the goroutine that
+	// runs Run; the Sample and its Raw are valid only during the call.
+	Sink func(s *Sample)
+	// ClockMonotonic times a kernel recording's samples by
+	// CLOCK_MONOTONIC (perf's use_clockid, perf record -k CLOCK_MONOTONIC)
+	// instead of perf's own clock, so that they can be turned into
+	// wall-clock times; the file then says so in its attrs and holds the
+	// clock data (HEADER_CLOCK_DATA) that perf record -k writes. A daemon's
+	// samples are CLOCK_MONOTONIC always: with ClockMonotonic its file
+	// says so too.
+	ClockMonotonic bool
+}
+
+// Sample is one sample as Options.Sink is given it.
+type Sample struct {
+	Event    *SampleEvent
+	PID, TID uint32
+	CPU      uint32
+	Time     uint64 // the kernel's or daemon's time of the sample, in ns
+	// Comm is the task's name, and ProcessComm the name of the
+	// process's main thread (tid = pid), as far as they are known; "" when
+	// not.
+	Comm, ProcessComm string
+	Raw               []byte // the tracepoint's record: the format lays it out
+}
+
+// SampleEvent is the event of a Sample: its tracefs name, id and format
+// file text.
+type SampleEvent struct {
+	System, Name string
+	ID           int
+	Format       []byte
 }
 
 // Stats are a recording's counts so far. Safe to read while it runs.
@@ -168,6 +202,7 @@ type event struct {
 	lost         atomic.Uint64 // by PERF_FORMAT_LOST, kernel only
 	fds          []int         // the perf events, kernel only
 	filter       string        // its filter (Options.Filters), "" for none
+	sink         *SampleEvent  // with Options.Sink
 }
 
 // filterFor is the filter of the first selection that picks the event and
@@ -209,6 +244,11 @@ type Recorder struct {
 	tooLarge func() uint64
 	wrote    bool // records since the last FINISHED_ROUND
 	err      error
+
+	// With Options.Sink: the names of the tasks, by tid, and the sample
+	// it is given.
+	comms map[uint32]string
+	smp   Sample
 }
 
 // Kernel starts a recording of the kernel's events under the tracefs
@@ -221,6 +261,7 @@ func Kernel(root string, w io.WriteSeeker, opts Options) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
+	src.monotonic = opts.ClockMonotonic
 	r, err := newRecorder(src, w, opts)
 	if err != nil {
 		return nil, err
@@ -245,6 +286,7 @@ func Daemon(c *daemon.Client, w io.WriteSeeker, opts Options) (*Recorder, error)
 	if err != nil {
 		return nil, err
 	}
+	src.monotonic = opts.ClockMonotonic
 	r, err := newRecorder(src, w, opts)
 	if err != nil {
 		return nil, err
@@ -298,6 +340,9 @@ func newRecorder(src source, w io.WriteSeeker, opts Options) (*Recorder, error) 
 	r.filter = newTaskFilter(opts.PIDs, opts.Comms)
 	if opts.ByProcess {
 		r.procs = newProcessCounts()
+	}
+	if opts.Sink != nil {
+		r.comms = make(map[uint32]string)
 	}
 	if w == nil {
 		return r, nil // counting only
@@ -446,6 +491,9 @@ func (r *Recorder) add(system, name string, late bool) error {
 		return err
 	}
 	ev := &event{system: system, name: name, id: id, format: format, late: late, filter: r.filterFor(system, name)}
+	if r.opts.Sink != nil {
+		ev.sink = &SampleEvent{System: system, Name: name, ID: id, Format: format}
+	}
 	if err := r.src.attach(ev); err != nil {
 		return err
 	}
@@ -461,6 +509,7 @@ func (r *Recorder) add(system, name string, late bool) error {
 			ReadFormat:   ev.attr.Read_format,
 			Flags:        ev.attr.Bits,
 			Wakeup:       ev.attr.Wakeup,
+			ClockID:      ev.attr.Clockid,
 			IDs:          ev.ids,
 		}); err != nil {
 			return err
@@ -510,6 +559,7 @@ func (r *Recorder) record(rec []byte) {
 				return
 			}
 			r.seen(ne.Uint64(rec[8:]), pid, tid)
+			r.sinkRecord(rec)
 		}
 	case perfdata.RecordLost:
 		if len(rec) >= 24 {
@@ -550,6 +600,9 @@ func (r *Recorder) sample(s *perfdata.Sample) {
 		return
 	}
 	r.seen(s.ID, s.PID, s.TID)
+	if r.comms != nil {
+		r.sinkSample(s.ID, s.PID, s.TID, s.CPU, s.Time, s.Raw)
+	}
 	if r.w != nil {
 		r.check(r.w.WriteSample(s))
 	}
@@ -601,6 +654,9 @@ func (r *Recorder) seen(id uint64, pid, tid uint32) {
 	if !ok {
 		return // gone: perf shows such tasks as ":<tid>"
 	}
+	if r.comms != nil {
+		r.comms[tid] = comm
+	}
 	if r.procs != nil {
 		r.procs.rename(pid, tid, comm)
 	}
@@ -611,6 +667,36 @@ func (r *Recorder) seen(id uint64, pid, tid uint32) {
 	// name holds from the beginning, also for this task's samples on other
 	// CPUs that are earlier than this one but come later in the file.
 	r.check(r.w.WriteComm(pid, tid, comm, &perfdata.Sample{PID: pid, TID: tid, ID: id}))
+}
+
+// sinkRecord gives Options.Sink a sample of a kernel ring, laid out by
+// SampleType: identifier, pid/tid, time, cpu/res, raw size and data.
+func (r *Recorder) sinkRecord(rec []byte) {
+	if r.comms == nil || len(rec) < 44 {
+		return
+	}
+	n := int(ne.Uint32(rec[40:]))
+	if 44+n > len(rec) {
+		return
+	}
+	r.sinkSample(ne.Uint64(rec[8:]), ne.Uint32(rec[16:]), ne.Uint32(rec[20:]), ne.Uint32(rec[32:]), ne.Uint64(rec[24:]), rec[44:44+n])
+}
+
+// sinkSample gives Options.Sink a sample of sample id id.
+func (r *Recorder) sinkSample(id uint64, pid, tid, cpu uint32, time uint64, raw []byte) {
+	ev := r.byID[id]
+	if ev == nil || ev.sink == nil {
+		return
+	}
+	r.smp = Sample{Event: ev.sink, PID: pid, TID: tid, CPU: cpu, Time: time, Raw: raw,
+		Comm: r.comms[tid], ProcessComm: r.comms[pid]}
+	if r.smp.ProcessComm == "" && pid != tid {
+		if comm, ok := taskComm(int32(pid), int32(pid)); ok {
+			r.comms[pid] = comm
+			r.smp.ProcessComm = comm
+		}
+	}
+	r.opts.Sink(&r.smp)
 }
 
 func (r *Recorder) countLost(n uint64) {
@@ -682,6 +768,14 @@ func (r *Recorder) finishFile() error {
 	}
 	r.w.SetTracingData(td)
 	r.w.SetMeta(perfdata.HostMeta(r.opts.Cmdline))
+	if r.opts.ClockMonotonic {
+		// As perf record -k writes it: a reading of the clock and of the
+		// wall clock, one after the other.
+		var mono unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
+		wall := time.Now()
+		r.w.SetClockData(&perfdata.ClockData{ClockID: unix.CLOCK_MONOTONIC, WallNS: uint64(wall.UnixNano()), ClockNS: uint64(mono.Nano())})
+	}
 	return r.w.Close()
 }
 

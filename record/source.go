@@ -78,6 +78,7 @@ type kernelSource struct {
 	all   []int            // every event fd, ring owners included
 	poll  []unix.PollFd
 
+	monotonic bool // Options.ClockMonotonic
 	stopped   bool
 	lostSeen  uint64 // counted by PERF_RECORD_LOST records read so far
 	lostFinal bool   // the final lost count has been settled
@@ -148,6 +149,10 @@ func (k *kernelSource) attach(ev *event) error {
 		// read at the end: the kernel reports a full ring's losses as a
 		// PERF_RECORD_LOST only with its next record, which may never come.
 		Read_format: unix.PERF_FORMAT_LOST,
+	}
+	if k.monotonic {
+		attr.Bits |= unix.PerfBitUseClockID
+		attr.Clockid = unix.CLOCK_MONOTONIC
 	}
 	if k.rings[0] == nil {
 		// The first event also reports new task names (exec, prctl) and
@@ -313,15 +318,16 @@ func (k *kernelSource) close() error {
 // daemonSource reads a uetrace daemon's session and turns its records into
 // the perf records the kernel would have made.
 type daemonSource struct {
-	c       *daemon.Client
-	s       *daemon.Session
-	recs    []daemon.Record
-	smp     perfdata.Sample
-	lost    uint64        // the session's lost count so far
-	big     atomic.Uint64 // the session's too-large count so far
-	byType  map[int]*event
-	unknown func(typeID int) *event // called for a type id not yet attached
-	idle    int
+	monotonic bool // Options.ClockMonotonic: the attrs say CLOCK_MONOTONIC
+	c         *daemon.Client
+	s         *daemon.Session
+	recs      []daemon.Record
+	smp       perfdata.Sample
+	lost      uint64        // the session's lost count so far
+	big       atomic.Uint64 // the session's too-large count so far
+	byType    map[int]*event
+	unknown   func(typeID int) *event // called for a type id not yet attached
+	idle      int
 	// names are task names the session gave, by tid, waiting for the
 	// task's next sample: its trailer names the event it belongs to.
 	names map[int32]string
@@ -391,6 +397,11 @@ func (d *daemonSource) attach(ev *event) error {
 		Sample:      1,
 		Sample_type: SampleType,
 		Bits:        unix.PerfBitSampleIDAll,
+	}
+	if d.monotonic {
+		// The daemon's times are CLOCK_MONOTONIC always; the file says so.
+		ev.attr.Bits |= unix.PerfBitUseClockID
+		ev.attr.Clockid = unix.CLOCK_MONOTONIC
 	}
 	// One sample id per event; the kernel's are per event and CPU.
 	ev.ids = []uint64{uint64(ev.id) + 1}

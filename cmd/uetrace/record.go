@@ -31,6 +31,7 @@ func newRecordCmd(g *globals) *cobra.Command {
 		quiet    bool
 		pids     []int
 		comms    []string
+		clockID  string
 	)
 	cmd := &cobra.Command{
 		Use:   "record [-e EVENT [--filter EXPR]]... [-o FILE] [--duration D] [-- COMMAND [ARG...]]",
@@ -75,7 +76,7 @@ Lost records are counted in the file and reported, never dropped silently.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRecord(cmd, g, recordArgs{
 				events: ef.events, filters: ef.filters, output: output, duration: duration, bufferKB: bufferKB,
-				noFollow: noFollow, quiet: quiet, command: args, pids: pids, comms: comms,
+				noFollow: noFollow, quiet: quiet, command: args, pids: pids, comms: comms, clockID: clockID,
 			})
 		},
 	}
@@ -89,6 +90,7 @@ Lost records are counted in the file and reported, never dropped silently.`,
 	f.BoolVarP(&quiet, "quiet", "q", false, "no status line or notices; the summary and lost counts are still printed")
 	f.IntSliceVar(&pids, "pid", nil, "record only these processes (comma-separated or repeated)")
 	f.StringArrayVar(&comms, "comm", nil, "record only tasks with this name (repeatable)")
+	f.StringVarP(&clockID, "clockid", "k", "", "CLOCK_MONOTONIC: time samples by it and store the clock data, as perf record -k does (report --time wall and export then give wall-clock times)")
 	return cmd
 }
 
@@ -103,6 +105,7 @@ type recordArgs struct {
 	command  []string
 	pids     []int
 	comms    []string
+	clockID  string
 }
 
 func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
@@ -118,6 +121,13 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 	}
 	if err := checkPIDs("record", a.pids); err != nil {
 		return err
+	}
+	switch strings.ToUpper(a.clockID) {
+	case "":
+	case "CLOCK_MONOTONIC", "MONOTONIC", "MONO":
+		opts.ClockMonotonic = true
+	default:
+		return fmt.Errorf("record -k %q: only CLOCK_MONOTONIC is supported: %w", a.clockID, unix.EINVAL)
 	}
 	if !a.quiet {
 		opts.Notify = func(msg string) { stderr.line("uetrace record: " + msg) }

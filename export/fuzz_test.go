@@ -1,0 +1,93 @@
+package export
+
+import (
+	"testing"
+	"unicode/utf8"
+
+	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/internal/otlp"
+)
+
+// FuzzRecord maps arbitrary records of a plain user event and of an
+// EventHeader tracepoint: the mapping must not fail on what a writer can
+// put in a record, and what it makes must encode.
+func FuzzRecord(f *testing.F) {
+	x, err := eventdef.Parse("x u32 a; __rel_loc char[] msg; char[4] c; __data_loc u8[] blob")
+	if err != nil {
+		f.Fatal(err)
+	}
+	plain, err := NewEvent("user_events", "x", []byte(x.Format("x", 1)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	ehDef, err := eventdef.Parse("P_L4K1 " + eventheader.CommandTypes)
+	if err != nil {
+		f.Fatal(err)
+	}
+	eh, err := NewEvent("user_events", "P_L4K1", []byte(ehDef.Format("P_L4K1", 2)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var b eventheader.Builder
+	b.Reset("E", eventheader.Header{Level: 4})
+	b.AddString("s", "v", eventheader.FormatDefault, 0)
+	b.StructField("st", 1, 0)
+	b.AddUint16("p", 80, eventheader.FormatPort, 0)
+	b.AddFloat32("f", 1.5, 0)
+	ev, err := b.AppendEvent(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(true, append(make([]byte, 8), ev...))
+	var enc eventdef.Encoder
+	enc.Reset(x, nil)
+	enc.Uint(1)
+	enc.String("m")
+	enc.String("c")
+	enc.Bytes([]byte{1, 2})
+	p, _ := enc.Payload()
+	f.Add(false, append(make([]byte, 8), p...))
+	f.Add(false, []byte{})
+	f.Fuzz(func(t *testing.T, isEH bool, raw []byte) {
+		ev := plain
+		if isEH {
+			ev = eh
+		}
+		var e otlp.Builder
+		encodeRecord(&e, &Sample{Event: ev, Raw: raw}, 1)
+		if e.Depth() != 0 {
+			t.Fatalf("%d values left open", e.Depth())
+		}
+		rls, err := otlp.ParseRequest(otlp.AppendEncodedRequest(nil, []otlp.EncodedResourceLogs{{Records: e.Bytes()}}))
+		if err != nil || len(rls) != 1 || len(rls[0].Records) != 1 {
+			t.Fatalf("the record does not read back: %v", err)
+		}
+		r := rls[0].Records[0]
+		// OTLP strings are UTF-8: a Collector may refuse a request
+		// with one that is not.
+		if !utf8.ValidString(r.EventName) || !utf8.ValidString(r.SeverityText) {
+			t.Fatalf("event name %q, severity %q: not UTF-8", r.EventName, r.SeverityText)
+		}
+		checkUTF8(t, r.Attributes)
+	})
+}
+
+func checkUTF8(t *testing.T, kvs []otlp.KeyValue) {
+	for _, kv := range kvs {
+		if !utf8.ValidString(kv.Key) {
+			t.Fatalf("key %q is not UTF-8", kv.Key)
+		}
+		checkValueUTF8(t, kv.Value)
+	}
+}
+
+func checkValueUTF8(t *testing.T, v otlp.Value) {
+	if !utf8.ValidString(v.Str) {
+		t.Fatalf("string %q is not UTF-8", v.Str)
+	}
+	for _, e := range v.Array {
+		checkValueUTF8(t, e)
+	}
+	checkUTF8(t, v.Map)
+}

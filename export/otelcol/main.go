@@ -1,0 +1,57 @@
+// Command otelcol is an OpenTelemetry Collector distribution with the OTLP
+// receiver and the file exporter, laid out as the Collector's builder (ocb)
+// generates one: uetrace export's tests build it and send it logs.
+//
+// It is a module of its own so that the uetrace module does not depend on
+// the Collector's hundreds of modules; nothing in uetrace imports it.
+package main
+
+import (
+	"log"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/provider/envprovider"
+	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
+	"go.opentelemetry.io/collector/confmap/provider/yamlprovider"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/otelcol"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/otlpreceiver"
+	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
+)
+
+func components() (otelcol.Factories, error) {
+	var err error
+	f := otelcol.Factories{Telemetry: otelconftelemetry.NewFactory()}
+	f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory())
+	if err != nil {
+		return f, err
+	}
+	f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](fileexporter.NewFactory())
+	return f, err
+}
+
+func main() {
+	set := otelcol.CollectorSettings{
+		BuildInfo: component.BuildInfo{
+			Command:     "otelcol",
+			Description: "uetrace's test Collector: OTLP receiver, file exporter",
+			Version:     "0.161.0",
+		},
+		Factories: components,
+		ConfigProviderSettings: otelcol.ConfigProviderSettings{
+			ResolverSettings: confmap.ResolverSettings{
+				ProviderFactories: []confmap.ProviderFactory{
+					envprovider.NewFactory(),
+					fileprovider.NewFactory(),
+					yamlprovider.NewFactory(),
+				},
+			},
+		},
+	}
+	if err := otelcol.NewCommand(set).Execute(); err != nil {
+		log.Fatalf("collector: %v", err)
+	}
+}

@@ -1,0 +1,223 @@
+package otlp
+
+import (
+	"math"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Builder encodes log records straight into protobuf, field by field,
+// without a Record or Values in between: what an exporter that maps
+// thousands of events a second uses. Each record is a complete
+// ScopeLogs.log_records field; AppendEncodedRequest puts them in a
+// request. A Builder is reused across records and does not allocate once
+// its buffer has grown.
+//
+// Calls nest as the values do: Record ... End, and inside a record or a
+// map Str/Int/... with a key, MapStart(key) ... End, ArrayStart(key) ...
+// End; inside an array the key is ignored.
+type Builder struct {
+	b      []byte
+	lens   []int       // where each open message's length goes
+	frames []frameKind // what each open Record, Map or Array is
+}
+
+type frameKind uint8
+
+const (
+	inRecord frameKind = iota
+	inMap
+	inArray
+)
+
+// Reset starts over with an empty buffer (keeping its memory).
+func (e *Builder) Reset() {
+	e.b, e.lens, e.frames = e.b[:0], e.lens[:0], e.frames[:0]
+}
+
+// Bytes are the records built since Reset: log_records fields.
+func (e *Builder) Bytes() []byte { return e.b }
+
+// open starts field num holding a message whose length is filled in by
+// close: 5 bytes are reserved, as appendMessage does.
+func (e *Builder) open(num protowire.Number) {
+	e.b = protowire.AppendTag(e.b, num, protowire.BytesType)
+	e.lens = append(e.lens, len(e.b))
+	e.b = append(e.b, 0, 0, 0, 0, 0)
+}
+
+func (e *Builder) close() {
+	at := e.lens[len(e.lens)-1]
+	e.lens = e.lens[:len(e.lens)-1]
+	n := len(e.b) - at - 5
+	size := protowire.SizeVarint(uint64(n))
+	protowire.AppendVarint(e.b[at:at], uint64(n))
+	if size < 5 {
+		copy(e.b[at+size:], e.b[at+5:])
+		e.b = e.b[:len(e.b)-(5-size)]
+	}
+}
+
+// Record starts a log record; End ends it.
+func (e *Builder) Record() {
+	e.open(fScopeLogsLogRecords)
+	e.frames = append(e.frames, inRecord)
+}
+
+// Time sets the record's time_unix_nano and observed_time_unix_nano
+// (0: left out, unknown).
+func (e *Builder) Time(t, observed uint64) {
+	if t != 0 {
+		e.b = protowire.AppendTag(e.b, fLogTime, protowire.Fixed64Type)
+		e.b = protowire.AppendFixed64(e.b, t)
+	}
+	if observed != 0 {
+		e.b = protowire.AppendTag(e.b, fLogObservedTime, protowire.Fixed64Type)
+		e.b = protowire.AppendFixed64(e.b, observed)
+	}
+}
+
+// Severity sets the record's severity number and text.
+func (e *Builder) Severity(num int32, text string) {
+	if num != 0 {
+		e.b = protowire.AppendTag(e.b, fLogSeverityNumber, protowire.VarintType)
+		e.b = protowire.AppendVarint(e.b, uint64(int64(num)))
+	}
+	e.b = appendString(e.b, fLogSeverityText, text)
+}
+
+// EventName sets the record's event_name.
+func (e *Builder) EventName(s string) { e.b = appendString(e.b, fLogEventName, s) }
+
+// EventNameBytes is EventName of bytes, which must be UTF-8.
+func (e *Builder) EventNameBytes(prefix string, s []byte) {
+	if len(prefix)+len(s) == 0 {
+		return
+	}
+	e.b = protowire.AppendTag(e.b, fLogEventName, protowire.BytesType)
+	e.b = protowire.AppendVarint(e.b, uint64(len(prefix)+len(s)))
+	e.b = append(append(e.b, prefix...), s...)
+}
+
+// valueStart opens what holds the next value: an attribute (a KeyValue
+// and its AnyValue) in a record or map, an element (an AnyValue) in an
+// array.
+func (e *Builder) valueStart(key string) {
+	switch e.frames[len(e.frames)-1] {
+	case inArray:
+		e.open(fValues)
+		return
+	case inRecord:
+		e.open(fLogAttributes)
+	default:
+		e.open(fValues)
+	}
+	e.b = appendString(e.b, fKVKey, key)
+	e.open(fKVValue)
+}
+
+func (e *Builder) valueEnd() {
+	e.close()
+	if e.frames[len(e.frames)-1] != inArray {
+		e.close()
+	}
+}
+
+// Str adds a string value (which must be UTF-8).
+func (e *Builder) Str(key, s string) {
+	e.valueStart(key)
+	e.b = protowire.AppendTag(e.b, fAnyString, protowire.BytesType)
+	e.b = protowire.AppendString(e.b, s)
+	e.valueEnd()
+}
+
+// Int adds an integer value.
+func (e *Builder) Int(key string, i int64) {
+	e.valueStart(key)
+	e.b = protowire.AppendTag(e.b, fAnyInt, protowire.VarintType)
+	e.b = protowire.AppendVarint(e.b, uint64(i))
+	e.valueEnd()
+}
+
+// Double adds a floating-point value.
+func (e *Builder) Double(key string, f float64) {
+	e.valueStart(key)
+	e.b = protowire.AppendTag(e.b, fAnyDouble, protowire.Fixed64Type)
+	e.b = protowire.AppendFixed64(e.b, math.Float64bits(f))
+	e.valueEnd()
+}
+
+// Bool adds a boolean value.
+func (e *Builder) Bool(key string, v bool) {
+	e.valueStart(key)
+	e.b = protowire.AppendTag(e.b, fAnyBool, protowire.VarintType)
+	x := uint64(0)
+	if v {
+		x = 1
+	}
+	e.b = protowire.AppendVarint(e.b, x)
+	e.valueEnd()
+}
+
+// BytesValue adds a bytes value.
+func (e *Builder) BytesValue(key string, p []byte) {
+	e.valueStart(key)
+	e.b = protowire.AppendTag(e.b, fAnyBytes, protowire.BytesType)
+	e.b = protowire.AppendBytes(e.b, p)
+	e.valueEnd()
+}
+
+// MapStart starts a map value (a KeyValueList); End ends it.
+func (e *Builder) MapStart(key string) {
+	e.valueStart(key)
+	e.open(fAnyKVList)
+	e.frames = append(e.frames, inMap)
+}
+
+// ArrayStart starts an array value; End ends it.
+func (e *Builder) ArrayStart(key string) {
+	e.valueStart(key)
+	e.open(fAnyArray)
+	e.frames = append(e.frames, inArray)
+}
+
+// End ends the innermost open record, map or array.
+func (e *Builder) End() {
+	kind := e.frames[len(e.frames)-1]
+	e.frames = e.frames[:len(e.frames)-1]
+	e.close()
+	if kind != inRecord {
+		e.valueEnd()
+	}
+}
+
+// Depth is how many records, maps and arrays are open.
+func (e *Builder) Depth() int { return len(e.frames) }
+
+// EncodedResourceLogs are a resource's records as a Builder made them.
+type EncodedResourceLogs struct {
+	Resource []KeyValue
+	Scope    Scope
+	Records  []byte // log_records fields
+}
+
+// AppendEncodedRequest appends the ExportLogsServiceRequest of rls.
+func AppendEncodedRequest(b []byte, rls []EncodedResourceLogs) []byte {
+	for i := range rls {
+		rl := &rls[i]
+		b = appendMessage(b, fRequestResourceLogs, func(b []byte) []byte {
+			b = appendMessage(b, fResourceLogsResource, func(b []byte) []byte {
+				return appendKeyValues(b, fResourceAttributes, rl.Resource)
+			})
+			return appendMessage(b, fResourceLogsScopeLogs, func(b []byte) []byte {
+				b = appendMessage(b, fScopeLogsScope, func(b []byte) []byte {
+					b = appendString(b, fScopeName, rl.Scope.Name)
+					b = appendString(b, fScopeVersion, rl.Scope.Version)
+					return appendKeyValues(b, fScopeAttributes, rl.Scope.Attributes)
+				})
+				return append(b, rl.Records...)
+			})
+		})
+	}
+	return b
+}
