@@ -77,10 +77,27 @@ func Dial(path string, arena *Arena) (*Client, error) {
 		err = unix.Sendmsg(fd, hello, oob, nil, 0)
 	}
 	if err != nil {
+		// A daemon that refuses the connection (too many of this user's,
+		// or of everyone's) answers why and closes before it reads the
+		// Hello: the reason waits to be read.
+		if err == unix.EPIPE || err == unix.ECONNRESET {
+			if r, rerr := c.recv(c.rbuf[:]); rerr == nil {
+				if _, _, perr := parseResult(r); perr != nil {
+					err = perr
+				}
+			}
+		}
 		unix.Close(fd)
 		return nil, fmt.Errorf("dial %s: hello: %w", path, err)
 	}
 	r, err := c.recv(c.rbuf[:])
+	if err == unix.ECONNRESET {
+		// The daemon refused the connection and closed it with the Hello
+		// unread: the reset is reported first, then its reason.
+		if r2, err2 := c.recv(c.rbuf[:]); err2 == nil {
+			r, err = r2, nil
+		}
+	}
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("dial %s: %w", path, err)

@@ -408,7 +408,7 @@ func (c *conn) handle(m []byte) bool {
 		}
 		n := le.Uint32(body)
 		reg, name := body[4:4+n], body[4+n:]
-		if c.limited() && int(c.refs) >= c.s.limits.RegistrationsPerConn {
+		if c.limited() && int(c.refs) >= c.s.limits.RegistrationsPerConn && !c.refersTo(string(name)) {
 			return c.result(0, c.overLimit(fmt.Errorf("register: this connection's user_events_data refers to %d events, the most one may (`uetrace serve --max-registrations`): %w", c.refs, unix.ENOMEM)))
 		}
 		if err := c.addRegs(1); err != nil {
@@ -595,6 +595,20 @@ func (c *conn) handle(m []byte) bool {
 	}
 	c.log.Warn("unknown request", "op", h.op)
 	return c.result(0, fmt.Errorf("unknown request %d: %w", h.op, unix.EPROTO))
+}
+
+// refersTo reports whether the connection's user_events_data already
+// refers to an event of the name a registration's name_args begins with: a
+// registration of it adds no write index.
+func (c *conn) refersTo(nameArgs string) bool {
+	name, _, _ := strings.Cut(nameArgs, " ")
+	name, _, _ = strings.Cut(name, ":")
+	for _, ev := range c.file.Events() {
+		if ev.Name() == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *conn) add(h any) uint32 {
