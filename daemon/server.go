@@ -33,8 +33,8 @@ type Config struct {
 	// read before the client is dropped (0: 5 s).
 	ReplyTimeout time.Duration
 	// MaxConns bounds the connections served at once; more are answered
-	// ENFILE and closed (0: 16384). Limits.ConnsPerUID keeps one user from
-	// taking them all.
+	// ENFILE and closed (0: 16384; negative: no limit). Limits.ConnsPerUID
+	// keeps one user from taking them all.
 	MaxConns int
 	// Tracers names who may control tracing and read others' records
 	// besides root, perfmon-capable callers and the daemon's own user
@@ -123,8 +123,11 @@ func New(cfg Config) *Server {
 	if s.timeout == 0 {
 		s.timeout = 5 * time.Second
 	}
-	if s.maxConn == 0 {
+	switch {
+	case s.maxConn == 0:
 		s.maxConn = 16384
+	case s.maxConn < 0:
+		s.maxConn = int(^uint(0) >> 1)
 	}
 	if s.cred == nil {
 		s.peerCred = true
