@@ -68,6 +68,8 @@ import (
 //	SessionRing, SessionSync
 //	            a session's records through a shared-memory ring the
 //	            daemon creates and sends (SCM_RIGHTS): see session_ring.go.
+//	Stats       no body: the daemon's counts (limits.go). Reply: Data,
+//	            "name value" lines.
 //
 // Replies (daemon → client):
 //
