@@ -74,8 +74,8 @@
 // kernel's allocations would fail); sessions per uid (EMFILE) and their
 // buffers and rings per uid (EPERM, as perf_mmap beyond
 // perf_event_mlock_kb); buffer_size_kb (ENOMEM, as an allocation that
-// fails). Root and perfmon_capable callers are held only to the
-// per-connection limits, as CAP_SYS_RESOURCE and CAP_IPC_LOCK spare them
+// fails). Root, perfmon_capable callers and the daemon's own user are
+// held only to the per-connection limits, as CAP_SYS_RESOURCE and CAP_IPC_LOCK spare them
 // Linux's per-user ones. At most one request per connection waits in the
 // daemon (the one read ahead of a blocking read, to notice a hang-up);
 // what a client sends after it waits in the socket's buffer, the

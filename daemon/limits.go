@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -16,9 +17,10 @@ import (
 
 // Limits bound what one client — a connection, and all the connections of
 // one uid — can make the daemon hold. A zero field takes its default; a
-// negative one means no limit. Root and perfmon-capable callers are held
-// only to the per-connection limits (Handles; and the handshake), as
-// Linux's per-user limits spare CAP_SYS_RESOURCE and CAP_IPC_LOCK.
+// negative one means no limit. Root, perfmon-capable callers and the
+// daemon's own user are held only to the per-connection limits (Handles;
+// and the handshake), as Linux's per-user limits spare CAP_SYS_RESOURCE
+// and CAP_IPC_LOCK; ConnsPerUID spares root and the daemon's user.
 type Limits struct {
 	// ConnsPerUID bounds the connections of one uid, those still shaking
 	// hands included (default 1024). Beyond it a connection is answered
@@ -203,8 +205,12 @@ func (st Stats) AppendText(b []byte) []byte {
 }
 
 // limited reports whether the per-uid limits hold a connection: not for
-// root or perfmon-capable callers.
-func (c *conn) limited() bool { return c.uid != 0 && !c.cred.PerfmonCapable }
+// root, perfmon-capable callers or the daemon's own user (who may stop it).
+func (c *conn) limited() bool { return !exempt(c.uid) && !c.cred.PerfmonCapable }
+
+// exempt reports whether uid is spared the per-uid limits whatever its
+// capabilities: root, and the daemon's own user.
+func exempt(uid uint32) bool { return uid == 0 || uid == uint32(os.Geteuid()) }
 
 // overLimit counts a refusal and returns err.
 func (c *conn) overLimit(err error) error {

@@ -258,7 +258,7 @@ func (s *Server) Serve(ln *net.UnixListener) error {
 		case len(s.conns) >= s.maxConn:
 			s.count.refusedAll.Add(1)
 			refuse = fmt.Errorf("the daemon serves %d connections, the most it may (`uetrace serve --max-conns`): %w", len(s.conns), unix.ENFILE)
-		case u.Uid != 0 && use != nil && use.conns >= s.limits.ConnsPerUID:
+		case !exempt(u.Uid) && use != nil && use.conns >= s.limits.ConnsPerUID:
 			s.count.refusedUID.Add(1)
 			refuse = fmt.Errorf("uid %d has %d connections open, the most one user may (`uetrace serve --max-conns-per-uid`): %w", u.Uid, use.conns, unix.EMFILE)
 		}

@@ -78,8 +78,9 @@ ENFILE); a Hello within --handshake-timeout; open files and sessions per
 connection (--max-handles, EMFILE); registrations per connection and user
 (--max-registrations, --max-registrations-per-uid, ENOMEM); sessions per
 user (--max-sessions, EMFILE) and their buffers (--session-kb, EPERM, as
-perf_event_mlock_kb); buffer_size_kb (--max-buffer-kb, ENOMEM). Root and
-CAP_PERFMON callers are held only to the per-connection ones. uetrace status
+perf_event_mlock_kb); buffer_size_kb (--max-buffer-kb, ENOMEM). Root,
+CAP_PERFMON callers and the daemon's own user are held only to the
+per-connection ones. uetrace status
 shows the counts. 0 is the default; -1 no limit.`,
 		Example: `  uetrace serve &
   sudo uetrace serve --mode 0666 --tracers @tracing,alice   # everyone produces; some trace
