@@ -689,9 +689,10 @@ func (c *conn) blocking(fn func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
+	held := c.pending != nil
 	go func() {
 		defer close(done)
-		if c.pending == nil {
+		if !held {
 			buf, n, trunc, ok := c.read()
 			if !ok {
 				if ctx.Err() == nil {
@@ -708,7 +709,6 @@ func (c *conn) blocking(fn func(ctx context.Context)) {
 		c.waitHangup()
 		cancel()
 	}()
-	held := c.pending != nil
 	fn(ctx)
 	cancel()
 	c.c.SetReadDeadline(time.Now())
