@@ -2,7 +2,11 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -27,5 +31,56 @@ func TestParseTracers(t *testing.T) {
 		if _, err := parseTracers(bad); !errors.Is(err, unix.EINVAL) {
 			t.Errorf("--tracers %q: %v, want EINVAL", bad, err)
 		}
+	}
+}
+
+// A user who may connect but is not a tracer produces and reads the
+// status, with the daemon's counts; control is EACCES, naming --tracers;
+// serve --tracers lets it in.
+func TestCLITracers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to connect as another user")
+	}
+	base, err := os.MkdirTemp("", "uetrace-tracers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := copyBinary(t, base)
+	serve := func(dir string, args ...string) string {
+		sock := filepath.Join(base, dir, "uetrace.sock")
+		srv, _ := background(t, append([]string{"serve", "--socket", sock, "--mode", "0666"}, args...)...)
+		eventually(t, "the daemon to answer", func() bool { _, _, code := cli(t, sock, "status"); return code == 0 })
+		t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+		return sock
+	}
+	sock := serve("default")
+	out, code := asNobody(t, bin, "--backend", "daemon", "--socket", sock, "status")
+	if code != 0 || !strings.Contains(out, "Daemon:") || !strings.Contains(out, "uid 65534 connections ") || strings.Contains(out, "uid 0 ") {
+		t.Errorf("status as nobody: exit %d\n%s", code, out)
+	}
+	out, code = asNobody(t, bin, "--backend", "daemon", "--socket", sock, "write", "tracing_on", "0")
+	if code == 0 || !strings.Contains(out, "EACCES") || !strings.Contains(out, "--tracers") {
+		t.Errorf("tracing_on 0 as nobody: exit %d\n%s", code, out)
+	}
+	if got := mustCLI(t, sock, "cat", "tracing_on"); got != "1\n" {
+		t.Errorf("tracing_on after nobody's refused write: %q", got)
+	}
+	if out := mustCLI(t, sock, "status"); !strings.Contains(out, "denied 1") {
+		t.Errorf("root's status does not count the refusal:\n%s", out)
+	}
+
+	sock = serve("listed", "--tracers", "65534")
+	if out, code := asNobody(t, bin, "--backend", "daemon", "--socket", sock, "write", "tracing_on", "0"); code != 0 {
+		t.Errorf("tracing_on 0 as a listed tracer: exit %d\n%s", code, out)
+	}
+	if got := mustCLI(t, sock, "cat", "tracing_on"); got != "0\n" {
+		t.Errorf("tracing_on after the tracer's write: %q", got)
 	}
 }
