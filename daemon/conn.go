@@ -541,7 +541,7 @@ func (c *conn) handle(m []byte) bool {
 		return c.reply(out)
 	case opSession:
 		if !c.tracer {
-			return c.result(0, c.denied(errNeedsTracer("session: reading events' records, as perf_event_open of tracepoints without CAP_PERFMON while perf_event_paranoid > -1,", c.uid)))
+			return c.result(0, c.denied(errNeedsTracer("session: events' records, which perf gives only with CAP_PERFMON while perf_event_paranoid > -1;", c.uid)))
 		}
 		if len(c.handles) >= c.s.limits.Handles {
 			return c.result(0, c.overLimit(fmt.Errorf("session: this connection holds %d files and sessions open, the most one may (`uetrace serve --max-handles`): %w", len(c.handles), unix.EMFILE)))

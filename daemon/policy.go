@@ -41,8 +41,8 @@ func (t Tracers) String() string {
 	return strings.Join(parts, ",")
 }
 
-// tracerGrant is the option that makes someone a tracer, named in errors.
-const tracerGrant = "root, CAP_PERFMON, the daemon's own user, and those `uetrace serve --tracers` names (uid,@gid) may"
+// tracerGrant says who tracers are, and which option makes one.
+const tracerGrant = "tracers are root, CAP_PERFMON, the daemon's own user and whom `uetrace serve --tracers` names"
 
 // isTracer decides whether the peer of socket fd, who connected as u with
 // cred, may control tracing and read others' records.
@@ -109,17 +109,16 @@ func openNeedsTracer(name string, flags int) bool {
 // what tracefs's root-owned 0640 and 0440 files give a user who is not
 // root.
 func errNotTracer(name string, flags int, uid uint32) error {
-	what := "read"
+	what := "for reading: others' records, which tracefs keeps for root"
 	if flags&(os.O_WRONLY|os.O_RDWR) != 0 || flags&os.O_TRUNC != 0 {
-		what = "write"
+		what = "for writing: tracing control, which tracefs keeps for root"
 	}
-	return fmt.Errorf("open %s for %s: as on tracefs, whose files are root's, that is tracing control or others' records, and uid %d is not a tracer: %s: %w",
-		name, what, uid, tracerGrant, unix.EACCES)
+	return fmt.Errorf("open %s %s; uid %d is not a tracer (%s): %w", name, what, uid, tracerGrant, unix.EACCES)
 }
 
 // errNeedsTracer is the EPERM of a privileged operation: a perf-like
 // session (perf_event_open of tracepoint records without CAP_PERFMON while
 // perf_event_paranoid > -1) or serving the tree over FUSE.
 func errNeedsTracer(op string, uid uint32) error {
-	return fmt.Errorf("%s: uid %d is not a tracer: %s: %w", op, uid, tracerGrant, unix.EPERM)
+	return fmt.Errorf("%s uid %d is not a tracer (%s): %w", op, uid, tracerGrant, unix.EPERM)
 }
