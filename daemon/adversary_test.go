@@ -280,7 +280,7 @@ func TestUnprivilegedClient(t *testing.T) {
 		return
 	}
 	dir, exe := childDir(t)
-	s := serveIn(t, Config{Limits: Limits{RegistrationsPerConn: 3}}, dir)
+	s := serveIn(t, Config{Limits: Limits{RegistrationsPerConn: 3, RegistrationsPerUID: 5}}, dir)
 	os.Chmod(s.sock, 0o666)
 	admin := newArena(t, 4096, unix.F_SEAL_SHRINK).dial(t, s.sock)
 	if err := writeFile(admin, "dynamic_events", "u:adv_ev u32 a"); err != nil {
@@ -299,7 +299,11 @@ func TestUnprivilegedClient(t *testing.T) {
 		"read trace: EACCES", "read trace_pipe: EACCES",
 		"session: EPERM", "stats: ok",
 		"register 2: ok", "register 3: ok", "register 4: ENOMEM", "register after unregister: ok",
+		"second connection register 5: ok", "second connection register 6: ok", "second connection register 7: ENOMEM",
 	)
+	if !strings.Contains(out, "--max-registrations-per-uid") {
+		t.Errorf("the uid's registration limit is not named:\n%s", out)
+	}
 	if !strings.Contains(out, "--tracers") {
 		t.Errorf("the refusals do not name the option that grants them:\n%s", out)
 	}
@@ -369,6 +373,18 @@ func unprivilegedChild(t *testing.T) {
 	fmt.Printf("unregister: %s\n", errnoName(c.Unregister(un)))
 	_, _, err = c.Register(reg(a.addr(0), 0), "adv_ev u32 a", false)
 	fmt.Printf("register after unregister: %s\n", errnoName(err))
+	// A second connection: the uid's limit counts both.
+	c2, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 5; i <= 7; i++ {
+		_, _, err := c2.Register(reg(a.addr(8*i), 0), "adv_ev u32 a", false)
+		fmt.Printf("second connection register %d: %s\n", i, errnoName(err))
+		if err != nil {
+			fmt.Printf("%v\n", err)
+		}
+	}
 }
 
 // TestListedTracer: a user `serve --tracers` names (here by its group)
@@ -525,4 +541,26 @@ func TestHandlesPerConnection(t *testing.T) {
 	if _, err := newArena(t, 4096, unix.F_SEAL_SHRINK).dial(t, s.sock).Open("README", os.O_RDONLY); err != nil {
 		t.Errorf("another connection's open: %v", err)
 	}
+}
+
+// TestConnectionsOfEveryone: beyond Config.MaxConns a connection is told
+// ENFILE, and counted; one that leaves makes room.
+func TestConnectionsOfEveryone(t *testing.T) {
+	s := serve(t, Config{MaxConns: 2})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	first := a.dial(t, s.sock)
+	a.dial(t, s.sock)
+	if _, err := Dial(s.sock, nil); !errors.Is(err, unix.ENFILE) || !strings.Contains(err.Error(), "--max-conns") {
+		t.Errorf("a third connection: %v, want ENFILE naming --max-conns", err)
+	}
+	if st := s.Stats(); st.RefusedAll != 1 {
+		t.Errorf("refusals counted: %+v", st)
+	}
+	first.Close()
+	waitConns(t, s, 1)
+	c, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatalf("after one left: %v", err)
+	}
+	c.Close()
 }
