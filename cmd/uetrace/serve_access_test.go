@@ -84,3 +84,24 @@ func TestCLITracers(t *testing.T) {
 		t.Errorf("tracing_on after the tracer's write: %q", got)
 	}
 }
+
+// FuzzParseTracers: any --tracers text is a list or EINVAL, and a list
+// printed (daemon.Tracers.String, numbers) reads back the same.
+func FuzzParseTracers(f *testing.F) {
+	for _, s := range []string{"", "all", "0", "root", "@0", "@root", "1000,@4242", " 1 , @2 ,", "@", "-1", "4294967296", "all,5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tr, err := parseTracers(s)
+		if err != nil {
+			if !errors.Is(err, unix.EINVAL) {
+				t.Fatalf("%q: %v, want EINVAL", s, err)
+			}
+			return
+		}
+		back, err := parseTracers(tr.String())
+		if err != nil || back.All != tr.All || !tr.All && (!slices.Equal(back.UIDs, tr.UIDs) || !slices.Equal(back.GIDs, tr.GIDs)) {
+			t.Fatalf("%q parsed %+v, printed %q, read back %+v, %v", s, tr, tr.String(), back, err)
+		}
+	})
+}
