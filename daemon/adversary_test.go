@@ -291,7 +291,7 @@ func TestUnprivilegedClient(t *testing.T) {
 	}
 	out := runChild(t, exe, "TestUnprivilegedClient", "unpriv", s.sock, nobodyUID)
 	wantLines(t, out,
-		"register: ok", "write: ok", "unregister: ok",
+		"tracer: false", "register: ok", "write: ok", "unregister: ok",
 		"read user_events_status: ok", "read events/user_events/adv_ev/format: ok", "readdir: ok",
 		"write events/user_events/adv_ev/enable: EACCES", "write events/enable: EACCES",
 		"write tracing_on: EACCES", "write buffer_size_kb: EACCES", "write set_event: EACCES",
@@ -324,6 +324,7 @@ func unprivilegedChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fmt.Printf("tracer: %v\n", c.Tracer())
 	idx, _, err := c.Register(reg(a.addr(0), 0), "adv_ev u32 a", false)
 	fmt.Printf("register: %s\n", errnoName(err))
 	var rec [8]byte
@@ -410,7 +411,7 @@ func TestListedTracer(t *testing.T) {
 	}
 	out := runChild(t, exe, "TestListedTracer", "tracer", s.sock, nobodyUID)
 	wantLines(t, out,
-		"enable: ok", "read trace: ok", "buffer_size_kb 4096: ENOMEM", "buffer_size_kb 2048: ok",
+		"tracer: true", "enable: ok", "read trace: ok", "buffer_size_kb 4096: ENOMEM", "buffer_size_kb 2048: ok",
 		"session 2M: ok", "session 2M more: EPERM", "session 1M: ok", "session 1M more: EPERM",
 		"session after close: ok", "session 4K: ok", "session 4K more: EMFILE",
 		"stats: ok",
@@ -436,6 +437,7 @@ func tracerChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fmt.Printf("tracer: %v\n", c.Tracer())
 	fmt.Printf("enable: %s\n", errnoName(writeFile(c, "events/user_events/adv_ev/enable", "1")))
 	f, err := c.Open("trace", os.O_RDONLY)
 	if err == nil {

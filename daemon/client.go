@@ -23,6 +23,7 @@ type Client struct {
 	path    string
 	pid     int32
 	perfmon bool
+	tracer  bool
 
 	mu     sync.Mutex
 	closed bool
@@ -112,6 +113,7 @@ func Dial(path string, arena *Arena) (*Client, error) {
 	}
 	c.pid = int32(le.Uint32(r[headerSize+4:]))
 	c.perfmon = le.Uint32(r[headerSize+8:])&helloPerfmon != 0
+	c.tracer = le.Uint32(r[headerSize+8:])&helloTracer != 0
 	return c, nil
 }
 
@@ -121,6 +123,11 @@ func (c *Client) Path() string { return c.path }
 // PerfmonCapable reports whether the daemon counts the caller as
 // perfmon_capable (allowed PERSIST and dynamic_events changes).
 func (c *Client) PerfmonCapable() bool { return c.perfmon }
+
+// Tracer reports whether the daemon counts the caller as a tracer, who may
+// control tracing and read others' records (see the package doc, "Who may
+// do what"). A daemon before the access model says false.
+func (c *Client) Tracer() bool { return c.tracer }
 
 // Close closes the connection: the daemon closes the user_events_data it
 // stood for. A call blocked in a read returns.

@@ -309,6 +309,9 @@ func (c *conn) hello(u unix.Ucred) bool {
 	if c.cred.PerfmonCapable {
 		flags |= helloPerfmon
 	}
+	if c.tracer {
+		flags |= helloTracer
+	}
 	out := appendHeader(c.out[:0], opHelloOK, 0, 0)
 	out = le.AppendUint32(out, Version)
 	out = le.AppendUint32(out, uint32(u.Pid))
