@@ -33,8 +33,11 @@ type Config struct {
 	// read before the client is dropped (0: 5 s).
 	ReplyTimeout time.Duration
 	// MaxConns bounds the connections served at once; more are answered
-	// ENFILE and closed (0: 16384; negative: no limit). Limits.ConnsPerUID
-	// keeps one user from taking them all.
+	// ENFILE and closed (0: 16384, or fewer when the daemon's RLIMIT_NOFILE
+	// would not hold their descriptors — a socket and a ring's eventfd
+	// each, and two more for a moment — so that the limit, not EMFILE on
+	// accept, answers; negative: no limit). Limits.ConnsPerUID keeps one
+	// user from taking them all.
 	MaxConns int
 	// Tracers names who may control tracing and read others' records
 	// besides root, perfmon-capable callers and the daemon's own user
@@ -125,7 +128,7 @@ func New(cfg Config) *Server {
 	}
 	switch {
 	case s.maxConn == 0:
-		s.maxConn = 16384
+		s.maxConn = defaultMaxConns()
 	case s.maxConn < 0:
 		s.maxConn = int(^uint(0) >> 1)
 	}
@@ -133,6 +136,17 @@ func New(cfg Config) *Server {
 		s.peerCred = true
 	}
 	return s
+}
+
+// defaultMaxConns is 16384, or what RLIMIT_NOFILE holds at 4 descriptors
+// a connection with 256 spare (Go raises the soft limit to the hard one at
+// start).
+func defaultMaxConns() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<20 {
+		return 16384
+	}
+	return min(16384, max(64, (int(rl.Cur)-256)/4))
 }
 
 // Subsystem returns the subsystem the server serves.

@@ -170,7 +170,7 @@ shows the counts. 0 is the default; -1 no limit.`,
 	cmd.Flags().StringVar(&mount, "mount", "", "also serve the tracefs tree through FUSE on this directory (root)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every client that connects and leaves")
 	cmd.Flags().StringVar(&tracers, "tracers", "", "who else may control tracing and read others' records: uid or user, @gid or @group, comma-separated, or all")
-	cmd.Flags().IntVar(&maxConns, "max-conns", 0, "connections served at once, of all users (default 16384; ENFILE beyond)")
+	cmd.Flags().IntVar(&maxConns, "max-conns", 0, "connections served at once, of all users (default 16384, or what RLIMIT_NOFILE holds; ENFILE beyond)")
 	cmd.Flags().IntVar(&limits.ConnsPerUID, "max-conns-per-uid", 0, "connections of one user (default 1024; EMFILE beyond)")
 	cmd.Flags().DurationVar(&limits.Handshake, "handshake-timeout", 0, "how long a connection may take to say Hello (default 10s)")
 	cmd.Flags().IntVar(&limits.Handles, "max-handles", 0, "open tracefs files and sessions per connection (default 1024; EMFILE beyond)")
