@@ -566,3 +566,31 @@ func TestConnectionsOfEveryone(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestPendingMessages: a request pipelined behind a blocking read is the
+// one message the daemon holds for a connection, counted while it waits
+// and released with the connection; the rest wait in the socket.
+func TestPendingMessages(t *testing.T) {
+	s := serve(t, Config{})
+	fd := rawConn(t, s.sock)
+	if r := exchange(t, fd, helloMsg(0, 0)); len(r) == 0 {
+		t.Fatal("hello refused")
+	}
+	h := rawOpen(t, fd, "trace_pipe")
+	rawSend(t, fd, readMsg(h)) // blocks: nothing is traced
+	for range 3 {
+		rawSend(t, fd, append(appendHeader(nil, opDelete, 0, 0), "nothing"...))
+	}
+	deadline := time.Now().Add(waitLimit)
+	for s.Stats().Pending != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pending messages: %+v, want 1", s.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	unix.Shutdown(fd, unix.SHUT_RDWR)
+	waitConns(t, s, 0)
+	if st := s.Stats(); st.Pending != 0 || st.Handles != 0 {
+		t.Errorf("after the client left: %+v", st)
+	}
+}

@@ -705,6 +705,10 @@ func (c *conn) blocking(fn func(ctx context.Context)) {
 				return
 			}
 			c.pending, c.pendingN, c.pendTrunc = buf, n, trunc
+			// At most this one message per connection waits in the
+			// daemon; what the client sends after it waits in the
+			// socket's buffer, bounded by the kernel.
+			c.s.count.pending.Add(1)
 		}
 		// A hang-up, or the connection closed under it (the server
 		// stopping): either way fn must end. The deadline that ends the
@@ -717,12 +721,6 @@ func (c *conn) blocking(fn func(ctx context.Context)) {
 	c.c.SetReadDeadline(time.Now())
 	<-done
 	c.c.SetReadDeadline(time.Time{})
-	if !held && c.pending != nil {
-		// At most this one message per connection waits in the daemon;
-		// what the client sends after it waits in the socket's buffer,
-		// bounded by the kernel.
-		c.s.count.pending.Add(1)
-	}
 }
 
 // waitHangup waits, without reading, until the peer hangs up or shuts down
