@@ -75,8 +75,10 @@
 // buffers and rings per uid (EPERM, as perf_mmap beyond
 // perf_event_mlock_kb); buffer_size_kb (ENOMEM, as an allocation that
 // fails). Root, perfmon_capable callers and the daemon's own user are
-// held only to the per-connection limits, as CAP_SYS_RESOURCE and CAP_IPC_LOCK spare them
-// Linux's per-user ones. At most one request per connection waits in the
+// held only to the per-connection limits, as CAP_SYS_RESOURCE and
+// CAP_IPC_LOCK spare them Linux's per-user ones. The enable-word arena and
+// the ring a connection shares are bounded per connection (MaxArena,
+// MaxRing), not yet per uid. At most one request per connection waits in the
 // daemon (the one read ahead of a blocking read, to notice a hang-up);
 // what a client sends after it waits in the socket's buffer, the
 // kernel's, and a client that does not read its replies is dropped after
