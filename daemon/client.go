@@ -23,6 +23,7 @@ type Client struct {
 	path    string
 	pid     int32
 	perfmon bool
+	tracer  bool
 
 	mu     sync.Mutex
 	closed bool
@@ -77,10 +78,27 @@ func Dial(path string, arena *Arena) (*Client, error) {
 		err = unix.Sendmsg(fd, hello, oob, nil, 0)
 	}
 	if err != nil {
+		// A daemon that refuses the connection (too many of this user's,
+		// or of everyone's) answers why and closes before it reads the
+		// Hello: the reason waits to be read.
+		if err == unix.EPIPE || err == unix.ECONNRESET {
+			if r, rerr := c.recv(c.rbuf[:]); rerr == nil {
+				if _, _, perr := parseResult(r); perr != nil {
+					err = perr
+				}
+			}
+		}
 		unix.Close(fd)
 		return nil, fmt.Errorf("dial %s: hello: %w", path, err)
 	}
 	r, err := c.recv(c.rbuf[:])
+	if err == unix.ECONNRESET {
+		// The daemon refused the connection and closed it with the Hello
+		// unread: the reset is reported first, then its reason.
+		if r2, err2 := c.recv(c.rbuf[:]); err2 == nil {
+			r, err = r2, nil
+		}
+	}
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("dial %s: %w", path, err)
@@ -95,6 +113,7 @@ func Dial(path string, arena *Arena) (*Client, error) {
 	}
 	c.pid = int32(le.Uint32(r[headerSize+4:]))
 	c.perfmon = le.Uint32(r[headerSize+8:])&helloPerfmon != 0
+	c.tracer = le.Uint32(r[headerSize+8:])&helloTracer != 0
 	return c, nil
 }
 
@@ -104,6 +123,11 @@ func (c *Client) Path() string { return c.path }
 // PerfmonCapable reports whether the daemon counts the caller as
 // perfmon_capable (allowed PERSIST and dynamic_events changes).
 func (c *Client) PerfmonCapable() bool { return c.perfmon }
+
+// Tracer reports whether the daemon counts the caller as a tracer, who may
+// control tracing and read others' records (see the package doc, "Who may
+// do what"). A daemon before the access model says false.
+func (c *Client) Tracer() bool { return c.tracer }
 
 // Close closes the connection: the daemon closes the user_events_data it
 // stood for. A call blocked in a read returns.

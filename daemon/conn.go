@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,9 +19,6 @@ import (
 
 	"github.com/uetrace/uetrace/subsys"
 )
-
-// maxHandles bounds the tracefs files and sessions one connection holds.
-const maxHandles = 1024
 
 // maxSessionBuffer bounds what one session may ask to buffer.
 const maxSessionBuffer = 64 << 20
@@ -49,6 +47,25 @@ type conn struct {
 	uid     uint32      // the peer's uid (SO_PEERCRED)
 	threads threadCheck // the thread ids its Write requests give
 	empty   bool        // the message read was a 0-byte one, not the end
+	ucred   unix.Ucred  // the peer's credentials (SO_PEERCRED), taken at accept
+
+	// tracer: the caller may control tracing and read others' records
+	// (policy.go).
+	tracer bool
+	// shook is set once the handshake is done; nhandles mirrors
+	// len(handles) for Server.Stats.
+	shook    atomic.Bool
+	nhandles atomic.Int32
+	// regs are the registrations through this connection not unregistered,
+	// refs the write indices its user_events_data has handed out (limits.go).
+	regs int
+	refs uint32
+	// sessBytes is what each session holds (buffer and ring), released
+	// from the uid's account when it closes.
+	sessBytes map[*subsys.Session]int64
+	// bufHandles are the handles of buffer_size_kb open for writing.
+	bufHandles map[uint32]bool
+	readErr    error // the last read's error
 
 	// The message being received, set by recvFn.
 	in     *[]byte
@@ -75,38 +92,30 @@ type conn struct {
 func (c *conn) serve() {
 	defer c.s.done(c)
 	defer c.c.Close()
-	c.log = c.s.log
-	raw, err := c.c.SyscallConn()
-	if err != nil {
-		c.log.Warn("connection", "err", err)
-		return
-	}
-	c.raw = raw
+	ucred := &c.ucred
+	c.log = c.s.log.With("pid", ucred.Pid, "uid", ucred.Uid)
 	c.recvFn = c.recv
-	var ucred *unix.Ucred
-	// Control fails without calling the function when the connection is
-	// already closed (the server shutting down as it was accepted).
-	if cerr := raw.Control(func(fd uintptr) {
-		ucred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-		if err == nil && c.s.peerCred {
-			c.cred = peerCred(int(fd), *ucred)
-		}
-	}); cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		c.log.Warn("connection: SO_PEERCRED", "err", err)
-		return
-	}
-	c.log = c.log.With("pid", ucred.Pid, "uid", ucred.Uid)
 	c.uid = ucred.Uid
-	if !c.s.peerCred {
-		c.cred = c.s.cred(*ucred)
+	if cerr := c.raw.Control(func(fd uintptr) {
+		if c.s.peerCred {
+			c.cred = peerCred(int(fd), *ucred)
+		} else {
+			c.cred = c.s.cred(*ucred)
+		}
+		c.tracer = c.s.isTracer(int(fd), *ucred, c.cred)
+	}); cerr != nil {
+		return // closed as it was accepted: the server is stopping
 	}
 	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procComm(ucred.Pid)}
 	c.threads = newThreadCheck(ucred.Pid)
 	c.out = make([]byte, 0, 4096)
 
+	// A connection that does not say Hello in time is closed: it would
+	// hold a descriptor and a goroutine, and count against its uid's
+	// connections, for nothing.
+	if d := c.s.limits.Handshake; d < 100*365*24*time.Hour {
+		c.c.SetReadDeadline(time.Now().Add(d))
+	}
 	if !c.hello(*ucred) {
 		return
 	}
@@ -183,6 +192,7 @@ func (c *conn) read() (buf *[]byte, n int, trunc, ok bool) {
 		}
 		c.oobn = 0
 	}
+	c.readErr = err
 	if err != nil || c.n == 0 && !c.empty {
 		if buf != nil {
 			bufPool.Put(buf)
@@ -200,6 +210,7 @@ func (c *conn) nextMessage() (*[]byte, int, bool, bool) {
 	if c.pending != nil {
 		buf, n, t := c.pending, c.pendingN, c.pendTrunc
 		c.pending = nil
+		c.s.count.pending.Add(-1)
 		return buf, n, t, true
 	}
 	if c.peerGone {
@@ -259,8 +270,13 @@ func (c *conn) hello(u unix.Ucred) bool {
 	buf, n, trunc, ok := c.read()
 	c.wantRights = false
 	if !ok {
+		if errors.Is(c.readErr, os.ErrDeadlineExceeded) {
+			c.s.count.timeouts.Add(1)
+			c.log.Info("closing a connection that sent no Hello in time", "timeout", c.s.limits.Handshake)
+		}
 		return false
 	}
+	c.c.SetReadDeadline(time.Time{})
 	defer bufPool.Put(buf)
 	fds := rights(c.oob[:c.oobn])
 	defer func() {
@@ -299,9 +315,14 @@ func (c *conn) hello(u unix.Ucred) bool {
 	}
 	c.file = c.s.sys.Open()
 	c.handles = map[uint32]any{}
+	c.sessBytes = map[*subsys.Session]int64{}
+	c.bufHandles = map[uint32]bool{}
 	var flags uint32
 	if c.cred.PerfmonCapable {
 		flags |= helloPerfmon
+	}
+	if c.tracer {
+		flags |= helloTracer
 	}
 	out := appendHeader(c.out[:0], opHelloOK, 0, 0)
 	out = le.AppendUint32(out, Version)
@@ -311,6 +332,7 @@ func (c *conn) hello(u unix.Ucred) bool {
 		c.teardown()
 		return false
 	}
+	c.shook.Store(true)
 	return true
 }
 
@@ -324,10 +346,17 @@ func (c *conn) teardown() {
 		c.ring = nil
 	}
 	c.closeRingFds()
+	if c.pending != nil {
+		bufPool.Put(c.pending)
+		c.pending = nil
+		c.s.count.pending.Add(-1)
+	}
 	for _, h := range c.handles {
-		closeHandle(h)
+		c.closeHandle(h)
 	}
 	c.handles = nil
+	c.nhandles.Store(0)
+	c.addRegs(-c.regs)
 	c.file.Close()
 	c.s.leave(c.proc)
 	if c.threads.forged != 0 {
@@ -344,12 +373,18 @@ func (c *conn) closeRingFds() {
 	c.ringFds = nil
 }
 
-func closeHandle(h any) {
+// closeHandle closes a tracefs file or a session, giving back to its
+// uid what a session held.
+func (c *conn) closeHandle(h any) {
 	switch h := h.(type) {
 	case *subsys.Handle:
 		h.Close()
 	case *subsys.Session:
 		h.Close()
+		if b, ok := c.sessBytes[h]; ok {
+			delete(c.sessBytes, h)
+			c.addSession(-1, -b)
+		}
 	}
 }
 
@@ -393,18 +428,33 @@ func (c *conn) handle(m []byte) bool {
 		}
 		n := le.Uint32(body)
 		reg, name := body[4:4+n], body[4+n:]
+		if c.limited() && int(c.refs) >= c.s.limits.RegistrationsPerConn && !c.refersTo(string(name)) {
+			return c.result(0, c.overLimit(fmt.Errorf("register: this connection's user_events_data refers to %d events, the most one may (`uetrace serve --max-registrations`): %w", c.refs, unix.ENOMEM)))
+		}
+		if err := c.addRegs(1); err != nil {
+			return c.result(0, c.overLimit(err))
+		}
 		idx, err := c.file.Register(c.proc.p, c.cred, subsys.RegisterArgs{Reg: reg, Name: string(name), NameFault: h.flags&flagNameFault != 0})
 		if err != nil {
+			c.addRegs(-1)
 			return c.result(0, err)
 		}
+		c.refs = max(c.refs, idx+1)
 		return c.reply(le.AppendUint32(appendResult(c.out[:0], 0, nil), idx))
 	case opUnregister:
-		return c.result(0, c.file.Unregister(c.proc.p, body))
+		err := c.file.Unregister(c.proc.p, body)
+		if err == nil {
+			c.addRegs(-1)
+		}
+		return c.result(0, err)
 	case opDelete:
 		return c.result(0, c.file.Delete(string(body), c.cred))
 	case opOpen:
-		if len(c.handles) >= maxHandles {
-			return c.result(0, fmt.Errorf("open %q: too many open files: %w", body, unix.EMFILE))
+		if !c.tracer && openNeedsTracer(string(body), int(h.arg)) {
+			return c.result(0, c.denied(errNotTracer(string(body), int(h.arg), c.uid)))
+		}
+		if len(c.handles) >= c.s.limits.Handles {
+			return c.result(0, c.overLimit(fmt.Errorf("open %q: this connection holds %d files and sessions open, the most one may (`uetrace serve --max-handles`): %w", body, len(c.handles), unix.EMFILE)))
 		}
 		if int(h.arg)&unix.O_TRUNC != 0 {
 			// Truncating trace clears the records written before it:
@@ -415,7 +465,11 @@ func (c *conn) handle(m []byte) bool {
 		if err != nil {
 			return c.result(0, err)
 		}
-		return c.result(int64(c.add(fh)), nil)
+		hn := c.add(fh)
+		if strings.Trim(string(body), "/") == subsys.FileBufferSizeKB && int(h.arg)&(os.O_WRONLY|os.O_RDWR) != 0 {
+			c.bufHandles[hn] = true
+		}
+		return c.result(int64(hn), nil)
 	case opRing:
 		fds := c.ringFds
 		c.ringFds = nil
@@ -469,6 +523,9 @@ func (c *conn) handle(m []byte) bool {
 		if !ok {
 			return c.result(0, fmt.Errorf("write: bad handle %d: %w", h.arg, unix.EBADF))
 		}
+		if c.bufHandles[h.arg] {
+			return c.writeBufferSize(fh, body)
+		}
 		// A write to tracefs may disable an event or clear the buffer:
 		// records clients published before it are delivered first, as
 		// their writes to the kernel would have been.
@@ -482,7 +539,9 @@ func (c *conn) handle(m []byte) bool {
 		}
 		c.s.Flush() // a session closing gets what was published before
 		delete(c.handles, h.arg)
-		closeHandle(x)
+		delete(c.bufHandles, h.arg)
+		c.nhandles.Store(int32(len(c.handles)))
+		c.closeHandle(x)
 		return c.result(0, nil)
 	case opReadDir:
 		ents, err := c.s.sys.FS().ReadDir(string(body))
@@ -501,15 +560,23 @@ func (c *conn) handle(m []byte) bool {
 		c.out = out[:0]
 		return c.reply(out)
 	case opSession:
-		if len(c.handles) >= maxHandles {
-			return c.result(0, fmt.Errorf("session: too many open files: %w", unix.EMFILE))
+		if !c.tracer {
+			return c.result(0, c.denied(errNeedsTracer("session: events' records, which perf gives only with CAP_PERFMON while perf_event_paranoid > -1;", c.uid)))
+		}
+		if len(c.handles) >= c.s.limits.Handles {
+			return c.result(0, c.overLimit(fmt.Errorf("session: this connection holds %d files and sessions open, the most one may (`uetrace serve --max-handles`): %w", len(c.handles), unix.EMFILE)))
 		}
 		if len(body) != 4 || le.Uint32(body) > maxSessionBuffer {
 			return c.result(0, fmt.Errorf("session: buffer size missing or over %d bytes: %w", maxSessionBuffer, unix.EINVAL))
 		}
+		bytes := sessionBytes(le.Uint32(body))
+		if err := c.addSession(1, bytes); err != nil {
+			return c.result(0, c.overLimit(err))
+		}
 		ss := c.s.sys.NewSession(subsys.SessionOptions{
 			BufferBytes: int(le.Uint32(body)), Other: h.flags&flagOther != 0, Comm: h.flags&flagComm != 0,
 		})
+		c.sessBytes[ss] = bytes
 		return c.result(int64(c.add(ss)), nil)
 	case opAttach:
 		ss, ok := c.handles[h.arg].(*subsys.Session)
@@ -557,6 +624,8 @@ func (c *conn) handle(m []byte) bool {
 		return c.sessionRing(h, body)
 	case opSessionSync:
 		return c.sessionSync(h, body)
+	case opStats:
+		return c.stats()
 	case opHello:
 		return c.result(0, fmt.Errorf("hello after the handshake: %w", unix.EPROTO))
 	}
@@ -564,11 +633,26 @@ func (c *conn) handle(m []byte) bool {
 	return c.result(0, fmt.Errorf("unknown request %d: %w", h.op, unix.EPROTO))
 }
 
+// refersTo reports whether the connection's user_events_data already
+// refers to an event of the name a registration's name_args begins with: a
+// registration of it adds no write index.
+func (c *conn) refersTo(nameArgs string) bool {
+	name, _, _ := strings.Cut(nameArgs, " ")
+	name, _, _ = strings.Cut(name, ":")
+	for _, ev := range c.file.Events() {
+		if ev.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *conn) add(h any) uint32 {
 	for {
 		c.next++
 		if _, used := c.handles[c.next]; !used && c.next != 0 {
 			c.handles[c.next] = h
+			c.nhandles.Store(int32(len(c.handles)))
 			return c.next
 		}
 	}
@@ -641,9 +725,10 @@ func (c *conn) blocking(fn func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
+	held := c.pending != nil
 	go func() {
 		defer close(done)
-		if c.pending == nil {
+		if !held {
 			buf, n, trunc, ok := c.read()
 			if !ok {
 				if ctx.Err() == nil {
@@ -653,6 +738,10 @@ func (c *conn) blocking(fn func(ctx context.Context)) {
 				return
 			}
 			c.pending, c.pendingN, c.pendTrunc = buf, n, trunc
+			// At most this one message per connection waits in the
+			// daemon; what the client sends after it waits in the
+			// socket's buffer, bounded by the kernel.
+			c.s.count.pending.Add(1)
 		}
 		// A hang-up, or the connection closed under it (the server
 		// stopping): either way fn must end. The deadline that ends the

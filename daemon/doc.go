@@ -24,6 +24,68 @@
 // makes it at each call, so capabilities dropped later still count here
 // for that connection.
 //
+// # Who may do what
+//
+// A connection is an open user_events_data: whoever may connect to the
+// socket (its mode and group, package Access) is a producer, and the
+// daemon decides the rest per operation, as tracefs's modes and perf's
+// rules decide it on Linux (policy.go):
+//
+//   - Producers — everyone who may connect: Hello, Register, Write,
+//     Unregister, Ring and RingFlush, Delete (the kernel's own rules:
+//     the caller's file's references, PERSIST needing perfmon_capable,
+//     in package subsys), ReadDir, and opening for reading the files that
+//     describe the events: user_events_status, available_events, set_event,
+//     dynamic_events, README, the enable, format and id files, tracing_on,
+//     buffer_size_kb and buffer_total_size_kb. On Linux tracefs is root's
+//     (the root directory 0700, files 0440 and 0640), and user_events is
+//     opened up by giving user_events_data to others; here those files
+//     read the same for everyone, since programs and `uetrace status` need
+//     them and they hold no one's records.
+//   - Tracing control — opening any tracefs file for writing (enable
+//     files, tracing_on, buffer_size_kb, set_event, dynamic_events, trace,
+//     O_TRUNC) — is for tracers; others get EACCES, as the files' 0640
+//     root:root gives them on Linux.
+//   - Reading others' data — trace and trace_pipe, EACCES otherwise as
+//     their modes give; sessions (Session, and through its handle Attach,
+//     SessionRead, SessionRing, SessionSync), EPERM otherwise, as
+//     perf_event_open of tracepoint records (PERF_SAMPLE_RAW) is without
+//     CAP_PERFMON while perf_event_paranoid > -1 — is for tracers too, and
+//     so is ServeFUSE (EPERM), which hands out the whole tree.
+//
+// Tracers are uid 0 (tracefs's owner), perfmon_capable callers, the
+// daemon's own user, and those Config.Tracers names — users by uid,
+// groups by gid (the caller's primary group and its supplementary groups
+// as SO_PEERGROUPS recorded them at connect), or everyone (Tracers.All).
+// The decision, like perfmon_capable, is made once per connection.
+// Refusals say which `uetrace serve` option (--tracers) grants them.
+//
+// # Limits
+//
+// Everything a client can make the daemon hold is bounded, per connection
+// and per uid (Config.Limits; Config.MaxConns for all), with the errno
+// Linux gives for the same exhaustion, counted (Server.Stats, the Stats
+// request, `uetrace status`): connections per uid, those still shaking
+// hands included (EMFILE, as inotify's max_user_instances; checked at
+// accept, before any goroutine, so that one user's flood never keeps
+// another out) and in all (ENFILE); the Hello within Limits.Handshake
+// (closed then, counted); open files and sessions per connection (EMFILE,
+// as RLIMIT_NOFILE); registrations per connection and uid (ENOMEM, as the
+// kernel's allocations would fail); sessions per uid (EMFILE) and their
+// buffers and rings per uid (EPERM, as perf_mmap beyond
+// perf_event_mlock_kb); buffer_size_kb (ENOMEM, as an allocation that
+// fails). Root, perfmon_capable callers and the daemon's own user are
+// held only to the per-connection limits, as CAP_SYS_RESOURCE and
+// CAP_IPC_LOCK spare them Linux's per-user ones. The enable-word arena and
+// the ring a connection shares are bounded per connection (MaxArena,
+// MaxRing), not yet per uid. At most one request per connection waits in the
+// daemon (the one read ahead of a blocking read, to notice a hang-up);
+// what a client sends after it waits in the socket's buffer, the
+// kernel's, and a client that does not read its replies is dropped after
+// Config.ReplyTimeout. What a client held is given back when it leaves;
+// the memory of a buffer_size_kb made smaller goes back to the system at
+// once, and that of sessions closed once 16 MiB of it has.
+//
 // The daemon never trusts a client: a malformed, truncated or oversized
 // message is answered with an error (EPROTO, EMSGSIZE) or drops that
 // client; a client that does not read its replies is dropped after

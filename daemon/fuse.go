@@ -10,8 +10,8 @@ import (
 // opServeFUSE hands the daemon a /dev/fuse descriptor already mounted
 // somewhere (by uetrace run's helper in a mount namespace, or by uetrace
 // mount): no body, one descriptor (SCM_RIGHTS). The daemon serves its
-// tracefs tree on it through Config.ServeFUSE. Only root and the daemon's own
-// user may: the tree is the daemon's whole subsystem, and it will read and
+// tracefs tree on it through Config.ServeFUSE. Only tracers (policy.go)
+// may: the tree is the daemon's whole subsystem, and it will read and
 // write the memory of whoever calls into it (EPERM otherwise). Reply: Result,
 // once serving has begun.
 const opServeFUSE uint16 = 48
@@ -38,8 +38,8 @@ func (c *conn) serveFUSE(fds []int, body []byte) error {
 		return fmt.Errorf("serve FUSE: expected one /dev/fuse descriptor and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL)
 	case c.s.serveFUSE == nil:
 		return fmt.Errorf("serve FUSE: this daemon was started without FUSE support: %w", unix.EOPNOTSUPP)
-	case c.uid != 0 && c.uid != uint32(os.Getuid()):
-		return fmt.Errorf("serve FUSE: only root and the daemon's own user may mount its tree (you are uid %d): %w", c.uid, unix.EPERM)
+	case !c.tracer:
+		return c.denied(errNeedsTracer("serve FUSE: the tree is the daemon's whole subsystem, tracing control and everyone's records;", c.uid))
 	}
 	dup, err := unix.FcntlInt(uintptr(fds[0]), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,9 +33,19 @@ type Config struct {
 	// ReplyTimeout is how long a reply may wait for a client that does not
 	// read before the client is dropped (0: 5 s).
 	ReplyTimeout time.Duration
-	// MaxConns bounds the connections served at once; more are refused
-	// (0: 16384).
+	// MaxConns bounds the connections served at once; more are answered
+	// ENFILE and closed (0: 16384, or fewer when the daemon's RLIMIT_NOFILE
+	// would not hold their descriptors — a socket and a ring's eventfd
+	// each, and two more for a moment — so that the limit, not EMFILE on
+	// accept, answers; negative: no limit). Limits.ConnsPerUID keeps one
+	// user from taking them all.
 	MaxConns int
+	// Tracers names who may control tracing and read others' records
+	// besides root, perfmon-capable callers and the daemon's own user
+	// (package doc, "Who may do what").
+	Tracers Tracers
+	// Limits bound what a connection and a uid may make the daemon hold.
+	Limits Limits
 	// Cred decides a caller's privileges from its peer credentials (nil:
 	// perfmon_capable() as Linux decides it — CAP_PERFMON or CAP_SYS_ADMIN
 	// effective in the daemon's user namespace, not in one the client made
@@ -57,6 +69,13 @@ type Server struct {
 	// peerCred: no Config.Cred, the peer process decides (peerCred).
 	peerCred bool
 	freeing  atomic.Bool // a FreeOSMemory is under way (done)
+	tracers  Tracers
+	limits   Limits
+	count    counters
+	freed    atomic.Int64 // bytes given up since memory was last handed back
+	// lastRefusal is the second of the last refused connection, to log a
+	// flood once.
+	lastRefusal atomic.Int64
 
 	serveFUSE func(dev *os.File) (FUSETree, error)
 	fuses     map[FUSETree]struct{} // the trees served through ServeFUSE
@@ -65,6 +84,7 @@ type Server struct {
 	lns    map[*net.UnixListener]struct{}
 	conns  map[*conn]struct{}
 	procs  map[int32]*process
+	uids   map[uint32]*uidUse // what each uid's connections hold
 	closed bool
 
 	merger merger // the clients' rings
@@ -88,6 +108,9 @@ func New(cfg Config) *Server {
 		timeout: cfg.ReplyTimeout,
 		maxConn: cfg.MaxConns,
 		cred:    cfg.Cred,
+		tracers: cfg.Tracers,
+		limits:  cfg.Limits.withDefaults(),
+		uids:    map[uint32]*uidUse{},
 
 		serveFUSE: cfg.ServeFUSE,
 		fuses:     map[FUSETree]struct{}{},
@@ -105,13 +128,27 @@ func New(cfg Config) *Server {
 	if s.timeout == 0 {
 		s.timeout = 5 * time.Second
 	}
-	if s.maxConn == 0 {
-		s.maxConn = 16384
+	switch {
+	case s.maxConn == 0:
+		s.maxConn = defaultMaxConns()
+	case s.maxConn < 0:
+		s.maxConn = int(^uint(0) >> 1)
 	}
 	if s.cred == nil {
 		s.peerCred = true
 	}
 	return s
+}
+
+// defaultMaxConns is 16384, or what RLIMIT_NOFILE holds at 4 descriptors
+// a connection with 256 spare (Go raises the soft limit to the hard one at
+// start).
+func defaultMaxConns() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<20 {
+		return 16384
+	}
+	return min(16384, max(64, (int(rl.Cur)-256)/4))
 }
 
 // Subsystem returns the subsystem the server serves.
@@ -211,14 +248,47 @@ func (s *Server) Serve(ln *net.UnixListener) error {
 			}
 			return err
 		}
-		s.mu.Lock()
-		if s.closed || len(s.conns) >= s.maxConn {
-			s.mu.Unlock()
-			s.log.Warn("connection refused: too many connections", "max", s.maxConn)
+		var u *unix.Ucred
+		raw, err := c.SyscallConn()
+		if err == nil {
+			// Control fails without calling the function when the
+			// connection is already closed (the server shutting down as
+			// it was accepted).
+			if cerr := raw.Control(func(fd uintptr) {
+				u, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+			}); cerr != nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			s.log.Warn("connection: SO_PEERCRED", "err", err)
 			c.Close()
 			continue
 		}
-		cn := &conn{s: s, c: c}
+		s.mu.Lock()
+		use := s.uids[u.Uid]
+		var refuse error
+		switch {
+		case s.closed:
+			refuse = fmt.Errorf("the daemon is stopping: %w", unix.ESHUTDOWN)
+		case len(s.conns) >= s.maxConn:
+			s.count.refusedAll.Add(1)
+			refuse = fmt.Errorf("the daemon serves %d connections, the most it may (`uetrace serve --max-conns`): %w", len(s.conns), unix.ENFILE)
+		case !exempt(u.Uid) && use != nil && use.conns >= s.limits.ConnsPerUID:
+			s.count.refusedUID.Add(1)
+			refuse = fmt.Errorf("uid %d has %d connections open, the most one user may (`uetrace serve --max-conns-per-uid`): %w", u.Uid, use.conns, unix.EMFILE)
+		}
+		if refuse != nil {
+			s.mu.Unlock()
+			s.refuse(c, raw, u, refuse)
+			continue
+		}
+		if use == nil {
+			use = &uidUse{}
+			s.uids[u.Uid] = use
+		}
+		use.conns++
+		cn := &conn{s: s, c: c, raw: raw, ucred: *u}
 		s.conns[cn] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -312,6 +382,12 @@ func (s *Server) leave(p *process) {
 func (s *Server) done(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if u := s.uids[c.ucred.Uid]; u != nil {
+		u.conns--
+		if *u == (uidUse{}) {
+			delete(s.uids, c.ucred.Uid)
+		}
+	}
 	last := len(s.conns) == 0 && !s.closed
 	s.mu.Unlock()
 	if last && s.freeing.CompareAndSwap(false, true) {
@@ -325,4 +401,33 @@ func (s *Server) done(c *conn) {
 		}()
 	}
 	s.wg.Done()
+}
+
+// refuse answers a connection the daemon will not serve with err, without
+// waiting for it: what it sent already (its Hello, and any descriptors) is
+// read and dropped first, so that the client reads the reason rather than
+// a reset, and it is closed.
+func (s *Server) refuse(c *net.UnixConn, raw syscall.RawConn, u *unix.Ucred, err error) {
+	// Refusals come in floods: the first of a burst is logged at Warn,
+	// the rest at Debug.
+	level := slog.LevelDebug
+	if now := time.Now().Unix(); s.lastRefusal.Swap(now) != now {
+		level = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), level, "connection refused", "pid", u.Pid, "uid", u.Uid, "err", err)
+	raw.Control(func(fd uintptr) {
+		var buf [helloSize + 1]byte
+		oob := make([]byte, unix.CmsgSpace(4*8))
+		for range 4 {
+			_, oobn, _, _, rerr := unix.Recvmsg(int(fd), buf[:], oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+			if oobn > 0 {
+				closeRights(oob[:oobn])
+			}
+			if rerr != nil {
+				break
+			}
+		}
+		unix.Sendmsg(int(fd), appendResult(nil, 0, err), nil, nil, unix.MSG_DONTWAIT)
+	})
+	c.Close()
 }

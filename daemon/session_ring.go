@@ -65,14 +65,23 @@ func (c *conn) sessionRing(h header, body []byte) bool {
 	if err != nil {
 		return c.result(0, err)
 	}
+	// The ring counts with the session's buffer against its uid's
+	// Limits.SessionKBPerUID, as perf's mmap pages count against
+	// perf_event_mlock_kb.
+	if err := c.addSession(0, int64(size)); err != nil {
+		return c.result(0, c.overLimit(err))
+	}
 	p, err := shmring.Create(size)
+	if err == nil {
+		if err = ss.DeliverToRing(p); err != nil {
+			p.Close()
+		}
+	}
 	if err != nil {
+		c.addSession(0, -int64(size))
 		return c.result(0, err)
 	}
-	if err := ss.DeliverToRing(p); err != nil {
-		p.Close()
-		return c.result(0, err)
-	}
+	c.sessBytes[ss] += int64(size)
 	ok = c.replyRights(appendResult(c.out[:0], 0, nil), p.Fd())
 	// The reader has its descriptor, or is gone: the session keeps the
 	// mapping, and it goes with the session.

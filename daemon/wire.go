@@ -72,6 +72,8 @@ import (
 //	SessionRing, SessionSync
 //	            a session's records through a shared-memory ring the
 //	            daemon creates and sends (SCM_RIGHTS): see session_ring.go.
+//	Stats       no body: the daemon's counts (limits.go). Reply: Data,
+//	            "name value" lines.
 //
 // Replies (daemon → client):
 //
@@ -79,7 +81,8 @@ import (
 //	        error text. Register's adds u32 write_index.
 //	Data    body: the bytes read.
 //	HelloOK body: u32 version, u32 pid as the daemon sees it, u32 flags
-//	        (1 = the daemon counts the caller as perfmon_capable).
+//	        (1 = the daemon counts the caller as perfmon_capable, 2 = as a
+//	        tracer: it may control tracing and read others' records).
 const (
 	opHello uint16 = 1 + iota
 	opRegister
@@ -138,6 +141,7 @@ const (
 	flagFollow      = 1 // Attach: follow new events
 	flagNoWait      = 1 // SessionRead: answer at once, with no records if none wait
 	helloPerfmon    = 1 // HelloOK: caller is perfmon_capable
+	helloTracer     = 2 // HelloOK: caller is a tracer (policy.go)
 	recordHeaderLen = 8 + 4 + 4 + 4 + 4 + 4
 )
 

@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,9 @@ func newServeCmd(g *globals) *cobra.Command {
 		group     string
 		mode      string
 		mount     string
+		tracers   string
+		maxConns  int
+		limits    daemon.Limits
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -52,8 +56,34 @@ so that any program can use it by its files: mount it on /sys/kernel/tracing
 (in a mount namespace of its own, as uetrace run does) and C programs, the
 kernel's selftests and shell scripts use user_events unmodified. The files
 are tracefs's: root's, 0640 and 0440; --group gives them that group, as
-tracefs's gid= mount option does.`,
+tracefs's gid= mount option does.
+
+Who may do what. Everyone who may connect produces: registers, writes,
+unregisters and deletes events (as the kernel allows), and reads the
+events' status, formats and ids. Tracing control — opening any tracefs file
+for writing (enable, tracing_on, buffer_size_kb, set_event, dynamic_events,
+clearing trace), sessions (uetrace record, trace -f's reader), serving the
+tree over FUSE (uetrace run) — and reading what others wrote (trace,
+trace_pipe, sessions' records) are for tracers: root, callers with
+CAP_PERFMON (or CAP_SYS_ADMIN) in the daemon's user namespace, the daemon's
+own user, and whom --tracers names (uid or user name, @gid or @group name,
+comma-separated; "all" for everyone who may connect). The others get EACCES
+(a file, as tracefs's root-only modes give) or EPERM (an operation, as
+perf_event_paranoid does).
+
+Limits. What a client may make the daemon hold is bounded, per connection
+and per user, with the errno Linux gives for the same exhaustion:
+connections per user (--max-conns-per-uid, EMFILE) and in all (--max-conns,
+ENFILE); a Hello within --handshake-timeout; open files and sessions per
+connection (--max-handles, EMFILE); registrations per connection and user
+(--max-registrations, --max-registrations-per-uid, ENOMEM); sessions per
+user (--max-sessions, EMFILE) and their buffers (--session-kb, EPERM, as
+perf_event_mlock_kb); buffer_size_kb (--max-buffer-kb, ENOMEM). Root,
+CAP_PERFMON callers and the daemon's own user are held only to the
+per-connection ones. uetrace status
+shows the counts. 0 is the default; -1 no limit.`,
 		Example: `  uetrace serve &
+  sudo uetrace serve --mode 0666 --tracers @tracing,alice   # everyone produces; some trace
   uetrace status
   sudo uetrace serve --group tracing           # members of "tracing" may connect
   sudo uetrace serve --mode 0666               # everyone may connect
@@ -70,6 +100,10 @@ tracefs's gid= mount option does.`,
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			access, err := socketAccess(cmd, group, mode)
+			if err != nil {
+				return err
+			}
+			who, err := parseTracers(tracers)
 			if err != nil {
 				return err
 			}
@@ -92,7 +126,7 @@ tracefs's gid= mount option does.`,
 			// hand over (uetrace run, uetrace mount).
 			var srv *daemon.Server
 			treeOpts := fusefs.Options{Flush: func() { srv.Flush() }, GID: uint32(access.GID), SetGID: access.SetGroup}
-			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log,
+			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log, Tracers: who, Limits: limits, MaxConns: maxConns,
 				ServeFUSE: func(dev *os.File) (daemon.FUSETree, error) { return fusefs.Serve(dev, sys, treeOpts) }})
 			ctx, stop := interruptible(cmd)
 			defer stop()
@@ -135,6 +169,16 @@ tracefs's gid= mount option does.`,
 	cmd.Flags().StringVar(&mode, "mode", "", "the socket's permission bits in octal, e.g. 0660 or 0666 (default 0660)")
 	cmd.Flags().StringVar(&mount, "mount", "", "also serve the tracefs tree through FUSE on this directory (root)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every client that connects and leaves")
+	cmd.Flags().StringVar(&tracers, "tracers", "", "who else may control tracing and read others' records: uid or user, @gid or @group, comma-separated, or all")
+	cmd.Flags().IntVar(&maxConns, "max-conns", 0, "connections served at once, of all users (default 16384, or what RLIMIT_NOFILE holds; ENFILE beyond)")
+	cmd.Flags().IntVar(&limits.ConnsPerUID, "max-conns-per-uid", 0, "connections of one user (default 1024; EMFILE beyond)")
+	cmd.Flags().DurationVar(&limits.Handshake, "handshake-timeout", 0, "how long a connection may take to say Hello (default 10s)")
+	cmd.Flags().IntVar(&limits.Handles, "max-handles", 0, "open tracefs files and sessions per connection (default 1024; EMFILE beyond)")
+	cmd.Flags().IntVar(&limits.RegistrationsPerConn, "max-registrations", 0, "registrations per connection (default 4096; ENOMEM beyond)")
+	cmd.Flags().IntVar(&limits.RegistrationsPerUID, "max-registrations-per-uid", 0, "registrations per user (default 65536; ENOMEM beyond)")
+	cmd.Flags().IntVar(&limits.SessionsPerUID, "max-sessions", 0, "sessions per user (default 64; EMFILE beyond)")
+	cmd.Flags().IntVar(&limits.SessionKBPerUID, "session-kb", 0, "KiB of session buffers and rings per user (default 262144; EPERM beyond, as perf_event_mlock_kb)")
+	cmd.Flags().IntVar(&limits.BufferKB, "max-buffer-kb", 0, "largest buffer_size_kb a tracer without CAP_PERFMON may set (default 16384; ENOMEM beyond)")
 	return cmd
 }
 
@@ -168,4 +212,45 @@ func socketAccess(cmd *cobra.Command, group, mode string) (daemon.Access, error)
 		a.SetGroup, a.GID = true, gid
 	}
 	return a, nil
+}
+
+// parseTracers reads --tracers: users (uid or name) and @groups (gid or
+// name), comma-separated, or all.
+func parseTracers(list string) (daemon.Tracers, error) {
+	var t daemon.Tracers
+	for _, w := range strings.Split(list, ",") {
+		w = strings.TrimSpace(w)
+		switch {
+		case w == "":
+		case w == "all":
+			t.All = true
+		case strings.HasPrefix(w, "@"):
+			g, err := user.LookupGroup(w[1:])
+			if err != nil {
+				g, err = user.LookupGroupId(w[1:])
+			}
+			gid, perr := strconv.ParseUint(w[1:], 10, 32)
+			if err == nil {
+				gid, perr = strconv.ParseUint(g.Gid, 10, 32)
+			}
+			if perr != nil {
+				return t, &userevents.Error{Op: "serve --tracers", Input: w, Errno: unix.EINVAL, Reason: "no such group (see /etc/group); name it, or give its number"}
+			}
+			t.GIDs = append(t.GIDs, uint32(gid))
+		default:
+			u, err := user.Lookup(w)
+			if err != nil {
+				u, err = user.LookupId(w)
+			}
+			uid, perr := strconv.ParseUint(w, 10, 32)
+			if err == nil {
+				uid, perr = strconv.ParseUint(u.Uid, 10, 32)
+			}
+			if perr != nil {
+				return t, &userevents.Error{Op: "serve --tracers", Input: w, Errno: unix.EINVAL, Reason: "no such user (see /etc/passwd); name it, or give its uid, or @group"}
+			}
+			t.UIDs = append(t.UIDs, uint32(uid))
+		}
+	}
+	return t, nil
 }

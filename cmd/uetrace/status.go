@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -26,7 +27,15 @@ Busy counts.
 The record counts come from the uetrace daemon, which counts each event's
 writes. The kernel keeps no per-event count of user_events writes, so on the
 kernel backend RECORDS and DROPPED are "-" (uetrace top measures rates there,
-with perf events).`,
+with perf events).
+
+On the daemon, a last section shows what its clients hold and what it
+refused them: connections (those still shaking hands, those refused over a
+user's --max-conns-per-uid or the --max-conns of all, those closed for want
+of a Hello in time), open files and sessions, registrations, sessions and
+their buffers, buffer_size_kb, requests held ahead of a blocking read,
+requests refused by the access model (EACCES, EPERM) and by a limit — and
+per user: all users' for a tracer, your own for anyone else.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs, err := g.tracefs()
@@ -34,8 +43,32 @@ with perf events).`,
 				return err
 			}
 			defer fs.Close()
-			return printStatus(cmd.OutOrStdout(), fs)
+			if err := printStatus(cmd.OutOrStdout(), fs); err != nil {
+				return err
+			}
+			if fs.Backend() == userevents.Daemon {
+				printDaemonStats(cmd.OutOrStdout(), g.socket)
+			}
+			return nil
 		},
+	}
+}
+
+// printDaemonStats prints the daemon's counts (daemon.Client.Stats), if it
+// keeps any: a daemon before them has nothing to add.
+func printDaemonStats(out io.Writer, sock string) {
+	c, err := daemon.Dial(sock, nil)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	st, err := c.Stats()
+	if err != nil {
+		return
+	}
+	fmt.Fprintln(out, "\nDaemon:")
+	for line := range strings.Lines(st) {
+		fmt.Fprintf(out, "  %s", line)
 	}
 }
 

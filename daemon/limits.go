@@ -1,0 +1,357 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/subsys"
+)
+
+// Limits bound what one client — a connection, and all the connections of
+// one uid — can make the daemon hold. A zero field takes its default; a
+// negative one means no limit. Root, perfmon-capable callers and the
+// daemon's own user are held only to the per-connection limits (Handles;
+// and the handshake), as Linux's per-user limits spare CAP_SYS_RESOURCE
+// and CAP_IPC_LOCK; ConnsPerUID spares root and the daemon's user.
+type Limits struct {
+	// ConnsPerUID bounds the connections of one uid, those still shaking
+	// hands included (default 1024). Beyond it a connection is answered
+	// EMFILE and closed, as inotify_init is beyond max_user_instances; the
+	// other uids are served on. Server-wide, Config.MaxConns (ENFILE).
+	ConnsPerUID int
+	// Handshake is how long a connection may take to send its Hello
+	// (default 10 s); then it is closed, and counted.
+	Handshake time.Duration
+	// Handles bounds the tracefs files and sessions one connection holds
+	// open (default 1024): EMFILE beyond, as RLIMIT_NOFILE gives.
+	Handles int
+	// RegistrationsPerConn bounds one connection's registrations — the
+	// events its user_events_data refers to, and the enablers registered
+	// through it not unregistered (default 4096) — and
+	// RegistrationsPerUID those of all a uid's connections (default
+	// 65536): ENOMEM beyond, as the kernel's allocations would fail.
+	RegistrationsPerConn int
+	RegistrationsPerUID  int
+	// SessionsPerUID bounds the sessions a uid holds (default 64: EMFILE
+	// beyond), and SessionKBPerUID the buffers and rings they hold (default
+	// 256 MiB: EPERM beyond, as perf_mmap is beyond perf_event_mlock_kb).
+	SessionsPerUID  int
+	SessionKBPerUID int
+	// BufferKB is the largest buffer_size_kb a tracer that is neither root
+	// nor perfmon-capable may set (default 16384 per CPU): ENOMEM beyond,
+	// as an allocation that fails. Root's is the subsystem's limit.
+	BufferKB int
+}
+
+// Default limits (Limits' zero fields).
+const (
+	DefaultConnsPerUID          = 1024
+	DefaultHandshake            = 10 * time.Second
+	DefaultHandles              = 1024
+	DefaultRegistrationsPerConn = 4096
+	DefaultRegistrationsPerUID  = 65536
+	DefaultSessionsPerUID       = 64
+	DefaultSessionKBPerUID      = 256 << 10
+	DefaultBufferKB             = 16 << 10
+)
+
+// withDefaults fills in the defaults; negative fields become "none" (the
+// largest int).
+func (l Limits) withDefaults() Limits {
+	set := func(v *int, def int) {
+		switch {
+		case *v == 0:
+			*v = def
+		case *v < 0:
+			*v = int(^uint(0) >> 1)
+		}
+	}
+	set(&l.ConnsPerUID, DefaultConnsPerUID)
+	set(&l.Handles, DefaultHandles)
+	set(&l.RegistrationsPerConn, DefaultRegistrationsPerConn)
+	set(&l.RegistrationsPerUID, DefaultRegistrationsPerUID)
+	set(&l.SessionsPerUID, DefaultSessionsPerUID)
+	set(&l.SessionKBPerUID, DefaultSessionKBPerUID)
+	set(&l.BufferKB, DefaultBufferKB)
+	switch {
+	case l.Handshake == 0:
+		l.Handshake = DefaultHandshake
+	case l.Handshake < 0:
+		l.Handshake = 1<<63 - 1
+	}
+	return l
+}
+
+// uidUse is what the connections of one uid hold. Guarded by Server.mu.
+type uidUse struct {
+	conns        int
+	regs         int
+	sessions     int
+	sessionBytes int64
+}
+
+// Stats are the daemon's counts of what its clients hold and of what it
+// refused them (uetrace status prints them).
+type Stats struct {
+	Conns      int   // connections served now, those shaking hands included
+	Handshakes int   // of those, still shaking hands
+	Pending    int   // requests read ahead of a blocking read, held
+	Handles    int   // open tracefs files and sessions
+	Regs       int   // registrations held (Limits.RegistrationsPerConn)
+	Sessions   int   // sessions
+	SessionKB  int64 // their buffers and rings
+	BufferKB   int   // buffer_size_kb (per CPU)
+	RefusedUID int64 // connections refused by Limits.ConnsPerUID
+	RefusedAll int64 // by Config.MaxConns
+	Timeouts   int64 // connections closed for want of a Hello in time
+	Denied     int64 // requests refused EACCES or EPERM by the access model
+	OverLimit  int64 // requests refused by a Limits field
+	// ByUID is each uid's share, for the uids holding anything.
+	ByUID map[uint32]UIDStats
+}
+
+// UIDStats is one uid's share of Stats.
+type UIDStats struct {
+	Conns, Regs, Sessions int
+	SessionKB             int64
+}
+
+// counters are the Server's refusal counts.
+type counters struct {
+	refusedUID, refusedAll, timeouts, denied, overLimit atomic.Int64
+	pending                                             atomic.Int64
+}
+
+// Stats returns the daemon's counts.
+func (s *Server) Stats() Stats {
+	st := Stats{
+		RefusedUID: s.count.refusedUID.Load(),
+		RefusedAll: s.count.refusedAll.Load(),
+		Timeouts:   s.count.timeouts.Load(),
+		Denied:     s.count.denied.Load(),
+		OverLimit:  s.count.overLimit.Load(),
+		Pending:    int(s.count.pending.Load()),
+		ByUID:      map[uint32]UIDStats{},
+	}
+	s.mu.Lock()
+	st.Conns = len(s.conns)
+	for c := range s.conns {
+		if !c.shook.Load() {
+			st.Handshakes++
+		}
+		st.Handles += int(c.nhandles.Load())
+	}
+	for uid, u := range s.uids {
+		st.Regs += u.regs
+		st.Sessions += u.sessions
+		st.SessionKB += u.sessionBytes >> 10
+		st.ByUID[uid] = UIDStats{Conns: u.conns, Regs: u.regs, Sessions: u.sessions, SessionKB: u.sessionBytes >> 10}
+	}
+	s.mu.Unlock()
+	st.BufferKB = s.bufferKB()
+	return st
+}
+
+// bufferKB reads buffer_size_kb.
+func (s *Server) bufferKB() int {
+	b, err := s.sys.FS().ReadFile(subsys.FileBufferSizeKB, subsys.Cred{})
+	if err != nil {
+		return 0
+	}
+	// "1408\n", or "7 (expanded: 1408)\n" before the first enable.
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	kb, _ := strconv.Atoi(f[0])
+	return kb
+}
+
+// AppendText appends the counts as "name value" lines, the per-uid ones
+// last.
+func (st Stats) AppendText(b []byte) []byte {
+	add := func(name string, v any) { b = fmt.Appendf(b, "%s %v\n", name, v) }
+	add("connections", st.Conns)
+	add("handshaking", st.Handshakes)
+	add("refused_per_uid", st.RefusedUID)
+	add("refused_total", st.RefusedAll)
+	add("handshake_timeouts", st.Timeouts)
+	add("pending_messages", st.Pending)
+	add("handles", st.Handles)
+	add("registrations", st.Regs)
+	add("sessions", st.Sessions)
+	add("session_kb", st.SessionKB)
+	add("buffer_size_kb", st.BufferKB)
+	add("denied", st.Denied)
+	add("over_limit", st.OverLimit)
+	uids := make([]uint32, 0, len(st.ByUID))
+	for u := range st.ByUID {
+		uids = append(uids, u)
+	}
+	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
+	for _, u := range uids {
+		x := st.ByUID[u]
+		b = fmt.Appendf(b, "uid %d connections %d registrations %d sessions %d session_kb %d\n", u, x.Conns, x.Regs, x.Sessions, x.SessionKB)
+	}
+	return b
+}
+
+// limited reports whether the per-uid limits hold a connection: not for
+// root, perfmon-capable callers or the daemon's own user (who may stop it).
+func (c *conn) limited() bool { return !exempt(c.uid) && !c.cred.PerfmonCapable }
+
+// exempt reports whether uid is spared the per-uid limits whatever its
+// capabilities: root, and the daemon's own user.
+func exempt(uid uint32) bool { return uid == 0 || uid == uint32(os.Geteuid()) }
+
+// overLimit counts a refusal and returns err.
+func (c *conn) overLimit(err error) error {
+	c.s.count.overLimit.Add(1)
+	c.log.Info("limit reached", "err", err)
+	return err
+}
+
+// denied counts an access refusal and returns err.
+func (c *conn) denied(err error) error {
+	c.s.count.denied.Add(1)
+	c.log.Info("access denied", "err", err)
+	return err
+}
+
+// addRegs accounts n more registrations (n may be negative), checking the
+// limits when n > 0.
+func (c *conn) addRegs(n int) error {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.uids[c.uid]
+	if n > 0 && c.limited() {
+		if c.regs+n > s.limits.RegistrationsPerConn {
+			return fmt.Errorf("register: this connection holds %d registrations, the most one may (`uetrace serve --max-registrations`): %w", c.regs, unix.ENOMEM)
+		}
+		if u.regs+n > s.limits.RegistrationsPerUID {
+			return fmt.Errorf("register: uid %d holds %d registrations, the most one user may (`uetrace serve --max-registrations-per-uid`): %w", c.uid, u.regs, unix.ENOMEM)
+		}
+	}
+	n = max(n, -c.regs)
+	c.regs += n
+	u.regs += n
+	return nil
+}
+
+// sessionBytes is what a session of buffer bytes holds at most.
+func sessionBytes(buffer uint32) int64 {
+	if buffer == 0 {
+		return 1 << 20 // subsys.SessionOptions' default
+	}
+	return int64(buffer)
+}
+
+// addSession accounts n sessions more (or fewer, n < 0) holding bytes more
+// (or fewer): a session made or closed, a ring made for one. What would
+// go over the uid's limits is refused.
+func (c *conn) addSession(n int, bytes int64) error {
+	s := c.s
+	s.mu.Lock()
+	u := s.uids[c.uid]
+	if c.limited() {
+		if n > 0 && u.sessions+n > s.limits.SessionsPerUID {
+			s.mu.Unlock()
+			return fmt.Errorf("session: uid %d holds %d sessions, the most one user may (`uetrace serve --max-sessions`): %w", c.uid, u.sessions, unix.EMFILE)
+		}
+		if bytes > 0 && u.sessionBytes+bytes > int64(s.limits.SessionKBPerUID)<<10 {
+			s.mu.Unlock()
+			return fmt.Errorf("session: uid %d's sessions hold %d KiB, and %d KiB more is over the %d KiB one user may lock, as perf_event_mlock_kb limits perf's buffers (`uetrace serve --session-kb`): %w",
+				c.uid, u.sessionBytes>>10, bytes>>10, s.limits.SessionKBPerUID, unix.EPERM)
+		}
+	}
+	u.sessions += n
+	u.sessionBytes += bytes
+	s.mu.Unlock()
+	if bytes < 0 {
+		s.released(-bytes)
+	}
+	return nil
+}
+
+// releaseEvery is how much memory given up makes the daemon hand its free
+// pages back to the system at once, rather than when Go's scavenger gets
+// to them.
+const releaseEvery = 16 << 20
+
+// released notes bytes of buffers given up (a session closed, the trace
+// buffer made smaller), and gives the memory back to the system once
+// enough is.
+func (s *Server) released(bytes int64) {
+	if s.freed.Add(bytes) < releaseEvery {
+		return
+	}
+	s.freed.Store(0)
+	debug.FreeOSMemory()
+}
+
+// writeBufferSize is a write to buffer_size_kb: over Limits.BufferKB is
+// ENOMEM for a tracer that is neither root nor perfmon-capable; a smaller
+// buffer than before hands the pages it gave up back to the system at
+// once, as the kernel frees them.
+func (c *conn) writeBufferSize(fh *subsys.Handle, body []byte) bool {
+	if c.limited() {
+		t := strings.TrimSuffix(strings.TrimPrefix(string(body[:min(len(body), 66)]), "+"), "\n")
+		if kb, err := strconv.ParseUint(t, 10, 64); err == nil && kb > uint64(c.s.limits.BufferKB) {
+			return c.result(0, c.overLimit(fmt.Errorf("buffer_size_kb %d is over the %d KiB a tracer without CAP_PERFMON may set (`uetrace serve --max-buffer-kb`): %w",
+				kb, c.s.limits.BufferKB, unix.ENOMEM)))
+		}
+	}
+	c.s.Flush()
+	before := c.s.bufferKB()
+	n, err := fh.Write(body)
+	if err == nil {
+		if after := c.s.bufferKB(); after < before {
+			c.s.freed.Store(0)
+			debug.FreeOSMemory()
+		}
+	}
+	return c.result(int64(n), err)
+}
+
+// opStats asks for the daemon's counts (Server.Stats): no body; reply Data
+// holding Stats.AppendText's lines. A caller who is not a tracer gets the
+// per-uid line of its own uid only. A daemon before it answers EPROTO.
+const opStats uint16 = 65
+
+// stats serves opStats.
+func (c *conn) stats() bool {
+	st := c.s.Stats()
+	if !c.tracer {
+		own, ok := st.ByUID[c.uid]
+		st.ByUID = map[uint32]UIDStats{}
+		if ok {
+			st.ByUID[c.uid] = own
+		}
+	}
+	out := st.AppendText(appendHeader(c.out[:0], opData, 0, 0))
+	if len(out) > MaxMessage {
+		out = out[:MaxMessage]
+	}
+	c.out = out[:0]
+	return c.reply(out)
+}
+
+// Stats returns the daemon's counts as "name value" lines (Stats.AppendText),
+// the per-uid ones last: all of them for a tracer, its own for anyone else.
+// A daemon that keeps none answers EPROTO.
+func (c *Client) Stats() (string, error) {
+	b, err := c.callData(appendHeader(nil, opStats, 0, 0))
+	if err != nil {
+		return "", fmt.Errorf("daemon stats: %w", err)
+	}
+	return string(b), nil
+}
