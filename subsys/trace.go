@@ -17,6 +17,11 @@ type traceBuffer struct {
 	s    *Subsystem
 	ring *ftrace.Ring
 
+	// cpuMask is NumCPU-1 when the ring's CPU count is a power of two, so
+	// that a writer's CPU is mapped onto it without a division (for such
+	// counts cpu&mask is the non-negative remainder); -1 otherwise.
+	cpuMask int
+
 	// byID maps live type IDs to events, for printing: the kernel looks a
 	// record's event up by common_type when it prints it, so records of a
 	// deleted event print "Unknown type N", or as the event that took its
@@ -44,6 +49,10 @@ func newTraceBuffer(s *Subsystem) *traceBuffer {
 			return ev.def, ev.tp, true
 		},
 	})
+	t.cpuMask = -1
+	if n := t.ring.NumCPU(); n&(n-1) == 0 {
+		t.cpuMask = n - 1
+	}
 	return t
 }
 
@@ -51,7 +60,9 @@ func newTraceBuffer(s *Subsystem) *traceBuffer {
 // (user_event_ftrace). The CPU is taken modulo the buffer's CPUs.
 func (t *traceBuffer) write(ev *Event, w *Writer, ts uint64, rec []byte) {
 	cpu := w.CPU
-	if n := t.ring.NumCPU(); cpu < 0 || cpu >= n {
+	if t.cpuMask >= 0 {
+		cpu &= t.cpuMask
+	} else if n := t.ring.NumCPU(); cpu < 0 || cpu >= n {
 		cpu = (cpu%n + n) % n
 	}
 	e := ftrace.Entry{TS: ts, CPU: cpu, PID: w.PID, Comm: w.Comm, Event: ev.def, Tracepoint: ev.tp, Record: rec}
