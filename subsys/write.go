@@ -79,9 +79,15 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 	if total < 4 {
 		return 0, fmt.Errorf("write of %d bytes has no 4-byte write index: %w", total, unix.EFAULT)
 	}
-	var ib [4]byte
-	gather(ib[:], iov, 0)
-	ev, err := f.check(binary.NativeEndian.Uint32(ib[:]), total-4)
+	var index uint32
+	if len(iov) > 0 && len(iov[0]) >= 4 {
+		index = binary.NativeEndian.Uint32(iov[0])
+	} else {
+		var ib [4]byte
+		gather(ib[:], iov, 0)
+		index = binary.NativeEndian.Uint32(ib[:])
+	}
+	ev, err := f.check(index, total-4)
 	if err != nil {
 		return 0, err
 	}
