@@ -267,14 +267,24 @@ func (c *cpuBuffer) commit(s *spot, ts uint64, n int, pid int32, comm string, ev
 	} else {
 		binary.LittleEndian.PutUint32(d[off:], uint32((dataLen+3)/4)|uint32(delta)<<5)
 	}
-	clear(d[s.h+n : off+s.length])
+	// The record's rounding up to 4 bytes (at most 7 bytes with the
+	// 12-to-16 rule): a loop, where clear would call memclr.
+	for i, end := s.h+n, off+s.length; i < end; i++ {
+		d[i] = 0
+	}
 	tp.write = s.w + s.need
 	tp.entries++
-	tp.slots = append(tp.slots, slot{
-		off: uint16(off), size: uint16(s.length), ext: s.ext, n: uint16(n),
-		pid: pid, ts: s.vts, comm: comm, ev: ev, tp: tracepoint,
-		dropped: c.dropPending,
-	})
+	// The slot filled in place: a composite literal is built on the stack
+	// and copied in.
+	if len(tp.slots) < cap(tp.slots) {
+		tp.slots = tp.slots[:len(tp.slots)+1]
+	} else {
+		tp.slots = append(tp.slots, slot{})
+	}
+	sl := &tp.slots[len(tp.slots)-1]
+	sl.off, sl.size, sl.ext, sl.n = uint16(off), uint16(s.length), s.ext, uint16(n)
+	sl.pid, sl.ts, sl.comm, sl.ev, sl.tp = pid, s.vts, comm, ev, tracepoint
+	sl.dropped = c.dropPending
 	c.dropPending = 0
 	c.entries++
 	c.entriesBytes += uint64(s.need)
