@@ -76,8 +76,9 @@
 //     refused ([Ring.Reserve] returns false; write with [Ring.Write])
 //     rather than moving on, which would overwrite the oldest sub-buffer
 //     even for a record then discarded; and a discarded record leaves
-//     nothing behind, where the kernel's discard can leave padding and
-//     forces the next record's time to be absolute.
+//     nothing behind, where the kernel's discard
+//     (ring_buffer_discard_commit) can leave padding in the page and
+//     resets its time-stamp bookkeeping for the next record.
 //   - Time stamps are the caller's ([Ring.Write]) or the Ring's clock
 //     ([Ring.WriteNow], CLOCK_MONOTONIC); the kernel reads sched_clock.
 //   - Lines are never cut: the kernel loses the end of a line longer than
