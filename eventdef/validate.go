@@ -12,10 +12,16 @@ import (
 // kernel compares the size_t length with the int min_size, so a MinSize that
 // wrapped negative rejects every payload.
 func (e *Event) CheckSize(n int) error {
+	// Small enough to be inlined into every write; the error is made out
+	// of line.
 	if e.MinSize < 0 || n < e.MinSize {
-		return errorf(unix.EINVAL, 0, "", "payload of %d bytes is shorter than the event's %d bytes of fields", n, uint(e.MinSize))
+		return e.sizeError(n)
 	}
 	return nil
+}
+
+func (e *Event) sizeError(n int) error {
+	return errorf(unix.EINVAL, 0, "", "payload of %d bytes is shorter than the event's %d bytes of fields", n, uint(e.MinSize))
 }
 
 // HasValidators reports whether records of this event need Validate: whether
@@ -40,9 +46,14 @@ func (e *Event) HasValidators() bool { return e.hasLoc }
 // makes the kernel read the byte before the record, which belongs to the
 // ring buffer's own event header; Validate takes it as 0.
 func (e *Event) Validate(record []byte) error {
+	// Inlined into every write: most events have no loc field.
 	if !e.hasLoc {
 		return nil
 	}
+	return e.validate(record)
+}
+
+func (e *Event) validate(record []byte) error {
 	for i := range e.Fields {
 		f := &e.Fields[i]
 		if f.Kind != DataLoc && f.Kind != RelLoc {

@@ -45,8 +45,7 @@ var defaultFlags = FlagLittleEndian | FlagExtension | func() Flags {
 // Reset starts an event named name ("name" or "name;attr=value", no NUL)
 // with header h. h.Flags is ignored: the builder sets them.
 func (b *Builder) Reset(name string, h Header) {
-	b.meta = append(b.meta[:0], name...)
-	b.meta = append(b.meta, 0)
+	b.meta = append(append(b.meta[:0], name...), 0)
 	b.data = b.data[:0]
 	b.header = h
 	b.actLen = 0
@@ -79,34 +78,52 @@ func (b *Builder) fail(format string, args ...any) {
 func (b *Builder) Err() error { return b.err }
 
 // def writes a definition; it returns the index of its encoding byte.
-func (b *Builder) def(name string, enc Encoding, f Format, tag uint16) int {
+// With value, enc must be a value encoding and f a value format: what is
+// wrong is reported, and the flags are dropped.
+func (b *Builder) def(name string, enc Encoding, f Format, tag uint16, value bool) int {
+	// One comparison for each: enc is EncodingStruct+1 .. EncodingMax-1
+	// without flags (which lie above EncodingMax), f has no chain bit.
+	if value && (uint8(enc)-uint8(EncodingStruct+1) >= uint8(EncodingMax-EncodingStruct-1) || f&^FormatValueMask != 0) {
+		b.badValueDef(name, enc, f)
+		enc, f = enc&EncodingValueMask, f&FormatValueMask
+	}
 	for i := 0; i < len(name); i++ {
 		if name[i] == 0 {
 			b.fail("field name %q holds a NUL", name)
 		}
 	}
-	b.meta = append(b.meta, name...)
-	b.meta = append(b.meta, 0)
-	at := len(b.meta)
+	// Appended to a local slice, stored once: b.meta is in memory, and
+	// each append to it would store it back.
+	m := append(b.meta, name...)
+	m = append(m, 0)
+	at := len(m)
 	if tag != 0 {
-		b.meta = append(b.meta, byte(enc|EncodingChain), byte(f|FormatChain))
-		b.meta = binary.LittleEndian.AppendUint16(b.meta, tag)
+		m = append(m, byte(enc|EncodingChain), byte(f|FormatChain), byte(tag), byte(tag>>8))
 	} else if f != 0 {
-		b.meta = append(b.meta, byte(enc|EncodingChain), byte(f))
+		m = append(m, byte(enc|EncodingChain), byte(f))
 	} else {
-		b.meta = append(b.meta, byte(enc))
+		m = append(m, byte(enc))
 	}
+	b.meta = m
 	return at
 }
 
-func (b *Builder) valueDef(name string, enc Encoding, f Format, tag uint16) int {
+// Checked at compile time (a negative constant does not convert): the
+// encoding flags lie at or above EncodingMax, so def's range check
+// excludes them as the value mask does.
+const _ = uint8(EncodingValueMask + 1 - EncodingMax)
+
+func (b *Builder) badValueDef(name string, enc Encoding, f Format) {
 	if enc&^EncodingValueMask != 0 || enc == EncodingInvalid || enc == EncodingStruct || enc >= EncodingMax {
 		b.fail("field %q: encoding %v is not a value encoding", name, enc)
 	}
 	if f&^FormatValueMask != 0 {
 		b.fail("field %q: format %#x has the chain bit", name, uint8(f))
 	}
-	return b.def(name, enc&EncodingValueMask, f&FormatValueMask, tag)
+}
+
+func (b *Builder) valueDef(name string, enc Encoding, f Format, tag uint16) int {
+	return b.def(name, enc, f, tag, true)
 }
 
 // Field defines a scalar field: enc is a value encoding (not struct, no
@@ -149,7 +166,7 @@ func (b *Builder) structDef(name string, n int, tag uint16) int {
 		b.fail("struct %q: %d fields, must be 1..127", name, n)
 		n = 1
 	}
-	return b.def(name, EncodingStruct, Format(n), tag)
+	return b.def(name, EncodingStruct, Format(n), tag, false)
 }
 
 // AppendMetadata appends raw field definitions (for re-encoding).
@@ -212,8 +229,8 @@ func (b *Builder) AppendString8(s string) {
 		b.fail("string of %d bytes, at most 65535", len(s))
 		return
 	}
-	b.data = binary.LittleEndian.AppendUint16(b.data, uint16(len(s)))
-	b.data = append(b.data, s...)
+	d := binary.LittleEndian.AppendUint16(b.data, uint16(len(s)))
+	b.data = append(d, s...)
 }
 
 // The Add methods define a scalar field and append its value.

@@ -17,6 +17,11 @@ type traceBuffer struct {
 	s    *Subsystem
 	ring *ftrace.Ring
 
+	// cpuMask is NumCPU-1 when the ring's CPU count is a power of two, so
+	// that a writer's CPU is mapped onto it without a division (for such
+	// counts cpu&mask is the non-negative remainder); -1 otherwise.
+	cpuMask int
+
 	// byID maps live type IDs to events, for printing: the kernel looks a
 	// record's event up by common_type when it prints it, so records of a
 	// deleted event print "Unknown type N", or as the event that took its
@@ -44,18 +49,42 @@ func newTraceBuffer(s *Subsystem) *traceBuffer {
 			return ev.def, ev.tp, true
 		},
 	})
+	t.cpuMask = -1
+	if n := t.ring.NumCPU(); n&(n-1) == 0 {
+		t.cpuMask = n - 1
+	}
 	return t
 }
 
 // write records one write of an event whose ftrace probe is registered
 // (user_event_ftrace). The CPU is taken modulo the buffer's CPUs.
 func (t *traceBuffer) write(ev *Event, w *Writer, ts uint64, rec []byte) {
-	cpu := w.CPU
+	e := ftrace.Entry{TS: ts, CPU: t.cpu(w.CPU), PID: w.PID, Comm: w.Comm, Event: ev.def, Tracepoint: ev.tp, Record: rec}
+	t.ring.Write(&e)
+}
+
+// cpu maps a writer's CPU onto the buffer's.
+func (t *traceBuffer) cpu(cpu int) int {
+	if t.cpuMask >= 0 {
+		return cpu & t.cpuMask
+	}
 	if n := t.ring.NumCPU(); cpu < 0 || cpu >= n {
 		cpu = (cpu%n + n) % n
 	}
-	e := ftrace.Entry{TS: ts, CPU: cpu, PID: w.PID, Comm: w.Comm, Event: ev.def, Tracepoint: ev.tp, Record: rec}
-	t.ring.Write(&e)
+	return cpu
+}
+
+// reserve is the kernel's trace_event_buffer_reserve for a record of n
+// bytes written by w at ts: the record is to be assembled straight in the
+// buffer, then committed with commit. False when it cannot (see
+// ftrace.Ring.Reserve): write then.
+func (t *traceBuffer) reserve(res *ftrace.Reservation, w *Writer, ts uint64, n int) bool {
+	return t.ring.Reserve(res, t.cpu(w.CPU), ts, n)
+}
+
+// commit stores the record reserve reserved, a write of ev by w.
+func commit(res *ftrace.Reservation, ev *Event, w *Writer) {
+	res.Commit(w.PID, w.Comm, ev.def, ev.tp)
 }
 
 // added and removed keep the ID map. Called with s.mu held.

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/ftrace"
 	"github.com/uetrace/uetrace/tracefilter"
 )
 
@@ -79,13 +80,47 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 	if total < 4 {
 		return 0, fmt.Errorf("write of %d bytes has no 4-byte write index: %w", total, unix.EFAULT)
 	}
-	var ib [4]byte
-	gather(ib[:], iov, 0)
-	ev, err := f.check(binary.NativeEndian.Uint32(ib[:]), total-4)
+	var index uint32
+	if len(iov) > 0 && len(iov[0]) >= 4 {
+		index = binary.NativeEndian.Uint32(iov[0])
+	} else {
+		var ib [4]byte
+		gather(ib[:], iov, 0)
+		index = binary.NativeEndian.Uint32(ib[:])
+	}
+	ev, err := f.check(index, total-4)
 	if err != nil {
 		return 0, err
 	}
 	n := total - 4
+
+	// With the trace buffer the event's only consumer, the record is
+	// assembled where it is stored, as the kernel's user_event_ftrace
+	// does: reserved in the buffer, validated there, then committed — or
+	// discarded, which leaves the buffer as it was. Any other case — a
+	// filter (which decides before the record is copied into the buffer,
+	// so a record it rejects costs no copy there), sessions, a record that
+	// does not fit on the sub-buffer being written — goes through a
+	// scratch copy below.
+	if ev.ftrace.Load() && ev.sessions.Load() == nil && ev.filter.Load() == nil {
+		if !stamped {
+			ts = f.s.opts.Clock()
+			stamped = true
+		}
+		var res ftrace.Reservation
+		if f.s.trace.reserve(&res, &w, ts, eventdef.HeaderSize+n) {
+			rec := res.Record
+			putHeader(rec, ev, &w)
+			gather(rec[eventdef.HeaderSize:], iov, 4)
+			if err := ev.def.Validate(rec); err != nil {
+				res.Discard()
+				return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
+			}
+			ev.shard(w.CPU).written.Add(1)
+			commit(&res, ev, &w)
+			return total, nil
+		}
+	}
 
 	bp := scratch.Get().(*[]byte)
 	rec := *bp
@@ -93,12 +128,7 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 		rec = make([]byte, 0, eventdef.HeaderSize+n)
 	}
 	rec = rec[:eventdef.HeaderSize+n]
-	// The header tracing_generic_entry_update writes: type, no irq/preempt
-	// flags for a write from user space, the thread id.
-	ne := binary.NativeEndian
-	ne.PutUint16(rec[0:], uint16(ev.id))
-	rec[2], rec[3] = 0, 0
-	ne.PutUint32(rec[4:], uint32(w.PID))
+	putHeader(rec, ev, &w)
 	gather(rec[eventdef.HeaderSize:], iov, 4)
 
 	err = ev.def.Validate(rec)
@@ -127,6 +157,15 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 		return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
 	}
 	return total, nil
+}
+
+// putHeader writes the record header tracing_generic_entry_update writes:
+// type, no irq/preempt flags for a write from user space, the thread id.
+func putHeader(rec []byte, ev *Event, w *Writer) {
+	ne := binary.NativeEndian
+	ne.PutUint16(rec[0:], uint16(ev.id))
+	rec[2], rec[3] = 0, 0
+	ne.PutUint32(rec[4:], uint32(w.PID))
 }
 
 // check is the part of user_events_write_core between reading the write

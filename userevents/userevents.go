@@ -453,6 +453,23 @@ func (e *Event) Def() *eventdef.Event { return e.def }
 // are joined into one buffer first.
 const maxIov = daemon.MaxIov - 1
 
+// smallIov is the size of the array a Write of up to smallIov-1 payload
+// slices passes them in.
+const smallIov = 4
+
+// writev writes iov, the write index and the payload, to the daemon or the
+// in-process subsystem.
+func (f *File) writev(iov [][]byte) error {
+	// Who and where without a system call each (internal/stamp).
+	tid, cpu := stamp.TidCPU()
+	if f.backend == Daemon {
+		_, err := f.dc.Writev(tid, int(cpu), iov...)
+		return err
+	}
+	_, err := f.sf.Writev(subsys.Writer{PID: tid, TGID: int32(pid), Comm: comm(), CPU: int(cpu)}, iov...)
+	return err
+}
+
 func join(payload [][]byte) []byte {
 	var b []byte
 	for _, p := range payload {
@@ -491,23 +508,29 @@ func (e *Event) Write(payload ...[]byte) error {
 		// The index and the payload slices in one stack array, filled by a
 		// loop: copy() — or a helper taking the array by pointer — makes
 		// escape analysis send them, and the caller's buffers, to the heap.
-		var iov [maxIov + 1][]byte
+		// A small array for the usual few slices: the array is zeroed on
+		// every write.
 		var idx [4]byte
 		*(*uint32)(unsafe.Pointer(&idx)) = e.index
+		if len(payload) < smallIov {
+			var iov [smallIov][]byte
+			iov[0] = idx[:]
+			n := 1
+			for _, p := range payload {
+				iov[n] = p
+				n++
+			}
+			err = f.writev(iov[:n])
+			break
+		}
+		var iov [maxIov + 1][]byte
 		iov[0] = idx[:]
 		n := 1
 		for _, p := range payload {
 			iov[n] = p
 			n++
 		}
-		if f.backend == Daemon {
-			// Who and where without a system call each (internal/stamp).
-			tid, cpu := stamp.TidCPU()
-			_, err = f.dc.Writev(tid, int(cpu), iov[:n]...)
-			break
-		}
-		tid, cpu := stamp.TidCPU()
-		_, err = f.sf.Writev(subsys.Writer{PID: tid, TGID: int32(pid), Comm: comm(), CPU: int(cpu)}, iov[:n]...)
+		err = f.writev(iov[:n])
 	}
 	if err == nil {
 		return nil

@@ -176,70 +176,118 @@ func (c *cpuBuffer) numEntries() uint64 { return c.entries - (c.overrun + c.read
 // is not longer than MaxRecordSize.
 func (c *cpuBuffer) write(e *Entry) {
 	rec := e.Record
-	length := EventSize(len(rec))
-	for {
-		tp := c.pages[c.tail]
-		w := tp.write
-		var delta uint64
-		ext := false
-		if w != 0 {
-			delta = e.TS - c.writeStamp
-			if delta&^tsMask != 0 {
-				ext = true
-			}
+	var s spot
+	for !c.place(&s, e.TS, len(rec)) {
+		c.moveTail(s.w, s.need)
+	}
+	copy(s.tp.data[s.h:], rec)
+	c.commit(&s, e.TS, len(rec), e.PID, e.Comm, e.Event, e.Tracepoint)
+}
+
+// spot is where the next record goes on the tail page: the part of
+// __rb_reserve_next that finds room for it, before anything is written.
+type spot struct {
+	tp     *page
+	w      int    // the tail page's write index: where the event (or its time extend) starts
+	need   int    // bytes the event takes, time extend included
+	length int    // bytes of the data event (EventSize)
+	h      int    // where the record starts in tp.data
+	ext    bool   // a time extend precedes the event
+	delta  uint64 // the time since the last event written
+	vts    uint64 // the time a reader computes for it
+}
+
+// place finds room on the tail page for a record of n bytes at time ts
+// and describes it in s; it changes nothing. It is false, with s.w and
+// s.need set for moveTail, when the event does not fit on the page.
+func (c *cpuBuffer) place(s *spot, ts uint64, n int) bool {
+	tp := c.pages[c.tail]
+	w := tp.write
+	length := EventSize(n)
+	var delta uint64
+	ext := false
+	if w != 0 {
+		delta = ts - c.writeStamp
+		if delta&^tsMask != 0 {
+			ext = true
 		}
-		need := length
-		if ext {
-			need += lenTimeExtend
-		}
-		if w+need > PageCapacity {
-			c.moveTail(w, need)
-			continue
-		}
-		c.writeStamp = e.TS
-		off := w
-		var vts uint64
-		if w == 0 {
-			tp.ts = e.TS
-			vts = e.TS
-		} else {
-			if ext && delta > 1<<59 {
-				// rb_add_timestamp: a clock that went backwards, or a
-				// delta beyond 59 bits, is stored as 0.
-				delta = 0
-			}
-			vts = tp.slots[len(tp.slots)-1].ts + delta
-		}
-		d := tp.data
-		if ext {
-			binary.LittleEndian.PutUint32(d[off:], typeTimeExtend|uint32(delta&tsMask)<<5)
-			binary.LittleEndian.PutUint32(d[off+4:], uint32(delta>>tsShift))
-			off += lenTimeExtend
+	}
+	need := length
+	if ext {
+		need += lenTimeExtend
+	}
+	s.w, s.need = w, need
+	if w+need > PageCapacity {
+		return false
+	}
+	var vts uint64
+	if w == 0 {
+		vts = ts
+	} else {
+		if ext && delta > 1<<59 {
+			// rb_add_timestamp: a clock that went backwards, or a
+			// delta beyond 59 bits, is stored as 0.
 			delta = 0
 		}
-		dataLen := length - 4
-		h := off + 4
-		if dataLen > maxSmallData {
-			binary.LittleEndian.PutUint32(d[off:], uint32(delta)<<5)
-			binary.LittleEndian.PutUint32(d[off+4:], uint32(dataLen))
-			h += 4
-		} else {
-			binary.LittleEndian.PutUint32(d[off:], uint32((dataLen+3)/4)|uint32(delta)<<5)
-		}
-		copy(d[h:], rec)
-		clear(d[h+len(rec) : off+length])
-		tp.write = w + need
-		tp.entries++
-		tp.slots = append(tp.slots, slot{
-			off: uint16(off), size: uint16(length), ext: ext, n: uint16(len(rec)),
-			pid: e.PID, ts: vts, comm: e.Comm, ev: e.Event, tp: e.Tracepoint,
-			dropped: c.dropPending,
-		})
-		c.dropPending = 0
-		c.entries++
-		c.entriesBytes += uint64(need)
-		return
+		vts = tp.slots[len(tp.slots)-1].ts + delta
 	}
+	h := w + 4
+	if ext {
+		h += lenTimeExtend
+	}
+	if length-4 > maxSmallData {
+		h += 4
+	}
+	s.tp, s.length, s.h, s.ext, s.delta, s.vts = tp, length, h, ext, delta, vts
+	return true
+}
+
+// commit writes the headers of the event place put at s for time ts,
+// whose n record bytes are already at s.h, and records it with the rest
+// of its Entry (rb_update_event, rb_commit). The caller holds c.mu.
+func (c *cpuBuffer) commit(s *spot, ts uint64, n int, pid int32, comm string, ev *eventdef.Event, tracepoint string) {
+	tp := s.tp
+	c.writeStamp = ts
+	if s.w == 0 {
+		tp.ts = ts
+	}
+	d := tp.data
+	off := s.w
+	delta := s.delta
+	if s.ext {
+		binary.LittleEndian.PutUint32(d[off:], typeTimeExtend|uint32(delta&tsMask)<<5)
+		binary.LittleEndian.PutUint32(d[off+4:], uint32(delta>>tsShift))
+		off += lenTimeExtend
+		delta = 0
+	}
+	dataLen := s.length - 4
+	if dataLen > maxSmallData {
+		binary.LittleEndian.PutUint32(d[off:], uint32(delta)<<5)
+		binary.LittleEndian.PutUint32(d[off+4:], uint32(dataLen))
+	} else {
+		binary.LittleEndian.PutUint32(d[off:], uint32((dataLen+3)/4)|uint32(delta)<<5)
+	}
+	// The record's rounding up to 4 bytes (at most 7 bytes with the
+	// 12-to-16 rule): a loop, where clear would call memclr.
+	for i, end := s.h+n, off+s.length; i < end; i++ {
+		d[i] = 0
+	}
+	tp.write = s.w + s.need
+	tp.entries++
+	// The slot filled in place: a composite literal is built on the stack
+	// and copied in.
+	if len(tp.slots) < cap(tp.slots) {
+		tp.slots = tp.slots[:len(tp.slots)+1]
+	} else {
+		tp.slots = append(tp.slots, slot{})
+	}
+	sl := &tp.slots[len(tp.slots)-1]
+	sl.off, sl.size, sl.ext, sl.n = uint16(off), uint16(s.length), s.ext, uint16(n)
+	sl.pid, sl.ts, sl.comm, sl.ev, sl.tp = pid, s.vts, comm, ev, tracepoint
+	sl.dropped = c.dropPending
+	c.dropPending = 0
+	c.entries++
+	c.entriesBytes += uint64(s.need)
 }
 
 // moveTail moves the writer to the next page when an event of need bytes

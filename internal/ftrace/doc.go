@@ -42,7 +42,10 @@
 //     reader page), so those records survive overwrite, as in the kernel.
 //
 // Writes take a mutex per CPU and copy the record into preallocated
-// pages; readers lock one CPU at a time.
+// pages; readers lock one CPU at a time. [Ring.Reserve] lets a writer
+// assemble a record in its page and then commit or discard it, as the
+// kernel's trace_event_buffer_reserve does (user_events validates its
+// records there).
 //
 // # Checked against the kernel
 //
@@ -69,6 +72,13 @@
 //
 // # Where this package differs from the kernel
 //
+//   - A reservation that does not fit on the sub-buffer being written is
+//     refused ([Ring.Reserve] returns false; write with [Ring.Write])
+//     rather than moving on, which would overwrite the oldest sub-buffer
+//     even for a record then discarded; and a discarded record leaves
+//     nothing behind, where the kernel's discard
+//     (ring_buffer_discard_commit) can leave padding in the page and
+//     resets its time-stamp bookkeeping for the next record.
 //   - Time stamps are the caller's ([Ring.Write]) or the Ring's clock
 //     ([Ring.WriteNow], CLOCK_MONOTONIC); the kernel reads sched_clock.
 //   - Lines are never cut: the kernel loses the end of a line longer than

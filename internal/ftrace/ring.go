@@ -155,6 +155,68 @@ func (r *Ring) Write(e *Entry) bool {
 	return true
 }
 
+// Reservation is room for one record in a CPU's buffer, that buffer
+// locked: Reserve fills it in, and its Commit or Discard must end it,
+// soon and on the same goroutine — nothing else can write to or read from
+// the CPU's buffer in between.
+type Reservation struct {
+	// Record is the record's bytes in the buffer, for the caller to
+	// fill: the 8-byte header and the payload, as Entry.Record holds them.
+	Record []byte
+
+	r  *Ring
+	c  *cpuBuffer
+	ts uint64
+	s  spot
+}
+
+// Reserve is the first half of Write for a record of n bytes written on
+// cpu at time ts that is still to be assembled, as the kernel's
+// trace_event_buffer_reserve: it locks cpu's buffer and sets res to the
+// room the record takes there, for the caller to fill and then Commit,
+// which stores it as Write would have stored it — or Discard, which
+// leaves the buffer as it was.
+//
+// Unlike the kernel, Reserve never moves the writer to the next
+// sub-buffer, which would overwrite the oldest one and could not be
+// undone: when the record does not fit on the sub-buffer being written,
+// it returns false, as it does when Write would drop the record (tracing
+// off, n over MaxRecordSize, cpu not a CPU of the Ring); the caller then
+// writes the record with Write.
+func (r *Ring) Reserve(res *Reservation, cpu int, ts uint64, n int) bool {
+	if r.off.Load() || n > MaxRecordSize || uint(cpu) >= uint(len(r.cpus)) {
+		return false
+	}
+	c := r.cpus[cpu]
+	c.mu.Lock()
+	if !c.place(&res.s, ts, n) {
+		c.mu.Unlock()
+		return false
+	}
+	res.r, res.c, res.ts = r, c, ts
+	h := res.s.h
+	res.Record = res.s.tp.data[h : h+n : h+n]
+	return true
+}
+
+// Commit stores the reserved record as written by thread pid named comm,
+// decoded by ev and printed as tracepoint (Entry's PID, Comm, Event and
+// Tracepoint), and unlocks its CPU's buffer.
+func (res *Reservation) Commit(pid int32, comm string, ev *eventdef.Event, tracepoint string) {
+	res.c.commit(&res.s, res.ts, len(res.Record), pid, comm, ev, tracepoint)
+	res.c.mu.Unlock()
+	if res.r.waiters.Load() != 0 {
+		res.r.wakeAll()
+	}
+}
+
+// Discard unlocks the reserved record's CPU's buffer without storing it:
+// the buffer is as it was before Reserve (the bytes written into Record
+// lie past the end of what it holds, where nothing reads).
+func (res *Reservation) Discard() {
+	res.c.mu.Unlock()
+}
+
 // WriteNow is Write with e.TS set from the Ring's clock while the CPU's
 // buffer is locked, so that time stamps never go backwards on a CPU, as
 // in the kernel, which reads its clock when it reserves the space.
