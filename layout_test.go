@@ -13,6 +13,8 @@ import (
 // lower layers only (tests may import any product package); a new package
 // must be placed here, so the picture in the README stays the real one.
 var layers = [][]string{
+	// The kernel's ctype table, which the parsers above split and name by.
+	{"internal/kctype"},
 	// The uapi, perf's and Perfetto's formats, the event model, the EventHeader format, who wrote a
 	// record, where and when, the shared-memory record ring, other processes'
 	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.

@@ -1,69 +1,16 @@
 package eventdef
 
-// The kernel's <linux/ctype.h> classifies all 256 byte values with the
-// ISO 8859-1 table in lib/ctype.c, not with the C locale: 0xA0 (no-break space)
-// is a space, and 0xA0..0xFF are printable. Matching (argv_split, skip_spaces)
-// and the trace printer (isprint) depend on that, so eventdef uses the same
-// table rather than package unicode.
+import "github.com/uetrace/uetrace/internal/kctype"
 
-const (
-	ctU  = 0x01 // upper
-	ctL  = 0x02 // lower
-	ctD  = 0x04 // digit
-	ctC  = 0x08 // cntrl
-	ctP  = 0x10 // punct
-	ctS  = 0x20 // white space (space/lf/tab)
-	ctX  = 0x40 // hex digit
-	ctSP = 0x80 // hard space (0x20)
-)
-
-var kctype = func() (t [256]byte) {
-	for c := 0; c < 32; c++ {
-		t[c] = ctC
-	}
-	for _, c := range []byte{'\t', '\n', '\v', '\f', '\r'} {
-		t[c] |= ctS
-	}
-	t[' '] = ctS | ctSP
-	for c := 33; c < 127; c++ {
-		t[c] = ctP
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = ctD
-	}
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] = ctU
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = ctL
-	}
-	for c := 'A'; c <= 'F'; c++ {
-		t[c] |= ctX
-		t[c+'a'-'A'] |= ctX
-	}
-	t[127] = ctC
-	// 128..159 are 0.
-	t[160] = ctS | ctSP
-	for c := 161; c < 192; c++ {
-		t[c] = ctP
-	}
-	for c := 192; c < 224; c++ {
-		t[c] = ctU
-	}
-	t[215] = ctP // multiplication sign
-	t[223] = ctL // sharp s
-	for c := 224; c < 256; c++ {
-		t[c] = ctL
-	}
-	t[247] = ctP // division sign
-	return t
-}()
+// Matching (argv_split, skip_spaces) and the trace printer (isprint) use
+// the kernel's ctype table (internal/kctype): 0xA0 is a space there, and
+// 0xA0..0xFF are printable.
 
 // isSpace is the kernel's isspace.
-func isSpace(c byte) bool { return kctype[c]&ctS != 0 }
+func isSpace(c byte) bool { return kctype.IsSpace(c) }
 
 // isPrint is the kernel's isprint.
-func isPrint(c byte) bool { return kctype[c]&(ctP|ctU|ctL|ctD|ctSP) != 0 }
+func isPrint(c byte) bool { return kctype.IsPrint(c) }
 
 // SkipSpaces is the kernel's skip_spaces: s without its leading white space
 // (isspace, which includes 0xA0). user_event_create applies it after "u:".

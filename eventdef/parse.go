@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/kctype"
 )
 
 // SplitCommand splits a command the way user_event_parse_cmd does: the name
@@ -242,7 +244,7 @@ func kstrtoull(s string, base uint64) (v uint64, ok bool) {
 	lower := func(c byte) byte { return c | 0x20 }
 	if base == 0 {
 		if len(s) > 0 && s[0] == '0' {
-			if len(s) > 2 && lower(s[1]) == 'x' && kctype[s[2]]&(ctD|ctX) != 0 {
+			if len(s) > 2 && lower(s[1]) == 'x' && kctype.IsXDigit(s[2]) {
 				base = 16
 			} else {
 				base = 8

@@ -1,66 +1,14 @@
 package tracefilter
 
-// The kernel's <linux/ctype.h> classifies all 256 byte values with the
-// ISO 8859-1 table of lib/ctype.c: 0xA0 is a space and 0xC0..0xFF (but for
-// 0xD7 and 0xF7) are letters, so a field name may hold them (isalnum) and
-// 0xA0 separates tokens (isspace). The parser uses the same table.
+import "github.com/uetrace/uetrace/internal/kctype"
 
-const (
-	ctU  = 0x01 // upper
-	ctL  = 0x02 // lower
-	ctD  = 0x04 // digit
-	ctC  = 0x08 // cntrl
-	ctP  = 0x10 // punct
-	ctS  = 0x20 // white space (space/lf/tab)
-	ctX  = 0x40 // hex digit
-	ctSP = 0x80 // hard space (0x20)
-)
+// The parser splits and names as the kernel does, with its ctype table
+// (internal/kctype): 0xA0 separates tokens, 0xC0..0xFF are letters.
 
-var kctype = func() (t [256]byte) {
-	for c := 0; c < 32; c++ {
-		t[c] = ctC
-	}
-	for _, c := range []byte{'\t', '\n', '\v', '\f', '\r'} {
-		t[c] |= ctS
-	}
-	t[' '] = ctS | ctSP
-	for c := 33; c < 127; c++ {
-		t[c] = ctP
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = ctD
-	}
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] = ctU
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = ctL
-	}
-	for c := 'A'; c <= 'F'; c++ {
-		t[c] |= ctX
-		t[c+'a'-'A'] |= ctX
-	}
-	t[127] = ctC
-	t[160] = ctS | ctSP
-	for c := 161; c < 192; c++ {
-		t[c] = ctP
-	}
-	for c := 192; c < 224; c++ {
-		t[c] = ctU
-	}
-	t[215] = ctP
-	t[223] = ctL
-	for c := 224; c < 256; c++ {
-		t[c] = ctL
-	}
-	t[247] = ctP
-	return t
-}()
-
-func isSpace(c byte) bool  { return kctype[c]&ctS != 0 }
-func isDigit(c byte) bool  { return kctype[c]&ctD != 0 }
-func isAlnum(c byte) bool  { return kctype[c]&(ctU|ctL|ctD) != 0 }
-func isXDigit(c byte) bool { return kctype[c]&(ctD|ctX) != 0 }
+func isSpace(c byte) bool  { return kctype.IsSpace(c) }
+func isDigit(c byte) bool  { return kctype.IsDigit(c) }
+func isAlnum(c byte) bool  { return kctype.IsAlnum(c) }
+func isXDigit(c byte) bool { return kctype.IsXDigit(c) }
 
 // at is s[i], or the C string's terminating NUL past its end.
 func at(s string, i int) byte {
