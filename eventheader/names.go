@@ -15,6 +15,35 @@ const NameMax = 256
 // user_events after its name: the header, as the kernel sees it.
 const CommandTypes = "u8 eventheader_flags; u8 version; u16 id; u16 tag; u8 opcode; u8 level"
 
+// commandFields are CommandTypes' field names, in order.
+var commandFields = [...]string{"eventheader_flags", "version", "id", "tag", "opcode", "level"}
+
+// FromFormat tells whether a tracepoint named name whose format's fields
+// are named field(0) … field(n-1) is an EventHeader tracepoint: exactly
+// the fields CommandTypes registers and a name "<provider>_L<n>K<hex>…"
+// (ParseTracepointName), a multi-format registration's ".<hexid>" suffix
+// aside. It returns the name to decode its events by (without that
+// suffix). The event starts at the first field's offset.
+func FromFormat(name string, n int, field func(i int) string) (string, bool) {
+	if n != len(commandFields) {
+		return "", false
+	}
+	for i, f := range commandFields {
+		if field(i) != f {
+			return "", false
+		}
+	}
+	if i := strings.LastIndexByte(name, '.'); i > 0 {
+		if _, err := strconv.ParseUint(name[i+1:], 16, 64); err == nil {
+			name = name[:i]
+		}
+	}
+	if _, err := ParseTracepointName(name); err != nil {
+		return "", false
+	}
+	return name, true
+}
+
 // ErrName reports a provider name, tracepoint name, or option string that
 // the EventHeader naming rules do not allow.
 var ErrName = errors.New("eventheader: invalid name")

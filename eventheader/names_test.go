@@ -337,3 +337,26 @@ func TestItemInts(t *testing.T) {
 		}
 	}
 }
+
+func TestFromFormat(t *testing.T) {
+	fields := []string{"eventheader_flags", "version", "id", "tag", "opcode", "level"}
+	at := func(f []string) func(int) string { return func(i int) string { return f[i] } }
+	for _, c := range []struct {
+		name   string
+		fields []string
+		want   string
+		ok     bool
+	}{
+		{"MyProvider_L4K1", fields, "MyProvider_L4K1", true},
+		{"MyProvider_L4K1Gx.1a", fields, "MyProvider_L4K1Gx", true}, // a multi-format registration
+		{"MyProvider_L4K1.zz", fields, "", false},
+		{"myapp_request", fields, "", false},
+		{"MyProvider_L4K1", fields[:5], "", false},
+		{"MyProvider_L4K1", []string{"eventheader_flags", "version", "id", "tag", "opcode", "lvl"}, "", false},
+	} {
+		got, ok := FromFormat(c.name, len(c.fields), at(c.fields))
+		if got != c.want || ok != c.ok {
+			t.Errorf("FromFormat(%q, %v) = %q, %v; want %q, %v", c.name, c.fields, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -66,28 +66,16 @@ func NewEvent(system, name string, format []byte) (*Event, error) {
 	return ev, nil
 }
 
-// ehFieldNames are the fields of an EventHeader tracepoint's format:
-// eventheader.CommandTypes as the kernel lays it out.
-var ehFieldNames = [...]string{"eventheader_flags", "version", "id", "tag", "opcode", "level"}
-
-// ehOffset is report's rule: an EventHeader tracepoint has exactly the
-// header's fields and a name "<provider>_L<n>K<hex>…" (a multi-format
-// registration's ".<hexid>" aside).
+// ehOffset returns where the EventHeader event starts in a raw record of
+// an event named name with format f, or -1 when the event is not an
+// EventHeader tracepoint (eventheader.FromFormat); and the tracepoint name
+// to decode it by.
 func ehOffset(name string, f *tracefmt.Format) (int, string) {
-	if len(f.Fields) != len(ehFieldNames) {
+	if f == nil {
 		return -1, ""
 	}
-	for i, n := range ehFieldNames {
-		if f.Fields[i].Name != n {
-			return -1, ""
-		}
-	}
-	if i := strings.LastIndexByte(name, '.'); i > 0 {
-		if _, err := strconv.ParseUint(name[i+1:], 16, 64); err == nil {
-			name = name[:i]
-		}
-	}
-	if _, err := eventheader.ParseTracepointName(name); err != nil {
+	name, ok := eventheader.FromFormat(name, len(f.Fields), func(i int) string { return f.Fields[i].Name })
+	if !ok {
 		return -1, ""
 	}
 	return f.Fields[0].Offset, name

@@ -2,7 +2,6 @@ package report
 
 import (
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/uetrace/uetrace/eventheader"
@@ -20,29 +19,16 @@ import (
 // A record that does not decode as EventHeader is shown by its format,
 // like any tracepoint.
 
-// ehFieldNames are the fields of an EventHeader tracepoint's format, in
-// order: eventheader.CommandTypes as the kernel lays it out.
-var ehFieldNames = [...]string{"eventheader_flags", "version", "id", "tag", "opcode", "level"}
-
 // ehOffset returns where the EventHeader event starts in a raw record of
 // an event named name with format f, or -1 when the event is not an
-// EventHeader tracepoint; and the tracepoint name to decode it by: name
-// without the ".<hex id>" of a multi-format registration.
+// EventHeader tracepoint (eventheader.FromFormat); and the tracepoint name
+// to decode it by.
 func ehOffset(name string, f *tracefmt.Format) (int, string) {
-	if f == nil || len(f.Fields) != len(ehFieldNames) {
+	if f == nil {
 		return -1, ""
 	}
-	for i, n := range ehFieldNames {
-		if f.Fields[i].Name != n {
-			return -1, ""
-		}
-	}
-	if i := strings.LastIndexByte(name, '.'); i > 0 {
-		if _, err := strconv.ParseUint(name[i+1:], 16, 64); err == nil {
-			name = name[:i]
-		}
-	}
-	if _, err := eventheader.ParseTracepointName(name); err != nil {
+	name, ok := eventheader.FromFormat(name, len(f.Fields), func(i int) string { return f.Fields[i].Name })
+	if !ok {
 		return -1, ""
 	}
 	return f.Fields[0].Offset, name
