@@ -333,21 +333,9 @@ func exportLive(ctx context.Context, cmd *cobra.Command, g *globals, a exportArg
 }
 
 func exportStatus(exp *export.Exporter, samples func() uint64, what string, w *lineWriter, start time.Time, done <-chan struct{}) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	var last uint64
-	lastT := start
-	for {
-		select {
-		case <-done:
-			return
-		case now := <-t.C:
-			st := exp.Stats()
-			n := samples()
-			rate := float64(n-last) / now.Sub(lastT).Seconds()
-			last, lastT = n, now
-			w.status(fmt.Sprintf("[ %s %s: %d events, %s/s, %d delivered, %d batches queued, %d dropped, %d retries ]",
-				what, now.Sub(start).Truncate(time.Second), n, siCount(rate), st.Delivered, st.Queued, st.Dropped(), st.Retries))
-		}
-	}
+	ticker(w, start, done, samples, func(elapsed time.Duration, n uint64, rate float64) string {
+		st := exp.Stats()
+		return fmt.Sprintf("[ %s %s: %d events, %s/s, %d delivered, %d batches queued, %d dropped, %d retries ]",
+			what, elapsed, n, siCount(rate), st.Delivered, st.Queued, st.Dropped(), st.Retries)
+	})
 }

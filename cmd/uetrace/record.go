@@ -328,6 +328,15 @@ func openRecorder(g *globals, out io.WriteSeeker, opts record.Options) (*record.
 }
 
 func statusLine(rec *record.Recorder, w *lineWriter, start time.Time, done <-chan struct{}) {
+	ticker(w, start, done, func() uint64 { return rec.Stats().Samples }, func(elapsed time.Duration, n uint64, rate float64) string {
+		st := rec.Stats()
+		return fmt.Sprintf("[ recording %s: %d events, %s/s, %s, lost %d ]", elapsed, n, siCount(rate), byteSize(st.Bytes), st.Lost)
+	})
+}
+
+// ticker shows on w, every second until done, the line line makes of the
+// time since start, count() and its rate since the last tick.
+func ticker(w *lineWriter, start time.Time, done <-chan struct{}, count func() uint64, line func(elapsed time.Duration, n uint64, rate float64) string) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var last uint64
@@ -337,11 +346,10 @@ func statusLine(rec *record.Recorder, w *lineWriter, start time.Time, done <-cha
 		case <-done:
 			return
 		case now := <-t.C:
-			st := rec.Stats()
-			rate := float64(st.Samples-last) / now.Sub(lastT).Seconds()
-			last, lastT = st.Samples, now
-			w.status(fmt.Sprintf("[ recording %s: %d events, %s/s, %s, lost %d ]",
-				now.Sub(start).Truncate(time.Second), st.Samples, siCount(rate), byteSize(st.Bytes), st.Lost))
+			n := count()
+			rate := float64(n-last) / now.Sub(lastT).Seconds()
+			last, lastT = n, now
+			w.status(line(now.Sub(start).Truncate(time.Second), n, rate))
 		}
 	}
 }
