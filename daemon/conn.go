@@ -107,7 +107,7 @@ func (c *conn) serve() {
 		return // closed as it was accepted: the server is stopping
 	}
 	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procComm(ucred.Pid)}
-	c.threads = newThreadCheck(ucred.Pid)
+	c.threads.init(ucred.Pid)
 	c.out = make([]byte, 0, 4096)
 
 	// A connection that does not say Hello in time is closed: it would
@@ -359,8 +359,8 @@ func (c *conn) teardown() {
 	c.addRegs(-c.regs)
 	c.file.Close()
 	c.s.leave(c.proc)
-	if c.threads.forged != 0 {
-		c.log.Warn("client gone; it wrote records under another process's threads, delivered under its own pid", "forged_tid", c.threads.forged)
+	if n := c.threads.forged.Load(); n != 0 {
+		c.log.Warn("client gone; it wrote records under another process's threads, delivered under its own pid", "forged_tid", n)
 		return
 	}
 	c.log.Debug("client gone")

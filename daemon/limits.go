@@ -291,9 +291,16 @@ const releaseEvery = 16 << 20
 // buffer made smaller), and gives the memory back to the system once
 // enough is.
 func (s *Server) released(bytes int64) {
-	if s.freed.Add(bytes) < releaseEvery {
-		return
+	if s.freed.Add(bytes) >= releaseEvery {
+		s.giveBack()
 	}
+}
+
+// giveBack hands the pages the daemon no longer uses back to the system
+// now, rather than when Go's scavenger gets to them: after buffers were
+// given up (released, a smaller buffer_size_kb) and when the last client
+// has left (Server.done).
+func (s *Server) giveBack() {
 	s.freed.Store(0)
 	debug.FreeOSMemory()
 }
@@ -315,8 +322,7 @@ func (c *conn) writeBufferSize(fh *subsys.Handle, body []byte) bool {
 	n, err := fh.Write(body)
 	if err == nil {
 		if after := c.s.bufferKB(); after < before {
-			c.s.freed.Store(0)
-			debug.FreeOSMemory()
+			c.s.giveBack()
 		}
 	}
 	return c.result(int64(n), err)

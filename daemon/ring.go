@@ -129,10 +129,10 @@ func (c *conn) attachRing(memfd, efd int) error {
 	}
 	r := &ringSource{
 		log: c.log, file: c.file, w: c.w, cons: cons, efd: wake,
-		threads: newThreadCheck(c.w.TGID),
-		buf:     make([]byte, min(cons.Size(), shmring.HeaderSize+MaxWrite)),
-		done:    make(chan struct{}),
+		buf:  make([]byte, min(cons.Size(), shmring.HeaderSize+MaxWrite)),
+		done: make(chan struct{}),
 	}
+	r.threads.init(c.w.TGID)
 	if err := c.s.merger.add(r); err != nil {
 		cons.Close()
 		unix.Close(wake)
@@ -168,7 +168,7 @@ type ringSource struct {
 
 	// Counted by the merger; read by Stats at any time.
 	delivered, rejected, disabled, lost, lostRecs atomic.Uint64
-	forged, future, held                          atomic.Uint64
+	future, held                                  atomic.Uint64
 }
 
 // stats are all of the ring's counts: live's and those only the merger
@@ -186,7 +186,7 @@ func (r *ringSource) live() RingStats {
 	return RingStats{
 		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(),
 		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(),
-		ForgedTID: r.forged.Load(), Future: r.future.Load(), Held: r.held.Load(),
+		ForgedTID: r.threads.forged.Load(), Future: r.future.Load(), Held: r.held.Load(),
 	}
 }
 
@@ -240,7 +240,7 @@ func (r *ringSource) logRelease(st RingStats) {
 func (r *ringSource) deliver() {
 	rec := &r.rec
 	w := r.w
-	w.PID = r.thread(rec.TID)
+	w.PID = r.threads.thread(rec.TID)
 	w.CPU = writerCPU(rec.CPU)
 	if rec.WriteIndex == LostIndex {
 		if len(rec.Payload) != LostPayload || le.Uint32(rec.Payload[4:]) != 0 {
@@ -300,13 +300,3 @@ func (r *ringSource) applyLosses(cpu int) {
 }
 
 var errServerClosed = fmt.Errorf("the daemon is shutting down: %w", unix.ESHUTDOWN)
-
-// thread is threadCheck.thread, counting forged ids where Stats reads them.
-func (r *ringSource) thread(tid uint32) int32 {
-	before := r.threads.forged
-	t := r.threads.thread(tid)
-	if r.threads.forged != before {
-		r.forged.Add(1)
-	}
-	return t
-}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,7 +67,7 @@ type Server struct {
 	cred    func(unix.Ucred) subsys.Cred
 	// peerCred: no Config.Cred, the peer process decides (peerCred).
 	peerCred bool
-	freeing  atomic.Bool // a FreeOSMemory is under way (done)
+	freeing  atomic.Bool // done's giveBack is under way
 	tracers  Tracers
 	limits   Limits
 	count    counters
@@ -392,11 +391,11 @@ func (s *Server) done(c *conn) {
 	s.mu.Unlock()
 	if last && s.freeing.CompareAndSwap(false, true) {
 		// The last client gone: what sessions, rings and requests held is
-		// garbage now; give it back to the system rather than keep the
-		// daemon's busiest size while it idles (the runtime would return
-		// it only over minutes).
+		// garbage now; give it back rather than keep the daemon's busiest
+		// size while it idles. In the background, one at a time: clients
+		// come and go in bursts.
 		go func() {
-			debug.FreeOSMemory()
+			s.giveBack()
 			s.freeing.Store(false)
 		}()
 	}

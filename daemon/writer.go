@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,11 +42,14 @@ type threadCheck struct {
 	tgid   int32
 	tids   map[uint32]bool
 	last   uint32 // the last thread id accepted
-	forged uint64 // records delivered under tgid instead
+	// forged counts the records delivered under tgid instead; atomic, as
+	// a ring's Stats reads it while the merger delivers.
+	forged atomic.Uint64
 }
 
-func newThreadCheck(tgid int32) threadCheck {
-	return threadCheck{tgid: tgid, tids: map[uint32]bool{}}
+// init makes t the check of process tgid's records.
+func (t *threadCheck) init(tgid int32) {
+	t.tgid, t.tids = tgid, map[uint32]bool{}
 }
 
 // thread returns the thread id a record of thread tid is delivered under.
@@ -67,7 +71,7 @@ func (t *threadCheck) thread(tid uint32) int32 {
 		t.tids[tid] = ok
 	}
 	if !ok {
-		t.forged++
+		t.forged.Add(1)
 		return t.tgid
 	}
 	t.last = tid
