@@ -40,12 +40,7 @@ func PerfmonCapable(pid int) bool {
 		c, ok := parseStatus(st)
 		return ok && c.perfmon()
 	}
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(pidfd)
-	return PerfmonCapablePidfd(pidfd, pid)
+	return byPid(-1, pid)
 }
 
 // PerfmonCapableIn is PerfmonCapable with the user namespace userNS (an
@@ -53,7 +48,11 @@ func PerfmonCapable(pid int) bool {
 // made for the processes of one user namespace — uetrace run --private's,
 // whose command is root of a namespace of its own and owns its
 // subsystem — its root is capable there.
-func PerfmonCapableIn(userNS, pid int) bool {
+func PerfmonCapableIn(userNS, pid int) bool { return byPid(userNS, pid) }
+
+// byPid decides for process pid, pinned by a pidfd opened now, in user
+// namespace userNS (-1: this process's).
+func byPid(userNS, pid int) bool {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return false
@@ -143,7 +142,9 @@ func nsOf(fd int) (nsID, bool) {
 	return nsID{st.Dev, st.Ino}, true
 }
 
-// capable is cap_capable() (security/commoncap.c) for a perfmon
+// capable is cap_capable() (security/commoncap.c, read in Linux 6.12's
+// source; perfmon_capable() is capable(CAP_PERFMON) ||
+// capable(CAP_SYS_ADMIN), include/linux/capability.h) for a perfmon
 // capability in user namespace userNS (-1: this process's), of the task whose /proc
 // directory is dir and whose credentials are c. From the namespace asked
 // about up through its ancestors:
