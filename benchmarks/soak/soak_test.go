@@ -260,26 +260,19 @@ func TestSoak(t *testing.T) {
 		c.Close()
 		return true
 	})
-	// The baseline: the daemon with one client come and gone.
-	status(t, ctx, uetrace, sock)
+	// The baseline comes after a first short round of the same shape, so
+	// that what the daemon keeps once it has served that many clients —
+	// the runtime's structures sized by its busiest moment, the binary's
+	// code paged in — is in it, and only what grows with time (a leak) is
+	// not. After 64 producers the memory held still grows by 2-3 MiB, about
+	// as much after 20 s as after 60 s, with no heap growth in a profile:
+	// not explained yet (hence -soak.memcheck).
 	var before proc
-	waitFor(t, "the daemon to close the status client's connection", func() bool {
-		before = measure(t, serve.Process.Pid)
-		return before.fds == sockets(t, serve.Process.Pid, before.fds)
-	})
-
-	// A first short round of the same shape, so that what the daemon keeps
-	// once it has served that many clients — the runtime's structures sized
-	// by its busiest moment, the binary's code paged in — is in the
-	// baseline, and only what grows with time (a leak) is not. A heap
-	// profile of the daemon before and after the soak showed no growth;
-	// before this warm-up, RSS rose by 3-6 MiB of those, file-backed pages
-	// among them.
 	round(t, ctx, roundArgs{uetrace: uetrace, self: self, sock: sock, tmp: tmp, name: "warm-up", duration: 2 * time.Second, producers: *producers, abusers: *abusers})
 	status(t, ctx, uetrace, sock)
 	waitFor(t, "the daemon to close the warm-up's connections", func() bool {
 		before = measure(t, serve.Process.Pid)
-		return before.fds == sockets(t, serve.Process.Pid, before.fds)
+		return onlyListening(t, serve.Process.Pid)
 	})
 	settle(serve.Process.Pid, &before)
 
@@ -480,10 +473,10 @@ func (s *syncBuffer) String() string {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// sockets returns n when the daemon holds exactly one socket — the one it
-// listens on — and -1 otherwise: a baseline taken with a client's
-// connection still open would be too high.
-func sockets(t *testing.T, pid, n int) int {
+// onlyListening reports whether the daemon holds exactly one socket, the
+// one it listens on: a baseline taken with a client's connection still
+// open would be too high.
+func onlyListening(t *testing.T, pid int) bool {
 	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 	if err != nil {
 		t.Fatal(err)
@@ -494,10 +487,7 @@ func sockets(t *testing.T, pid, n int) int {
 			k++
 		}
 	}
-	if k == 1 {
-		return n
-	}
-	return -1
+	return k == 1
 }
 
 // status runs uetrace status: a well-behaved client that must be served.
