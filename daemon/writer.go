@@ -39,9 +39,9 @@ const maxTIDs = 4096
 
 // threadCheck decides the thread ids of one process's records.
 type threadCheck struct {
-	tgid   int32
-	tids   map[uint32]bool
-	last   uint32 // the last thread id accepted
+	tgid int32
+	tids map[uint32]bool
+	last uint32 // the last thread id accepted
 	// forged counts the records delivered under tgid instead; atomic, as
 	// a ring's Stats reads it while the merger delivers.
 	forged atomic.Uint64
