@@ -42,7 +42,9 @@ type Limits struct {
 	RegistrationsPerUID  int
 	// SessionsPerUID bounds the sessions a uid holds (default 64: EMFILE
 	// beyond), and SessionKBPerUID the buffers and rings they hold (default
-	// 256 MiB: EPERM beyond, as perf_mmap is beyond perf_event_mlock_kb).
+	// 256 MiB: EPERM beyond, as perf_mmap is beyond perf_event_mlock_kb);
+	// a session's buffer counts twice its size, what it may hold with its
+	// records' metadata.
 	SessionsPerUID  int
 	SessionKBPerUID int
 	// BufferKB is the largest buffer_size_kb a tracer that is neither root
@@ -247,12 +249,14 @@ func (c *conn) addRegs(n int) error {
 	return nil
 }
 
-// sessionBytes is what a session of buffer bytes holds at most.
+// sessionBytes is what a session of buffer bytes holds at most: the raw
+// bytes of its records and, for the smallest records, as much again of
+// their metadata (subsys.SessionOptions.BufferBytes).
 func sessionBytes(buffer uint32) int64 {
 	if buffer == 0 {
-		return 1 << 20 // subsys.SessionOptions' default
+		buffer = 1 << 20 // subsys.SessionOptions' default
 	}
-	return int64(buffer)
+	return 2 * int64(buffer)
 }
 
 // addSession accounts n sessions more (or fewer, n < 0) holding bytes more
