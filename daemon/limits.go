@@ -309,6 +309,30 @@ func (s *Server) giveBack() {
 	debug.FreeOSMemory()
 }
 
+// idle gives the daemon's free pages back to the system, in the
+// background, when it has become idle: its last client gone (what
+// sessions, requests and tracefs handles held is garbage then), and its
+// merger stopped with no client left (the rings it was still draining).
+// Rather than keep the daemon's busiest size while it idles. One at a
+// time, as clients come and go in bursts; but a call while one is under
+// way makes it run once more after, since what became garbage in between
+// may have been missed.
+func (s *Server) idle() {
+	s.freeMore.Store(true)
+	if !s.freeing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		for s.freeMore.Swap(false) {
+			s.giveBack()
+		}
+		s.freeing.Store(false)
+		if s.freeMore.Load() {
+			s.idle() // a call between the last Swap and the Store
+		}
+	}()
+}
+
 // writeBufferSize is a write to buffer_size_kb: over Limits.BufferKB is
 // ENOMEM for a tracer that is neither root nor perfmon-capable; a smaller
 // buffer than before hands the pages it gave up back to the system at
