@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -90,11 +91,16 @@ type Session struct {
 	closed   bool
 
 	mu       sync.Mutex
-	bufBytes int       // the buffer's size, allocated at the first record (a ring session has none)
-	ring     []byte    // raw bytes of buffered records, circular
-	head     int       // where the oldest record's raw bytes start
-	used     int       // raw bytes in use; with pendingCost a record, what counts against bufBytes
-	queue    []pending // metadata of buffered records, circular
+	bufBytes int         // the buffer's size, mapped at the first record (a ring session has none)
+	mem      *sessionMem // the mapping ring and queue are in; nil before the first record and once freed
+	shut     bool        // Close was called: nothing more is buffered, and the mapping goes once read
+	ring     []byte      // raw bytes of buffered records, circular
+	head     int         // where the oldest record's raw bytes start
+	used     int         // raw bytes in use; with pendingCost a record, what counts against bufBytes
+	queue    []pending   // metadata of buffered records, circular
+	evs      []*Event    // pending.ev indexes it; evs[0] is nil (a task's name)
+	lastEv   *Event      // the event of the last record buffered, and its index
+	lastIdx  uint32
 	qhead    int
 	qlen     int
 	lost     uint64
@@ -118,13 +124,14 @@ type Session struct {
 }
 
 // pending is a buffered record's metadata; its raw bytes are in the ring.
+// It holds no pointer: it lives in memory the collector does not scan.
 type pending struct {
 	ts       uint64
-	ev       *Event
 	pid, tid int32
 	cpu      int32
-	id       int32 // a type ID (≤ 65535)
-	n        int32 // ≤ maxPerfRecord
+	id       int32  // a type ID (≤ 65535)
+	n        int32  // ≤ maxPerfRecord
+	ev       uint32 // index into Session.evs
 }
 
 // pendingCost is what a buffered record's metadata takes of the session's
@@ -134,6 +141,69 @@ type pending struct {
 // could hold: 3.5 times the buffer for the smallest records, grown by
 // doubling, outside every limit.
 const pendingCost = int(unsafe.Sizeof(pending{}))
+
+// sessionMem is a session's buffer: ring and queue in one anonymous
+// mapping, as the kernel's perf buffer is memory of its own, given back to
+// the system when the session is closed and read — not garbage for the Go
+// heap to grow by and keep its busiest size (a daemon's clients make and
+// close sessions in bursts). Its pages are the system's until written:
+// the queue is mapped whole, at its largest.
+type sessionMem struct{ b []byte }
+
+// mapBuffer maps the session's buffer. Called with ss.mu held.
+func (ss *Session) mapBuffer() error {
+	entries := ss.bufBytes / pendingCost // fits bounds qlen by this
+	b, err := unix.Mmap(-1, 0, ss.bufBytes+entries*pendingCost, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return err
+	}
+	ss.mem = &sessionMem{b: b}
+	ss.ring = b[:ss.bufBytes:ss.bufBytes]
+	if entries > 0 {
+		ss.queue = unsafe.Slice((*pending)(unsafe.Pointer(&b[ss.bufBytes])), entries)
+	}
+	ss.evs = append(ss.evs[:0], nil)
+	ss.lastEv, ss.lastIdx = nil, 0
+	// A closed session nobody read to the end is unmapped when the
+	// collector finds it unreachable.
+	runtime.AddCleanup(ss, (*sessionMem).unmap, ss.mem)
+	return nil
+}
+
+// unmap gives the mapping back; once only.
+func (m *sessionMem) unmap() {
+	if m.b != nil {
+		unix.Munmap(m.b)
+		m.b = nil
+	}
+}
+
+// freeBuffer unmaps the buffer of a closed session read to its end.
+// Called with ss.mu held.
+func (ss *Session) freeBuffer() {
+	if ss.mem == nil {
+		return
+	}
+	ss.mem.unmap()
+	ss.mem, ss.ring, ss.queue = nil, nil, nil
+	ss.head, ss.used, ss.qhead, ss.qlen = 0, 0, 0, 0
+	clear(ss.evs)
+	ss.evs, ss.lastEv = nil, nil
+}
+
+// evIndex is ev's index in ss.evs, added if new. Called with ss.mu held.
+func (ss *Session) evIndex(ev *Event) uint32 {
+	if ev == ss.lastEv {
+		return ss.lastIdx
+	}
+	i := slices.Index(ss.evs, ev)
+	if i < 0 {
+		i = len(ss.evs)
+		ss.evs = append(ss.evs, ev)
+	}
+	ss.lastEv, ss.lastIdx = ev, uint32(i)
+	return uint32(i)
+}
 
 // fits reports whether records of n raw bytes in all, k of them, fit the
 // buffer with those queued. Called with ss.mu held.
@@ -308,6 +378,14 @@ func (ss *Session) Close() error {
 		close(ss.done)
 	}
 	s.mu.Unlock()
+	// What is buffered can still be read; the buffer goes once it has
+	// been, or now if nothing is.
+	ss.mu.Lock()
+	ss.shut = true
+	if ss.qlen == 0 {
+		ss.freeBuffer()
+	}
+	ss.mu.Unlock()
 	return nil
 }
 
@@ -362,9 +440,19 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		return
 	}
 	ss.mu.Lock()
-	if ss.ring == nil {
-		ss.ring = make([]byte, ss.bufBytes)
-		ss.queue = make([]pending, min(max(16, ss.bufBytes/256), ss.bufBytes/pendingCost))
+	if ss.shut {
+		// Closed while the write path still had it in its copy of the
+		// event's sessions: the record is not its any more.
+		ss.mu.Unlock()
+		return
+	}
+	if ss.mem == nil {
+		if err := ss.mapBuffer(); err != nil {
+			ss.mu.Unlock()
+			ev.shard(w.CPU).dropped.Add(1)
+			ss.noteLost(ev, ts, int32(w.CPU), 1) // no memory for it, as perf_output_begin without a buffer
+			return
+		}
 	}
 	if ss.comms != nil {
 		if name, ok := ss.comms[w.PID]; !ok || name != w.Comm {
@@ -393,7 +481,7 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		ss.noteLost(ev, ts, int32(w.CPU), 1)
 		return
 	}
-	ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: int32(ev.id), n: int32(size), ev: ev}, rec)
+	ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: int32(ev.id), n: int32(size), ev: ss.evIndex(ev)}, rec)
 	ss.mu.Unlock()
 	select {
 	case ss.notify <- struct{}{}:
@@ -404,9 +492,6 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 // push queues a record whose p.n bytes — rec and zero padding — fit the
 // ring. Called with ss.mu held.
 func (ss *Session) push(p pending, rec []byte) {
-	if ss.qlen == len(ss.queue) {
-		ss.growQueue()
-	}
 	ss.queue[(ss.qhead+ss.qlen)%len(ss.queue)] = p
 	ss.qlen++
 	tail := (ss.head + ss.used) % len(ss.ring)
@@ -416,15 +501,6 @@ func (ss *Session) push(p pending, rec []byte) {
 		ss.ring[(tail+i)%len(ss.ring)] = 0
 	}
 	ss.used += int(p.n)
-}
-
-func (ss *Session) growQueue() {
-	// fits bounds qlen by len(ring)/pendingCost: no more is ever needed.
-	q := make([]pending, min(2*len(ss.queue), len(ss.ring)/pendingCost))
-	for i := 0; i < ss.qlen; i++ {
-		q[i] = ss.queue[(ss.qhead+i)%len(ss.queue)]
-	}
-	ss.queue, ss.qhead = q, 0
 }
 
 // Read waits until records are buffered, the session is closed or ctx is
@@ -448,6 +524,9 @@ func (ss *Session) ReadFramed(ctx context.Context, buf []byte, frame int, dst []
 		if ss.qlen > 0 {
 			n := len(dst)
 			dst = ss.drain(buf, frame, dst)
+			if ss.shut && ss.qlen == 0 {
+				ss.freeBuffer()
+			}
 			ss.mu.Unlock()
 			if len(dst) == n {
 				return dst, fmt.Errorf("read buffer of %d bytes is too small for the next record: %w", len(buf), unix.EINVAL)
@@ -493,7 +572,7 @@ func (ss *Session) drain(buf []byte, frame int, dst []Record) []Record {
 		buf = buf[n:]
 		ss.head = (ss.head + n) % len(ss.ring)
 		ss.used -= n
-		dst = append(dst, Record{TS: p.ts, PID: p.pid, TID: p.tid, CPU: p.cpu, Event: p.ev, ID: int(p.id), Raw: b})
+		dst = append(dst, Record{TS: p.ts, PID: p.pid, TID: p.tid, CPU: p.cpu, Event: ss.evs[p.ev], ID: int(p.id), Raw: b})
 		*p = pending{}
 		ss.qhead = (ss.qhead + 1) % len(ss.queue)
 		ss.qlen--

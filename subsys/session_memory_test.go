@@ -8,7 +8,8 @@ import (
 // TestSessionMemoryBounded: a session holds at most twice its BufferBytes
 // however small the records a writer floods it with — each record's
 // metadata takes its share of the buffer, as a perf sample's header does
-// of perf's ring — and every record is read or counted lost.
+// of perf's ring — and every record is read or counted lost, even after
+// the session is closed; the buffer is unmapped once they have been.
 func TestSessionMemoryBounded(t *testing.T) {
 	e := newEnv(t)
 	f := e.s.Open()
@@ -40,6 +41,7 @@ func TestSessionMemoryBounded(t *testing.T) {
 	if ss.Lost() == 0 {
 		t.Fatal("nothing lost: the flood did not fill the buffer")
 	}
+	ss.Close()
 	read := 0
 	buf := make([]byte, 1<<20)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -57,5 +59,42 @@ func TestSessionMemoryBounded(t *testing.T) {
 	}
 	if got := read + int(ss.Lost()); got != written {
 		t.Errorf("read %d + lost %d = %d, want %d written", read, ss.Lost(), got, written)
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.mem != nil || ss.ring != nil {
+		t.Error("the closed session's buffer is still mapped after it was read")
+	}
+}
+
+// TestSessionClosedEmptyUnmapped: closing a session with nothing buffered
+// unmaps its buffer at once, and a record the write path still delivers
+// to it after is not buffered (nor mapped again).
+func TestSessionClosedEmptyUnmapped(t *testing.T) {
+	e := newEnv(t)
+	f := e.s.Open()
+	defer f.Close()
+	idx, err := e.reg(f, "cl u32 a", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := e.s.Lookup("user_events", "cl")
+	ss := e.s.NewSession(SessionOptions{BufferBytes: 4096})
+	if err := ss.Attach(ev); err != nil {
+		t.Fatal(err)
+	}
+	w := Writer{PID: 1, TGID: 1, Comm: "w"}
+	if _, err := f.Writev(w, le32(idx), le32(1)); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := ss.Read(context.Background(), make([]byte, 4096), nil); err != nil || len(recs) != 1 {
+		t.Fatalf("read %d records, %v; want 1", len(recs), err)
+	}
+	ss.Close()
+	ss.deliver(ev, &w, 1, make([]byte, 12)) // as a writer that loaded the sessions before Close
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.mem != nil || ss.qlen != 0 {
+		t.Errorf("closed and empty, the session holds a mapping (%v) or records (%d)", ss.mem != nil, ss.qlen)
 	}
 }
