@@ -32,6 +32,13 @@ type Process struct {
 // copies) and losses it must take. It must not call into the Subsystem.
 type Charge func(n int, force bool) error
 
+// Charged reports whether the Process has a Charge.
+func (p *Process) Charged() bool {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.charge != nil
+}
+
 // SetCharge makes charge the Process's account, if it has none yet (a
 // fork's child has its parent's), and reports whether it was set. The
 // enablers it has already are charged to it, forced.

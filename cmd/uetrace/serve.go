@@ -129,7 +129,12 @@ shows the counts. 0 is the default; -1 no limit.`,
 			// The tree through FUSE: on --mount, and on mounts clients
 			// hand over (uetrace run, uetrace mount).
 			var srv *daemon.Server
-			treeOpts := fusefs.Options{Flush: func() { srv.Flush() }, GID: uint32(access.GID), SetGID: access.SetGroup}
+			// What callers of the tree hold counts in their uid's
+			// limits, with what they hold over the socket.
+			treeOpts := fusefs.Options{Flush: func() { srv.Flush() }, GID: uint32(access.GID), SetGID: access.SetGroup,
+				Charge: func(uid uint32, cred subsys.Cred, files, regs int, force bool) error {
+					return srv.FUSECharge(uid, cred, files, regs, force)
+				}}
 			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log, Tracers: who, Limits: limits, MaxConns: maxConns,
 				ServeFUSE: func(dev *os.File) (daemon.FUSETree, error) { return fusefs.Serve(dev, sys, treeOpts) }})
 			ctx, stop := interruptible(cmd)
