@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/subsys"
 )
 
 // TestSharedMemoryPerUID: the arenas and rings one user's connections make
@@ -163,5 +164,61 @@ func sharedOtherChild(t *testing.T) {
 	fmt.Printf("other: %s\n", errnoName(err))
 	if err != nil && !errors.Is(err, unix.ENOMEM) {
 		fmt.Printf("(%v)\n", err)
+	}
+}
+
+// TestFUSEChargeSharedWithSocket: a uid's registrations through the FUSE
+// tree (Server.FUSECharge, as package fusefs charges them) and over the
+// socket count in one account: with 4 of 5 held through FUSE, its socket
+// client gets one more and then ENOMEM. Its FUSE files are bounded
+// (EMFILE, naming --max-fuse-files); root and perfmon-capable callers are
+// counted, not held; and an account given back to nothing is forgotten.
+func TestFUSEChargeSharedWithSocket(t *testing.T) {
+	if os.Getenv("UETRACE_TEST_CHILD") == "fusecharge" {
+		a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+		c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			_, _, err := c.Register(reg(a.addr(8*i), 0), "fusecharge u32 a", false)
+			fmt.Printf("register %d: %s\n", i+1, errnoName(err))
+		}
+		return
+	}
+	dir, exe := childDir(t)
+	s := serveIn(t, Config{Limits: Limits{RegistrationsPerUID: 5, FilesPerUID: 2}}, dir)
+	os.Chmod(s.sock, 0o666)
+	user := subsys.Cred{}
+	if err := s.FUSECharge(nobodyUID, user, 0, 4, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FUSECharge(nobodyUID, user, 0, 2, false); !errors.Is(err, unix.ENOMEM) || !strings.Contains(err.Error(), "--max-registrations-per-uid") {
+		t.Errorf("2 registrations over 4 of 5: %v, want ENOMEM naming --max-registrations-per-uid", err)
+	}
+	if err := s.FUSECharge(nobodyUID, user, 2, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FUSECharge(nobodyUID, user, 1, 0, false); !errors.Is(err, unix.EMFILE) || !strings.Contains(err.Error(), "--max-fuse-files") {
+		t.Errorf("a third file: %v, want EMFILE naming --max-fuse-files", err)
+	}
+	for _, who := range []struct {
+		uid  uint32
+		cred subsys.Cred
+	}{{0, user}, {otherUID, subsys.Cred{PerfmonCapable: true}}, {uint32(os.Geteuid()), user}} {
+		if err := s.FUSECharge(who.uid, who.cred, 10, 10, false); err != nil {
+			t.Errorf("uid %d (%+v), who is spared the limits: %v", who.uid, who.cred, err)
+		}
+		s.FUSECharge(who.uid, who.cred, -10, -10, true)
+	}
+	out := runChild(t, exe, "TestFUSEChargeSharedWithSocket", "fusecharge", s.sock, nobodyUID)
+	wantLines(t, out, "register 1: ok", "register 2: ENOMEM")
+	waitConns(t, s, 0)
+	if st := s.Stats(); st.ByUID[nobodyUID] != (UIDStats{Regs: 4, FUSEFiles: 2}) || len(st.ByUID) != 1 || st.OverLimit != 3 {
+		t.Errorf("stats after the socket client left: %+v", st)
+	}
+	s.FUSECharge(nobodyUID, user, -2, -4, true)
+	if st := s.Stats(); len(st.ByUID) != 0 {
+		t.Errorf("an empty account is kept: %+v", st)
 	}
 }
