@@ -63,6 +63,11 @@
 //     per event, so user_events_max, as in Linux, and the files are bounded.
 //   - Nodes the kernel looked up: at most one per path of the tree, whose
 //     size user_events_max bounds.
+//   - The text of an open file, made at its first read and kept until it is
+//     closed (subsys.Handle): small for every file but trace, whose text is
+//     the whole trace buffer's, where the kernel's seq_file iterator holds
+//     a page per CPU. Only tracers may open trace, and their open files are
+//     bounded in number, not in this size: not yet per uid.
 //
 // # Differences from Linux 6.12.117
 //
