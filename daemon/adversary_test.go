@@ -402,7 +402,7 @@ func TestListedTracer(t *testing.T) {
 	dir, exe := childDir(t)
 	s := serveIn(t, Config{
 		Tracers: Tracers{GIDs: []uint32{nobodyUID}},
-		Limits:  Limits{BufferKB: 2048, SessionsPerUID: 3, SessionKBPerUID: 3072},
+		Limits:  Limits{BufferKB: 2048, SessionsPerUID: 3, SessionKBPerUID: 6144},
 	}, dir)
 	os.Chmod(s.sock, 0o666)
 	admin := newArena(t, 4096, unix.F_SEAL_SHRINK).dial(t, s.sock)

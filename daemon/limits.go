@@ -42,7 +42,9 @@ type Limits struct {
 	RegistrationsPerUID  int
 	// SessionsPerUID bounds the sessions a uid holds (default 64: EMFILE
 	// beyond), and SessionKBPerUID the buffers and rings they hold (default
-	// 256 MiB: EPERM beyond, as perf_mmap is beyond perf_event_mlock_kb).
+	// 256 MiB: EPERM beyond, as perf_mmap is beyond perf_event_mlock_kb);
+	// a session's buffer counts twice its size, what it may hold with its
+	// records' metadata.
 	SessionsPerUID  int
 	SessionKBPerUID int
 	// BufferKB is the largest buffer_size_kb a tracer that is neither root
@@ -325,12 +327,14 @@ func (s *Server) tidy(uid uint32, u *uidUse) {
 	}
 }
 
-// sessionBytes is what a session of buffer bytes holds at most.
+// sessionBytes is what a session of buffer bytes holds at most: the raw
+// bytes of its records and, for the smallest records, as much again of
+// their metadata (subsys.SessionOptions.BufferBytes).
 func sessionBytes(buffer uint32) int64 {
 	if buffer == 0 {
-		return 1 << 20 // subsys.SessionOptions' default
+		buffer = 1 << 20 // subsys.SessionOptions' default
 	}
-	return int64(buffer)
+	return 2 * int64(buffer)
 }
 
 // addSession accounts n sessions more (or fewer, n < 0) holding bytes more
@@ -381,6 +385,30 @@ func (s *Server) released(bytes int64) {
 func (s *Server) giveBack() {
 	s.freed.Store(0)
 	debug.FreeOSMemory()
+}
+
+// idle gives the daemon's free pages back to the system, in the
+// background, when it has become idle: its last client gone (what
+// sessions, requests and tracefs handles held is garbage then), and its
+// merger stopped with no client left (the rings it was still draining).
+// Rather than keep the daemon's busiest size while it idles. One at a
+// time, as clients come and go in bursts; but a call while one is under
+// way makes it run once more after, since what became garbage in between
+// may have been missed.
+func (s *Server) idle() {
+	s.freeMore.Store(true)
+	if !s.freeing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		for s.freeMore.Swap(false) {
+			s.giveBack()
+		}
+		s.freeing.Store(false)
+		if s.freeMore.Load() {
+			s.idle() // a call between the last Swap and the Store
+		}
+	}()
 }
 
 // writeBufferSize is a write to buffer_size_kb: over Limits.BufferKB is

@@ -214,6 +214,10 @@ func (m *merger) requests() (flushes []chan struct{}, ok bool) {
 		}
 		m.rings = append(m.rings, r)
 	}
+	// Cleared before reuse: a ring left in the backing array past the
+	// slice's length stays reachable, and with it its buffer and its
+	// connection's File, long after the connection is gone.
+	clear(m.adds)
 	m.adds = m.adds[:0]
 	for _, r := range m.closes {
 		if !r.closing {
@@ -226,6 +230,7 @@ func (m *merger) requests() (flushes []chan struct{}, ok bool) {
 			r.budget = r.cons.Size()/shmring.HeaderSize + 1
 		}
 	}
+	clear(m.closes)
 	m.closes = m.closes[:0]
 	flushes, m.flushes = m.flushes, nil
 	if len(m.rings) == 0 && len(flushes) == 0 {
@@ -244,6 +249,12 @@ func (m *merger) run() {
 	for {
 		flushes, ok := m.requests()
 		if !ok {
+			m.s.mu.Lock()
+			none := len(m.s.conns) == 0
+			m.s.mu.Unlock()
+			if none {
+				m.s.idle() // the last rings were released after the last client left
+			}
 			return
 		}
 		if len(flushes) > 0 {

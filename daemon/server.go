@@ -67,7 +67,8 @@ type Server struct {
 	cred    func(unix.Ucred) subsys.Cred
 	// peerCred: no Config.Cred, the peer process decides (peerCred).
 	peerCred bool
-	freeing  atomic.Bool // done's giveBack is under way
+	freeing  atomic.Bool // idle's giveBack is under way
+	freeMore atomic.Bool // idle was called again meanwhile
 	tracers  Tracers
 	limits   Limits
 	count    counters
@@ -389,15 +390,8 @@ func (s *Server) done(c *conn) {
 	}
 	last := len(s.conns) == 0 && !s.closed
 	s.mu.Unlock()
-	if last && s.freeing.CompareAndSwap(false, true) {
-		// The last client gone: what sessions, rings and requests held is
-		// garbage now; give it back rather than keep the daemon's busiest
-		// size while it idles. In the background, one at a time: clients
-		// come and go in bursts.
-		go func() {
-			s.giveBack()
-			s.freeing.Store(false)
-		}()
+	if last {
+		s.idle()
 	}
 	s.wg.Done()
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -58,6 +59,10 @@ func (r *Record) Comm() (string, bool) {
 type SessionOptions struct {
 	// BufferBytes bounds the records waiting to be read (0: 1 MiB). When it
 	// is full new records are dropped and counted, as a full perf ring does.
+	// As in perf's ring, where each sample's header and fields take their
+	// share, a record takes its raw data and pendingCost bytes of it: the
+	// session holds at most 2·BufferBytes of memory, however small the
+	// records a writer sends.
 	BufferBytes int
 	// Other makes the session count as an "other" consumer (status bit
 	// StatusOther) instead of perf.
@@ -88,7 +93,7 @@ type Session struct {
 	bufBytes int       // the buffer's size, allocated at the first record (a ring session has none)
 	ring     []byte    // raw bytes of buffered records, circular
 	head     int       // where the oldest record's raw bytes start
-	used     int       // raw bytes in use
+	used     int       // raw bytes in use; with pendingCost a record, what counts against bufBytes
 	queue    []pending // metadata of buffered records, circular
 	qhead    int
 	qlen     int
@@ -115,11 +120,25 @@ type Session struct {
 // pending is a buffered record's metadata; its raw bytes are in the ring.
 type pending struct {
 	ts       uint64
+	ev       *Event
 	pid, tid int32
 	cpu      int32
-	id       int
-	n        int
-	ev       *Event
+	id       int32 // a type ID (≤ 65535)
+	n        int32 // ≤ maxPerfRecord
+}
+
+// pendingCost is what a buffered record's metadata takes of the session's
+// BufferBytes besides its raw data — perf's ring, likewise, holds each
+// sample's header, time, ids and CPU with its raw data. Without it the
+// queue of metadata was bounded only by how many records the raw bytes
+// could hold: 3.5 times the buffer for the smallest records, grown by
+// doubling, outside every limit.
+const pendingCost = int(unsafe.Sizeof(pending{}))
+
+// fits reports whether records of n raw bytes in all, k of them, fit the
+// buffer with those queued. Called with ss.mu held.
+func (ss *Session) fits(n, k int) bool {
+	return ss.used+(ss.qlen+k)*pendingCost+n <= len(ss.ring)
 }
 
 // NewSession returns a session attached to nothing.
@@ -345,7 +364,7 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 	ss.mu.Lock()
 	if ss.ring == nil {
 		ss.ring = make([]byte, ss.bufBytes)
-		ss.queue = make([]pending, max(16, ss.bufBytes/256))
+		ss.queue = make([]pending, min(max(16, ss.bufBytes/256), ss.bufBytes/pendingCost))
 	}
 	if ss.comms != nil {
 		if name, ok := ss.comms[w.PID]; !ok || name != w.Comm {
@@ -353,13 +372,13 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 			var b [32]byte
 			comm := append(append(b[:0], w.Comm...), 0)
 			csize := (len(comm)+4+7)&^7 - 4
-			if ss.used+csize+size > len(ss.ring) {
+			if !ss.fits(csize+size, 2) {
 				ss.mu.Unlock()
 				ev.shard(w.CPU).dropped.Add(1)
 				ss.noteLost(ev, ts, int32(w.CPU), 1) // the name waits for a record that fits
 				return
 			}
-			ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), n: csize}, comm)
+			ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), n: int32(csize)}, comm)
 			if !ok && len(ss.comms) >= maxComms {
 				// Bounded, whatever thread ids clients make up:
 				// forgetting costs only names sent again.
@@ -368,13 +387,13 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 			ss.comms[w.PID] = w.Comm
 		}
 	}
-	if ss.used+size > len(ss.ring) {
+	if !ss.fits(size, 1) {
 		ss.mu.Unlock()
 		ev.shard(w.CPU).dropped.Add(1)
 		ss.noteLost(ev, ts, int32(w.CPU), 1)
 		return
 	}
-	ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: ev.id, n: size, ev: ev}, rec)
+	ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), id: int32(ev.id), n: int32(size), ev: ev}, rec)
 	ss.mu.Unlock()
 	select {
 	case ss.notify <- struct{}{}:
@@ -393,14 +412,15 @@ func (ss *Session) push(p pending, rec []byte) {
 	tail := (ss.head + ss.used) % len(ss.ring)
 	n := copy(ss.ring[tail:], rec)
 	copy(ss.ring, rec[n:])
-	for i := len(rec); i < p.n; i++ {
+	for i := len(rec); i < int(p.n); i++ {
 		ss.ring[(tail+i)%len(ss.ring)] = 0
 	}
-	ss.used += p.n
+	ss.used += int(p.n)
 }
 
 func (ss *Session) growQueue() {
-	q := make([]pending, 2*len(ss.queue))
+	// fits bounds qlen by len(ring)/pendingCost: no more is ever needed.
+	q := make([]pending, min(2*len(ss.queue), len(ss.ring)/pendingCost))
 	for i := 0; i < ss.qlen; i++ {
 		q[i] = ss.queue[(ss.qhead+i)%len(ss.queue)]
 	}
@@ -462,17 +482,18 @@ func (ss *Session) drain(buf []byte, frame int, dst []Record) []Record {
 	budget := len(buf)
 	for ss.qlen > 0 {
 		p := &ss.queue[ss.qhead]
-		if p.n+frame > budget {
+		n := int(p.n)
+		if n+frame > budget {
 			break
 		}
-		budget -= p.n + frame
-		b := buf[:p.n:p.n]
+		budget -= n + frame
+		b := buf[:n:n]
 		k := copy(b, ss.ring[ss.head:])
 		copy(b[k:], ss.ring)
-		buf = buf[p.n:]
-		ss.head = (ss.head + p.n) % len(ss.ring)
-		ss.used -= p.n
-		dst = append(dst, Record{TS: p.ts, PID: p.pid, TID: p.tid, CPU: p.cpu, Event: p.ev, ID: p.id, Raw: b})
+		buf = buf[n:]
+		ss.head = (ss.head + n) % len(ss.ring)
+		ss.used -= n
+		dst = append(dst, Record{TS: p.ts, PID: p.pid, TID: p.tid, CPU: p.cpu, Event: p.ev, ID: int(p.id), Raw: b})
 		*p = pending{}
 		ss.qhead = (ss.qhead + 1) % len(ss.queue)
 		ss.qlen--
