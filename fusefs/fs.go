@@ -229,14 +229,19 @@ func (f *FS) OpenDir(ctx context.Context, r *fuse.Request, path string) (func(),
 // ident is who made a request: its thread's process and effective uid
 // (the Tgid and Uid lines of /proc/<tid>/status, as this process's user
 // namespace sees them). Where the status cannot be read, the thread is its
-// own process and the uid is the FUSE header's.
+// own process and the uid is the kernel's overflowuid, never the FUSE
+// header's: that one is in the mount's user namespace, where the caller
+// may be root.
 type ident struct {
 	tgid int
 	uid  uint32
 }
 
+// overflowUID is the uid Linux reports for one it cannot map (overflowuid).
+const overflowUID = 65534
+
 func (f *FS) ident(r *fuse.Request) ident {
-	id := ident{tgid: int(r.Pid), uid: r.Uid}
+	id := ident{tgid: int(r.Pid), uid: overflowUID}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(r.Pid)) + "/status")
 	if err != nil {
 		return id
