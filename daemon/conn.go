@@ -305,7 +305,15 @@ func (c *conn) hello(u unix.Ucred) bool {
 	if size != 0 {
 		r, err := mapArena(fds[0], base, size)
 		if err == nil {
-			_, err = c.proc.mem.add(r)
+			// An arena the process shared already (a second
+			// connection) is mapped once, and counts once.
+			r.uid = c.uid
+			_, err = c.proc.mem.add(r, func() error {
+				if err := c.share("arena", int64(size)); err != nil {
+					return c.overLimit(err)
+				}
+				return nil
+			})
 		}
 		if err != nil {
 			c.s.leave(c.proc)
@@ -343,6 +351,7 @@ func (c *conn) teardown() {
 	// delivered while its events are still the file's.
 	if c.ring != nil {
 		c.ring.close(&c.s.merger)
+		c.share("ring", -c.ring.shared)
 		c.ring = nil
 	}
 	c.closeRingFds()

@@ -76,9 +76,15 @@
 // perf_event_mlock_kb); buffer_size_kb (ENOMEM, as an allocation that
 // fails). Root, perfmon_capable callers and the daemon's own user are
 // held only to the per-connection limits, as CAP_SYS_RESOURCE and
-// CAP_IPC_LOCK spare them Linux's per-user ones. The enable-word arena and
-// the ring a connection shares are bounded per connection (MaxArena,
-// MaxRing), not yet per uid. At most one request per connection waits in the
+// CAP_IPC_LOCK spare them Linux's per-user ones. The enable-word arenas and
+// producer rings clients share are bounded per connection (MaxArena,
+// MaxRing) and, all a uid's together, per uid (ENOMEM, as io_uring's
+// rings over RLIMIT_MEMLOCK); an arena a process shares on several
+// connections is mapped, and counted, once. The tracefs tree served
+// through FUSE (package fusefs) counts in the same per-uid account
+// (Server.FUSECharge): the files a uid holds open there (EMFILE) and the
+// registrations made there (ENOMEM, with those made over the socket). At
+// most one request per connection waits in the
 // daemon (the one read ahead of a blocking read, to notice a hang-up);
 // what a client sends after it waits in the socket's buffer, the
 // kernel's, and a client that does not read its replies is dropped after

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/subsys"
 )
 
 // opServeFUSE hands the daemon a /dev/fuse descriptor already mounted
@@ -79,5 +81,47 @@ func (c *Client) ServeFUSE(dev *os.File) error {
 	if err := c.callRights(opServeFUSE, int(dev.Fd())); err != nil {
 		return fmt.Errorf("handing the FUSE device to the daemon: %w", err)
 	}
+	return nil
+}
+
+// FUSECharge accounts to uid what a caller of a FUSE tree of this daemon's
+// subsystem makes the daemon hold (package fusefs, Options.Charge; cmd/uetrace
+// joins them): files open, of Limits.FilesPerUID (EMFILE beyond, as the
+// per-user counts of open objects, inotify's max_user_instances), and
+// enablers registered, of Limits.RegistrationsPerUID together with those the
+// uid registered over the socket (ENOMEM beyond, as the kernel's allocation
+// of an enabler would fail) — more when positive, fewer when negative. One
+// uid's total is what is bounded, however its programs reach the daemon.
+// Root, perfmon-capable callers (cred) and the daemon's own user are counted
+// and not held, as on the socket; force takes the charge whatever the
+// limits (a fork's copies of its parent's enablers, which cannot be
+// refused after the fact). It never calls into the subsystem: it is called
+// with the subsystem's lock held.
+func (s *Server) FUSECharge(uid uint32, cred subsys.Cred, files, regs int, force bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.uids[uid]
+	if u == nil {
+		u = &uidUse{}
+		s.uids[uid] = u
+	}
+	var err error
+	if !force && !exempt(uid) && !cred.PerfmonCapable {
+		switch {
+		case files > 0 && u.files+files > s.limits.FilesPerUID:
+			err = fmt.Errorf("open: uid %d holds %d files of the FUSE tree open, the most one user may (`uetrace serve --max-fuse-files`): %w", uid, u.files, unix.EMFILE)
+		case regs > 0 && u.regs+regs > s.limits.RegistrationsPerUID:
+			err = fmt.Errorf("register: uid %d holds %d registrations, the most one user may (`uetrace serve --max-registrations-per-uid`): %w", uid, u.regs, unix.ENOMEM)
+		}
+	}
+	if err != nil {
+		s.count.overLimit.Add(1)
+		s.log.Info("limit reached", "uid", uid, "via", "fuse", "err", err)
+		s.tidy(uid, u)
+		return err
+	}
+	u.files += files
+	u.regs += regs
+	s.tidy(uid, u)
 	return nil
 }

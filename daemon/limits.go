@@ -51,6 +51,28 @@ type Limits struct {
 	// nor perfmon-capable may set (default 16384 per CPU): ENOMEM beyond,
 	// as an allocation that fails. Root's is the subsystem's limit.
 	BufferKB int
+	// SharedKBPerUID bounds the client memory a uid's connections make the
+	// daemon map and keep alive — enable-word arenas (at most MaxArena
+	// each) and producer rings (MaxRing each) — default 1 GiB: ENOMEM
+	// beyond, as io_uring answers rings and registered buffers it would
+	// pin for a user over RLIMIT_MEMLOCK (__io_account_mem), the kernel's
+	// nearest case of user memory it maps and holds for a client. Linux's
+	// own bounds on such memory are lower (RLIMIT_MEMLOCK 8 MiB,
+	// perf_event_mlock_kb 516 KiB per CPU) but count pinned pages, while
+	// these are the client's own memfd pages, charged to its memory
+	// cgroup and swappable; what this bounds is what the daemon keeps
+	// mapped for one user: without it, ConnsPerUID connections of
+	// MaxArena + MaxRing each, 128 GiB. 1 GiB is some 500 connections of
+	// the userevents package's default sizes (a 1 MiB arena per process,
+	// a 1 MiB ring per connection), or 8 of the largest.
+	SharedKBPerUID int
+	// FilesPerUID bounds the files of the tracefs tree served through
+	// FUSE (package fusefs) that one uid holds open, directories
+	// included (default 4096): EMFILE beyond, as the other per-user
+	// counts of open objects (inotify's max_user_instances). Their
+	// registrations count with the uid's RegistrationsPerUID (ENOMEM),
+	// whether made over the socket or through FUSE.
+	FilesPerUID int
 }
 
 // Default limits (Limits' zero fields).
@@ -63,6 +85,8 @@ const (
 	DefaultSessionsPerUID       = 64
 	DefaultSessionKBPerUID      = 256 << 10
 	DefaultBufferKB             = 16 << 10
+	DefaultSharedKBPerUID       = 1 << 20
+	DefaultFilesPerUID          = 4096
 )
 
 // withDefaults fills in the defaults; negative fields become "none" (the
@@ -83,6 +107,8 @@ func (l Limits) withDefaults() Limits {
 	set(&l.SessionsPerUID, DefaultSessionsPerUID)
 	set(&l.SessionKBPerUID, DefaultSessionKBPerUID)
 	set(&l.BufferKB, DefaultBufferKB)
+	set(&l.SharedKBPerUID, DefaultSharedKBPerUID)
+	set(&l.FilesPerUID, DefaultFilesPerUID)
 	switch {
 	case l.Handshake == 0:
 		l.Handshake = DefaultHandshake
@@ -98,6 +124,8 @@ type uidUse struct {
 	regs         int
 	sessions     int
 	sessionBytes int64
+	sharedBytes  int64 // arenas and rings mapped (Limits.SharedKBPerUID)
+	files        int   // files open through FUSE (Limits.FilesPerUID)
 }
 
 // Stats are the daemon's counts of what its clients hold and of what it
@@ -111,6 +139,8 @@ type Stats struct {
 	Sessions   int   // sessions
 	SessionKB  int64 // their buffers and rings
 	BufferKB   int   // buffer_size_kb (per CPU)
+	SharedKB   int64 // clients' arenas and rings mapped (Limits.SharedKBPerUID)
+	FUSEFiles  int   // files open through FUSE (Limits.FilesPerUID)
 	RefusedUID int64 // connections refused by Limits.ConnsPerUID
 	RefusedAll int64 // by Config.MaxConns
 	Timeouts   int64 // connections closed for want of a Hello in time
@@ -124,6 +154,8 @@ type Stats struct {
 type UIDStats struct {
 	Conns, Regs, Sessions int
 	SessionKB             int64
+	SharedKB              int64
+	FUSEFiles             int
 }
 
 // counters are the Server's refusal counts.
@@ -155,7 +187,10 @@ func (s *Server) Stats() Stats {
 		st.Regs += u.regs
 		st.Sessions += u.sessions
 		st.SessionKB += u.sessionBytes >> 10
-		st.ByUID[uid] = UIDStats{Conns: u.conns, Regs: u.regs, Sessions: u.sessions, SessionKB: u.sessionBytes >> 10}
+		st.SharedKB += u.sharedBytes >> 10
+		st.FUSEFiles += u.files
+		st.ByUID[uid] = UIDStats{Conns: u.conns, Regs: u.regs, Sessions: u.sessions, SessionKB: u.sessionBytes >> 10,
+			SharedKB: u.sharedBytes >> 10, FUSEFiles: u.files}
 	}
 	s.mu.Unlock()
 	st.BufferKB = s.bufferKB()
@@ -178,7 +213,10 @@ func (s *Server) bufferKB() int {
 }
 
 // AppendText appends the counts as "name value" lines, the per-uid ones
-// last.
+// last. It is the Stats request's reply, read by name: a count added later
+// is a line added before the per-uid ones and a "name value" pair added at
+// the end of the per-uid line, so that what read the older text reads the
+// newer.
 func (st Stats) AppendText(b []byte) []byte {
 	add := func(name string, v any) { b = fmt.Appendf(b, "%s %v\n", name, v) }
 	add("connections", st.Conns)
@@ -194,6 +232,8 @@ func (st Stats) AppendText(b []byte) []byte {
 	add("buffer_size_kb", st.BufferKB)
 	add("denied", st.Denied)
 	add("over_limit", st.OverLimit)
+	add("shared_kb", st.SharedKB)
+	add("fuse_files", st.FUSEFiles)
 	uids := make([]uint32, 0, len(st.ByUID))
 	for u := range st.ByUID {
 		uids = append(uids, u)
@@ -201,7 +241,8 @@ func (st Stats) AppendText(b []byte) []byte {
 	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
 	for _, u := range uids {
 		x := st.ByUID[u]
-		b = fmt.Appendf(b, "uid %d connections %d registrations %d sessions %d session_kb %d\n", u, x.Conns, x.Regs, x.Sessions, x.SessionKB)
+		b = fmt.Appendf(b, "uid %d connections %d registrations %d sessions %d session_kb %d shared_kb %d fuse_files %d\n",
+			u, x.Conns, x.Regs, x.Sessions, x.SessionKB, x.SharedKB, x.FUSEFiles)
 	}
 	return b
 }
@@ -247,6 +288,43 @@ func (c *conn) addRegs(n int) error {
 	c.regs += n
 	u.regs += n
 	return nil
+}
+
+// share accounts bytes more of the client memory the connection's uid makes
+// the daemon map (what: "arena", "ring"), or less (bytes < 0). What would
+// go over Limits.SharedKBPerUID is refused ENOMEM.
+func (c *conn) share(what string, bytes int64) error {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.uids[c.uid]
+	if bytes > 0 && c.limited() && u.sharedBytes+bytes > int64(s.limits.SharedKBPerUID)<<10 {
+		hint := ""
+		if what == "ring" {
+			hint = "; or share a smaller ring: $UETRACE_RING_KB"
+		}
+		return fmt.Errorf("%s: uid %d's connections share %d KiB of memory with the daemon, and %d KiB more is over the %d KiB one user may, as io_uring refuses rings over RLIMIT_MEMLOCK (`uetrace serve --shared-kb`%s): %w",
+			what, c.uid, u.sharedBytes>>10, bytes>>10, s.limits.SharedKBPerUID, hint, unix.ENOMEM)
+	}
+	u.sharedBytes += bytes
+	return nil
+}
+
+// unshare gives back to uid bytes of client memory the daemon unmapped.
+func (s *Server) unshare(uid uint32, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u := s.uids[uid]; u != nil {
+		u.sharedBytes -= bytes
+		s.tidy(uid, u)
+	}
+}
+
+// tidy forgets a uid that holds nothing any more. s.mu is held.
+func (s *Server) tidy(uid uint32, u *uidUse) {
+	if *u == (uidUse{}) {
+		delete(s.uids, uid)
+	}
 }
 
 // sessionBytes is what a session of buffer bytes holds at most: the raw

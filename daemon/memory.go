@@ -19,6 +19,7 @@ type region struct {
 	mem  []byte
 	dev  uint64
 	ino  uint64
+	uid  uint32 // whose Limits.SharedKBPerUID it counts in
 }
 
 // mapArena checks and maps a memfd a client sent. It must be a regular file
@@ -68,8 +69,9 @@ type memory struct {
 }
 
 // add adds a region, or keeps the one already mapped for the same memfd at
-// the same address (a second connection of the process).
-func (m *memory) add(r *region) (*region, error) {
+// the same address (a second connection of the process). A region added is
+// first charged (Limits.SharedKBPerUID): if charge fails, it is not.
+func (m *memory) add(r *region, charge func() error) (*region, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, o := range m.regions {
@@ -81,6 +83,10 @@ func (m *memory) add(r *region) (*region, error) {
 			unix.Munmap(r.mem)
 			return nil, fmt.Errorf("arena at %#x overlaps one the process already shared: %w", r.base, unix.EEXIST)
 		}
+	}
+	if err := charge(); err != nil {
+		unix.Munmap(r.mem)
+		return nil, err
 	}
 	m.regions = append(m.regions, r)
 	return r, nil
@@ -107,13 +113,16 @@ func (m *memory) SetBit(addr uint64, bit uint, on bool) error {
 	return unix.EFAULT
 }
 
-// unmap releases every region; later SetBit calls fail.
-func (m *memory) unmap() {
+// unmap releases every region, returning them (their mem still says how
+// long they were); later SetBit calls fail.
+func (m *memory) unmap() []*region {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
 	for _, r := range m.regions {
 		unix.Munmap(r.mem)
 	}
+	rs := m.regions
 	m.regions = nil
+	return rs
 }

@@ -118,17 +118,24 @@ func (c *conn) attachRing(memfd, efd int) error {
 	if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(efd)); err != nil || link != "anon_inode:[eventfd]" {
 		return fmt.Errorf("ring: the second descriptor is %q, not an eventfd: %w", link, unix.EINVAL)
 	}
+	// The whole memfd counts: the daemon maps it and keeps it alive
+	// until the connection ends.
+	if err := c.share("ring", st.Size); err != nil {
+		return c.overLimit(err)
+	}
 	cons, err := shmring.Attach(memfd)
 	if err != nil {
+		c.share("ring", -st.Size)
 		return err
 	}
 	wake, err := unix.FcntlInt(uintptr(efd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		cons.Close()
+		c.share("ring", -st.Size)
 		return fmt.Errorf("ring: dup of the eventfd: %w", err)
 	}
 	r := &ringSource{
-		log: c.log, file: c.file, w: c.w, cons: cons, efd: wake,
+		log: c.log, file: c.file, w: c.w, cons: cons, efd: wake, shared: st.Size,
 		buf:  make([]byte, min(cons.Size(), shmring.HeaderSize+MaxWrite)),
 		done: make(chan struct{}),
 	}
@@ -136,6 +143,7 @@ func (c *conn) attachRing(memfd, efd int) error {
 	if err := c.s.merger.add(r); err != nil {
 		cons.Close()
 		unix.Close(wake)
+		c.share("ring", -st.Size)
 		return err
 	}
 	c.ring = r
@@ -154,6 +162,9 @@ type ringSource struct {
 	efd  int // the client's wake eventfd, our duplicate
 	buf  []byte
 	done chan struct{} // closed once released
+	// shared is the memfd's size, counted in the uid's
+	// Limits.SharedKBPerUID until the connection's teardown.
+	shared int64
 
 	// The merger's own.
 	rec       shmring.Record // the ring's next record, when have

@@ -375,7 +375,9 @@ func (s *Server) leave(p *process) {
 	s.mu.Unlock()
 	if last {
 		p.p.Release()
-		p.mem.unmap()
+		for _, r := range p.mem.unmap() {
+			s.unshare(r.uid, int64(len(r.mem)))
+		}
 	}
 }
 
@@ -384,9 +386,7 @@ func (s *Server) done(c *conn) {
 	delete(s.conns, c)
 	if u := s.uids[c.ucred.Uid]; u != nil {
 		u.conns--
-		if *u == (uidUse{}) {
-			delete(s.uids, c.ucred.Uid)
-		}
+		s.tidy(c.ucred.Uid, u)
 	}
 	last := len(s.conns) == 0 && !s.closed
 	s.mu.Unlock()

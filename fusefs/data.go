@@ -17,12 +17,13 @@ type dataHandle struct {
 	fs    *FS
 	f     *subsys.File
 	write bool // opened for writing: O_RDONLY writes are the VFS's EBADF
+	acct  *account
 }
 
 var _ fuse.Ioctler = (*dataHandle)(nil)
 
-func (f *FS) openData(r *fuse.Request, flags uint32) (fuse.Handle, error) {
-	return &dataHandle{fs: f, f: f.s.Open(), write: flags&unix.O_ACCMODE != unix.O_RDONLY}, nil
+func (f *FS) openData(acct *account, flags uint32) fuse.Handle {
+	return &dataHandle{fs: f, f: f.s.Open(), write: flags&unix.O_ACCMODE != unix.O_RDONLY, acct: acct}
 }
 
 // Read is user_events_data's: it has no read method, so read(2) is EINVAL
@@ -124,7 +125,9 @@ func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg
 	}
 	switch uintptr(cmd) {
 	case abi.IocSReg:
-		_, err = callers.Register(h.f, c, h.fs.o.Cred(c.TGID), arg)
+		cred := h.fs.o.Cred(c.TGID)
+		h.fs.charge(c, r, cred)
+		_, err = callers.Register(h.f, c, cred, arg)
 	case abi.IocSUnreg:
 		err = callers.Unregister(h.f, c, arg)
 	case abi.IocSDel:
@@ -139,4 +142,21 @@ func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg
 func (h *dataHandle) Flush(ctx context.Context, r *fuse.Request) error { return nil }
 
 // Release is the last close: the file's events lose its references.
-func (h *dataHandle) Release() error { return h.f.Close() }
+func (h *dataHandle) Release() error {
+	h.acct.release()
+	return h.f.Close()
+}
+
+// charge gives caller c's process its account (Options.Charge) at its first
+// registration: the enablers it holds count in its uid's registrations
+// until it unregisters them, exits or execs, and a fork's copies count in
+// its parent's uid (subsys.Charge), wherever the process registered them.
+func (f *FS) charge(c *callers.Caller, r *fuse.Request, cred subsys.Cred) {
+	if f.o.Charge == nil || c.Process.Charged() {
+		return
+	}
+	uid := f.ident(r).uid
+	c.Process.SetCharge(func(n int, force bool) error {
+		return f.o.Charge(uid, cred, 0, n, force)
+	})
+}

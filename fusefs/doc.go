@@ -28,6 +28,47 @@
 // is read once: opening three /proc files per write cost most of the server's
 // time in it.
 //
+// # Limits
+//
+// Any program that can reach the mount makes the server hold state for it.
+// With Options.Charge (the daemon's Server.FUSECharge, as uetrace serve
+// sets it) that state counts in the caller's uid's account, the same one
+// the daemon's socket clients count in, so that one uid's total is what is
+// bounded: every open file and directory (EMFILE beyond the uid's
+// limit: an open user_events_data, subsystem handle, trace_pipe reader or
+// directory listing each hold memory until RELEASE), and every enabler a
+// process registered (ENOMEM beyond it, as the kernel's allocation of one
+// would fail), held until it is unregistered or its process exits or execs
+// — a fork's copies count too, in the parent's uid. The uid is the caller's
+// effective uid as the server's user namespace sees it, never the FUSE
+// header's, which is root's for every caller of the mount uetrace run makes
+// in a user namespace of its own. Root, perfmon-capable callers and the
+// daemon's user are counted, not held, as on the socket.
+//
+// What is not bounded per uid, and why:
+//
+//   - Requests in flight: each is one of the caller's threads blocked in a
+//     system call, and the kernel's FUSE does not limit them either. A
+//     trace_pipe read that waits holds a goroutine and its 8 KiB request,
+//     not a read buffer (fuse.ReadWaiter: the buffer is taken when there
+//     are records); the caller pays a task and its kernel stack for each,
+//     bounded by its RLIMIT_NPROC. Linux, too, never refuses a read for
+//     the number of readers waiting.
+//   - The processes known (package callers): one pidfd each, from the
+//     first ioctl of a process to its exit, bounded by the processes the
+//     uid may have (RLIMIT_NPROC), as the kernel's user_event_mm is per
+//     process; the calling threads whose /proc files stay open are at most
+//     512 (threads.go).
+//   - The write-index array of an open user_events_data: at most one entry
+//     per event, so user_events_max, as in Linux, and the files are bounded.
+//   - Nodes the kernel looked up: at most one per path of the tree, whose
+//     size user_events_max bounds.
+//   - The text of an open file, made at its first read and kept until it is
+//     closed (subsys.Handle): small for every file but trace, whose text is
+//     the whole trace buffer's, where the kernel's seq_file iterator holds
+//     a page per CPU. Only tracers may open trace, and their open files are
+//     bounded in number, not in this size: not yet per uid.
+//
 // # Differences from Linux 6.12.117
 //
 //   - lseek(2) on user_events_data succeeds: FUSE cannot refuse it (ESPIPE)

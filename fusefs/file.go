@@ -14,12 +14,26 @@ type fileHandle struct {
 	fs   *FS
 	h    *subsys.Handle
 	path string
+	acct *account
 }
 
 var (
-	_ fuse.Poller   = (*fileHandle)(nil)
-	_ fuse.Streamer = (*fileHandle)(nil)
+	_ fuse.Poller     = (*fileHandle)(nil)
+	_ fuse.Streamer   = (*fileHandle)(nil)
+	_ fuse.ReadWaiter = (*fileHandle)(nil)
 )
+
+// WaitRead waits until a read of trace_pipe would not block, so that a
+// read waiting for records holds no buffer in the server (fuse.ReadWaiter).
+func (h *fileHandle) WaitRead(ctx context.Context, r *fuse.Request) error {
+	if !h.h.Pipe() {
+		return nil
+	}
+	if h.fs.o.Flush != nil {
+		h.fs.o.Flush()
+	}
+	return errnoOf(h.h.WaitRead(ctx))
+}
 
 // Stream makes trace_pipe a stream (FOPEN_STREAM): no file position, as a
 // pipe, reads consuming what they return.
@@ -83,4 +97,7 @@ func (h *fileHandle) Poll(ctx context.Context, r *fuse.Request, events uint32, w
 func (h *fileHandle) Flush(ctx context.Context, r *fuse.Request) error { return nil }
 
 // Release closes the handle; a trace_pipe read still blocked returns.
-func (h *fileHandle) Release() error { return h.h.Close() }
+func (h *fileHandle) Release() error {
+	h.acct.release()
+	return h.h.Close()
+}

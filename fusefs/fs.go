@@ -36,6 +36,16 @@ type Options struct {
 	// as here, writing stays root's.
 	GID    uint32
 	SetGID bool
+	// Charge, if set, accounts to a caller's uid what it makes the tree
+	// hold, and may refuse more unless force (daemon.Server.FUSECharge):
+	// files open (files: its error, EMFILE, is the open's; directories
+	// count) and enablers registered (regs: its error, ENOMEM, is
+	// DIAG_IOCSREG's), more or, negative, fewer. The uid is the caller's
+	// effective uid as this process's user namespace sees it (its
+	// /proc/<tid>/status, as SO_PEERCRED gives a socket client's), not the
+	// FUSE header's, which is in the mount's user namespace — root, in the
+	// one uetrace run makes. cred is the caller's (Cred).
+	Charge func(uid uint32, cred subsys.Cred, files, regs int, force bool) error
 	// Dev, for Serve, is the st_dev of the mount the descriptor serves, as
 	// the mounter read it in its own mount namespace (MountDev): with it
 	// Tree.Close aborts the connection through fusectl; without it, by
@@ -54,7 +64,10 @@ type FS struct {
 	threads     threads // the callers' open /proc files, for writes
 }
 
-var _ fuse.FileSystem = (*FS)(nil)
+var (
+	_ fuse.FileSystem = (*FS)(nil)
+	_ fuse.DirOpener  = (*FS)(nil)
+)
 
 // New returns the tree of s.
 func New(s *subsys.Subsystem, o Options) *FS {
@@ -180,32 +193,104 @@ func (f *FS) ReadDir(ctx context.Context, path string) ([]fuse.DirEntry, error) 
 // Open is OPEN: user_events_data is a fresh subsys.File, every other file
 // a subsys.Handle.
 func (f *FS) Open(ctx context.Context, r *fuse.Request, path string, flags uint32) (fuse.Handle, error) {
-	if path == subsys.FileData {
-		return f.openData(r, flags)
+	if path == subsys.FileData && f.o.Charge == nil {
+		return f.openData(nil, flags), nil
 	}
-	tgid := f.tgid(int(r.Pid))
-	h, err := f.tree.Open(path, int(flags), f.o.Cred(tgid))
+	id := f.ident(r)
+	cred := f.o.Cred(id.tgid)
+	acct, err := f.openFile(id, cred)
 	if err != nil {
+		return nil, err
+	}
+	if path == subsys.FileData {
+		return f.openData(acct, flags), nil
+	}
+	h, err := f.tree.Open(path, int(flags), cred)
+	if err != nil {
+		acct.release()
 		return nil, errnoOf(err)
 	}
-	return &fileHandle{fs: f, h: h, path: path}, nil
+	return &fileHandle{fs: f, h: h, path: path, acct: acct}, nil
 }
 
-// tgid is the process of thread tid (the Tgid line of its status), or tid
-// where it cannot be told.
-func (f *FS) tgid(tid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+// OpenDir is OPENDIR: an open directory counts as an open file.
+func (f *FS) OpenDir(ctx context.Context, r *fuse.Request, path string) (func(), error) {
+	if f.o.Charge == nil {
+		return nil, nil
+	}
+	id := f.ident(r)
+	acct, err := f.openFile(id, f.o.Cred(id.tgid))
 	if err != nil {
-		return tid
+		return nil, err
+	}
+	return acct.release, nil
+}
+
+// ident is who made a request: its thread's process and effective uid
+// (the Tgid and Uid lines of /proc/<tid>/status, as this process's user
+// namespace sees them). Where the status cannot be read, the thread is its
+// own process and the uid is the kernel's overflowuid, never the FUSE
+// header's: that one is in the mount's user namespace, where the caller
+// may be root.
+type ident struct {
+	tgid int
+	uid  uint32
+}
+
+// overflowUID is the uid Linux reports for one it cannot map (overflowuid).
+const overflowUID = 65534
+
+func (f *FS) ident(r *fuse.Request) ident {
+	id := ident{tgid: int(r.Pid), uid: overflowUID}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(r.Pid)) + "/status")
+	if err != nil {
+		return id
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
 			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				return n
+				id.tgid = n
 			}
 		}
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			// Real, effective, saved, filesystem.
+			if f := strings.Fields(v); len(f) >= 2 {
+				if n, err := strconv.ParseUint(f[1], 10, 32); err == nil {
+					id.uid = uint32(n)
+				}
+			}
+			break // Uid comes after Tgid
+		}
 	}
-	return tid
+	return id
+}
+
+// tgid is the process of thread tid, or tid where it cannot be told.
+func (f *FS) tgid(tid int) int { return f.ident(&fuse.Request{Pid: uint32(tid)}).tgid }
+
+// account is what one open file counts in its opener's uid (Options.Charge).
+type account struct {
+	f    *FS
+	uid  uint32
+	cred subsys.Cred
+}
+
+// openFile charges an open file to id's uid; nil without Options.Charge.
+func (f *FS) openFile(id ident, cred subsys.Cred) (*account, error) {
+	if f.o.Charge == nil {
+		return nil, nil
+	}
+	if err := f.o.Charge(id.uid, cred, 1, 0, false); err != nil {
+		return nil, errnoOf(err)
+	}
+	return &account{f: f, uid: id.uid, cred: cred}, nil
+}
+
+// release gives the file back.
+func (a *account) release() {
+	if a != nil {
+		a.f.o.Charge(a.uid, a.cred, -1, 0, true)
+	}
 }
 
 // errnoOf turns an error into the errno FUSE sends: the one it wraps, or EIO.

@@ -92,7 +92,10 @@ func copyStruct(arg []byte, ksize int) (out []byte, copied bool, err error) {
 //     PERSIST without privilege EPERM, same name with other fields
 //     EADDRINUSE, bad fields EINVAL, user_events_max EMFILE;
 //  6. the event joins this file's array (its write index);
-//  7. the enable bit is written at once with the event's state; memory that
+//  7. the enabler is made: the Process's Charge may refuse it (its error,
+//     ENOMEM, as the kernel's allocation failing) — the event stays in
+//     the array;
+//  8. the enable bit is written at once with the event's state; memory that
 //     cannot be written is ENOMEM — the event stays in the array.
 //
 // It returns the write index.
@@ -145,8 +148,17 @@ func (f *File) Register(p *Process, cred Cred, a RegisterArgs) (uint32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("register %q: %w", a.Name, err)
 	}
+	if p.charge != nil {
+		// user_event_enabler_create's allocation.
+		if err := p.charge(1, false); err != nil {
+			return 0, fmt.Errorf("register %q: %w", a.Name, err)
+		}
+	}
 	en := &enabler{p: p, ev: ev, addr: addr, bit: bit, size: size}
 	if err := en.write(ev.status.Load() != 0); err != nil {
+		if p.charge != nil {
+			p.charge(-1, true)
+		}
 		return 0, fmt.Errorf("register %q: cannot write the enable bit %d at %#x (%v): %w", a.Name, bit, addr, err, unix.ENOMEM)
 	}
 	p.enablers = append([]*enabler{en}, p.enablers...)

@@ -20,6 +20,40 @@ type Process struct {
 	mem Memory
 
 	enablers []*enabler // under s.mu; newest first, as list_add_rcu keeps them
+	charge   Charge     // under s.mu; nil: nothing is told
+}
+
+// Charge is told of each enabler a Process gains (n > 0) and loses (n < 0),
+// with the Subsystem's lock held, so that whoever serves the process can
+// bound what it holds. It may refuse a registration (force false): its
+// error, which should wrap ENOMEM as the kernel's failed allocation of an
+// enabler, is then the registration's — the event stays in the file's array,
+// as after any failure past user_events_ref_add. Forced charges (a fork's
+// copies) and losses it must take. It must not call into the Subsystem.
+type Charge func(n int, force bool) error
+
+// Charged reports whether the Process has a Charge.
+func (p *Process) Charged() bool {
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	return p.charge != nil
+}
+
+// SetCharge makes charge the Process's account, if it has none yet (a
+// fork's child has its parent's), and reports whether it was set. The
+// enablers it has already are charged to it, forced.
+func (p *Process) SetCharge(charge Charge) bool {
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.charge != nil {
+		return false
+	}
+	p.charge = charge
+	if len(p.enablers) > 0 {
+		charge(len(p.enablers), true)
+	}
+	return true
 }
 
 // enabler is one registered (address, bit) of a process for an event.
@@ -60,12 +94,18 @@ func (p *Process) Fork(mem Memory) *Process {
 	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	child := &Process{s: s, mem: mem}
+	child := &Process{s: s, mem: mem, charge: p.charge}
 	for _, en := range p.enablers {
 		c := &enabler{p: child, ev: en.ev, addr: en.addr, bit: en.bit, size: en.size}
 		child.enablers = append(child.enablers, c)
 		en.ev.enablers[c] = struct{}{}
 		en.ev.refs++
+	}
+	if child.charge != nil && len(child.enablers) > 0 {
+		// The kernel's fork would fail on an allocation; a fork learnt
+		// of after the fact cannot, so the copies are charged whatever
+		// the account says: its next registration is refused.
+		child.charge(len(child.enablers), true)
 	}
 	return child
 }
@@ -111,6 +151,9 @@ func (p *Process) Release() {
 func (s *Subsystem) dropEnabler(en *enabler) {
 	delete(en.ev.enablers, en)
 	s.put(en.ev)
+	if en.p.charge != nil {
+		en.p.charge(-1, true)
+	}
 }
 
 // updateEnablers writes the event's state into every enabler of every

@@ -480,6 +480,20 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 // consuming what it returns, and blocking while there is nothing.
 func (h *Handle) Pipe() bool { return h.pipe != nil }
 
+// WaitRead returns once a read would not block (trace_pipe's: see
+// ftrace.Pipe.Wait; every other file's at once), with ctx's error if ctx
+// is done first, so that a server need not hold a buffer for a read that
+// waits.
+func (h *Handle) WaitRead(ctx context.Context) error {
+	if h.pipe == nil {
+		return nil
+	}
+	if err := h.pipe.Wait(ctx); err != nil {
+		return h.pathErr("read", err)
+	}
+	return nil
+}
+
 // Poll reports whether a read would return without blocking: always, but on
 // trace_pipe (tracing_poll_pipe) only when it has something to say. If it
 // has not and wake is non-nil, wake is called once, from another goroutine,

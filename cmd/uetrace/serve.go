@@ -78,7 +78,11 @@ ENFILE); a Hello within --handshake-timeout; open files and sessions per
 connection (--max-handles, EMFILE); registrations per connection and user
 (--max-registrations, --max-registrations-per-uid, ENOMEM); sessions per
 user (--max-sessions, EMFILE) and their buffers (--session-kb, EPERM, as
-perf_event_mlock_kb); buffer_size_kb (--max-buffer-kb, ENOMEM). Root,
+perf_event_mlock_kb); buffer_size_kb (--max-buffer-kb, ENOMEM); the
+enable-word arenas and producer rings a user's clients share with the daemon
+(--shared-kb, ENOMEM, as io_uring's rings over RLIMIT_MEMLOCK); the files
+of the FUSE tree a user holds open (--max-fuse-files, EMFILE), whose
+registrations count with the user's others. Root,
 CAP_PERFMON callers and the daemon's own user are held only to the
 per-connection ones. uetrace status
 shows the counts. 0 is the default; -1 no limit.`,
@@ -125,7 +129,12 @@ shows the counts. 0 is the default; -1 no limit.`,
 			// The tree through FUSE: on --mount, and on mounts clients
 			// hand over (uetrace run, uetrace mount).
 			var srv *daemon.Server
-			treeOpts := fusefs.Options{Flush: func() { srv.Flush() }, GID: uint32(access.GID), SetGID: access.SetGroup}
+			// What callers of the tree hold counts in their uid's
+			// limits, with what they hold over the socket.
+			treeOpts := fusefs.Options{Flush: func() { srv.Flush() }, GID: uint32(access.GID), SetGID: access.SetGroup,
+				Charge: func(uid uint32, cred subsys.Cred, files, regs int, force bool) error {
+					return srv.FUSECharge(uid, cred, files, regs, force)
+				}}
 			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log, Tracers: who, Limits: limits, MaxConns: maxConns,
 				ServeFUSE: func(dev *os.File) (daemon.FUSETree, error) { return fusefs.Serve(dev, sys, treeOpts) }})
 			ctx, stop := interruptible(cmd)
@@ -178,6 +187,8 @@ shows the counts. 0 is the default; -1 no limit.`,
 	cmd.Flags().IntVar(&limits.RegistrationsPerUID, "max-registrations-per-uid", 0, "registrations per user (default 65536; ENOMEM beyond)")
 	cmd.Flags().IntVar(&limits.SessionsPerUID, "max-sessions", 0, "sessions per user (default 64; EMFILE beyond)")
 	cmd.Flags().IntVar(&limits.SessionKBPerUID, "session-kb", 0, "KiB of session buffers and rings per user (default 262144; EPERM beyond, as perf_event_mlock_kb)")
+	cmd.Flags().IntVar(&limits.SharedKBPerUID, "shared-kb", 0, "KiB of enable-word arenas and producer rings a user's clients may share with the daemon (default 1048576; ENOMEM beyond)")
+	cmd.Flags().IntVar(&limits.FilesPerUID, "max-fuse-files", 0, "files of the FUSE tree one user may hold open (default 4096; EMFILE beyond)")
 	cmd.Flags().IntVar(&limits.BufferKB, "max-buffer-kb", 0, "largest buffer_size_kb a tracer without CAP_PERFMON may set (default 16384; ENOMEM beyond)")
 	return cmd
 }

@@ -62,7 +62,8 @@ func TestCLITracers(t *testing.T) {
 	}
 	sock := serve("default")
 	out, code := asNobody(t, bin, "--backend", "daemon", "--socket", sock, "status")
-	if code != 0 || !strings.Contains(out, "Daemon:") || !strings.Contains(out, "uid 65534 connections ") || strings.Contains(out, "uid 0 ") {
+	if code != 0 || !strings.Contains(out, "Daemon:") || !strings.Contains(out, "uid 65534 connections ") || strings.Contains(out, "uid 0 ") ||
+		!strings.Contains(out, "\n  shared_kb ") || !strings.Contains(out, "\n  fuse_files 0\n") {
 		t.Errorf("status as nobody: exit %d\n%s", code, out)
 	}
 	out, code = asNobody(t, bin, "--backend", "daemon", "--socket", sock, "write", "tracing_on", "0")
@@ -76,7 +77,7 @@ func TestCLITracers(t *testing.T) {
 		t.Errorf("root's status does not count the refusal:\n%s", out)
 	}
 
-	sock = serve("listed", "--tracers", "65534")
+	sock = serve("listed", "--tracers", "65534", "--shared-kb", "4096", "--max-fuse-files", "16")
 	if out, code := asNobody(t, bin, "--backend", "daemon", "--socket", sock, "write", "tracing_on", "0"); code != 0 {
 		t.Errorf("tracing_on 0 as a listed tracer: exit %d\n%s", code, out)
 	}

@@ -34,8 +34,10 @@ refused them: connections (those still shaking hands, those refused over a
 user's --max-conns-per-uid or the --max-conns of all, those closed for want
 of a Hello in time), open files and sessions, registrations, sessions and
 their buffers, buffer_size_kb, requests held ahead of a blocking read,
-requests refused by the access model (EACCES, EPERM) and by a limit — and
-per user: all users' for a tracer, your own for anyone else.`,
+requests refused by the access model (EACCES, EPERM) and by a limit, the
+clients' memory it maps (shared_kb: arenas and rings), the files of its FUSE
+tree held open — and per user: all users' for a tracer, your own for anyone
+else.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fs, err := g.tracefs()

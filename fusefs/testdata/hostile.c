@@ -21,6 +21,12 @@
  *   hostile writer DIR NAME K     register NAME and write K records
  *   hostile tryopen FILE          open FILE read-only: "ok" or the errno name
  *   hostile hold FILE             open FILE, say "open", never read it
+ *   hostile hoard DIR F R         open user_events_data and user_events_status
+ *                                 until F files or a failure ("files N ERRNO"),
+ *                                 then opendir events ("dir ERRNO"), then
+ *                                 register R enablers until a failure
+ *                                 ("regs N ERRNO"); say "holding" and wait
+ *                                 for stdin's EOF
  *
  * Every mode prints what it did on stdout and exits 1 on an unexpected
  * failure, saying what failed on stderr. */
@@ -493,6 +499,38 @@ static int writer(const char *name, int k)
 	return 0;
 }
 
+static int hoard(int files, int regs)
+{
+	int data = open_in("user_events_data", O_RDWR);
+	if (data < 0)
+		die("open user_events_data");
+	int n = 1, err = 0;
+	for (; n < files; n++) {
+		if (open_in("user_events_status", O_RDONLY) < 0) {
+			err = errno;
+			break;
+		}
+	}
+	printf("files %d %s\n", n, err ? strerrorname_np(err) : "0");
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/events", dir);
+	int d = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	printf("dir %s\n", d < 0 ? strerrorname_np(errno) : "ok");
+	uint64_t *words = map(PROT_READ | PROT_WRITE);
+	struct user_reg r;
+	int i = 0;
+	err = 0;
+	for (; i < regs; i++) {
+		r.enable_bit = 0;
+		if (reg(data, &r, (uintptr_t)&words[i], "hoard u32 n", NULL, &err) < 0)
+			break;
+	}
+	printf("regs %d %s\n", i, err ? strerrorname_np(err) : "0");
+	printf("holding\n");
+	wait_stdin();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -518,6 +556,8 @@ int main(int argc, char **argv)
 		return uffdreg();
 	if (!strcmp(m, "writer") && argc == 5)
 		return writer(argv[3], atoi(argv[4]));
+	if (!strcmp(m, "hoard") && argc == 5)
+		return hoard(atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(m, "tryopen")) {
 		int fd = open(argv[2], O_RDONLY | O_CLOEXEC);
 		printf("%s\n", fd < 0 ? strerrorname_np(errno) : "ok");

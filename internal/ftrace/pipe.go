@@ -321,6 +321,20 @@ func (p *Pipe) Poll(wake func()) bool {
 	return false
 }
 
+// Wait returns once Read would not wait — text left from a read, a
+// record, a drop, tracing off after a read, the pipe closed — with ctx's
+// error when ctx is done first, or EAGAIN for a nonblocking pipe with
+// nothing: what Read waits for, without reading, so that a server can take
+// a buffer for the read only once there is something to put in it.
+func (p *Pipe) Wait(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.readpos < len(p.seq) {
+		return nil
+	}
+	return p.wait(ctx)
+}
+
 // wait is tracing_wait_pipe. It lets go of p.mu while it waits, so that
 // Close can run; a Close wakes it.
 func (p *Pipe) wait(ctx context.Context) error {

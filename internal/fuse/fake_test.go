@@ -19,12 +19,17 @@ type fakeKernel struct {
 }
 
 func newFakeKernel(t testing.TB, minor uint32) (*fakeKernel, []byte) {
+	fs := newTestFS()
+	return newFakeKernelOf(t, minor, fs, fs)
+}
+
+// newFakeKernelOf serves served, which is or wraps fs.
+func newFakeKernelOf(t testing.TB, minor uint32, served FileSystem, fs *testFS) (*fakeKernel, []byte) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := newTestFS()
-	c, err := Serve(os.NewFile(uintptr(fds[0]), "fake-fuse"), fs, Options{FSName: "uetrace-fake"})
+	c, err := Serve(os.NewFile(uintptr(fds[0]), "fake-fuse"), served, Options{FSName: "uetrace-fake"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,24 @@ type Poller interface {
 	Poll(ctx context.Context, r *Request, events uint32, wake func()) (revents uint32, err error)
 }
 
+// ReadWaiter is a Handle whose reads may wait (a pipe's): WaitRead returns
+// once a Read would not wait, or with an error that answers the READ
+// (ctx's when it is interrupted), and only then is the read's buffer —
+// up to max_read, 1 MiB — taken, so that a caller's threads blocked in
+// reads cost the server a goroutine each and no buffer.
+type ReadWaiter interface {
+	WaitRead(ctx context.Context, r *Request) error
+}
+
+// DirOpener is a FileSystem told of each OPENDIR, so that it can count
+// what its callers hold open: a non-nil error refuses it (its errno
+// answers), and release, when not nil, is called once when the directory
+// handle goes (RELEASEDIR, the opener gone before the reply, or the
+// connection's end).
+type DirOpener interface {
+	OpenDir(ctx context.Context, r *Request, path string) (release func(), err error)
+}
+
 // Streamer is a Handle that may say it is a stream (a pipe or a trace_pipe):
 // Stream true opens it FOPEN_STREAM|FOPEN_NONSEEKABLE, so lseek fails with
 // ESPIPE and reads and writes get offset 0.

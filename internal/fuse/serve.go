@@ -45,11 +45,20 @@ type inflight struct {
 type fileHandle struct{ h Handle }
 
 type dirHandle struct {
-	mu     sync.Mutex
-	node   uint64
-	path   string
-	ents   []dirent
-	served bool
+	mu      sync.Mutex
+	node    uint64
+	path    string
+	ents    []dirent
+	served  bool
+	release func() // DirOpener's, or nil
+}
+
+// close runs the DirOpener's release, once: the handle is out of the
+// handles map (takeHandle) or was never in it.
+func (d *dirHandle) close() {
+	if d.release != nil {
+		d.release()
+	}
 }
 
 type dirent struct {
@@ -81,8 +90,11 @@ func (c *Conn) serve() {
 	c.handles = map[uint64]any{}
 	c.mu.Unlock()
 	for _, h := range hs {
-		if fh, ok := h.(*fileHandle); ok {
-			fh.h.Release()
+		switch h := h.(type) {
+		case *fileHandle:
+			h.h.Release()
+		case *dirHandle:
+			h.close()
 		}
 	}
 	c.dev.Close()
@@ -405,15 +417,17 @@ func (c *Conn) handle(ctx context.Context, m *message) result {
 		}
 		return result{}
 	case opRelease, opReleasedir:
-		h := c.takeHandle(m.fh)
-		if fh, ok := h.(*fileHandle); ok {
-			if err := fh.h.Release(); err != nil {
+		switch h := c.takeHandle(m.fh).(type) {
+		case *fileHandle:
+			if err := h.h.Release(); err != nil {
 				c.debugf("fuse: Release: %v", err)
 			}
+		case *dirHandle:
+			h.close()
 		}
 		return result{}
 	case opOpendir:
-		return c.opendir(ctx, m)
+		return c.opendir(ctx, req, m)
 	case opReaddir:
 		return c.readdir(ctx, m)
 	case opStatfs:
@@ -540,6 +554,11 @@ func (c *Conn) readFile(ctx context.Context, req *Request, m *message) result {
 	if m.offset > math.MaxInt64 {
 		return errResult(unix.EINVAL)
 	}
+	if w, ok := h.(ReadWaiter); ok {
+		if err := w.WaitRead(ctx, req); err != nil {
+			return errResult(errnoOf(err))
+		}
+	}
 	size := int(min(m.size, maxReadAlloc))
 	var dst []byte
 	var put func()
@@ -569,21 +588,31 @@ func (c *Conn) readFile(ctx context.Context, req *Request, m *message) result {
 	return result{body: [][]byte{dst[:n]}, after: func(bool) { put() }}
 }
 
-func (c *Conn) opendir(ctx context.Context, m *message) result {
+func (c *Conn) opendir(ctx context.Context, req *Request, m *message) result {
 	nd, ok := c.node(m.node)
 	if !ok {
 		return errResult(unix.ESTALE)
 	}
 	d := &dirHandle{node: m.node, path: nd.path}
+	if o, ok := c.fs.(DirOpener); ok {
+		release, err := o.OpenDir(ctx, req, nd.path)
+		if err != nil {
+			return errResult(errnoOf(err))
+		}
+		d.release = release
+	}
 	if e := c.fillDir(ctx, d); e != 0 {
+		d.close()
 		return errResult(e)
 	}
 	fh := c.addHandle(d)
 	out := make([]byte, openOutSize)
 	le.PutUint64(out[0:], fh)
 	return result{body: [][]byte{out}, after: func(ok bool) {
-		if !ok {
-			c.takeHandle(fh)
+		if !ok { // the opener is gone: no RELEASEDIR will come
+			if c.takeHandle(fh) != nil {
+				d.close()
+			}
 		}
 	}}
 }
