@@ -39,6 +39,7 @@ func ringRead(t *testing.T, r *SessionRing) []RingRecord {
 // own ring) arrive there with who wrote them — the task's name first — and
 // Read of the session says to read the ring.
 func TestSessionRingOverSocket(t *testing.T) {
+	wtid := liveThread(t)
 	s := serve(t, Config{})
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	prod := a.dial(t, s.sock)
@@ -70,7 +71,7 @@ func TestSessionRingOverSocket(t *testing.T) {
 		rec := le.AppendUint32(nil, idx)
 		rec = le.AppendUint32(rec, uint32(i))
 		rec = le.AppendUint64(rec, uint64(1000+i))
-		if _, err := prod.Writev(4242, 1, rec); err != nil {
+		if _, err := prod.Writev(wtid, 1, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +98,7 @@ func TestSessionRingOverSocket(t *testing.T) {
 		kind uint32
 		tid  int32
 		v    uint32
-	}{{subsys.RingComm, 4242, 0}, {subsys.RingSample, 4242, 0}, {subsys.RingSample, 4242, 1}, {subsys.RingSample, 4242, 2},
+	}{{subsys.RingComm, wtid, 0}, {subsys.RingSample, wtid, 0}, {subsys.RingSample, wtid, 1}, {subsys.RingSample, wtid, 2},
 		{subsys.RingComm, tid, 0}, {subsys.RingSample, tid, 3}} {
 		rec := got[i]
 		if rec.Kind != want.kind || rec.TID != want.tid || rec.PID != int32(os.Getpid()) {

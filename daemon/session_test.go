@@ -18,6 +18,7 @@ import (
 // attaching enables the event, records arrive with their values and
 // who wrote them, closing the session disables it.
 func TestSessionOverSocket(t *testing.T) {
+	wtid := liveThread(t)
 	s := serve(t, Config{})
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	prod := a.dial(t, s.sock)
@@ -48,7 +49,7 @@ func TestSessionOverSocket(t *testing.T) {
 		rec := le.AppendUint32(nil, idx)
 		rec = le.AppendUint32(rec, uint32(i))
 		rec = le.AppendUint64(rec, uint64(1000+i))
-		if _, err := prod.Writev(4242, 1, rec); err != nil {
+		if _, err := prod.Writev(wtid, 1, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +71,7 @@ func TestSessionOverSocket(t *testing.T) {
 		}
 	}
 	for i, r := range recs[:3] {
-		if r.TID != 4242 || r.CPU != 1 || r.PID != int32(os.Getpid()) || len(r.Raw) != 8+12 ||
+		if r.TID != wtid || r.CPU != 1 || r.PID != int32(os.Getpid()) || len(r.Raw) != 8+12 ||
 			le.Uint32(r.Raw[8:]) != uint32(i) || le.Uint64(r.Raw[12:]) != uint64(1000+i) {
 			t.Errorf("record %d: %+v", i, r)
 		}
@@ -272,6 +273,7 @@ func TestCloseReleases(t *testing.T) {
 }
 
 func TestSessionFilterOverSocket(t *testing.T) {
+	wtid := liveThread(t)
 	s := serve(t, Config{})
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	prod := a.dial(t, s.sock)
@@ -304,7 +306,7 @@ func TestSessionFilterOverSocket(t *testing.T) {
 		t.Errorf("second filter: %v, want EEXIST", err)
 	}
 	for i := range 4 {
-		if _, err := prod.Writev(4242, 0, le.AppendUint32(le.AppendUint32(nil, idx), uint32(i))); err != nil {
+		if _, err := prod.Writev(wtid, 0, le.AppendUint32(le.AppendUint32(nil, idx), uint32(i))); err != nil {
 			t.Fatal(err)
 		}
 	}

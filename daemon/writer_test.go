@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
@@ -86,4 +87,20 @@ func TestEmptyMessage(t *testing.T) {
 	if !strings.Contains(s.log.String(), "shorter than a header") {
 		t.Errorf("not logged:\n%s", s.log.String())
 	}
+}
+
+// liveThread returns the id of a thread of this process that lives until
+// the test ends: a thread id the daemon believes whatever else runs on
+// the machine. (A made-up id such as 4242 is believed only while no task
+// has it — on a busy machine, one may.)
+func liveThread(t *testing.T) int32 {
+	t.Helper()
+	tid, done := make(chan int32), make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, after the test
+		tid <- int32(unix.Gettid())
+		<-done
+	}()
+	t.Cleanup(func() { close(done) })
+	return <-tid
 }
