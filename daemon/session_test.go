@@ -19,6 +19,7 @@ import (
 // who wrote them, closing the session disables it.
 func TestSessionOverSocket(t *testing.T) {
 	wtid := liveThread(t)
+	wtid2 := liveThread(t)
 	s := serve(t, Config{})
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	prod := a.dial(t, s.sock)
@@ -58,7 +59,7 @@ func TestSessionOverSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := prod.Writev(4243, 0, le.AppendUint32(le.AppendUint32(nil, idx2), 9)); err != nil {
+	if _, err := prod.Writev(wtid2, 0, le.AppendUint32(le.AppendUint32(nil, idx2), 9)); err != nil {
 		t.Fatalf("write to the followed event: %v", err)
 	}
 	var recs []Record
@@ -76,7 +77,7 @@ func TestSessionOverSocket(t *testing.T) {
 			t.Errorf("record %d: %+v", i, r)
 		}
 	}
-	if r := recs[3]; r.TID != 4243 || le.Uint32(r.Raw[8:]) != 9 {
+	if r := recs[3]; r.TID != wtid2 || le.Uint32(r.Raw[8:]) != 9 {
 		t.Errorf("followed event's record: %+v", r)
 	}
 	if err := ss.Close(); err != nil {
