@@ -88,9 +88,10 @@
 // daemon (the one read ahead of a blocking read, to notice a hang-up);
 // what a client sends after it waits in the socket's buffer, the
 // kernel's, and a client that does not read its replies is dropped after
-// Config.ReplyTimeout. What a client held is given back when it leaves;
-// the memory of a buffer_size_kb made smaller goes back to the system at
-// once, and that of sessions closed once 16 MiB of it has.
+// Config.ReplyTimeout. What a client held is given back when it leaves:
+// a session's buffer and ring are mappings of their own, unmapped when it
+// closes; the memory of a buffer_size_kb made smaller goes back to the
+// system at once, and the daemon's free pages when it becomes idle.
 //
 // The daemon never trusts a client: a malformed, truncated or oversized
 // message is answered with an error (EPROTO, EMSGSIZE) or drops that

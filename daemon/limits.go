@@ -358,32 +358,16 @@ func (c *conn) addSession(n int, bytes int64) error {
 	u.sessions += n
 	u.sessionBytes += bytes
 	s.mu.Unlock()
-	if bytes < 0 {
-		s.released(-bytes)
-	}
+	// A session's buffer and ring are mappings of their own, unmapped
+	// when it closes (subsys.SessionOptions.BufferBytes): nothing to hand
+	// back here.
 	return nil
 }
 
-// releaseEvery is how much memory given up makes the daemon hand its free
-// pages back to the system at once, rather than when Go's scavenger gets
-// to them.
-const releaseEvery = 16 << 20
-
-// released notes bytes of buffers given up (a session closed, the trace
-// buffer made smaller), and gives the memory back to the system once
-// enough is.
-func (s *Server) released(bytes int64) {
-	if s.freed.Add(bytes) >= releaseEvery {
-		s.giveBack()
-	}
-}
-
 // giveBack hands the pages the daemon no longer uses back to the system
-// now, rather than when Go's scavenger gets to them: after buffers were
-// given up (released, a smaller buffer_size_kb) and when the last client
-// has left (Server.done).
+// now, rather than when Go's scavenger gets to them: after a smaller
+// buffer_size_kb and when the daemon becomes idle (idle).
 func (s *Server) giveBack() {
-	s.freed.Store(0)
 	debug.FreeOSMemory()
 }
 

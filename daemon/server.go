@@ -72,7 +72,6 @@ type Server struct {
 	tracers  Tracers
 	limits   Limits
 	count    counters
-	freed    atomic.Int64 // bytes given up since memory was last handed back
 	// lastRefusal is the second of the last refused connection, to log a
 	// flood once.
 	lastRefusal atomic.Int64
