@@ -324,8 +324,16 @@ const unmountWait = 10 * time.Second
 // well, so this ends it even without fusectl), and then waits, bounded, for
 // the serving to end.
 func (c *Conn) Unmount() error {
-	if err := c.Abort(); err != nil {
-		c.debugf("%v (closing the device instead)", err)
+	select {
+	case <-c.done:
+		// Served to its end: the kernel ended the connection (its mount
+		// was unmounted), and its device number may already be another
+		// mount's — whose callers an abort by that number would fail
+		// with ENOTCONN.
+	default:
+		if err := c.Abort(); err != nil {
+			c.debugf("%v (closing the device instead)", err)
+		}
 	}
 	var errs []error
 	if c.dir != "" {
