@@ -68,6 +68,30 @@ func childCmd(ctx context.Context, exe, run, mode, sock string, uid uint32) *exe
 	return cmd
 }
 
+// startChild starts a child whose stdin and stdout are pipes to the test;
+// at the test's end its stdin is closed, and it is killed and waited for.
+func startChild(t *testing.T, cmd *exec.Cmd) (stdin io.WriteCloser, stdout io.Reader) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err = cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait() // an error if the test waited already
+	})
+	return stdin, stdout
+}
+
 // runChild runs a child to its end and returns its output.
 func runChild(t *testing.T, exe, run, mode, sock string, uid uint32) string {
 	t.Helper()
@@ -124,22 +148,7 @@ func TestIdleConnectionsOfOneUser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	idle := childCmd(ctx, exe, "TestIdleConnectionsOfOneUser", "idle", s.sock, nobodyUID)
-	stdin, err := idle.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := idle.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	idle.Stderr = os.Stderr
-	if err := idle.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		idle.Wait()
-	}()
+	stdin, stdout := startChild(t, idle)
 	var report string
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {

@@ -16,7 +16,8 @@ import (
 	"github.com/uetrace/uetrace/subsys"
 )
 
-func newRing(t *testing.T, size int) *shmring.Producer {
+// newRing makes a ring of size data bytes, closed at the test's end.
+func newRing(t testing.TB, size int) *shmring.Producer {
 	t.Helper()
 	p, err := shmring.Create(size)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/subsys"
 )
 
@@ -40,23 +39,7 @@ func TestSharedMemoryPerUID(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	hog := childCmd(ctx, exe, "TestSharedMemoryPerUID", "shared", s.sock, nobodyUID)
-	stdin, err := hog.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := hog.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hog.Stderr = os.Stderr
-	if err := hog.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		hog.Process.Kill()
-		hog.Wait()
-	}()
+	_, stdout := startChild(t, hog)
 	var out strings.Builder
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
@@ -84,7 +67,7 @@ func TestSharedMemoryPerUID(t *testing.T) {
 	wantLines(t, runChild(t, exe, "TestSharedMemoryPerUID", "sharedother", s.sock, otherUID), "other: ok")
 	for i := range 4 {
 		c := newArena(t, 1<<20, unix.F_SEAL_SHRINK).dial(t, s.sock)
-		if err := c.ShareRing(newProducer(t, 1<<20)); err != nil {
+		if err := c.ShareRing(newRing(t, 1<<20)); err != nil {
 			t.Fatalf("root's ring %d: %v", i, err)
 		}
 	}
@@ -107,17 +90,6 @@ func TestSharedMemoryPerUID(t *testing.T) {
 	}
 }
 
-// newProducer makes a ring of size data bytes, closed at the test's end.
-func newProducer(t testing.TB, size int) *shmring.Producer {
-	t.Helper()
-	p, err := shmring.Create(size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
-}
-
 // sharedChild shares arenas and rings up to its user's limit (3 MiB),
 // reports, and holds them until it is killed.
 func sharedChild(t *testing.T) {
@@ -129,13 +101,13 @@ func sharedChild(t *testing.T) {
 	if err != nil {
 		return
 	}
-	fmt.Printf("ring 1: %s\n", errnoName(c1.ShareRing(newProducer(t, 1<<20))))
+	fmt.Printf("ring 1: %s\n", errnoName(c1.ShareRing(newRing(t, 1<<20))))
 	c2, err := Dial(sock, arena)
 	fmt.Printf("arena 1 again: %s\n", errnoName(err))
 	if err != nil {
 		return
 	}
-	err = c2.ShareRing(newProducer(t, 1<<20))
+	err = c2.ShareRing(newRing(t, 1<<20))
 	fmt.Printf("ring 2: %s\n", errnoName(err))
 	if err != nil {
 		fmt.Printf("(%v)\n", err)
@@ -146,7 +118,7 @@ func sharedChild(t *testing.T) {
 	if err != nil {
 		fmt.Printf("(%v)\n", err)
 	}
-	fmt.Printf("small ring: %s\n", errnoName(c2.ShareRing(newProducer(t, 512<<10))))
+	fmt.Printf("small ring: %s\n", errnoName(c2.ShareRing(newRing(t, 512<<10))))
 	st, err := c1.Stats()
 	fmt.Printf("stats: %s\n%s", errnoName(err), st)
 	fmt.Println("holding")
@@ -159,7 +131,7 @@ func sharedOtherChild(t *testing.T) {
 	c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 1 << 20})
 	if err == nil {
 		defer c.Close()
-		err = c.ShareRing(newProducer(t, 1<<20))
+		err = c.ShareRing(newRing(t, 1<<20))
 	}
 	fmt.Printf("other: %s\n", errnoName(err))
 	if err != nil && !errors.Is(err, unix.ENOMEM) {
