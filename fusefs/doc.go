@@ -64,10 +64,10 @@
 //   - Nodes the kernel looked up: at most one per path of the tree, whose
 //     size user_events_max bounds.
 //   - The text of an open file, made at its first read and kept until it is
-//     closed (subsys.Handle): small for every file but trace, whose text is
-//     the whole trace buffer's, where the kernel's seq_file iterator holds
-//     a page per CPU. Only tracers may open trace, and their open files are
-//     bounded in number, not in this size: not yet per uid.
+//     closed (subsys.Handle): a few KiB at most — trace's is made as it is
+//     read, as the kernel's seq_file makes it (ftrace.TextReader), so an
+//     open trace holds its iterator and about one read's worth of text, not
+//     the buffer's.
 //
 // # Differences from Linux 6.12.117
 //

@@ -268,8 +268,8 @@ type Handle struct {
 	made    bool
 	off     int
 	closed  bool
-	iter    *ftrace.Iter // held while trace is open: resizing is then EBUSY
-	pipe    *ftrace.Pipe // trace_pipe's reader
+	text    *ftrace.TextReader // trace's text, made as it is read; its iterator makes resizing EBUSY while trace is open
+	pipe    *ftrace.Pipe       // trace_pipe's reader
 }
 
 // Open opens a tracefs file with os.O_RDONLY, O_WRONLY or O_RDWR, and
@@ -313,7 +313,7 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 	read := flags&(os.O_WRONLY|os.O_RDWR) != os.O_WRONLY
 	switch {
 	case n.name == FileTrace && read:
-		h.iter = s.trace.ring.NewIter(-1)
+		h.text = s.trace.ring.NewTextReader(-1)
 	case n.name == FileTracePipe:
 		pipe, err := s.trace.openPipe(flags&unix.O_NONBLOCK != 0)
 		if err != nil {
@@ -354,8 +354,8 @@ func (h *Handle) Close() error {
 		return nil
 	}
 	h.closed = true
-	if h.iter != nil {
-		h.iter.Close()
+	if h.text != nil {
+		h.text.Close()
 	}
 	if h.pipe != nil {
 		h.pipe.Close()
@@ -404,6 +404,14 @@ func (h *Handle) ReadContext(ctx context.Context, p []byte) (int, error) {
 		n := copy(p, c)
 		h.off += n
 		return n, nil
+	}
+	if h.text != nil {
+		n, err := h.text.ReadAt(p, int64(h.off))
+		h.off += n
+		if n > 0 && err == io.EOF {
+			err = nil // the next read says it
+		}
+		return n, err
 	}
 	if !h.made {
 		c, err := h.f.content(h.n)
@@ -457,6 +465,11 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 			return n, io.EOF
 		}
 		return n, nil
+	}
+	if h.text != nil {
+		n, err := h.text.ReadAt(p, off)
+		h.off = int(off) + n
+		return n, err
 	}
 	if !h.made || off == 0 {
 		c, err := h.f.content(h.n)

@@ -82,6 +82,21 @@ func (it *Iter) Close() {
 	}
 }
 
+// rewind starts the iterator again at every CPU's oldest record, as
+// s_start does when a read goes back (tracing_iter_reset, iter->idx = -1);
+// the CPUs marked started stay so.
+func (it *Iter) rewind() {
+	for i, c := range it.r.cpus {
+		if it.only >= 0 && i != it.only {
+			continue
+		}
+		c.mu.Lock()
+		it.reset(c, &it.cpus[i])
+		c.mu.Unlock()
+	}
+	it.idx = -1
+}
+
 // reset is rb_iter_reset: start at the consumer's position on the reader
 // page.
 func (it *Iter) reset(c *cpuBuffer, st *iterCPU) {
