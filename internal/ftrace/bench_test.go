@@ -94,3 +94,30 @@ func BenchmarkAppendTrace(b *testing.B) {
 		buf = r.AppendTrace(buf[:0], -1)
 	}
 }
+
+// BenchmarkTextReader reads the same trace as BenchmarkAppendTrace through
+// a TextReader, in reads of 128 KiB (FUSE's), from 0 to the end.
+func BenchmarkTextReader(b *testing.B) {
+	r := New(Config{NCPU: 4, BufferKB: 64})
+	e := benchEntry(b, 0)
+	for i := range 4000 {
+		e.CPU = i % 4
+		e.TS += 1000
+		r.Write(e)
+	}
+	in, _ := r.Entries()
+	tr := r.NewTextReader(-1)
+	defer tr.Close()
+	p := make([]byte, 128<<10)
+	b.ReportAllocs()
+	b.ReportMetric(float64(in), "lines")
+	for b.Loop() {
+		for off := int64(0); ; {
+			n, err := tr.ReadAt(p, off)
+			off += int64(n)
+			if err != nil {
+				break
+			}
+		}
+	}
+}
