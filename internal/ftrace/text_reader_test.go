@@ -85,3 +85,39 @@ func firstDiff(a, b string) int {
 	}
 	return min(len(a), len(b))
 }
+
+// FuzzTextReader: reads at any offsets and of any sizes — what a FUSE or
+// socket client sends — return the trace text's bytes there, or EOF past
+// its end.
+func FuzzTextReader(f *testing.F) {
+	r := New(Config{NCPU: 2, BufferKB: 16})
+	w := newWriter(f)
+	for i := range 600 {
+		r.Write(w.entry(i%2, uint64(i)*1000, 4+i%40))
+	}
+	want := r.AppendTrace(nil, -1)
+	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 255})
+	f.Add([]byte{0, 0, 200, 1, 0, 0, 0, 3, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		tr := r.NewTextReader(-1)
+		defer tr.Close()
+		for len(ops) >= 4 {
+			off := int64(ops[0])<<8 | int64(ops[1])
+			off = off * int64(len(want)) / 65535
+			n := int(ops[2])<<8 | int(ops[3]) + 1
+			ops = ops[4:]
+			p := make([]byte, n)
+			k, err := tr.ReadAt(p, off)
+			end := min(off+int64(n), int64(len(want)))
+			if off >= int64(len(want)) {
+				end = off
+			}
+			if string(p[:k]) != string(want[off:end]) {
+				t.Fatalf("read %d at %d: %d bytes differ from the text's", n, off, k)
+			}
+			if (k < n) != (err == io.EOF) {
+				t.Fatalf("read %d at %d: %d bytes, %v", n, off, k, err)
+			}
+		}
+	})
+}
