@@ -339,7 +339,8 @@ func (m *merger) fill(r *ringSource, now uint64, bound *uint64, hold *bool) bool
 	if r.closing && r.budget <= 0 {
 		return false
 	}
-	rec, err := r.cons.Next(r.buf)
+	rec, buf, err := r.cons.NextGrow(r.buf, r.bufMax)
+	r.buf = buf
 	if err == nil {
 		if rec.Time > now {
 			// Stamped after this pass began — or later than any clock

@@ -136,8 +136,12 @@ func (c *conn) attachRing(memfd, efd int) error {
 	}
 	r := &ringSource{
 		log: c.log, file: c.file, w: c.w, cons: cons, efd: wake, shared: st.Size,
-		buf:  make([]byte, min(cons.Size(), shmring.HeaderSize+MaxWrite)),
-		done: make(chan struct{}),
+		// Grown to the longest record the producer sends, up to the
+		// longest it may (a write's): a ring costs the daemon about its
+		// producer's record size, not 64 KiB.
+		buf:    make([]byte, min(cons.Size(), ringBufStart)),
+		bufMax: min(cons.Size(), shmring.HeaderSize+MaxWrite),
+		done:   make(chan struct{}),
 	}
 	r.threads.init(c.w.TGID)
 	if err := c.s.merger.add(r); err != nil {
@@ -150,18 +154,22 @@ func (c *conn) attachRing(memfd, efd int) error {
 	return nil
 }
 
+// ringBufStart is a ring's first copy buffer: room for most records.
+const ringBufStart = 256
+
 // ringSource is one connection's ring, as the merger drains it. The
 // connection's File resolves write indices, so a ring reaches only its own
 // connection's events, and the writer's process is the connection's
 // SO_PEERCRED pid, never anything the ring says.
 type ringSource struct {
-	log  *slog.Logger
-	file *subsys.File
-	w    subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
-	cons *shmring.Consumer
-	efd  int // the client's wake eventfd, our duplicate
-	buf  []byte
-	done chan struct{} // closed once released
+	log    *slog.Logger
+	file   *subsys.File
+	w      subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
+	cons   *shmring.Consumer
+	efd    int           // the client's wake eventfd, our duplicate
+	buf    []byte        // the record being merged, copied out of the ring
+	bufMax int           // how long buf may grow
+	done   chan struct{} // closed once released
 	// shared is the memfd's size, counted in the uid's
 	// Limits.SharedKBPerUID until the connection's teardown.
 	shared int64

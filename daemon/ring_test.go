@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -337,4 +338,60 @@ func TestRingHostileProducer(t *testing.T) {
 	<-scribbled
 	t.Logf("ring stats %+v", s.RingStats())
 	healthy(t, s)
+}
+
+// TestRingRecordSizes: records of every size up to a write's largest pass
+// through a ring — the merger's copy buffer, small at first, grows for
+// them — and one longer than a write may be is not delivered. (A session
+// gets those perf would: up to PERF_MAX_TRACE_SIZE.)
+func TestRingRecordSizes(t *testing.T) {
+	s := serve(t, Config{})
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	c := a.dial(t, s.sock)
+	idx, _, err := c.Register(reg(a.addr(0), 0), "sizes_ev u32 v", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := newRing(t, 1<<20)
+	if err := c.ShareRing(ring); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	ss, err := cons.NewSession(SessionOptions{BufferBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Attach("sizes_ev", false); err != nil {
+		t.Fatal(err)
+	}
+	tid := uint32(unix.Gettid())
+	sizes := []int{4, 200, 5000, 40000, MaxWrite, 300}
+	for i, n := range append(sizes, MaxWrite+8) { // the last is longer than a write may be
+		p := make([]byte, n)
+		le.PutUint32(p, uint32(i))
+		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: tid}, p) {
+			t.Fatalf("ring full at %d bytes", n)
+		}
+	}
+	var got []int
+	waitFor(t, "the records", func() bool {
+		recs, _, _, err := ss.Poll(nil) // flushes the rings first
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			got = append(got, int(le.Uint32(r.Raw[8:])))
+		}
+		return len(got) >= 4 && s.RingStats().Delivered >= uint64(len(sizes))
+	})
+	if want := []int{0, 1, 2, 5}; !slices.Equal(got, want) {
+		t.Errorf("the session got records %v, want %v (the others are longer than perf takes)", got, want)
+	}
+	if d := s.RingStats().Delivered; d != uint64(len(sizes)) {
+		t.Errorf("%d records delivered, want %d: the overlong one too", d, len(sizes))
+	}
 }

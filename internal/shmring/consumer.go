@@ -135,6 +135,16 @@ func (c *Consumer) avail(h uint64) (uint64, bool) {
 // committed at the tail it returns ErrNotReady. Each call does at most
 // O(Size) work.
 func (c *Consumer) Next(buf []byte) (Record, error) {
+	rec, _, err := c.NextGrow(buf, 0)
+	return rec, err
+}
+
+// NextGrow is Next for a reader that sizes its buffer to the records it
+// meets: a record longer than buf and at most most bytes is read into a
+// buffer grown for it, which NextGrow returns for the next call; only a
+// record longer than most is skipped and counted. A ring's reader then
+// holds about its largest record, not the largest any record may be.
+func (c *Consumer) NextGrow(buf []byte, most int) (Record, []byte, error) {
 	r := c.r
 	var skipped uint64
 	for skipped < r.size {
@@ -168,6 +178,9 @@ func (c *Consumer) Next(buf []byte) (Record, error) {
 			}
 			valid = c.valid(rec, t, stamped, done, sz, a)
 		}
+		if valid && done && sz > uint64(len(buf)) && sz <= uint64(most) {
+			buf = make([]byte, min(max(sz, 2*uint64(len(buf))), uint64(most)))
+		}
 		switch {
 		case valid && done && sz <= uint64(len(buf)):
 			// Copy once, then read only the copy: the producer may be
@@ -189,7 +202,7 @@ func (c *Consumer) Next(buf []byte) (Record, error) {
 					CPU:        binary.NativeEndian.Uint32(out[24:]),
 				},
 				Payload: out[HeaderSize:n],
-			}, nil
+			}, buf, nil
 		case valid && done:
 			c.stats.TooLong++
 		case !c.gone:
@@ -197,7 +210,7 @@ func (c *Consumer) Next(buf []byte) (Record, error) {
 			// made: the producer is on its way. Or garbage, which a live
 			// producer may fix; it stalls only its own ring.
 			c.publish()
-			return Record{}, ErrNotReady
+			return Record{}, buf, ErrNotReady
 		case valid:
 			c.stats.Torn++
 		default:
@@ -208,7 +221,7 @@ func (c *Consumer) Next(buf []byte) (Record, error) {
 		skipped += sz
 	}
 	c.publish()
-	return Record{}, ErrNotReady
+	return Record{}, buf, ErrNotReady
 }
 
 func (c *Consumer) advance(sz uint64) { c.tail += sz }
