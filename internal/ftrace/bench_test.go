@@ -78,7 +78,8 @@ func BenchmarkConsume(b *testing.B) {
 	}
 }
 
-func BenchmarkAppendTrace(b *testing.B) {
+// benchTrace is a ring of 4 CPUs holding 4 000 records, and their count.
+func benchTrace(b *testing.B) (*Ring, int) {
 	r := New(Config{NCPU: 4, BufferKB: 64})
 	e := benchEntry(b, 0)
 	for i := range 4000 {
@@ -87,6 +88,11 @@ func BenchmarkAppendTrace(b *testing.B) {
 		r.Write(e)
 	}
 	in, _ := r.Entries()
+	return r, int(in)
+}
+
+func BenchmarkAppendTrace(b *testing.B) {
+	r, in := benchTrace(b)
 	buf := r.AppendTrace(nil, -1)
 	b.ReportAllocs()
 	b.ReportMetric(float64(in), "lines")
@@ -98,14 +104,7 @@ func BenchmarkAppendTrace(b *testing.B) {
 // BenchmarkTextReader reads the same trace as BenchmarkAppendTrace through
 // a TextReader, in reads of 128 KiB (FUSE's), from 0 to the end.
 func BenchmarkTextReader(b *testing.B) {
-	r := New(Config{NCPU: 4, BufferKB: 64})
-	e := benchEntry(b, 0)
-	for i := range 4000 {
-		e.CPU = i % 4
-		e.TS += 1000
-		r.Write(e)
-	}
-	in, _ := r.Entries()
+	r, in := benchTrace(b)
 	tr := r.NewTextReader(-1)
 	defer tr.Close()
 	p := make([]byte, 128<<10)
