@@ -91,16 +91,15 @@ type Session struct {
 	closed   bool
 
 	mu       sync.Mutex
-	bufBytes int         // the buffer's size, mapped at the first record (a ring session has none)
-	mem      *sessionMem // the mapping ring and queue are in; nil before the first record and once freed
-	shut     bool        // Close was called: nothing more is buffered, and the mapping goes once read
-	ring     []byte      // raw bytes of buffered records, circular
-	head     int         // where the oldest record's raw bytes start
-	used     int         // raw bytes in use; with pendingCost a record, what counts against bufBytes
-	queue    []pending   // metadata of buffered records, circular
-	evs      []*Event    // pending.ev indexes it; evs[0] is nil (a task's name)
-	lastEv   *Event      // the event of the last record buffered, and its index
-	lastIdx  uint32
+	bufBytes int               // the buffer's size, mapped at the first record (a ring session has none)
+	mem      *sessionMem       // the mapping ring and queue are in; nil before the first record and once freed
+	shut     bool              // Close was called: nothing more is buffered, and the mapping goes once read
+	ring     []byte            // raw bytes of buffered records, circular
+	head     int               // where the oldest record's raw bytes start
+	used     int               // raw bytes in use; with pendingCost a record, what counts against bufBytes
+	queue    []pending         // metadata of buffered records, circular
+	evs      []*Event          // pending.ev indexes it; evs[0] is nil (a task's name)
+	evIdx    map[*Event]uint32 // each event's index in evs
 	qhead    int
 	qlen     int
 	lost     uint64
@@ -162,8 +161,7 @@ func (ss *Session) mapBuffer() error {
 	if entries > 0 {
 		ss.queue = unsafe.Slice((*pending)(unsafe.Pointer(&b[ss.bufBytes])), entries)
 	}
-	ss.evs = append(ss.evs[:0], nil)
-	ss.lastEv, ss.lastIdx = nil, 0
+	ss.evs, ss.evIdx = []*Event{nil}, map[*Event]uint32{}
 	// A closed session nobody read to the end is unmapped when the
 	// collector finds it unreachable.
 	runtime.AddCleanup(ss, (*sessionMem).unmap, ss.mem)
@@ -187,22 +185,18 @@ func (ss *Session) freeBuffer() {
 	ss.mem.unmap()
 	ss.mem, ss.ring, ss.queue = nil, nil, nil
 	ss.head, ss.used, ss.qhead, ss.qlen = 0, 0, 0, 0
-	clear(ss.evs)
-	ss.evs, ss.lastEv = nil, nil
+	ss.evs, ss.evIdx = nil, nil
 }
 
 // evIndex is ev's index in ss.evs, added if new. Called with ss.mu held.
 func (ss *Session) evIndex(ev *Event) uint32 {
-	if ev == ss.lastEv {
-		return ss.lastIdx
-	}
-	i := slices.Index(ss.evs, ev)
-	if i < 0 {
-		i = len(ss.evs)
+	i, ok := ss.evIdx[ev]
+	if !ok {
+		i = uint32(len(ss.evs))
 		ss.evs = append(ss.evs, ev)
+		ss.evIdx[ev] = i
 	}
-	ss.lastEv, ss.lastIdx = ev, uint32(i)
-	return uint32(i)
+	return i
 }
 
 // fits reports whether records of n raw bytes in all, k of them, fit the
@@ -576,6 +570,14 @@ func (ss *Session) drain(buf []byte, frame int, dst []Record) []Record {
 		*p = pending{}
 		ss.qhead = (ss.qhead + 1) % len(ss.queue)
 		ss.qlen--
+	}
+	if ss.qlen == 0 && len(ss.evs) > 1 {
+		// No record refers to an event any more: forget them, so that a
+		// long session following events made and deleted neither grows
+		// nor keeps deleted events alive.
+		clear(ss.evs[1:])
+		ss.evs = ss.evs[:1]
+		clear(ss.evIdx)
 	}
 	return dst
 }

@@ -98,3 +98,33 @@ func TestSessionClosedEmptyUnmapped(t *testing.T) {
 		t.Errorf("closed and empty, the session holds a mapping (%v) or records (%d)", ss.mem != nil, ss.qlen)
 	}
 }
+
+// TestSessionForgetsEventsOnceRead: once its buffer is read empty, a
+// session refers to no event any more — a deleted one is not kept alive,
+// and a long session's table of events does not grow.
+func TestSessionForgetsEventsOnceRead(t *testing.T) {
+	e := newEnv(t)
+	f := e.s.Open()
+	defer f.Close()
+	idx, err := e.reg(f, "fg u32 a", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := e.s.NewSession(SessionOptions{BufferBytes: 4096})
+	defer ss.Close()
+	if err := ss.Attach(e.s.Lookup("user_events", "fg")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Writev(Writer{PID: 1, TGID: 1, Comm: "w"}, le32(idx), le32(1)); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ss.Read(context.Background(), make([]byte, 4096), nil)
+	if err != nil || len(recs) != 1 || recs[0].Event == nil {
+		t.Fatalf("read %v, %v; want one record of the event", recs, err)
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.evs) != 1 || len(ss.evIdx) != 0 {
+		t.Errorf("read empty, the session still refers to %d events", len(ss.evs)-1)
+	}
+}
