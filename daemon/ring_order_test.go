@@ -55,18 +55,7 @@ func TestRingTruncateClearsPublished(t *testing.T) {
 func TestRingSocketWriteKeepsOrder(t *testing.T) {
 	s := serve(t, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1, BufferKB: 8192})})
 	c, idx, ring := ringClientOf(t, s, "order_ev")
-	cons, err := Dial(s.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ss, err := cons.NewSession(SessionOptions{BufferBytes: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss.Attach("order_ev", false); err != nil {
-		t.Fatal(err)
-	}
+	ss := sessionOn(t, s, "order_ev", SessionOptions{BufferBytes: 16 << 20})
 	const n = 100000
 	for i := range n {
 		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 7}, u32rec(uint32(i))) {

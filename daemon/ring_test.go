@@ -30,51 +30,14 @@ func newRing(t testing.TB, size int) *shmring.Producer {
 
 func u32rec(v uint32) []byte { return le.AppendUint32(nil, v) }
 
-// ringSetup serves a daemon with one client that registered an event
-// ("name u32 v") and shares a ring of ringBytes, and a session attached to
-// the event.
-type ringSetup struct {
-	s    *testServer
-	c    *Client
-	idx  uint32
-	ring *shmring.Producer
-	ss   *Session
-}
-
-func newRingSetup(t *testing.T, name string, ringBytes int, opts SessionOptions) ringSetup {
-	t.Helper()
-	s := serve(t, Config{})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	c := a.dial(t, s.sock)
-	idx, _, err := c.Register(reg(a.addr(0), 0), name+" u32 v", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring := newRing(t, ringBytes)
-	if err := c.ShareRing(ring); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := Dial(s.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cons.Close() })
-	ss, err := cons.NewSession(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss.Attach(name, false); err != nil {
-		t.Fatal(err)
-	}
-	return ringSetup{s: s, c: c, idx: idx, ring: ring, ss: ss}
-}
-
 // TestRingDeliversWithWritersIdentity: a record published into a shared
 // ring reaches trace and sessions with the thread, CPU and time the record
 // carries, and the pid of the connection's peer.
 func TestRingDeliversWithWritersIdentity(t *testing.T) {
-	rs := newRingSetup(t, "ring_ev", 1<<16, SessionOptions{})
-	s, c, idx, ring, ss := rs.s, rs.c, rs.idx, rs.ring, rs.ss
+	s := serve(t, Config{})
+	rc := newRingClient(t, s, "ring_ev", 1<<16)
+	c, idx, ring := rc.c, rc.idx, rc.ring
+	ss := sessionOn(t, s, "ring_ev", SessionOptions{})
 	if err := writeFile(c, "events/user_events/ring_ev/enable", "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -363,8 +326,10 @@ func TestRingHostileProducer(t *testing.T) {
 // them — and one longer than a write may be is not delivered. (A session
 // gets those perf would: up to PERF_MAX_TRACE_SIZE.)
 func TestRingRecordSizes(t *testing.T) {
-	rs := newRingSetup(t, "sizes_ev", 1<<20, SessionOptions{BufferBytes: 4 << 20})
-	s, idx, ring, ss := rs.s, rs.idx, rs.ring, rs.ss
+	s := serve(t, Config{})
+	rc := newRingClient(t, s, "sizes_ev", 1<<20)
+	idx, ring := rc.idx, rc.ring
+	ss := sessionOn(t, s, "sizes_ev", SessionOptions{BufferBytes: 4 << 20})
 	tid := uint32(unix.Gettid())
 	sizes := []int{4, 200, 5000, 40000, MaxWrite, 300}
 	for i, n := range append(sizes, MaxWrite+8) { // the last is longer than a write may be

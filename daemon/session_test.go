@@ -172,19 +172,27 @@ func producerAndSession(t *testing.T, command string) (a *testArena, prod *Clien
 	if err != nil {
 		t.Fatal(err)
 	}
+	name, _, _ := strings.Cut(command, " ")
+	return a, prod, idx, sessionOn(t, s, name, SessionOptions{})
+}
+
+// sessionOn is a session with opts, of a connection of its own, attached
+// to the event name.
+func sessionOn(t *testing.T, s *testServer, name string, opts SessionOptions) *Session {
+	t.Helper()
 	cons, err := Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cons.Close() })
-	if ss, err = cons.NewSession(SessionOptions{}); err != nil {
+	ss, err := cons.NewSession(opts)
+	if err != nil {
 		t.Fatal(err)
 	}
-	name, _, _ := strings.Cut(command, " ")
 	if _, err := ss.Attach(name, false); err != nil {
 		t.Fatal(err)
 	}
-	return a, prod, idx, ss
+	return ss
 }
 
 // TestSessionPoll reads without waiting: nothing waiting is an empty answer
@@ -275,25 +283,7 @@ func TestCloseReleases(t *testing.T) {
 
 func TestSessionFilterOverSocket(t *testing.T) {
 	wtid := liveThread(t)
-	s := serve(t, Config{})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	prod := a.dial(t, s.sock)
-	idx, _, err := prod.Register(reg(a.addr(0), 0), "filt_ev u32 n", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := Dial(s.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ss, err := cons.NewSession(SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ss.Attach("filt_ev", false); err != nil {
-		t.Fatal(err)
-	}
+	_, prod, idx, ss := producerAndSession(t, "filt_ev u32 n")
 	if err := ss.SetFilter("user_events:filt_ev", "n =="); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("bad filter: %v, want EINVAL", err)
 	}
@@ -314,6 +304,7 @@ func TestSessionFilterOverSocket(t *testing.T) {
 	var recs []Record
 	for len(recs) < 2 {
 		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		var err error
 		recs, _, _, err = ss.Read(ctx, recs)
 		cancel()
 		if err != nil {
