@@ -575,4 +575,3 @@ func (e *Event0) WriteActivity(id, related *[16]byte) error {
 	var buf [activityMax]byte
 	return e.write(appendActivity(buf[:0], id, related), nil)
 }
-

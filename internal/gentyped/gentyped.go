@@ -61,7 +61,9 @@ func (a arity) Params() string {
 func (a arity) FieldParams() string { return strings.Join(a.Fields, ", ") + " string" }
 
 // Words says n in words ("one" … "six"), as the docs do.
-func (a arity) Words() string { return [...]string{"", "one", "two", "three", "four", "five", "six"}[a.N] }
+func (a arity) Words() string {
+	return [...]string{"", "one", "two", "three", "four", "five", "six"}[a.N]
+}
 
 // FieldNames is "fa", "fa and fb", "fa, fb and fc", ….
 func (a arity) FieldNames() string {
