@@ -142,6 +142,9 @@ shows the counts. 0 is the default; -1 no limit.`,
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
 			if mount != "" {
+				if err := mountPoint(mount); err != nil {
+					return fmt.Errorf("serve --mount: %w", err)
+				}
 				tree, err := fusefs.Mount(mount, sys, treeOpts)
 				if err != nil {
 					srv.Close()
