@@ -28,7 +28,7 @@ func (f eventFlag) String() string {
 	}
 	return "[" + strings.Join(f.l.events, ",") + "]"
 }
-func (f eventFlag) Type() string   { return "stringArray" }
+func (f eventFlag) Type() string { return "stringArray" }
 func (f eventFlag) Set(s string) error {
 	f.l.events = append(f.l.events, s)
 	f.l.filters = append(f.l.filters, "")
