@@ -154,11 +154,16 @@ func (w *writer) build(e *Exporter, tp *ehprovider.Tracepoint, r *sdklog.Record)
 		b.AddString("name", name, eventheader.FormatDefault, 0)
 	}
 
-	if err := b.Err(); err != nil {
+	return w.check()
+}
+
+// check says whether the event built is one to write: no builder error,
+// and within the Rust builder's size limit, so that it fits a perf sample.
+func (w *writer) check() error {
+	if err := w.b.Err(); err != nil {
 		return err
 	}
-	// The Rust builder's size limit: the event must fit a perf sample.
-	_, meta, data, err := b.Parts(w.buf[:0])
+	_, meta, data, err := w.b.Parts(w.buf[:0])
 	if err != nil {
 		return err
 	}
