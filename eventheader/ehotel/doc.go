@@ -11,9 +11,14 @@
 //   - spans (go.opentelemetry.io/otel/sdk/trace): an exporter and a
 //     processor writing each span as the EventHeader event "Span" of the
 //     crate opentelemetry-user-events-trace (src/trace/exporter.rs,
-//     export_span; SPANS below).
+//     export_span; SPANS below);
+//   - metrics (go.opentelemetry.io/otel/sdk/metric): an exporter writing
+//     each data point as the plain event otlp_metrics of the crate
+//     opentelemetry-user-events-metrics (src/exporter/mod.rs,
+//     src/tracepoint/mod.rs; METRICS below).
 //
-// Both are Common Schema over EventHeader.
+// Logs and spans are Common Schema over EventHeader; metrics are OTLP
+// protobuf.
 //
 // What it does:
 //   - NewProcessor: an sdklog.Processor that answers Enabled from the enable
@@ -160,4 +165,26 @@
 // and decoders split the name or cut it); and a record of an invalid
 // severity is an error only while one of the provider's tracepoints is
 // enabled.
+//
+// # METRICS
+//
+// NewMetricExporter registers the event
+//
+//	otlp_metrics u32 protocol; char[8] version; __rel_loc u8[] buffer
+//
+// at once, and its Export, while the event is enabled, writes one record a
+// data point: protocol 0 (protobuf), version "v0.19.00", and the buffer
+// an ExportMetricsServiceRequest holding the whole resource, the point's
+// scope (name, version, attributes, schema URL), its metric (name,
+// description, unit) and the aggregation — Gauge, Sum, Histogram,
+// ExponentialHistogram — with that one point, so that each record fits in
+// the 64 KiB a record can hold (a request over 65360 bytes is not
+// written, and Export's error counts it). The fields are in the .proto's
+// declaration order, which is prost's, and what proto3 omits is omitted,
+// so a request is the Rust exporter's byte for byte but for the order of
+// the resource's attributes (a hash map's there, key order here). As in
+// Rust, the temporality of every instrument is delta, a histogram's sum
+// and an exponential histogram's buckets are always written, exemplars
+// never. Where Rust has no aggregation — Summary, which the Go SDK's
+// bridges make — the point is written as OTLP's SummaryDataPoint.
 package ehotel
