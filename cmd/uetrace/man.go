@@ -180,7 +180,7 @@ func roffEscape(s string) string {
 }
 
 // roffLine escapes one line of running text, which roff would take for a
-// request if it began with '.' or '\”.
+// request if it began with a period or an apostrophe.
 func roffLine(s string) string {
 	s = roffEscape(s)
 	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
