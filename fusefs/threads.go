@@ -58,7 +58,7 @@ type thread struct {
 	// thread (procaccess), so its syscall file is not read.
 	noSyscall bool
 	comm      string
-	buf     [1024]byte
+	buf       [1024]byte
 }
 
 func (t *thread) close() {

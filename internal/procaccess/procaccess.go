@@ -6,8 +6,9 @@
 //
 //   - the user's uid is the task's real, effective and saved uid, and its gid
 //     the task's real, effective and saved gid, and the task is dumpable
-//     (its /proc/<pid> directory is the task's euid's, as proc makes it:
-//     task_dump_owner gives a task that is not dumpable to root); or
+//     (its /proc/<pid>/status is the task's euid's, as proc makes it:
+//     task_dump_owner gives the files of a task that is not dumpable to
+//     root); or
 //   - the user has CAP_SYS_PTRACE over the task's user namespace: root of
 //     this process's user namespace over every task, and any user over a
 //     user namespace it created (owner, NS_GET_OWNER_UID) below this one.
@@ -91,7 +92,10 @@ func (u User) Check(pid int) error {
 		gids[0] == u.GID && gids[1] == u.GID && gids[2] == u.GID
 	if same {
 		var fi unix.Stat_t
-		if err := unix.Stat(dir, &fi); err == nil && fi.Uid == u.UID {
+		// proc makes the files of a task that is not dumpable root's
+		// (task_dump_owner; not the directory itself, which stays the
+		// task's euid's for ps).
+		if err := unix.Stat(dir+"/status", &fi); err == nil && fi.Uid == u.UID {
 			return nil
 		}
 	}
