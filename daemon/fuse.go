@@ -14,8 +14,10 @@ import (
 // mount): no body, one descriptor (SCM_RIGHTS). The daemon serves its
 // tracefs tree on it through Config.ServeFUSE. Only tracers (policy.go)
 // may: the tree is the daemon's whole subsystem, and it will read and
-// write the memory of whoever calls into it (EPERM otherwise). Reply: Result,
-// once serving has begun.
+// write the memory of whoever calls into it (EPERM otherwise) — of those
+// callers the client could ptrace itself, found in the client's pid
+// namespace (FUSEMounter; package fusefs). Reply: Result, once serving has
+// begun.
 const opServeFUSE uint16 = 48
 
 // FUSETree is a tracefs tree served on a FUSE mount (Config.ServeFUSE).

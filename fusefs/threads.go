@@ -32,7 +32,10 @@ const maxThreads = 512
 // changes process; one that execs from a non-leader thread takes the
 // leader's number, and its old number's files fail. Failure drops the entry
 // and the write opens the files anew. Permission is not cached: the kernel
-// checks the right to read syscall (ptrace access) at each read.
+// checks the right to read syscall (ptrace access) at each read; and a
+// thread the tree's user could not ptrace (Options.For) has its syscall
+// never read. Threads are kept by the id FUSE gives them, in the mounter's
+// pid namespace, and found in this process's /proc once (FS.resolve).
 type threads struct {
 	mu       sync.Mutex
 	m        map[int]*thread
