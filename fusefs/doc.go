@@ -57,7 +57,7 @@
 // rule bounds what it could do: a caller's process is reached — memory read
 // or written, /proc/<tid>/syscall read — only if Options.For, the user the
 // tree is served for (the client, by SO_PEERCRED), could ptrace it
-// (procaccess: same uids and gids and dumpable, or a user namespace it
+// (caps.User.Check: same uids and gids and dumpable, or a user namespace it
 // created; root reaches all). A wrong or reused id thus reaches at worst
 // another process of the same user, never another user's; the caller gets
 // EPERM at its ioctl and its memory is not touched. Here uetrace differs

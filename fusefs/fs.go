@@ -16,7 +16,6 @@ import (
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/fuse"
 	"github.com/uetrace/uetrace/internal/pidns"
-	"github.com/uetrace/uetrace/internal/procaccess"
 	"github.com/uetrace/uetrace/subsys"
 )
 
@@ -61,12 +60,12 @@ type Options struct {
 	PIDs *pidns.Map
 	// For is whom the tree is served for: a caller's process is reached
 	// — its memory read and written, its /proc/<tid>/syscall read — only
-	// where For could ptrace it (procaccess), so that a caller's id in the
+	// where For could ptrace it (caps.User), so that a caller's id in the
 	// wrong namespace, or reused, can never reach another user's process
 	// through this process's privilege. nil: this process's own user. A
 	// daemon serving a descriptor a client handed over gives the client's
 	// (SO_PEERCRED).
-	For *procaccess.User
+	For *caps.User
 	// Dev, for Serve, is the st_dev of the mount the descriptor serves, as
 	// the mounter read it in its own mount namespace (MountDev): with it
 	// Tree.Close aborts the connection through fusectl; without it, by
@@ -84,7 +83,7 @@ type FS struct {
 	mtime       time.Time
 	threads     threads // the callers' open /proc files, for writes
 	pids        *pidns.Map
-	user        procaccess.User
+	user        caps.User
 }
 
 var (
@@ -106,7 +105,7 @@ func New(s *subsys.Subsystem, o Options) (*FS, error) {
 	if o.For != nil {
 		f.user = *o.For
 	} else {
-		f.user = procaccess.Self()
+		f.user = caps.Self()
 	}
 	if f.callers == nil {
 		f.callers = callers.New(s)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/uetrace/uetrace/fusefs"
-	"github.com/uetrace/uetrace/internal/procaccess"
+	"github.com/uetrace/uetrace/internal/caps"
 )
 
 // A tree served for a user (Options.For) reaches a caller's memory only
@@ -18,7 +18,7 @@ import (
 // refuse that user. (A pid FUSE gave in another namespace than the one the
 // tree was told, or one reused, thus never reaches another user's process.)
 func TestHostileServedFor(t *testing.T) {
-	e := newHostileWith(t, fusefs.Options{For: &procaccess.User{UID: 0, GID: 0}})
+	e := newHostileWith(t, fusefs.Options{For: &caps.User{UID: 0, GID: 0}})
 	e.client("served_for_same")
 
 	ctx, cancel := context.WithTimeout(context.Background(), clientDeadline)

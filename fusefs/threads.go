@@ -58,7 +58,7 @@ type thread struct {
 	stat    int // /proc/<tid>/stat, or -1
 	syscall int // /proc/<tid>/syscall, or -1 (no right to read it, say)
 	// noSyscall: the user the tree is served for may not ptrace the
-	// thread (procaccess), so its syscall file is not read.
+	// thread (caps.User), so its syscall file is not read.
 	noSyscall bool
 	comm      string
 	buf       [1024]byte

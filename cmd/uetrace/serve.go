@@ -17,8 +17,8 @@ import (
 
 	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/fusefs"
+	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/pidns"
-	"github.com/uetrace/uetrace/internal/procaccess"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -286,6 +286,6 @@ func handedOver(o fusefs.Options, from daemon.FUSEMounter) (fusefs.Options, erro
 		return o, fmt.Errorf("the pid namespace of the mount (the client's, pid %d): %w", from.PID, err)
 	}
 	o.PIDs = m
-	o.For = &procaccess.User{UID: from.UID, GID: from.GID, Privileged: from.UID == 0}
+	o.For = &caps.User{UID: from.UID, GID: from.GID, Privileged: from.UID == 0}
 	return o, nil
 }

@@ -175,7 +175,7 @@ func New(s *subsys.Subsystem) *Callers {
 }
 
 // SetAccess makes allow decide, for every process before its memory is
-// first read, whether it may be reached (package procaccess: the user the
+// first read, whether it may be reached (caps.User: the user the
 // callers are served for could ptrace it): a process allow refuses is never
 // made known, and Get's error is allow's. Call it before the first Get.
 func (cs *Callers) SetAccess(allow func(pid int) error) {

@@ -16,7 +16,7 @@
 // another namespace's thread now has, is never returned. Where the namespace
 // is /proc's own, ids are the same and nothing is read.
 //
-// It does not decide whether a task may be reached (package procaccess does)
+// It does not decide whether a task may be reached (caps.User does)
 // and it cannot see a namespace above /proc's: such a Map is refused.
 package pidns
 

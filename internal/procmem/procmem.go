@@ -122,7 +122,7 @@ type Mem struct {
 func Open(pid int) (*Mem, error) { return OpenAllowed(pid, nil) }
 
 // OpenAllowed is Open with a check of who the process is before anything
-// of its memory is read (package procaccess): allow is called with pid once
+// of its memory is read (caps.User): allow is called with pid once
 // the process is pinned by its pidfd, and its error is Open's; the process
 // is then checked to be still alive, so that what allow looked at under pid
 // was this process and not one that took its pid since. nil allows all.

@@ -1,6 +1,8 @@
-// Package procaccess decides whether a process may be reached — its memory
-// read and written, its /proc files read — on behalf of a user, by the rules
-// of Linux's ptrace_may_access(PTRACE_MODE_ATTACH_REALCREDS)
+package caps
+
+// This file answers the other question a server asks of a process: may a
+// user reach it — its memory read and written, its /proc files read — by
+// the rules of Linux's ptrace_may_access(PTRACE_MODE_ATTACH_REALCREDS)
 // (kernel/ptrace.c, __ptrace_may_access, read in 6.12's source), the check
 // process_vm_readv and process_vm_writev make of their caller:
 //
@@ -24,7 +26,6 @@
 // kernel checks at each access; an exec changes the process, which package
 // procmem notices), and Yama's ptrace_scope and LSMs are not asked (they are
 // the kernel's check of this process's own access).
-package procaccess
 
 import (
 	"errors"
@@ -138,7 +139,7 @@ func (u User) ownsNamespaceOf(dir string) bool {
 			unix.Close(fd)
 			return owned
 		}
-		if owner, err := unix.IoctlGetUint32(fd, unix.NS_GET_OWNER_UID); err == nil && owner == u.UID {
+		if owner, err := nsOwner(fd); err == nil && owner == u.UID {
 			owned = true
 		}
 		parent, err := unix.IoctlRetInt(fd, unix.NS_GET_PARENT)
@@ -149,16 +150,6 @@ func (u User) ownsNamespaceOf(dir string) bool {
 		}
 		fd = parent
 	}
-}
-
-type nsID struct{ dev, ino uint64 }
-
-func nsOf(fd int) (nsID, bool) {
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
-		return nsID{}, false
-	}
-	return nsID{st.Dev, st.Ino}, true
 }
 
 // ids reads the real, effective and saved uids and gids of a status file.

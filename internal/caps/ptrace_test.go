@@ -1,4 +1,4 @@
-package procaccess
+package caps
 
 import (
 	"bufio"
