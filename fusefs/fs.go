@@ -27,7 +27,9 @@ type Options struct {
 	Flush func()
 	// Callers reaches the calling processes and their memory. nil: New
 	// makes one, following forks and execs through the proc connector
-	// where it may (root) and noticing them lazily otherwise.
+	// where it may (root) and noticing them lazily otherwise. Either way
+	// New gives it the check of For (callers.SetAccess): one Callers
+	// serves one tree.
 	Callers *callers.Callers
 	// Cred is a calling process's privilege (nil: perfmon_capable() of
 	// its process, from procfs).
