@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/tracefmt"
 )
 
@@ -156,14 +157,7 @@ func appendJSONField(b []byte, j jsonField, data []byte) []byte {
 	case j.kind == jsonString:
 		return appendJSONBytes(b, data, true)
 	case j.kind == jsonBlob:
-		b = append(b, '"')
-		for i, c := range data {
-			if i > 0 {
-				b = append(b, ' ')
-			}
-			b = append(b, hexDigits[c>>4], hexDigits[c&15])
-		}
-		return append(b, '"')
+		return eventheader.AppendHexBytes(b, data)
 	case !j.array:
 		if len(data) < j.elem {
 			return append(b, "null"...)
@@ -201,24 +195,8 @@ func appendJSONInt(b []byte, j jsonField, d []byte) []byte {
 	}
 	if j.kind == jsonHex {
 		b = append(b, `"0x`...)
-		b = appendUpperHex(b, v)
+		b = eventheader.AppendHex(b, v)
 		return append(b, '"')
 	}
 	return appendUint(b, v)
-}
-
-// appendUpperHex appends v in upper-case hex without leading zeros, as
-// printf's %X.
-func appendUpperHex(b []byte, v uint64) []byte {
-	const digits = "0123456789ABCDEF"
-	var buf [16]byte
-	i := len(buf)
-	for {
-		i--
-		buf[i] = digits[v&15]
-		if v >>= 4; v == 0 {
-			break
-		}
-	}
-	return append(b, buf[i:]...)
 }
