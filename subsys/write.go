@@ -207,6 +207,36 @@ func (f *File) dropUntaken(ev *Event, w *Writer, ts uint64, stamped bool, size i
 	}
 }
 
+// WriteHead is a write of total bytes of which the caller hands over only
+// the first len(head), the write index among them: what a transport that
+// carries fewer bytes than a write holds (the daemon's messages: MaxWrite)
+// sends of a longer one. It answers as the whole write would have been
+// answered when no consumer can take a record that long, which is all it
+// needs the bytes for — the index, the size (of all total bytes) and the
+// event's state checked as Write checks them, then the record dropped
+// unvalidated and counted, and total returned. A record some consumer
+// could take (one no longer than any limit of theirs: a payload of at most
+// 8184 bytes) is EMSGSIZE: its bytes are needed.
+func (f *File) WriteHead(w Writer, head []byte, total int) (int, error) {
+	if len(head) >= total {
+		return f.Write(w, head[:total], 0)
+	}
+	if len(head) < 4 {
+		return 0, fmt.Errorf("write of %d bytes: the first %d hold no write index: %w", total, len(head), unix.EINVAL)
+	}
+	ev, err := f.check(binary.NativeEndian.Uint32(head), total-4)
+	if err != nil {
+		return 0, err
+	}
+	size := eventdef.HeaderSize + total - 4
+	toFtrace, ss := ev.ftrace.Load(), ev.sessions.Load()
+	if toFtrace && f.s.trace.takes(size, ev.filter.Load() != nil) || ss != nil && perfTakes(size) {
+		return 0, fmt.Errorf("write of %d bytes to %s: a consumer takes a record this long, and only %d bytes came: %w", total, ev.tp, len(head), unix.EMSGSIZE)
+	}
+	f.dropUntaken(ev, &w, 0, false, size, toFtrace, ss)
+	return total, nil
+}
+
 // sessionsOf is the list ev.sessions points to, none for nil.
 func sessionsOf(ss *[]*Session) []*Session {
 	if ss == nil {

@@ -180,3 +180,36 @@ func TestWriteLargeRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteHead: a write of which only the head came is answered as the
+// whole write when no consumer can take a record that long, and is
+// EMSGSIZE, changing nothing, when one could.
+func TestWriteHead(t *testing.T) {
+	e := newEnv(t)
+	f := e.s.Open()
+	idx, err := e.reg(f, "l __rel_loc char[] s", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := Writer{PID: 1, TGID: 1, Comm: "w"}
+	head := append(le32(idx), relLocPayload(nil, 100, 'a', false)[:50]...)
+	if _, err := f.WriteHead(w, head, 70000); !errors.Is(err, unix.EBADF) {
+		t.Errorf("disabled: %v, want EBADF", err)
+	}
+	if _, err := f.WriteHead(w, head[:3], 70000); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("no index: %v, want EINVAL", err)
+	}
+	e.enable("l", true)
+	if n, err := f.WriteHead(w, head, 70000); err != nil || n != 70000 {
+		t.Errorf("70000 bytes: %d, %v", n, err)
+	}
+	if _, err := f.WriteHead(w, head, 4000); !errors.Is(err, unix.EMSGSIZE) {
+		t.Errorf("4000 bytes, which the trace buffer takes: %v, want EMSGSIZE", err)
+	}
+	if n, err := f.WriteHead(w, append(le32(idx), relLocPayload(nil, 3, 'a', true)...), 11); err != nil || n != 11 {
+		t.Errorf("a whole write: %d, %v", n, err)
+	}
+	if written, dropped := e.s.Lookup("user_events", "l").Counts(); written != 2 || dropped != 1 {
+		t.Errorf("written %d, dropped %d; want 2 and 1", written, dropped)
+	}
+}
