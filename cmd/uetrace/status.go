@@ -22,7 +22,8 @@ func newStatusCmd(g *globals) *cobra.Command {
 ID, what is attached to it (ftrace, perf, other — from user_events_status),
 how many records were written to it and how many of those were dropped on
 their way — a recording session's buffer or the writer's ring to the daemon
-was full — and its fields as dynamic_events shows them ("char[5] a; struct S
+was full, or the record was longer than the trace buffer's page or perf's
+8 KiB, which Linux drops without a count — and its fields as dynamic_events shows them ("char[5] a; struct S
 b 8", made from its format file, which shows "char a[]" and no struct size),
 followed by the Active and Busy counts.
 
