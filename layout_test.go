@@ -22,7 +22,7 @@ var layers = [][]string{
 		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fuse", "internal/otlp", "internal/sdaemon"},
 	// The ftrace ring buffer and its text; the kernel's event filters.
-	{"internal/ftrace", "tracefilter"},
+	{"internal/ftrace", "tracefilter", "internal/bpfcount"},
 	// The user_events subsystem in user space.
 	{"subsys"},
 	// The processes calling in through FUSE, as subsys processes: it
