@@ -42,7 +42,9 @@ type Arena struct {
 // shakes hands, sharing arena if it is not nil. The connection's
 // descriptor is blocking: calls wait in the kernel, not in Go's poller.
 // A socket this user may not connect to is a *PermissionError naming its
-// owner, group and mode.
+// owner, group and mode; a daemon running as a user this client does not
+// trust (see checkPeer) is an *IdentityError, found before anything is
+// sent.
 func Dial(path string, arena *Arena) (*Client, error) {
 	if path == "" {
 		path = DefaultSocket()
@@ -57,6 +59,10 @@ func Dial(path string, arena *Arena) (*Client, error) {
 			return nil, permissionError(path)
 		}
 		return nil, fmt.Errorf("dial %s: %w", path, err)
+	}
+	if err := checkPeer(fd, path); err != nil {
+		unix.Close(fd)
+		return nil, err
 	}
 	c := &Client{fd: fd, path: path}
 	hello := make([]byte, 0, helloSize)

@@ -313,8 +313,8 @@ func openRecorder(g *globals, out io.WriteSeeker, opts record.Options) (*record.
 		}
 	}
 	c, err := daemon.Dial(o.Socket, nil)
-	if pe := (*daemon.PermissionError)(nil); errors.As(err, &pe) {
-		return nil, nil, err // a daemon is there: the error says whom to ask
+	if pe, ie := (*daemon.PermissionError)(nil), (*daemon.IdentityError)(nil); errors.As(err, &pe) || errors.As(err, &ie) {
+		return nil, nil, err // a daemon is there: the error says whom to ask, or whom it runs as
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("no kernel user_events and no daemon: %w", err)

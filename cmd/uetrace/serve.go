@@ -115,8 +115,17 @@ shows the counts. 0 is the default; -1 no limit.`,
 			// everyone see the socket, whose own 0660 then answers a
 			// stranger with its owner and group.
 			listen := daemon.Listen
+			var shared *daemon.Access
 			if group != "" || mode != "" {
 				listen = func(p string) (*net.UnixListener, error) { return daemon.ListenAccess(p, access) }
+				shared = &access
+			}
+			// A per-user socket's directory must be the user's own:
+			// anyone may make /tmp/uetrace-<uid> first.
+			if g.socket == "" {
+				if err := daemon.PrepareSocketDir(shared); err != nil {
+					return fmt.Errorf("serve: %w", err)
+				}
 			}
 			ln, err := listen(sock)
 			if err != nil {
