@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -144,7 +145,12 @@ func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
 		if used != "" {
 			r.users = strings.Join(strings.Fields(used), ",")
 		}
+		// A name no path can hold (" u32 a" registers an empty one)
+		// has no format to read: its row shows "?".
 		for _, sys := range []string{"user_events", "user_events_multi"} {
+			if !eventdef.PathName(tp) {
+				break
+			}
 			format, err := fs.ReadFile("events/" + sys + "/" + tp + "/format")
 			if err != nil {
 				continue
