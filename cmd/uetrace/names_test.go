@@ -82,6 +82,15 @@ func TestCLIUnnamableEvent(t *testing.T) {
 		t.Errorf("record -e 'user_events:*' -- emit ok_ev: exit %d\n%s", code, b)
 	}
 
+	// Records of the event no path names cannot be decoded: said, and a
+	// failure.
+	rec = exec.Command(binary(t), "--backend", "daemon", "--socket", sock, "record", "-e", "user_events:*", "-o", filepath.Join(dir, "empty.data"),
+		"--", binary(t), "--backend", "daemon", "--socket", sock, "emit", " u32 a", "--field", "a=7")
+	b, _ = rec.CombinedOutput()
+	if code, _ := exitOf(rec.ProcessState); code != 1 || !strings.Contains(string(b), "input/output error (EIO): 1 samples cannot be decoded") {
+		t.Errorf("record -e 'user_events:*' -- emit ' u32 a': exit %d\n%s", code, b)
+	}
+
 	// A recording that matched nothing says so and fails.
 	rec = exec.Command(binary(t), "--backend", "daemon", "--socket", sock, "record", "-e", "atk_*", "-o", filepath.Join(dir, "none.data"), "--", "true")
 	b, _ = rec.CombinedOutput()
