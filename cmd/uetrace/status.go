@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -89,7 +90,11 @@ func printStatus(out io.Writer, fs *userevents.Tracefs) error {
 		if c, ok := counts[r.tracepoint]; ok {
 			written, dropped = c[0], c[1]
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.tracepoint, r.system, r.id, r.users, written, dropped, r.fields)
+		name := r.tracepoint
+		if !eventdef.PathName(name) {
+			name = strconv.Quote(name) // an empty name shows as ""
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.system, r.id, r.users, written, dropped, r.fields)
 	}
 	w.Flush()
 	fmt.Fprintf(out, "\n%s\n", footer)
@@ -127,19 +132,21 @@ func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	// One line per event, a blank line, then "Active: N" and "Busy: N".
-	var rows []statusRow
+	// One line per event, a blank line, then "Active: N" and "Busy: N"
+	// (user_events_status_show). An event's line is blank too when its
+	// name is empty (" u32 a" registers one): the footer is the last
+	// lines, not what follows the first blank one.
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 	var footer []string
-	inFooter := false
-	for line := range strings.Lines(string(b)) {
-		line = strings.TrimSuffix(line, "\n")
-		if line == "" || inFooter {
-			inFooter = true
-			if line != "" {
-				footer = append(footer, line)
-			}
-			continue
-		}
+	for len(lines) > 0 && (strings.HasPrefix(lines[len(lines)-1], "Active: ") || strings.HasPrefix(lines[len(lines)-1], "Busy: ")) {
+		footer = append([]string{lines[len(lines)-1]}, footer...)
+		lines = lines[:len(lines)-1]
+	}
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	var rows []statusRow
+	for _, line := range lines {
 		tp, used, _ := strings.Cut(line, " # Used by ")
 		r := statusRow{tracepoint: tp, users: "-", id: "?", fields: "?"}
 		if used != "" {
