@@ -88,9 +88,16 @@ type IdentityError struct {
 	Path string
 	UID  uint32 // the daemon's, as SO_PEERCRED gives it
 	Self uint32 // the client's effective uid
+	// Unmapped: the client is in a user namespace that does not map the
+	// daemon's user, which UID (the overflow uid) stands for.
+	Unmapped bool
 }
 
 func (e *IdentityError) Error() string {
+	if e.Unmapped {
+		return fmt.Sprintf("dial %s: the daemon there runs as a user this user namespace does not map (SO_PEERCRED shows uid %d, whoever it is), and a directory above the socket can be written by others than its owner: anyone could have put it there, so nothing was sent; dial a socket whose every directory only its owner may write (as /run/uetrace), or map the daemon's user",
+			e.Path, e.UID)
+	}
 	return fmt.Sprintf("dial %s: the daemon there runs as %s (uid %d), not as root or as you (uid %d): anyone who could make that socket could be reading what you send, so nothing was sent; if you trust that user, set %s=%d",
 		e.Path, userName(e.UID), e.UID, e.Self, EnvDaemonUID, e.UID)
 }
@@ -114,10 +121,11 @@ func checkPeer(fd int, path string) error {
 	if u.Uid == 0 || u.Uid == self || slices.Contains(trustedUIDs(), u.Uid) {
 		return nil
 	}
-	if u.Uid == overflowUID() && inUserNamespace() && ownersOnly(path) {
+	unmapped := u.Uid == overflowUID() && inUserNamespace()
+	if unmapped && ownersOnly(path) {
 		return nil
 	}
-	return &IdentityError{Path: path, UID: u.Uid, Self: self}
+	return &IdentityError{Path: path, UID: u.Uid, Self: self, Unmapped: unmapped}
 }
 
 // trustedUIDs are the users UETRACE_DAEMON_UID names.

@@ -184,3 +184,68 @@ func TestCLISocketSquat(t *testing.T) {
 		srv.Wait()
 	}
 }
+
+// A client in a user namespace that does not map the daemon's user sees
+// the overflow uid, whoever runs it: such a daemon is trusted only at a
+// socket whose every directory above can be written by its owner alone,
+// where no other user could have put it.
+func TestCLIDaemonUnmapped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to map a user namespace")
+	}
+	base, err := os.MkdirTemp("", "uetrace-unmapped") // in /tmp: anyone may write there
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	bin := copyBinary(t, base)
+	owned, err := os.MkdirTemp("/run", "uetrace-unmapped")
+	if err != nil {
+		t.Skipf("no directory only root may write: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(owned) })
+	os.Chmod(owned, 0o755)
+	status := func(sock string) (string, int) {
+		cmd := exec.Command(bin, "--socket", sock, "status")
+		cmd.Dir = "/"
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		// Root of a namespace of its own, uid 65532 outside: without the
+		// Credential it would stay the real root, unmapped.
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 65532, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 65532, Size: 1}},
+		}
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Skipf("a user namespace: %v", err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	for _, tc := range []struct {
+		dir  string
+		code int
+		want string
+	}{
+		{filepath.Join(base, "d"), 1, "runs as a user this user namespace does not map"},
+		{filepath.Join(owned, "d"), 0, "Active: 0"},
+	} {
+		sock := filepath.Join(tc.dir, "uetrace.sock")
+		srv, _ := serveAsUser(t, 0, nil, bin, "--socket", sock, "--mode", "0666")
+		eventually(t, "the daemon to answer", func() bool {
+			_, code := runAsUser(t, 0, nil, bin, "--socket", sock, "status")
+			return code == 0
+		})
+		if out, code := status(sock); code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("status in a user namespace on %s: exit %d, want %d\n%s", sock, code, tc.code, out)
+		}
+		srv.Process.Signal(syscall.SIGTERM)
+		srv.Wait()
+	}
+}
