@@ -17,15 +17,16 @@ func TestReadDirUnlistable(t *testing.T) {
 	f := s.Open()
 	defer f.Close()
 	p := s.NewProcess(nopMem{})
-	for i, cmd := range []string{"ok_first u32 a", " u32 a", "ok_after u32 a"} {
+	long := strings.Repeat("y", 300) // longer than NAME_MAX: eventfs lists it, and opens it
+	for i, cmd := range []string{long + " u32 a", "ok_first u32 a", " u32 a", "ok_after u32 a"} {
 		args := regArgs(cmd)
 		args.Reg[4] = byte(i) // enable_bit: one bit each
 		if _, err := f.Register(p, subsys.Cred{PerfmonCapable: true}, args); err != nil {
 			t.Fatalf("register %q: %v", cmd, err)
 		}
 	}
-	got := sh(t, dir, `ls -f $T/events/user_events 2>&1; echo "exit $?"; cat $T/events/user_events/ok_after/id >/dev/null && echo ok_after opens`)
-	want := ".\n..\nfilter\nenable\nok_first\nls: reading directory '" + dir + "/events/user_events': Input/output error\nexit 2\nok_after opens\n"
+	got := sh(t, dir, `ls -f $T/events/user_events 2>&1; echo "exit $?"; cat $T/events/user_events/ok_after/id $T/events/user_events/`+long+`/id >/dev/null && echo ok_after opens`)
+	want := ".\n..\nfilter\nenable\n" + long + "\nok_first\nls: reading directory '" + dir + "/events/user_events': Input/output error\nexit 2\nok_after opens\n"
 	if got != want {
 		t.Errorf("ls -f:\n got %q\nwant %q", got, want)
 	}
