@@ -66,6 +66,14 @@ func TestReadDirUnlistableGolden(t *testing.T) {
 	if _, err := e.s.FS().ReadDir("events/user_events/ok_after"); err != nil {
 		t.Errorf("ok_after's directory, after the unlistable name: %v", err)
 	}
+	// No path reaches the events named "" or "..": the VFS makes "//"
+	// one '/' and ".." the parent (events/user_events//id is
+	// events/user_events/id, which does not exist).
+	for _, p := range []string{"events/user_events//id", "events/user_events/../id"} {
+		if b, err := e.s.FS().ReadFile(p, root); !errors.Is(err, unix.ENOENT) {
+			t.Errorf("read %s: %q, %v; want ENOENT", p, b, err)
+		}
+	}
 	// With the empty name first, as the producer did, nothing but
 	// the two files is listed: ok_ev, made after it, is left out.
 	e = newEnv(t)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,9 +125,11 @@ type node struct {
 	ev     *Event // for events/<system>/<tp>/...
 }
 
-// lookup resolves a path. Called with s.mu held.
+// lookup resolves a path as the VFS walks it: "//" and "." are nothing,
+// ".." is the parent — so an event named "", "." or ".." (which
+// DIAG_IOCSREG accepts) has no path, as on Linux. Called with s.mu held.
 func (f *FS) lookup(name string) (node, error) {
-	name = strings.Trim(name, "/")
+	name = strings.TrimPrefix(path.Clean("/"+name), "/")
 	if name == "" || name == "." {
 		return node{dir: true, mode: fs.ModeDir | rootDirMode}, nil
 	}
