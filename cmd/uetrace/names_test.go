@@ -82,7 +82,8 @@ func TestCLIUnnamableEvent(t *testing.T) {
 	rec := exec.Command(binary(t), "--backend", "daemon", "--socket", sock, "record", "-e", "user_events:*", "-o", data,
 		"--", binary(t), "--backend", "daemon", "--socket", sock, "emit", "ok_ev u32 a", "--field", "a=7")
 	b, _ := rec.CombinedOutput()
-	if code, _ := exitOf(rec.ProcessState); code != 0 || !strings.Contains(string(b), "1 samples of 1 events") || !strings.Contains(string(b), "uetrace record: "+skip) {
+	if code, _ := exitOf(rec.ProcessState); code != 0 || !strings.Contains(string(b), "1 samples of 1 events") || !strings.Contains(string(b), "uetrace record: "+skip) ||
+		!strings.Contains(string(b), "warning: 1 events that match were skipped") {
 		t.Errorf("record -e 'user_events:*' -- emit ok_ev: exit %d\n%s", code, b)
 	}
 

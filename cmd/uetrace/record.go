@@ -242,7 +242,7 @@ func incomplete(op string, st record.Stats, events []string) error {
 	e := &userevents.Error{Op: op, Input: sel}
 	switch {
 	case len(st.Events) == 0 && st.Skipped > 0:
-		e.Errno, e.Reason = unix.ENOENT, fmt.Sprintf("nothing recorded: the %d events that match have names no tracefs path can hold (skipped, above)", st.Skipped)
+		e.Errno, e.Reason = unix.ENOENT, fmt.Sprintf("nothing recorded: the %d events that match have names no tracefs path can hold (skipped)", st.Skipped)
 	case len(st.Events) == 0:
 		e.Errno, e.Reason = unix.ENOENT, "nothing recorded: no event matched (uetrace status lists them)"
 	case st.Unknown > 0:
@@ -402,6 +402,9 @@ func printSummary(w io.Writer, st record.Stats, file string, elapsed time.Durati
 	}
 	if st.Filtered > 0 {
 		fmt.Fprintf(w, "  (%d samples of other tasks left out by --pid/--comm)\n", st.Filtered)
+	}
+	if st.Skipped > 0 {
+		fmt.Fprintf(w, "warning: %d events that match were skipped: no tracefs path can name them (empty, '/', '.' or '..'), so their formats cannot be read\n", st.Skipped)
 	}
 	if st.Unknown > 0 {
 		fmt.Fprintf(w, "warning: %d samples belong to events whose format could not be read (deleted first, or named so that no path reaches them); they cannot be decoded\n", st.Unknown)
