@@ -24,6 +24,7 @@ func TestReadDirUnlistableGolden(t *testing.T) {
 	defer f.Close()
 	var wantList, wantAvail []string
 	var wantErr string
+	want2 := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		kind, rest, _ := strings.Cut(sc.Text(), ": ")
@@ -40,6 +41,8 @@ func TestReadDirUnlistableGolden(t *testing.T) {
 			}
 		case "available":
 			wantAvail = append(wantAvail, rest)
+		case "dynamic_events", "user_events_status":
+			want2[kind] += strings.TrimPrefix(rest, "|") + "\n"
 		}
 	}
 	e := newEnv(t)
@@ -88,5 +91,10 @@ func TestReadDirUnlistableGolden(t *testing.T) {
 	}
 	if !slices.Equal(got, []string{"filter", "enable"}) || !errors.Is(err, unix.EIO) {
 		t.Errorf("an empty name first: ReadDir = %q, %v; Linux lists filter enable, then EIO", got, err)
+	}
+	for _, file := range []string{"dynamic_events", "user_events_status"} {
+		if got := e.read(file); got != want2[file] || got == "" {
+			t.Errorf("an empty name first: %s:\n got %q\nwant %q", file, got, want2[file])
+		}
 	}
 }
