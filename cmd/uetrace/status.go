@@ -132,19 +132,7 @@ func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	// One line per event, a blank line, then "Active: N" and "Busy: N"
-	// (user_events_status_show). An event's line is blank too when its
-	// name is empty (" u32 a" registers one): the footer is the last
-	// lines, not what follows the first blank one.
-	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	var footer []string
-	for len(lines) > 0 && (strings.HasPrefix(lines[len(lines)-1], "Active: ") || strings.HasPrefix(lines[len(lines)-1], "Busy: ")) {
-		footer = append([]string{lines[len(lines)-1]}, footer...)
-		lines = lines[:len(lines)-1]
-	}
-	if len(lines) > 0 && lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
+	lines, footer := splitStatus(string(b))
 	var rows []statusRow
 	for _, line := range lines {
 		tp, used, _ := strings.Cut(line, " # Used by ")
@@ -169,6 +157,24 @@ func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
 		rows = append(rows, r)
 	}
 	return rows, strings.Join(footer, ", "), nil
+}
+
+// splitStatus splits user_events_status into its events' lines and its
+// footer: one line per event, a blank line, then "Active: N" and "Busy: N"
+// (user_events_status_show). An event's line is blank too when its name
+// is empty (" u32 a" registers one): the footer is the last lines, not
+// what follows the first blank one.
+func splitStatus(text string) (lines, footer []string) {
+	lines = strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	end := len(lines)
+	for end > 0 && (strings.HasPrefix(lines[end-1], "Active: ") || strings.HasPrefix(lines[end-1], "Busy: ")) {
+		end--
+	}
+	footer = lines[end:]
+	if end > 0 && lines[end-1] == "" {
+		end--
+	}
+	return lines[:end], footer
 }
 
 // parseFormat takes the ID and the user fields, in user_events syntax,
