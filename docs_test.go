@@ -1,0 +1,167 @@
+package uetrace_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/uetrace/uetrace/conformance/harness"
+	"github.com/uetrace/uetrace/eventheader/eventheadertest"
+	"github.com/uetrace/uetrace/kernel/datacalls"
+	"github.com/uetrace/uetrace/kernel/selftests"
+)
+
+// The README is what a newcomer reads first: short, with the two commands
+// that must always work on a fresh clone (CI runs the second as it is).
+func TestREADMELength(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(readme), "\n"); n > 250 {
+		t.Errorf("README.md has %d lines, want at most 250: move detail to docs/ and link it", n)
+	}
+	for _, want := range []string{"```sh\ngo run ./cmd/uetrace demo\n```\n", "```sh\ngo test ./...\n```\n"} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md lacks the block\n%s", want)
+		}
+	}
+}
+
+// TestDocsLinks checks that every relative link of README.md and docs/
+// names a file or directory of the repository.
+func TestDocsLinks(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	n := 0
+	for _, page := range docPages(t) {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(text), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, "://") || target == "" {
+				continue
+			}
+			n++
+			if _, err := os.Stat(filepath.Join(filepath.Dir(page), target)); err != nil {
+				t.Errorf("%s links to %s, which is not there", page, m[1])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no relative links found: the scan is broken (the README links docs/)")
+	}
+}
+
+// A figure is a count that one of the pages gives, as the words around it
+// say it, and what it is computed from.
+type figure struct {
+	page, text string
+}
+
+// TestDocsFigures checks each count the pages give against the files the
+// tests that produce it read: a count that changes there must change in
+// the page too. Whitespace (line breaks included) matches any whitespace.
+func TestDocsFigures(t *testing.T) {
+	var figures []figure
+	add := func(page, format string, args ...any) {
+		figures = append(figures, figure{page, fmt.Sprintf(format, args...)})
+	}
+
+	// Conformance: TestConformance fails on any difference from the kernel
+	// that known-differences.txt does not list and on any it lists that no
+	// longer differs, so the counts ueconform prints are the kernel's
+	// results less the listed differences.
+	results, err := os.Open(filepath.Join("conformance", "kernel.results"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := harness.ParseResults(results)
+	results.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scenarios, _ := filepath.Glob(filepath.Join("conformance", "scenarios", "*.scn"))
+	if len(scenarios) != len(kernel.Names) {
+		t.Fatalf("conformance/scenarios has %d scenarios, kernel.results %d: go test ./conformance/harness -update", len(scenarios), len(kernel.Names))
+	}
+	known, err := harness.LoadKnown(filepath.Join("conformance", "known-differences.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]*harness.Results{}
+	for _, b := range harness.Backends[1:] {
+		res := &harness.Results{Names: kernel.Names, Text: map[string]string{}}
+		for _, name := range kernel.Names {
+			res.Text[name] = kernel.Text[name]
+			if _, differs := known[name][b]; differs {
+				res.Text[name] += "(a known difference)\n"
+			}
+		}
+		backends[b] = res
+	}
+	add("docs/testing.md", "%d scenarios (`conformance/scenarios/*.scn`", len(kernel.Names))
+	add("docs/testing.md", "%s", harness.Compare(kernel, backends, known).Summary())
+
+	// The kernel's selftests through FUSE: TestSelftestsThroughFUSE
+	// requires every test of each but the kernel-only programs to pass.
+	var passing []string
+	for _, b := range selftests.Binaries {
+		if b.KernelOnly == "" {
+			passing = append(passing, fmt.Sprintf("`%s` %d/%d", b.Name, len(b.Tests), len(b.Tests)))
+		}
+	}
+	add("docs/run-and-fuse.md", "unmodified: %s and `samples/user_events/example`", strings.Join(passing, ", "))
+
+	// kernel/datacalls through FUSE: TestThroughFUSE requires every row of
+	// the golden but those fuse.differences lists.
+	rows, err := datacalls.ReadGolden()
+	if err != nil {
+		t.Fatal(err)
+	}
+	differences, err := os.ReadFile(filepath.Join("kernel", "datacalls", "testdata", "fuse.differences"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	differ := 0
+	for _, line := range strings.Split(string(differences), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			differ++
+		}
+	}
+	add("docs/run-and-fuse.md", "%d of the %d calls of `kernel/datacalls` answer as Linux 6.12 does; the %d others", len(rows)-differ, len(rows), differ)
+
+	// The EventHeader vectors: TestGoldenDecode and TestGoldenReencode
+	// require every one of them.
+	n := eventheadertest.Count
+	add("docs/testing.md", "`eventheader/eventheadertest` holds %d events", n)
+	add("docs/testing.md", "(`TestGoldenReencode`): %d/%d and %d/%d.", n, n, n, n)
+	add("docs/record-report.md", "The %d events of Microsoft's test suite report exactly as their decoder prints them", n)
+	add("docs/architecture.md", "proved on the reference's %d events", n)
+
+	// The Collector the export tests run.
+	gomod, err := os.ReadFile(filepath.Join("export", "otelcol", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otelcol := regexp.MustCompile(`(?m)^\s*go\.opentelemetry\.io/collector/otelcol (v\S+)$`).FindSubmatch(gomod)
+	if otelcol == nil {
+		t.Fatal("export/otelcol/go.mod requires no go.opentelemetry.io/collector/otelcol")
+	}
+	add("docs/record-report.md", "(otelcol %s with the OTLP receiver", otelcol[1])
+
+	space := regexp.MustCompile(`\s+`)
+	for _, f := range figures {
+		text, err := os.ReadFile(f.page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(space.ReplaceAllString(string(text), " "), f.text) {
+			t.Errorf("%s does not say %q: the figure there is stale", f.page, f.text)
+		}
+	}
+}
