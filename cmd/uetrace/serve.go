@@ -17,6 +17,8 @@ import (
 
 	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/fusefs"
+	"github.com/uetrace/uetrace/internal/caps"
+	"github.com/uetrace/uetrace/internal/pidns"
 	"github.com/uetrace/uetrace/internal/sdaemon"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -159,7 +161,13 @@ shows the counts. 0 is the default; -1 no limit.`,
 					return srv.FUSECharge(uid, cred, files, regs, force)
 				}}
 			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log, Tracers: who, Limits: limits, MaxConns: maxConns,
-				ServeFUSE: func(dev *os.File) (daemon.FUSETree, error) { return fusefs.Serve(dev, sys, treeOpts) }})
+				ServeFUSE: func(dev *os.File, from daemon.FUSEMounter) (daemon.FUSETree, error) {
+					o, err := handedOver(treeOpts, from)
+					if err != nil {
+						return nil, err
+					}
+					return fusefs.Serve(dev, sys, o)
+				}})
 			ctx, stop := interruptible(cmd)
 			defer stop()
 			done := make(chan error, 1)
@@ -306,4 +314,20 @@ func parseTracers(list string) (daemon.Tracers, error) {
 		}
 	}
 	return t, nil
+}
+
+// handedOver is the options of a tree on a FUSE mount a client handed over:
+// its callers' ids are in the pid namespace of the client (who mounted it,
+// itself or through uetrace run's shim, which makes no pid namespace), and
+// they are reached only where the client could ptrace them — a client that
+// mounted in another pid namespace than its own gets its callers found
+// wrongly (ESRCH), never another user's process. Root's reach everything.
+func handedOver(o fusefs.Options, from daemon.FUSEMounter) (fusefs.Options, error) {
+	m, err := pidns.OfPidfd(from.Pidfd)
+	if err != nil {
+		return o, fmt.Errorf("the pid namespace of the mount (the client's, pid %d): %w", from.PID, err)
+	}
+	o.PIDs = m
+	o.For = &caps.User{UID: from.UID, GID: from.GID, Privileged: from.UID == 0}
+	return o, nil
 }
