@@ -157,7 +157,8 @@ func uetraceArgs(cmd []string) ([]string, bool) {
 }
 
 // TestDocsCommandLines checks that every uetrace command line of the pages'
-// sh and console blocks names a command uetrace has, with flags it has.
+// sh and console blocks names a command uetrace has, with flags it has, and
+// that a default the prose gives is the flag's.
 func TestDocsCommandLines(t *testing.T) {
 	n := 0
 	for _, b := range docBlocks(t, "sh", "console") {
@@ -186,6 +187,31 @@ func TestDocsCommandLines(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("found %d uetrace command lines in the pages, want many: the scan is broken", n)
+	}
+
+	// Prose that gives a flag's default, "`--flag` (default V)", gives
+	// the default of that flag of some command.
+	root := newRootCmd()
+	defaults := map[string][]string{}
+	var visit func(*cobra.Command)
+	visit = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) { defaults[f.Name] = append(defaults[f.Name], flagDefault(f)) })
+		for _, sub := range c.Commands() {
+			visit(sub)
+		}
+	}
+	visit(root)
+	said := regexp.MustCompile("`--([a-z-]+)` \\(default ([^)]+)\\)")
+	for _, page := range docPages(t) {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range said.FindAllStringSubmatch(string(text), -1) {
+			if !slices.Contains(defaults[m[1]], m[2]) {
+				t.Errorf("%s says --%s's default is %s; the commands' are %q", page, m[1], m[2], defaults[m[1]])
+			}
+		}
 	}
 }
 
