@@ -473,7 +473,8 @@ func TestREADMECProgram(t *testing.T) {
 	// line like want, and returns that line.
 	until := func(want *regexp.Regexp, args ...string) string {
 		for ctx.Err() == nil {
-			cmd := exec.CommandContext(ctx, bin, args...)
+			// The daemon's, even where the kernel has user_events.
+			cmd := exec.CommandContext(ctx, bin, append([]string{"--backend", "daemon"}, args...)...)
 			cmd.Env = env
 			out, err := cmd.CombinedOutput()
 			if err == nil {
