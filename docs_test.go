@@ -3,6 +3,7 @@ package uetrace_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader/eventheadertest"
 	"github.com/uetrace/uetrace/kernel/datacalls"
 	"github.com/uetrace/uetrace/kernel/selftests"
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 // The README is what a newcomer reads first: short, with the two commands
@@ -164,4 +166,65 @@ func TestDocsFigures(t *testing.T) {
 			t.Errorf("%s does not say %q: the figure there is stale", f.page, f.text)
 		}
 	}
+}
+
+// TestREADMECProgramOnKernel runs the README's C program, built static, on
+// the real Linux 6.12 with user_events (kernel/vmtest): the uapi it
+// declares by hand must be the kernel's, and its record must show in the
+// kernel's trace as the README shows it. (cmd/uetrace's TestREADMECProgram
+// runs it under uetrace run.)
+func TestREADMECProgramOnKernel(t *testing.T) {
+	vmtest.Require(t)
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc: apt-get install gcc libc6-dev")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := regexp.MustCompile("(?ms)^```c\n(.*?)^```$").FindSubmatch(readme)
+	shown := regexp.MustCompile("(?m)^ +hello-[0-9]+ .*: hello: count=.*$").Find(readme)
+	if src == nil || shown == nil {
+		t.Fatal("README.md has no ```c block, or no trace line of its event hello")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hello.c"), src[1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "hello")
+	if out, err := exec.Command(gcc, "-static", "-Wall", "-Werror", "-o", bin, filepath.Join(dir, "hello.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc -static hello.c (apt-get install libc6-dev): %v\n%s", err, out)
+	}
+	ctx, cancel := vmtest.TestContext(t)
+	defer cancel()
+	res, err := vmtest.Run(ctx, vmtest.Options{Files: map[string]string{"hello": bin}}, "sh", "-c", `
+		cd /sys/kernel/tracing
+		/test/hello &
+		until [ -e events/user_events/hello/enable ]; do sleep 0.1; done
+		echo 1 > events/user_events/hello/enable
+		until grep -q ': hello: count=' trace; do sleep 0.1; done
+		grep ': hello: count=' trace | head -1
+		kill $!`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := regexp.MustCompile("(?m)^ +hello-[0-9]+ .*: hello: count=.*$").Find(res.Output)
+	if res.ExitCode != 0 || got == nil {
+		t.Fatalf("exit %d, no record of hello in the kernel's trace:\n%s", res.ExitCode, res.Output)
+	}
+	if normaliseRun(string(got)) != normaliseRun(string(shown)) {
+		t.Errorf("the kernel's trace shows\n%s\nthe README shows\n%s", got, shown)
+	}
+}
+
+// normaliseRun makes a trace line of a run comparable with another run's:
+// the numbers (decimal and hex), the space between columns and the latency
+// flags (irqs-off, need-resched, hardirq/softirq, preempt depths: ".N..."
+// when the kernel wants to reschedule the writer) vary.
+func normaliseRun(line string) string {
+	line = regexp.MustCompile(`\] [.a-zA-Z0-9]{5} `).ReplaceAllString(line, "] ..... ")
+	line = regexp.MustCompile(`0x[0-9a-f]+`).ReplaceAllString(line, "0x0")
+	line = regexp.MustCompile(`[0-9]+`).ReplaceAllString(line, "0")
+	return strings.Join(strings.Fields(line), " ")
 }
