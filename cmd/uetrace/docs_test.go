@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -13,9 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -23,9 +19,9 @@ import (
 
 // The README and docs/ show commands to paste and what they print. These
 // tests keep both true: every uetrace command line names a command and
-// flags that exist, the daemon's limits are serve's defaults, the output
-// shown is what the command prints, and the README's C program compiles
-// and reaches the trace.
+// flags that exist, the daemon's limits are serve's defaults, and the
+// output shown is what the command prints. (The README's C program is
+// the module root's docs_test.go's.)
 
 // docPages are README.md and docs/*.md, relative to this package.
 func docPages(t *testing.T) []string {
@@ -417,97 +413,6 @@ func TestDocsConsoleOutput(t *testing.T) {
 	}
 	if demo == nil || checked < 10 {
 		t.Fatalf("checked %d lines, the demo's among them: %v; the scan is broken", checked, demo != nil)
-	}
-}
-
-// TestREADMECProgram compiles the README's C program and runs it as the
-// README says — a daemon, the program under uetrace run, its event
-// enabled — until its record is in the trace, shown as the README shows it.
-func TestREADMECProgram(t *testing.T) {
-	needFUSE(t)
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc: apt-get install gcc libc6-dev")
-	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := regexp.MustCompile("(?ms)^```c\\n(.*?)^```$").FindSubmatch(readme)
-	if src == nil {
-		t.Fatal("README.md has no ```c block")
-	}
-	shown := regexp.MustCompile("(?m)^ +hello-[0-9]+ .*: hello: count=.*$").Find(readme)
-	if shown == nil {
-		t.Fatal("README.md shows no trace line of the C program's event hello")
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "hello.c"), src[1], 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gcc, "-Wall", "-Werror", "-o", filepath.Join(dir, "hello"), filepath.Join(dir, "hello.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc -o hello hello.c: %v\n%s", err, out)
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	bin := binary(t)
-	env := append(os.Environ(), "UETRACE_SOCKET="+filepath.Join(dir, "uetrace.sock"))
-	start := func(args ...string) (*exec.Cmd, *bytes.Buffer) {
-		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Env, cmd.Dir = env, dir
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-		cmd.WaitDelay = 10 * time.Second
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, &out
-	}
-	stop := func(cmd *exec.Cmd) {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}
-	// until runs uetrace with args until it succeeds and its output has a
-	// line like want, and returns that line.
-	until := func(want *regexp.Regexp, args ...string) string {
-		for ctx.Err() == nil {
-			// The daemon's, even where the kernel has user_events.
-			cmd := exec.CommandContext(ctx, bin, append([]string{"--backend", "daemon"}, args...)...)
-			cmd.Env = env
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				if line := want.Find(out); line != nil {
-					return string(line)
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("uetrace %s: no line like %s in time", strings.Join(args, " "), want)
-		return ""
-	}
-
-	serve, serveOut := start("serve")
-	defer func() {
-		stop(serve)
-		if t.Failed() {
-			t.Logf("serve:\n%s", serveOut)
-		}
-	}()
-	until(regexp.MustCompile(`(?m)^EVENT`), "status")
-	run, runOut := start("run", "--", "./hello")
-	defer func() {
-		stop(run)
-		if t.Failed() {
-			t.Logf("run -- ./hello:\n%s", runOut)
-		}
-	}()
-	until(regexp.MustCompile(`(?m)^hello +user_events`), "status")
-	until(regexp.MustCompile(`(?m)^enabled user_events:hello$`), "enable", "hello")
-	got := until(regexp.MustCompile(`(?m)^ +hello-[0-9]+ .*: hello: count=.*$`), "trace")
-	if normaliseRun(got) != normaliseRun(string(shown)) {
-		t.Errorf("the trace shows\n%s\nthe README shows\n%s", got, shown)
 	}
 }
 
