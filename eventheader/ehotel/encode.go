@@ -12,6 +12,7 @@ import (
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/eventheader/commonschema"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 )
 
@@ -22,7 +23,7 @@ const (
 	// returns DEFAULT_LOG_TYPE_NAME.
 	EventName = "Log"
 	// CSVersion is __csver__, the Common Schema version: CS_VERSION, 0x400.
-	CSVersion = 0x400
+	CSVersion = commonschema.Version
 	// eventIDKey is the attribute whose int64 value becomes PartB's
 	// eventId instead of a PartC field: EVENT_ID.
 	eventIDKey = "event_id"

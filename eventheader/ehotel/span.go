@@ -10,40 +10,23 @@ import (
 	"golang.org/x/sys/unix"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/eventheader/commonschema"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 )
 
 // SpanEventName is the event name of every span: the Rust trace exporter's
 // eb.reset("Span", 0).
-const SpanEventName = "Span"
+const SpanEventName = commonschema.TypeSpan
 
 // SpanLevel is the level of the span tracepoint "<provider>_L4K1": the Rust
 // trace exporter registers one event set, Level::Informational with
 // keyword 1.
 const SpanLevel = eventheader.LevelInformation
-
-// wellKnown maps the span attributes that the Rust trace exporter writes
-// into PartB, under Common Schema's names (get_well_known_attributes in
-// opentelemetry-user-events-trace/src/trace/exporter.rs).
-var wellKnown = map[attribute.Key]string{
-	"db.system.name":             "dbSystem",
-	"db.namespace":               "dbName",
-	"db.query.text":              "dbStatement",
-	"http.request.method":        "httpMethod",
-	"url.full":                   "httpUrl",
-	"http.response.status_code":  "httpStatusCode",
-	"messaging.system":           "messagingSystem",
-	"messaging.destination.name": "messagingDestination",
-	"messaging.url":              "messagingUrl",
-	"rpc.system.name":            "rpcSystem",
-	"rpc.response.status_code":   "rpcGrpcStatusCode",
-}
 
 // SpanExporter is an sdktrace.SpanExporter writing each span as the
 // EventHeader event "Span" that OpenTelemetry's Rust user_events trace
@@ -189,7 +172,7 @@ func (w *writer) buildSpan(e *SpanExporter, s sdktrace.ReadOnlySpan) error {
 	attrs := s.Attributes()
 	nWellKnown, nC, hasHTTPStatus := 0, 0, false
 	for _, kv := range attrs {
-		if cs, ok := wellKnown[kv.Key]; ok {
+		if cs, ok := commonschema.SpanAttributes[string(kv.Key)]; ok {
 			nWellKnown++
 			hasHTTPStatus = hasHTTPStatus || cs == "httpStatusCode"
 		} else {
@@ -225,7 +208,7 @@ func (w *writer) buildSpan(e *SpanExporter, s sdktrace.ReadOnlySpan) error {
 		w.addStringBytes("links", w.buf)
 	}
 	for _, kv := range attrs {
-		if cs, ok := wellKnown[kv.Key]; ok {
+		if cs, ok := commonschema.SpanAttributes[string(kv.Key)]; ok {
 			w.addValue(cs, kv.Value)
 		}
 	}
@@ -243,7 +226,7 @@ func (w *writer) buildSpan(e *SpanExporter, s sdktrace.ReadOnlySpan) error {
 			if left == 0 {
 				break
 			}
-			if _, ok := wellKnown[kv.Key]; !ok {
+			if _, ok := commonschema.SpanAttributes[string(kv.Key)]; !ok {
 				w.addValue(string(kv.Key), kv.Value)
 				left--
 			}

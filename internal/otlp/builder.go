@@ -29,6 +29,7 @@ const (
 	inMap
 	inArray
 	inBody // the record's body: one value, then the frame is gone
+	inSpan // a span: its attributes are field 9
 )
 
 // Reset starts over with an empty buffer (keeping its memory).
@@ -113,6 +114,8 @@ func (e *Builder) valueStart(key string) {
 		return
 	case inRecord:
 		e.open(fLogAttributes)
+	case inSpan:
+		e.open(fSpanAttributes)
 	default:
 		e.open(fValues)
 	}
@@ -221,7 +224,7 @@ func (e *Builder) End() {
 	kind := e.frames[len(e.frames)-1]
 	e.frames = e.frames[:len(e.frames)-1]
 	e.close()
-	if kind != inRecord {
+	if kind != inRecord && kind != inSpan {
 		e.valueEnd()
 	}
 }
