@@ -68,7 +68,9 @@
 // request, `uetrace status`): connections per uid, those still shaking
 // hands included (EMFILE, as inotify's max_user_instances; checked at
 // accept, before any goroutine, so that one user's flood never keeps
-// another out) and in all (ENFILE); the Hello within Limits.Handshake
+// another out) and in all (ENFILE: a connection holds at most 4 of the
+// daemon's descriptors, Config.MaxConns says which, and every descriptor a
+// message carries is taken or closed before the next is read); the Hello within Limits.Handshake
 // (closed then, counted); open files and sessions per connection (EMFILE,
 // as RLIMIT_NOFILE); registrations per connection and uid (ENOMEM, as the
 // kernel's allocations would fail); sessions per uid (EMFILE) and their
