@@ -59,10 +59,11 @@ type conn struct {
 	// len(handles) for Server.Stats.
 	shook    atomic.Bool
 	nhandles atomic.Int32
-	// regs are the registrations through this connection not unregistered,
-	// refs the write indices its user_events_data has handed out (limits.go).
+	// regs are the registrations through this connection not unregistered;
+	// refs the events its user_events_data refers to, under Server.mu
+	// (limits.go).
 	regs int
-	refs uint32
+	refs int
 	// sessBytes is what each session holds (buffer and ring), released
 	// from the uid's account when it closes.
 	sessBytes map[*subsys.Session]int64
@@ -337,6 +338,11 @@ func (c *conn) hello(u unix.Ucred) bool {
 		return fail(fmt.Errorf("handshake: %d descriptors for an arena of %d bytes: %w", len(fds), size, unix.EINVAL))
 	}
 	c.proc = c.s.join(u.Pid)
+	// The process's enablers count in its uid's limits, whichever of its
+	// connections made them, until the last goes (the first connection's
+	// uid and privileges decide).
+	s, uid, cred := c.s, c.uid, c.cred
+	c.proc.p.SetCharge(func(n int, force bool) error { return s.charge(uid, cred, 0, n, force, "socket") })
 	if size != 0 {
 		r, err := mapArena(fds[0], base, size)
 		if err == nil {
@@ -356,7 +362,7 @@ func (c *conn) hello(u unix.Ucred) bool {
 			return fail(err)
 		}
 	}
-	c.file = c.s.sys.Open()
+	c.file = c.s.sys.OpenCharged(c.chargeRefs)
 	c.handles = map[uint32]any{}
 	c.sessBytes = map[*subsys.Session]int64{}
 	c.bufHandles = map[uint32]bool{}
@@ -467,9 +473,6 @@ func (c *conn) handle(m []byte) bool {
 		}
 		n := le.Uint32(body)
 		reg, name := body[4:4+n], body[4+n:]
-		if c.limited() && int(c.refs) >= c.s.limits.RegistrationsPerConn && !c.refersTo(string(name)) {
-			return c.result(0, c.overLimit(fmt.Errorf("register: this connection's user_events_data refers to %d events, the most one may (`uetrace serve --max-registrations`): %w", c.refs, unix.ENOMEM)))
-		}
 		if err := c.addRegs(1); err != nil {
 			return c.result(0, c.overLimit(err))
 		}
@@ -478,7 +481,6 @@ func (c *conn) handle(m []byte) bool {
 			c.addRegs(-1)
 			return c.result(0, err)
 		}
-		c.refs = max(c.refs, idx+1)
 		return c.reply(le.AppendUint32(appendResult(c.out[:0], 0, nil), idx))
 	case opUnregister:
 		err := c.file.Unregister(c.proc.p, body)
@@ -667,20 +669,6 @@ func (c *conn) handle(m []byte) bool {
 	}
 	c.log.Warn("unknown request", "op", h.op)
 	return c.result(0, fmt.Errorf("unknown request %d: %w", h.op, unix.EPROTO))
-}
-
-// refersTo reports whether the connection's user_events_data already
-// refers to an event of the name a registration's name_args begins with: a
-// registration of it adds no write index.
-func (c *conn) refersTo(nameArgs string) bool {
-	name, _, _ := strings.Cut(nameArgs, " ")
-	name, _, _ = strings.Cut(name, ":")
-	for _, ev := range c.file.Events() {
-		if ev.Name() == name {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *conn) add(h any) uint32 {

@@ -73,7 +73,11 @@
 // message carries is taken or closed before the next is read); the Hello within Limits.Handshake
 // (closed then, counted); open files and sessions per connection (EMFILE,
 // as RLIMIT_NOFILE); registrations per connection and uid (ENOMEM, as the
-// kernel's allocations would fail); sessions per uid (EMFILE) and their
+// kernel's allocations would fail) — the events a connection's
+// user_events_data refers to, those a failed registration left there as
+// Linux leaves them included, and the enablers a process holds, each; a
+// uid's default is a quarter of user_events_max, so that one uid cannot
+// take the table; sessions per uid (EMFILE) and their
 // buffers and rings per uid (EPERM, as perf_mmap beyond
 // perf_event_mlock_kb); buffer_size_kb (ENOMEM, as an allocation that
 // fails). Root, perfmon_capable callers and the daemon's own user are

@@ -98,6 +98,13 @@ func (c *Client) ServeFUSE(dev *os.File) error {
 // refused after the fact). It never calls into the subsystem: it is called
 // with the subsystem's lock held.
 func (s *Server) FUSECharge(uid uint32, cred subsys.Cred, files, regs int, force bool) error {
+	return s.charge(uid, cred, files, regs, force, "fuse")
+}
+
+// charge accounts to uid files open through FUSE and enablers (regs), of a
+// process served through FUSE or over the socket (via), checking the
+// uid's limits unless force.
+func (s *Server) charge(uid uint32, cred subsys.Cred, files, regs int, force bool, via string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.uids[uid]
@@ -116,7 +123,7 @@ func (s *Server) FUSECharge(uid uint32, cred subsys.Cred, files, regs int, force
 	}
 	if err != nil {
 		s.count.overLimit.Add(1)
-		s.log.Info("limit reached", "uid", uid, "via", "fuse", "err", err)
+		s.log.Info("limit reached", "uid", uid, "via", via, "err", err)
 		s.tidy(uid, u)
 		return err
 	}

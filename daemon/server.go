@@ -133,6 +133,9 @@ func New(cfg Config) *Server {
 	if s.timeout == 0 {
 		s.timeout = 5 * time.Second
 	}
+	if s.limits.RegistrationsPerUID == 0 {
+		s.limits.RegistrationsPerUID = max(1, min(DefaultRegistrationsPerUID, s.sys.MaxEvents()/4))
+	}
 	switch {
 	case s.maxConn == 0:
 		s.maxConn = defaultMaxConns()

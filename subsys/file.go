@@ -21,10 +21,20 @@ type File struct {
 	mu     sync.Mutex               // serialises appends and close
 	events atomic.Pointer[[]*Event] // the write path reads it without mu
 	closed bool
+	charge Charge // told of the events the array gains and loses; nil: nothing is
 }
 
 // Open opens user_events_data.
 func (s *Subsystem) Open() *File { return &File{s: s} }
+
+// OpenCharged opens user_events_data whose array of events is accounted to
+// charge, as a Process's enablers are (Charge): each event it gains, where
+// user_events_ref_add allocates — a refusal is the registration's error
+// (Register's step 6), ENOMEM as the kernel's failed krealloc — and, at
+// Close, all it held. An event stays in the array after a registration
+// that fails past that step, as in Linux, so what a client's failed
+// registrations hold is counted too.
+func (s *Subsystem) OpenCharged(charge Charge) *File { return &File{s: s, charge: charge} }
 
 // RegisterArgs is what DIAG_IOCSREG reads from the caller's memory.
 type RegisterArgs struct {
@@ -91,7 +101,9 @@ func copyStruct(arg []byte, ksize int) (out []byte, copied bool, err error) {
 //  5. the command (eventdef.Parse) and the registry: ':' flags EINVAL,
 //     PERSIST without privilege EPERM, same name with other fields
 //     EADDRINUSE, bad fields EINVAL, user_events_max EMFILE;
-//  6. the event joins this file's array (its write index);
+//  6. the event joins this file's array (its write index): the File's
+//     Charge (OpenCharged) may refuse it, its error (ENOMEM) the
+//     registration's;
 //  7. the enabler is made: the Process's Charge may refuse it (its error,
 //     ENOMEM, as the kernel's allocation failing) — the event stays in
 //     the array;
@@ -187,6 +199,11 @@ func (f *File) add(ev *Event) (int, error) {
 			return i, nil
 		}
 	}
+	if f.charge != nil {
+		if err := f.charge(1, false); err != nil {
+			return 0, err
+		}
+	}
 	// Appending may reuse the backing array: readers of the old slice never
 	// look past their own length, so the new element is invisible to them.
 	next := append(cur, ev)
@@ -263,6 +280,9 @@ func (f *File) Close() error {
 	defer s.mu.Unlock()
 	for _, ev := range *p {
 		s.put(ev)
+	}
+	if f.charge != nil && len(*p) > 0 {
+		f.charge(-len(*p), true)
 	}
 	return nil
 }

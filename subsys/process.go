@@ -23,9 +23,10 @@ type Process struct {
 	charge   Charge     // under s.mu; nil: nothing is told
 }
 
-// Charge is told of each enabler a Process gains (n > 0) and loses (n < 0),
-// with the Subsystem's lock held, so that whoever serves the process can
-// bound what it holds. It may refuse a registration (force false): its
+// Charge is told of each enabler a Process gains (n > 0) and loses (n < 0)
+// — or, for a File opened with OpenCharged, each event its array gains and
+// loses — with the Subsystem's lock held, so that whoever serves the
+// process can bound what it holds. It may refuse a registration (force false): its
 // error, which should wrap ENOMEM as the kernel's failed allocation of an
 // enabler, is then the registration's — the event stays in the file's array,
 // as after any failure past user_events_ref_add. Forced charges (a fork's
