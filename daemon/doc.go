@@ -144,7 +144,11 @@
 //     buffer's "dropped events" and a "CPU:N [LOST n EVENTS]" line before
 //     the record that follows — which the kernel would not print for drops
 //     (it shows only overwritten records so) — and every session's lost
-//     count (PERF_RECORD_LOST in perf.data). Without a ring, each write is
+//     count (PERF_RECORD_LOST in perf.data). A loss record's count is the
+//     client's number: it is cut to what the ring's producer could have
+//     dropped since it shared the ring (RingStats.LostCapped), and every
+//     count it feeds saturates rather than wrap, so that no client can
+//     lower or hide another's losses. Without a ring, each write is
 //     a round trip on the socket, so that the writer gets the kernel's
 //     errno; it costs a context switch each way.
 //   - Writes are writev(2): there is no write(2) with a file position, so

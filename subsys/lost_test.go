@@ -1,6 +1,7 @@
 package subsys
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -57,5 +58,41 @@ func TestWriteLost(t *testing.T) {
 	ev := e.s.Lookup("user_events", "__lost")
 	if written, dropped := ev.Counts(); written != 6 || dropped != 5 {
 		t.Errorf("event counts written %d dropped %d, want 6 and 5", written, dropped)
+	}
+}
+
+// TestWriteLostSaturates: the counts a writer's loss claim feeds saturate
+// rather than wrap, so that a claim of 2^64−1 cannot make another writer's
+// 5 lost records read as 4 — in the session's lost count, the event's
+// written and dropped, and the CPU's dropped events. (They wrapped.)
+func TestWriteLostSaturates(t *testing.T) {
+	now := uint64(5_000_000_000)
+	e := newTraceEnv(t, &now)
+	f := e.s.Open()
+	defer f.Close()
+	idx, err := e.reg(f, "__lost u32 a", 31, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.enable("__lost", true)
+	ss := e.s.NewSession(SessionOptions{})
+	defer ss.Close()
+	if _, err := ss.AttachMatching("user_events:__lost", false); err != nil {
+		t.Fatal(err)
+	}
+	w := Writer{PID: 77, TGID: 70, Comm: "ringer", CPU: 1}
+	for _, n := range []uint64{5, math.MaxUint64, 5} {
+		if err := f.WriteLost(w, 1_000_000_000, idx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ss.Lost(); got != math.MaxUint64 {
+		t.Errorf("session lost %d, want it saturated", got)
+	}
+	if written, dropped := e.s.Lookup("user_events", "__lost").Counts(); written != math.MaxUint64 || dropped != math.MaxUint64 {
+		t.Errorf("event counts written %d dropped %d, want them saturated", written, dropped)
+	}
+	if got := e.s.trace.ring.Stats(1).DroppedEvents; got != math.MaxUint64 {
+		t.Errorf("CPU 1's dropped events %d, want them saturated", got)
 	}
 }
