@@ -24,7 +24,9 @@ func TestLossRecordsCannotWrap(t *testing.T) {
 	if _, err := ss.AttachMatching("user_events:lossw_ev", false); err != nil {
 		t.Fatal(err)
 	}
-	loss := func(idx uint32, n uint64) []byte { return le.AppendUint64(le.AppendUint32(le.AppendUint32(nil, idx), 0), n) }
+	loss := func(idx uint32, n uint64) []byte {
+		return le.AppendUint64(le.AppendUint32(le.AppendUint32(nil, idx), 0), n)
+	}
 	for range 2 {
 		if !attacker.publish(LostIndex, loss(attacker.idx, math.MaxUint64)) || !attacker.publish(attacker.idx, u32rec(1)) {
 			t.Fatal("ring full")
