@@ -112,7 +112,7 @@ const maxLostNotes = 16
 func (ss *Session) DeliverToRing(p *shmring.Producer) error {
 	s := ss.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	switch {
 	case ss.closed:
 		return fmt.Errorf("session ring: the session is closed: %w", unix.EBADF)

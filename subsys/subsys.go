@@ -86,6 +86,7 @@ type Subsystem struct {
 	trace *traceBuffer
 
 	stats Stats
+	dirty []*Process // processes with enable bits to write at unlock (enablewrite.go)
 }
 
 // Stats count what the subsystem did that no caller sees as an error.
@@ -127,14 +128,14 @@ func New(opts Options) *Subsystem {
 // Stats returns the counters.
 func (s *Subsystem) Stats() Stats {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.stats
 }
 
 // MaxEvents is /proc/sys/kernel/user_events_max.
 func (s *Subsystem) MaxEvents() int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.maxEv
 }
 
@@ -143,7 +144,7 @@ func (s *Subsystem) MaxEvents() int {
 func (s *Subsystem) SetMaxEvents(n int) {
 	s.mu.Lock()
 	s.maxEv = n
-	s.mu.Unlock()
+	s.unlock()
 }
 
 // Status bits of an event: what is attached to it (user_event_reg).

@@ -197,7 +197,7 @@ func (f *FS) systemExists(sys string) bool {
 func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	n, err := f.lookup(name)
 	if err != nil {
 		return nil, err
@@ -246,7 +246,7 @@ func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 func (f *FS) Stat(name string) (DirEntry, error) {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	n, err := f.lookup(name)
 	if err != nil {
 		return DirEntry{}, err
@@ -284,7 +284,7 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 	s := f.s
 	s.mu.Lock()
 	n, err := f.lookup(name)
-	s.mu.Unlock()
+	s.unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -524,7 +524,7 @@ func (f *FS) content(n node) ([]byte, error) {
 	switch {
 	case n.ev != nil && n.name == "filter":
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlock()
 		if n.ev.deleted {
 			return nil, fmt.Errorf("event %s was deleted: %w", n.ev.tp, unix.ENODEV)
 		}
@@ -533,7 +533,7 @@ func (f *FS) content(n node) ([]byte, error) {
 		return s.AppendSystemFilter(nil, n.system), nil
 	case n.ev != nil:
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlock()
 		switch n.name {
 		case "enable":
 			if n.ev.ftrace.Load() {
@@ -584,7 +584,7 @@ func (f *FS) content(n node) ([]byte, error) {
 func (f *FS) enableState(system string) byte {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	set := 0
 	for _, ev := range s.created {
 		if system != "" && ev.System() != system {
@@ -605,7 +605,7 @@ func (f *FS) enableState(system string) byte {
 func (f *FS) listEvents(enabledOnly bool) []byte {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	var b []byte
 	for i := len(s.created) - 1; i >= 0; i-- {
 		ev := s.created[i]
@@ -658,7 +658,7 @@ func (f *FS) write(n node, p []byte, cred Cred) (int, error) {
 		}
 		if n.ev != nil {
 			s.mu.Lock()
-			defer s.mu.Unlock()
+			defer s.unlock()
 			if n.ev.deleted {
 				return 0, fmt.Errorf("event %s was deleted: %w", n.ev.tp, unix.ENODEV)
 			}
@@ -719,7 +719,7 @@ func (f *FS) write(n node, p []byte, cred Cred) (int, error) {
 func (f *FS) setClr(system, name string, on bool) error {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.setClrLocked("", system, name, on)
 }
 
@@ -751,7 +751,7 @@ func (s *Subsystem) setClrLocked(match, sub, event string, on bool) error {
 // set_event.
 func (s *Subsystem) clearEvents() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	for _, ev := range append([]*Event(nil), s.created...) {
 		s.setFtraceLocked(ev, false)
 	}
@@ -766,7 +766,7 @@ func (s *Subsystem) clearEvents() {
 func (f *FS) writeSetEvent(p []byte) (int, error) {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	for _, word := range eventdef.ArgvSplit(string(p)) {
 		on := true
 		if strings.HasPrefix(word, "!") {
