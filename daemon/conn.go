@@ -411,8 +411,8 @@ func (c *conn) teardown() {
 	c.addRegs(-c.regs)
 	c.file.Close()
 	c.s.leave(c.proc)
-	if n := c.threads.forged.Load(); n != 0 {
-		c.log.Warn("client gone; it wrote records under another process's threads, delivered under its own pid", "forged_tid", n)
+	if n, u := c.threads.forged.Load(), c.threads.unchecked.Load(); n|u != 0 {
+		c.log.Warn("client gone; it wrote records under another process's threads, or more new thread ids than the daemon checks, delivered under its own pid", "forged_tid", n, "unchecked_tid", u)
 		return
 	}
 	c.log.Debug("client gone")

@@ -129,7 +129,9 @@
 //     connections' user_events_data, in time order across rings as ftrace
 //     merges its per-CPU buffers (see merger), with the time the record
 //     carries, its thread and CPU as writer.go checks them (a live thread
-//     of another process becomes the peer's pid: RingStats.ForgedTID; the
+//     of another process becomes the peer's pid: RingStats.ForgedTID, and
+//     so does a new one past the ring's ration of checks:
+//     RingStats.UncheckedTID; the
 //     CPU is the client's word, modulo the possible CPUs — it cannot be
 //     checked), the peer's pid, checking
 //     everything again (ring memory is the client's to scribble on); idle,

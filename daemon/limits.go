@@ -159,6 +159,10 @@ type Stats struct {
 	Timeouts   int64 // connections closed for want of a Hello in time
 	Denied     int64 // requests refused EACCES or EPERM by the access model
 	OverLimit  int64 // requests refused by a Limits field
+	// LostCapped and UncheckedTID are the rings' (RingStats): loss
+	// records cut to what their producer could have dropped, and records
+	// delivered under their process id, their thread ids unchecked.
+	LostCapped, UncheckedTID uint64
 	// ByUID is each uid's share, for the uids holding anything.
 	ByUID map[uint32]UIDStats
 }
@@ -209,6 +213,8 @@ func (s *Server) Stats() Stats {
 	}
 	s.mu.Unlock()
 	st.BufferKB = s.bufferKB()
+	rs := s.RingStats()
+	st.LostCapped, st.UncheckedTID = rs.LostCapped, rs.UncheckedTID
 	return st
 }
 
@@ -250,6 +256,8 @@ func (st Stats) AppendText(b []byte) []byte {
 	add("shared_kb", st.SharedKB)
 	add("fuse_files", st.FUSEFiles)
 	add("event_refs", st.Refs)
+	add("ring_lost_capped", st.LostCapped)
+	add("ring_unchecked_tid", st.UncheckedTID)
 	uids := make([]uint32, 0, len(st.ByUID))
 	for u := range st.ByUID {
 		uids = append(uids, u)

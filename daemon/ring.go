@@ -77,6 +77,11 @@ type RingStats struct {
 	// process id instead, so that no client can write under another
 	// process's thread.
 	ForgedTID uint64
+	// UncheckedTID are records whose thread id the daemon had not checked
+	// when its ring's ration of checks was spent (writer.go): delivered
+	// under the connection's process id, so that made-up thread ids cost
+	// their producer, not the merger.
+	UncheckedTID uint64
 	// Future are records stamped later than the daemon's clock when it
 	// read them — impossible for a record stamped before it was
 	// published: delivered with the daemon's time instead, so that no
@@ -106,6 +111,7 @@ func (a *RingStats) add(b RingStats) {
 	a.LostCapped += b.LostCapped
 	a.Dropped = min(a.Dropped, math.MaxUint64-b.Dropped) + b.Dropped
 	a.ForgedTID += b.ForgedTID
+	a.UncheckedTID += b.UncheckedTID
 	a.Future += b.Future
 	a.OutOfOrder += b.OutOfOrder
 	a.Held += b.Held
@@ -222,7 +228,7 @@ func (r *ringSource) live() RingStats {
 	return RingStats{
 		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(),
 		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(), LostCapped: r.lostCapped.Load(),
-		ForgedTID: r.threads.forged.Load(), Future: r.future.Load(), Held: r.held.Load(),
+		ForgedTID: r.threads.forged.Load(), UncheckedTID: r.threads.unchecked.Load(), Future: r.future.Load(), Held: r.held.Load(),
 	}
 }
 
@@ -263,12 +269,12 @@ func (s *Server) RingStats() RingStats {
 // ring or died mid-record.
 func (r *ringSource) logRelease(st RingStats) {
 	lvl := slog.LevelDebug
-	if st.Dropped|st.Lost|st.LostCapped|st.Rejected|st.Torn|st.TooLong|st.Discarded|st.BadHead|st.ForgedTID|st.Future|st.Held != 0 {
+	if st.Dropped|st.Lost|st.LostCapped|st.Rejected|st.Torn|st.TooLong|st.Discarded|st.BadHead|st.ForgedTID|st.UncheckedTID|st.Future|st.Held != 0 {
 		lvl = slog.LevelWarn
 	}
 	r.log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
 		"lost", st.Lost, "lost_capped", st.LostCapped, "rejected", st.Rejected, "disabled", st.Disabled, "torn", st.Torn, "too_long", st.TooLong,
-		"discarded_bytes", st.Discarded, "bad_head", st.BadHead, "forged_tid", st.ForgedTID, "future", st.Future,
+		"discarded_bytes", st.Discarded, "bad_head", st.BadHead, "forged_tid", st.ForgedTID, "unchecked_tid", st.UncheckedTID, "future", st.Future,
 		"held", st.Held)
 }
 
