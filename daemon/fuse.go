@@ -101,6 +101,32 @@ func (s *Server) FUSECharge(uid uint32, cred subsys.Cred, files, regs int, force
 	return s.charge(uid, cred, files, regs, force, "fuse")
 }
 
+// FUSEChargeRefs accounts to uid the events the user_events_data files a
+// caller of a FUSE tree of this daemon opened refer to (fusefs's
+// Options.ChargeRefs): n more, or fewer (n < 0), counted with the events
+// its connections' files refer to against Limits.RegistrationsPerUID —
+// ENOMEM beyond, unless force, or uid is root or the daemon's own, or
+// cred is perfmon-capable.
+func (s *Server) FUSEChargeRefs(uid uint32, cred subsys.Cred, n int, force bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.uids[uid]
+	if u == nil {
+		u = &uidUse{}
+		s.uids[uid] = u
+	}
+	if n > 0 && !force && !exempt(uid) && !cred.PerfmonCapable && u.refs+n > s.limits.RegistrationsPerUID {
+		err := fmt.Errorf("register: uid %d's files refer to %d events, the most one user's may (`uetrace serve --max-registrations-per-uid`): %w", uid, u.refs, unix.ENOMEM)
+		s.count.overLimit.Add(1)
+		s.log.Info("limit reached", "uid", uid, "via", "fuse", "err", err)
+		s.tidy(uid, u)
+		return err
+	}
+	u.refs += n
+	s.tidy(uid, u)
+	return nil
+}
+
 // charge accounts to uid files open through FUSE and enablers (regs), of a
 // process served through FUSE or over the socket (via), checking the
 // uid's limits unless force.

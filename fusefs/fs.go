@@ -46,6 +46,13 @@ type Options struct {
 	// FUSE header's, which is in the mount's user namespace — root, in the
 	// one uetrace run makes. cred is the caller's (Cred).
 	Charge func(uid uint32, cred subsys.Cred, files, regs int, force bool) error
+	// ChargeRefs, if set with Charge, accounts to a caller's uid the
+	// events its open user_events_data refer to — those a failed
+	// registration left there, as Linux leaves them, included — more or,
+	// negative, fewer, and may refuse more unless force
+	// (daemon.Server.FUSEChargeRefs): its error, ENOMEM, is DIAG_IOCSREG's
+	// (subsys.OpenCharged).
+	ChargeRefs func(uid uint32, cred subsys.Cred, n int, force bool) error
 	// Dev, for Serve, is the st_dev of the mount the descriptor serves, as
 	// the mounter read it in its own mount namespace (MountDev): with it
 	// Tree.Close aborts the connection through fusectl; without it, by

@@ -136,6 +136,9 @@ shows the counts. 0 is the default; -1 no limit.`,
 			treeOpts := fusefs.Options{Flush: func() { srv.Flush() }, GID: uint32(access.GID), SetGID: access.SetGroup,
 				Charge: func(uid uint32, cred subsys.Cred, files, regs int, force bool) error {
 					return srv.FUSECharge(uid, cred, files, regs, force)
+				},
+				ChargeRefs: func(uid uint32, cred subsys.Cred, n int, force bool) error {
+					return srv.FUSEChargeRefs(uid, cred, n, force)
 				}}
 			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log, Tracers: who, Limits: limits, MaxConns: maxConns,
 				ServeFUSE: func(dev *os.File) (daemon.FUSETree, error) { return fusefs.Serve(dev, sys, treeOpts) }})
