@@ -66,22 +66,34 @@ func TestMadeUpThreadIDsCostTheProducer(t *testing.T) {
 func TestThreadCheckRation(t *testing.T) {
 	var tc threadCheck
 	tc.init(1)
+	now := tc.refilled
 	for i := range tidCheckBurst {
-		if !tc.spend() {
+		if !tc.spend(now) {
 			t.Fatalf("check %d of the burst refused", i)
 		}
 	}
-	tc.refilled -= int64(time.Second) // a second ago
+	if tc.spend(now) {
+		t.Fatal("a check past the burst at once")
+	}
+	now += int64(time.Second)
 	for i := range tidCheckRate {
-		if !tc.spend() {
+		if !tc.spend(now) {
 			t.Fatalf("check %d of a second's refill refused", i)
 		}
 	}
-	if tc.spend() && tc.spend() {
+	if tc.spend(now) {
 		t.Error("more than a second's refill")
 	}
-	tc.refilled -= 100 * int64(time.Second)
-	if tc.spend(); tc.checks != tidCheckBurst-1 {
+	now += int64(time.Second) / tidCheckRate / 2
+	if tc.spend(now) {
+		t.Error("a check after half a refill's interval")
+	}
+	now += int64(time.Second) / tidCheckRate / 2
+	if !tc.spend(now) || tc.spend(now) {
+		t.Error("want one check after a refill's interval")
+	}
+	now += 100 * int64(time.Second)
+	if tc.spend(now); tc.checks != tidCheckBurst-1 {
 		t.Errorf("after 100 s, %d checks left, want the burst less one", tc.checks)
 	}
 }

@@ -78,10 +78,10 @@ func (t *threadCheck) init(tgid int32) {
 }
 
 // spend takes a check from the ration, refilled at tidCheckRate a second
-// up to tidCheckBurst, and reports whether there was one.
-func (t *threadCheck) spend() bool {
+// up to tidCheckBurst, and reports whether there was one. now is
+// time.Since(start).
+func (t *threadCheck) spend(now int64) bool {
 	if t.checks == 0 {
-		now := int64(time.Since(start))
 		n := (now - t.refilled) * tidCheckRate / int64(time.Second)
 		if n <= 0 {
 			return false
@@ -106,7 +106,7 @@ func (t *threadCheck) thread(tid uint32) int32 {
 	}
 	ok, seen := t.tids[tid]
 	if !seen {
-		if !t.spend() {
+		if !t.spend(int64(time.Since(start))) {
 			t.unchecked.Add(1)
 			return t.tgid
 		}
