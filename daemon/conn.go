@@ -342,7 +342,7 @@ func (c *conn) hello(u unix.Ucred) bool {
 	// connections made them, until the last goes (the first connection's
 	// uid and privileges decide).
 	s, uid, cred := c.s, c.uid, c.cred
-	c.proc.p.SetCharge(func(n int, force bool) error { return s.charge(uid, cred, 0, n, force, "socket") })
+	c.proc.p.SetCharge(func(n int, force bool) error { return s.charge(uid, cred, 0, n, 0, force, "socket") })
 	if size != 0 {
 		r, err := mapArena(fds[0], base, size)
 		if err == nil {

@@ -27,11 +27,7 @@ func openFDs(t *testing.T) int {
 // counts 4, and that next Ring was refused for them.
 func TestDescriptorsNotParked(t *testing.T) {
 	s := serve(t, Config{})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	fd := rawConn(t, s.sock)
-	if r := exchange(t, fd, helloMsg(a.addr(0), 4096), a.fd); len(r) == 0 || le.Uint16(r) != opHelloOK {
-		t.Fatalf("hello: %x", r)
-	}
+	fd, _ := rawHello(t, s)
 	var twelve []int
 	for range 12 {
 		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)

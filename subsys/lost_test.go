@@ -8,27 +8,34 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// lostSetup is an enabled event __lost, registered through f (closed at
+// the test's end), with a session attached, and the writer whose losses
+// the tests report.
+func lostSetup(t *testing.T) (e *tenv, f *File, idx uint32, ss *Session, w Writer) {
+	now := uint64(5_000_000_000)
+	e = newTraceEnv(t, &now)
+	f = e.s.Open()
+	t.Cleanup(func() { f.Close() })
+	idx, err := e.reg(f, "__lost u32 a", 31, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.enable("__lost", true)
+	ss = e.s.NewSession(SessionOptions{})
+	t.Cleanup(func() { ss.Close() })
+	if _, err := ss.AttachMatching("user_events:__lost", false); err != nil {
+		t.Fatal(err)
+	}
+	return e, f, idx, ss, Writer{PID: 77, TGID: 70, Comm: "ringer", CPU: 1}
+}
+
 // TestWriteLost: records a producer dropped before they reached the
 // subsystem count as written and dropped for their event, show as "LOST"
 // in the trace text before the next record on their CPU and in the CPU's
 // "dropped events" (per_cpu/cpuN/stats in the kernel), and add to every attached session's lost count. An
 // index the file does not have changes nothing.
 func TestWriteLost(t *testing.T) {
-	now := uint64(5_000_000_000)
-	e := newTraceEnv(t, &now)
-	f := e.s.Open()
-	defer f.Close()
-	idx, err := e.reg(f, "__lost u32 a", 31, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.enable("__lost", true)
-	ss := e.s.NewSession(SessionOptions{})
-	defer ss.Close()
-	if _, err := ss.AttachMatching("user_events:__lost", false); err != nil {
-		t.Fatal(err)
-	}
-	w := Writer{PID: 77, TGID: 70, Comm: "ringer", CPU: 1}
+	e, f, idx, ss, w := lostSetup(t)
 
 	other := e.s.Open()
 	defer other.Close()
@@ -66,21 +73,7 @@ func TestWriteLost(t *testing.T) {
 // 5 lost records read as 4 — in the session's lost count, the event's
 // written and dropped, and the CPU's dropped events. (They wrapped.)
 func TestWriteLostSaturates(t *testing.T) {
-	now := uint64(5_000_000_000)
-	e := newTraceEnv(t, &now)
-	f := e.s.Open()
-	defer f.Close()
-	idx, err := e.reg(f, "__lost u32 a", 31, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.enable("__lost", true)
-	ss := e.s.NewSession(SessionOptions{})
-	defer ss.Close()
-	if _, err := ss.AttachMatching("user_events:__lost", false); err != nil {
-		t.Fatal(err)
-	}
-	w := Writer{PID: 77, TGID: 70, Comm: "ringer", CPU: 1}
+	e, f, idx, ss, w := lostSetup(t)
 	for _, n := range []uint64{5, math.MaxUint64, 5} {
 		if err := f.WriteLost(w, 1_000_000_000, idx, n); err != nil {
 			t.Fatal(err)
