@@ -42,8 +42,11 @@ type conn struct {
 	handles map[uint32]any // *subsys.Handle or *subsys.Session
 	next    uint32
 
-	ring    *ringSource // the ring the client shared, if any
-	ringFds []int       // the descriptors of a Ring or ServeFUSE request read, until handled
+	ring *ringSource // the ring the client shared, if any
+	// fds are the descriptors the message read carried, until it is
+	// handled: only a Hello's, Ring's or ServeFUSE's are kept, and only
+	// when the message came whole (read).
+	fds     []int
 	uid     uint32      // the peer's uid (SO_PEERCRED)
 	threads threadCheck // the thread ids its Write requests give
 	empty   bool        // the message read was a 0-byte one, not the end
@@ -56,10 +59,11 @@ type conn struct {
 	// len(handles) for Server.Stats.
 	shook    atomic.Bool
 	nhandles atomic.Int32
-	// regs are the registrations through this connection not unregistered,
-	// refs the write indices its user_events_data has handed out (limits.go).
+	// regs are the registrations through this connection not unregistered;
+	// refs the events its user_events_data refers to, under Server.mu
+	// (limits.go).
 	regs int
-	refs uint32
+	refs int
 	// sessBytes is what each session holds (buffer and ring), released
 	// from the uid's account when it closes.
 	sessBytes map[*subsys.Session]int64
@@ -70,24 +74,36 @@ type conn struct {
 	// The message being received, set by recvFn.
 	in     *[]byte
 	n      int
-	oob    [64]byte
+	oob    [rightsSpace]byte
 	oobn   int
-	trunc  bool
+	flags  int // recvmsg's: MSG_TRUNC, MSG_CTRUNC
 	rerr   error
 	recvFn func(fd uintptr) bool
 	// wantRights keeps the descriptors of the message read (the Hello's
-	// memfd); any other message's are closed at once.
+	// memfd) whatever its op.
 	wantRights bool
 
-	out       []byte // the reply being built
-	sessRaw   []byte // raw records taken from a session, reused
-	sessRecs  []subsys.Record
-	deadline  time.Time
-	pending   *[]byte // a message the watcher read during a blocking call
-	pendingN  int
-	peerGone  bool
-	pendTrunc bool
+	out      []byte // the reply being built
+	sessRaw  []byte // raw records taken from a session, reused
+	sessRecs []subsys.Record
+	deadline time.Time
+	pending  *[]byte // a message the watcher read during a blocking call
+	pendingN int
+	peerGone bool
+	pendBad  error // why the pending message cannot be served (read)
 }
+
+// maxRights is the most descriptors a request carries: a Ring's memfd and
+// eventfd. The control buffer holds no more, so a message carrying more
+// comes with MSG_CTRUNC and the kernel closes the rest (scm_detach_fds):
+// what one connection makes the daemon hold at any moment is its socket,
+// its ring's eventfd, and these two while a request is in hand — the 4 per
+// connection Config.MaxConns counts.
+const maxRights = 2
+
+// rightsSpace is unix.CmsgSpace(4 * maxRights) on 64-bit Linux: a 16-byte
+// cmsghdr and 8 bytes of descriptors (TestRightsSpace checks it).
+const rightsSpace = 24
 
 func (c *conn) serve() {
 	defer c.s.done(c)
@@ -122,14 +138,14 @@ func (c *conn) serve() {
 	defer c.teardown()
 	c.log.Debug("client connected", "comm", c.w.Comm)
 	for {
-		buf, n, trunc, ok := c.nextMessage()
+		buf, n, bad, ok := c.nextMessage()
 		if !ok {
 			return
 		}
-		if trunc {
-			c.log.Warn("dropping oversized message", "max", MaxMessage)
+		if bad != nil {
+			c.log.Warn("dropping a message it cannot serve: oversized, or with too many descriptors", "err", bad)
 			bufPool.Put(buf)
-			if !c.reply(appendResult(c.out[:0], 0, fmt.Errorf("message larger than %d bytes: %w", MaxMessage, unix.EMSGSIZE))) {
+			if !c.reply(appendResult(c.out[:0], 0, bad)) {
 				return
 			}
 			continue
@@ -155,8 +171,7 @@ func (c *conn) recv(fd uintptr) bool {
 		c.in = nil
 		return false
 	}
-	c.n, c.oobn, c.rerr = n, oobn, err
-	c.trunc = flags&unix.MSG_TRUNC != 0 || n > MaxMessage
+	c.n, c.oobn, c.flags, c.rerr = n, oobn, flags, err
 	// recvmsg returns 0 for a 0-byte message as for the end: only a
 	// socket whose peer has not hung up held a message.
 	c.empty = false
@@ -169,24 +184,34 @@ func (c *conn) recv(fd uintptr) bool {
 	return true
 }
 
-// read receives one message; ok is false when the peer is gone.
-func (c *conn) read() (buf *[]byte, n int, trunc, ok bool) {
+// read receives one message; ok is false when the peer is gone. bad, when
+// not nil, is why the message cannot be served: larger than MaxMessage
+// (EMSGSIZE) or carrying more descriptors than any request (EINVAL). The
+// descriptors it carried are closed now, unless it is a whole message
+// that takes them — the Hello (wantRights), a Ring or a ServeFUSE —
+// whose handler takes c.fds; a descriptor is never held past the next
+// read.
+func (c *conn) read() (buf *[]byte, n int, bad error, ok bool) {
 	err := c.raw.Read(c.recvFn)
 	if err == nil {
 		err = c.rerr
 	}
 	buf, c.in = c.in, nil
-	if c.oobn > 0 && !c.wantRights {
-		// Descriptors are expected only in Hello, Ring and ServeFUSE; the
-		// latter two's are kept until handled, any other message's closed
-		// now.
-		keep := buf != nil && c.n >= 2 && c.ringFds == nil
-		if keep {
+	switch {
+	case err != nil:
+	case c.flags&unix.MSG_TRUNC != 0 || c.n > MaxMessage:
+		bad = fmt.Errorf("message larger than %d bytes: %w", MaxMessage, unix.EMSGSIZE)
+	case c.flags&unix.MSG_CTRUNC != 0:
+		bad = fmt.Errorf("message carrying more than %d descriptors, the most a request carries: %w", maxRights, unix.EINVAL)
+	}
+	if c.oobn > 0 {
+		keep := err == nil && bad == nil && buf != nil && c.n >= 2 && c.fds == nil
+		if keep && !c.wantRights {
 			op := le.Uint16(*buf)
 			keep = op == opRing || op == opServeFUSE
 		}
 		if keep {
-			c.ringFds = rights(c.oob[:c.oobn])
+			c.fds = rights(c.oob[:c.oobn])
 		} else {
 			closeRights(c.oob[:c.oobn])
 		}
@@ -200,21 +225,29 @@ func (c *conn) read() (buf *[]byte, n int, trunc, ok bool) {
 		if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, unix.ECONNRESET) {
 			c.log.Warn("read", "err", err)
 		}
-		return nil, 0, false, false
+		return nil, 0, nil, false
 	}
-	return buf, c.n, c.trunc, true
+	return buf, c.n, bad, true
+}
+
+// takeFDs hands the descriptors of the message in hand to its handler,
+// which closes them.
+func (c *conn) takeFDs() []int {
+	fds := c.fds
+	c.fds = nil
+	return fds
 }
 
 // nextMessage returns the message the watcher kept, or reads one.
-func (c *conn) nextMessage() (*[]byte, int, bool, bool) {
+func (c *conn) nextMessage() (*[]byte, int, error, bool) {
 	if c.pending != nil {
-		buf, n, t := c.pending, c.pendingN, c.pendTrunc
-		c.pending = nil
+		buf, n, bad := c.pending, c.pendingN, c.pendBad
+		c.pending, c.pendBad = nil, nil
 		c.s.count.pending.Add(-1)
-		return buf, n, t, true
+		return buf, n, bad, true
 	}
 	if c.peerGone {
-		return nil, 0, false, false
+		return nil, 0, nil, false
 	}
 	return c.read()
 }
@@ -267,7 +300,7 @@ func (c *conn) result(ret int64, err error) bool {
 // memory.
 func (c *conn) hello(u unix.Ucred) bool {
 	c.wantRights = true
-	buf, n, trunc, ok := c.read()
+	buf, n, bad, ok := c.read()
 	c.wantRights = false
 	if !ok {
 		if errors.Is(c.readErr, os.ErrDeadlineExceeded) {
@@ -278,7 +311,7 @@ func (c *conn) hello(u unix.Ucred) bool {
 	}
 	c.c.SetReadDeadline(time.Time{})
 	defer bufPool.Put(buf)
-	fds := rights(c.oob[:c.oobn])
+	fds := c.takeFDs()
 	defer func() {
 		for _, fd := range fds {
 			unix.Close(fd)
@@ -291,7 +324,10 @@ func (c *conn) hello(u unix.Ucred) bool {
 	}
 	b := (*buf)[:n]
 	h, _ := parseHeader(b)
-	if trunc || len(b) != helloSize || h.op != opHello || string(b[headerSize:headerSize+8]) != helloMagic {
+	if errors.Is(bad, unix.EINVAL) {
+		return fail(fmt.Errorf("handshake: %w", bad))
+	}
+	if bad != nil || len(b) != helloSize || h.op != opHello || string(b[headerSize:headerSize+8]) != helloMagic {
 		return fail(fmt.Errorf("handshake: expected a %d-byte Hello: %w", helloSize, unix.EPROTO))
 	}
 	if v := le.Uint32(b[16:]); v != Version {
@@ -302,6 +338,11 @@ func (c *conn) hello(u unix.Ucred) bool {
 		return fail(fmt.Errorf("handshake: %d descriptors for an arena of %d bytes: %w", len(fds), size, unix.EINVAL))
 	}
 	c.proc = c.s.join(u.Pid)
+	// The process's enablers count in its uid's limits, whichever of its
+	// connections made them, until the last goes (the first connection's
+	// uid and privileges decide).
+	s, uid, cred := c.s, c.uid, c.cred
+	c.proc.p.SetCharge(func(n int, force bool) error { return s.charge(uid, cred, 0, n, 0, force, "socket") })
 	if size != 0 {
 		r, err := mapArena(fds[0], base, size)
 		if err == nil {
@@ -321,7 +362,7 @@ func (c *conn) hello(u unix.Ucred) bool {
 			return fail(err)
 		}
 	}
-	c.file = c.s.sys.Open()
+	c.file = c.s.sys.OpenCharged(c.chargeRefs)
 	c.handles = map[uint32]any{}
 	c.sessBytes = map[*subsys.Session]int64{}
 	c.bufHandles = map[uint32]bool{}
@@ -354,7 +395,9 @@ func (c *conn) teardown() {
 		c.share("ring", -c.ring.shared)
 		c.ring = nil
 	}
-	c.closeRingFds()
+	for _, fd := range c.takeFDs() {
+		unix.Close(fd)
+	}
 	if c.pending != nil {
 		bufPool.Put(c.pending)
 		c.pending = nil
@@ -368,18 +411,11 @@ func (c *conn) teardown() {
 	c.addRegs(-c.regs)
 	c.file.Close()
 	c.s.leave(c.proc)
-	if n := c.threads.forged.Load(); n != 0 {
-		c.log.Warn("client gone; it wrote records under another process's threads, delivered under its own pid", "forged_tid", n)
+	if n, u := c.threads.forged.Load(), c.threads.unchecked.Load(); n|u != 0 {
+		c.log.Warn("client gone; it wrote records under another process's threads, or more new thread ids than the daemon checks, delivered under its own pid", "forged_tid", n, "unchecked_tid", u)
 		return
 	}
 	c.log.Debug("client gone")
-}
-
-func (c *conn) closeRingFds() {
-	for _, fd := range c.ringFds {
-		unix.Close(fd)
-	}
-	c.ringFds = nil
 }
 
 // closeHandle closes a tracefs file or a session, giving back to its
@@ -449,9 +485,6 @@ func (c *conn) handle(m []byte) bool {
 		}
 		n := le.Uint32(body)
 		reg, name := body[4:4+n], body[4+n:]
-		if c.limited() && int(c.refs) >= c.s.limits.RegistrationsPerConn && !c.refersTo(string(name)) {
-			return c.result(0, c.overLimit(fmt.Errorf("register: this connection's user_events_data refers to %d events, the most one may (`uetrace serve --max-registrations`): %w", c.refs, unix.ENOMEM)))
-		}
 		if err := c.addRegs(1); err != nil {
 			return c.result(0, c.overLimit(err))
 		}
@@ -460,7 +493,6 @@ func (c *conn) handle(m []byte) bool {
 			c.addRegs(-1)
 			return c.result(0, err)
 		}
-		c.refs = max(c.refs, idx+1)
 		return c.reply(le.AppendUint32(appendResult(c.out[:0], 0, nil), idx))
 	case opUnregister:
 		err := c.file.Unregister(c.proc.p, body)
@@ -492,8 +524,7 @@ func (c *conn) handle(m []byte) bool {
 		}
 		return c.result(int64(hn), nil)
 	case opRing:
-		fds := c.ringFds
-		c.ringFds = nil
+		fds := c.takeFDs()
 		defer func() {
 			for _, fd := range fds {
 				unix.Close(fd)
@@ -511,9 +542,7 @@ func (c *conn) handle(m []byte) bool {
 		}
 		return c.result(0, nil)
 	case opServeFUSE:
-		fds := c.ringFds
-		c.ringFds = nil
-		return c.result(0, c.serveFUSE(fds, body))
+		return c.result(0, c.serveFUSE(c.takeFDs(), body))
 	case opRingFlush:
 		if c.ring == nil {
 			return c.result(0, fmt.Errorf("ring flush: this connection shared no ring: %w", unix.EINVAL))
@@ -655,20 +684,6 @@ func (c *conn) handle(m []byte) bool {
 	return c.result(0, fmt.Errorf("unknown request %d: %w", h.op, unix.EPROTO))
 }
 
-// refersTo reports whether the connection's user_events_data already
-// refers to an event of the name a registration's name_args begins with: a
-// registration of it adds no write index.
-func (c *conn) refersTo(nameArgs string) bool {
-	name, _, _ := strings.Cut(nameArgs, " ")
-	name, _, _ = strings.Cut(name, ":")
-	for _, ev := range c.file.Events() {
-		if ev.Name() == name {
-			return true
-		}
-	}
-	return false
-}
-
 func (c *conn) add(h any) uint32 {
 	for {
 		c.next++
@@ -751,7 +766,7 @@ func (c *conn) blocking(fn func(ctx context.Context)) {
 	go func() {
 		defer close(done)
 		if !held {
-			buf, n, trunc, ok := c.read()
+			buf, n, bad, ok := c.read()
 			if !ok {
 				if ctx.Err() == nil {
 					c.peerGone = true
@@ -759,7 +774,7 @@ func (c *conn) blocking(fn func(ctx context.Context)) {
 				}
 				return
 			}
-			c.pending, c.pendingN, c.pendTrunc = buf, n, trunc
+			c.pending, c.pendingN, c.pendBad = buf, n, bad
 			// At most this one message per connection waits in the
 			// daemon; what the client sends after it waits in the
 			// socket's buffer, bounded by the kernel.

@@ -386,13 +386,20 @@ func TestBadHandshakes(t *testing.T) {
 	healthy(t, s)
 }
 
-func TestMalformedRequests(t *testing.T) {
-	s := serve(t, Config{})
+// rawHello is a rawConn that said Hello, sharing the arena it returns.
+func rawHello(t *testing.T, s *testServer) (int, *testArena) {
+	t.Helper()
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	fd := rawConn(t, s.sock)
 	if r := exchange(t, fd, helloMsg(a.addr(0), 4096), a.fd); len(r) == 0 || le.Uint16(r) != opHelloOK {
 		t.Fatalf("hello: %x", r)
 	}
+	return fd, a
+}
+
+func TestMalformedRequests(t *testing.T) {
+	s := serve(t, Config{})
+	fd, a := rawHello(t, s)
 	cases := []struct {
 		name string
 		msg  []byte

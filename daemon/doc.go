@@ -68,10 +68,16 @@
 // request, `uetrace status`): connections per uid, those still shaking
 // hands included (EMFILE, as inotify's max_user_instances; checked at
 // accept, before any goroutine, so that one user's flood never keeps
-// another out) and in all (ENFILE); the Hello within Limits.Handshake
+// another out) and in all (ENFILE: a connection holds at most 4 of the
+// daemon's descriptors, Config.MaxConns says which, and every descriptor a
+// message carries is taken or closed before the next is read); the Hello within Limits.Handshake
 // (closed then, counted); open files and sessions per connection (EMFILE,
 // as RLIMIT_NOFILE); registrations per connection and uid (ENOMEM, as the
-// kernel's allocations would fail); sessions per uid (EMFILE) and their
+// kernel's allocations would fail) — the events a connection's
+// user_events_data refers to, those a failed registration left there as
+// Linux leaves them included, and the enablers a process holds, each; a
+// uid's default is a quarter of user_events_max, so that one uid cannot
+// take the table; sessions per uid (EMFILE) and their
 // buffers and rings per uid (EPERM, as perf_mmap beyond
 // perf_event_mlock_kb); buffer_size_kb (ENOMEM, as an allocation that
 // fails). Root, perfmon_capable callers and the daemon's own user are
@@ -127,7 +133,9 @@
 //     connections' user_events_data, in time order across rings as ftrace
 //     merges its per-CPU buffers (see merger), with the time the record
 //     carries, its thread and CPU as writer.go checks them (a live thread
-//     of another process becomes the peer's pid: RingStats.ForgedTID; the
+//     of another process becomes the peer's pid: RingStats.ForgedTID, and
+//     so does a new one past the ring's ration of checks:
+//     RingStats.UncheckedTID; the
 //     CPU is the client's word, modulo the possible CPUs — it cannot be
 //     checked), the peer's pid, checking
 //     everything again (ring memory is the client's to scribble on); idle,
@@ -142,7 +150,11 @@
 //     buffer's "dropped events" and a "CPU:N [LOST n EVENTS]" line before
 //     the record that follows — which the kernel would not print for drops
 //     (it shows only overwritten records so) — and every session's lost
-//     count (PERF_RECORD_LOST in perf.data). Without a ring, each write is
+//     count (PERF_RECORD_LOST in perf.data). A loss record's count is the
+//     client's number: it is cut to what the ring's producer could have
+//     dropped since it shared the ring (RingStats.LostCapped), and every
+//     count it feeds saturates rather than wrap, so that no client can
+//     lower or hide another's losses. Without a ring, each write is
 //     a round trip on the socket, so that the writer gets the kernel's
 //     errno; it costs a context switch each way.
 //   - Writes are writev(2): there is no write(2) with a file position, so

@@ -145,6 +145,24 @@ func (c *Client) ServeFUSE(dev *os.File) error {
 // refused after the fact). It never calls into the subsystem: it is called
 // with the subsystem's lock held.
 func (s *Server) FUSECharge(uid uint32, cred subsys.Cred, files, regs int, force bool) error {
+	return s.charge(uid, cred, files, regs, 0, force, "fuse")
+}
+
+// FUSEChargeRefs accounts to uid the events the user_events_data files a
+// caller of a FUSE tree of this daemon opened refer to (fusefs's
+// Options.ChargeRefs): n more, or fewer (n < 0), counted with the events
+// its connections' files refer to against Limits.RegistrationsPerUID —
+// ENOMEM beyond, unless force, or uid is root or the daemon's own, or
+// cred is perfmon-capable.
+func (s *Server) FUSEChargeRefs(uid uint32, cred subsys.Cred, n int, force bool) error {
+	return s.charge(uid, cred, 0, 0, n, force, "fuse")
+}
+
+// charge accounts to uid files open through FUSE, enablers (regs) of a
+// process served through FUSE or over the socket (via), and events the
+// files of its FUSE callers refer to (refs), checking the uid's limits
+// unless force.
+func (s *Server) charge(uid uint32, cred subsys.Cred, files, regs, refs int, force bool, via string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.uids[uid]
@@ -159,16 +177,19 @@ func (s *Server) FUSECharge(uid uint32, cred subsys.Cred, files, regs int, force
 			err = fmt.Errorf("open: uid %d holds %d files of the FUSE tree open, the most one user may (`uetrace serve --max-fuse-files`): %w", uid, u.files, unix.EMFILE)
 		case regs > 0 && u.regs+regs > s.limits.RegistrationsPerUID:
 			err = fmt.Errorf("register: uid %d holds %d registrations, the most one user may (`uetrace serve --max-registrations-per-uid`): %w", uid, u.regs, unix.ENOMEM)
+		case refs > 0 && u.refs+refs > s.limits.RegistrationsPerUID:
+			err = fmt.Errorf("register: uid %d's files refer to %d events, the most one user's may (`uetrace serve --max-registrations-per-uid`): %w", uid, u.refs, unix.ENOMEM)
 		}
 	}
 	if err != nil {
 		s.count.overLimit.Add(1)
-		s.log.Info("limit reached", "uid", uid, "via", "fuse", "err", err)
+		s.log.Info("limit reached", "uid", uid, "via", via, "err", err)
 		s.tidy(uid, u)
 		return err
 	}
 	u.files += files
 	u.regs += regs
+	u.refs += refs
 	s.tidy(uid, u)
 	return nil
 }

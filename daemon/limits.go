@@ -36,8 +36,17 @@ type Limits struct {
 	// RegistrationsPerConn bounds one connection's registrations — the
 	// events its user_events_data refers to, and the enablers registered
 	// through it not unregistered (default 4096) — and
-	// RegistrationsPerUID those of all a uid's connections (default
-	// 65536): ENOMEM beyond, as the kernel's allocations would fail.
+	// RegistrationsPerUID those of a uid: the events all its connections'
+	// user_events_data refer to, and the enablers all its processes hold,
+	// each (default DefaultRegistrationsPerUID, or a quarter of the
+	// Subsystem's user_events_max when the Server is made, if less):
+	// ENOMEM beyond, as the kernel's allocations would fail. An event a
+	// failed registration left in the file's array, as Linux leaves it
+	// (user_events_ref_add comes before user_event_enabler_create), counts
+	// as any other. With the default, what one uid holds is at most half
+	// of user_events_max — the events its files refer to and those only
+	// its enablers hold — so that it cannot take the table within its
+	// limits and others, root among them, still register.
 	RegistrationsPerConn int
 	RegistrationsPerUID  int
 	// SessionsPerUID bounds the sessions a uid holds (default 64: EMFILE
@@ -81,7 +90,7 @@ const (
 	DefaultHandshake            = 10 * time.Second
 	DefaultHandles              = 1024
 	DefaultRegistrationsPerConn = 4096
-	DefaultRegistrationsPerUID  = 65536
+	DefaultRegistrationsPerUID  = subsys.DefaultMaxEvents / 4
 	DefaultSessionsPerUID       = 64
 	DefaultSessionKBPerUID      = 256 << 10
 	DefaultBufferKB             = 16 << 10
@@ -103,7 +112,9 @@ func (l Limits) withDefaults() Limits {
 	set(&l.ConnsPerUID, DefaultConnsPerUID)
 	set(&l.Handles, DefaultHandles)
 	set(&l.RegistrationsPerConn, DefaultRegistrationsPerConn)
-	set(&l.RegistrationsPerUID, DefaultRegistrationsPerUID)
+	if l.RegistrationsPerUID < 0 {
+		set(&l.RegistrationsPerUID, 0)
+	} // 0: New derives it from the Subsystem's user_events_max
 	set(&l.SessionsPerUID, DefaultSessionsPerUID)
 	set(&l.SessionKBPerUID, DefaultSessionKBPerUID)
 	set(&l.BufferKB, DefaultBufferKB)
@@ -121,7 +132,8 @@ func (l Limits) withDefaults() Limits {
 // uidUse is what the connections of one uid hold. Guarded by Server.mu.
 type uidUse struct {
 	conns        int
-	regs         int
+	regs         int // enablers its processes hold
+	refs         int // events its connections' user_events_data refer to
 	sessions     int
 	sessionBytes int64
 	sharedBytes  int64 // arenas and rings mapped (Limits.SharedKBPerUID)
@@ -135,7 +147,8 @@ type Stats struct {
 	Handshakes int   // of those, still shaking hands
 	Pending    int   // requests read ahead of a blocking read, held
 	Handles    int   // open tracefs files and sessions
-	Regs       int   // registrations held (Limits.RegistrationsPerConn)
+	Regs       int   // enablers held (Limits.RegistrationsPerConn)
+	Refs       int   // events clients' user_events_data refer to (the same limits)
 	Sessions   int   // sessions
 	SessionKB  int64 // their buffers and rings
 	BufferKB   int   // buffer_size_kb (per CPU)
@@ -146,6 +159,10 @@ type Stats struct {
 	Timeouts   int64 // connections closed for want of a Hello in time
 	Denied     int64 // requests refused EACCES or EPERM by the access model
 	OverLimit  int64 // requests refused by a Limits field
+	// LostCapped and UncheckedTID are the rings' (RingStats): loss
+	// records cut to what their producer could have dropped, and records
+	// delivered under their process id, their thread ids unchecked.
+	LostCapped, UncheckedTID uint64
 	// ByUID is each uid's share, for the uids holding anything.
 	ByUID map[uint32]UIDStats
 }
@@ -153,6 +170,7 @@ type Stats struct {
 // UIDStats is one uid's share of Stats.
 type UIDStats struct {
 	Conns, Regs, Sessions int
+	Refs                  int
 	SessionKB             int64
 	SharedKB              int64
 	FUSEFiles             int
@@ -185,15 +203,18 @@ func (s *Server) Stats() Stats {
 	}
 	for uid, u := range s.uids {
 		st.Regs += u.regs
+		st.Refs += u.refs
 		st.Sessions += u.sessions
 		st.SessionKB += u.sessionBytes >> 10
 		st.SharedKB += u.sharedBytes >> 10
 		st.FUSEFiles += u.files
-		st.ByUID[uid] = UIDStats{Conns: u.conns, Regs: u.regs, Sessions: u.sessions, SessionKB: u.sessionBytes >> 10,
+		st.ByUID[uid] = UIDStats{Conns: u.conns, Regs: u.regs, Refs: u.refs, Sessions: u.sessions, SessionKB: u.sessionBytes >> 10,
 			SharedKB: u.sharedBytes >> 10, FUSEFiles: u.files}
 	}
 	s.mu.Unlock()
 	st.BufferKB = s.bufferKB()
+	rs := s.RingStats()
+	st.LostCapped, st.UncheckedTID = rs.LostCapped, rs.UncheckedTID
 	return st
 }
 
@@ -234,6 +255,9 @@ func (st Stats) AppendText(b []byte) []byte {
 	add("over_limit", st.OverLimit)
 	add("shared_kb", st.SharedKB)
 	add("fuse_files", st.FUSEFiles)
+	add("event_refs", st.Refs)
+	add("ring_lost_capped", st.LostCapped)
+	add("ring_unchecked_tid", st.UncheckedTID)
 	uids := make([]uint32, 0, len(st.ByUID))
 	for u := range st.ByUID {
 		uids = append(uids, u)
@@ -241,8 +265,8 @@ func (st Stats) AppendText(b []byte) []byte {
 	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
 	for _, u := range uids {
 		x := st.ByUID[u]
-		b = fmt.Appendf(b, "uid %d connections %d registrations %d sessions %d session_kb %d shared_kb %d fuse_files %d\n",
-			u, x.Conns, x.Regs, x.Sessions, x.SessionKB, x.SharedKB, x.FUSEFiles)
+		b = fmt.Appendf(b, "uid %d connections %d registrations %d sessions %d session_kb %d shared_kb %d fuse_files %d event_refs %d\n",
+			u, x.Conns, x.Regs, x.Sessions, x.SessionKB, x.SharedKB, x.FUSEFiles, x.Refs)
 	}
 	return b
 }
@@ -269,24 +293,47 @@ func (c *conn) denied(err error) error {
 	return err
 }
 
-// addRegs accounts n more registrations (n may be negative), checking the
-// limits when n > 0.
+// addRegs accounts n more registrations through this connection (n may be
+// negative), checking its limit when n > 0. Its uid's are the enablers its
+// process holds, charged by the process (Server.charge) whichever
+// connection made them, until the process's last connection goes.
 func (c *conn) addRegs(n int) error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if n > 0 && c.limited() && c.regs+n > s.limits.RegistrationsPerConn {
+		return fmt.Errorf("register: this connection holds %d registrations, the most one may (`uetrace serve --max-registrations`): %w", c.regs, unix.ENOMEM)
+	}
+	c.regs += max(n, -c.regs)
+	return nil
+}
+
+// chargeRefs is the Charge of the connection's user_events_data
+// (subsys.OpenCharged): the events it refers to, those a failed
+// registration left there included, count in the connection's
+// RegistrationsPerConn and its uid's RegistrationsPerUID. Called with the
+// Subsystem's lock held.
+func (c *conn) chargeRefs(n int, force bool) error {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	u := s.uids[c.uid]
-	if n > 0 && c.limited() {
-		if c.regs+n > s.limits.RegistrationsPerConn {
-			return fmt.Errorf("register: this connection holds %d registrations, the most one may (`uetrace serve --max-registrations`): %w", c.regs, unix.ENOMEM)
+	if n > 0 && !force && c.limited() {
+		var err error
+		switch {
+		case c.refs+n > s.limits.RegistrationsPerConn:
+			err = fmt.Errorf("register: this connection's user_events_data refers to %d events, the most one may (`uetrace serve --max-registrations`): %w", c.refs, unix.ENOMEM)
+		case u.refs+n > s.limits.RegistrationsPerUID:
+			err = fmt.Errorf("register: uid %d's connections refer to %d events, the most one user's may (`uetrace serve --max-registrations-per-uid`): %w", c.uid, u.refs, unix.ENOMEM)
 		}
-		if u.regs+n > s.limits.RegistrationsPerUID {
-			return fmt.Errorf("register: uid %d holds %d registrations, the most one user may (`uetrace serve --max-registrations-per-uid`): %w", c.uid, u.regs, unix.ENOMEM)
+		if err != nil {
+			s.count.overLimit.Add(1)
+			c.log.Info("limit reached", "err", err)
+			return err
 		}
 	}
-	n = max(n, -c.regs)
-	c.regs += n
-	u.regs += n
+	c.refs += n
+	u.refs += n
 	return nil
 }
 

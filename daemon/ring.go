@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/bits"
 	"os"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -28,7 +31,9 @@ const MaxRing = 64 << 20
 // records dropped. The daemon hands the count to the connection's
 // user_events_data (subsys.File.WriteLost): the event's counts, the trace
 // buffer's "LOST n EVENTS" and every session's lost count carry it. A
-// client can only ever claim losses for its own connection's events.
+// client can only ever claim losses for its own connection's events, and
+// no more than its producer could have dropped since it shared the ring
+// (ringSource.lossBudget; RingStats.LostCapped).
 const LostIndex = ^uint32(0)
 
 // LostPayload is the size of a loss record's payload.
@@ -56,6 +61,12 @@ type RingStats struct {
 	// that said so. Every one of those records counts in its event's
 	// consumers' lost counts.
 	Lost, LostRecords uint64
+	// LostCapped are loss records that claimed more records than their
+	// ring's producer could have dropped since it shared the ring — one
+	// per nanosecond on each possible CPU, less what it claimed before:
+	// cut to that, so that no client's number can wrap or swamp the lost
+	// counts its event's consumers sum with others'.
+	LostCapped uint64
 	// Dropped is what the producers' rings say were dropped because they
 	// were full — their claim, read when the ring is released; it counts
 	// every record a producer could not reserve, its loss records
@@ -66,6 +77,11 @@ type RingStats struct {
 	// process id instead, so that no client can write under another
 	// process's thread.
 	ForgedTID uint64
+	// UncheckedTID are records whose thread id the daemon had not checked
+	// when its ring's ration of checks was spent (writer.go): delivered
+	// under the connection's process id, so that made-up thread ids cost
+	// their producer, not the merger.
+	UncheckedTID uint64
 	// Future are records stamped later than the daemon's clock when it
 	// read them — impossible for a record stamped before it was
 	// published: delivered with the daemon's time instead, so that no
@@ -88,10 +104,14 @@ func (a *RingStats) add(b RingStats) {
 	a.Delivered += b.Delivered
 	a.Rejected += b.Rejected
 	a.Disabled += b.Disabled
-	a.Lost += b.Lost
+	// Lost and Dropped are the sums of clients' claims: they saturate
+	// rather than wrap.
+	a.Lost = min(a.Lost, math.MaxUint64-b.Lost) + b.Lost
 	a.LostRecords += b.LostRecords
-	a.Dropped += b.Dropped
+	a.LostCapped += b.LostCapped
+	a.Dropped = min(a.Dropped, math.MaxUint64-b.Dropped) + b.Dropped
 	a.ForgedTID += b.ForgedTID
+	a.UncheckedTID += b.UncheckedTID
 	a.Future += b.Future
 	a.OutOfOrder += b.OutOfOrder
 	a.Held += b.Held
@@ -139,9 +159,10 @@ func (c *conn) attachRing(memfd, efd int) error {
 		// Grown to the longest record the producer sends, up to the
 		// longest it may (a write's): a ring costs the daemon about its
 		// producer's record size, not 64 KiB.
-		buf:    make([]byte, min(cons.Size(), ringBufStart)),
-		bufMax: min(cons.Size(), shmring.HeaderSize+MaxWrite),
-		done:   make(chan struct{}),
+		buf:      make([]byte, min(cons.Size(), ringBufStart)),
+		bufMax:   min(cons.Size(), shmring.HeaderSize+MaxWrite),
+		done:     make(chan struct{}),
+		sharedAt: time.Now(),
 	}
 	r.threads.init(c.w.TGID)
 	if err := c.s.merger.add(r); err != nil {
@@ -184,10 +205,12 @@ type ringSource struct {
 	budget    int         // records a closing ring may still deliver
 	threads   threadCheck // the records' thread ids (writer.go)
 	losses    []loss      // loss records waiting for the ring's next record
+	sharedAt  time.Time   // when the client shared the ring (lossBudget)
+	claimed   uint64      // the records its loss records claimed, as cut
 
 	// Counted by the merger; read by Stats at any time.
 	delivered, rejected, disabled, lost, lostRecs atomic.Uint64
-	future, held                                  atomic.Uint64
+	future, held, lostCapped                      atomic.Uint64
 }
 
 // stats are all of the ring's counts: live's and those only the merger
@@ -204,8 +227,8 @@ func (r *ringSource) stats() RingStats {
 func (r *ringSource) live() RingStats {
 	return RingStats{
 		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(),
-		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(),
-		ForgedTID: r.threads.forged.Load(), Future: r.future.Load(), Held: r.held.Load(),
+		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(), LostCapped: r.lostCapped.Load(),
+		ForgedTID: r.threads.forged.Load(), UncheckedTID: r.threads.unchecked.Load(), Future: r.future.Load(), Held: r.held.Load(),
 	}
 }
 
@@ -246,12 +269,12 @@ func (s *Server) RingStats() RingStats {
 // ring or died mid-record.
 func (r *ringSource) logRelease(st RingStats) {
 	lvl := slog.LevelDebug
-	if st.Dropped+st.Lost+st.Rejected+st.Torn+st.TooLong+st.Discarded+st.BadHead+st.ForgedTID+st.Future+st.Held != 0 {
+	if st.Dropped|st.Lost|st.LostCapped|st.Rejected|st.Torn|st.TooLong|st.Discarded|st.BadHead|st.ForgedTID|st.UncheckedTID|st.Future|st.Held != 0 {
 		lvl = slog.LevelWarn
 	}
 	r.log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
-		"lost", st.Lost, "rejected", st.Rejected, "disabled", st.Disabled, "torn", st.Torn, "too_long", st.TooLong,
-		"discarded_bytes", st.Discarded, "bad_head", st.BadHead, "forged_tid", st.ForgedTID, "future", st.Future,
+		"lost", st.Lost, "lost_capped", st.LostCapped, "rejected", st.Rejected, "disabled", st.Disabled, "torn", st.Torn, "too_long", st.TooLong,
+		"discarded_bytes", st.Discarded, "bad_head", st.BadHead, "forged_tid", st.ForgedTID, "unchecked_tid", st.UncheckedTID, "future", st.Future,
 		"held", st.Held)
 }
 
@@ -269,7 +292,8 @@ func (r *ringSource) deliver() {
 		if len(r.losses) == maxLosses {
 			r.applyLosses(-1)
 		}
-		r.losses = append(r.losses, loss{w: w, time: rec.Time, idx: le.Uint32(rec.Payload), n: le.Uint64(rec.Payload[8:])})
+		n := r.lossBudget(le.Uint64(rec.Payload[8:]))
+		r.losses = append(r.losses, loss{w: w, time: rec.Time, idx: le.Uint32(rec.Payload), n: n})
 		return
 	}
 	r.applyLosses(w.CPU)
@@ -282,6 +306,27 @@ func (r *ringSource) deliver() {
 	default:
 		r.rejected.Add(1)
 	}
+}
+
+// lossBudget is a loss record's claim cut to what the ring's producer could
+// have dropped since it shared the ring, less what its loss records
+// claimed before: at most one record per nanosecond on each possible CPU
+// — a failed reserve alone takes longer — counting time by the daemon's
+// clock, not the records' stamps, which are the client's. A claim over it
+// is counted (LostCapped). So a ring's losses can never exceed its
+// lifetime's possible writes, and what sums them cannot be wrapped by one
+// client's number.
+func (r *ringSource) lossBudget(claim uint64) uint64 {
+	hi, could := bits.Mul64(uint64(max(time.Since(r.sharedAt), 0)), uint64(possibleCPUs()))
+	if hi != 0 {
+		could = math.MaxUint64
+	}
+	if left := could - min(r.claimed, could); claim > left {
+		claim = left
+		r.lostCapped.Add(1)
+	}
+	r.claimed += claim
+	return claim
 }
 
 // A loss is a loss record waiting for the ring's next record.

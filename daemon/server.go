@@ -34,10 +34,16 @@ type Config struct {
 	ReplyTimeout time.Duration
 	// MaxConns bounds the connections served at once; more are answered
 	// ENFILE and closed (0: 16384, or fewer when the daemon's RLIMIT_NOFILE
-	// would not hold their descriptors — a socket and a ring's eventfd
-	// each, and two more for a moment — so that the limit, not EMFILE on
-	// accept, answers; negative: no limit). Limits.ConnsPerUID keeps one
-	// user from taking them all.
+	// would not hold their descriptors, so that the limit, not EMFILE on
+	// accept, answers; negative: no limit). A connection holds at most 4
+	// of the daemon's descriptors: its socket, its ring's eventfd, and the
+	// at most two (a Ring's memfd and eventfd) of the request in hand, which
+	// are taken or closed before the next message is read — a message
+	// carrying more is refused EINVAL and the kernel closes the rest, one
+	// too large to read has its descriptors closed with it. (A FUSE tree a
+	// tracer hands over holds its /dev/fuse descriptor until its mount
+	// goes, past the connection.) Limits.ConnsPerUID keeps one user from
+	// taking them all.
 	MaxConns int
 	// Tracers names who may control tracing and read others' records
 	// besides root, perfmon-capable callers and the daemon's own user
@@ -131,6 +137,9 @@ func New(cfg Config) *Server {
 	if s.timeout == 0 {
 		s.timeout = 5 * time.Second
 	}
+	if s.limits.RegistrationsPerUID == 0 {
+		s.limits.RegistrationsPerUID = max(1, min(DefaultRegistrationsPerUID, s.sys.MaxEvents()/4))
+	}
 	switch {
 	case s.maxConn == 0:
 		s.maxConn = defaultMaxConns()
@@ -144,8 +153,8 @@ func New(cfg Config) *Server {
 }
 
 // defaultMaxConns is 16384, or what RLIMIT_NOFILE holds at 4 descriptors
-// a connection with 256 spare (Go raises the soft limit to the hard one at
-// start).
+// a connection (Config.MaxConns) with 256 spare (Go raises the soft limit
+// to the hard one at start).
 func defaultMaxConns() int {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<20 {
@@ -413,9 +422,9 @@ func (s *Server) refuse(c *net.UnixConn, raw syscall.RawConn, u *unix.Ucred, err
 	s.log.Log(context.Background(), level, "connection refused", "pid", u.Pid, "uid", u.Uid, "err", err)
 	raw.Control(func(fd uintptr) {
 		var buf [helloSize + 1]byte
-		oob := make([]byte, unix.CmsgSpace(4*8))
+		var oob [rightsSpace]byte
 		for range 4 {
-			_, oobn, _, _, rerr := unix.Recvmsg(int(fd), buf[:], oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+			_, oobn, _, _, rerr := unix.Recvmsg(int(fd), buf[:], oob[:], unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 			if oobn > 0 {
 				closeRights(oob[:oobn])
 			}

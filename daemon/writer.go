@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,7 +25,13 @@ import (
 //     delivered. A live thread of another process, or an id no task can
 //     have, is not: the record goes under the process id and is counted
 //     as forged. Each id is checked once and
-//     remembered, up to maxTIDs a writer;
+//     remembered, up to maxTIDs a writer. A check costs the daemon two
+//     system calls, so a writer's checks are rationed (tidCheckBurst, then
+//     tidCheckRate a second): a record of an id not yet checked when its
+//     writer's ration is spent goes under the process id and is counted
+//     (RingStats.UncheckedTID) — made-up thread ids cost their producer
+//     its records' thread ids, never the merger's time (cycling 8 000 of
+//     them slowed it to ~200 000 records a second, every writer's);
 //   - a CPU cannot be checked (the CPU a thread last ran on says nothing
 //     of where it wrote): it is what the client reports, taken modulo the
 //     machine's possible CPUs, so no consumer sees a CPU that cannot
@@ -37,19 +44,56 @@ import (
 // maxTIDs bounds the thread ids a writer remembers as checked.
 const maxTIDs = 4096
 
+// A writer's checks of thread ids: tidCheckBurst at once, and
+// tidCheckRate a second after that — a program starting thousands of
+// threads at once, and hundreds a second after, has every one checked.
+const (
+	tidCheckBurst = maxTIDs
+	tidCheckRate  = 256
+)
+
 // threadCheck decides the thread ids of one process's records.
 type threadCheck struct {
 	tgid int32
 	tids map[uint32]bool
 	last uint32 // the last thread id accepted
-	// forged counts the records delivered under tgid instead; atomic, as
-	// a ring's Stats reads it while the merger delivers.
-	forged atomic.Uint64
+	// checks are the checks left in the ration (tidCheckBurst at most),
+	// as of refilled (nanoseconds on the monotonic clock since start).
+	checks   int64
+	refilled int64
+	// forged counts the records delivered under tgid for a thread id not
+	// the process's, unchecked those delivered under it for a thread id
+	// not checked, the ration spent; checked the ids checked. Atomic, as
+	// a ring's Stats reads them while the merger delivers.
+	forged, unchecked, checked atomic.Uint64
 }
+
+// start is the origin of threadCheck's clock.
+var start = time.Now()
 
 // init makes t the check of process tgid's records.
 func (t *threadCheck) init(tgid int32) {
 	t.tgid, t.tids = tgid, map[uint32]bool{}
+	t.checks, t.refilled = tidCheckBurst, int64(time.Since(start))
+}
+
+// spend takes a check from the ration, refilled at tidCheckRate a second
+// up to tidCheckBurst, and reports whether there was one. now is
+// time.Since(start).
+func (t *threadCheck) spend(now int64) bool {
+	if t.checks == 0 {
+		n := (now - t.refilled) * tidCheckRate / int64(time.Second)
+		if n <= 0 {
+			return false
+		}
+		t.checks = min(n, tidCheckBurst)
+		t.refilled += n * int64(time.Second) / tidCheckRate
+		if t.checks == tidCheckBurst {
+			t.refilled = now
+		}
+	}
+	t.checks--
+	return true
 }
 
 // thread returns the thread id a record of thread tid is delivered under.
@@ -62,6 +106,11 @@ func (t *threadCheck) thread(tid uint32) int32 {
 	}
 	ok, seen := t.tids[tid]
 	if !seen {
+		if !t.spend(int64(time.Since(start))) {
+			t.unchecked.Add(1)
+			return t.tgid
+		}
+		t.checked.Add(1)
 		if len(t.tids) >= maxTIDs {
 			clear(t.tids)
 		}

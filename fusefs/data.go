@@ -23,7 +23,11 @@ type dataHandle struct {
 var _ fuse.Ioctler = (*dataHandle)(nil)
 
 func (f *FS) openData(acct *account, flags uint32) fuse.Handle {
-	return &dataHandle{fs: f, f: f.s.Open(), write: flags&unix.O_ACCMODE != unix.O_RDONLY, acct: acct}
+	file := f.s.Open()
+	if acct != nil && f.o.ChargeRefs != nil {
+		file = f.s.OpenCharged(func(n int, force bool) error { return f.o.ChargeRefs(acct.uid, acct.cred, n, force) })
+	}
+	return &dataHandle{fs: f, f: file, write: flags&unix.O_ACCMODE != unix.O_RDONLY, acct: acct}
 }
 
 // Read is user_events_data's: it has no read method, so read(2) is EINVAL

@@ -50,6 +50,13 @@ type Options struct {
 	// FUSE header's, which is in the mount's user namespace — root, in the
 	// one uetrace run makes. cred is the caller's (Cred).
 	Charge func(uid uint32, cred subsys.Cred, files, regs int, force bool) error
+	// ChargeRefs, if set with Charge, accounts to a caller's uid the
+	// events its open user_events_data refer to — those a failed
+	// registration left there, as Linux leaves them, included — more or,
+	// negative, fewer, and may refuse more unless force
+	// (daemon.Server.FUSEChargeRefs): its error, ENOMEM, is DIAG_IOCSREG's
+	// (subsys.OpenCharged).
+	ChargeRefs func(uid uint32, cred subsys.Cred, n int, force bool) error
 	// PIDs is the pid namespace of whoever mounted the tree: FUSE gives
 	// each caller's thread id in it (the kernel's fuse_conn keeps the
 	// mounter's), and the tree finds the caller among this process's

@@ -30,7 +30,9 @@ const (
 // TestFUSELimitsPerUID: what a caller of the tree makes the daemon hold
 // counts in its uid's account (daemon.Server.FUSECharge): one user (nobody)
 // hoarding open files, directories and registrations through FUSE gets
-// EMFILE and ENOMEM at its limits, another user and root are served on,
+// EMFILE and ENOMEM at its limits — the events failed registrations left
+// in its user_events_data counting (they did not, and 50 such made 50
+// events) — another user and root are served on,
 // the daemon's Stats show the hoard, and once the hoarder is killed its
 // account is back to nothing. (Before, the FUSE tree bounded none of it.)
 // All mount access is from child processes under deadlines.
@@ -69,7 +71,7 @@ func TestFUSELimitsPerUID(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tree, err := fusefs.Mount(dir, s, fusefs.Options{Callers: cs, Charge: srv.FUSECharge})
+	tree, err := fusefs.Mount(dir, s, fusefs.Options{Callers: cs, Charge: srv.FUSECharge, ChargeRefs: srv.FUSEChargeRefs})
 	if err != nil {
 		cs.Close()
 		t.Fatal(err)
@@ -93,7 +95,7 @@ func TestFUSELimitsPerUID(t *testing.T) {
 
 	hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer hcancel()
-	hoarder := as(hctx, nobodyUID, "hoard", dir, "20", "20")
+	hoarder := as(hctx, nobodyUID, "hoard", dir, "20", "20", "50")
 	stdin, err := hoarder.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -123,14 +125,20 @@ func TestFUSELimitsPerUID(t *testing.T) {
 	}
 	// user_events_data and 7 of user_events_status; the directory over
 	// the 8; 5 registrations (the enablers).
-	for _, want := range []string{"files 8 EMFILE", "dir EMFILE", "regs 5 ENOMEM"} {
+	for _, want := range []string{"files 8 EMFILE", "dir EMFILE", "regs 5 ENOMEM", "failed 50"} {
 		if !strings.Contains(said.String(), want+"\n") {
 			t.Errorf("the hoarder said %q, want a line %q", said.String(), want)
 		}
 	}
 	st := srv.Stats()
-	if u := st.ByUID[nobodyUID]; u.FUSEFiles != 8 || u.Regs != 5 || st.OverLimit != 3 {
+	// The file refers to hoard and 4 of the failed registrations' events:
+	// 5, the uid's limit; the other 46 were refused it, and those 4 an
+	// enabler (the uid holds 5), so each of the 50 was refused a limit.
+	if u := st.ByUID[nobodyUID]; u.FUSEFiles != 8 || u.Regs != 5 || u.Refs != 5 || st.OverLimit != 3+50 {
 		t.Errorf("stats while hoarded: %+v", st)
+	}
+	if n := len(s.Events()); n != 5 {
+		t.Errorf("%d events exist while hoarded, want the 5 the hoarder's file refers to", n)
 	}
 	if text := string(st.AppendText(nil)); !strings.Contains(text, "fuse_files 8\n") || !strings.Contains(text, "uid 65534 connections 0 registrations 5 ") {
 		t.Errorf("the stats text lacks the hoard:\n%s", text)

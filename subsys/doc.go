@@ -33,6 +33,13 @@
 //     from a worker: the kernel faults the page in asynchronously and
 //     retries; a Memory here either takes the write or never will. The
 //     failure is counted in Stats.
+//   - Enable bits are written outside the subsystem's lock, where the
+//     kernel writes present pages under event_mutex: a Memory may block
+//     (another process's memory through process_vm_writev waits for its
+//     faults), and no caller's memory may hold everyone's enables and
+//     registrations. A process whose memory another goroutine is writing
+//     gets its bits after the enable returns, as a faulting page gets them
+//     from the kernel's worker (enablewrite.go).
 //   - Type IDs start at Options.FirstID rather than after the kernel's
 //     built-in events.
 //   - A Process is shared by all its threads. In Linux the user_event_mm

@@ -22,7 +22,7 @@ const writeBufSize = 4096
 // here.
 func (s *Subsystem) AppendDynamicEvents(dst []byte) []byte {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	for _, ev := range s.created {
 		dst = append(dst, "u:"...)
 		dst = append(dst, ev.def.String()...)
@@ -94,7 +94,7 @@ func (s *Subsystem) runDynamicCommand(line string, cred Cred) error {
 		return fmt.Errorf("dynamic_events %q: not a user event (\"u:name fields\") or a delete (\"!u:name fields\"): %w", line, unix.EINVAL)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	ev, err := s.parseCmd(eventdef.SkipSpaces(cmd), cred, RegPersist)
 	if err != nil {
 		return fmt.Errorf("dynamic_events %q: %w", line, err)
@@ -116,7 +116,7 @@ func (s *Subsystem) releaseDynamic(line string, cred Cred) error {
 		return fmt.Errorf("dynamic_events %q: %w", line, err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	defer s.trace.resetIfArmed()
 	err = unix.ENOENT
 	for _, ev := range append([]*Event(nil), s.created...) {
@@ -152,7 +152,7 @@ func (s *Subsystem) free(ev *Event, cred Cred) error {
 // emptied if an event that was enabled has been removed.
 func (s *Subsystem) TruncateDynamicEvents(cred Cred) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	defer s.trace.resetIfArmed()
 	for _, ev := range s.created {
 		if !ev.lastRef() {

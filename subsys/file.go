@@ -3,6 +3,7 @@ package subsys
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -21,10 +22,20 @@ type File struct {
 	mu     sync.Mutex               // serialises appends and close
 	events atomic.Pointer[[]*Event] // the write path reads it without mu
 	closed bool
+	charge Charge // told of the events the array gains and loses; nil: nothing is
 }
 
 // Open opens user_events_data.
 func (s *Subsystem) Open() *File { return &File{s: s} }
+
+// OpenCharged opens user_events_data whose array of events is accounted to
+// charge, as a Process's enablers are (Charge): each event it gains, where
+// user_events_ref_add allocates — a refusal is the registration's error
+// (Register's step 6), ENOMEM as the kernel's failed krealloc — and, at
+// Close, all it held. An event stays in the array after a registration
+// that fails past that step, as in Linux, so what a client's failed
+// registrations hold is counted too.
+func (s *Subsystem) OpenCharged(charge Charge) *File { return &File{s: s, charge: charge} }
 
 // RegisterArgs is what DIAG_IOCSREG reads from the caller's memory.
 type RegisterArgs struct {
@@ -91,7 +102,9 @@ func copyStruct(arg []byte, ksize int) (out []byte, copied bool, err error) {
 //  5. the command (eventdef.Parse) and the registry: ':' flags EINVAL,
 //     PERSIST without privilege EPERM, same name with other fields
 //     EADDRINUSE, bad fields EINVAL, user_events_max EMFILE;
-//  6. the event joins this file's array (its write index);
+//  6. the event joins this file's array (its write index): the File's
+//     Charge (OpenCharged) may refuse it, its error (ENOMEM) the
+//     registration's;
 //  7. the enabler is made: the Process's Charge may refuse it (its error,
 //     ENOMEM, as the kernel's allocation failing) — the event stays in
 //     the array;
@@ -125,49 +138,70 @@ func (f *File) Register(p *Process, cred Cred, a RegisterArgs) (uint32, error) {
 		return 0, fmt.Errorf("register: enable_addr %#x is not a user address: %w", addr, unix.EFAULT)
 	}
 
+	idx, en, err := f.link(p, cred, a, addr, bit, size, flags)
+	if err != nil {
+		return 0, err
+	}
+	// The first write, outside the lock (enablewrite.go): this process's
+	// memory, which only this caller waits for.
+	p.own()
+	if !en.dead.Load() {
+		err = en.write(en.ev.status.Load() != 0)
+	}
+	p.drain()
+	if err != nil {
+		s := f.s
+		s.mu.Lock()
+		if !en.dead.Load() {
+			p.enablers = slices.DeleteFunc(p.enablers, func(e *enabler) bool { return e == en })
+			s.dropEnabler(en)
+		}
+		s.unlock()
+		return 0, fmt.Errorf("register %q: cannot write the enable bit %d at %#x (%v): %w", a.Name, bit, addr, err, unix.ENOMEM)
+	}
+	return uint32(idx), nil
+}
+
+// link is Register's part under the lock: steps 3 to 7, and the enabler
+// made and linked to its process and event, its bit not yet written.
+func (f *File) link(p *Process, cred Cred, a RegisterArgs, addr uint64, bit, size uint8, flags uint16) (int, *enabler, error) {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	for _, en := range p.enablers {
 		if en.addr == addr && en.bit == bit {
-			return 0, fmt.Errorf("register: bit %d at %#x is already registered by this process (for %s): %w", bit, addr, en.ev.tp, unix.EADDRINUSE)
+			return 0, nil, fmt.Errorf("register: bit %d at %#x is already registered by this process (for %s): %w", bit, addr, en.ev.tp, unix.EADDRINUSE)
 		}
 	}
 	if a.NameFault {
-		return 0, fmt.Errorf("register: cannot read the command: %w", unix.EFAULT)
+		return 0, nil, fmt.Errorf("register: cannot read the command: %w", unix.EFAULT)
 	}
 	if len(a.Name) > eventdef.MaxCommandLen {
-		return 0, fmt.Errorf("register: command of %d bytes is over %d: %w", len(a.Name), eventdef.MaxCommandLen, unix.EINVAL)
+		return 0, nil, fmt.Errorf("register: command of %d bytes is over %d: %w", len(a.Name), eventdef.MaxCommandLen, unix.EINVAL)
 	}
 	ev, err := s.parseCmd(a.Name, cred, flags)
 	if err != nil {
-		return 0, fmt.Errorf("register %q: %w", a.Name, err)
+		return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
 	}
 	idx, err := f.add(ev)
 	s.put(ev) // the lookup's reference; the file holds its own now
 	if err != nil {
-		return 0, fmt.Errorf("register %q: %w", a.Name, err)
+		return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
 	}
 	if p.charge != nil {
 		// user_event_enabler_create's allocation.
 		if err := p.charge(1, false); err != nil {
-			return 0, fmt.Errorf("register %q: %w", a.Name, err)
+			return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
 		}
 	}
 	en := &enabler{p: p, ev: ev, addr: addr, bit: bit, size: size}
-	if err := en.write(ev.status.Load() != 0); err != nil {
-		if p.charge != nil {
-			p.charge(-1, true)
-		}
-		return 0, fmt.Errorf("register %q: cannot write the enable bit %d at %#x (%v): %w", a.Name, bit, addr, err, unix.ENOMEM)
-	}
 	p.enablers = append([]*enabler{en}, p.enablers...)
 	if ev.enablers == nil {
 		ev.enablers = make(map[*enabler]struct{})
 	}
 	ev.enablers[en] = struct{}{}
 	ev.refs++
-	return uint32(idx), nil
+	return idx, en, nil
 }
 
 // add is user_events_ref_add: the event's index in this file's array,
@@ -185,6 +219,11 @@ func (f *File) add(ev *Event) (int, error) {
 	for i, e := range cur {
 		if e == ev {
 			return i, nil
+		}
+	}
+	if f.charge != nil {
+		if err := f.charge(1, false); err != nil {
+			return 0, err
 		}
 	}
 	// Appending may reuse the backing array: readers of the old slice never
@@ -218,7 +257,6 @@ func (f *File) Unregister(p *Process, arg []byte) error {
 
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	found := false
 	kept := p.enablers[:0]
 	for _, en := range p.enablers {
@@ -231,11 +269,17 @@ func (f *File) Unregister(p *Process, arg []byte) error {
 	}
 	clear(p.enablers[len(kept):])
 	p.enablers = kept
+	s.unlock()
 	if !found {
 		return fmt.Errorf("unregister: no enabler at bit %d of %#x in this process: %w", bit, addr, unix.ENOENT)
 	}
+	// Outside the lock, as the process's writer: after any write of the
+	// enablers just dropped that was under way (enablewrite.go).
+	p.own()
 	w, b := word(addr, bit)
-	if err := p.mem.SetBit(w, b, false); err != nil {
+	err = p.mem.SetBit(w, b, false)
+	p.drain()
+	if err != nil {
 		return fmt.Errorf("unregister: cannot clear bit %d at %#x (%v): %w", bit, addr, err, unix.EFAULT)
 	}
 	return nil
@@ -260,9 +304,12 @@ func (f *File) Close() error {
 	}
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	for _, ev := range *p {
 		s.put(ev)
+	}
+	if f.charge != nil && len(*p) > 0 {
+		f.charge(-len(*p), true)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func (s *Subsystem) logErrLocked(e *tracefilter.Error) {
 // AppendErrorLog appends error_log's text (tracing_err_log_seq_show).
 func (s *Subsystem) AppendErrorLog(dst []byte) []byte {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	for _, ent := range s.errLog {
 		dst = ent.err.AppendErrorLog(dst, ent.ts)
 	}
@@ -61,13 +61,13 @@ func (s *Subsystem) AppendErrorLog(dst []byte) []byte {
 func (s *Subsystem) ClearErrorLog() {
 	s.mu.Lock()
 	s.errLog = nil
-	s.mu.Unlock()
+	s.unlock()
 }
 
 // AppendFilter appends what events/<system>/<event>/filter reads.
 func (ev *Event) AppendFilter(dst []byte) []byte {
 	ev.s.mu.Lock()
-	defer ev.s.mu.Unlock()
+	defer ev.s.unlock()
 	return ev.filterState.AppendFile(dst)
 }
 
@@ -79,7 +79,7 @@ func (ev *Event) AppendFilter(dst []byte) []byte {
 func (ev *Event) SetFilter(text []byte) error {
 	s := ev.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if ev.deleted {
 		return fmt.Errorf("event %s was deleted: %w", ev.tp, unix.ENODEV)
 	}
@@ -96,7 +96,7 @@ func (ev *Event) SetFilter(text []byte) error {
 // AppendSystemFilter appends what events/<system>/filter reads.
 func (s *Subsystem) AppendSystemFilter(dst []byte, system string) []byte {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	st := s.sysFilters[system]
 	return st.AppendSystemFile(dst)
 }
@@ -107,7 +107,7 @@ func (s *Subsystem) AppendSystemFilter(dst []byte, system string) []byte {
 // filter. A system without events is ENODEV.
 func (s *Subsystem) SetSystemFilter(system string, text []byte) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	// tr->events is kept newest first: the events are tried, and their
 	// errors logged, in that order.
 	var evs []*Event
@@ -147,7 +147,7 @@ func (s *Subsystem) SetSystemFilter(system string, text []byte) error {
 func (ss *Session) SetFilter(ev *Event, text string) error {
 	s := ss.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if ss.closed {
 		return ErrClosed
 	}

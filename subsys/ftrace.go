@@ -18,7 +18,7 @@ func (s *Subsystem) SetFtrace(ev *Event, on bool) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if ev.deleted {
 		return fmt.Errorf("event %s was deleted: %w", ev.tp, unix.ENODEV)
 	}

@@ -1,5 +1,10 @@
 package subsys
 
+import (
+	"sync"
+	"sync/atomic"
+)
+
 // Memory is one process's memory as the enable-bit writer reaches it.
 type Memory interface {
 	// SetBit sets (on) or clears bit 0..63 of the 64-bit word at addr,
@@ -21,11 +26,20 @@ type Process struct {
 
 	enablers []*enabler // under s.mu; newest first, as list_add_rcu keeps them
 	charge   Charge     // under s.mu; nil: nothing is told
+	listed   bool       // under s.mu: in s.dirty
+
+	// The writer of its memory (enablewrite.go): under wmu, the enablers
+	// whose bits are to be written, and whether a goroutine writes now.
+	wmu     sync.Mutex
+	wcond   sync.Cond // L: &wmu; signalled when writing ends
+	queue   []*enabler
+	writing bool
 }
 
-// Charge is told of each enabler a Process gains (n > 0) and loses (n < 0),
-// with the Subsystem's lock held, so that whoever serves the process can
-// bound what it holds. It may refuse a registration (force false): its
+// Charge is told of each enabler a Process gains (n > 0) and loses (n < 0)
+// — or, for a File opened with OpenCharged, each event its array gains and
+// loses — with the Subsystem's lock held, so that whoever serves the
+// process can bound what it holds. It may refuse a registration (force false): its
 // error, which should wrap ENOMEM as the kernel's failed allocation of an
 // enabler, is then the registration's — the event stays in the file's array,
 // as after any failure past user_events_ref_add. Forced charges (a fork's
@@ -35,7 +49,7 @@ type Charge func(n int, force bool) error
 // Charged reports whether the Process has a Charge.
 func (p *Process) Charged() bool {
 	p.s.mu.Lock()
-	defer p.s.mu.Unlock()
+	defer p.s.unlock()
 	return p.charge != nil
 }
 
@@ -45,7 +59,7 @@ func (p *Process) Charged() bool {
 func (p *Process) SetCharge(charge Charge) bool {
 	s := p.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if p.charge != nil {
 		return false
 	}
@@ -63,11 +77,16 @@ type enabler struct {
 	addr uint64 // enable_addr as given: EADDRINUSE and unregister compare it raw
 	bit  uint8
 	size uint8 // enable_size: 4 or 8
+
+	dead   atomic.Bool // dropped: its bit is written no more
+	queued bool        // under p.wmu: in p.queue
 }
 
 // NewProcess returns a process with no enablers whose memory is mem.
 func (s *Subsystem) NewProcess(mem Memory) *Process {
-	return &Process{s: s, mem: mem}
+	p := &Process{s: s, mem: mem}
+	p.wcond.L = &p.wmu
+	return p
 }
 
 // word returns the 64-bit word and bit the kernel writes for an enabler
@@ -93,8 +112,9 @@ func (en *enabler) write(on bool) error {
 func (p *Process) Fork(mem Memory) *Process {
 	s := p.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	child := &Process{s: s, mem: mem, charge: p.charge}
+	defer s.unlock()
+	child := s.NewProcess(mem)
+	child.charge = p.charge
 	for _, en := range p.enablers {
 		c := &enabler{p: child, ev: en.ev, addr: en.addr, bit: en.bit, size: en.size}
 		child.enablers = append(child.enablers, c)
@@ -121,15 +141,12 @@ func (p *Process) Fork(mem Memory) *Process {
 func (p *Process) Sync() int {
 	s := p.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	failed := 0
 	for _, en := range p.enablers {
-		if en.write(en.ev.status.Load() != 0) != nil {
-			s.stats.EnableWriteFailures++
-			failed++
-		}
+		p.enqueue(en, false)
 	}
-	return failed
+	s.unlock()
+	p.own()
+	return p.drain()
 }
 
 // Release drops every enabler, as exec and exit of the process's last task
@@ -139,7 +156,7 @@ func (p *Process) Sync() int {
 func (p *Process) Release() {
 	s := p.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	for _, en := range p.enablers {
 		s.dropEnabler(en)
 	}
@@ -149,7 +166,11 @@ func (p *Process) Release() {
 // dropEnabler destroys an enabler: it leaves its event's list and puts its
 // reference. Called with s.mu held; the caller unlinks it from the process.
 func (s *Subsystem) dropEnabler(en *enabler) {
+	en.dead.Store(true)
 	delete(en.ev.enablers, en)
+	if len(en.ev.enablers) == 0 {
+		en.ev.enablers = nil // an empty map keeps its buckets
+	}
 	s.put(en.ev)
 	if en.p.charge != nil {
 		en.p.charge(-1, true)
@@ -158,12 +179,10 @@ func (s *Subsystem) dropEnabler(en *enabler) {
 
 // updateEnablers writes the event's state into every enabler of every
 // process (user_event_enabler_update): the bit is set while anything is
-// attached, cleared otherwise. Called with s.mu held.
+// attached, cleared otherwise. Called with s.mu held: the bits are written
+// when it is released (enablewrite.go).
 func (s *Subsystem) updateEnablers(ev *Event) {
-	on := ev.status.Load() != 0
 	for en := range ev.enablers {
-		if en.write(on) != nil {
-			s.stats.EnableWriteFailures++
-		}
+		en.p.enqueue(en, true)
 	}
 }

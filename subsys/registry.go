@@ -141,7 +141,7 @@ func (s *Subsystem) eachEvent(fn func(*Event)) {
 // Events returns every event in user_events_status order.
 func (s *Subsystem) Events() []*Event {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	var out []*Event
 	s.eachEvent(func(ev *Event) { out = append(out, ev) })
 	return out
@@ -150,7 +150,7 @@ func (s *Subsystem) Events() []*Event {
 // Lookup returns the event tracefs shows as system/tracepoint, or nil.
 func (s *Subsystem) Lookup(system, tracepoint string) *Event {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.lookupLocked(system, tracepoint)
 }
 
@@ -197,6 +197,6 @@ func (s *Subsystem) Delete(name string, cred Cred) error {
 		return fmt.Errorf("delete: name of %d bytes is over %d: %w", len(name), eventdef.MaxCommandLen, unix.EINVAL)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.deleteByName(name, cred)
 }

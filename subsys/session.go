@@ -243,7 +243,7 @@ const maxComms = 4096
 func (ss *Session) Attach(ev *Event) error {
 	s := ss.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return ss.attachLocked(ev)
 }
 
@@ -267,7 +267,7 @@ func (ss *Session) attachLocked(ev *Event) error {
 func (ss *Session) Detach(ev *Event) {
 	s := ss.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	ss.detachLocked(ev)
 }
 
@@ -310,7 +310,7 @@ func (ss *Session) AttachMatching(pattern string, follow bool) ([]*Event, error)
 	}
 	s := ss.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if ss.closed {
 		return nil, fmt.Errorf("session is closed: %w", unix.EBADF)
 	}
@@ -358,7 +358,7 @@ func (s *Subsystem) followNew(ev *Event) {
 func (ss *Session) Events() []*Event {
 	s := ss.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	out := make([]*Event, 0, len(ss.attached))
 	for ev := range ss.attached {
 		out = append(out, ev)
@@ -378,7 +378,7 @@ func (ss *Session) Close() error {
 		s.sessions = removeSession(s.sessions, ss)
 		close(ss.done)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	// What is buffered can still be read; the buffer goes once it has
 	// been, or now if nothing is.
 	ss.mu.Lock()

@@ -112,7 +112,7 @@ const maxLostNotes = 16
 func (ss *Session) DeliverToRing(p *shmring.Producer) error {
 	s := ss.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	switch {
 	case ss.closed:
 		return fmt.Errorf("session ring: the session is closed: %w", unix.EBADF)
@@ -156,15 +156,15 @@ func (ss *Session) noteLostFlags(ev *Event, ts uint64, cpu int32, n uint64, flag
 	}
 	ss.mu.Lock()
 	if flags&RingLostTooLarge != 0 {
-		ss.tooLarge += n
+		ss.tooLarge = satAdd(ss.tooLarge, n)
 	} else {
-		ss.lost += n
+		ss.lost = satAdd(ss.lost, n)
 	}
 	if ss.shm.Load() != nil {
 		k := len(ss.lostNotes)
 		switch {
 		case k > 0 && ss.lostNotes[k-1].ev == ev && ss.lostNotes[k-1].flags == flags:
-			ss.lostNotes[k-1].n += n
+			ss.lostNotes[k-1].n = satAdd(ss.lostNotes[k-1].n, n)
 		case k >= maxLostNotes:
 			// Into the last run of the same kind, or a new one if
 			// there is none yet (there are two kinds).
@@ -173,7 +173,7 @@ func (ss *Session) noteLostFlags(ev *Event, ts uint64, cpu int32, n uint64, flag
 				i--
 			}
 			if i >= 0 {
-				ss.lostNotes[i].n += n
+				ss.lostNotes[i].n = satAdd(ss.lostNotes[i].n, n)
 				break
 			}
 			fallthrough

@@ -11,7 +11,7 @@ import (
 // status).
 func (s *Subsystem) AppendStatus(dst []byte) []byte {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	active, busy := 0, 0
 	s.eachEvent(func(ev *Event) {
 		active++
@@ -49,7 +49,7 @@ func (s *Subsystem) AppendStatus(dst []byte) []byte {
 // shows them where this file exists.
 func (s *Subsystem) AppendCounts(dst []byte) []byte {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.eachEvent(func(ev *Event) {
 		written, dropped := ev.Counts()
 		dst = append(dst, ev.tp...)

@@ -1,6 +1,8 @@
 package subsys
 
 import (
+	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -84,6 +86,7 @@ type Subsystem struct {
 	trace *traceBuffer
 
 	stats Stats
+	dirty []*Process // processes with enable bits to write at unlock (enablewrite.go)
 }
 
 // Stats count what the subsystem did that no caller sees as an error.
@@ -125,14 +128,14 @@ func New(opts Options) *Subsystem {
 // Stats returns the counters.
 func (s *Subsystem) Stats() Stats {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.stats
 }
 
 // MaxEvents is /proc/sys/kernel/user_events_max.
 func (s *Subsystem) MaxEvents() int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.maxEv
 }
 
@@ -141,7 +144,7 @@ func (s *Subsystem) MaxEvents() int {
 func (s *Subsystem) SetMaxEvents(n int) {
 	s.mu.Lock()
 	s.maxEv = n
-	s.mu.Unlock()
+	s.unlock()
 }
 
 // Status bits of an event: what is attached to it (user_event_reg).
@@ -213,13 +216,37 @@ func (e *Event) shard(cpu int) *eventCounts {
 	return &e.counts[uint(cpu)&uint(len(e.counts)-1)]
 }
 
-// Counts returns the records written to the event and those dropped.
+// Counts returns the records written to the event and those dropped. They
+// saturate at the largest uint64 rather than wrap (satAdd).
 func (e *Event) Counts() (written, dropped uint64) {
 	for i := range e.counts {
-		written += e.counts[i].written.Load()
-		dropped += e.counts[i].dropped.Load()
+		written = satAdd(written, e.counts[i].written.Load())
+		dropped = satAdd(dropped, e.counts[i].dropped.Load())
 	}
 	return written, dropped
+}
+
+// satAdd is a + b, or the largest uint64 where that would wrap. The counts
+// a client's number feeds (File.WriteLost's n) add so: a claim, however
+// large, can never wrap a count to less than the losses others added —
+// the daemon bounds the claims themselves (daemon.RingStats.LostCapped);
+// this keeps any caller's from wrapping.
+func satAdd(a, b uint64) uint64 {
+	sum, carry := bits.Add64(a, b, 0)
+	if carry != 0 {
+		return math.MaxUint64
+	}
+	return sum
+}
+
+// satAddAtomic adds n to c, saturating (satAdd).
+func satAddAtomic(c *atomic.Uint64, n uint64) {
+	for {
+		old := c.Load()
+		if old == math.MaxUint64 || c.CompareAndSwap(old, satAdd(old, n)) {
+			return
+		}
+	}
 }
 
 // Name is the registered name (without ".<hexid>").

@@ -208,7 +208,7 @@ func (f *FS) systemExists(sys string) bool {
 func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	n, err := f.lookup(name)
 	if err != nil {
 		return nil, err
@@ -264,7 +264,7 @@ func Listable(tp string) bool {
 func (f *FS) Stat(name string) (DirEntry, error) {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	n, err := f.lookup(name)
 	if err != nil {
 		return DirEntry{}, err
@@ -302,7 +302,7 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 	s := f.s
 	s.mu.Lock()
 	n, err := f.lookup(name)
-	s.mu.Unlock()
+	s.unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +542,7 @@ func (f *FS) content(n node) ([]byte, error) {
 	switch {
 	case n.ev != nil && n.name == "filter":
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlock()
 		if n.ev.deleted {
 			return nil, fmt.Errorf("event %s was deleted: %w", n.ev.tp, unix.ENODEV)
 		}
@@ -551,7 +551,7 @@ func (f *FS) content(n node) ([]byte, error) {
 		return s.AppendSystemFilter(nil, n.system), nil
 	case n.ev != nil:
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlock()
 		switch n.name {
 		case "enable":
 			if n.ev.ftrace.Load() {
@@ -602,7 +602,7 @@ func (f *FS) content(n node) ([]byte, error) {
 func (f *FS) enableState(system string) byte {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	set := 0
 	for _, ev := range s.created {
 		if system != "" && ev.System() != system {
@@ -623,7 +623,7 @@ func (f *FS) enableState(system string) byte {
 func (f *FS) listEvents(enabledOnly bool) []byte {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	var b []byte
 	for i := len(s.created) - 1; i >= 0; i-- {
 		ev := s.created[i]
@@ -676,7 +676,7 @@ func (f *FS) write(n node, p []byte, cred Cred) (int, error) {
 		}
 		if n.ev != nil {
 			s.mu.Lock()
-			defer s.mu.Unlock()
+			defer s.unlock()
 			if n.ev.deleted {
 				return 0, fmt.Errorf("event %s was deleted: %w", n.ev.tp, unix.ENODEV)
 			}
@@ -737,7 +737,7 @@ func (f *FS) write(n node, p []byte, cred Cred) (int, error) {
 func (f *FS) setClr(system, name string, on bool) error {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.setClrLocked("", system, name, on)
 }
 
@@ -769,7 +769,7 @@ func (s *Subsystem) setClrLocked(match, sub, event string, on bool) error {
 // set_event.
 func (s *Subsystem) clearEvents() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	for _, ev := range append([]*Event(nil), s.created...) {
 		s.setFtraceLocked(ev, false)
 	}
@@ -784,7 +784,7 @@ func (s *Subsystem) clearEvents() {
 func (f *FS) writeSetEvent(p []byte) (int, error) {
 	s := f.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	for _, word := range eventdef.ArgvSplit(string(p)) {
 		on := true
 		if strings.HasPrefix(word, "!") {

@@ -335,7 +335,10 @@ func gather(dst []byte, iov [][]byte, off int) {
 // record on w.CPU (see ftrace.Ring.Drop), and every attached session's
 // lost count, which perf.data carries as PERF_RECORD_LOST. An index this
 // file does not have is ENOENT and changes nothing: no writer can count
-// losses under another file's events.
+// losses under another file's events. n is the writer's number: every
+// count it adds to saturates at the largest uint64 rather than wrap, so
+// that no claim can lower what others' losses added (the daemon also
+// bounds each claim by what its producer could have dropped).
 func (f *File) WriteLost(w Writer, ts uint64, idx uint32, n uint64) error {
 	if int32(idx) < 0 {
 		return fmt.Errorf("write index %d is negative: %w", int32(idx), unix.EINVAL)
@@ -349,8 +352,8 @@ func (f *File) WriteLost(w Writer, ts uint64, idx uint32, n uint64) error {
 	}
 	ev := (*p)[idx]
 	sh := ev.shard(w.CPU)
-	sh.written.Add(n)
-	sh.dropped.Add(n)
+	satAddAtomic(&sh.written, n)
+	satAddAtomic(&sh.dropped, n)
 	if ev.ftrace.Load() {
 		f.s.trace.ring.Drop(w.CPU, n)
 	}

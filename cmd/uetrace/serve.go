@@ -83,7 +83,9 @@ perf_event_paranoid does).
 Limits. What a client may make the daemon hold is bounded, per connection
 and per user, with the errno Linux gives for the same exhaustion:
 connections per user (--max-conns-per-uid, EMFILE) and in all (--max-conns,
-ENFILE); a Hello within --handshake-timeout; open files and sessions per
+ENFILE: each holds at most 4 of the daemon's descriptors — its socket, its
+ring's eventfd and the two a request carries, closed before the next is
+read — which --max-conns's default counts against RLIMIT_NOFILE); a Hello within --handshake-timeout; open files and sessions per
 connection (--max-handles, EMFILE); registrations per connection and user
 (--max-registrations, --max-registrations-per-uid, ENOMEM); sessions per
 user (--max-sessions, EMFILE) and their buffers (--session-kb, EPERM, as
@@ -170,6 +172,9 @@ shows the counts. 0 is the default; -1 no limit.`,
 			treeOpts := fusefs.Options{Flush: func() { srv.Flush() }, GID: uint32(access.GID), SetGID: access.SetGroup,
 				Charge: func(uid uint32, cred subsys.Cred, files, regs int, force bool) error {
 					return srv.FUSECharge(uid, cred, files, regs, force)
+				},
+				ChargeRefs: func(uid uint32, cred subsys.Cred, n int, force bool) error {
+					return srv.FUSEChargeRefs(uid, cred, n, force)
 				}}
 			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log, Tracers: who, Limits: limits, MaxConns: maxConns,
 				ServeFUSE: func(dev *os.File, from daemon.FUSEMounter) (daemon.FUSETree, error) {
@@ -233,8 +238,8 @@ shows the counts. 0 is the default; -1 no limit.`,
 	cmd.Flags().IntVar(&limits.ConnsPerUID, "max-conns-per-uid", 0, "connections of one user (default 1024; EMFILE beyond)")
 	cmd.Flags().DurationVar(&limits.Handshake, "handshake-timeout", 0, "how long a connection may take to say Hello (default 10s)")
 	cmd.Flags().IntVar(&limits.Handles, "max-handles", 0, "open tracefs files and sessions per connection (default 1024; EMFILE beyond)")
-	cmd.Flags().IntVar(&limits.RegistrationsPerConn, "max-registrations", 0, "registrations per connection (default 4096; ENOMEM beyond)")
-	cmd.Flags().IntVar(&limits.RegistrationsPerUID, "max-registrations-per-uid", 0, "registrations per user (default 65536; ENOMEM beyond)")
+	cmd.Flags().IntVar(&limits.RegistrationsPerConn, "max-registrations", 0, "registrations per connection: events its user_events_data refers to, failed registrations' included, and enablers, each (default 4096; ENOMEM beyond)")
+	cmd.Flags().IntVar(&limits.RegistrationsPerUID, "max-registrations-per-uid", 0, "registrations per user: events its files refer to, and enablers, each (default 8192, or a quarter of --max-events if less; ENOMEM beyond)")
 	cmd.Flags().IntVar(&limits.SessionsPerUID, "max-sessions", 0, "sessions per user (default 64; EMFILE beyond)")
 	cmd.Flags().IntVar(&limits.SessionKBPerUID, "session-kb", 0, "KiB of session buffers and rings per user (default 262144; EPERM beyond, as perf_event_mlock_kb)")
 	cmd.Flags().IntVar(&limits.SharedKBPerUID, "shared-kb", 0, "KiB of enable-word arenas and producer rings a user's clients may share with the daemon (default 1048576; ENOMEM beyond)")

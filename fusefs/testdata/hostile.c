@@ -25,8 +25,10 @@
  *                                 until F files or a failure ("files N ERRNO"),
  *                                 then opendir events ("dir ERRNO"), then
  *                                 register R enablers until a failure
- *                                 ("regs N ERRNO"); say "holding" and wait
- *                                 for stdin's EOF
+ *                                 ("regs N ERRNO"); with X, then register X
+ *                                 events of their own names whose enable
+ *                                 word cannot be written ("failed X");
+ *                                 say "holding" and wait for stdin's EOF
  *
  * Every mode prints what it did on stdout and exits 1 on an unexpected
  * failure, saying what failed on stderr. */
@@ -499,7 +501,7 @@ static int writer(const char *name, int k)
 	return 0;
 }
 
-static int hoard(int files, int regs)
+static int hoard(int files, int regs, int failing)
 {
 	int data = open_in("user_events_data", O_RDWR);
 	if (data < 0)
@@ -526,6 +528,16 @@ static int hoard(int files, int regs)
 			break;
 	}
 	printf("regs %d %s\n", i, err ? strerrorname_np(err) : "0");
+	if (failing > 0) {
+		/* Page 0 is never mapped: every registration fails, ENOMEM,
+		 * leaving its event in the file as Linux does. */
+		char name[64];
+		for (i = 0; i < failing; i++) {
+			snprintf(name, sizeof(name), "hoardfail_%d u32 n", i);
+			reg(data, &r, 8, name, NULL, &err);
+		}
+		printf("failed %d\n", i);
+	}
 	printf("holding\n");
 	wait_stdin();
 	return 0;
@@ -556,8 +568,8 @@ int main(int argc, char **argv)
 		return uffdreg();
 	if (!strcmp(m, "writer") && argc == 5)
 		return writer(argv[3], atoi(argv[4]));
-	if (!strcmp(m, "hoard") && argc == 5)
-		return hoard(atoi(argv[3]), atoi(argv[4]));
+	if (!strcmp(m, "hoard") && (argc == 5 || argc == 6))
+		return hoard(atoi(argv[3]), atoi(argv[4]), argc == 6 ? atoi(argv[5]) : 0);
 	if (!strcmp(m, "tryopen")) {
 		int fd = open(argv[2], O_RDONLY | O_CLOEXEC);
 		printf("%s\n", fd < 0 ? strerrorname_np(errno) : "ok");

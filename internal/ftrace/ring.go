@@ -2,6 +2,7 @@ package ftrace
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -253,8 +254,10 @@ func (r *Ring) Drop(cpu int, n uint64) {
 	nc := len(r.cpus)
 	c := r.cpus[(cpu%nc+nc)%nc]
 	c.mu.Lock()
-	c.dropped += n
-	c.dropPending += n
+	// Saturating: n is a client's number (the daemon bounds it), and no
+	// claim may wrap the count below what others dropped.
+	c.dropped = min(c.dropped, math.MaxUint64-n) + n
+	c.dropPending = min(c.dropPending, math.MaxUint64-n) + n
 	c.mu.Unlock()
 	if r.waiters.Load() != 0 {
 		r.wakeAll()

@@ -49,8 +49,9 @@
 //     its own (on private buffers, so nothing the caller owns is written
 //     late), and until that call returns, and for StallCooldown after, every
 //     access to that process fails at once with ErrStalled: a hostile
-//     process costs whoever waits for it (subsys's lock, held while it sets
-//     a bit) at most StallLimit per StallCooldown, and one blocked thread.
+//     process costs whoever waits for it (the caller whose enable or
+//     registration writes its bits; package subsys writes them outside its
+//     lock) at most StallLimit per StallCooldown, and one blocked thread.
 //     A write that was given up may still land when the fault is served.
 //   - Between the pidfd check before a write and the write itself a pid could
 //     in theory be recycled (the pid space must wrap in that instant): the
