@@ -195,6 +195,33 @@ func TestRingLossRecords(t *testing.T) {
 	}
 }
 
+// exitedThread returns the id of a thread of this process that has
+// ended (or is ending): a goroutine locked to its thread exits without
+// unlocking it, which ends the thread — unless the thread is the main
+// one, which the runtime keeps (wedged) instead; a goroutine that lands
+// there keeps it busy, unlocked once a thread has ended, so that the next
+// try runs on another.
+func exitedThread() uint32 {
+	hold := make(chan struct{})
+	defer close(hold)
+	for {
+		tid := make(chan int)
+		go func() {
+			runtime.LockOSThread()
+			id := unix.Gettid()
+			tid <- id
+			if id == os.Getpid() {
+				<-hold
+				runtime.UnlockOSThread()
+			}
+			// Otherwise the thread ends with the goroutine.
+		}()
+		if id := <-tid; id != os.Getpid() {
+			return uint32(id)
+		}
+	}
+}
+
 // TestRingThreadIDs: a record is delivered under the thread it names when
 // that is a thread of the connection's process, or no live task at all (a
 // thread that exited before the daemon drained it); a live thread of
@@ -208,12 +235,7 @@ func TestRingThreadIDs(t *testing.T) {
 	if _, err := ss.AttachMatching("user_events:tid_ev", false); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan uint32)
-	go func() {
-		runtime.LockOSThread()
-		exited <- uint32(unix.Gettid()) // the thread ends with the goroutine
-	}()
-	gone := <-exited
+	gone := exitedThread()
 	waitFor(t, "the locked thread to exit", func() bool {
 		return unix.Access(fmt.Sprintf("/proc/%d/task/%d", os.Getpid(), gone), unix.F_OK) != nil
 	})
