@@ -19,8 +19,8 @@ var layers = [][]string{
 	// record, where and when, the shared-memory record ring, other processes'
 	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
-		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "tracefmt", "perfdata",
-		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/fuse", "internal/otlp", "internal/runguard"},
+		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
+		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
 	// The ftrace ring buffer and its text; the kernel's event filters.
 	{"internal/ftrace", "tracefilter"},
 	// The user_events subsystem in user space.

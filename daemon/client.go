@@ -344,7 +344,7 @@ func (c *Client) Writev(tid int32, cpu int, iov ...[]byte) (int, error) {
 		return 0, nil // the VFS returns 0 before user_events sees it
 	}
 	if total > MaxWrite {
-		return 0, fmt.Errorf("write of %d bytes: the daemon carries at most %d: %w", total, MaxWrite, unix.EMSGSIZE)
+		return c.writeHead(tid, cpu, iov, total)
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -371,6 +371,18 @@ func (c *Client) Writev(tid int32, cpu int, iov ...[]byte) (int, error) {
 	}
 	ret, _, err := parseResult(r)
 	c.mu.Unlock()
+	return int(ret), err
+}
+
+// writeHead is Writev of a write longer than a message holds: its length
+// and first MaxWrite-4 bytes, which is all the daemon needs of a record no
+// consumer can take (WriteHead in wire.go).
+func (c *Client) writeHead(tid int32, cpu int, iov [][]byte, total int) (int, error) {
+	msg := le.AppendUint32(appendHeader(make([]byte, 0, MaxMessage), opWriteHead, uint16(cpu), uint32(tid)), uint32(total))
+	for _, b := range iov {
+		msg = append(msg, b[:min(len(b), MaxMessage-len(msg))]...)
+	}
+	ret, _, err := c.call(msg)
 	return int(ret), err
 }
 

@@ -431,6 +431,18 @@ func (c *conn) handle(m []byte) bool {
 		}
 		n, err := c.file.Writev(w, body)
 		return c.result(int64(n), err)
+	case opWriteHead:
+		if len(body) < 4 {
+			return c.result(0, fmt.Errorf("write: truncated message: %w", unix.EPROTO))
+		}
+		w := c.w
+		w.PID = c.threads.thread(h.arg)
+		w.CPU = writerCPU(uint32(h.flags))
+		if c.ring != nil {
+			c.s.Flush()
+		}
+		n, err := c.file.WriteHead(w, body[4:], int(le.Uint32(body)))
+		return c.result(int64(n), err)
 	case opRegister:
 		if len(body) < 4 || uint64(le.Uint32(body)) > uint64(len(body)-4) {
 			return c.result(0, fmt.Errorf("register: truncated message: %w", unix.EPROTO))

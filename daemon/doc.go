@@ -115,7 +115,11 @@
 //     exec) still counts as its parent's, and a client in another pid
 //     namespace, whose pid the daemon cannot see, is a process per
 //     connection.
-//   - A write carries at most MaxWrite bytes (EMSGSIZE beyond).
+//   - A write longer than MaxWrite reaches the daemon as its first bytes and
+//     its length (WriteHead): enough to answer as Linux does, which drops
+//     a record that long unread. A write of that length a consumer could
+//     take would be EMSGSIZE; with Linux's limits (a record of 8 KiB at
+//     most) there is none.
 //   - Writes come two ways. A client may share a ring (the Ring request; a
 //     memfd, internal/shmring, and an eventfd) and publish its writes there
 //     without a system call, having checked them itself with the kernel's

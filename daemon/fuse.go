@@ -14,8 +14,10 @@ import (
 // mount): no body, one descriptor (SCM_RIGHTS). The daemon serves its
 // tracefs tree on it through Config.ServeFUSE. Only tracers (policy.go)
 // may: the tree is the daemon's whole subsystem, and it will read and
-// write the memory of whoever calls into it (EPERM otherwise). Reply: Result,
-// once serving has begun.
+// write the memory of whoever calls into it (EPERM otherwise) — of those
+// callers the client could ptrace itself, found in the client's pid
+// namespace (FUSEMounter; package fusefs). Reply: Result, once serving has
+// begun.
 const opServeFUSE uint16 = 48
 
 // FUSETree is a tracefs tree served on a FUSE mount (Config.ServeFUSE).
@@ -26,6 +28,45 @@ type FUSETree interface {
 	// mount went away (its mount namespace ended with the last program
 	// in it).
 	Done() <-chan struct{}
+}
+
+// FUSEMounter is the client that handed a mounted FUSE descriptor over
+// (Config.ServeFUSE).
+type FUSEMounter struct {
+	// Pidfd names the client's process (SO_PEERPIDFD, or a pidfd_open of
+	// its SO_PEERCRED pid before Linux 6.5): the mount's pid namespace is
+	// taken to be its. It is open for the call only.
+	Pidfd int
+	// PID is its id in the daemon's pid namespace.
+	PID int32
+	// UID and GID are its SO_PEERCRED credentials.
+	UID, GID uint32
+}
+
+// mounter is the FUSEMounter of c, with a pidfd the caller closes.
+func (c *conn) mounter() (FUSEMounter, error) {
+	m := FUSEMounter{Pidfd: -1, PID: c.ucred.Pid, UID: c.ucred.Uid, GID: c.ucred.Gid}
+	var perr error
+	if err := c.raw.Control(func(fd uintptr) {
+		m.Pidfd, perr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD)
+	}); err != nil {
+		return m, err
+	}
+	if perr != nil {
+		// Before Linux 6.5: the pid, pinned now. A client that exited
+		// and left its socket to another process could lend it its pid's
+		// next owner's namespace: the tree still reaches only what the
+		// client's uid could.
+		if m.PID <= 0 {
+			return m, fmt.Errorf("the client's process is in a pid namespace this daemon cannot see: %w", unix.ESRCH)
+		}
+		fd, err := unix.PidfdOpen(int(m.PID), 0)
+		if err != nil {
+			return m, fmt.Errorf("the client's process %d: %w", m.PID, err)
+		}
+		m.Pidfd = fd
+	}
+	return m, nil
 }
 
 // serveFUSE is the ServeFUSE request.
@@ -48,7 +89,13 @@ func (c *conn) serveFUSE(fds []int, body []byte) error {
 		return fmt.Errorf("serve FUSE: %w", err)
 	}
 	dev := os.NewFile(uintptr(dup), "/dev/fuse")
-	tree, err := c.s.serveFUSE(dev)
+	from, err := c.mounter()
+	if err != nil {
+		dev.Close()
+		return fmt.Errorf("serve FUSE: %w", err)
+	}
+	tree, err := c.s.serveFUSE(dev, from)
+	unix.Close(from.Pidfd)
 	dev.Close()
 	if err != nil {
 		return fmt.Errorf("serve FUSE: %w", err)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -47,7 +48,11 @@ func TestServeFUSERequest(t *testing.T) {
 	}
 
 	trees := make(chan *fakeTree, 4)
-	srv := serve(t, Config{ServeFUSE: func(dev *os.File) (FUSETree, error) {
+	srv := serve(t, Config{ServeFUSE: func(dev *os.File, from FUSEMounter) (FUSETree, error) {
+		// The tree is served for the client that handed it over.
+		if from.PID != int32(os.Getpid()) || from.UID != uint32(os.Getuid()) || from.Pidfd < 0 {
+			return nil, fmt.Errorf("the mounter is %+v, not this process: %w", from, unix.EINVAL)
+		}
 		// The daemon hands over its own descriptor, which outlives the
 		// request: the caller's may close at once.
 		if _, err := unix.FcntlInt(dev.Fd(), unix.F_GETFD, 0); err != nil {

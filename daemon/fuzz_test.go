@@ -34,6 +34,7 @@ func FuzzRequest(f *testing.F) {
 	f.Add(append(appendHeader(nil, opOpen, 0, uint32(os.O_WRONLY|os.O_APPEND)), "dynamic_events"...))
 	f.Add(append(le.AppendUint32(appendHeader(nil, opRegister, 0, 0), 28), append(reg(0x1000, 0), "f u32 a"...)...))
 	f.Add(append(appendHeader(nil, opWrite, 3, 77), 0, 0, 0, 0, 1, 2, 3, 4))
+	f.Add(append(le.AppendUint32(appendHeader(nil, opWriteHead, 3, 77), 70000), 0, 0, 0, 0, 1, 2, 3, 4))
 	f.Add(le.AppendUint32(appendHeader(nil, opSession, 1, 0), 4096))
 	f.Add(append(appendHeader(nil, opAttach, 1, 1), "*"...))
 	f.Add(append(appendHeader(nil, opReadDir, 0, 0), "events"...))

@@ -54,8 +54,12 @@ type Config struct {
 	// /dev/fuse a client handed over (the ServeFUSE request), until the
 	// mount goes or the returned tree is closed — at the latest when the
 	// Server is. nil: the request is EOPNOTSUPP. (The FUSE tree, package
-	// fusefs, sits beside this package: cmd/uetrace joins them.)
-	ServeFUSE func(dev *os.File) (FUSETree, error)
+	// fusefs, sits beside this package: cmd/uetrace joins them.) from is
+	// the client that handed it over, whom the tree is served for: FUSE
+	// gives callers' ids in the pid namespace of the mount's maker, taken
+	// to be the client's, and callers are to be reached only where the
+	// client could ptrace them.
+	ServeFUSE func(dev *os.File, from FUSEMounter) (FUSETree, error)
 }
 
 // Server serves one Subsystem to the clients of a Unix socket.
@@ -76,7 +80,7 @@ type Server struct {
 	// flood once.
 	lastRefusal atomic.Int64
 
-	serveFUSE func(dev *os.File) (FUSETree, error)
+	serveFUSE func(dev *os.File, from FUSEMounter) (FUSETree, error)
 	fuses     map[FUSETree]struct{} // the trees served through ServeFUSE
 
 	mu     sync.Mutex

@@ -36,6 +36,11 @@ import (
 //	            the handle number.
 //	Read        arg: handle. Body: u32 maximum bytes. Reply: Data. Blocks on
 //	            trace_pipe until a record is there.
+//	WriteHead   a write longer than MaxWrite (opWriteHead): arg and flags
+//	            as Write. Body: u32 the write's length, then its first
+//	            MaxWrite-4 bytes. Answered as the whole write, which no
+//	            consumer can take (subsys.File.WriteHead). A daemon before
+//	            WriteHead answers EPROTO.
 //	WriteFile   arg: handle. Body: the bytes to write.
 //	CloseFile   arg: handle.
 //	ReadDir     body: a path. Reply: Data holding entries, each u32 mode
@@ -105,6 +110,10 @@ const (
 // ops are (session_ring.go).
 const opSetFilter uint16 = 64
 
+// opWriteHead carries the head of a write longer than a message holds
+// (WriteHead above); numbered apart, as opSetFilter.
+const opWriteHead uint16 = 72
+
 // Reply ops have the top bit set.
 const (
 	opResult uint16 = 0x8000 + iota
@@ -127,10 +136,12 @@ const (
 	// default ceiling (net.core.wmem_max) is 208 KiB; 64 KiB leaves room.
 	MaxMessage = 64 << 10
 
-	// MaxWrite is the longest write (index and payload) the daemon backend
-	// carries: what fits a message after the header. Longer writes are
-	// EMSGSIZE. Linux has no such limit, but would drop the record anyway —
-	// ftrace above ~4 KiB, perf above 8 KiB.
+	// MaxWrite is the longest write (index and payload) a Write message
+	// carries: what fits a message after the header. Of a longer one,
+	// which Linux takes and drops — no consumer holds a record over 8 KiB
+	// (ftrace ~4 KiB, perf 8 KiB) — a WriteHead message carries the first
+	// MaxWrite-4 bytes and the length: all the daemon needs to answer it
+	// as Linux does.
 	MaxWrite = MaxMessage - headerSize
 )
 

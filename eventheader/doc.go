@@ -30,8 +30,8 @@
 // read, nesting is bounded (MaxDepth) and so is the work of one event
 // (MaxItems), and a fuzz target holds it to that.
 //
-// It is proved on the reference's own output (../shared/interop/eventheader
-// beside the repository): for each of its 374 events the decoder's JSON is
+// It is proved on the reference's own output (package eventheadertest's
+// testdata, with its licence): for each of its 374 events the decoder's JSON is
 // Microsoft's byte for byte, and the builder, fed the decoded event,
 // writes the event's bytes exactly.
 //

@@ -7,8 +7,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader/eventheadertest"
 )
 
-// The reference's own output, see ../shared/interop/eventheader/README.md
-// (relative to the repository root).
+// The reference's own output, see eventheadertest/testdata/README.md.
 
 type goldenRecord struct {
 	tracepoint string

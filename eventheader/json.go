@@ -144,7 +144,7 @@ func (it *Item) AppendJSON(dst []byte) []byte {
 		case FormatBoolean:
 			return appendBool(dst, uint32(v[0]))
 		case FormatHexBytes:
-			return appendHexBytes(dst, v)
+			return AppendHexBytes(dst, v)
 		case FormatString8:
 			return appendUCS(append(dst, '"'), uint32(v[0]), true)
 		}
@@ -160,7 +160,7 @@ func (it *Item) AppendJSON(dst []byte) []byte {
 		case FormatBoolean:
 			return appendBool(dst, uint32(u))
 		case FormatHexBytes:
-			return appendHexBytes(dst, v)
+			return AppendHexBytes(dst, v)
 		case FormatStringUTF:
 			return appendUCS(append(dst, '"'), uint32(u), true)
 		case FormatPort:
@@ -173,7 +173,7 @@ func (it *Item) AppendJSON(dst []byte) []byte {
 	case EncodingValue128:
 		switch it.Format {
 		default:
-			return appendHexBytes(dst, v)
+			return AppendHexBytes(dst, v)
 		case FormatUUID:
 			return append(AppendUUID(append(dst, '"'), v), '"')
 		case FormatIPAddress, FormatIPAddressObsolete:
@@ -182,7 +182,7 @@ func (it *Item) AppendJSON(dst []byte) []byte {
 	case EncodingZStringChar8:
 		switch it.Format {
 		case FormatHexBytes:
-			return appendHexBytes(dst, v)
+			return AppendHexBytes(dst, v)
 		case FormatString8:
 			return appendLatin1(dst, v)
 		case FormatStringUTFBOM, FormatStringXML, FormatStringJSON:
@@ -196,7 +196,7 @@ func (it *Item) AppendJSON(dst []byte) []byte {
 	case EncodingZStringChar16, EncodingStringLength16Char16:
 		switch it.Format {
 		case FormatHexBytes:
-			return appendHexBytes(dst, v)
+			return AppendHexBytes(dst, v)
 		case FormatStringUTFBOM, FormatStringXML, FormatStringJSON:
 			if d, ok := appendBOM(dst, v, bo); ok {
 				return d
@@ -206,7 +206,7 @@ func (it *Item) AppendJSON(dst []byte) []byte {
 	case EncodingZStringChar32, EncodingStringLength16Char32:
 		switch it.Format {
 		case FormatHexBytes:
-			return appendHexBytes(dst, v)
+			return AppendHexBytes(dst, v)
 		case FormatStringUTFBOM, FormatStringXML, FormatStringJSON:
 			if d, ok := appendBOM(dst, v, bo); ok {
 				return d
@@ -245,7 +245,7 @@ func appendChar8(dst []byte, enc Encoding, f Format, v []byte, bo binary.ByteOrd
 	case FormatIPAddress, FormatIPAddressObsolete:
 		ok = fixed(0, 4, 16)
 	case FormatHexBytes:
-		return appendHexBytes(dst, v)
+		return AppendHexBytes(dst, v)
 	case FormatString8:
 		return appendLatin1(dst, v)
 	case FormatStringUTF:
@@ -260,7 +260,7 @@ func appendChar8(dst []byte, enc Encoding, f Format, v []byte, bo binary.ByteOrd
 	}
 	if !ok {
 		if enc == EncodingBinaryLength16Char8 {
-			return appendHexBytes(dst, v)
+			return AppendHexBytes(dst, v)
 		}
 		return appendUTF8Quoted(dst, v)
 	}
@@ -332,7 +332,7 @@ func appendValue32(dst []byte, f Format, v []byte, bo binary.ByteOrder, _ bool) 
 	case FormatFloat:
 		return appendFloat(dst, float64(math.Float32frombits(u)), 32)
 	case FormatHexBytes:
-		return appendHexBytes(dst, v)
+		return AppendHexBytes(dst, v)
 	case FormatStringUTF:
 		return appendUCS(append(dst, '"'), u, true)
 	case FormatIPAddress, FormatIPAddressObsolete:
@@ -361,7 +361,7 @@ func appendValue64(dst []byte, f Format, v []byte, bo binary.ByteOrder, _ bool) 
 	case FormatFloat:
 		return appendFloat(dst, math.Float64frombits(u), 64)
 	case FormatHexBytes:
-		return appendHexBytes(dst, v)
+		return AppendHexBytes(dst, v)
 	}
 }
 
@@ -397,7 +397,10 @@ func appendBool(dst []byte, u uint32) []byte {
 	return strconv.AppendInt(dst, int64(int32(u)), 10)
 }
 
-func appendHexBytes(dst []byte, v []byte) []byte {
+// AppendHexBytes appends v as a JSON string of its bytes in lower-case
+// hex, separated by spaces ("01 02 03"), as EventFormatter writes binary
+// values and perf-decode a tracepoint's struct fields.
+func AppendHexBytes(dst []byte, v []byte) []byte {
 	const digits = "0123456789abcdef"
 	dst = append(dst, '"')
 	for i, b := range v {

@@ -28,9 +28,14 @@
 // or dropped for one reason — so that, once closed, Received equals their
 // sum: nothing is lost without being counted.
 //
-// It does not map the OpenTelemetry user_events "Common Schema" layout
-// (PartA/PartB/PartC structs) back to body, severity and trace ids: such
-// events are exported generically, their structs as maps.
+// An EventHeader event in the Common Schema layout of OpenTelemetry's
+// user_events log exporters (__csver__, PartA, PartC, PartB "Log": what the
+// Rust and C++ exporters and package eventheader/ehotel write) is mapped
+// back to the log record it was made from: time, severity, body, event
+// name, trace and span ids, attributes, and service.name and
+// service.instance.id in its resource (commonschema.go says what differs).
+// Spans and metrics are not exported yet: their events are exported as
+// log records like any other.
 package export
 
 import (
@@ -110,8 +115,15 @@ func (s Stats) Dropped() uint64 { return s.DroppedQueueFull + s.DroppedFailed + 
 // batch is one request's records, grouped by process, encoded.
 type batch struct {
 	rls   []otlp.EncodedResourceLogs
-	byPID map[uint32]int
+	byRes map[resourceKey]int
 	n     int
+}
+
+// resourceKey tells resources apart: a process, and the service a Common
+// Schema record names.
+type resourceKey struct {
+	pid uint32
+	cs  csResource
 }
 
 // Exporter batches samples and sends them. Add is for one goroutine at a
@@ -211,7 +223,7 @@ var ErrClosed = errors.New("export: the exporter is closed")
 // counted.
 func (e *Exporter) Add(ctx context.Context, s *Sample) error {
 	e.enc.Reset()
-	encodeRecord(&e.enc, s, uint64(time.Now().UnixNano()))
+	cs := encodeRecord(&e.enc, s, uint64(time.Now().UnixNano()))
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -220,15 +232,16 @@ func (e *Exporter) Add(ctx context.Context, s *Sample) error {
 	e.received.Add(1)
 	b := e.cur
 	if b == nil {
-		b = &batch{byPID: make(map[uint32]int)}
+		b = &batch{byRes: make(map[resourceKey]int)}
 		e.cur = b
 		e.timer.Reset(e.opts.BatchDelay)
 	}
-	i, ok := b.byPID[s.PID]
+	key := resourceKey{s.PID, cs}
+	i, ok := b.byRes[key]
 	if !ok {
 		i = len(b.rls)
-		b.byPID[s.PID] = i
-		b.rls = append(b.rls, otlp.EncodedResourceLogs{Resource: e.resource(s), Scope: e.scope})
+		b.byRes[key] = i
+		b.rls = append(b.rls, otlp.EncodedResourceLogs{Resource: e.resource(s, cs), Scope: e.scope})
 	}
 	b.rls[i].Records = append(b.rls[i].Records, e.enc.Bytes()...)
 	b.n++
@@ -244,7 +257,11 @@ func (e *Exporter) Add(ctx context.Context, s *Sample) error {
 	return nil
 }
 
-func (e *Exporter) resource(s *Sample) []otlp.KeyValue {
+// resource is a sample's resource: the host and the process, and the
+// service — the one a Common Schema record names (its ext_cloud_role and
+// ext_cloud_roleInstance, the SDK's service.name and service.instance.id),
+// else --service-name.
+func (e *Exporter) resource(s *Sample, cs csResource) []otlp.KeyValue {
 	kv := []otlp.KeyValue{
 		{Key: "host.name", Value: otlp.StringValue(e.host)},
 		{Key: "process.pid", Value: otlp.IntValue(int64(s.PID))},
@@ -252,8 +269,14 @@ func (e *Exporter) resource(s *Sample) []otlp.KeyValue {
 	if s.Comm != "" {
 		kv = append(kv, otlp.KeyValue{Key: "process.executable.name", Value: otlp.StringValue(s.Comm)})
 	}
-	if e.opts.ServiceName != "" {
+	switch {
+	case cs.role != "":
+		kv = append(kv, otlp.KeyValue{Key: "service.name", Value: otlp.StringValue(cs.role)})
+	case e.opts.ServiceName != "":
 		kv = append(kv, otlp.KeyValue{Key: "service.name", Value: otlp.StringValue(e.opts.ServiceName)})
+	}
+	if cs.instance != "" {
+		kv = append(kv, otlp.KeyValue{Key: "service.instance.id", Value: otlp.StringValue(cs.instance)})
 	}
 	return kv
 }

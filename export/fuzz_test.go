@@ -40,6 +40,23 @@ func FuzzRecord(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(true, append(make([]byte, 8), ev...))
+	// A Common Schema log record, as OpenTelemetry's exporters write one.
+	b.Reset("Log", eventheader.Header{Level: 4})
+	b.AddUint32("__csver__", 0x400, eventheader.FormatUnsignedInt, 0)
+	b.StructField("PartA", 2, 0)
+	b.AddString("time", "2024-01-01T12:34:56.789Z", eventheader.FormatDefault, 0)
+	b.AddString("ext_dt_traceId", "4bf92f3577b34da6a3ce929d0e0e4736", eventheader.FormatDefault, 0)
+	b.StructField("PartC", 1, 0)
+	b.AddString("tags", `["a",2,{"k":null}]`, eventheader.FormatStringJSON, 0)
+	b.StructField("PartB", 3, 0)
+	b.AddString("_typeName", "Log", eventheader.FormatDefault, 0)
+	b.AddString("body", `{"x":1.5}`, eventheader.FormatStringJSON, 0)
+	b.AddUint16("severityNumber", 9, eventheader.FormatSignedInt, 0)
+	cs, err := b.AppendEvent(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(true, append(make([]byte, 8), cs...))
 	var enc eventdef.Encoder
 	enc.Reset(x, nil)
 	enc.Uint(1)

@@ -113,11 +113,11 @@ var severities = [...]struct {
 // once.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// encodeRecord appends a sample as a log record to e.
-func encodeRecord(e *otlp.Builder, s *Sample, observed uint64) {
+// encodeRecord appends a sample as a log record to e, and returns what a
+// Common Schema record says of its resource (csLog).
+func encodeRecord(e *otlp.Builder, s *Sample, observed uint64) csResource {
 	ev := s.Event
 	e.Record()
-	e.Time(s.Time, observed)
 	e.Str(AttrTracepoint, ev.full)
 	e.Int(AttrThreadID, int64(s.TID))
 	e.Int(AttrCPU, int64(s.CPU))
@@ -126,19 +126,28 @@ func encodeRecord(e *otlp.Builder, s *Sample, observed uint64) {
 	}
 	switch {
 	case ev.format == nil:
+		e.Time(s.Time, observed)
 		e.BytesValue(AttrUndecodable, s.Raw)
 	case ev.ehOff >= 0:
 		if eh, ok := decodeEH(ev, s.Raw); ok {
+			if res, ok := csLog(e, &eh, observed); ok {
+				e.End()
+				return res
+			}
+			e.Time(s.Time, observed)
 			ehFields(e, &eh)
 			e.End()
-			return
+			return csResource{}
 		}
+		e.Time(s.Time, observed)
 		plainFields(e, ev.format, s.Raw)
 	default:
+		e.Time(s.Time, observed)
 		plainFields(e, ev.format, s.Raw)
 	}
 	e.EventName(ev.full)
 	e.End()
+	return csResource{}
 }
 
 // plainFields adds a record's fields by their format's types: integers

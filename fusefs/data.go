@@ -44,14 +44,15 @@ func (h *dataHandle) Read(ctx context.Context, r *fuse.Request, dst []byte, off 
 //     answers a fault (subsys.File.WriteFaulted).
 //
 // Where the call cannot be read (no right to ptrace the caller) the request
-// is taken as a complete write(2).
+// is taken as a complete write(2). A caller that cannot be found in this
+// process's /proc (Options.PIDs) writes as thread 0.
 func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, off int64) (int, error) {
 	if !h.write {
 		return 0, unix.EBADF
 	}
-	tid := int(r.Pid)
 	total, pos, positioned := len(data), int64(0), false
-	c, _ := h.fs.threads.look(tid, h.fs.tgid)
+	c, _ := h.fs.threads.look(int(r.Pid), h.fs.resolve)
+	tid := c.tid
 	if c.callOK {
 		switch call := c.call; call.Nr {
 		case unix.SYS_WRITE:
@@ -59,7 +60,7 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 		case unix.SYS_PWRITE64:
 			total, pos, positioned = int(call.Args[2]), int64(call.Args[3]), true
 		case unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
-			if n, ok := h.iovLen(tid, c.tgid, call.Args[1], call.Args[2]); ok {
+			if n, ok := h.iovLen(tid, c.tgid, call.Args[1], call.Args[2]); ok && tid > 0 {
 				total = n
 			}
 			// pwritev's offset is not checked: the kernel's write_iter
@@ -113,11 +114,17 @@ func (h *dataHandle) iovLen(tid, tgid int, iov, cnt uint64) (int, bool) {
 // the caller's argument: it would be a write Linux does not make, and would
 // fail where the struct is read-only, which Linux's DIAG_IOCSREG ignores.
 func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg uint64, in []byte, outSize uint32) (int32, []byte, error) {
-	tid := int(r.Pid)
 	switch uintptr(cmd) {
 	case abi.IocSReg, abi.IocSUnreg, abi.IocSDel:
 	default:
 		return 0, nil, unix.ENOTTY
+	}
+	// The header's id is the mounter's namespace's: the caller is found
+	// in this process's, and its memory is reached only if the user the
+	// tree is served for may (callers.SetAccess).
+	tid, err := h.fs.tid(r)
+	if err != nil {
+		return 0, nil, errnoOf(err)
 	}
 	c, err := h.fs.callers.Get(tid)
 	if err != nil {
@@ -126,7 +133,7 @@ func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg
 	switch uintptr(cmd) {
 	case abi.IocSReg:
 		cred := h.fs.o.Cred(c.TGID)
-		h.fs.charge(c, r, cred)
+		h.fs.charge(c, cred)
 		_, err = callers.Register(h.f, c, cred, arg)
 	case abi.IocSUnreg:
 		err = callers.Unregister(h.f, c, arg)
@@ -151,11 +158,11 @@ func (h *dataHandle) Release() error {
 // registration: the enablers it holds count in its uid's registrations
 // until it unregisters them, exits or execs, and a fork's copies count in
 // its parent's uid (subsys.Charge), wherever the process registered them.
-func (f *FS) charge(c *callers.Caller, r *fuse.Request, cred subsys.Cred) {
+func (f *FS) charge(c *callers.Caller, cred subsys.Cred) {
 	if f.o.Charge == nil || c.Process.Charged() {
 		return
 	}
-	uid := f.ident(r).uid
+	uid := f.ident(c.TID, nil).uid
 	c.Process.SetCharge(func(n int, force bool) error {
 		return f.o.Charge(uid, cred, 0, n, force)
 	})

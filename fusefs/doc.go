@@ -28,6 +28,43 @@
 // is read once: opening three /proc files per write cost most of the server's
 // time in it.
 //
+// # Pid namespaces, and whose processes are reached
+//
+// FUSE gives a request the caller's thread id in the pid namespace of
+// whoever mounted the tree: the kernel's fuse_conn keeps the mounter's
+// pid_ns (fuse_conn_init) and writes pid_nr_ns(task_pid(current),
+// fc->pid_ns) into each request's header — 0 for a caller that namespace
+// cannot see. That id is not this process's: taken as one of its /proc's, it
+// names another task (ESRCH, or worse another user's process, whose memory
+// would be read as the user_reg, written with write_index and later with
+// enable bits). So every request's id is looked up in the mount's namespace
+// (Options.PIDs, package pidns): the task of /proc whose NSpid has that id at
+// the namespace's depth, checked to be that namespace's at every use. This
+// process's own namespace costs nothing (the ids are /proc's); a namespace
+// below it costs a scan of /proc at a thread's first request, then a check
+// per ioctl (a write's thread is kept, see threads.go); a caller that cannot
+// be found gets ESRCH at DIAG_IOCSREG, DIAG_IOCSUNREG and DIAG_IOCSDEL, is
+// thread 0 in a write's record, and has no privilege (process -1 for
+// Options.Cred). Records carry the writer's id as this process's /proc
+// gives it, as Linux's trace carries the global pid.
+//
+// The mount's namespace is Mount's and Serve's caller's (this process's)
+// unless Options.PIDs says otherwise: the daemon gives the namespace of the
+// client that handed the descriptor over, which is where uetrace run's shim
+// (a mount namespace, not a pid namespace) and uetrace mount mounted it. A
+// client that mounted elsewhere than its own namespace cannot be caught at
+// the handover (the kernel shows a connection's pid_ns nowhere), so a second
+// rule bounds what it could do: a caller's process is reached — memory read
+// or written, /proc/<tid>/syscall read — only if Options.For, the user the
+// tree is served for (the client, by SO_PEERCRED), could ptrace it
+// (caps.User.Check: same uids and gids and dumpable, or a user namespace it
+// created; root reaches all). A wrong or reused id thus reaches at worst
+// another process of the same user, never another user's; the caller gets
+// EPERM at its ioctl and its memory is not touched. Here uetrace differs
+// from Linux, where a caller's own memory is always reachable: a tree served
+// for one user refuses other users' callers (a root-made mount with
+// allow_other is served for root, which refuses nobody).
+//
 // # Limits
 //
 // Any program that can reach the mount makes the server hold state for it.
@@ -92,6 +129,10 @@
 //     kernel faults it in in the caller's own context (waiting there) or
 //     from a worker. That process's memory is then refused at once until
 //     the fault is served and for procmem.StallCooldown after.
+//   - A caller that the user the tree is served for (Options.For) could not
+//     ptrace gets EPERM at DIAG_IOCSREG, DIAG_IOCSUNREG and DIAG_IOCSDEL,
+//     where Linux reaches any caller's own memory (see "Pid namespaces"
+//     above; TestHostileServedFor).
 //   - Fork, exec and exit of callers are learnt from the proc connector
 //     (root) after the fact, or, without it, when the caller is next seen; a
 //     forked child's enable bits are right from the moment the daemon hears of

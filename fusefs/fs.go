@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/uetrace/uetrace/internal/callers"
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/fuse"
+	"github.com/uetrace/uetrace/internal/pidns"
 	"github.com/uetrace/uetrace/subsys"
 )
 
@@ -25,7 +27,9 @@ type Options struct {
 	Flush func()
 	// Callers reaches the calling processes and their memory. nil: New
 	// makes one, following forks and execs through the proc connector
-	// where it may (root) and noticing them lazily otherwise.
+	// where it may (root) and noticing them lazily otherwise. Either way
+	// New gives it the check of For (callers.SetAccess): one Callers
+	// serves one tree.
 	Callers *callers.Callers
 	// Cred is a calling process's privilege (nil: perfmon_capable() of
 	// its process, from procfs).
@@ -46,6 +50,24 @@ type Options struct {
 	// FUSE header's, which is in the mount's user namespace — root, in the
 	// one uetrace run makes. cred is the caller's (Cred).
 	Charge func(uid uint32, cred subsys.Cred, files, regs int, force bool) error
+	// PIDs is the pid namespace of whoever mounted the tree: FUSE gives
+	// each caller's thread id in it (the kernel's fuse_conn keeps the
+	// mounter's), and the tree finds the caller among this process's
+	// /proc by it. nil: this process's — right for Mount, and for Serve
+	// of a descriptor mounted by a process of this one's pid namespace (a
+	// helper that made a mount namespace, not a pid namespace). A daemon
+	// serving a descriptor a client handed over gives the client's
+	// (pidns.OfPidfd of its SO_PEERPIDFD). A namespace /proc cannot see
+	// is New's error.
+	PIDs *pidns.Map
+	// For is whom the tree is served for: a caller's process is reached
+	// — its memory read and written, its /proc/<tid>/syscall read — only
+	// where For could ptrace it (caps.User), so that a caller's id in the
+	// wrong namespace, or reused, can never reach another user's process
+	// through this process's privilege. nil: this process's own user. A
+	// daemon serving a descriptor a client handed over gives the client's
+	// (SO_PEERCRED).
+	For *caps.User
 	// Dev, for Serve, is the st_dev of the mount the descriptor serves, as
 	// the mounter read it in its own mount namespace (MountDev): with it
 	// Tree.Close aborts the connection through fusectl; without it, by
@@ -62,6 +84,8 @@ type FS struct {
 	ownsCallers bool
 	mtime       time.Time
 	threads     threads // the callers' open /proc files, for writes
+	pids        *pidns.Map
+	user        caps.User
 }
 
 var (
@@ -69,9 +93,22 @@ var (
 	_ fuse.DirOpener  = (*FS)(nil)
 )
 
-// New returns the tree of s.
-func New(s *subsys.Subsystem, o Options) *FS {
-	f := &FS{s: s, tree: s.FS(), o: o, callers: o.Callers, mtime: time.Now()}
+// New returns the tree of s. Its error is that of the pid namespace: this
+// process's, when Options.PIDs is nil, cannot be seen in its /proc.
+func New(s *subsys.Subsystem, o Options) (*FS, error) {
+	f := &FS{s: s, tree: s.FS(), o: o, callers: o.Callers, mtime: time.Now(), pids: o.PIDs}
+	if f.pids == nil {
+		m, err := pidns.Self()
+		if err != nil {
+			return nil, fmt.Errorf("fusefs: the callers' pid namespace: %w", err)
+		}
+		f.pids = m
+	}
+	if o.For != nil {
+		f.user = *o.For
+	} else {
+		f.user = caps.Self()
+	}
 	if f.callers == nil {
 		f.callers = callers.New(s)
 		f.ownsCallers = true
@@ -79,10 +116,13 @@ func New(s *subsys.Subsystem, o Options) *FS {
 		// next seen instead: Follow's error only says which.
 		_ = f.callers.Follow()
 	}
-	if f.o.Cred == nil {
-		f.o.Cred = func(tgid int) subsys.Cred { return subsys.Cred{PerfmonCapable: caps.PerfmonCapable(tgid)} }
+	if !f.user.Privileged {
+		f.callers.SetAccess(f.user.Check)
 	}
-	return f
+	if f.o.Cred == nil {
+		f.o.Cred = func(tgid int) subsys.Cred { return subsys.Cred{PerfmonCapable: tgid > 0 && caps.PerfmonCapable(tgid)} }
+	}
+	return f, nil
 }
 
 // Close releases what New made.
@@ -126,7 +166,10 @@ func (t *Tree) Done() <-chan struct{} { return t.done }
 // Mount mounts the tree of s on dir (as root; see fuse.Mount) and serves it
 // until the mount goes or Close.
 func Mount(dir string, s *subsys.Subsystem, o Options) (*Tree, error) {
-	f := New(s, o)
+	f, err := New(s, o)
+	if err != nil {
+		return nil, err
+	}
 	c, err := fuse.Mount(dir, f, fuse.Options{FSName: "uetrace", AllowOther: true})
 	if err != nil {
 		f.Close()
@@ -138,7 +181,10 @@ func Mount(dir string, s *subsys.Subsystem, o Options) (*Tree, error) {
 // Serve serves the tree of s on dev, a /dev/fuse descriptor already mounted
 // (by a helper in a user namespace, say), which it takes over.
 func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*Tree, error) {
-	f := New(s, o)
+	f, err := New(s, o)
+	if err != nil {
+		return nil, err
+	}
 	c, err := fuse.Serve(dev, f, fuse.Options{FSName: "uetrace", AllowOther: true, Dev: o.Dev})
 	if err != nil {
 		f.Close()
@@ -196,7 +242,7 @@ func (f *FS) Open(ctx context.Context, r *fuse.Request, path string, flags uint3
 	if path == subsys.FileData && f.o.Charge == nil {
 		return f.openData(nil, flags), nil
 	}
-	id := f.ident(r)
+	id := f.ident(f.tid(r))
 	cred := f.o.Cred(id.tgid)
 	acct, err := f.openFile(id, cred)
 	if err != nil {
@@ -218,7 +264,7 @@ func (f *FS) OpenDir(ctx context.Context, r *fuse.Request, path string) (func(),
 	if f.o.Charge == nil {
 		return nil, nil
 	}
-	id := f.ident(r)
+	id := f.ident(f.tid(r))
 	acct, err := f.openFile(id, f.o.Cred(id.tgid))
 	if err != nil {
 		return nil, err
@@ -226,12 +272,21 @@ func (f *FS) OpenDir(ctx context.Context, r *fuse.Request, path string) (func(),
 	return acct.release, nil
 }
 
+// tid is the thread that made request r, as this process's /proc numbers
+// it (Options.PIDs), or 0 with the error where it cannot be found: the
+// header's id is in the mounter's pid namespace, and means nothing — or
+// another task — in this one's.
+func (f *FS) tid(r *fuse.Request) (int, error) {
+	return f.pids.TID(int(r.Pid))
+}
+
 // ident is who made a request: its thread's process and effective uid
 // (the Tgid and Uid lines of /proc/<tid>/status, as this process's user
 // namespace sees them). Where the status cannot be read, the thread is its
 // own process and the uid is the kernel's overflowuid, never the FUSE
 // header's: that one is in the mount's user namespace, where the caller
-// may be root.
+// may be root. A caller that could not be found (err, from tid) is process
+// -1, which has no privilege, and overflowuid.
 type ident struct {
 	tgid int
 	uid  uint32
@@ -240,9 +295,12 @@ type ident struct {
 // overflowUID is the uid Linux reports for one it cannot map (overflowuid).
 const overflowUID = 65534
 
-func (f *FS) ident(r *fuse.Request) ident {
-	id := ident{tgid: int(r.Pid), uid: overflowUID}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(r.Pid)) + "/status")
+func (f *FS) ident(tid int, err error) ident {
+	if err != nil || tid <= 0 {
+		return ident{tgid: -1, uid: overflowUID}
+	}
+	id := ident{tgid: tid, uid: overflowUID}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
 	if err != nil {
 		return id
 	}
@@ -266,7 +324,7 @@ func (f *FS) ident(r *fuse.Request) ident {
 }
 
 // tgid is the process of thread tid, or tid where it cannot be told.
-func (f *FS) tgid(tid int) int { return f.ident(&fuse.Request{Pid: uint32(tid)}).tgid }
+func (f *FS) tgid(tid int) int { return f.ident(tid, nil).tgid }
 
 // account is what one open file counts in its opener's uid (Options.Charge).
 type account struct {
@@ -309,4 +367,16 @@ func errnoOf(err error) error {
 		return unix.EBADF
 	}
 	return unix.EIO
+}
+
+// resolve finds the thread whose id in the mounter's pid namespace is id
+// in this process's /proc, with its process, and says whether the user the
+// tree is served for may ptrace it (threads.look).
+func (f *FS) resolve(id int) (resolved, error) {
+	tid, err := f.pids.TID(id)
+	if err != nil {
+		return resolved{}, err
+	}
+	tgid := f.tgid(tid)
+	return resolved{tid: tid, tgid: tgid, mayTrace: f.user.Privileged || f.user.Check(tgid) == nil}, nil
 }

@@ -50,7 +50,11 @@ type hostileEnv struct {
 // everyone else answers it in milliseconds, one that is stuck never does.
 const clientDeadline = 15 * time.Second
 
-func newHostile(t *testing.T) *hostileEnv {
+func newHostile(t *testing.T) *hostileEnv { return newHostileWith(t, fusefs.Options{}) }
+
+// newHostileWith is newHostile with a tree of options o (its Callers are
+// the env's).
+func newHostileWith(t *testing.T, o fusefs.Options) *hostileEnv {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: mounting FUSE, and reading the callers' memory")
@@ -75,7 +79,8 @@ func newHostile(t *testing.T) *hostileEnv {
 	if err := os.Mkdir(e.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e.tree, err = fusefs.Mount(e.dir, e.s, fusefs.Options{Callers: e.cs})
+	o.Callers = e.cs
+	e.tree, err = fusefs.Mount(e.dir, e.s, o)
 	if err != nil {
 		e.cs.Close()
 		t.Fatal(err)

@@ -32,7 +32,10 @@ const maxThreads = 512
 // changes process; one that execs from a non-leader thread takes the
 // leader's number, and its old number's files fail. Failure drops the entry
 // and the write opens the files anew. Permission is not cached: the kernel
-// checks the right to read syscall (ptrace access) at each read.
+// checks the right to read syscall (ptrace access) at each read; and a
+// thread the tree's user could not ptrace (Options.For) has its syscall
+// never read. Threads are kept by the id FUSE gives them, in the mounter's
+// pid namespace, and found in this process's /proc once (FS.resolve).
 type threads struct {
 	mu       sync.Mutex
 	m        map[int]*thread
@@ -49,12 +52,16 @@ const sweepEvery = time.Second
 // a closed descriptor can be another file's at once).
 type thread struct {
 	mu      sync.Mutex
-	tid     int
+	id      int // the thread's id in the mounter's pid namespace: its key
+	tid     int // and in this process's /proc
 	tgid    int
 	stat    int // /proc/<tid>/stat, or -1
 	syscall int // /proc/<tid>/syscall, or -1 (no right to read it, say)
-	comm    string
-	buf     [1024]byte
+	// noSyscall: the user the tree is served for may not ptrace the
+	// thread (caps.User), so its syscall file is not read.
+	noSyscall bool
+	comm      string
+	buf       [1024]byte
 }
 
 func (t *thread) close() {
@@ -80,6 +87,7 @@ func openProc(tid int, name string) int {
 
 // caller is what a write learnt of its calling thread.
 type caller struct {
+	tid    int // in this process's /proc; 0 if it could not be found
 	tgid   int
 	comm   string
 	cpu    int
@@ -87,13 +95,15 @@ type caller struct {
 	callOK bool // call was read
 }
 
-// look reads thread tid's system call, command name and CPU, and tells its
-// process id; tgid finds that when the thread is new. ok is false when its
-// stat cannot be read (the thread is gone): then nothing is known of it but
-// what tgid says.
-func (ts *threads) look(tid int, tgid func(int) int) (c caller, ok bool) {
+// look reads the system call, command name and CPU of the thread whose id
+// in the mounter's pid namespace is id, and tells its thread and process
+// ids in this process's; resolve finds those when the thread is new (and
+// says whether its syscall may be read). ok is false when its stat cannot
+// be read (the thread is gone): then nothing is known of it but what
+// resolve says.
+func (ts *threads) look(id int, resolve func(id int) (resolved, error)) (c caller, ok bool) {
 	for attempt := 0; attempt < 2; attempt++ {
-		t := ts.get(tid, tgid)
+		t := ts.get(id, resolve)
 		if t == nil {
 			break
 		}
@@ -102,26 +112,45 @@ func (ts *threads) look(tid int, tgid func(int) int) (c caller, ok bool) {
 		}
 		ts.drop(t)
 	}
-	return caller{tgid: tgid(tid)}, false
+	r, err := resolve(id)
+	if err != nil {
+		return caller{}, false
+	}
+	return caller{tid: r.tid, tgid: r.tgid}, false
 }
 
-// get returns the kept thread tid, or opens its files and keeps it.
-func (ts *threads) get(tid int, tgid func(int) int) *thread {
+// resolved is a calling thread found in this process's /proc.
+type resolved struct {
+	tid, tgid int
+	// mayTrace: the user the tree is served for may ptrace it.
+	mayTrace bool
+}
+
+// get returns the kept thread id, or opens its files and keeps it. A kept
+// thread is the one its id names for as long as its stat can be read: a
+// thread's id does not change, nor is it another's while it lives.
+func (ts *threads) get(id int, resolve func(id int) (resolved, error)) *thread {
 	ts.mu.Lock()
-	if t := ts.m[tid]; t != nil || ts.closed {
+	if t := ts.m[id]; t != nil || ts.closed {
 		ts.mu.Unlock()
 		return t
 	}
 	ts.mu.Unlock()
-	t := &thread{tid: tid, stat: openProc(tid, "stat"), syscall: openProc(tid, "syscall")}
+	r, err := resolve(id)
+	if err != nil {
+		return nil
+	}
+	t := &thread{id: id, tid: r.tid, tgid: r.tgid, stat: openProc(r.tid, "stat"), syscall: -1, noSyscall: !r.mayTrace}
 	if t.stat < 0 {
 		t.close()
 		return nil
 	}
-	t.tgid = tgid(tid)
+	if r.mayTrace {
+		t.syscall = openProc(r.tid, "syscall")
+	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if old := ts.m[tid]; old != nil || ts.closed {
+	if old := ts.m[id]; old != nil || ts.closed {
 		// Another request of the same thread got there first (or the
 		// tree is closing): keep one.
 		t.close()
@@ -133,7 +162,7 @@ func (ts *threads) get(tid int, tgid func(int) int) *thread {
 	if len(ts.m) >= maxThreads {
 		ts.sweep()
 	}
-	ts.m[tid] = t
+	ts.m[id] = t
 	if !ts.sweeping {
 		ts.sweeping = true
 		go ts.sweeper()
@@ -168,11 +197,11 @@ func (ts *threads) sweep() {
 		return
 	}
 	n := maxThreads / 8
-	for tid, t := range ts.m {
+	for id, t := range ts.m {
 		if n == 0 {
 			return
 		}
-		delete(ts.m, tid)
+		delete(ts.m, id)
 		t.close()
 		n--
 	}
@@ -183,12 +212,12 @@ func (ts *threads) sweep() {
 func (ts *threads) sweepDead() bool {
 	var buf [1]byte
 	freed := false
-	for tid, t := range ts.m {
+	for id, t := range ts.m {
 		t.mu.Lock()
 		_, err := unix.Pread(t.stat, buf[:], 0)
 		t.mu.Unlock()
 		if err != nil {
-			delete(ts.m, tid)
+			delete(ts.m, id)
 			t.close()
 			freed = true
 		}
@@ -198,8 +227,8 @@ func (ts *threads) sweepDead() bool {
 
 func (ts *threads) drop(t *thread) {
 	ts.mu.Lock()
-	if ts.m[t.tid] == t {
-		delete(ts.m, t.tid)
+	if ts.m[t.id] == t {
+		delete(ts.m, t.id)
 	}
 	ts.mu.Unlock()
 	t.close()
@@ -228,7 +257,7 @@ func (t *thread) read() (caller, bool) {
 	if err != nil || n == 0 {
 		return caller{}, false
 	}
-	c := caller{tgid: t.tgid}
+	c := caller{tid: t.tid, tgid: t.tgid}
 	comm, cpu, ok := parseStat(t.buf[:n])
 	if ok {
 		if string(comm) != t.comm { // no allocation when unchanged
@@ -236,7 +265,7 @@ func (t *thread) read() (caller, bool) {
 		}
 		c.comm, c.cpu = t.comm, cpu
 	}
-	if t.syscall < 0 {
+	if t.syscall < 0 && !t.noSyscall {
 		t.syscall = openProc(t.tid, "syscall")
 	}
 	if t.syscall >= 0 {

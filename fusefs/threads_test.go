@@ -54,7 +54,10 @@ func TestThreadsKept(t *testing.T) {
 	var ts threads
 	defer ts.Close()
 	tgidCalls := 0
-	tgid := func(tid int) int { tgidCalls++; return (&FS{}).tgid(tid) }
+	tgid := func(tid int) (resolved, error) {
+		tgidCalls++
+		return resolved{tid: tid, tgid: (&FS{}).tgid(tid), mayTrace: true}, nil
+	}
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -119,7 +122,7 @@ func TestThreadsKept(t *testing.T) {
 func TestThreadsBounded(t *testing.T) {
 	var ts threads
 	defer ts.Close()
-	tgid := func(tid int) int { return tid }
+	tgid := func(tid int) (resolved, error) { return resolved{tid: tid, tgid: tid, mayTrace: true}, nil }
 	self := unix.Gettid()
 	// Fill the table with entries for this thread under other numbers, as
 	// if kept: open files of a live thread.
@@ -147,7 +150,9 @@ func BenchmarkThreadsLook(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	tid := unix.Gettid()
-	tgid := (&FS{}).tgid
+	tgid := func(tid int) (resolved, error) {
+		return resolved{tid: tid, tgid: (&FS{}).tgid(tid), mayTrace: true}, nil
+	}
 	b.Run("kept", func(b *testing.B) {
 		var ts threads
 		defer ts.Close()

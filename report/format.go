@@ -38,7 +38,8 @@ type fieldPlan struct {
 	// textKey is ` name=`.
 	textKey []byte
 	op      fieldOp
-	inline  bool // data at [off, end) of the record
+	json    jsonField // how JSON shows it (planJSON)
+	inline  bool      // data at [off, end) of the record
 	off     int
 	end     int
 }
@@ -92,6 +93,7 @@ func newEvent(system, name string, format *tracefmt.Format) *event {
 		default:
 			p.op = opBytes
 		}
+		p.json = planJSON(f)
 		ev.fields = append(ev.fields, p)
 	}
 	return ev
@@ -197,9 +199,13 @@ func appendTextWall(b []byte, it *item, wc *wallClock) []byte {
 		switch {
 		case !ok:
 			b = append(b, "<OVERFLOW>"...)
-		case p.op == opInt:
+		case p.op == opInt && len(data) >= 4:
 			b = appendInt(b, tracefmt.Value{Field: p.f, Data: data}.Int())
-		case p.op == opUint:
+		case p.op == opInt || p.op == opUint:
+			// 1- and 2-byte integers print zero-extended whatever
+			// their sign, as perf script (libtraceevent reads them
+			// unsigned), perf-decode and the kernel's own trace text
+			// (print_fields) show them: s16 0xfffe is 65534.
 			b = appendUint(b, tracefmt.Value{Field: p.f, Data: data}.Uint())
 		case p.op == opText:
 			b = append(b, tracefmt.Value{Field: p.f, Data: data}.Text()...)
@@ -246,10 +252,14 @@ func appendHex(b, data []byte) []byte {
 //
 //	{"time":N,"cpu":N,"pid":N,"tid":N,"comm":"…","system":"…","name":"…","fields":{…}}
 //
-// time is the perf clock in ns. Integer fields are JSON numbers (exact:
-// 64-bit values are not rounded through floats), text fields strings, and
-// everything else — byte arrays, structs, non-text loc data — lowercase
-// hex strings. A field whose data lies outside the record is null.
+// time is the perf clock in ns. Fields are shown as Microsoft's
+// perf-decode shows them (planJSON, appendJSONField): integers as JSON
+// numbers (exact: 64-bit values are not rounded through floats), signed by
+// the format's signed: flag, those of 1 and 2 bytes zero-extended; arrays
+// of integers — fixed, __data_loc, __rel_loc — as JSON arrays; char text
+// as strings; structs as their bytes in hex, "01 02 …"; pointers and
+// unknown types as "0x…". A field whose data lies outside the record is
+// null.
 func appendJSON(b []byte, it *item, times *timeDigits) []byte {
 	return appendJSONWall(b, it, times, nil)
 }
@@ -277,20 +287,10 @@ func appendJSONWall(b []byte, it *item, times *timeDigits, wc *wallClock) []byte
 	for i := range ev.fields {
 		p := &ev.fields[i]
 		b = append(b, p.jsonKey...)
-		data, ok := p.data(it.data)
-		switch {
-		case !ok:
+		if data, ok := p.data(it.data); ok {
+			b = appendJSONField(b, p.json, data)
+		} else {
 			b = append(b, "null"...)
-		case p.op == opInt:
-			b = appendInt(b, tracefmt.Value{Field: p.f, Data: data}.Int())
-		case p.op == opUint:
-			b = appendUint(b, tracefmt.Value{Field: p.f, Data: data}.Uint())
-		case p.op == opText:
-			b = appendJSONBytes(b, data, true)
-		default:
-			b = append(b, '"')
-			b = appendHex(b, data)
-			b = append(b, '"')
 		}
 	}
 	return append(b, "}}\n"...)

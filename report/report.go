@@ -11,7 +11,27 @@
 //
 // It does not evaluate a tracepoint's print fmt as perf script does: the
 // text shows every field as name=value by its type, which for user events
-// is exactly what their print fmt prints.
+// is exactly what their print fmt prints — integers of 1 and 2 bytes
+// zero-extended whatever their sign, as perf script and the kernel's trace
+// text show them (s16 0xfffe is 65534), but structs and the data of
+// __data_loc and __rel_loc arrays other than text in hex, where perf
+// script prints the number its print fmt makes of them.
+//
+// JSON lines show a tracepoint's fields as Microsoft's perf-decode
+// (LinuxTracepoints' libtracepoint-decode-cpp) does: integers as numbers,
+// signed by the format's signed: flag — so a __rel_loc u32[], which Linux
+// marks signed:1, holds signed numbers — those of 1 and 2 bytes
+// zero-extended (as its ReadAsU8/ReadAsU16 do); arrays of integers (fixed,
+// __data_loc, __rel_loc) as JSON arrays; char text as strings; structs as
+// their bytes in hex, "01 02 03"; pointers and types it does not know as
+// "0x…" strings. Where report knowingly differs from perf-decode: text
+// is read as UTF-8, invalid bytes becoming U+FFFD (perf-decode shows each
+// byte as the Latin-1 character of its value, so UTF-8 "naïve" is
+// "naÃ¯ve"); a field whose data lies outside its record is null
+// (perf-decode: null for an integer, "" or [] for the others); and each
+// sample is a JSON line with time, cpu, pid, tid, comm, system and name
+// and the fields under "fields", not perf-decode's one document per file
+// with "n" and "meta".
 //
 // EventHeader events (package eventheader: the format of Microsoft's
 // LinuxTracepoints and OpenTelemetry's user_events exporters) are decoded

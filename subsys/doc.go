@@ -76,6 +76,12 @@
 //   - The root has one file Linux does not, uetrace_event_counts
 //     ([FileCounts]): each event's records written and dropped, which the
 //     kernel does not count per event.
+//   - A record too long for a consumer — over the trace buffer's page, over
+//     perf's PERF_MAX_TRACE_SIZE — is dropped unvalidated and the write
+//     succeeds, as in Linux, but here the drop is counted: the event's
+//     dropped count and a session's TooLarge. Linux 6.12.117 counts it
+//     nowhere (per_cpu/cpu*/stats shows 0 dropped events; perf's warning
+//     is a WARN_ONCE, silent without CONFIG_BUG).
 //
 // All methods are safe for concurrent use. Writes to an event take no
 // global lock, so a status change of one event never blocks writers of

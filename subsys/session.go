@@ -16,10 +16,17 @@ import (
 	"github.com/uetrace/uetrace/tracefilter"
 )
 
-// maxPerfRecord is PERF_MAX_TRACE_SIZE: perf drops a raw sample whose size,
-// 8-byte aligned with its u32 size field, exceeds it (with a one-time
-// warning, nothing counted). A Session counts them in TooLarge.
+// maxPerfRecord is PERF_MAX_TRACE_SIZE: user_event_perf asks
+// perf_trace_buf_alloc for ALIGN(record, 8) bytes, which fails above it
+// (with a one-time warning, nothing counted), so the record is dropped
+// before it is copied or validated. A Session counts them in TooLarge.
 const maxPerfRecord = 8192
+
+// perfTakes reports whether user_event_perf can allocate a record of n
+// bytes, header included: ALIGN(n, 8) ≤ PERF_MAX_TRACE_SIZE, a payload of
+// at most 8184 bytes. (A TRACE_EVENT's perf probe counts its u32 size field
+// too; user_events' does not.)
+func perfTakes(n int) bool { return (n+7)&^7 <= maxPerfRecord }
 
 // Record is one sample a Session received: what perf_event_open gives for a
 // tracepoint with PERF_SAMPLE_RAW|TIME|TID|CPU|IDENTIFIER.
@@ -129,7 +136,7 @@ type pending struct {
 	pid, tid int32
 	cpu      int32
 	id       int32  // a type ID (≤ 65535)
-	n        int32  // ≤ maxPerfRecord
+	n        int32  // ≤ maxPerfRecord+4 (the raw data of an 8192-byte record)
 	ev       uint32 // index into Session.evs
 }
 
@@ -409,8 +416,23 @@ func (ss *Session) TooLarge() uint64 {
 	return ss.tooLarge
 }
 
-// deliver stores one record (user_event_perf). It never blocks a writer:
-// when the buffer is full the record is dropped and counted.
+// dropTooLarge counts a record of ev that user_event_perf could not
+// allocate (perfTakes is false): dropped unvalidated and unfiltered, as
+// the kernel drops it before either.
+func (ss *Session) dropTooLarge(ev *Event, w *Writer, ts uint64) {
+	ev.shard(w.CPU).dropped.Add(1)
+	if ss.shm.Load() != nil {
+		ss.noteLostFlags(ev, ts, int32(w.CPU), 1, RingLostTooLarge)
+		return
+	}
+	ss.mu.Lock()
+	ss.tooLarge++
+	ss.mu.Unlock()
+}
+
+// deliver stores one record (user_event_perf) that perfTakes. It never
+// blocks a writer: when the buffer is full the record is dropped and
+// counted.
 func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 	// The session's filter decides before anything is copied
 	// (perf_tp_event_match → perf_tp_filter_match).
@@ -423,16 +445,9 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		ss.deliverRing(r, ev, w, ts, rec)
 		return
 	}
-	// perf_trace_buf_alloc's size: raw data with its u32 size, 8-aligned.
-	// The raw data perf hands out includes the zero padding, so Raw does.
+	// The raw data perf hands out — its u32 size and the record, 8-byte
+	// aligned — includes the zero padding, so Raw does.
 	size := (len(rec)+4+7)&^7 - 4
-	if size > maxPerfRecord {
-		ss.mu.Lock()
-		ss.tooLarge++
-		ss.mu.Unlock()
-		ev.shard(w.CPU).dropped.Add(1)
-		return
-	}
 	ss.mu.Lock()
 	if ss.shut {
 		// Closed while the write path still had it in its copy of the

@@ -232,11 +232,6 @@ func (ss *Session) TakeLost() (n, tooLarge uint64) {
 // lock and no allocation unless something is lost or a thread is new.
 func (ss *Session) deliverRing(r *sessionRing, ev *Event, w *Writer, ts uint64, rec []byte) {
 	cpu := int32(w.CPU)
-	if size := (len(rec)+4+7)&^7 - 4; size > maxPerfRecord {
-		ev.shard(w.CPU).dropped.Add(1)
-		ss.noteLostFlags(ev, ts, cpu, 1, RingLostTooLarge)
-		return
-	}
 	if ss.lostPending.Load() && !ss.flushLost(r) {
 		ev.shard(w.CPU).dropped.Add(1)
 		ss.noteLost(ev, ts, cpu, 1)

@@ -42,8 +42,10 @@ func (s *Subsystem) AppendStatus(dst []byte) []byte {
 // one line per event, in user_events_status's order, "tracepoint written
 // dropped" — the records written to it since it was registered, and those
 // of them a perf-like session dropped (its buffer full, or the record over
-// perf's size limit) or that never reached the subsystem (a writer's ring
-// to the daemon full: File.WriteLost). The kernel counts neither per event; uetrace status
+// perf's size limit), that the trace buffer could not hold (over a page,
+// with tracing on: the kernel drops those without validating or counting
+// them) or that never reached the subsystem (a writer's ring to the daemon
+// full: File.WriteLost). The kernel counts neither per event; uetrace status
 // shows them where this file exists.
 func (s *Subsystem) AppendCounts(dst []byte) []byte {
 	s.mu.Lock()

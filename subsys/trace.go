@@ -74,6 +74,29 @@ func (t *traceBuffer) cpu(cpu int) int {
 	return cpu
 }
 
+// bufferedEventMax is the longest record trace_event_buffer_lock_reserve
+// assembles in the per-CPU trace_buffered_event page for a filtered event:
+// PAGE_SIZE less a struct ring_buffer_event with its length word.
+const bufferedEventMax = ftrace.PageSize - 8
+
+// takes reports whether user_event_ftrace gets room for a record of n
+// bytes, header included, and so copies and validates it: a filtered
+// event's record is assembled in trace_buffered_event when it fits there
+// (bufferedEventMax), whatever tracing_on says, and is filtered before the
+// buffer sees it; any other is reserved in the buffer, which refuses it
+// while tracing is off or when it is over a page (ftrace.MaxRecordSize).
+func (t *traceBuffer) takes(n int, filtered bool) bool {
+	if filtered && n <= bufferedEventMax {
+		return true
+	}
+	return n <= ftrace.MaxRecordSize && t.tracingOn()
+}
+
+// tooLarge reports whether the buffer drops a record of n bytes for its
+// size, which the event's dropped count counts: over a page, tracing on (a
+// record written while tracing is off is not lost, it was not wanted).
+func (t *traceBuffer) tooLarge(n int) bool { return n > ftrace.MaxRecordSize && t.tracingOn() }
+
 // reserve is the kernel's trace_event_buffer_reserve for a record of n
 // bytes written by w at ts: the record is to be assembled straight in the
 // buffer, then committed with commit. False when it cannot (see

@@ -72,10 +72,16 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 
 // write is user_events_write_core. Its checks, in order: fewer than 4 bytes
 // EFAULT; a negative index EINVAL; an index this file does not have ENOENT;
-// a payload shorter than the event's fields EINVAL; nothing attached EBADF;
-// then the record — header and payload — is validated (EFAULT) and handed to
-// every consumer. It returns the full length, index included. With stamped,
-// ts is the record's time; otherwise the subsystem's clock says.
+// a payload shorter than the event's fields EINVAL; nothing attached EBADF.
+// Then each consumer's probe runs as the kernel's does: it reserves room
+// for the record (header and payload) first and validates the record only
+// if it got some, so a record no consumer can take — over the trace
+// buffer's page (ftraceTakes), over perf's PERF_MAX_TRACE_SIZE (perfTakes),
+// tracing off — is dropped unvalidated and the write succeeds; a record a
+// consumer took that fails validation is EFAULT and reaches no consumer.
+// Drops for size are counted (the event's dropped count, a session's
+// TooLarge). It returns the full length, index included. With stamped, ts
+// is the record's time; otherwise the subsystem's clock says.
 func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool) (int, error) {
 	if total < 4 {
 		return 0, fmt.Errorf("write of %d bytes has no 4-byte write index: %w", total, unix.EFAULT)
@@ -92,7 +98,12 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 	if err != nil {
 		return 0, err
 	}
-	n := total - 4
+	size := eventdef.HeaderSize + total - 4
+	toFtrace := ev.ftrace.Load()
+	flt := ev.filter.Load()
+	ss := ev.sessions.Load()
+	ftraceTakes := toFtrace && f.s.trace.takes(size, flt != nil)
+	sessionsTake := ss != nil && perfTakes(size)
 
 	// With the trace buffer the event's only consumer, the record is
 	// assembled where it is stored, as the kernel's user_event_ftrace
@@ -102,13 +113,13 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 	// so a record it rejects costs no copy there), sessions, a record that
 	// does not fit on the sub-buffer being written — goes through a
 	// scratch copy below.
-	if ev.ftrace.Load() && ev.sessions.Load() == nil && ev.filter.Load() == nil {
+	if ftraceTakes && ss == nil && flt == nil {
 		if !stamped {
 			ts = f.s.opts.Clock()
 			stamped = true
 		}
 		var res ftrace.Reservation
-		if f.s.trace.reserve(&res, &w, ts, eventdef.HeaderSize+n) {
+		if f.s.trace.reserve(&res, &w, ts, size) {
 			rec := res.Record
 			putHeader(rec, ev, &w)
 			gather(rec[eventdef.HeaderSize:], iov, 4)
@@ -122,12 +133,18 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 		}
 	}
 
+	if !ftraceTakes && !sessionsTake {
+		// No probe reserved the record, so none copied or validated it.
+		f.dropUntaken(ev, &w, ts, stamped, size, toFtrace, ss)
+		return total, nil
+	}
+
 	bp := scratch.Get().(*[]byte)
 	rec := *bp
-	if cap(rec) < eventdef.HeaderSize+n {
-		rec = make([]byte, 0, eventdef.HeaderSize+n)
+	if cap(rec) < size {
+		rec = make([]byte, 0, size)
 	}
-	rec = rec[:eventdef.HeaderSize+n]
+	rec = rec[:size]
 	putHeader(rec, ev, &w)
 	gather(rec[eventdef.HeaderSize:], iov, 4)
 
@@ -137,17 +154,26 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 		if !stamped {
 			ts = f.s.opts.Clock()
 		}
-		if ev.ftrace.Load() {
+		if ftraceTakes {
 			// The event's filter decides before the record is copied
 			// into the buffer (filter_match_preds, on the kernel's
-			// buffered event).
-			if flt := ev.filter.Load(); flt == nil || flt.Match(rec, &tracefilter.Env{CPU: w.CPU, Comm: w.Comm}) {
-				f.s.trace.write(ev, &w, ts, rec)
+			// buffered event); the buffer then drops what its page
+			// cannot hold.
+			if flt == nil || flt.Match(rec, &tracefilter.Env{CPU: w.CPU, Comm: w.Comm}) {
+				if f.s.trace.tooLarge(size) {
+					ev.shard(w.CPU).dropped.Add(1)
+				} else {
+					f.s.trace.write(ev, &w, ts, rec)
+				}
 			}
+		} else if toFtrace && f.s.trace.tooLarge(size) {
+			ev.shard(w.CPU).dropped.Add(1)
 		}
-		if ss := ev.sessions.Load(); ss != nil {
-			for _, s := range *ss {
+		for _, s := range sessionsOf(ss) {
+			if sessionsTake {
 				s.deliver(ev, &w, ts, rec)
+			} else {
+				s.dropTooLarge(ev, &w, ts)
 			}
 		}
 	}
@@ -157,6 +183,66 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 		return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
 	}
 	return total, nil
+}
+
+// dropUntaken is a write that no consumer reserved room for: the record
+// is written as far as the writer knows, and each consumer that dropped it
+// for its size counts it — the trace buffer's page (tracing off, which the
+// kernel does not count either, is not a drop), a session's
+// PERF_MAX_TRACE_SIZE.
+func (f *File) dropUntaken(ev *Event, w *Writer, ts uint64, stamped bool, size int, toFtrace bool, ss *[]*Session) {
+	sh := ev.shard(w.CPU)
+	sh.written.Add(1)
+	if toFtrace && f.s.trace.tooLarge(size) {
+		sh.dropped.Add(1)
+	}
+	if ss == nil {
+		return
+	}
+	if !stamped {
+		ts = f.s.opts.Clock()
+	}
+	for _, s := range *ss {
+		s.dropTooLarge(ev, w, ts)
+	}
+}
+
+// WriteHead is a write of total bytes of which the caller hands over only
+// the first len(head), the write index among them: what a transport that
+// carries fewer bytes than a write holds (the daemon's messages: MaxWrite)
+// sends of a longer one. It answers as the whole write would have been
+// answered when no consumer can take a record that long, which is all it
+// needs the bytes for — the index, the size (of all total bytes) and the
+// event's state checked as Write checks them, then the record dropped
+// unvalidated and counted, and total returned. A record some consumer
+// could take (one no longer than any limit of theirs: a payload of at most
+// 8184 bytes) is EMSGSIZE: its bytes are needed.
+func (f *File) WriteHead(w Writer, head []byte, total int) (int, error) {
+	if len(head) >= total {
+		return f.Write(w, head[:total], 0)
+	}
+	if len(head) < 4 {
+		return 0, fmt.Errorf("write of %d bytes: the first %d hold no write index: %w", total, len(head), unix.EINVAL)
+	}
+	ev, err := f.check(binary.NativeEndian.Uint32(head), total-4)
+	if err != nil {
+		return 0, err
+	}
+	size := eventdef.HeaderSize + total - 4
+	toFtrace, ss := ev.ftrace.Load(), ev.sessions.Load()
+	if toFtrace && f.s.trace.takes(size, ev.filter.Load() != nil) || ss != nil && perfTakes(size) {
+		return 0, fmt.Errorf("write of %d bytes to %s: a consumer takes a record this long, and only %d bytes came: %w", total, ev.tp, len(head), unix.EMSGSIZE)
+	}
+	f.dropUntaken(ev, &w, 0, false, size, toFtrace, ss)
+	return total, nil
+}
+
+// sessionsOf is the list ev.sessions points to, none for nil.
+func sessionsOf(ss *[]*Session) []*Session {
+	if ss == nil {
+		return nil
+	}
+	return *ss
 }
 
 // putHeader writes the record header tracing_generic_entry_update writes:

@@ -54,9 +54,10 @@
 //
 // # Differences between the backends
 //
-// The daemon backend carries at most daemon.MaxWrite bytes per write
-// (EMSGSIZE beyond): Linux has no limit, though it drops records over
-// about 4 KiB (ftrace) and 8 KiB (perf).
+// The daemon backend sends only the first bytes and the length of a
+// write longer than daemon.MaxWrite: Linux drops a record that long
+// (ftrace holds about 4 KiB, perf 8 KiB) without reading it, and the
+// daemon answers it as Linux does.
 //
 // The daemon backend writes through a ring shared with the daemon
 // (RingTransport, the default): Write checks the payload here with the

@@ -159,10 +159,11 @@ const maxStackRecord = 512
 // ringWrite is Write on the ring. It makes user_events_write_core's checks
 // in its order, with its errnos, as the socket path would have the daemon
 // make them: a payload shorter than the fields EINVAL, a disabled event
-// EBADF, a record that fails validation EFAULT. ok is false when the write
-// must go over the socket instead: a record whose validation depends on
-// what only the daemon knows (the event's type id, in the record's first
-// two bytes), or one too large for the checks here.
+// EBADF. ok is false when the write must go over the socket instead: a
+// record that fails validation (EFAULT or not depends on the daemon's
+// consumers), one whose validation depends on what only the daemon knows
+// (the event's type id, in the record's first two bytes), or one too large
+// for the checks here.
 func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) {
 	n := 0
 	for _, p := range payload {
@@ -201,7 +202,12 @@ func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) 
 			return false, nil
 		}
 		if verr != nil {
-			return true, wrapErr("write", "", e.Name(), verr)
+			// Whether an invalid record is EFAULT depends on the
+			// daemon's consumers: one the kernel's probes would not
+			// reserve room for (tracing off, a buffer too small for it)
+			// is never validated, and the write succeeds
+			// (user_events_write_core). Only the daemon knows.
+			return false, nil
 		}
 	}
 	if r.lossy.Load() {

@@ -306,6 +306,39 @@ func TestRingValidationMatchesSocket(t *testing.T) {
 	}
 }
 
+// TestRingInvalidRecordLeftToDaemon: whether a record that fails
+// validation is EFAULT depends on the daemon's consumers, as in
+// user_events_write_core: with tracing_on 0 the trace buffer reserves
+// nothing and validates nothing, so the write succeeds; with tracing on it
+// is EFAULT. A ring client cannot know which, and asks the daemon.
+func TestRingInvalidRecordLeftToDaemon(t *testing.T) {
+	sock := startDaemon(t, daemon.Config{})
+	o := &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport}
+	f := open(t, o)
+	if f.Transport() != userevents.RingTransport {
+		t.Fatalf("no ring: %v", f.RingError())
+	}
+	name := uniq("ring_invalid")
+	ev := register(t, f, name+" __rel_loc char[] s", 0)
+	fs := tracefs(t, o)
+	setEnable(t, fs, "user_events", name, true)
+	waitBit(t, ev, true)
+	noNUL := binary.NativeEndian.AppendUint32(nil, 3<<16)
+	noNUL = append(noNUL, "abc"...)
+	if err := fs.WriteFile("tracing_on", []byte("0"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Write(noNUL); err != nil {
+		t.Errorf("with tracing off, an invalid record: %v; want success (nothing reserves it, so nothing validates it)", err)
+	}
+	if err := fs.WriteFile("tracing_on", []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Write(noNUL); !errors.Is(err, unix.EFAULT) {
+		t.Errorf("with tracing on, an invalid record: %v; want EFAULT", err)
+	}
+}
+
 func errnoOf(err error) unix.Errno {
 	var e unix.Errno
 	if errors.As(err, &e) {

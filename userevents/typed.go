@@ -1,5 +1,7 @@
 package userevents
 
+//go:generate go run ../internal/gentyped/gentyped.go -pkg userevents -o typedn.go
+
 import (
 	"encoding/binary"
 	"fmt"

@@ -92,3 +92,18 @@ func plural(n int) string {
 	}
 	return "s"
 }
+
+// reason is what err says without the errno text that the error it goes
+// into prints itself: an eventdef.Error's detail, a userevents.Error's
+// reason; anything else whole. So that a message names its errno once.
+func reason(err error) string {
+	var de *eventdef.Error
+	if errors.As(err, &de) {
+		return de.Detail()
+	}
+	var ue *userevents.Error
+	if errors.As(err, &ue) && ue.Reason != "" {
+		return ue.Reason
+	}
+	return err.Error()
+}

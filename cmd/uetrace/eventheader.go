@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -113,13 +114,14 @@ func emitEventHeader(cmd *cobra.Command, g *globals, name string, h ehHeader, fi
 	b.Reset(h.name, eventheader.Header{ID: h.id, Version: h.version, Opcode: eventheader.Opcode(h.opcode), Level: tp.Level})
 	for _, kv := range fields {
 		if err := addEHField(&b, kv); err != nil {
-			return &userevents.Error{Op: "emit", Input: name, Errno: unix.EINVAL, Reason: err.Error()}
+			return &userevents.Error{Op: "emit", Input: name, Errno: unix.EINVAL, Reason: reason(err)}
 		}
 	}
 	data, err := b.AppendEvent(nil)
 	if err != nil {
 		return &userevents.Error{Op: "emit", Input: name, Errno: unix.EINVAL, Reason: strings.TrimPrefix(err.Error(), "eventheader: ")}
 	}
+	existed := existence(g, eventdef.System, tp.String())
 	f, err := g.file()
 	if err != nil {
 		return err
@@ -130,7 +132,7 @@ func emitEventHeader(cmd *cobra.Command, g *globals, name string, h ehHeader, fi
 		return asOp(err, "emit", "", name)
 	}
 	if !ev.Enabled() {
-		fmt.Fprintf(cmd.ErrOrStderr(), "uetrace: emit %s: not enabled, nothing written (uetrace enable %s)\n", tp, tp)
+		emitNotEnabled(cmd, tp.String(), tp.Command(), existed)
 		return nil
 	}
 	return asOp(ev.Write(data), "emit", "", name)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
@@ -214,15 +215,18 @@ given in order, each name=type:value, the type one of
 				}
 				values[k] = v
 			}
+			var flags userevents.Flags
+			existed := existence(g, "", "")
+			if multi {
+				flags = userevents.MultiFormat
+			} else if name, _, err := eventdef.SplitCommand(args[0]); err == nil {
+				existed = existence(g, eventdef.System, name)
+			}
 			f, err := g.file()
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			var flags userevents.Flags
-			if multi {
-				flags = userevents.MultiFormat
-			}
 			ev, err := f.Register(args[0], flags)
 			if err != nil {
 				return asOp(err, "emit", "", args[0])
@@ -242,10 +246,10 @@ given in order, each name=type:value, the type one of
 			}
 			payload, err := enc.Payload()
 			if err != nil {
-				return &userevents.Error{Op: "emit", Input: args[0], Errno: unix.EINVAL, Reason: err.Error()}
+				return &userevents.Error{Op: "emit", Input: args[0], Errno: unix.EINVAL, Reason: reason(err)}
 			}
 			if !ev.Enabled() {
-				fmt.Fprintf(cmd.ErrOrStderr(), "uetrace: emit %s: not enabled, nothing written (uetrace enable %s)\n", ev.Name(), ev.Name())
+				emitNotEnabled(cmd, ev.Name(), args[0], existed)
 				return nil
 			}
 			return asOp(ev.Write(payload), "emit", "", args[0])
@@ -299,4 +303,61 @@ func setField(enc *eventdef.Encoder, f *eventdef.Field, v string) error {
 		enc.Bytes(b)
 	}
 	return nil
+}
+
+// existed says whether an event was there before emit registered it.
+type existed int
+
+const (
+	existedUnknown existed = iota // not checked: a multi-format event, or tracefs unreadable
+	existedYes
+	existedNo
+)
+
+// existence looks for system/name's directory in the tree, as it is before
+// emit registers it; with no name it is existedUnknown.
+func existence(g *globals, system, name string) existed {
+	if name == "" {
+		return existedUnknown
+	}
+	t, err := g.tracefs()
+	if err != nil {
+		return existedUnknown
+	}
+	defer t.Close()
+	_, err = t.ReadFile("events/" + system + "/" + name + "/id")
+	switch {
+	case err == nil:
+		return existedYes
+	case errors.Is(err, unix.ENOENT):
+		return existedNo
+	}
+	return existedUnknown
+}
+
+// emitNotEnabled says why emit wrote nothing — nothing is attached to the
+// event, so nobody would see the record — and what would make it write.
+// An event that emit itself created cannot have had anything attached, and
+// it goes again when emit exits (its last reference, as at process exit in
+// Linux), so enabling it afterwards finds nothing: it has to be kept
+// registered first.
+func emitNotEnabled(cmd *cobra.Command, name, command string, e existed) {
+	w := cmd.ErrOrStderr()
+	switch e {
+	case existedNo:
+		fmt.Fprintf(w, "uetrace: emit %s: nothing written: the event did not exist before this emit, so nothing was attached to it, and it goes when emit exits; keep it registered (uetrace register --hold %s, in another terminal), attach to it (uetrace enable %s, or uetrace record -e %s), then emit again\n",
+			name, shellQuote(command), name, name)
+	default:
+		fmt.Fprintf(w, "uetrace: emit %s: nothing written: nothing is attached to the event (no trace, record or perf); attach to it (uetrace enable %s, or uetrace record -e %s), then emit again\n", name, name, name)
+	}
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.:/=,@%+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

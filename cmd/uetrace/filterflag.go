@@ -19,8 +19,16 @@ type eventFilters struct {
 // eventFlag is -e: each use adds an event without a filter.
 type eventFlag struct{ l *eventFilters }
 
-func (f eventFlag) String() string { return "[" + strings.Join(f.l.events, ",") + "]" }
-func (f eventFlag) Type() string   { return "stringArray" }
+// String is "" with no events, so that help shows no "(default [])" after
+// the usage text's own default (pflag prints a Value's default unless it is
+// a zero it knows).
+func (f eventFlag) String() string {
+	if len(f.l.events) == 0 {
+		return ""
+	}
+	return "[" + strings.Join(f.l.events, ",") + "]"
+}
+func (f eventFlag) Type() string { return "stringArray" }
 func (f eventFlag) Set(s string) error {
 	f.l.events = append(f.l.events, s)
 	f.l.filters = append(f.l.filters, "")

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -72,6 +73,17 @@ func (e *exitStatus) exit() {
 	os.Exit(e.code)
 }
 
+// unknownCommand is the error for a first word that is no command: it
+// names the nearest commands, as git does, and where the list is.
+func unknownCommand(root *cobra.Command, name string) error {
+	hint := ""
+	root.SuggestionsMinimumDistance = 2 // cobra's own default, which SuggestionsFor does not apply
+	if s := root.SuggestionsFor(name); len(s) > 0 {
+		hint = " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return &usageError{op: "unknown command " + strconv.Quote(name) + hint, reason: "uetrace --help lists the commands"}
+}
+
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "uetrace",
@@ -91,7 +103,17 @@ text of write, the COMMAND of register, emit and describe, a NAME, a pattern:
 does. Only the command's own flags are taken as flags, before or after the
 data; "--" ends them: after it every argument is data, even one spelt like a
 flag ("uetrace write dynamic_events -- '-:myev'").`,
-		Version:       version(),
+		Version: version(),
+		// A word that is no command gets an error that points to the
+		// list, not cobra's bare "unknown command"; uetrace alone prints
+		// the help.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return unknownCommand(cmd, args[0])
+		},
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -47,6 +49,9 @@ daemon starts; uetrace run does it for one command.`,
 				return fmt.Errorf("mount: no daemon answers at %s (start one with uetrace serve): %w", sock, err)
 			}
 			defer c.Close()
+			if err := mountPoint(dir); err != nil {
+				return fmt.Errorf("mount: %w", err)
+			}
 			fd, err := mountFUSE(fuseDev, dir)
 			if err != nil {
 				if os.Geteuid() != 0 {
@@ -69,4 +74,24 @@ daemon starts; uetrace run does it for one command.`,
 	cmd.Flags().StringVar(&fuseDev, "fuse-device", "/dev/fuse", "the FUSE device to open")
 	cmd.Flags().MarkHidden("fuse-device")
 	return cmd
+}
+
+// mountPoint makes dir, and the directories above it, when it does not
+// exist yet (0755, as systemd makes a mount unit's Where=): the README's
+// /run/uetrace/tracing is not there on a fresh machine. Something there that
+// is not a directory is an error that says so.
+func mountPoint(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && !st.IsDir():
+		return fmt.Errorf("%s is not a directory: %w", dir, unix.ENOTDIR)
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating the mount point: %w", err)
+	}
+	return nil
 }

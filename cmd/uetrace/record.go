@@ -85,7 +85,7 @@ Lost records are counted in the file and reported, never dropped silently.`,
 		"only the records of the -e before it that pass this kernel event filter (as perf record --filter)")
 	f.StringVarP(&output, "output", "o", "perf.data", "the perf.data file to write (an existing one is kept as FILE.old)")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until interrupted or the command exits)")
-	f.IntVar(&bufferKB, "buffer-kb", 0, "buffer size in KiB: per CPU on the kernel (default 512), the daemon session's (default 16384)")
+	f.IntVar(&bufferKB, "buffer-kb", 0, "buffer size in KiB (default: 512 per CPU on the kernel, 16384 for a daemon session)")
 	f.BoolVar(&noFollow, "no-follow", false, "record only events that exist at the start")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no status line or notices; the summary and lost counts are still printed")
 	f.IntSliceVar(&pids, "pid", nil, "record only these processes (comma-separated or repeated)")

@@ -15,13 +15,13 @@ import (
 
 func newReportCmd() *cobra.Command {
 	var (
-		format, output string
-		timeMode       string
-		pids           []int
-		comms          []string
+		input, format, output string
+		timeMode              string
+		pids                  []int
+		comms                 []string
 	)
 	cmd := &cobra.Command{
-		Use:   "report [FILE] [--format text|json|perfetto] [-o OUT]",
+		Use:   "report [-i FILE | FILE] [--format text|json|perfetto] [-o OUT]",
 		Short: "Decode a perf.data file's events as text, JSON lines or a Perfetto trace",
 		Long: `report reads a perf.data file — made by "uetrace record", by perf record or by Microsoft's perf-collect —
 and writes its tracepoint samples in time order, decoded by the event formats
@@ -57,7 +57,8 @@ CLOCK_MONOTONIC stores: text shows them before the time column as perf
 script -F +tod does (local time), JSON adds "wall_ns" (ns since 1970), and a
 Perfetto trace is timed by them. A file without clock data is an error.
 
-FILE defaults to perf.data; "-" reads standard input. Pipe-mode streams
+FILE (-i FILE, as perf script and uetrace export take it, or the argument)
+defaults to perf.data; "-" reads standard input. Pipe-mode streams
 (perf record -o -) are read as well as files. Records lost while recording are reported on
 stderr.`,
 		Example: `  uetrace report
@@ -73,9 +74,15 @@ stderr.`,
 			if err := checkPIDs("report", pids); err != nil {
 				return err
 			}
-			in := "perf.data"
+			in := input
 			if len(args) == 1 {
+				if input != "" {
+					return usageErr(cmd, args, "takes the file once: -i FILE or FILE, not both")
+				}
 				in = args[0]
+			}
+			if in == "" {
+				in = "perf.data"
 			}
 			var r *perfdata.Reader
 			if in == "-" {
@@ -136,6 +143,7 @@ stderr.`,
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text, json or perfetto")
+	cmd.Flags().StringVarP(&input, "input", "i", "", `the perf.data file to read ("-": standard input; default perf.data), as perf script -i`)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write here instead of stdout")
 	cmd.Flags().StringVar(&timeMode, "time", "perf", "perf (the recording clock) or wall (also wall-clock times, from the file's clock data)")
 	cmd.Flags().IntSliceVar(&pids, "pid", nil, "only samples of these processes (comma-separated or repeated)")

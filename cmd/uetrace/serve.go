@@ -17,6 +17,9 @@ import (
 
 	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/fusefs"
+	"github.com/uetrace/uetrace/internal/caps"
+	"github.com/uetrace/uetrace/internal/pidns"
+	"github.com/uetrace/uetrace/internal/sdaemon"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -50,6 +53,12 @@ a daemon root starts serves root alone. --group and --mode share it: the
 socket, and the directory serve makes for it, get that group, and the mode
 (octal) the socket's permission bits; the directory gets search permission
 for whom the mode lets connect.
+
+Run as a service, it takes its listening socket from the service manager
+when one is passed (systemd's socket activation: a .socket unit with
+ListenSequentialPacket=, whose SocketMode= and SocketGroup= then decide who
+may connect) and tells it when it is ready (Type=notify, $NOTIFY_SOCKET).
+The units are in the repository's dist/systemd.
 
 --mount DIR also serves the tree through the kernel's FUSE on DIR (as root),
 so that any program can use it by its files: mount it on /sys/kernel/tracing
@@ -118,11 +127,27 @@ shows the counts. 0 is the default; -1 no limit.`,
 			if group != "" || mode != "" {
 				listen = func(p string) (*net.UnixListener, error) { return daemon.ListenAccess(p, access) }
 			}
-			ln, err := listen(sock)
+			// A service manager's socket (a .socket unit), or our own.
+			ln, activated, err := activatedListener()
 			if err != nil {
+				return fmt.Errorf("serve: the socket the service manager passed: %w", err)
+			}
+			if activated {
+				sock = ln.Addr().String()
+				if group != "" || mode != "" {
+					log.Warn("the socket was passed by the service manager: its unit's SocketMode= and SocketGroup= decide who may connect, not --group and --mode")
+				}
+			} else if ln, err = listen(sock); err != nil {
 				return err
 			}
-			if d := daemon.SocketDirBlocks(sock, access.Mode); d != "" && (group != "" || mode != "") {
+			// The file of a passed socket is the manager's: it stays
+			// for the next activation.
+			removeSocket := func() {
+				if !activated {
+					os.Remove(sock)
+				}
+			}
+			if d := daemon.SocketDirBlocks(sock, access.Mode); d != "" && (group != "" || mode != "") && !activated {
 				log.Warn("a directory above the socket keeps out whom --group/--mode let in; give it search permission", "dir", d)
 			}
 			sys := subsys.New(subsys.Options{MaxEvents: maxEvents, NumCPU: runtime.NumCPU(), BufferKB: bufferKB})
@@ -136,17 +161,26 @@ shows the counts. 0 is the default; -1 no limit.`,
 					return srv.FUSECharge(uid, cred, files, regs, force)
 				}}
 			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log, Tracers: who, Limits: limits, MaxConns: maxConns,
-				ServeFUSE: func(dev *os.File) (daemon.FUSETree, error) { return fusefs.Serve(dev, sys, treeOpts) }})
+				ServeFUSE: func(dev *os.File, from daemon.FUSEMounter) (daemon.FUSETree, error) {
+					o, err := handedOver(treeOpts, from)
+					if err != nil {
+						return nil, err
+					}
+					return fusefs.Serve(dev, sys, o)
+				}})
 			ctx, stop := interruptible(cmd)
 			defer stop()
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
 			if mount != "" {
+				if err := mountPoint(mount); err != nil {
+					return fmt.Errorf("serve --mount: %w", err)
+				}
 				tree, err := fusefs.Mount(mount, sys, treeOpts)
 				if err != nil {
 					srv.Close()
 					<-done
-					os.Remove(sock)
+					removeSocket()
 					return fmt.Errorf("serve --mount %s: %w", mount, err)
 				}
 				// Close aborts the connection first: a client still
@@ -154,17 +188,22 @@ shows the counts. 0 is the default; -1 no limit.`,
 				defer tree.Close()
 				log.Info("serving the tracefs tree through FUSE", "dir", mount)
 			}
-			log.Info("serving user_events", "socket", sock, "pid", os.Getpid())
+			log.Info("serving user_events", "socket", sock, "pid", os.Getpid(), "socket_activated", activated)
+			// Type=notify: the unit is started once clients can be served.
+			if _, err := sdaemon.Notify("READY=1\nSTATUS=serving user_events on " + sock); err != nil {
+				log.Warn("cannot tell the service manager that the daemon is ready", "err", err)
+			}
 			select {
 			case <-ctx.Done():
 				log.Info("stopping", "clients", srv.Conns())
+				sdaemon.Notify("STOPPING=1")
 				srv.Close()
 				<-done
-				os.Remove(sock)
+				removeSocket()
 				return nil
 			case err := <-done:
 				srv.Close()
-				os.Remove(sock)
+				removeSocket()
 				if err != nil {
 					return fmt.Errorf("serve %s: %w", sock, err)
 				}
@@ -191,6 +230,17 @@ shows the counts. 0 is the default; -1 no limit.`,
 	cmd.Flags().IntVar(&limits.FilesPerUID, "max-fuse-files", 0, "files of the FUSE tree one user may hold open (default 4096; EMFILE beyond)")
 	cmd.Flags().IntVar(&limits.BufferKB, "max-buffer-kb", 0, "largest buffer_size_kb a tracer without CAP_PERFMON may set (default 16384; ENOMEM beyond)")
 	return cmd
+}
+
+// activatedListener is the listening socket a service manager passed
+// (systemd's socket activation, sd_listen_fds(3)), if it passed any.
+func activatedListener() (*net.UnixListener, bool, error) {
+	files, err := sdaemon.Listeners()
+	if err != nil || files == nil {
+		return nil, false, err
+	}
+	ln, err := sdaemon.SeqPacketListener(files)
+	return ln, err == nil, err
 }
 
 // socketAccess checks --group and --mode.
@@ -264,4 +314,20 @@ func parseTracers(list string) (daemon.Tracers, error) {
 		}
 	}
 	return t, nil
+}
+
+// handedOver is the options of a tree on a FUSE mount a client handed over:
+// its callers' ids are in the pid namespace of the client (who mounted it,
+// itself or through uetrace run's shim, which makes no pid namespace), and
+// they are reached only where the client could ptrace them — a client that
+// mounted in another pid namespace than its own gets its callers found
+// wrongly (ESRCH), never another user's process. Root's reach everything.
+func handedOver(o fusefs.Options, from daemon.FUSEMounter) (fusefs.Options, error) {
+	m, err := pidns.OfPidfd(from.Pidfd)
+	if err != nil {
+		return o, fmt.Errorf("the pid namespace of the mount (the client's, pid %d): %w", from.PID, err)
+	}
+	o.PIDs = m
+	o.For = &caps.User{UID: from.UID, GID: from.GID, Privileged: from.UID == 0}
+	return o, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -21,8 +22,10 @@ func newStatusCmd(g *globals) *cobra.Command {
 ID, what is attached to it (ftrace, perf, other — from user_events_status),
 how many records were written to it and how many of those were dropped on
 their way — a recording session's buffer or the writer's ring to the daemon
-was full — and its fields (from its format file), followed by the Active and
-Busy counts.
+was full, or the record was longer than the trace buffer's page or perf's
+8 KiB, which Linux drops without a count — and its fields as dynamic_events shows them ("char[5] a; struct S
+b 8", made from its format file, which shows "char a[]" and no struct size),
+followed by the Active and Busy counts.
 
 The record counts come from the uetrace daemon, which counts each event's
 writes. The kernel keeps no per-event count of user_events writes, so on the
@@ -158,8 +161,9 @@ func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
 	return rows, strings.Join(footer, ", "), nil
 }
 
-// parseFormat takes the ID and the user fields, in user_events syntax,
-// from a format file.
+// parseFormat takes the ID and the user fields from a format file, as
+// dynamic_events shows them (user_event_show): "char[5] a; struct S b 8;
+// u32 c" for the format's "char a[]", size 5, and "struct S b", size 8.
 func parseFormat(format string) (id, fields string) {
 	var fs []string
 	for line := range strings.Lines(format) {
@@ -167,15 +171,23 @@ func parseFormat(format string) (id, fields string) {
 		if v, ok := strings.CutPrefix(line, "ID: "); ok {
 			id = v
 		}
-		decl, ok := strings.CutPrefix(line, "field:")
+		rest, ok := strings.CutPrefix(line, "field:")
 		if !ok {
 			continue
 		}
-		decl, _, _ = strings.Cut(decl, ";")
+		decl, attrs, _ := strings.Cut(rest, ";")
 		if i := strings.LastIndexByte(decl, ' '); i >= 0 && strings.HasPrefix(decl[i+1:], "common_") {
 			continue
 		}
-		fs = append(fs, userSyntax(decl))
+		size := -1
+		for a := range strings.SplitSeq(attrs, ";") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(a), "size:"); ok {
+				if n, err := strconv.Atoi(v); err == nil {
+					size = n
+				}
+			}
+		}
+		fs = append(fs, userSyntax(decl, size))
 	}
 	if len(fs) == 0 {
 		return id, "-"
@@ -183,16 +195,28 @@ func parseFormat(format string) (id, fields string) {
 	return id, strings.Join(fs, "; ")
 }
 
-// userSyntax turns a format file declaration, "char path[16]" or
-// "__rel_loc char path[]", into user_events syntax: "char[16] path".
-func userSyntax(decl string) string {
+// userSyntax turns a format file declaration of size bytes (-1: not
+// known) into the field as the user wrote it and dynamic_events shows it:
+// "__rel_loc char path[]" is "__rel_loc char[] path". The format file
+// shows a fixed array "char path[16]" as "char path[]" (user_events keeps
+// no array length; its fixed arrays are char and unsigned char only, so
+// the length is the size), and a struct without the size that
+// dynamic_events shows after its name: "struct S b 8".
+func userSyntax(decl string, size int) string {
 	i := strings.LastIndexByte(decl, ' ')
 	if i < 0 {
 		return decl
 	}
 	typ, name := decl[:i], decl[i+1:]
 	if j := strings.IndexByte(name, '['); j >= 0 && strings.HasSuffix(name, "]") {
-		typ, name = typ+name[j:], name[:j]
+		dims := name[j:]
+		if dims == "[]" && size >= 0 && !strings.HasPrefix(typ, "__data_loc ") && !strings.HasPrefix(typ, "__rel_loc ") {
+			dims = "[" + strconv.Itoa(size) + "]"
+		}
+		typ, name = typ+dims, name[:j]
+	}
+	if strings.HasPrefix(typ, "struct ") && size >= 0 {
+		return typ + " " + name + " " + strconv.Itoa(size)
 	}
 	return typ + " " + name
 }

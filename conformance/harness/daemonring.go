@@ -200,7 +200,9 @@ func (f *ringData) ringWrite(bufs [][]byte) (n int, ok bool, err error) {
 			return 0, false, nil
 		}
 		if verr != nil {
-			return 0, true, verr
+			// EFAULT or a dropped record: that depends on the
+			// daemon's consumers (see userevents' ringWrite).
+			return 0, false, nil
 		}
 	}
 	// A full ring drops the record and the write succeeds, as a full

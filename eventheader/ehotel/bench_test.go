@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/log"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 )
@@ -137,4 +139,63 @@ func BenchmarkSDK(b *testing.B) {
 			emit(b, sdklog.NewSimpleProcessor(x), false)
 		})
 	}
+}
+
+// BenchmarkSpanProcessor is the span processor's OnEnd on an ended SDK span
+// of four attributes, two of them well-known: while nobody listens (a load
+// of the enable word) and while the trace buffer takes the events.
+func BenchmarkSpanProcessor(b *testing.B) {
+	e := newEnv(b)
+	p := newSpanProcessor(b, e, "BenchSpan")
+	var ended sdktrace.ReadOnlySpan
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder{&ended}), sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "checkout"))))
+	defer tp.Shutdown(context.Background())
+	_, s := tp.Tracer("bench").Start(context.Background(), "GET /index.html", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", "GET"), attribute.Int("http.response.status_code", 200),
+			attribute.String("path", "/index.html"), attribute.Bool("cached", true)))
+	s.End()
+	b.Run("disabled", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p.OnEnd(ended)
+		}
+	})
+	b.Run("enabled", func(b *testing.B) {
+		x := p.Exporter()
+		if err := e.sys.SetFtrace(e.sys.Lookup("user_events", x.Tracepoint().Name()), true); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			p.OnEnd(ended)
+		}
+	})
+}
+
+// BenchmarkMetricExporter is one Export of goldenMetrics (five data points
+// of the four aggregations): while nobody listens, and while the trace
+// buffer takes the records.
+func BenchmarkMetricExporter(b *testing.B) {
+	e := newEnv(b)
+	x := newMetricExporter(b, e)
+	rm := goldenMetrics()
+	b.Run("disabled", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			x.Export(context.Background(), rm)
+		}
+	})
+	b.Run("enabled", func(b *testing.B) {
+		if err := e.sys.SetFtrace(e.sys.Lookup("user_events", "otlp_metrics"), true); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := x.Export(context.Background(), rm); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(5*b.N), "ns/point")
+	})
 }

@@ -1,12 +1,24 @@
-// Package ehotel is an OpenTelemetry Go Logs SDK exporter and processor
-// (go.opentelemetry.io/otel/sdk/log) that writes each log record to Linux
-// user_events as the EventHeader event OpenTelemetry's Rust user_events
-// logs exporter writes — the crate opentelemetry-user-events-logs of
-// open-telemetry/opentelemetry-rust-contrib, whose
-// src/logs/exporter.rs (export_log_data, build_part_a) and
-// src/logs/processor.rs the layout below follows — so that the agents that
-// decode the Rust exporter's events (Common Schema over EventHeader)
-// decode these.
+// Package ehotel writes OpenTelemetry's Go SDK telemetry to Linux
+// user_events as OpenTelemetry's Rust user_events exporters do, so that
+// the agents that decode their events decode these:
+//
+//   - logs (go.opentelemetry.io/otel/sdk/log): an exporter and a processor
+//     writing each record as the EventHeader event of the crate
+//     opentelemetry-user-events-logs of
+//     open-telemetry/opentelemetry-rust-contrib, whose
+//     src/logs/exporter.rs (export_log_data, build_part_a) and
+//     src/logs/processor.rs the layout below (FORMAT) follows;
+//   - spans (go.opentelemetry.io/otel/sdk/trace): an exporter and a
+//     processor writing each span as the EventHeader event "Span" of the
+//     crate opentelemetry-user-events-trace (src/trace/exporter.rs,
+//     export_span; SPANS below);
+//   - metrics (go.opentelemetry.io/otel/sdk/metric): an exporter writing
+//     each data point as the plain event otlp_metrics of the crate
+//     opentelemetry-user-events-metrics (src/exporter/mod.rs,
+//     src/tracepoint/mod.rs; METRICS below).
+//
+// Logs and spans are Common Schema over EventHeader; metrics are OTLP
+// protobuf.
 //
 // What it does:
 //   - NewProcessor: an sdklog.Processor that answers Enabled from the enable
@@ -25,12 +37,54 @@
 //     uetrace daemon, in-process), so that perf or uetrace can attach before
 //     the first record.
 //
-// What it does not: it writes logs only (no traces or metrics, which the
-// Rust crate does not either); no event name callback (Rust's
+// NewSpanProcessor and NewSpanExporter are the same for spans, on one
+// tracepoint "<provider>_L4K1".
+//
+// What it does not: no event name callback (Rust's
 // experimental_eventname_callback): every event is named "Log"; no
 // buffering, batching or retry — a write either reaches user_events or
 // returns an error. It does not decode: package eventheader does, and
 // mapping these events back to OTLP log records is `uetrace export`'s.
+//
+// # SPANS
+//
+// One span is one EventHeader event named "Span" written, when the span
+// ends and if it is sampled, to "<provider>_L4K1" (level 4, keyword 1), the
+// header as for logs. The fields, in this order:
+//
+//	__csver__               value32  UnsignedInt  always: 1024 (0x400)
+//	PartA                   struct
+//	  time                  string   -            always: the span's end, as a log record's time
+//	  ext_dt_traceId        string   -            always: 32 lowercase hex digits
+//	  ext_dt_spanId         string   -            always: 16 lowercase hex digits
+//	  ext_cloud_role        string   -            the resource has service.name: its value
+//	  ext_cloud_roleInstance string  -            the resource has service.instance.id: its value
+//	PartB                   struct
+//	  _typeName             string   -            always: "Span"
+//	  name                  string   -            always: the span's name
+//	  startTime             string   -            always: the span's start
+//	  success               value8   Boolean      always: the status is not Error
+//	  kind                  value32  UnsignedInt  always: Internal 0 (and Unspecified), Server 1, Client 2,
+//	                                              Producer 3, Consumer 4
+//	  parentId              string   -            the parent span id is valid: 16 hex digits
+//	  links                 string   -            the span has links: [{"toTraceId":"…","toSpanId":"…"},…]
+//	  <Common Schema name>  <value>               each well-known attribute, in the span's order:
+//	                                              db.system.name dbSystem, db.namespace dbName,
+//	                                              db.query.text dbStatement, http.request.method httpMethod,
+//	                                              url.full httpUrl, http.response.status_code httpStatusCode,
+//	                                              messaging.system messagingSystem,
+//	                                              messaging.destination.name messagingDestination,
+//	                                              messaging.url messagingUrl, rpc.system.name rpcSystem,
+//	                                              rpc.response.status_code rpcGrpcStatusCode
+//	  statusMessage         string   -            the status is Error with a description, and there is
+//	                                              no httpStatusCode
+//	PartC                   struct   of the other attributes, in the span's order, when there is one; at
+//	                                 most 127
+//
+// Values are written as for logs, with the same differences from Rust
+// (which writes "" for every kind but bool, int64, float64 and string).
+// The span's events, dropped counts, scope and status code Unset against
+// Ok are not written, as in Rust.
 //
 // # FORMAT
 //
@@ -111,4 +165,26 @@
 // and decoders split the name or cut it); and a record of an invalid
 // severity is an error only while one of the provider's tracepoints is
 // enabled.
+//
+// # METRICS
+//
+// NewMetricExporter registers the event
+//
+//	otlp_metrics u32 protocol; char[8] version; __rel_loc u8[] buffer
+//
+// at once, and its Export, while the event is enabled, writes one record a
+// data point: protocol 0 (protobuf), version "v0.19.00", and the buffer
+// an ExportMetricsServiceRequest holding the whole resource, the point's
+// scope (name, version, attributes, schema URL), its metric (name,
+// description, unit) and the aggregation — Gauge, Sum, Histogram,
+// ExponentialHistogram — with that one point, so that each record fits in
+// the 64 KiB a record can hold (a request over 65360 bytes is not
+// written, and Export's error counts it). The fields are in the .proto's
+// declaration order, which is prost's, and what proto3 omits is omitted,
+// so a request is the Rust exporter's byte for byte but for the order of
+// the resource's attributes (a hash map's there, key order here). As in
+// Rust, the temporality of every instrument is delta, a histogram's sum
+// and an exponential histogram's buckets are always written, exemplars
+// never. Where Rust has no aggregation — Summary, which the Go SDK's
+// bridges make — the point is written as OTLP's SummaryDataPoint.
 package ehotel

@@ -10,9 +10,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
-	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/eventheader/commonschema"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 )
 
@@ -23,7 +23,7 @@ const (
 	// returns DEFAULT_LOG_TYPE_NAME.
 	EventName = "Log"
 	// CSVersion is __csver__, the Common Schema version: CS_VERSION, 0x400.
-	CSVersion = 0x400
+	CSVersion = commonschema.Version
 	// eventIDKey is the attribute whose int64 value becomes PartB's
 	// eventId instead of a PartC field: EVENT_ID.
 	eventIDKey = "event_id"
@@ -39,37 +39,6 @@ type writer struct {
 	buf []byte
 }
 
-// resourceFields is what a record's resource contributes to its event,
-// worked out once per resource (Rust's set_resource).
-type resourceFields struct {
-	res                  *resource.Resource
-	role, instance       string
-	hasRole, hasInstance bool
-	attrs                []attribute.KeyValue // the opted-in ones, in key order
-}
-
-func (e *Exporter) resourceFields(res *resource.Resource) *resourceFields {
-	if rf := e.res.Load(); rf != nil && rf.res == res {
-		return rf
-	}
-	rf := &resourceFields{res: res}
-	for it := res.Iter(); it.Next(); {
-		kv := it.Attribute()
-		switch kv.Key {
-		case "service.name":
-			rf.role, rf.hasRole = kv.Value.String(), true
-		case "service.instance.id":
-			rf.instance, rf.hasInstance = kv.Value.String(), true
-		default:
-			if e.resKeys[string(kv.Key)] {
-				rf.attrs = append(rf.attrs, kv)
-			}
-		}
-	}
-	e.res.Store(rf)
-	return rf
-}
-
 // build builds r's event for tp in w.b, in the Rust exporter's order
 // (export_log_data): __csver__, PartA, PartC, PartB.
 func (w *writer) build(e *Exporter, tp *ehprovider.Tracepoint, r *sdklog.Record) error {
@@ -80,7 +49,7 @@ func (w *writer) build(e *Exporter, tp *ehprovider.Tracepoint, r *sdklog.Record)
 	// PartA (build_part_a).
 	var rf *resourceFields
 	if res := r.Resource(); res != nil {
-		rf = e.resourceFields(res)
+		rf = e.res.fields(res)
 	}
 	traceID, spanID := r.TraceID(), r.SpanID()
 	hasTrace := traceID.IsValid() || spanID.IsValid()
@@ -186,11 +155,16 @@ func (w *writer) build(e *Exporter, tp *ehprovider.Tracepoint, r *sdklog.Record)
 		b.AddString("name", name, eventheader.FormatDefault, 0)
 	}
 
-	if err := b.Err(); err != nil {
+	return w.check()
+}
+
+// check says whether the event built is one to write: no builder error,
+// and within the Rust builder's size limit, so that it fits a perf sample.
+func (w *writer) check() error {
+	if err := w.b.Err(); err != nil {
 		return err
 	}
-	// The Rust builder's size limit: the event must fit a perf sample.
-	_, meta, data, err := b.Parts(w.buf[:0])
+	_, meta, data, err := w.b.Parts(w.buf[:0])
 	if err != nil {
 		return err
 	}

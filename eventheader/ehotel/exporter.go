@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -73,19 +72,12 @@ func WithResourceAttributes(keys ...string) Option {
 //
 // Its methods are safe for concurrent use, Export with itself too.
 type Exporter struct {
-	name     string
-	file     *userevents.File
-	ownsFile bool
-	provider *ehprovider.Provider
+	sink
 	// tps holds the tracepoint of each level, indexed by the level (1..5);
 	// nil when the provider could not be set up.
-	tps     [eventheader.LevelVerbose + 1]*ehprovider.Tracepoint
-	err     error
-	resKeys map[string]bool
-	res     atomic.Pointer[resourceFields]
-	stopped atomic.Bool
-	stop    sync.Once
-	pool    sync.Pool // of *writer
+	tps  [eventheader.LevelVerbose + 1]*ehprovider.Tracepoint
+	res  resourceCache
+	pool sync.Pool // of *writer
 }
 
 // NewExporter returns an exporter for the provider name. The name must be
@@ -99,60 +91,26 @@ type Exporter struct {
 // listener. The exporter then writes nothing to the tracepoints concerned,
 // and Err says why.
 func NewExporter(name string, opts ...Option) (*Exporter, error) {
-	if err := validateName(name); err != nil {
-		return nil, err
-	}
 	var c config
 	for _, o := range opts {
 		o(&c)
 	}
-	e := &Exporter{name: name, file: c.file, resKeys: c.resource}
+	e := &Exporter{res: resourceCache{keys: c.resource}}
 	e.pool.New = func() any { return new(writer) }
-	if e.file == nil {
-		f, err := userevents.Open(userevents.Options{})
-		if err != nil {
-			e.err = fmt.Errorf("ehotel: provider %s writes nothing: open user_events: %w", name, err)
-			return e, nil
-		}
-		e.file, e.ownsFile = f, true
+	if err := e.open(name, c); err != nil {
+		return nil, err
 	}
-	p, err := ehprovider.New(e.file, name)
-	if err != nil {
-		e.closeFile()
-		return nil, fmt.Errorf("ehotel: %w", err)
+	if e.provider == nil {
+		return e, nil // Err says why
 	}
-	e.provider = p
 	for l := eventheader.LevelCriticalError; l <= eventheader.LevelVerbose; l++ {
-		e.tps[l] = p.Tracepoint(l, Keyword)
+		e.tps[l] = e.provider.Tracepoint(l, Keyword)
 	}
-	if err := p.Err(); err != nil {
+	if err := e.provider.Err(); err != nil {
 		e.err = fmt.Errorf("ehotel: provider %s: %w", name, err)
 	}
 	return e, nil
 }
-
-func validateName(name string) error {
-	if name == "" {
-		return fmt.Errorf("ehotel: provider name is empty: %w", unix.EINVAL)
-	}
-	if len(name) >= maxProviderName {
-		return fmt.Errorf("ehotel: provider name of %d bytes, must be less than %d: %w", len(name), maxProviderName, unix.EINVAL)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
-			return fmt.Errorf("ehotel: provider name %q: only ASCII letters, digits and '_' are allowed: %w", name, unix.EINVAL)
-		}
-	}
-	return nil
-}
-
-// Err says why some or all records cannot be written — user_events could
-// not be opened, a tracepoint not registered — or nil.
-func (e *Exporter) Err() error { return e.err }
-
-// Name is the provider name.
-func (e *Exporter) Name() string { return e.name }
 
 // Tracepoint returns the tracepoint records of severity s are written to,
 // or nil for a severity outside 1..24 or when the provider could not be set
@@ -269,20 +227,8 @@ func (e *Exporter) ForceFlush(ctx context.Context) error {
 // opened it. It never waits for anything, so the context cannot cut it
 // short; it returns nil, and does nothing the second time.
 func (e *Exporter) Shutdown(context.Context) error {
-	e.stop.Do(func() {
-		e.stopped.Store(true)
-		if e.provider != nil {
-			e.provider.Close()
-		}
-		e.closeFile()
-	})
+	e.shutdown()
 	return nil
-}
-
-func (e *Exporter) closeFile() {
-	if e.ownsFile && e.file != nil {
-		e.file.Close()
-	}
 }
 
 var _ sdklog.Exporter = (*Exporter)(nil)

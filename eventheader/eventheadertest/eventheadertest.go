@@ -1,17 +1,15 @@
-// Package eventheadertest reads Microsoft's EventHeader interop vectors
-// (../shared/interop/eventheader beside the repository: the reference's own
-// encoder output and its decoder's JSON for each event) for the tests of
-// package eventheader and of the packages that decode its events. It is
-// for tests; nothing ships with it.
+// Package eventheadertest holds Microsoft's EventHeader interop vectors —
+// the reference's own encoder output and its decoder's JSON for each event,
+// copied into testdata with their licence (testdata/README.md says from
+// where) — for the tests of package eventheader and of the packages that
+// decode its events. It is for tests; nothing ships with it.
 package eventheadertest
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/binary"
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
 )
 
 // Count is how many events the reference wrote.
@@ -24,26 +22,21 @@ type Record struct {
 	JSON       []byte // the reference decoder's line for it, without indentation or separator
 }
 
-// Dir is where the vectors are: ../shared/interop/eventheader beside the
+// The vectors, embedded so that the tests need nothing beside the
 // repository.
-func Dir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "interop", "eventheader")
-}
+var (
+	//go:embed testdata/EventHeaderInterceptorLE64.dat
+	vectorData []byte
+	//go:embed testdata/EventHeaderInterceptorLE64.dat.linux.json
+	vectorJSON []byte
+)
 
-// Read reads the vectors: every record with the JSON line the reference
-// decoder printed for it. A missing file is its os error (the caller decides
-// between failing and skipping); a malformed one is an error saying where.
+// Read parses the vectors: every record with the JSON line the reference
+// decoder printed for it, in fresh slices the caller may keep. A malformed
+// vector is an error saying where.
 func Read() ([]Record, error) {
-	dir := Dir()
-	dat, err := os.ReadFile(filepath.Join(dir, "EventHeaderInterceptorLE64.dat"))
-	if err != nil {
-		return nil, fmt.Errorf("interop vectors (../shared/interop/eventheader beside the repository): %w", err)
-	}
-	js, err := os.ReadFile(filepath.Join(dir, "EventHeaderInterceptorLE64.dat.linux.json"))
-	if err != nil {
-		return nil, fmt.Errorf("interop vectors: %w", err)
-	}
+	dat := bytes.Clone(vectorData)
+	js := bytes.Clone(vectorJSON)
 	var recs []Record
 	for len(dat) > 0 {
 		if len(dat) < 4 {

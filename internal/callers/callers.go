@@ -42,6 +42,10 @@
 //   - Bits are set by read-modify-write of one byte (see procmem): not
 //     atomic against the process's own writes to that byte.
 //
+// A process is reached only if SetAccess's check allows it, made before
+// anything of its memory is read: the FUSE server bounds it by what the
+// user the tree is served for could ptrace.
+//
 // It does not serve FUSE, check the caller's credentials, or decide which
 // ioctl a request is: the FUSE server does.
 package callers
@@ -97,6 +101,7 @@ type Callers struct {
 	closed   bool
 	listener *procevents.Listener
 	follow   sync.WaitGroup
+	allow    func(pid int) error // who may be reached (SetAccess), or nil
 }
 
 // proc is one known process (thread group).
@@ -167,6 +172,16 @@ func (sp *space) isReleased() bool {
 // New returns an empty set of callers of s.
 func New(s *subsys.Subsystem) *Callers {
 	return &Callers{s: s, procs: make(map[int]*proc)}
+}
+
+// SetAccess makes allow decide, for every process before its memory is
+// first read, whether it may be reached (caps.User: the user the
+// callers are served for could ptrace it): a process allow refuses is never
+// made known, and Get's error is allow's. Call it before the first Get.
+func (cs *Callers) SetAccess(allow func(pid int) error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.allow = allow
 }
 
 // status reads a thread's TGID and its process's parent's (PPid) from
@@ -250,7 +265,7 @@ func (cs *Callers) GetKnown(tid, tgid int) (*Caller, error) {
 // of its own — unless onlyChild, when a process that is neither is not
 // made known (nil, nil). Called with cs.mu held.
 func (cs *Callers) add(tgid, ppid int, onlyChild bool) (*proc, error) {
-	mem, err := procmem.Open(tgid)
+	mem, err := procmem.OpenAllowed(tgid, cs.allow)
 	if err != nil {
 		if !onlyChild || !errors.Is(err, unix.ESRCH) {
 			cs.stats.Failures++

@@ -1,6 +1,6 @@
-// Package caps answers the one capability question user_events asks of a
-// caller — perfmon_capable(): CAP_PERFMON or CAP_SYS_ADMIN — the way Linux
-// answers it: capable(), which counts a capability only in the user
+// Package caps answers the privilege questions asked of a caller. The one
+// user_events asks — perfmon_capable(): CAP_PERFMON or CAP_SYS_ADMIN — it
+// answers the way Linux does: capable(), which counts a capability only in the user
 // namespace it is asked about (Linux: the initial one; here: this process's,
 // which is the initial one for a daemon started normally) or in an ancestor
 // of it. A process in a user namespace of its own (`unshare -Ur`) has a full
@@ -9,8 +9,11 @@
 //
 // It reads the caller's effective capabilities, effective uid and user
 // namespace from procfs, pinned by a pidfd so that a pid reused after its
-// process exits is never mistaken for it. It sets no capabilities and checks
-// no others.
+// process exits is never mistaken for it. It sets no capabilities.
+//
+// It also answers whether a user may reach a process as ptrace would
+// (User.Check, ptrace.go): the check a server that reaches its callers'
+// memory with privileges of its own makes for the user it serves them for.
 package caps
 
 import (

@@ -28,6 +28,8 @@ const (
 	inRecord frameKind = iota
 	inMap
 	inArray
+	inBody // the record's body: one value, then the frame is gone
+	inSpan // a span: its attributes are field 9
 )
 
 // Reset starts over with an empty buffer (keeping its memory).
@@ -107,8 +109,13 @@ func (e *Builder) valueStart(key string) {
 	case inArray:
 		e.open(fValues)
 		return
+	case inBody:
+		e.open(fLogBody)
+		return
 	case inRecord:
 		e.open(fLogAttributes)
+	case inSpan:
+		e.open(fSpanAttributes)
 	default:
 		e.open(fValues)
 	}
@@ -118,8 +125,33 @@ func (e *Builder) valueStart(key string) {
 
 func (e *Builder) valueEnd() {
 	e.close()
-	if e.frames[len(e.frames)-1] != inArray {
+	switch e.frames[len(e.frames)-1] {
+	case inArray:
+	case inBody:
+		e.frames = e.frames[:len(e.frames)-1]
+	default:
 		e.close()
+	}
+}
+
+// Body makes the next value — Str, Int, …, MapStart, ArrayStart, whose key
+// is then ignored — the record's body instead of an attribute.
+func (e *Builder) Body() { e.frames = append(e.frames, inBody) }
+
+// TraceContext adds the record's trace id, span id and trace flags, each
+// unless zero.
+func (e *Builder) TraceContext(traceID [16]byte, spanID [8]byte, flags uint32) {
+	if flags != 0 {
+		e.b = protowire.AppendTag(e.b, fLogFlags, protowire.Fixed32Type)
+		e.b = protowire.AppendFixed32(e.b, flags)
+	}
+	if traceID != ([16]byte{}) {
+		e.b = protowire.AppendTag(e.b, fLogTraceID, protowire.BytesType)
+		e.b = protowire.AppendBytes(e.b, traceID[:])
+	}
+	if spanID != ([8]byte{}) {
+		e.b = protowire.AppendTag(e.b, fLogSpanID, protowire.BytesType)
+		e.b = protowire.AppendBytes(e.b, spanID[:])
 	}
 }
 
@@ -167,6 +199,12 @@ func (e *Builder) BytesValue(key string, p []byte) {
 	e.valueEnd()
 }
 
+// Empty adds an empty value: an AnyValue with nothing set (JSON's null).
+func (e *Builder) Empty(key string) {
+	e.valueStart(key)
+	e.valueEnd()
+}
+
 // MapStart starts a map value (a KeyValueList); End ends it.
 func (e *Builder) MapStart(key string) {
 	e.valueStart(key)
@@ -186,7 +224,7 @@ func (e *Builder) End() {
 	kind := e.frames[len(e.frames)-1]
 	e.frames = e.frames[:len(e.frames)-1]
 	e.close()
-	if kind != inRecord {
+	if kind != inRecord && kind != inSpan {
 		e.valueEnd()
 	}
 }

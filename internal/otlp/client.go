@@ -56,12 +56,40 @@ func DefaultEndpoint(p Protocol) string {
 	return "http://localhost:4317"
 }
 
-// GRPCPath is the method of the unary call, as gRPC names it in the
-// request's path.
+// Signal is what a request carries: logs, spans or metrics, each to a
+// service of its own.
+type Signal int
+
+const (
+	Logs Signal = iota
+	Traces
+	Metrics
+)
+
+func (s Signal) String() string { return [...]string{"logs", "traces", "metrics"}[s] }
+
+// grpcPaths are the methods of the unary calls, as gRPC names them in the
+// request's path (collector/{logs,trace,metrics}/v1/*_service.proto).
+var grpcPaths = [...]string{
+	Logs:    "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+	Traces:  "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+	Metrics: "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+}
+
+// httpPaths are OTLP/HTTP's paths.
+var httpPaths = [...]string{Logs: "/v1/logs", Traces: "/v1/traces", Metrics: "/v1/metrics"}
+
+// GRPCPath is the logs call's method: GRPCPathOf(Logs).
 const GRPCPath = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 
-// HTTPPath is OTLP/HTTP's path for logs.
+// HTTPPath is OTLP/HTTP's path for logs: HTTPPathOf(Logs).
 const HTTPPath = "/v1/logs"
+
+// GRPCPathOf is the method of s's unary call.
+func GRPCPathOf(s Signal) string { return grpcPaths[s] }
+
+// HTTPPathOf is OTLP/HTTP's path for s.
+func HTTPPathOf(s Signal) string { return httpPaths[s] }
 
 // Options configure a Client.
 type Options struct {
@@ -70,6 +98,8 @@ type Options struct {
 	// cleartext HTTP/2, h2c, or plain HTTP) or "https://host:port" (TLS).
 	// For HTTP a path other than "/" is the full URL of logs, as
 	// OTEL_EXPORTER_OTLP_LOGS_ENDPOINT has it; without one, /v1/logs.
+	// Traces and metrics go to /v1/traces and /v1/metrics there, under
+	// the path's prefix before /v1/logs.
 	// Empty: DefaultEndpoint.
 	Endpoint string
 	// Headers are sent with every request (e.g. an authorization).
@@ -87,7 +117,8 @@ type Options struct {
 // concurrent use.
 type Client struct {
 	proto   Protocol
-	url     string
+	url     string // the logs'
+	urls    [3]string
 	hc      *http.Client
 	headers http.Header
 	timeout time.Duration
@@ -128,21 +159,37 @@ func New(o Options) (*Client, error) {
 			p.SetHTTP2(true)
 		}
 		tr.Protocols = &p
-		u.Path = strings.TrimSuffix(u.Path, "/") + GRPCPath
+		base := strings.TrimSuffix(u.Path, "/")
+		for sig := range grpcPaths {
+			u.Path = base + grpcPaths[sig]
+			c.urls[sig] = u.String()
+		}
 	case HTTP:
-		if u.Path == "" || u.Path == "/" {
-			u.Path = HTTPPath
+		logs := u.Path
+		if logs == "" || logs == "/" {
+			logs = HTTPPath
+		}
+		prefix, _ := strings.CutSuffix(logs, HTTPPath)
+		for sig := range httpPaths {
+			u.Path = prefix + httpPaths[sig]
+			if Signal(sig) == Logs {
+				u.Path = logs
+			}
+			c.urls[sig] = u.String()
 		}
 	default:
 		return nil, fmt.Errorf("protocol %d: %w", o.Protocol, unix.EINVAL)
 	}
-	c.url = u.String()
+	c.url = c.urls[Logs]
 	c.hc = &http.Client{Transport: tr}
 	return c, nil
 }
 
-// URL is where requests go.
+// URL is where requests of logs go.
 func (c *Client) URL() string { return c.url }
+
+// URLOf is where requests of s go.
+func (c *Client) URLOf(s Signal) string { return c.urls[s] }
 
 // Protocol is the client's protocol.
 func (c *Client) Protocol() Protocol { return c.proto }
@@ -250,20 +297,28 @@ func httpRetryable(status int) bool {
 // few bytes; a bigger one is not a Collector's.
 const maxResponse = 4 << 20
 
-// Export sends one encoded ExportLogsServiceRequest. On success it returns
-// the server's partial success (zero when it accepted everything); on
-// failure an *Error.
+// Export sends one encoded ExportLogsServiceRequest: ExportSignal(ctx,
+// Logs, req).
 func (c *Client) Export(ctx context.Context, req []byte) (PartialSuccess, error) {
+	return c.ExportSignal(ctx, Logs, req)
+}
+
+// ExportSignal sends one encoded Export*ServiceRequest of s. On success it
+// returns the server's partial success (zero when it accepted everything;
+// RejectedLogRecords counts the spans or data points rejected for the
+// other signals, whose responses have the same shape); on failure an
+// *Error.
+func (c *Client) ExportSignal(ctx context.Context, s Signal, req []byte) (PartialSuccess, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if c.proto == GRPC {
-		return c.exportGRPC(ctx, req)
+		return c.exportGRPC(ctx, c.urls[s], req)
 	}
-	return c.exportHTTP(ctx, req)
+	return c.exportHTTP(ctx, c.urls[s], req)
 }
 
-func (c *Client) newRequest(ctx context.Context, body []byte) (*http.Request, error) {
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+func (c *Client) newRequest(ctx context.Context, url string, body []byte) (*http.Request, error) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, &Error{Err: err, GRPCCode: -1}
 	}
@@ -283,11 +338,11 @@ func transportError(ctx context.Context, err error) error {
 	return e
 }
 
-func (c *Client) exportHTTP(ctx context.Context, body []byte) (PartialSuccess, error) {
+func (c *Client) exportHTTP(ctx context.Context, url string, body []byte) (PartialSuccess, error) {
 	if c.gzip {
 		body = gzipped(body)
 	}
-	req, err := c.newRequest(ctx, body)
+	req, err := c.newRequest(ctx, url, body)
 	if err != nil {
 		return PartialSuccess{}, err
 	}
@@ -360,7 +415,7 @@ func parseRetryAfter(h string, now time.Time) time.Duration {
 	return 0
 }
 
-func (c *Client) exportGRPC(ctx context.Context, msg []byte) (PartialSuccess, error) {
+func (c *Client) exportGRPC(ctx context.Context, to string, msg []byte) (PartialSuccess, error) {
 	// A gRPC message is framed: a compressed flag byte, its length as a
 	// big-endian u32, then the message.
 	var body []byte
@@ -370,7 +425,7 @@ func (c *Client) exportGRPC(ctx context.Context, msg []byte) (PartialSuccess, er
 	} else {
 		body = AppendGRPCFrame(make([]byte, 0, 5+len(msg)), msg)
 	}
-	req, err := c.newRequest(ctx, body)
+	req, err := c.newRequest(ctx, to, body)
 	if err != nil {
 		return PartialSuccess{}, err
 	}

@@ -180,14 +180,9 @@ func parseResourceLogs(b []byte) (ResourceLogs, error) {
 		}
 		switch num {
 		case fResourceLogsResource:
-			return fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if num == fResourceAttributes && typ == protowire.BytesType {
-					kv, err := parseKeyValue(v, 0)
-					rl.Resource = append(rl.Resource, kv)
-					return err
-				}
-				return nil
-			})
+			var err error
+			rl.Resource, err = parseResource(v)
+			return err
 		case fResourceLogsScopeLogs:
 			return parseScopeLogs(v, &rl)
 		}
@@ -205,22 +200,9 @@ func parseScopeLogs(b []byte, rl *ResourceLogs) error {
 		}
 		switch num {
 		case fScopeLogsScope:
-			return fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if typ != protowire.BytesType {
-					return nil
-				}
-				switch num {
-				case fScopeName:
-					rl.Scope.Name = string(v)
-				case fScopeVersion:
-					rl.Scope.Version = string(v)
-				case fScopeAttributes:
-					kv, err := parseKeyValue(v, 0)
-					rl.Scope.Attributes = append(rl.Scope.Attributes, kv)
-					return err
-				}
-				return nil
-			})
+			var err error
+			rl.Scope, err = parseScope(v)
+			return err
 		case fScopeLogsLogRecords:
 			r, err := parseRecord(v)
 			rl.Records = append(rl.Records, r)
@@ -228,6 +210,42 @@ func parseScopeLogs(b []byte, rl *ResourceLogs) error {
 		}
 		return nil
 	})
+}
+
+// parseResource reads a Resource's attributes.
+func parseResource(b []byte) ([]KeyValue, error) {
+	var kvs []KeyValue
+	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if num == fResourceAttributes && typ == protowire.BytesType {
+			kv, err := parseKeyValue(v, 0)
+			kvs = append(kvs, kv)
+			return err
+		}
+		return nil
+	})
+	return kvs, err
+}
+
+// parseScope reads an InstrumentationScope.
+func parseScope(b []byte) (Scope, error) {
+	var sc Scope
+	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case fScopeName:
+			sc.Name = string(v)
+		case fScopeVersion:
+			sc.Version = string(v)
+		case fScopeAttributes:
+			kv, err := parseKeyValue(v, 0)
+			sc.Attributes = append(sc.Attributes, kv)
+			return err
+		}
+		return nil
+	})
+	return sc, err
 }
 
 func parseRecord(b []byte) (Record, error) {

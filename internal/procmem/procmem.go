@@ -119,7 +119,14 @@ type Mem struct {
 
 // Open opens process pid's memory. pid is a process ID (a thread group
 // leader's id, the TGID), not another thread's.
-func Open(pid int) (*Mem, error) {
+func Open(pid int) (*Mem, error) { return OpenAllowed(pid, nil) }
+
+// OpenAllowed is Open with a check of who the process is before anything
+// of its memory is read (caps.User): allow is called with pid once
+// the process is pinned by its pidfd, and its error is Open's; the process
+// is then checked to be still alive, so that what allow looked at under pid
+// was this process and not one that took its pid since. nil allows all.
+func OpenAllowed(pid int, allow func(pid int) error) (*Mem, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("procmem: pid %d: %w", pid, unix.EINVAL)
 	}
@@ -135,6 +142,16 @@ func Open(pid int) (*Mem, error) {
 	}
 	m := &Mem{pid: pid, pidfd: fd}
 	m.via.Store(int64(pid))
+	if allow != nil {
+		if err := allow(pid); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("procmem: %w", err)
+		}
+		if m.exitedNow() {
+			unix.Close(fd)
+			return nil, fmt.Errorf("procmem: process %d: %w", pid, ErrExited)
+		}
+	}
 	addr, rnd, err := m.readRandom()
 	if err != nil {
 		unix.Close(fd)

@@ -57,6 +57,10 @@
 //     disabled event, but a fault in the payload of a disabled event is
 //     EBADF (the state is checked before the payload is faulted in); an
 //     enabled event's payload fault is EFAULT and leaves no record.
+//   - A record the trace buffer's page cannot hold (over 4072 bytes with
+//     its header) is never validated: user_event_ftrace cannot reserve it,
+//     so a write of a __rel_loc string without its NUL succeeds and nothing
+//     reaches the trace; one byte less is validated and EFAULT.
 //   - read(2) of 0 bytes is EINVAL (no read method), FIONREAD answers 0
 //     (the VFS handles it), lseek is ESPIPE, yet pwrite at 0 works.
 //   - exec drops the enablers (an event held only by a child's copy of one

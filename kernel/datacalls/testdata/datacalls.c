@@ -1060,6 +1060,33 @@ static void sec_trace(void)
 		ret = writev(fd, iov, 3);
 		row("trace.writev", ret, errno, NULL);
 	}
+	{
+		/*
+		 * Records the trace buffer's page cannot hold (over 4072 bytes
+		 * with the 8-byte header: a string over 4050 bytes here) are
+		 * not reserved, so user_event_ftrace never validates them: the
+		 * write succeeds without a NUL and nothing reaches the trace.
+		 * One byte less is reserved, validated, and EFAULT.
+		 */
+		static char big[4 + 14 + 60000];
+		static const uint32_t sizes[] = {4050, 4051, 4100, 5000, 60000};
+		for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+			char label[64];
+			rec.loc = DYN_LOC(0, sizes[k]);
+			memcpy(big, &rec, 18);
+			memset(big + 18, 'L', sizes[k]);
+			snprintf(label, sizeof(label), "trace.write_large_no_nul.%u", sizes[k]);
+			errno = 0;
+			ret = write(fd, big, 18 + sizes[k]);
+			row(label, ret, errno, NULL);
+		}
+		big[18 + 4051 - 1] = 0;
+		rec.loc = DYN_LOC(0, 4051u);
+		memcpy(big, &rec, 18);
+		errno = 0;
+		ret = write(fd, big, 18 + 4051);
+		row("trace.write_large_valid.4051", ret, errno, NULL);
+	}
 	enable("trace.disable", "user_events", "dc_rec", 0);
 
 	static char buf[65536];

@@ -1,0 +1,254 @@
+package export
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/internal/otlp"
+)
+
+// OpenTelemetry's user_events exporters (the Rust crates of
+// opentelemetry-rust-contrib, the C++ ones, and package
+// eventheader/ehotel) write a log record as an EventHeader event in
+// Microsoft's Common Schema 4.0 layout:
+//
+//	__csver__  1024
+//	PartA      {time, ext_dt_traceId, ext_dt_spanId, ext_cloud_role, ext_cloud_roleInstance}
+//	PartC      {the record's attributes}
+//	PartB      {_typeName "Log", body, severityNumber, severityText, eventId, name}
+//
+// Such an event is mapped back to the log record it was made from — the
+// time, trace and span ids, body, severity, event name and attributes the
+// SDK had — instead of an event whose parts are maps. What the layout
+// does not carry is not sent: the trace flags, the instrumentation scope,
+// the resource but for service.name and service.instance.id (which
+// become the resource's), the order of an event_id attribute among the
+// others (it is last). Values keep the types the layout gives them: a
+// StringJSON value (a slice or map, which ehotel writes as JSON) comes
+// back as an array or a map, its numbers ints when they have no fraction
+// or exponent and doubles otherwise, bytes inside it as base64 strings.
+
+// csFields is what a Common Schema log record's PartA and PartB hold.
+type csFields struct {
+	time                   []byte
+	traceID, spanID        []byte
+	role, instance         []byte
+	hasRole, hasInstance   bool
+	typeName               []byte
+	severity               int64
+	hasSeverity            bool
+	severityText, name     []byte
+	eventID                int64
+	hasEventID             bool
+	bodyAt                 int // the body's index among PartB's items, -1 without one
+	partCAt, partBAt, last int
+}
+
+// csResource is what a Common Schema record says of its resource.
+type csResource struct {
+	role, instance string
+}
+
+// csLog maps eh, when it is a Common Schema log record, into e's open
+// record — after the attributes the caller added — and returns what it
+// says of the resource. ok is false, and nothing is written, when eh is
+// not one.
+func csLog(e *otlp.Builder, eh *eventheader.Event, observed uint64) (res csResource, ok bool) {
+	cs, ok := scanCS(eh)
+	if !ok {
+		return res, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(cs.time))
+	if err != nil {
+		return res, false
+	}
+	e.Time(uint64(t.UnixNano()), observed)
+	if cs.hasSeverity {
+		e.Severity(int32(cs.severity), validText(cs.severityText))
+	}
+	var tid [16]byte
+	var sid [8]byte
+	if len(cs.traceID) == 32 {
+		hex.Decode(tid[:], cs.traceID)
+	}
+	if len(cs.spanID) == 16 {
+		hex.Decode(sid[:], cs.spanID)
+	}
+	e.TraceContext(tid, sid, 0)
+	e.Str(AttrEHProvider, eh.Tracepoint.Provider)
+
+	// PartC's fields are the attributes, PartB's body the body.
+	base := e.Depth()
+	part := ""
+	js := make([]byte, 0, 64)
+	f := eh.Fields()
+	for f.Next() {
+		it := f.Item()
+		if it.Depth == 0 {
+			if it.Kind == eventheader.ItemStructBegin {
+				part = string(it.FieldName())
+			}
+			continue
+		}
+		switch {
+		case part == "PartC":
+			csValue(e, it, &js, base)
+		case part == "PartB" && it.Depth == 1 && bytes.Equal(it.FieldName(), []byte("body")) && it.Kind == eventheader.ItemValue:
+			e.Body()
+			csValue(e, it, &js, base)
+		}
+	}
+	if cs.hasEventID {
+		e.Int("event_id", cs.eventID)
+	}
+	if len(cs.name) > 0 {
+		e.EventName(validText(cs.name))
+	}
+	if cs.hasRole {
+		res.role = validText(cs.role)
+	}
+	if cs.hasInstance {
+		res.instance = validText(cs.instance)
+	}
+	return res, true
+}
+
+// scanCS reads eh's PartA and PartB, and says whether eh is a Common
+// Schema log record: __csver__ first, a PartA with a time, a PartB whose
+// _typeName is "Log".
+func scanCS(eh *eventheader.Event) (cs csFields, ok bool) {
+	f := eh.Fields()
+	part, first := "", true
+	for f.Next() {
+		it := f.Item()
+		name := it.FieldName()
+		if it.Depth == 0 {
+			if first && (it.Kind != eventheader.ItemValue || string(name) != "__csver__") {
+				return cs, false
+			}
+			first = false
+			part = ""
+			if it.Kind == eventheader.ItemStructBegin {
+				part = string(name)
+			}
+			continue
+		}
+		if it.Depth != 1 || it.Kind != eventheader.ItemValue {
+			continue
+		}
+		switch part {
+		case "PartA":
+			switch string(name) {
+			case "time":
+				cs.time = it.Value
+			case "ext_dt_traceId":
+				cs.traceID = it.Value
+			case "ext_dt_spanId":
+				cs.spanID = it.Value
+			case "ext_cloud_role":
+				cs.role, cs.hasRole = it.Value, true
+			case "ext_cloud_roleInstance":
+				cs.instance, cs.hasInstance = it.Value, true
+			}
+		case "PartB":
+			switch string(name) {
+			case "_typeName":
+				cs.typeName = it.Value
+			case "severityNumber":
+				cs.severity, cs.hasSeverity = it.Int()
+			case "severityText":
+				cs.severityText = it.Value
+			case "eventId":
+				cs.eventID, cs.hasEventID = it.Int()
+			case "name":
+				cs.name = it.Value
+			}
+		}
+	}
+	return cs, f.Err() == nil && !first && cs.time != nil && string(cs.typeName) == "Log"
+}
+
+// csValue adds one item of a part — a value, or the begin or end of a
+// struct or array inside it — as ehFields adds an event's; a StringJSON
+// string as the value its JSON is.
+func csValue(e *otlp.Builder, it *eventheader.Item, js *[]byte, base int) {
+	key := validText(it.FieldName())
+	switch it.Kind {
+	case eventheader.ItemStructBegin:
+		e.MapStart(key)
+	case eventheader.ItemArrayBegin:
+		e.ArrayStart(key)
+	case eventheader.ItemStructEnd, eventheader.ItemArrayEnd:
+		if e.Depth() > base {
+			e.End()
+		}
+	case eventheader.ItemValue:
+		if it.Format == eventheader.FormatStringJSON && jsonValue(e, key, it.Value) {
+			return
+		}
+		*js = it.AppendJSON((*js)[:0])
+		ehValue(e, key, it, *js)
+	}
+}
+
+// jsonValue adds the value JSON text js is — objects as maps in their
+// keys' order, arrays as arrays, numbers as ints or doubles, null as an
+// empty value — and says whether js was JSON; nothing is added when not.
+func jsonValue(e *otlp.Builder, key string, js []byte) bool {
+	if !json.Valid(js) {
+		return false
+	}
+	d := json.NewDecoder(bytes.NewReader(js))
+	d.UseNumber()
+	var add func(key string) bool
+	add = func(key string) bool {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' {
+				e.MapStart(key)
+				for d.More() {
+					k, err := d.Token()
+					if err != nil {
+						return false
+					}
+					if !add(k.(string)) {
+						return false
+					}
+				}
+			} else {
+				e.ArrayStart(key)
+				for d.More() {
+					if !add("") {
+						return false
+					}
+				}
+			}
+			d.Token() // the closing delimiter
+			e.End()
+		case string:
+			e.Str(key, v)
+		case bool:
+			e.Bool(key, v)
+		case json.Number:
+			if i, err := strconv.ParseInt(v.String(), 10, 64); err == nil {
+				e.Int(key, i)
+			} else if f, err := v.Float64(); err == nil {
+				e.Double(key, f)
+			} else {
+				e.Str(key, v.String())
+			}
+		case nil:
+			e.Empty(key)
+		}
+		return true
+	}
+	return add(key)
+}

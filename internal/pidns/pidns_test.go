@@ -1,0 +1,180 @@
+package pidns
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestSelf(t *testing.T) {
+	m, err := Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Same() {
+		t.Skipf("this test's /proc is not its own pid namespace's (%s)", m)
+	}
+	if tid, err := m.TID(unix.Gettid()); err != nil || tid != unix.Gettid() {
+		t.Errorf("TID(own thread %d) = %d, %v", unix.Gettid(), tid, err)
+	}
+	// 0 is FUSE's id for a caller the mounter's namespace cannot see.
+	if _, err := m.TID(0); !errors.Is(err, unix.ESRCH) || !errors.Is(err, ErrNotVisible) {
+		t.Errorf("TID(0): %v, want ErrNotVisible and ESRCH", err)
+	}
+}
+
+// startInPidns starts args as pid 1 of a new pid namespace (root), and
+// returns it and the Map of its namespace.
+func startInPidns(t *testing.T, args ...string) (*exec.Cmd, *Map) {
+	t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("a new pid namespace: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, mapOf(t, cmd.Process.Pid)
+}
+
+func mapOf(t *testing.T, pid int) *Map {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	m, err := OfPidfd(fd)
+	if err != nil {
+		t.Fatalf("OfPidfd(%d): %v", pid, err)
+	}
+	return m
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: pid namespaces")
+	}
+	if m, err := Self(); err != nil || !m.Same() {
+		t.Skip("this test's /proc is not its own pid namespace's")
+	}
+}
+
+// Two sibling namespaces each have a thread 1: each Map finds its own.
+func TestSiblings(t *testing.T) {
+	needRoot(t)
+	ca, ma := startInPidns(t, "sleep", "600")
+	cb, mb := startInPidns(t, "sleep", "600")
+	a, b := ca.Process.Pid, cb.Process.Pid
+	if ma.Level() != 1 || mb.Level() != 1 {
+		t.Fatalf("levels %d, %d; want 1", ma.Level(), mb.Level())
+	}
+	for range 2 { // the second time from the kept answers
+		if tid, err := ma.TID(1); err != nil || tid != a {
+			t.Errorf("namespace a's 1: %d, %v; want %d", tid, err, a)
+		}
+		if tid, err := mb.TID(1); err != nil || tid != b {
+			t.Errorf("namespace b's 1: %d, %v; want %d", tid, err, b)
+		}
+	}
+	if tid, err := ma.TID(2); !errors.Is(err, unix.ESRCH) {
+		t.Errorf("namespace a's 2, which does not exist: %d, %v; want ESRCH", tid, err)
+	}
+	// A kept answer whose thread has gone is not given again.
+	ca.Process.Kill()
+	ca.Wait()
+	if tid, err := ma.TID(1); !errors.Is(err, unix.ESRCH) {
+		t.Errorf("namespace a's 1 after it exited: %d, %v; want ESRCH", tid, err)
+	}
+}
+
+// A thread of a namespace nested in the Map's is found by its id in the
+// Map's, through the namespaces' parents.
+func TestNested(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare(1)")
+	}
+	c, m1 := startInPidns(t, "unshare", "--pid", "--fork", "sleep", "600")
+	outer := c.Process.Pid
+	// unshare's child, pid 1 of the inner namespace and 2 of the outer.
+	var inner int
+	deadline := time.Now().Add(time.Minute)
+	for inner == 0 {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(outer) + "/task/" + strconv.Itoa(outer) + "/children")
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			inner, _ = strconv.Atoi(f[0])
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("unshare did not start its child")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	m2 := mapOf(t, inner)
+	if m2.Level() != 2 {
+		t.Fatalf("the inner namespace's level: %d, want 2", m2.Level())
+	}
+	if tid, err := m2.TID(1); err != nil || tid != inner {
+		t.Errorf("inner namespace's 1: %d, %v; want %d", tid, err, inner)
+	}
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(inner) + "/status")
+	var ids []string
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "NSpid:"); ok {
+			ids = strings.Fields(v)
+		}
+	}
+	if len(ids) != 3 {
+		t.Fatalf("the inner process's NSpid: %v", ids)
+	}
+	mid, _ := strconv.Atoi(ids[1])
+	if tid, err := m1.TID(mid); err != nil || tid != inner {
+		t.Errorf("outer namespace's %d: %d, %v; want %d", mid, tid, err, inner)
+	}
+	if tid, err := m1.TID(1); err != nil || tid != outer {
+		t.Errorf("outer namespace's 1: %d, %v; want %d", tid, err, outer)
+	}
+}
+
+func TestField(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		ok   bool
+	}{
+		{"Name:\tx\nNSpid:\t10\t2\t1\nUid:\t0\n", []int{10, 2, 1}, true},
+		{"NSpid:\t7\n", []int{7}, true},
+		{"Pid:\t-1\nNSpid:\t-1\n", []int{-1}, true},
+		{"Name:\tNSpid:\t3\n", nil, false},
+		{"NSpid:\tx\n", nil, false},
+	} {
+		got, ok := field([]byte(tc.in), "NSpid:")
+		if ok != tc.ok || len(got) != len(tc.want) {
+			t.Errorf("field(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("field(%q) = %v, want %v", tc.in, got, tc.want)
+			}
+		}
+	}
+}
+
+func FuzzField(f *testing.F) {
+	f.Add([]byte("Name:\tx\nNSpid:\t10\t2\t1\n"))
+	f.Add([]byte("NSpid:"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ids, ok := field(b, "NSpid:")
+		if !ok && ids != nil {
+			t.Fatalf("not ok with ids %v", ids)
+		}
+	})
+}
