@@ -6,33 +6,15 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// syncBuffer is a Log that the guard writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // guarded runs f on a thread of its own with the guard's filter installed
-// and served by g; the thread ends with f, taking its filter with it.
+// and served by g; the thread ends with f, taking its filter with it. The
+// guard has stopped when it returns, so its Log may be read.
 func guarded(t *testing.T, g *Guard, f func()) {
 	t.Helper()
 	errc := make(chan error, 1)
@@ -78,7 +60,7 @@ func perfOpen(typ uint32, config uint64) error {
 // EOPNOTSUPP and a message naming it and uetrace record, once however
 // often it is opened; any other perf_event_open reaches the kernel.
 func TestGuardPerfEventOpen(t *testing.T) {
-	var log syncBuffer
+	var log bytes.Buffer
 	g := &Guard{Log: &log, Tracepoint: func(pid int, id uint64) (string, bool) {
 		if pid != unix.Gettid() && pid <= 0 {
 			t.Errorf("Tracepoint got pid %d", pid)
@@ -113,7 +95,7 @@ func TestGuardPerfEventOpen(t *testing.T) {
 // is refused with EPERM and a message; other file systems reach the
 // kernel.
 func TestGuardMount(t *testing.T) {
-	var log syncBuffer
+	var log bytes.Buffer
 	g := &Guard{Log: &log}
 	dir := t.TempDir()
 	var tracefs, debugfs, fsopen, tmpfs error
