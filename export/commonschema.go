@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/eventheader/commonschema"
 	"github.com/uetrace/uetrace/internal/otlp"
 )
 
@@ -32,20 +33,23 @@ import (
 // back as an array or a map, its numbers ints when they have no fraction
 // or exponent and doubles otherwise, bytes inside it as base64 strings.
 
-// csFields is what a Common Schema log record's PartA and PartB hold.
+// csFields is what a Common Schema record's PartA and PartB hold.
 type csFields struct {
-	time                   []byte
-	traceID, spanID        []byte
-	role, instance         []byte
-	hasRole, hasInstance   bool
-	typeName               []byte
-	severity               int64
-	hasSeverity            bool
-	severityText, name     []byte
-	eventID                int64
-	hasEventID             bool
-	bodyAt                 int // the body's index among PartB's items, -1 without one
-	partCAt, partBAt, last int
+	time                 []byte // a log's time; a span's end
+	traceID, spanID      []byte
+	role, instance       []byte
+	hasRole, hasInstance bool
+	typeName             []byte
+	// Log.
+	severity           int64
+	hasSeverity        bool
+	severityText, name []byte
+	eventID            int64
+	hasEventID         bool
+	// Span (name is the span's).
+	startTime, parentID, links, statusMessage []byte
+	success, hasSuccess                       bool
+	kind                                      int64
 }
 
 // csResource is what a Common Schema record says of its resource.
@@ -59,7 +63,7 @@ type csResource struct {
 // not one.
 func csLog(e *otlp.Builder, eh *eventheader.Event, observed uint64) (res csResource, ok bool) {
 	cs, ok := scanCS(eh)
-	if !ok {
+	if !ok || string(cs.typeName) != commonschema.TypeLog {
 		return res, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, string(cs.time))
@@ -118,8 +122,8 @@ func csLog(e *otlp.Builder, eh *eventheader.Event, observed uint64) (res csResou
 }
 
 // scanCS reads eh's PartA and PartB, and says whether eh is a Common
-// Schema log record: __csver__ first, a PartA with a time, a PartB whose
-// _typeName is "Log".
+// Schema record of a type: __csver__ first, a PartA with a time, a PartB
+// with a _typeName.
 func scanCS(eh *eventheader.Event) (cs csFields, ok bool) {
 	f := eh.Fields()
 	part, first := "", true
@@ -166,10 +170,22 @@ func scanCS(eh *eventheader.Event) (cs csFields, ok bool) {
 				cs.eventID, cs.hasEventID = it.Int()
 			case "name":
 				cs.name = it.Value
+			case "startTime":
+				cs.startTime = it.Value
+			case "success":
+				cs.success, cs.hasSuccess = len(it.Value) > 0 && it.Value[0] != 0, true
+			case "kind":
+				cs.kind, _ = it.Int()
+			case "parentId":
+				cs.parentID = it.Value
+			case "links":
+				cs.links = it.Value
+			case "statusMessage":
+				cs.statusMessage = it.Value
 			}
 		}
 	}
-	return cs, f.Err() == nil && !first && cs.time != nil && string(cs.typeName) == "Log"
+	return cs, f.Err() == nil && !first && cs.time != nil && cs.typeName != nil
 }
 
 // csValue adds one item of a part — a value, or the begin or end of a
@@ -251,4 +267,125 @@ func jsonValue(e *otlp.Builder, key string, js []byte) bool {
 		return true
 	}
 	return add(key)
+}
+
+// csSpan maps eh, when it is a Common Schema span — what OpenTelemetry's
+// Rust trace exporter and ehotel's span writer make of a span: PartA
+// {time (the end), ext_dt_traceId, ext_dt_spanId, ext_cloud_role,
+// ext_cloud_roleInstance}, PartB {_typeName "Span", name, startTime,
+// success, kind, parentId, links (JSON), the well-known attributes under
+// PartB names, statusMessage}, PartC {the other attributes} — into a span
+// in e, attrs adding uetrace's own attributes first, and returns what it
+// says of its resource. ok is false, and nothing is written, when eh is
+// not one.
+//
+// What the layout does not keep does not come back: the trace state and
+// flags, the span's events, the links' attributes, dropped counts, the
+// scope; a status Ok (it is "success" as Unset is: both come back Unset);
+// the order of the well-known attributes among the others (they come
+// first).
+func csSpan(e *otlp.Builder, eh *eventheader.Event, attrs func(*otlp.Builder)) (res csResource, ok bool) {
+	cs, ok := scanCS(eh)
+	if !ok || string(cs.typeName) != commonschema.TypeSpan {
+		return res, false
+	}
+	end, err1 := time.Parse(time.RFC3339Nano, string(cs.time))
+	start, err2 := time.Parse(time.RFC3339Nano, string(cs.startTime))
+	if err1 != nil || err2 != nil {
+		return res, false
+	}
+	var tid [16]byte
+	var sid, parent [8]byte
+	if len(cs.traceID) == 32 {
+		hex.Decode(tid[:], cs.traceID)
+	}
+	if len(cs.spanID) == 16 {
+		hex.Decode(sid[:], cs.spanID)
+	}
+	if len(cs.parentID) == 16 {
+		hex.Decode(parent[:], cs.parentID)
+	}
+	e.Span()
+	e.SpanIDs(tid, sid, parent)
+	e.SpanName(validText(cs.name))
+	// Common Schema's kinds are OTLP's less one: Internal 0 … Consumer 4.
+	if cs.kind >= 0 && cs.kind <= 4 {
+		e.SpanKind(int32(cs.kind) + otlp.SpanKindInternal)
+	}
+	e.SpanTimes(uint64(start.UnixNano()), uint64(end.UnixNano()))
+	if cs.hasSuccess && !cs.success {
+		e.SpanStatus(otlp.StatusError, validText(cs.statusMessage))
+	}
+	for _, l := range csLinks(cs.links) {
+		e.SpanLink(l.trace, l.span)
+	}
+	attrs(e)
+	e.Str(AttrEHProvider, eh.Tracepoint.Provider)
+
+	// PartB's well-known fields back under their attributes' names, then
+	// PartC's.
+	base := e.Depth()
+	part := ""
+	js := make([]byte, 0, 64)
+	f := eh.Fields()
+	for f.Next() {
+		it := f.Item()
+		if it.Depth == 0 {
+			if it.Kind == eventheader.ItemStructBegin {
+				part = string(it.FieldName())
+			}
+			continue
+		}
+		switch part {
+		case commonschema.PartB:
+			if it.Depth == 1 && it.Kind == eventheader.ItemValue {
+				if attr := commonschema.SpanAttributeOf(string(it.FieldName())); attr != "" {
+					js = it.AppendJSON(js[:0])
+					ehValue(e, attr, it, js)
+				}
+			}
+		case commonschema.PartC:
+			csValue(e, it, &js, base)
+		}
+	}
+	e.End()
+	if cs.hasRole {
+		res.role = validText(cs.role)
+	}
+	if cs.hasInstance {
+		res.instance = validText(cs.instance)
+	}
+	return res, true
+}
+
+type csLink struct {
+	trace [16]byte
+	span  [8]byte
+}
+
+// csLinks reads PartB's links, [{"toTraceId":"…","toSpanId":"…"},…];
+// links it cannot read are left out.
+func csLinks(js []byte) []csLink {
+	if len(js) == 0 {
+		return nil
+	}
+	var in []struct{ ToTraceID, ToSpanID string }
+	if json.Unmarshal(js, &in) != nil {
+		return nil
+	}
+	var out []csLink
+	for _, l := range in {
+		var c csLink
+		if len(l.ToTraceID) != 32 || len(l.ToSpanID) != 16 {
+			continue
+		}
+		if _, err := hex.Decode(c.trace[:], []byte(l.ToTraceID)); err != nil {
+			continue
+		}
+		if _, err := hex.Decode(c.span[:], []byte(l.ToSpanID)); err != nil {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }

@@ -34,8 +34,13 @@
 // back to the log record it was made from: time, severity, body, event
 // name, trace and span ids, attributes, and service.name and
 // service.instance.id in its resource (commonschema.go says what differs).
-// Spans and metrics are not exported yet: their events are exported as
-// log records like any other.
+// The other signals OpenTelemetry's exporters write go to the
+// Collector's services for them: a Common Schema span (PartB "Span", what
+// the Rust trace exporter and ehotel write) as an OTLP span — ids, parent,
+// name, kind, times, status, links, attributes — to the trace service; an
+// otlp_metrics record's ExportMetricsServiceRequest (the Rust, C++ and
+// ehotel metrics exporters') as it was written to the metrics service. A
+// batch holds all three; each is sent as its own request.
 package export
 
 import (
@@ -114,9 +119,14 @@ func (s Stats) Dropped() uint64 { return s.DroppedQueueFull + s.DroppedFailed + 
 
 // batch is one request's records, grouped by process, encoded.
 type batch struct {
-	rls   []otlp.EncodedResourceLogs
-	byRes map[resourceKey]int
-	n     int
+	// Per signal: logs and spans grouped by resource; metrics requests,
+	// as they came, one after the other (a request's resource_metrics
+	// are a repeated field: requests joined are one request).
+	res     [2][]otlp.EncodedResourceLogs
+	byRes   [2]map[resourceKey]int
+	metrics []byte
+	count   [3]int // samples, per signal
+	n       int
 }
 
 // resourceKey tells resources apart: a process, and the service a Common
@@ -223,7 +233,7 @@ var ErrClosed = errors.New("export: the exporter is closed")
 // counted.
 func (e *Exporter) Add(ctx context.Context, s *Sample) error {
 	e.enc.Reset()
-	cs := encodeRecord(&e.enc, s, uint64(time.Now().UnixNano()))
+	sig, cs, metrics := encodeSample(&e.enc, s, uint64(time.Now().UnixNano()))
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -232,18 +242,26 @@ func (e *Exporter) Add(ctx context.Context, s *Sample) error {
 	e.received.Add(1)
 	b := e.cur
 	if b == nil {
-		b = &batch{byRes: make(map[resourceKey]int)}
+		b = &batch{}
 		e.cur = b
 		e.timer.Reset(e.opts.BatchDelay)
 	}
-	key := resourceKey{s.PID, cs}
-	i, ok := b.byRes[key]
-	if !ok {
-		i = len(b.rls)
-		b.byRes[key] = i
-		b.rls = append(b.rls, otlp.EncodedResourceLogs{Resource: e.resource(s, cs), Scope: e.scope})
+	if sig == otlp.Metrics {
+		b.metrics = append(b.metrics, metrics...)
+	} else {
+		if b.byRes[sig] == nil {
+			b.byRes[sig] = make(map[resourceKey]int)
+		}
+		key := resourceKey{s.PID, cs}
+		i, ok := b.byRes[sig][key]
+		if !ok {
+			i = len(b.res[sig])
+			b.byRes[sig][key] = i
+			b.res[sig] = append(b.res[sig], otlp.EncodedResourceLogs{Resource: e.resource(s, cs), Scope: e.scope})
+		}
+		b.res[sig][i].Records = append(b.res[sig][i].Records, e.enc.Bytes()...)
 	}
-	b.rls[i].Records = append(b.rls[i].Records, e.enc.Bytes()...)
+	b.count[sig]++
 	b.n++
 	var full *batch
 	if b.n >= e.opts.BatchSize {
@@ -319,20 +337,30 @@ func (e *Exporter) enqueue(ctx context.Context, b *batch, block bool) {
 	}
 }
 
-// sender sends the queue's batches until it is closed.
+// sender sends the queue's batches until it is closed: a request for
+// each signal the batch holds.
 func (e *Exporter) sender() {
 	defer e.wg.Done()
 	var buf []byte
 	for b := range e.queue {
-		buf = otlp.AppendEncodedRequest(buf[:0], b.rls)
-		e.send(b, buf)
+		for sig := otlp.Logs; sig <= otlp.Metrics; sig++ {
+			if b.count[sig] == 0 {
+				continue
+			}
+			if sig == otlp.Metrics {
+				buf = b.metrics
+			} else {
+				buf = otlp.AppendEncodedRequest(buf[:0], b.res[sig])
+			}
+			e.send(sig, b.count[sig], buf)
+		}
 	}
 }
 
-// send sends one batch, retrying while the failures are retryable and
-// RetryFor lasts.
-func (e *Exporter) send(b *batch, req []byte) {
-	n := uint64(b.n)
+// send sends one request of n samples, retrying while the failures are
+// retryable and RetryFor lasts.
+func (e *Exporter) send(sig otlp.Signal, count int, req []byte) {
+	n := uint64(count)
 	if e.sendCtx.Err() != nil {
 		e.dropShutdown.Add(n)
 		return
@@ -345,7 +373,7 @@ func (e *Exporter) send(b *batch, req []byte) {
 		}
 		e.requests.Add(1)
 		e.bytes.Add(uint64(len(req)))
-		ps, err := e.client.Export(e.sendCtx, req)
+		ps, err := e.client.ExportSignal(e.sendCtx, sig, req)
 		if err == nil {
 			rej := uint64(max(min(ps.RejectedLogRecords, int64(n)), 0))
 			e.rejected.Add(rej)

@@ -72,7 +72,7 @@ func FuzzRecord(f *testing.F) {
 			ev = eh
 		}
 		var e otlp.Builder
-		encodeRecord(&e, &Sample{Event: ev, Raw: raw}, 1)
+		encodeSample(&e, &Sample{Event: ev, Raw: raw}, 1)
 		if e.Depth() != 0 {
 			t.Fatalf("%d values left open", e.Depth())
 		}

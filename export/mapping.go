@@ -113,34 +113,60 @@ var severities = [...]struct {
 // once.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// encodeRecord appends a sample as a log record to e, and returns what a
-// Common Schema record says of its resource (csLog).
-func encodeRecord(e *otlp.Builder, s *Sample, observed uint64) csResource {
+// encodeSample appends a sample to e as the signal it is and returns that
+// signal: a span for a Common Schema span (csSpan), an
+// ExportMetricsServiceRequest — returned, not appended: it goes on as it is
+// — for an otlp_metrics record (metricsRequest), a log record for anything
+// else; and what a Common Schema record says of its resource.
+func encodeSample(e *otlp.Builder, s *Sample, observed uint64) (sig otlp.Signal, cs csResource, metrics []byte) {
 	ev := s.Event
-	e.Record()
-	e.Str(AttrTracepoint, ev.full)
+	if req, ok := metricsRequest(ev, s.Raw); ok {
+		return otlp.Metrics, csResource{}, req
+	}
+	var eh *eventheader.Event
+	if ev.format != nil && ev.ehOff >= 0 {
+		if d, ok := decodeEH(ev, s.Raw); ok {
+			eh = &d
+			if res, ok := csSpan(e, eh, func(e *otlp.Builder) { sampleAttrs(e, s) }); ok {
+				return otlp.Traces, res, nil
+			}
+		}
+	}
+	return otlp.Logs, encodeRecord(e, s, observed, eh), nil
+}
+
+// sampleAttrs adds the attributes uetrace gives every record: the
+// tracepoint, the thread and the CPU, and perf's time where there is no
+// wall-clock time.
+func sampleAttrs(e *otlp.Builder, s *Sample) {
+	e.Str(AttrTracepoint, s.Event.full)
 	e.Int(AttrThreadID, int64(s.TID))
 	e.Int(AttrCPU, int64(s.CPU))
 	if s.Time == 0 {
 		e.Int(AttrPerfTime, int64(s.PerfTime))
 	}
+}
+
+// encodeRecord appends a sample as a log record to e — eh is its
+// EventHeader event, decoded, or nil — and returns what a Common Schema
+// record says of its resource (csLog).
+func encodeRecord(e *otlp.Builder, s *Sample, observed uint64, eh *eventheader.Event) csResource {
+	ev := s.Event
+	e.Record()
+	sampleAttrs(e, s)
 	switch {
 	case ev.format == nil:
 		e.Time(s.Time, observed)
 		e.BytesValue(AttrUndecodable, s.Raw)
-	case ev.ehOff >= 0:
-		if eh, ok := decodeEH(ev, s.Raw); ok {
-			if res, ok := csLog(e, &eh, observed); ok {
-				e.End()
-				return res
-			}
-			e.Time(s.Time, observed)
-			ehFields(e, &eh)
+	case eh != nil:
+		if res, ok := csLog(e, eh, observed); ok {
 			e.End()
-			return csResource{}
+			return res
 		}
 		e.Time(s.Time, observed)
-		plainFields(e, ev.format, s.Raw)
+		ehFields(e, eh)
+		e.End()
+		return csResource{}
 	default:
 		e.Time(s.Time, observed)
 		plainFields(e, ev.format, s.Raw)

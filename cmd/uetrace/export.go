@@ -44,8 +44,8 @@ func newExportCmd(g *globals) *cobra.Command {
 	var a exportArgs
 	cmd := &cobra.Command{
 		Use:   "export [-i FILE] [-e EVENT]... [--endpoint URL] [--protocol grpc|http]",
-		Short: "Send events to an OpenTelemetry Collector as OTLP logs",
-		Long: `export sends events as OpenTelemetry logs (OTLP) to a Collector, over gRPC
+		Short: "Send events to an OpenTelemetry Collector as OTLP logs, spans and metrics",
+		Long: `export sends events as OpenTelemetry telemetry (OTLP) to a Collector, over gRPC
 (default, port 4317) or OTLP/HTTP protobuf (--protocol http, port 4318);
 --compression gzip compresses the requests, --header adds headers (e.g. an
 authorization).
@@ -65,6 +65,13 @@ tracepoint, thread id and CPU. Each process is a resource with host.name,
 process.pid, process.executable.name and --service-name. Times are wall-clock
 times: live, from CLOCK_MONOTONIC; from a file, by its clock data (perf record
 -k CLOCK_MONOTONIC), else the perf time is sent as linux.perf_time.
+
+What OpenTelemetry's own user_events exporters (Rust, C++, Go's
+eventheader/ehotel) wrote goes back as the SDK had it: a Common Schema log
+record with its time, severity, body, event name, trace and span ids,
+attributes and service; a Common Schema span to the Collector's trace
+service; an otlp_metrics record's request, as written, to its metrics
+service.
 
 Records are sent in batches (--batch-size, or after --batch-delay). A batch
 that fails with a retryable error (gRPC UNAVAILABLE and the like, HTTP 429,
