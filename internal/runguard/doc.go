@@ -27,6 +27,14 @@
 // file system type) is read with process_vm_readv; a call whose memory
 // cannot be read goes on to the kernel, which answers EFAULT itself.
 //
+// The filter costs the command's every system call the kernel's seccomp
+// entry path: about 40 ns a call (getppid, 180 ns without, 220 with, on a
+// 2-core x86-64 VM with Linux 6.18); the filter reads only the ABI and the
+// call's number, so the kernel's per-call cache answers the other calls
+// without running it. It asks for no speculative store bypass mitigation
+// (SECCOMP_FILTER_FLAG_SPEC_ALLOW), which a filter otherwise turns on for
+// the command and everything it starts.
+//
 // It is not a security boundary: the command runs as root of its own mount
 // namespace and can unmount the tree or call through an architecture the
 // filter does not know; it keeps programs that mean well from recording the
