@@ -21,8 +21,9 @@ var layers = [][]string{
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
 		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
-	// The ftrace ring buffer and its text; the kernel's event filters.
-	{"internal/ftrace", "tracefilter"},
+	// The ftrace ring buffer and its text; the kernel's event filters; user
+	// events counted in the kernel by a BPF program.
+	{"internal/ftrace", "tracefilter", "internal/bpfcount"},
 	// The user_events subsystem in user space.
 	{"subsys"},
 	// The processes calling in through FUSE, as subsys processes: it

@@ -42,7 +42,9 @@ type Arena struct {
 // shakes hands, sharing arena if it is not nil. The connection's
 // descriptor is blocking: calls wait in the kernel, not in Go's poller.
 // A socket this user may not connect to is a *PermissionError naming its
-// owner, group and mode.
+// owner, group and mode; a daemon running as a user this client does not
+// trust (see checkPeer) is an *IdentityError, found before anything is
+// sent.
 func Dial(path string, arena *Arena) (*Client, error) {
 	if path == "" {
 		path = DefaultSocket()
@@ -57,6 +59,10 @@ func Dial(path string, arena *Arena) (*Client, error) {
 			return nil, permissionError(path)
 		}
 		return nil, fmt.Errorf("dial %s: %w", path, err)
+	}
+	if err := checkPeer(fd, path); err != nil {
+		unix.Close(fd)
+		return nil, err
 	}
 	c := &Client{fd: fd, path: path}
 	hello := make([]byte, 0, helloSize)
@@ -442,18 +448,34 @@ type DirEntry struct {
 	Mode fs.FileMode
 }
 
-// ReadDir lists a tracefs directory.
+// ReadDir lists a tracefs directory, a message's worth of entries at a
+// time. A listing that fails part way (an event whose name no directory
+// entry can have: see subsys.FS.ReadDir) returns the entries before the
+// failure with its error, as os.ReadDir does.
 func (c *Client) ReadDir(name string) ([]DirEntry, error) {
-	data, err := c.callData(append(appendHeader(nil, opReadDir, 0, 0), name...))
-	if err != nil {
-		return nil, err
+	var out []DirEntry
+	buf := make([]byte, MaxMessage)
+	for {
+		data, err := c.callDataInto(append(appendHeader(nil, opReadDir, 0, uint32(len(out))), name...), buf)
+		if err != nil {
+			if out == nil {
+				return nil, err
+			}
+			return out, err
+		}
+		n := len(out)
+		if out, err = parseDirEntries(data, out); err != nil {
+			return nil, err
+		}
+		if len(out) == n {
+			return out, nil
+		}
 	}
-	return parseDirEntries(data)
 }
 
-// parseDirEntries reads a ReadDir reply: u32 mode, name, NUL, repeated.
-func parseDirEntries(data []byte) ([]DirEntry, error) {
-	var out []DirEntry
+// parseDirEntries appends the entries of a ReadDir reply to out: u32
+// mode, name, NUL, repeated.
+func parseDirEntries(data []byte, out []DirEntry) ([]DirEntry, error) {
 	for len(data) > 0 {
 		if len(data) < 5 {
 			return nil, errProtocol

@@ -95,7 +95,7 @@ func FuzzReplies(f *testing.F) {
 	f.Add(make([]byte, 16+recordHeaderLen+8))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		parseResult(b)
-		parseDirEntries(b)
+		parseDirEntries(b, nil)
 		parseRecords(b, nil)
 	})
 }

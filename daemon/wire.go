@@ -43,8 +43,13 @@ import (
 //	            WriteHead answers EPROTO.
 //	WriteFile   arg: handle. Body: the bytes to write.
 //	CloseFile   arg: handle.
-//	ReadDir     body: a path. Reply: Data holding entries, each u32 mode
-//	            followed by the name and a NUL.
+//	ReadDir     arg: the index of the first entry wanted. Body: a path.
+//	            Reply: Data holding the entries from there that fit in a
+//	            message, each u32 mode followed by the name and a NUL; none
+//	            once past the last. The client asks again from the index
+//	            after the last it got, as getdents goes on from its offset,
+//	            so no listing is too large. A listing that fails part way
+//	            (subsys.FS.ReadDir) answers its error past its entries.
 //	Session     flags: 1 = count as "other" rather than perf. Body: u32
 //	            buffer bytes. Reply: Result with the handle.
 //	Attach      arg: session handle; flags: 1 = follow events created later.

@@ -197,3 +197,26 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseAvailableEvents: every line with a ':' is one tracepoint whose
+// "system:name" is the line.
+func FuzzParseAvailableEvents(f *testing.F) {
+	f.Add([]byte("user_events:a\nuser_events:\nuser_events_multi:b.0\nsched:sched_switch\n"))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		var lines []string
+		for l := range strings.SplitSeq(string(text), "\n") {
+			if strings.Contains(l, ":") {
+				lines = append(lines, l)
+			}
+		}
+		tps := ParseAvailableEvents(text)
+		if len(tps) != len(lines) {
+			t.Fatalf("%d tracepoints from %d lines", len(tps), len(lines))
+		}
+		for i, tp := range tps {
+			if tp.System+":"+tp.Name != lines[i] || strings.Contains(tp.System, ":") {
+				t.Fatalf("line %q read as %+v", lines[i], tp)
+			}
+		}
+	})
+}

@@ -226,12 +226,17 @@ func (f *FS) Stat(ctx context.Context, path string) (fuse.Attr, error) {
 // ReadDir is READDIR.
 func (f *FS) ReadDir(ctx context.Context, path string) ([]fuse.DirEntry, error) {
 	list, err := f.tree.ReadDir(path)
-	if err != nil {
+	if err != nil && list == nil {
 		return nil, errnoOf(err)
 	}
+	// A system whose listing stops at a name no entry can have: the
+	// entries before it, then the error (see subsys.FS.ReadDir).
 	out := make([]fuse.DirEntry, len(list))
 	for i, e := range list {
 		out[i] = fuse.DirEntry{Name: e.Name, Mode: f.attr(e.Mode).Mode}
+	}
+	if err != nil {
+		return out, errnoOf(err)
 	}
 	return out, nil
 }

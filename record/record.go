@@ -47,9 +47,12 @@ package record
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strings"
 	"sync"
@@ -59,6 +62,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/perfdata"
 )
 
@@ -156,7 +160,10 @@ type Stats struct {
 	// Filtered counts samples of tasks that Options.PIDs and Comms left
 	// out.
 	Filtered uint64
-	Events   []EventStats
+	// Skipped counts events the selection matched that could not be
+	// recorded: their names no tracefs path can hold (eventdef.PathName).
+	Skipped uint64
+	Events  []EventStats
 	// Processes are the samples per process, with Options.ByProcess.
 	Processes []ProcessStats
 	// LostByEvent says whether EventStats.Lost is known: on the kernel
@@ -241,9 +248,13 @@ type Recorder struct {
 	bytes    atomic.Uint64 // the size of the file so far
 	dropped  atomic.Uint64 // records lost
 	unknown  atomic.Uint64
-	tooLarge func() uint64
-	wrote    bool // records since the last FINISHED_ROUND
-	err      error
+	skipped  atomic.Uint64 // events matched that no path can name
+	// unresolved are type ids of daemon records resolveType could not
+	// find an event for; guarded by mu.
+	unresolved map[int]bool
+	tooLarge   func() uint64
+	wrote      bool // records since the last FINISHED_ROUND
+	err        error
 
 	// With Options.Sink: the names of the tasks, by tid, and the sample
 	// it is given.
@@ -430,46 +441,47 @@ func (r *Recorder) patternList() string {
 }
 
 // scan attaches the events the patterns select that are not recorded yet.
+// It goes by available_events, the kernel's complete list: a directory
+// listing of events/<system> stops at an event whose name no entry can
+// have, and a producer may register one (" u32 a"). An event whose name
+// no tracefs path can hold (eventdef.PathName) has no id or format to
+// read: it is skipped and said so, once.
 func (r *Recorder) scan(late bool) error {
-	systems, err := r.src.systems()
+	text, err := r.src.readFile("available_events")
 	if err != nil {
-		return fmt.Errorf("list event systems: %w", err)
+		return fmt.Errorf("list events (available_events): %w", err)
 	}
-	slices.Sort(systems)
-	for _, sys := range systems {
-		want := false
-		for _, p := range r.pats {
-			want = want || p.MatchSystem(sys)
-		}
-		if !want {
+	tps := eventdef.ParseAvailableEvents(text)
+	slices.SortFunc(tps, func(a, b eventdef.Tracepoint) int {
+		return cmp.Or(strings.Compare(a.System, b.System), strings.Compare(a.Name, b.Name))
+	})
+	for _, tp := range tps {
+		sys, name := tp.System, tp.Name
+		key := sys + "/" + name
+		if r.known[key] {
 			continue
 		}
-		names, err := r.src.events(sys)
-		if err != nil {
-			continue // a system can vanish with its last event
+		match := false
+		for _, p := range r.pats {
+			match = match || p.Match(sys, name)
 		}
-		slices.Sort(names)
-		for _, name := range names {
-			key := sys + "/" + name
-			if r.known[key] {
+		if !match {
+			continue
+		}
+		r.known[key] = true
+		if !eventdef.PathName(name) {
+			r.skipped.Add(1)
+			r.notify("skipping %s:%q: no tracefs path can name it (empty, '/', '.' or '..'), so its format cannot be read; its records are not recorded", sys, name)
+			continue
+		}
+		if err := r.add(sys, name, late); err != nil {
+			if late || errors.Is(err, fs.ErrNotExist) {
+				// A new event can go again before we open it; so can one
+				// listed a moment ago.
+				r.notify("could not record %s:%s: %v", sys, name, err)
 				continue
 			}
-			match := false
-			for _, p := range r.pats {
-				match = match || p.Match(sys, name)
-			}
-			if !match {
-				continue
-			}
-			r.known[key] = true
-			if err := r.add(sys, name, late); err != nil {
-				if late {
-					// A new event can go again before we open it.
-					r.notify("could not record %s:%s: %v", sys, name, err)
-					continue
-				}
-				return err
-			}
+			return err
 		}
 	}
 	return nil
@@ -529,9 +541,18 @@ func (r *Recorder) add(system, name string, late bool) error {
 
 // resolveType finds the event of a daemon record's type id that the
 // session was attached to after the start.
+//
+// A type id looked for in vain is not looked for again: an event no path
+// can name (scan skips it) would otherwise cost a scan per record its
+// producer writes. The set is bounded, forgotten when full.
 func (r *Recorder) resolveType(typeID int) *event {
-	if err := r.scan(true); err != nil {
-		r.notify("looking for new events: %v", err)
+	r.mu.Lock()
+	tried := r.unresolved[typeID]
+	r.mu.Unlock()
+	if !tried {
+		if err := r.scan(true); err != nil {
+			r.notify("looking for new events: %v", err)
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -540,10 +561,19 @@ func (r *Recorder) resolveType(typeID int) *event {
 			return ev
 		}
 	}
-	// Gone before we could read its format: count it, never hide it.
+	// Gone before we could read its format, or unnamable: count it,
+	// never hide it.
+	if r.unresolved == nil || len(r.unresolved) >= maxUnresolved {
+		r.unresolved = make(map[int]bool)
+	}
+	r.unresolved[typeID] = true
 	r.unknown.Add(1)
 	return nil
 }
+
+// maxUnresolved bounds the type ids resolveType remembers it could not
+// resolve.
+const maxUnresolved = 4096
 
 // record writes a perf record from a kernel ring, keeping the counts.
 func (r *Recorder) record(rec []byte) {
@@ -808,6 +838,7 @@ func (r *Recorder) Stats() Stats {
 		Lost:     r.dropped.Load(),
 		Unknown:  r.unknown.Load(),
 		Filtered: r.filtered.Load(),
+		Skipped:  r.skipped.Load(),
 	}
 	_, st.LostByEvent = r.src.(*kernelSource)
 	if r.tooLarge != nil {

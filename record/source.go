@@ -31,9 +31,6 @@ const SampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.Sam
 
 // source is where records come from.
 type source interface {
-	// systems lists the event systems; events lists a system's tracepoints.
-	systems() ([]string, error)
-	events(system string) ([]string, error)
 	// readFile reads a tracefs file.
 	readFile(name string) ([]byte, error)
 	// attach starts sampling ev and sets its attribute and sample ids.
@@ -101,27 +98,7 @@ func (k *kernelSource) path(name string) string {
 	return filepath.Join(k.root, filepath.FromSlash(name))
 }
 
-func (k *kernelSource) systems() ([]string, error) { return dirNames(k.path("events"), true) }
-
-func (k *kernelSource) events(system string) ([]string, error) {
-	return dirNames(k.path("events/"+system), true)
-}
-
 func (k *kernelSource) readFile(name string) ([]byte, error) { return os.ReadFile(k.path(name)) }
-
-func dirNames(dir string, dirsOnly bool) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, e := range ents {
-		if !dirsOnly || e.IsDir() {
-			names = append(names, e.Name())
-		}
-	}
-	return names, nil
-}
 
 // setFilter is PERF_EVENT_IOC_SET_FILTER.
 func setFilter(fd int, filter string) error {
@@ -349,24 +326,6 @@ func newDaemonSource(c *daemon.Client, bufferKB int, noRing bool) (*daemonSource
 		return nil, err
 	}
 	return d, nil
-}
-
-func (d *daemonSource) systems() ([]string, error) { return d.dir("events") }
-
-func (d *daemonSource) events(system string) ([]string, error) { return d.dir("events/" + system) }
-
-func (d *daemonSource) dir(name string) ([]string, error) {
-	ents, err := d.c.ReadDir(name)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, e := range ents {
-		if e.Mode.IsDir() {
-			names = append(names, e.Name)
-		}
-	}
-	return names, nil
 }
 
 func (d *daemonSource) readFile(name string) ([]byte, error) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,9 +125,11 @@ type node struct {
 	ev     *Event // for events/<system>/<tp>/...
 }
 
-// lookup resolves a path. Called with s.mu held.
+// lookup resolves a path as the VFS walks it: "//" and "." are nothing,
+// ".." is the parent — so an event named "", "." or ".." (which
+// DIAG_IOCSREG accepts) has no path, as on Linux. Called with s.mu held.
 func (f *FS) lookup(name string) (node, error) {
-	name = strings.Trim(name, "/")
+	name = strings.TrimPrefix(path.Clean("/"+name), "/")
 	if name == "" || name == "." {
 		return node{dir: true, mode: fs.ModeDir | rootDirMode}, nil
 	}
@@ -193,7 +196,15 @@ func (f *FS) systemExists(sys string) bool {
 	return false
 }
 
-// ReadDir lists a directory, sorted by name.
+// ReadDir lists a directory. A system's directory is listed as eventfs
+// lists it (eventfs_iterate, Linux 6.12): filter, enable, then its events
+// in the order they were created — up to the first event whose name no
+// directory entry can have (empty or with a '/': filldir64's
+// verify_dirent_name refuses it with EIO). That listing is returned with
+// an EIO error, as getdents64 returns the entries before it and then
+// fails; the events after it are not listed, though each can be opened by
+// its path (the kernel's own listing is not complete here either: use
+// available_events). Other directories are sorted by name.
 func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 	s := f.s
 	s.mu.Lock()
@@ -210,21 +221,20 @@ func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 	case n.ev != nil:
 		out = []DirEntry{{"enable", 0o640}, {"filter", 0o640}, {"format", 0o440}, {"id", 0o440}}
 	case n.system != "":
-		out = append(out, DirEntry{"enable", 0o640}, DirEntry{"filter", 0o640})
+		out = append(out, DirEntry{"filter", 0o640}, DirEntry{"enable", 0o640})
 		for _, ev := range s.created {
 			if ev.System() != n.system {
 				continue
 			}
-			// eventfs cannot list a directory holding an event whose name
-			// is empty or has a '/': reading it fails with EIO on Linux.
-			if ev.tp == "" || strings.Contains(ev.tp, "/") {
-				return nil, &fs.PathError{Op: "readdir", Path: name, Err: unix.EIO}
+			if !Listable(ev.tp) {
+				return out, &fs.PathError{Op: "readdir", Path: name, Err: unix.EIO}
 			}
 			if ev.tp == "." || ev.tp == ".." {
 				continue
 			}
 			out = append(out, DirEntry{ev.tp, fs.ModeDir | eventDirMode})
 		}
+		return out, nil
 	case n.name == "events":
 		out = append(out, DirEntry{"enable", 0o640})
 		for _, sys := range []string{eventdef.System, eventdef.MultiSystem} {
@@ -240,6 +250,14 @@ func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 	}
 	slices.SortFunc(out, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// Listable reports whether a directory entry can be named tp: Linux's
+// filldir64 refuses an empty name and one with a '/' (verify_dirent_name),
+// which user_events accepts through DIAG_IOCSREG (" u32 a" is an event
+// whose name is empty) — a directory listing stops there with EIO.
+func Listable(tp string) bool {
+	return tp != "" && !strings.Contains(tp, "/")
 }
 
 // Stat returns the mode of a path.

@@ -153,7 +153,8 @@ func Open(opts Options) (*File, error) {
 // error says whom to ask.
 func noBackend(kerr, derr error) error {
 	var pe *daemon.PermissionError
-	if errors.As(derr, &pe) {
+	var ie *daemon.IdentityError
+	if errors.As(derr, &pe) || errors.As(derr, &ie) {
 		return derr
 	}
 	hint := ""
@@ -215,11 +216,13 @@ func openDaemon(opts Options) (*File, error) {
 }
 
 // dialErr words a failed connection to the daemon at sock: with what to
-// do when no daemon answers there. A daemon.PermissionError already says
-// whose socket it is and what to do, and is returned as it is.
+// do when no daemon answers there. A daemon.PermissionError or
+// IdentityError already says whose socket it is and what to do, and is
+// returned as it is.
 func dialErr(sock string, err error) error {
 	var pe *daemon.PermissionError
-	if errors.As(err, &pe) {
+	var ie *daemon.IdentityError
+	if errors.As(err, &pe) || errors.As(err, &ie) {
 		return err
 	}
 	if sock == "" {

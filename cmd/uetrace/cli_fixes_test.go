@@ -283,6 +283,9 @@ func TestCLIRecordWorkloadStatus(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	sock, _, _ := startServe(t)
+	// An event to record: a recording that matches none fails.
+	_, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", "ws_ev u32 a")
+	eventually(t, "the event to be registered", func() bool { return strings.Contains(holdOut.String(), "holding") })
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		script string

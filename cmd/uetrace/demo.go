@@ -86,7 +86,7 @@ func runDemo(ctx context.Context, out io.Writer, duration time.Duration) error {
 	}
 
 	fmt.Fprintf(out, "\n$ uetrace enable 'user_events:demo_*'\n")
-	evNames, err := matchEvents(fs, "enable", "user_events:demo_*")
+	evNames, err := matchEvents(fs, "enable", "user_events:demo_*", io.Discard)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -109,7 +112,7 @@ registered name as well as to its name.<hexid> versions.`,
 			}
 			defer fs.Close()
 			for _, pat := range args {
-				evs, err := matchEvents(fs, verb, pat)
+				evs, err := matchEvents(fs, verb, pat, cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}
@@ -127,8 +130,12 @@ registered name as well as to its name.<hexid> versions.`,
 }
 
 // matchEvents returns "system/tracepoint" of the events pattern selects;
-// its errors name op, the command it serves.
-func matchEvents(fs *userevents.Tracefs, op, pattern string) ([]string, error) {
+// its errors name op, the command it serves. It goes by available_events,
+// the complete list: a listing of events/<system> stops at an event whose
+// name no directory entry can have, which any producer may register. A
+// matched event whose name no tracefs path can hold (eventdef.PathName)
+// cannot be opened: it is skipped and said so on warn.
+func matchEvents(fs *userevents.Tracefs, op, pattern string, warn io.Writer) ([]string, error) {
 	sysPat, tpPat, qualified := strings.Cut(pattern, ":")
 	if !qualified {
 		sysPat, tpPat = "user_events*", pattern
@@ -139,39 +146,42 @@ func matchEvents(fs *userevents.Tracefs, op, pattern string) ([]string, error) {
 	if _, err := path.Match(tpPat, ""); err != nil {
 		return nil, &userevents.Error{Op: op, Input: pattern, Errno: unix.EINVAL, Reason: "bad glob pattern: " + err.Error()}
 	}
-	systems, err := fs.ReadDir("events")
+	text, err := fs.ReadFile("available_events")
 	if err != nil {
 		return nil, asOp(err, op, "", pattern)
 	}
+	tps := eventdef.ParseAvailableEvents(text)
+	slices.SortFunc(tps, func(a, b eventdef.Tracepoint) int {
+		return cmp.Or(strings.Compare(a.System, b.System), strings.Compare(a.Name, b.Name))
+	})
 	var out []string
-	for _, s := range systems {
-		if !s.IsDir {
+	skipped := 0
+	for _, tp := range tps {
+		if ok, _ := path.Match(sysPat, tp.System); !ok {
 			continue
 		}
-		if ok, _ := path.Match(sysPat, s.Name); !ok {
+		ok, _ := path.Match(tpPat, tp.Name)
+		if !ok && tp.System == eventdef.MultiSystem {
+			if i := strings.LastIndexByte(tp.Name, '.'); i > 0 {
+				ok, _ = path.Match(tpPat, tp.Name[:i])
+			}
+		}
+		if !ok {
 			continue
 		}
-		tps, err := fs.ReadDir("events/" + s.Name)
-		if err != nil {
-			return nil, asOp(err, op, "", pattern)
+		if !eventdef.PathName(tp.Name) {
+			skipped++
+			fmt.Fprintf(warn, "uetrace %s: skipping %s:%q: no tracefs path can name it (empty, '/', '.' or '..')\n", op, tp.System, tp.Name)
+			continue
 		}
-		for _, tp := range tps {
-			if !tp.IsDir {
-				continue
-			}
-			ok, _ := path.Match(tpPat, tp.Name)
-			if !ok && s.Name == eventdef.MultiSystem {
-				if i := strings.LastIndexByte(tp.Name, '.'); i > 0 {
-					ok, _ = path.Match(tpPat, tp.Name[:i])
-				}
-			}
-			if ok {
-				out = append(out, s.Name+"/"+tp.Name)
-			}
-		}
+		out = append(out, tp.System+"/"+tp.Name)
 	}
 	if len(out) == 0 {
-		return nil, &userevents.Error{Op: op, Input: pattern, Errno: unix.ENOENT, Reason: "no event matches (uetrace status lists them)"}
+		reason := "no event matches (uetrace status lists them)"
+		if skipped > 0 {
+			reason = fmt.Sprintf("no event it can use matches: the %d that match were skipped", skipped)
+		}
+		return nil, &userevents.Error{Op: op, Input: pattern, Errno: unix.ENOENT, Reason: reason}
 	}
 	return out, nil
 }

@@ -223,9 +223,34 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 		return runErr
 	}
 	if child != nil {
-		return workloadStatus(child.ProcessState, signalled())
+		if err := workloadStatus(child.ProcessState, signalled()); err != nil {
+			return err
+		}
 	}
-	return nil
+	return incomplete("record", st, a.events)
+}
+
+// incomplete is the error of a recording that has nothing to show for
+// what it was asked, said rather than left as an empty file: no event
+// matched the selection in all its time, or records came that cannot be
+// decoded.
+func incomplete(op string, st record.Stats, events []string) error {
+	sel := strings.Join(events, ", ")
+	if sel == "" {
+		sel = strings.Join(record.DefaultEvents, ", ")
+	}
+	e := &userevents.Error{Op: op, Input: sel}
+	switch {
+	case len(st.Events) == 0 && st.Skipped > 0:
+		e.Errno, e.Reason = unix.ENOENT, fmt.Sprintf("nothing recorded: the %d events that match have names no tracefs path can hold (skipped)", st.Skipped)
+	case len(st.Events) == 0:
+		e.Errno, e.Reason = unix.ENOENT, "nothing recorded: no event matched (uetrace status lists them)"
+	case st.Unknown > 0:
+		e.Errno, e.Reason = unix.EIO, fmt.Sprintf("%d samples cannot be decoded: their events' formats could not be read (above)", st.Unknown)
+	default:
+		return nil
+	}
+	return e
 }
 
 // workloadStatus is what uetrace record exits with after a workload, as
@@ -313,8 +338,8 @@ func openRecorder(g *globals, out io.WriteSeeker, opts record.Options) (*record.
 		}
 	}
 	c, err := daemon.Dial(o.Socket, nil)
-	if pe := (*daemon.PermissionError)(nil); errors.As(err, &pe) {
-		return nil, nil, err // a daemon is there: the error says whom to ask
+	if pe, ie := (*daemon.PermissionError)(nil), (*daemon.IdentityError)(nil); errors.As(err, &pe) || errors.As(err, &ie) {
+		return nil, nil, err // a daemon is there: the error says whom to ask, or whom it runs as
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("no kernel user_events and no daemon: %w", err)
@@ -378,8 +403,11 @@ func printSummary(w io.Writer, st record.Stats, file string, elapsed time.Durati
 	if st.Filtered > 0 {
 		fmt.Fprintf(w, "  (%d samples of other tasks left out by --pid/--comm)\n", st.Filtered)
 	}
+	if st.Skipped > 0 {
+		fmt.Fprintf(w, "warning: %d events that match were skipped: no tracefs path can name them (empty, '/', '.' or '..'), so their formats cannot be read\n", st.Skipped)
+	}
 	if st.Unknown > 0 {
-		fmt.Fprintf(w, "warning: %d samples belong to events deleted before their format could be read; they cannot be decoded\n", st.Unknown)
+		fmt.Fprintf(w, "warning: %d samples belong to events whose format could not be read (deleted first, or named so that no path reaches them); they cannot be decoded\n", st.Unknown)
 	}
 }
 

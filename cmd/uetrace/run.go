@@ -132,10 +132,13 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 		if sock == "" {
 			sock = daemon.DefaultSocket()
 		}
-		if c, err := daemon.Dial(sock, nil); err == nil {
+		c, err := daemon.Dial(sock, nil)
+		if err == nil {
 			client = c
 			defer c.Close()
 			log.Debug("the tree is the running daemon's", "socket", sock)
+		} else if ie := (*daemon.IdentityError)(nil); errors.As(err, &ie) {
+			log.Warn("not using the daemon there, serving a private tree instead", "err", err)
 		}
 	}
 	if client == nil {

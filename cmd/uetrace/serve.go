@@ -124,8 +124,10 @@ shows the counts. 0 is the default; -1 no limit.`,
 			// everyone see the socket, whose own 0660 then answers a
 			// stranger with its owner and group.
 			listen := daemon.Listen
+			var shared *daemon.Access
 			if group != "" || mode != "" {
 				listen = func(p string) (*net.UnixListener, error) { return daemon.ListenAccess(p, access) }
+				shared = &access
 			}
 			// A service manager's socket (a .socket unit), or our own.
 			ln, activated, err := activatedListener()
@@ -137,8 +139,17 @@ shows the counts. 0 is the default; -1 no limit.`,
 				if group != "" || mode != "" {
 					log.Warn("the socket was passed by the service manager: its unit's SocketMode= and SocketGroup= decide who may connect, not --group and --mode")
 				}
-			} else if ln, err = listen(sock); err != nil {
-				return err
+			} else {
+				// A per-user socket's directory must be the user's
+				// own: anyone may make /tmp/uetrace-<uid> first.
+				if g.socket == "" {
+					if err := daemon.PrepareSocketDir(shared); err != nil {
+						return fmt.Errorf("serve: %w", err)
+					}
+				}
+				if ln, err = listen(sock); err != nil {
+					return err
+				}
 			}
 			// The file of a passed socket is the manager's: it stays
 			// for the next activation.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -91,7 +92,11 @@ func printStatus(out io.Writer, fs *userevents.Tracefs) error {
 		if c, ok := counts[r.tracepoint]; ok {
 			written, dropped = c[0], c[1]
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.tracepoint, r.system, r.id, r.users, written, dropped, r.fields)
+		name := r.tracepoint
+		if !eventdef.PathName(name) {
+			name = strconv.Quote(name) // an empty name shows as ""
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.system, r.id, r.users, written, dropped, r.fields)
 	}
 	w.Flush()
 	fmt.Fprintf(out, "\n%s\n", footer)
@@ -129,25 +134,20 @@ func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	// One line per event, a blank line, then "Active: N" and "Busy: N".
+	lines, footer := splitStatus(string(b))
 	var rows []statusRow
-	var footer []string
-	inFooter := false
-	for line := range strings.Lines(string(b)) {
-		line = strings.TrimSuffix(line, "\n")
-		if line == "" || inFooter {
-			inFooter = true
-			if line != "" {
-				footer = append(footer, line)
-			}
-			continue
-		}
+	for _, line := range lines {
 		tp, used, _ := strings.Cut(line, " # Used by ")
 		r := statusRow{tracepoint: tp, users: "-", id: "?", fields: "?"}
 		if used != "" {
 			r.users = strings.Join(strings.Fields(used), ",")
 		}
+		// A name no path can hold (" u32 a" registers an empty one)
+		// has no format to read: its row shows "?".
 		for _, sys := range []string{"user_events", "user_events_multi"} {
+			if !eventdef.PathName(tp) {
+				break
+			}
 			format, err := fs.ReadFile("events/" + sys + "/" + tp + "/format")
 			if err != nil {
 				continue
@@ -159,6 +159,24 @@ func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
 		rows = append(rows, r)
 	}
 	return rows, strings.Join(footer, ", "), nil
+}
+
+// splitStatus splits user_events_status into its events' lines and its
+// footer: one line per event, a blank line, then "Active: N" and "Busy: N"
+// (user_events_status_show). An event's line is blank too when its name
+// is empty (" u32 a" registers one): the footer is the last lines, not
+// what follows the first blank one.
+func splitStatus(text string) (lines, footer []string) {
+	lines = strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	end := len(lines)
+	for end > 0 && (strings.HasPrefix(lines[end-1], "Active: ") || strings.HasPrefix(lines[end-1], "Busy: ")) {
+		end--
+	}
+	footer = lines[end:]
+	if end > 0 && lines[end-1] == "" {
+		end--
+	}
+	return lines[:end], footer
 }
 
 // parseFormat takes the ID and the user fields from a format file, as

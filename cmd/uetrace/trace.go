@@ -127,7 +127,7 @@ func traceEnabled(cmd *cobra.Command, g *globals, ef *eventFilters, out io.Write
 	}()
 	var already []string
 	for i, pat := range ef.events {
-		evs, err := matchEvents(fs, "trace -e", pat)
+		evs, err := matchEvents(fs, "trace -e", pat, cmd.ErrOrStderr())
 		if err != nil {
 			return err
 		}

@@ -27,7 +27,9 @@ type FileSystem interface {
 	// Stat answers LOOKUP and GETATTR.
 	Stat(ctx context.Context, path string) (Attr, error)
 	// ReadDir answers OPENDIR (and READDIR from offset 0 again); the server
-	// adds . and ..
+	// adds . and .. An error with no entries fails OPENDIR; entries with
+	// an error are a listing that fails after them: READDIR serves them,
+	// then answers the error.
 	ReadDir(ctx context.Context, path string) ([]DirEntry, error)
 	// Open answers OPEN. flags are open(2)'s flags as FUSE gives them:
 	// O_ACCMODE, O_APPEND, O_NONBLOCK, and O_TRUNC (FUSE_ATOMIC_O_TRUNC is

@@ -49,6 +49,7 @@ type dirHandle struct {
 	node    uint64
 	path    string
 	ents    []dirent
+	err     unix.Errno // what READDIR answers past ents: the end of a listing that failed there
 	served  bool
 	release func() // DirOpener's, or nil
 }
@@ -619,10 +620,17 @@ func (c *Conn) opendir(ctx context.Context, req *Request, m *message) result {
 
 // fillDir reads d's entries: ., .., and what ReadDir says, less names the
 // kernel would refuse (empty, with '/', over 1024 bytes) and . and .. again.
+// A listing that failed part way (entries and an error) is served up to
+// there, and READDIR past them answers the error, as getdents does on
+// Linux (its directories open, then reading them fails).
 func (c *Conn) fillDir(ctx context.Context, d *dirHandle) unix.Errno {
 	list, err := c.fs.ReadDir(ctx, d.path)
+	d.err = 0
 	if err != nil {
-		return errnoOf(err)
+		if list == nil {
+			return errnoOf(err)
+		}
+		d.err = errnoOf(err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -670,6 +678,9 @@ func (c *Conn) readdir(ctx context.Context, m *message) result {
 		}
 	}
 	d.served = true
+	if d.err != 0 && m.offset >= uint64(len(d.ents)) {
+		return errResult(d.err)
+	}
 	return result{body: [][]byte{packDirents(d.ents, m.offset, int(min(m.size, maxReadAlloc)))}}
 }
 
