@@ -11,7 +11,7 @@ import (
 
 // The architecture, from the bottom up. A package may import packages of
 // lower layers only (tests may import any product package); a new package
-// must be placed here, so the picture in the README stays the real one.
+// must be placed here, so the picture in docs/architecture.md stays the real one.
 var layers = [][]string{
 	// The kernel's ctype table, which the parsers above split and name by.
 	{"internal/kctype"},
@@ -120,7 +120,7 @@ func TestLayout(t *testing.T) {
 		}
 		lv, known := level[p.ImportPath]
 		if !known {
-			t.Errorf("package %s is in no layer: add it to layers or tooling in layout_test.go (and to the README's picture)", p.ImportPath)
+			t.Errorf("package %s is in no layer: add it to layers or tooling in layout_test.go (and to the picture in docs/architecture.md)", p.ImportPath)
 			continue
 		}
 		for _, imp := range ours(p.Imports) {

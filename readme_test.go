@@ -13,30 +13,46 @@ import (
 	"testing"
 )
 
-// The README's Go and the Go in doc comments are shown to people who will
-// paste it: each must be the code of an Example function (compiled by go
-// vet and go test, and run where it has an Output comment), so it cannot
-// name what does not exist or drift from the API. These tests find each
+// The Go of the README, of docs/ and of doc comments is shown to people
+// who will paste it: each must be the code of an Example function
+// (compiled by go vet and go test, and run where it has an Output comment),
+// so it cannot name what does not exist or drift from the API. These tests find each
 // block, line for line, in some Example's body.
 
-// TestREADMEGoIsExamples checks every ```go block of README.md.
+// TestREADMEGoIsExamples checks every ```go block of README.md and of the
+// pages in docs/.
 func TestREADMEGoIsExamples(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	examples := exampleBodies(t)
+	for _, file := range docPages(t) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := regexp.MustCompile("(?ms)^```go\n(.*?)^```$").FindAllStringSubmatch(string(text), -1)
+		if file == "README.md" && len(blocks) == 0 {
+			t.Fatal("README.md has no ```go block: this test would check nothing")
+		}
+		for _, b := range blocks {
+			if where := findBlock(examples, b[1]); where == "" {
+				t.Errorf("%s: this Go block is not the body of any Example function (put it in one, in the package it uses, and keep the two the same):\n%s", file, b[1])
+			} else {
+				t.Logf("%s: block found in %s", file, where)
+			}
+		}
+	}
+}
+
+// docPages are the pages a reader is given: README.md and docs/*.md.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join("docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := regexp.MustCompile("(?ms)^```go\n(.*?)^```$").FindAllStringSubmatch(string(readme), -1)
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no ```go block: this test would check nothing")
+	if len(pages) == 0 {
+		t.Fatal("no docs/*.md: the README's links lead nowhere")
 	}
-	examples := exampleBodies(t)
-	for _, b := range blocks {
-		if where := findBlock(examples, b[1]); where == "" {
-			t.Errorf("README.md's Go block is not the body of any Example function (put it in one, in the package it uses, and keep the two the same):\n%s", b[1])
-		} else {
-			t.Logf("README block found in %s", where)
-		}
-	}
+	return append([]string{"README.md"}, pages...)
 }
 
 // TestDocGoIsExamples checks every code block of a doc comment that parses
@@ -221,22 +237,17 @@ func isGo(block string) bool {
 	return false
 }
 
-// TestREADMEArchitecture checks that the README's two layer pictures, under
-// "## Architecture", are layout_test.go's layers and tooling, top layer
+// TestDocsArchitecture checks that the two layer pictures of
+// docs/architecture.md are layout_test.go's layers and tooling, top layer
 // first: one line a layer, an indented line continuing the one above.
-func TestREADMEArchitecture(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+func TestDocsArchitecture(t *testing.T) {
+	arch, err := os.ReadFile(filepath.Join("docs", "architecture.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, arch, ok := strings.Cut(string(readme), "\n## Architecture\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Architecture" section`)
-	}
-	arch, _, _ = strings.Cut(arch, "\n## ")
-	pictures := regexp.MustCompile("(?ms)^```text\n(.*?)^```$").FindAllStringSubmatch(arch, -1)
+	pictures := regexp.MustCompile("(?ms)^```text\n(.*?)^```$").FindAllStringSubmatch(string(arch), -1)
 	if len(pictures) != 2 {
-		t.Fatalf("the Architecture section has %d ```text pictures, want 2 (the product's layers, then the tooling's)", len(pictures))
+		t.Fatalf("docs/architecture.md has %d ```text pictures, want 2 (the product's layers, then the tooling's)", len(pictures))
 	}
 	known := map[string]bool{}
 	for _, l := range slices.Concat(layers, tooling) {
@@ -252,7 +263,7 @@ func TestREADMEArchitecture(t *testing.T) {
 			norm = append(norm, slices.Sorted(slices.Values(l)))
 		}
 		if !slices.EqualFunc(got, norm, slices.Equal) {
-			t.Errorf("README.md's picture %d, bottom layer first, is\n  %q\nlayout_test.go's table is\n  %q", i+1, got, norm)
+			t.Errorf("docs/architecture.md's picture %d, bottom layer first, is\n  %q\nlayout_test.go's table is\n  %q", i+1, got, norm)
 		}
 	}
 }
