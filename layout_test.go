@@ -20,7 +20,7 @@ var layers = [][]string{
 	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
 		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
-		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fuse", "internal/otlp", "internal/sdaemon"},
+		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
 	// The ftrace ring buffer and its text; the kernel's event filters; user
 	// events counted in the kernel by a BPF program.
 	{"internal/ftrace", "tracefilter", "internal/bpfcount"},

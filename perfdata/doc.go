@@ -13,12 +13,19 @@
 // 6.12's `perf inject` writes with write_attrs_after_data. Perf (6.1 and
 // later) reads it.
 //
-// [Reader] opens files written by the Writer and by real `perf record`, and
+// [Reader] opens files written by the Writer, by real `perf record` and by
+// Microsoft's perf-collect (LinuxTracepoints), and
 // iterates the records in file order without allocating, from a mapping of
 // the data section (or large ReadAt reads); samples are decoded by the
 // sample_type of the attr their id belongs to, and the sample_id_all
 // trailer of other kernel records is decoded too. Records perfdata does
 // not know are returned as they are.
+//
+// Attrs are read as perf-decode reads them, not as perf does: the header's
+// attr_size is the size of each attr's slot, which perf's read_attr
+// ignores, stepping by each attr's own size instead. Files perf writes have
+// both the same; perf-collect writes 128-byte slots whose attrs say 96,
+// which perf 6.1 refuses and the Reader reads.
 //
 // The Reader reads pipe-mode streams too (`perf record -o -`, saved to a
 // file or read whole from a pipe into memory): a 16-byte header, then

@@ -29,7 +29,7 @@ func fuzzSeeds(f *testing.F) [][]byte {
 	}
 	one := Attr{SampleType: SampleIdentifier | SampleRead | SampleCallchain | SampleRaw, ReadFormat: FormatGroup | FormatID, Flags: AttrSampleIDAll, IDs: []uint64{1}}
 	seeds = append(seeds, buildFile(AttrSizeVer7, []Attr{one}, sampleRecord(1, 1, 5, 1, 0, 1, 4)))
-	for _, name := range []string{"sched_switch.data", "sched_switch_pipe.data"} {
+	for _, name := range []string{"sched_switch.data", "sched_switch_pipe.data", "perf-collect.data"} {
 		if b, err := os.ReadFile(filepath.Join("testdata", name)); err == nil {
 			seeds = append(seeds, b)
 		}

@@ -474,3 +474,73 @@ func TestClockData(t *testing.T) {
 		t.Error("no clock_data in Features")
 	}
 }
+
+// TestReadPerfCollect reads a file of Microsoft's perf-collect
+// (LinuxTracepoints 1.4, testdata/README.md says how it was made): its
+// header's attr_size is 144, 128-byte perf_event_attr slots and their ids
+// sections, while each attr's own size says 96 (PERF_ATTR_SIZE_VER3).
+// Stepping by the attrs' own sizes, as perf 6.1 does, reads the ids
+// section from inside the first slot; perf-decode steps by the slot, and so
+// does the Reader.
+func TestReadPerfCollect(t *testing.T) {
+	r, err := Open(filepath.Join("testdata", "perf-collect.data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want := []string{"user_events:my_tracepoint1", "user_events:my_tracepoint3",
+		"user_events:MyProviderName_L4K1", "user_events:OtherProviderName_L5K23Gmygroup"}
+	var got []string
+	byID := make(map[uint64]string)
+	for _, a := range r.Attrs() {
+		if a.Type != TypeTracepoint || a.Size != 96 || len(a.IDs) == 0 {
+			t.Errorf("attr %q: type %d, size %d, %d ids: want a tracepoint of size 96 with ids", a.Name, a.Type, a.Size, len(a.IDs))
+		}
+		got = append(got, a.Name)
+		for _, id := range a.IDs {
+			byID[id] = a.Name
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("attrs %q, want %q", got, want)
+	}
+	count := make(map[string]int)
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Type == RecordSample {
+			if rec.Attr == nil || byID[rec.Sample.ID] != rec.Attr.Name || len(rec.Sample.Raw) == 0 {
+				t.Fatalf("sample %+v: want one of an attr's ids, with its raw record", rec.Sample)
+			}
+			count[rec.Attr.Name]++
+		}
+	}
+	// The providers wrote each plain event once, each EventHeader one
+	// three times.
+	if count["user_events:my_tracepoint1"] != 1 || count["user_events:my_tracepoint3"] != 1 ||
+		count["user_events:MyProviderName_L4K1"] != 3 || count["user_events:OtherProviderName_L5K23Gmygroup"] != 3 {
+		t.Errorf("samples per event %v", count)
+	}
+}
+
+// TestAttrSlotTooSmall: a header whose attr_size cannot hold the first
+// perf_event_attr and its ids section is refused with words, as
+// perf-decode refuses it.
+func TestAttrSlotTooSmall(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "perf-collect.data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ne.PutUint64(b[16:], AttrSizeVer0+15)
+	_, err = NewReader(bytes.NewReader(b), int64(len(b)))
+	if err == nil || !strings.Contains(err.Error(), "attr size 79") {
+		t.Errorf("NewReader: %v, want an error about attr size 79", err)
+	}
+}

@@ -392,16 +392,27 @@ func (r *Reader) pipeRecord(off int64, rec []byte) (int64, error) {
 	return next, nil
 }
 
-// readAttrs reads the attrs and their ids as perf_session__read_header and
-// read_attr do: attr_size only counts them; each attr is as long as its own
-// size field says (0 means PERF_ATTR_SIZE_VER0), followed by its ids
-// section.
+// maxAttrSlot bounds the header's attr_size, as perf-decode does: no
+// perf_event_attr comes near it, and one slot is read whole.
+const maxAttrSlot = 0x10000
+
+// readAttrs reads the attrs and their ids. The header's attr_size is the
+// size of one slot, a perf_event_attr and its ids section; each attr is
+// decoded from its own size field's bytes (0 means PERF_ATTR_SIZE_VER0),
+// at most the slot's. Perf's read_attr steps by the attr's size instead,
+// which is the same in the files perf writes; Microsoft's perf-collect
+// writes 128-byte slots whose attrs say 96, which perf 6.1 misreads and
+// perf-decode (PerfDataFile::LoadAttrs) reads by the slot, as here.
 func (r *Reader) readAttrs(attrs fileSection, attrSize uint64) error {
+	if attrSize < AttrSizeVer0+16 || attrSize > maxAttrSlot {
+		return formatErr(16, "attr size %d: a perf_event_attr and its ids section take %d to %d bytes", attrSize, AttrSizeVer0+16, maxAttrSlot)
+	}
+	slot := attrSize - 16
 	n := uint64(attrs.size) / attrSize
 	pos := attrs.off
 	var idBytes uint64
 	for i := uint64(0); i < n; i++ {
-		b, err := r.readAt(pos, AttrSizeVer0, fmt.Sprintf("attr %d", i))
+		b, err := r.readAt(pos, attrSize, fmt.Sprintf("attr %d", i))
 		if err != nil {
 			return err
 		}
@@ -412,18 +423,15 @@ func (r *Reader) readAttrs(attrs fileSection, attrSize uint64) error {
 		case sz < AttrSizeVer0:
 			return formatErr(pos+4, "attr %d has size %d, less than the first perf_event_attr (%d)", i, sz, AttrSizeVer0)
 		}
-		if b, err = r.readAt(pos, sz+16, fmt.Sprintf("attr %d", i)); err != nil {
-			return err
-		}
-		a := decodeAttr(b[:sz])
-		idsOff, idsSize := ne.Uint64(b[sz:]), ne.Uint64(b[sz+8:])
+		a := decodeAttr(b[:min(sz, slot)])
+		idsOff, idsSize := ne.Uint64(b[slot:]), ne.Uint64(b[slot+8:])
 		if !r.inFile(idsOff, idsSize) {
-			return truncErr(pos+int64(sz), "attr %d: its ids (%d bytes at %d) go beyond the end of the file (%d bytes)", i, idsSize, idsOff, r.size)
+			return truncErr(pos+int64(slot), "attr %d: its ids (%d bytes at %d) go beyond the end of the file (%d bytes)", i, idsSize, idsOff, r.size)
 		}
 		// Bound the ids of all attrs together by the file, so attrs
 		// pointing at one region cannot multiply it.
 		if idBytes += idsSize; idBytes > uint64(r.size) {
-			return formatErr(pos+int64(sz), "attr %d: the attrs' ids add up to more bytes than the file has", i)
+			return formatErr(pos+int64(slot), "attr %d: the attrs' ids add up to more bytes than the file has", i)
 		}
 		ids, err := r.readAt(int64(idsOff), idsSize/8*8, fmt.Sprintf("attr %d's ids", i))
 		if err != nil {
@@ -434,7 +442,7 @@ func (r *Reader) readAttrs(attrs fileSection, attrSize uint64) error {
 			a.IDs[j] = ne.Uint64(ids[8*j:])
 		}
 		r.attrs = append(r.attrs, a)
-		pos += int64(sz) + 16
+		pos += int64(attrSize)
 	}
 	return nil
 }

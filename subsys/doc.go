@@ -40,8 +40,21 @@
 //     registrations. A process whose memory another goroutine is writing
 //     gets its bits after the enable returns, as a faulting page gets them
 //     from the kernel's worker (enablewrite.go).
-//   - Type IDs start at Options.FirstID rather than after the kernel's
-//     built-in events.
+//   - Type IDs go down from 65535 (Options.LastID), not up from the
+//     kernel's built-in types. The kernel's IDA hands out trace event
+//     types upwards from __TRACE_LAST_TYPE+1 (alloc_trace_event_type), so
+//     a kernel's tracepoints hold the bottom of the u16 range (a Debian
+//     kernel with its modules: about 2300; the 6.12 test kernel: 407).
+//     Under uetrace run the IDs of this tree sit beside the host kernel's
+//     own in the same process: a program that reads
+//     events/user_events/x/id and opens it with perf_event_open (as
+//     perf-collect does) must get a type no kernel knows (the kernel says
+//     EINVAL; uetrace run's guard, package internal/runguard, EOPNOTSUPP
+//     with words), never some syscalls:sys_exit_sync's records under x's
+//     name. So IDs are the kernel's lowest-free IDA mirrored: the
+//     highest free one of Options.FirstID..LastID (by default
+//     32768..65535, DefaultMaxEvents IDs), and a freed ID is the next one
+//     reused, as in the kernel.
 //   - A Process is shared by all its threads. In Linux the user_event_mm
 //     hangs off each task and a thread shares it only if it was cloned
 //     after the process's first registration; an older thread has none and

@@ -3,6 +3,7 @@ package subsys
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -473,23 +474,41 @@ func TestFtraceWriteEmptyEvents(t *testing.T) {
 	e.enable("__test_event", false)
 }
 
-func TestTypeIDsLowestFree(t *testing.T) {
+// TestTypeIDsHighestFree: IDs are the kernel's lowest-free IDA mirrored,
+// from the top of the u16 range down, so that none is a type a kernel hands
+// out (the package doc says why); a freed ID is the next one reused.
+func TestTypeIDsHighestFree(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"a", "b", "c"} {
 		e.write(FileDynamicEvents, "u:"+n)
 	}
 	id := func(n string) string { return strings.TrimSuffix(e.read("events/user_events/"+n+"/id"), "\n") }
-	if id("a") != "1024" || id("b") != "1025" || id("c") != "1026" {
-		t.Fatalf("ids %s %s %s", id("a"), id("b"), id("c"))
+	if id("a") != "65535" || id("b") != "65534" || id("c") != "65533" {
+		t.Fatalf("ids %s %s %s, want 65535 65534 65533", id("a"), id("b"), id("c"))
 	}
 	e.write(FileDynamicEvents, "!u:b")
 	e.write(FileDynamicEvents, "u:d")
-	if id("d") != "1025" {
-		t.Errorf("d got %s, want the freed 1025", id("d"))
+	if id("d") != "65534" {
+		t.Errorf("d got %s, want the freed 65534", id("d"))
 	}
 	e.write(FileDynamicEvents, "u:e")
-	if id("e") != "1027" {
-		t.Errorf("e got %s, want 1027", id("e"))
+	if id("e") != "65532" {
+		t.Errorf("e got %s, want 65532", id("e"))
+	}
+}
+
+// TestTypeIDsRunOut: past Options.FirstID creation is ENODEV, as the
+// kernel's when register_trace_event finds no free type.
+func TestTypeIDsRunOut(t *testing.T) {
+	s := New(Options{FirstID: 65534})
+	root := Cred{PerfmonCapable: true}
+	for i, n := range []string{"a", "b"} {
+		if _, err := s.WriteDynamicEvents([]byte("u:"+n), root); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	if _, err := s.WriteDynamicEvents([]byte("u:c"), root); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("third event: %v, want ENODEV", err)
 	}
 }
 

@@ -29,14 +29,22 @@ const (
 // DefaultMaxEvents is the default of /proc/sys/kernel/user_events_max.
 const DefaultMaxEvents = 32768
 
+// DefaultFirstID is the lowest trace event type ID a Subsystem hands out by
+// default: the upper half of the u16 range, 32768..65535, holds
+// DefaultMaxEvents events, and no kernel hands out IDs there (see the
+// package doc).
+const DefaultFirstID = 1<<16 - DefaultMaxEvents
+
 // Options configure a Subsystem. The zero value gives Linux's defaults.
 type Options struct {
 	// MaxEvents is user_events_max (0: DefaultMaxEvents).
 	MaxEvents int
-	// FirstID is the lowest trace event type ID handed out (0: 1024).
-	FirstID int
-	// LastID is the highest (0: 65535, the u16 common_type's range).
+	// LastID is the first trace event type ID handed out, the highest
+	// (0: 65535, the top of the u16 common_type's range); IDs go down
+	// from it, the highest free one first (see the package doc).
 	LastID int
+	// FirstID is the lowest ID handed out (0: DefaultFirstID).
+	FirstID int
 	// NumCPU is the number of CPUs the trace buffer has (0: 1).
 	NumCPU int
 	// BufferKB is the trace buffer size per CPU in KiB. 0 starts with
@@ -102,7 +110,7 @@ func New(opts Options) *Subsystem {
 		opts.MaxEvents = DefaultMaxEvents
 	}
 	if opts.FirstID == 0 {
-		opts.FirstID = 1024
+		opts.FirstID = DefaultFirstID
 	}
 	if opts.LastID == 0 {
 		opts.LastID = 65535
@@ -282,23 +290,25 @@ func (e *Event) Status() uint32 { return e.status.Load() }
 // Enabled reports whether anything is attached.
 func (e *Event) Enabled() bool { return e.status.Load() != 0 }
 
-// idAllocator hands out the lowest free ID, as the kernel's IDA does for
-// trace event types.
+// idAllocator hands out the highest free ID of first..last: the kernel's
+// IDA for trace event types (alloc_trace_event_type) reused the other way
+// round, from the top of the range down, so that no ID is one a kernel
+// hands out (see the package doc).
 type idAllocator struct {
 	first, last int
 	used        map[int]bool
-	next        int // every ID below next is used
+	next        int // every ID above next is used
 }
 
 func (a *idAllocator) get() (int, bool) {
 	if a.used == nil {
 		a.used = make(map[int]bool)
-		a.next = a.first
+		a.next = a.last
 	}
-	for id := a.next; id <= a.last; id++ {
+	for id := a.next; id >= a.first; id-- {
 		if !a.used[id] {
 			a.used[id] = true
-			a.next = id + 1
+			a.next = id - 1
 			return id, true
 		}
 	}
@@ -307,7 +317,7 @@ func (a *idAllocator) get() (int, bool) {
 
 func (a *idAllocator) put(id int) {
 	delete(a.used, id)
-	if id < a.next {
+	if id > a.next {
 		a.next = id
 	}
 }

@@ -23,7 +23,7 @@ func newReportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report [-i FILE | FILE] [--format text|json|perfetto] [-o OUT]",
 		Short: "Decode a perf.data file's events as text, JSON lines or a Perfetto trace",
-		Long: `report reads a perf.data file — made by "uetrace record" or by perf record —
+		Long: `report reads a perf.data file — made by "uetrace record", by perf record or by Microsoft's perf-collect —
 and writes its tracepoint samples in time order, decoded by the event formats
 stored in the file (so events deleted since are still decoded):
 

@@ -20,6 +20,7 @@ import (
 	"github.com/uetrace/uetrace/daemon"
 	"github.com/uetrace/uetrace/fusefs"
 	"github.com/uetrace/uetrace/internal/caps"
+	"github.com/uetrace/uetrace/internal/runguard"
 	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -66,7 +67,16 @@ registrations, this process reads and writes the command's memory
 unless Yama's ptrace_scope is 2 or more.
 
 perf record -e user_events:... cannot work inside: perf_event_open is the
-kernel's, and the kernel knows nothing of these events. Use uetrace record.`,
+kernel's, and the kernel knows nothing of these events. Use uetrace record.
+So that no perf tool records the wrong events or loses the tree, run hands
+the command's perf_event_open, mount and fsopen calls to itself (a seccomp
+filter): opening one of the tree's event ids fails with EOPNOTSUPP, and
+mounting tracefs or debugfs (perf and trace-cmd do when they find no tracefs
+in /proc/mounts; the tree is fuse.uetrace) fails with EPERM, each said on
+standard error with the name uetrace record; every other call goes to the
+kernel. The tree's event ids are above any the kernel hands out, so even
+without the filter (a kernel before 5.5) such an open names no kernel
+tracepoint.`,
 		Example: `  uetrace run -- sh -c 'echo "u:hello u32 n" >> /sys/kernel/tracing/dynamic_events;
                       cat /sys/kernel/tracing/user_events_status'
   uetrace run -- ./my_c_program       # opens /sys/kernel/tracing/user_events_data
@@ -192,11 +202,18 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	exited := make(chan struct{})
 	go func() { shim.Wait(); close(exited) }()
 
-	dev, mdev, err := receiveDevice(ours, exited)
+	shimmed, err := receiveDevice(ours, exited)
 	if err != nil {
 		shim.Process.Kill()
 		<-exited
 		return err
+	}
+	dev, mdev := shimmed.dev, shimmed.mdev
+	if shimmed.guard >= 0 {
+		g := &runguard.Guard{Tracepoint: treeTracepoint(sys), Log: cmd.ErrOrStderr()}
+		defer g.Serve(shimmed.guard)()
+	} else {
+		log.Warn("perf tools inside are not kept from the tree: perf_event_open of its event ids and mounts of tracefs go to the kernel", "reason", shimmed.noGuard)
 	}
 	if client != nil {
 		// The daemon serves the mount until it goes with the command's
@@ -246,45 +263,64 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	return workloadStatus(shim.ProcessState, 0)
 }
 
-// receiveDevice reads the shim's answer: the mounted /dev/fuse and the
-// mount's st_dev (0 if the shim could not tell), or the words of what went
-// wrong.
-func receiveDevice(sock *os.File, exited <-chan struct{}) (*os.File, uint64, error) {
+// shimAnswer is what the shim hands run: the mounted /dev/fuse, the mount's
+// st_dev (0 if the shim could not tell), and the listener of the command's
+// guard (package runguard) or why it has none.
+type shimAnswer struct {
+	dev     *os.File
+	mdev    uint64
+	guard   int // -1: none
+	noGuard string
+}
+
+// receiveDevice reads the shim's answer, or the words of what went wrong.
+func receiveDevice(sock *os.File, exited <-chan struct{}) (shimAnswer, error) {
 	type answer struct {
-		f   *os.File
-		dev uint64
-		err error
+		f       *os.File
+		dev     uint64
+		guard   int    // the guard's listener, or -1
+		noGuard string // why there is none
+		err     error
 	}
 	got := make(chan answer, 1)
 	go func() {
 		buf := make([]byte, 4096)
-		oob := make([]byte, unix.CmsgSpace(4))
+		oob := make([]byte, unix.CmsgSpace(2*4))
 		n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err != nil {
-			got <- answer{nil, 0, fmt.Errorf("run: reading the shim's answer: %w", err)}
+			got <- answer{err: fmt.Errorf("run: reading the shim's answer: %w", err)}
 			return
 		}
 		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
 		for _, m := range msgs {
-			if fds, err := unix.ParseUnixRights(&m); err == nil && len(fds) == 1 {
-				// "fd DEV": the mount's st_dev, in the shim's table.
-				var dev uint64
+			if fds, err := unix.ParseUnixRights(&m); err == nil && (len(fds) == 1 || len(fds) == 2) {
+				// "fd DEV [why there is no guard]": the mount's
+				// st_dev, in the shim's table; the guard's listener
+				// comes after the device.
+				a := answer{f: os.NewFile(uintptr(fds[0]), "/dev/fuse"), guard: -1}
 				if d, ok := strings.CutPrefix(string(buf[:n]), "fd "); ok {
-					dev, _ = strconv.ParseUint(d, 10, 64)
+					d, a.noGuard, _ = strings.Cut(d, " ")
+					a.dev, _ = strconv.ParseUint(d, 10, 64)
 				}
-				got <- answer{os.NewFile(uintptr(fds[0]), "/dev/fuse"), dev, nil}
+				if len(fds) == 2 {
+					a.guard = fds[1]
+				}
+				got <- a
 				return
 			}
 		}
 		if n == 0 {
-			got <- answer{nil, 0, errors.New("run: the shim ended without mounting the FUSE tree")}
+			got <- answer{err: errors.New("run: the shim ended without mounting the FUSE tree")}
 			return
 		}
-		got <- answer{nil, 0, errors.New(string(buf[:n]))}
+		got <- answer{err: errors.New(string(buf[:n]))}
 	}()
 	select {
 	case a := <-got:
-		return a.f, a.dev, a.err
+		if a.err != nil {
+			return shimAnswer{}, a.err
+		}
+		return shimAnswer{a.f, a.dev, a.guard, a.noGuard}, nil
 	case <-exited:
 		// The shim died before answering (its stderr says why); its end of
 		// the pair is closed, so the reader above returns too.
@@ -292,10 +328,34 @@ func receiveDevice(sock *os.File, exited <-chan struct{}) (*os.File, uint64, err
 		if a.f != nil {
 			a.f.Close()
 		}
-		if a.err != nil {
-			return nil, 0, a.err
+		if a.guard >= 0 && a.f != nil {
+			unix.Close(a.guard)
 		}
-		return nil, 0, errors.New("run: the shim ended without mounting the FUSE tree")
+		if a.err != nil {
+			return shimAnswer{}, a.err
+		}
+		return shimAnswer{}, errors.New("run: the shim ended without mounting the FUSE tree")
+	}
+}
+
+// treeTracepoint returns the guard's Tracepoint: whether a tracepoint id is
+// one of the tree's, which are subsys's — at or above
+// subsys.DefaultFirstID, where no kernel hands out its own (subsys's
+// package doc) — and its name when the subsystem is this process's (sys;
+// nil when a daemon serves the tree).
+func treeTracepoint(sys *subsys.Subsystem) func(pid int, id uint64) (string, bool) {
+	return func(_ int, id uint64) (string, bool) {
+		if id < subsys.DefaultFirstID || id > 1<<16-1 {
+			return "", false
+		}
+		if sys != nil {
+			for _, e := range sys.Events() {
+				if uint64(e.ID()) == id {
+					return e.System() + ":" + e.Tracepoint(), true
+				}
+			}
+		}
+		return "", true
 	}
 }
 
@@ -338,10 +398,23 @@ func runShim(args []string) {
 	// not have this namespace's mounts, and fusectl names the connection
 	// by it (to abort it).
 	mdev, _ := fusefs.MountDev(tracingDirs[0])
-	if err := unix.Sendmsg(3, []byte("fd "+strconv.FormatUint(mdev, 10)), unix.UnixRights(fd), nil, 0); err != nil {
+	// The guard's filter is this thread's, and the command's once this
+	// thread execs it; its listener goes to run with the device, or the
+	// reason there is none.
+	runtime.LockOSThread()
+	fds, msg := []int{fd}, "fd "+strconv.FormatUint(mdev, 10)
+	guard, err := runguard.Install()
+	if err == nil {
+		fds = append(fds, guard)
+	} else {
+		msg += " " + err.Error()
+	}
+	if err := unix.Sendmsg(3, []byte(msg), unix.UnixRights(fds...), nil, 0); err != nil {
 		fail("run: handing the FUSE device over: %v", err)
 	}
-	unix.Close(fd)
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
 	// Nothing may touch the tree before it is served; EOF means run gave up.
 	buf := make([]byte, 8)
 	if n, _ := sock.Read(buf); !bytes.Equal(buf[:n], []byte("go")) {

@@ -79,7 +79,7 @@ test
 Active: 1
 Busy: 0
 name: test
-ID: 1024
+ID: 65535
 format:
 1
 0

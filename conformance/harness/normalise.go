@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/uetrace/uetrace/subsys"
 )
 
 // A type ID in raw output, before normalisation.
@@ -91,12 +93,15 @@ func isMulti(flags string) bool {
 
 // normalise rewrites a scenario's raw output so that backends compare: type
 // IDs become <ID+k> and multi-format ids name.<M+k>, k counted from the
-// lowest the scenario printed (both come from global counters whose
-// starting points differ between the kernel and uetrace).
+// first one handed out (both come from global counters whose starting
+// points differ between the kernel and uetrace). A kernel hands out type
+// IDs upwards from its built-in ones, the lowest free first, so k counts up
+// from the lowest ID the scenario printed; uetrace hands them out from the
+// top of the u16 range down, the highest free first (subsys's package doc
+// says why), so for IDs at or above subsys.DefaultFirstID, where no
+// kernel's are, k counts down from the highest.
 func normalise(raw string, multi []string) string {
-	out := relabel(raw, idMark, 1, 10, func(_ []string, k int) string {
-		return "<ID+" + strconv.Itoa(k) + ">"
-	})
+	out := relabelIDs(raw)
 	if len(multi) == 0 {
 		return out
 	}
@@ -113,6 +118,23 @@ func normalise(raw string, multi []string) string {
 	re := regexp.MustCompile(`(^|[\s/:'"=])(` + strings.Join(alts, "|") + `)\.([0-9a-f]+)\b`)
 	return relabel(out, re, 3, 16, func(m []string, k int) string {
 		return m[1] + m[2] + ".<M+" + strconv.Itoa(k) + ">"
+	})
+}
+
+// relabelIDs replaces each marked type ID by <ID+k> (see normalise).
+func relabelIDs(raw string) string {
+	label := func(_ []string, k int) string { return "<ID+" + strconv.Itoa(k) + ">" }
+	highest := -1
+	for _, m := range idMark.FindAllStringSubmatch(raw, -1) {
+		v, err := strconv.Atoi(m[1])
+		if err != nil || v < subsys.DefaultFirstID {
+			return relabel(raw, idMark, 1, 10, label)
+		}
+		highest = max(highest, v)
+	}
+	return idMark.ReplaceAllStringFunc(raw, func(match string) string {
+		v, _ := strconv.Atoi(idMark.FindStringSubmatch(match)[1])
+		return label(nil, highest-v)
 	})
 }
 

@@ -4,7 +4,9 @@
 // eventheader/ehprovider's perf read-back of a provider's events,
 // eventheader/ehslog's testing/slogtest read back through perf, and
 // package export's live export from the kernel to a real OpenTelemetry
-// Collector run in the guest, each compiled as a static test binary, run
+// Collector run in the guest, and cmd/uetrace's program that opens a user
+// event's id as perf-collect does (which uetrace run refuses for its tree's
+// ids), each compiled as a static test binary, run
 // as root in the guest, and required to have passed on the kernel — not
 // skipped, not passed on the daemon only.
 //

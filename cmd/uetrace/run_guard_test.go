@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// helperEnv makes this test binary, started under uetrace run, the program
+// TestHelperOpenTreeID describes.
+const helperEnv = "UETRACE_TEST_HELPER"
+
+// TestHelperOpenTreeID is not a test of its own: TestRunPerfEventOpenOfTreeID
+// runs it under uetrace run, where it does what Microsoft's perf-collect
+// does to collect a user event: create it, read its id from tracefs, open
+// that id as a PERF_TYPE_TRACEPOINT.
+func TestHelperOpenTreeID(t *testing.T) {
+	if os.Getenv(helperEnv) != "open-tree-id" {
+		t.Skip("run under uetrace run by TestRunPerfEventOpenOfTreeID")
+	}
+	const tracefs = "/sys/kernel/tracing/"
+	if err := os.WriteFile(tracefs+"dynamic_events", []byte("u:my_ev u32 n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(tracefs + "events/user_events/my_ev/id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr := unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_TRACEPOINT,
+		Size:        uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Config:      id,
+		Sample_type: unix.PERF_SAMPLE_RAW | unix.PERF_SAMPLE_TID | unix.PERF_SAMPLE_TIME,
+		Sample:      1,
+	}
+	fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err == nil {
+		unix.Close(fd)
+	}
+	fmt.Printf("helper: id %d: perf_event_open: %v\n", id, errnoName(err))
+}
+
+func errnoName(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if e, ok := err.(unix.Errno); ok {
+		return unix.ErrnoName(e)
+	}
+	return err.Error()
+}
+
+// TestRunPerfEventOpenOfTreeID: a collector that opens the id it read from
+// the tree gets EOPNOTSUPP and run's words naming uetrace record, never a
+// host tracepoint that happens to have the id (1024 was
+// syscalls:sys_exit_sync); the id is one no kernel hands out.
+func TestRunPerfEventOpenOfTreeID(t *testing.T) {
+	needFUSE(t)
+	t.Setenv(helperEnv, "open-tree-id")
+	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", os.Args[0], "-test.run=^TestHelperOpenTreeID$")
+	if code != 0 {
+		t.Fatalf("exit status %d:\n%s", code, out)
+	}
+	m := regexp.MustCompile(`helper: id (\d+): perf_event_open: (\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the helper said nothing of its open:\n%s", out)
+	}
+	if id, _ := strconv.Atoi(m[1]); id < 32768 || m[2] != unix.ErrnoName(unix.EOPNOTSUPP) {
+		t.Errorf("the tree's id %s opened with %s: want an id above any a kernel hands out, refused with EOPNOTSUPP\n%s", m[1], m[2], out)
+	}
+	want := "uetrace run: perf_event_open of user_events:my_ev (tracepoint id " + m[1] + ") refused (EOPNOTSUPP): the kernel's perf events know none of uetrace's events; record them with uetrace record"
+	if !strings.Contains(out, want) {
+		t.Errorf("run did not say %q:\n%s", want, out)
+	}
+}
+
+// TestRunLinuxPerfRecord runs Linux's perf record on a user event inside
+// uetrace run: it finds no tracefs in /proc/mounts (the tree is
+// fuse.uetrace) and tries to mount one over the tree. It must fail with run's
+// words naming uetrace record, and the command must keep its tree.
+func TestRunLinuxPerfRecord(t *testing.T) {
+	needFUSE(t)
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Skip("no perf (Debian's linux-perf)")
+	}
+	data := t.TempDir() + "/perf.data"
+	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
+`+perf+` record -e user_events:my_ev -o `+data+` -- true >/dev/null 2>&1; echo "perf: $?"
+grep -c '^my_ev' /sys/kernel/tracing/user_events_status
+awk '$5 == "/sys/kernel/tracing" {print "fstype:", $(NF-2)}' /proc/self/mountinfo`)
+	if code != 0 {
+		t.Fatalf("exit status %d:\n%s", code, out)
+	}
+	if strings.Contains(out, "perf: 0\n") {
+		t.Errorf("perf record succeeded: it recorded something else than user_events:my_ev\n%s", out)
+	}
+	if !strings.Contains(out, "uetrace run: mount of tracefs on /sys/kernel/tracing refused (EPERM)") || !strings.Contains(out, "uetrace record") {
+		t.Errorf("run did not say that it refused the mount and what to use:\n%s", out)
+	}
+	if !strings.Contains(out, "\n1\nfstype: fuse.uetrace\n") || strings.Contains(out, "fstype: tracefs") {
+		t.Errorf("after perf, the tree is not the command's any more:\n%s", out)
+	}
+}

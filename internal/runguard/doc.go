@@ -1,0 +1,46 @@
+// Package runguard keeps the tracefs tree of `uetrace run` the command's:
+// a seccomp filter, installed in the command before it starts, hands the
+// command's perf_event_open(2), mount(2) and fsopen(2) calls to uetrace run
+// (SECCOMP_RET_USER_NOTIF), which refuses the ones that cannot do what the
+// caller means there, says why and names `uetrace record`, and lets every
+// other call through to the kernel untouched (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
+//
+// Under uetrace run, /sys/kernel/tracing is uetrace's FUSE tree, but
+// perf_event_open is the host kernel's, which knows none of the tree's
+// events. Two things went wrong with perf tools inside:
+//
+//   - A collector that reads events/user_events/x/id and opens that id as a
+//     PERF_TYPE_TRACEPOINT (Microsoft's perf-collect) got whatever host
+//     tracepoint had the same type (1024 was syscalls:sys_exit_sync) and
+//     recorded it as x. The tree's IDs are now above any the kernel hands
+//     out (package subsys), and such an open is refused here with
+//     EOPNOTSUPP — the kernel's own answer would be EINVAL, which says
+//     nothing of why.
+//   - Linux's perf (and libtracefs, trace-cmd) looks for a mount of type
+//     tracefs in /proc/mounts, finds fuse.uetrace, and mounts the real
+//     tracefs over the tree, after which the command has no user_events at
+//     all. A mount of tracefs or debugfs, by mount(2) or the new mount API's
+//     fsopen(2), is refused with EPERM, the tree stays.
+//
+// What is refused is said once per kind on the Guard's Log (uetrace run's
+// standard error, the command's too). The caller's memory (the attr, the
+// file system type) is read with process_vm_readv; a call whose memory
+// cannot be read goes on to the kernel, which answers EFAULT itself.
+//
+// The filter costs the command's every system call the kernel's seccomp
+// entry path: about 40 ns a call (getppid, 180 ns without, 220 with, on a
+// 2-core x86-64 VM with Linux 6.18); the filter reads only the ABI and the
+// call's number, so the kernel's per-call cache answers the other calls
+// without running it. It asks for no speculative store bypass mitigation
+// (SECCOMP_FILTER_FLAG_SPEC_ALLOW), which a filter otherwise turns on for
+// the command and everything it starts.
+//
+// It is not a security boundary: the command runs as root of its own mount
+// namespace and can unmount the tree or call through an architecture the
+// filter does not know; it keeps programs that mean well from recording the
+// wrong events or losing the tree. Installing a filter needs CAP_SYS_ADMIN
+// in the caller's user namespace (uetrace run's shim has it) or
+// no_new_privs, which uetrace run does not set (set-uid programs inside
+// keep working). On a kernel without seccomp user notification (before
+// 5.5), Install fails and uetrace run goes on unguarded.
+package runguard

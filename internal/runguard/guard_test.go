@@ -1,0 +1,129 @@
+package runguard
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// guarded runs f on a thread of its own with the guard's filter installed
+// and served by g; the thread ends with f, taking its filter with it. The
+// guard has stopped when it returns, so its Log may be read.
+func guarded(t *testing.T, g *Guard, f func()) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is not given back: it ends with the goroutine.
+		runtime.LockOSThread()
+		// Without CAP_SYS_ADMIN a filter needs no_new_privs, which is
+		// this thread's alone.
+		if os.Geteuid() != 0 {
+			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+				errc <- err
+				return
+			}
+		}
+		listener, err := Install()
+		if err != nil {
+			errc <- err
+			return
+		}
+		stop := g.Serve(listener)
+		f()
+		stop()
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
+			t.Skipf("no seccomp user notification here: %v", err)
+		}
+		t.Fatal(err)
+	}
+}
+
+func perfOpen(typ uint32, config uint64) error {
+	attr := unix.PerfEventAttr{Type: typ, Size: uint32(unsafe.Sizeof(unix.PerfEventAttr{})), Config: config}
+	fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// TestGuardPerfEventOpen: a tracepoint of the tree is refused with
+// EOPNOTSUPP and a message naming it and uetrace record, once however
+// often it is opened; any other perf_event_open reaches the kernel.
+func TestGuardPerfEventOpen(t *testing.T) {
+	var log bytes.Buffer
+	g := &Guard{Log: &log, Tracepoint: func(pid int, id uint64) (string, bool) {
+		if pid != unix.Gettid() && pid <= 0 {
+			t.Errorf("Tracepoint got pid %d", pid)
+		}
+		return "user_events:my_ev", id == 65535
+	}}
+	var ours, ours2, other, sw error
+	guarded(t, g, func() {
+		ours = perfOpen(unix.PERF_TYPE_TRACEPOINT, 65535)
+		ours2 = perfOpen(unix.PERF_TYPE_TRACEPOINT, 65535)
+		other = perfOpen(unix.PERF_TYPE_TRACEPOINT, 65534)
+		sw = perfOpen(unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_DUMMY)
+	})
+	if !errors.Is(ours, unix.EOPNOTSUPP) || !errors.Is(ours2, unix.EOPNOTSUPP) {
+		t.Errorf("perf_event_open of the tree's id: %v, %v; want EOPNOTSUPP", ours, ours2)
+	}
+	// The kernel's answers: no tracepoint has the id (EINVAL), or perf
+	// events are not allowed here at all.
+	if errors.Is(other, unix.EOPNOTSUPP) || other == nil {
+		t.Errorf("perf_event_open of an id not the tree's: %v, want the kernel's error", other)
+	}
+	if errors.Is(sw, unix.EOPNOTSUPP) {
+		t.Errorf("perf_event_open of a software event: %v, want the kernel's answer", sw)
+	}
+	want := "uetrace run: perf_event_open of user_events:my_ev (tracepoint id 65535) refused (EOPNOTSUPP): the kernel's perf events know none of uetrace's events; record them with uetrace record\n"
+	if got := log.String(); got != want {
+		t.Errorf("log:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestGuardMount: mounting tracefs or debugfs, by mount(2) or fsopen(2),
+// is refused with EPERM and a message; other file systems reach the
+// kernel.
+func TestGuardMount(t *testing.T) {
+	var log bytes.Buffer
+	g := &Guard{Log: &log}
+	dir := t.TempDir()
+	var tracefs, debugfs, fsopen, tmpfs error
+	guarded(t, g, func() {
+		tracefs = unix.Mount("nodev", dir, "tracefs", 0, "")
+		debugfs = unix.Mount("nodev", dir, "debugfs", 0, "")
+		var fd int
+		if fd, fsopen = unix.Fsopen("tracefs", unix.FSOPEN_CLOEXEC); fsopen == nil {
+			unix.Close(fd)
+		}
+		// No such file system: the kernel's ENODEV, not the guard's.
+		tmpfs = unix.Mount("nodev", dir, "uetrace-no-such-fs", 0, "")
+	})
+	if !errors.Is(tracefs, unix.EPERM) || !errors.Is(debugfs, unix.EPERM) || !errors.Is(fsopen, unix.EPERM) {
+		t.Errorf("mount tracefs: %v, debugfs: %v, fsopen tracefs: %v; want EPERM", tracefs, debugfs, fsopen)
+	}
+	if errors.Is(tmpfs, unix.EPERM) && os.Geteuid() == 0 {
+		t.Errorf("mount of another type: %v, want the kernel's answer", tmpfs)
+	}
+	got := log.String()
+	for _, want := range []string{
+		"uetrace run: mount of tracefs on " + dir + " refused (EPERM): it would hide uetrace's tracefs tree",
+		"uetrace run: mount of debugfs on " + dir + " refused (EPERM)",
+		"uetrace run: fsopen of tracefs refused (EPERM)",
+		"record them with uetrace record",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log has no %q:\n%s", want, got)
+		}
+	}
+}
