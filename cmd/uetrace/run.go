@@ -210,7 +210,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	}
 	dev, mdev := shimmed.dev, shimmed.mdev
 	if shimmed.guard >= 0 {
-		g := &runguard.Guard{Tracepoint: treeTracepoint(sys), Log: cmd.ErrOrStderr()}
+		g := &runguard.Guard{Tracepoint: treeTracepoint(sys), Log: cmd.ErrOrStderr(), TreeDirs: tracingDirs}
 		defer g.Serve(shimmed.guard)()
 	} else {
 		log.Warn("perf tools inside are not kept from the tree: perf_event_open of its event ids and mounts of tracefs go to the kernel", "reason", shimmed.noGuard)

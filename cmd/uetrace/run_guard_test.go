@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -111,5 +112,84 @@ awk '$5 == "/sys/kernel/tracing" {print "fstype:", $(NF-2)}' /proc/self/mountinf
 	}
 	if !strings.Contains(out, "\n1\nfstype: fuse.uetrace\n") || strings.Contains(out, "fstype: tracefs") {
 		t.Errorf("after perf, the tree is not the command's any more:\n%s", out)
+	}
+}
+
+// TestHelperSendfileTree is not a test of its own: TestRunSendfileFromTree
+// runs it under uetrace run, where it copies user_events_status with
+// sendfile(2), as busybox's cat and Python's shutil.copyfile do, and
+// compares the copy with what read(2) gives.
+func TestHelperSendfileTree(t *testing.T) {
+	if os.Getenv(helperEnv) != "sendfile-tree" {
+		t.Skip("run under uetrace run by TestRunSendfileFromTree")
+	}
+	const status = "/sys/kernel/tracing/user_events_status"
+	if err := os.WriteFile("/sys/kernel/tracing/dynamic_events", []byte("u:my_ev u32 n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.CreateTemp("", "sendfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(out.Name())
+	defer out.Close()
+	n, err := unix.Sendfile(int(out.Fd()), int(in.Fd()), nil, 1<<20)
+	got, _ := os.ReadFile(out.Name())
+	fmt.Printf("helper: read %d bytes; sendfile: %d %s; same: %v\n", len(want), n, errnoName(err), bytes.Equal(got, want))
+}
+
+// TestRunSendfileFromTree: sendfile(2) and splice(2) from a file of the
+// tree either copy what read(2) gives or fail, never copy nothing and
+// succeed. Linux's FUSE splices a FOPEN_DIRECT_IO file through the page
+// cache up to the file's size since 6.5 (2cb1e08985e3), and tracefs files
+// have size 0, so busybox's cat printed nothing under uetrace run.
+func TestRunSendfileFromTree(t *testing.T) {
+	needFUSE(t)
+	t.Setenv(helperEnv, "sendfile-tree")
+	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", os.Args[0], "-test.run=^TestHelperSendfileTree$")
+	if code != 0 {
+		t.Fatalf("exit status %d:\n%s", code, out)
+	}
+	m := regexp.MustCompile(`helper: read (\d+) bytes; sendfile: (-?\d+) (\S+); same: (\w+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the helper said nothing of its copy:\n%s", out)
+	}
+	if m[1] == "0" {
+		t.Fatalf("user_events_status read empty:\n%s", out)
+	}
+	switch {
+	case m[3] == "ok" && m[4] == "true": // a kernel whose FUSE splices by read
+	case m[3] == unix.ErrnoName(unix.EINVAL): // the guard's answer: read it
+	default:
+		t.Errorf("sendfile of user_events_status (%s bytes) copied %s bytes (%s), a copy equal to read's: %s; want the bytes or EINVAL\n%s", m[1], m[2], m[3], m[4], out)
+	}
+}
+
+// TestRunBusyboxCat: busybox's cat, which copies by sendfile(2) and reads
+// when that fails, prints the tree's files as cat(1) does.
+func TestRunBusyboxCat(t *testing.T) {
+	needFUSE(t)
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("no busybox (Debian's busybox-static)")
+	}
+	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
+echo "busybox:"; `+busybox+` cat /sys/kernel/tracing/user_events_status
+echo "read:"; while IFS= read -r line; do echo "$line"; done < /sys/kernel/tracing/user_events_status`)
+	if code != 0 {
+		t.Fatalf("exit status %d:\n%s", code, out)
+	}
+	bb, rd, ok := strings.Cut(strings.TrimPrefix(out, "busybox:\n"), "read:\n")
+	if !ok || !strings.Contains(rd, "my_ev") || bb != rd {
+		t.Errorf("busybox cat printed\n%q\nwhile read gives\n%q", bb, rd)
 	}
 }

@@ -14,6 +14,9 @@ const (
 	callPerfEventOpen = iota
 	callMount
 	callFsopen
+	callSendfile
+	callSendfile64 // i386's; the other ABIs have one sendfile and repeat it here
+	callSplice
 	nCalls
 )
 
@@ -54,7 +57,7 @@ const (
 	offArch = 4
 )
 
-// program is the filter: for each known ABI, its three calls go to the
+// program is the filter: for each known ABI, its guarded calls go to the
 // supervisor; every other call, and every call of an ABI it does not know,
 // is allowed.
 func program() []unix.SockFilter {

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -20,6 +22,10 @@ type Guard struct {
 	// Log is where what is refused is said, once per event or file
 	// system (nil: nowhere).
 	Log io.Writer
+	// TreeDirs are the tree's mount points in the command's mount
+	// namespace: sendfile(2) and splice(2) from a file under one fail with
+	// EINVAL, so that the caller reads it instead (nil: none refused).
+	TreeDirs []string
 
 	mu   sync.Mutex
 	said map[string]bool
@@ -104,7 +110,9 @@ func (g *Guard) answer(listener int) {
 			return
 		}
 		resp = notifResp{ID: n.ID, Error: -int32(errno)}
-		g.say(msg)
+		if msg != "" {
+			g.say(msg)
+		}
 	}
 	ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
 }
@@ -121,7 +129,7 @@ func ioctlPtr(fd int, req uint, arg unsafe.Pointer) error {
 // the call through.
 func (g *Guard) decide(n *notif) (unix.Errno, string) {
 	pid := int(n.Pid)
-	switch callOf(n.Arch, n.Nr) {
+	switch call := callOf(n.Arch, n.Nr); call {
 	case callPerfEventOpen:
 		// struct perf_event_attr: u32 type, u32 size, u64 config.
 		var b [16]byte
@@ -154,8 +162,45 @@ func (g *Guard) decide(n *notif) (unix.Errno, string) {
 			return 0, ""
 		}
 		return unix.EPERM, fmt.Sprintf("uetrace run: fsopen of %s refused (EPERM): a new %s would hide uetrace's tracefs tree, and the kernel's perf cannot record uetrace's events anyway; record them with uetrace record", fstype, fstype)
+	case callSendfile, callSendfile64, callSplice:
+		// sendfile(out_fd, in_fd, ...), splice(fd_in, ...)
+		in := n.Args[0]
+		if call != callSplice {
+			in = n.Args[1]
+		}
+		if !g.inTree(pid, int32(in)) {
+			return 0, ""
+		}
+		// Nothing said: the callers that matter (busybox's cat, Python's
+		// shutil) read the file when the copy fails, and get every byte.
+		return unix.EINVAL, ""
 	}
 	return 0, ""
+}
+
+// inTree reports whether pid's descriptor fd is a file of the tree. Linux's
+// FUSE splices a FOPEN_DIRECT_IO file through the page cache, up to the
+// file's size, since 6.5 (commit 2cb1e08985e3; "fuse: use
+// copy_splice_read() for FOPEN_DIRECT_IO splice read" fixes it), and the
+// tree's files have size 0, as tracefs's do: sendfile and splice from them
+// succeed with 0 bytes, and busybox's cat printed nothing. Failing them
+// with EINVAL, the kernel's answer for a file that cannot be spliced, makes
+// the callers read. The descriptor's path, as /proc shows it, is in the
+// command's mount namespace, where the tree is mounted on TreeDirs.
+func (g *Guard) inTree(pid int, fd int32) bool {
+	if len(g.TreeDirs) == 0 || fd < 0 {
+		return false
+	}
+	path, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	if err != nil {
+		return false
+	}
+	for _, dir := range g.TreeDirs {
+		if path == dir || strings.HasPrefix(path, dir+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // hidesTree reports whether a file system of this type is the kernel's

@@ -127,3 +127,53 @@ func TestGuardMount(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardSpliceFromTree: sendfile and splice from a file under TreeDirs
+// fail with EINVAL, without a word; from any other file, and to one under
+// TreeDirs, they reach the kernel.
+func TestGuardSpliceFromTree(t *testing.T) {
+	var log bytes.Buffer
+	tree, other := t.TempDir(), t.TempDir()
+	g := &Guard{Log: &log, TreeDirs: []string{tree}}
+	for _, dir := range []string{tree, other} {
+		if err := os.WriteFile(dir+"/f", []byte("Active: 0\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(path string, flag int) int {
+		fd, err := unix.Open(path, flag|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		return fd
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	treeFile, otherFile := open(tree+"/f", unix.O_RDONLY), open(other+"/f", unix.O_RDONLY)
+	out := open(other+"/out", unix.O_WRONLY|unix.O_CREAT)
+	treeOut := open(tree+"/out", unix.O_WRONLY|unix.O_CREAT)
+	var sendTree, spliceTree, sendOther, spliceOther, sendToTree error
+	var nOther int
+	guarded(t, g, func() {
+		_, sendTree = unix.Sendfile(out, treeFile, nil, 4096)
+		_, spliceTree = unix.Splice(treeFile, nil, p[1], nil, 4096, 0)
+		nOther, sendOther = unix.Sendfile(out, otherFile, nil, 4096)
+		var off int64
+		_, spliceOther = unix.Splice(otherFile, &off, p[1], nil, 4096, 0)
+		_, sendToTree = unix.Sendfile(treeOut, otherFile, &off, 4096)
+	})
+	if !errors.Is(sendTree, unix.EINVAL) || !errors.Is(spliceTree, unix.EINVAL) {
+		t.Errorf("from the tree: sendfile %v, splice %v; want EINVAL", sendTree, spliceTree)
+	}
+	if sendOther != nil || nOther != 10 || spliceOther != nil || sendToTree != nil {
+		t.Errorf("from another file: sendfile %d, %v, splice %v; to the tree: sendfile %v; want the kernel's copies", nOther, sendOther, spliceOther, sendToTree)
+	}
+	if log.Len() != 0 {
+		t.Errorf("the guard said %q; want nothing", log.String())
+	}
+}
