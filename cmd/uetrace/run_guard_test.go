@@ -62,21 +62,30 @@ func errnoName(err error) string {
 	return err.Error()
 }
 
+// runHelper runs this test binary's helper test under uetrace run --private,
+// with helperEnv set to what, and returns the output and the submatches of
+// the line pattern matches, which the helper must have printed.
+func runHelper(t *testing.T, what, helper, pattern string) (string, []string) {
+	t.Helper()
+	needFUSE(t)
+	t.Setenv(helperEnv, what)
+	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", os.Args[0], "-test.run=^"+helper+"$")
+	if code != 0 {
+		t.Fatalf("exit status %d:\n%s", code, out)
+	}
+	m := regexp.MustCompile(pattern).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the helper %s printed no line like %q:\n%s", helper, pattern, out)
+	}
+	return out, m
+}
+
 // TestRunPerfEventOpenOfTreeID: a collector that opens the id it read from
 // the tree gets EOPNOTSUPP and run's words naming uetrace record, never a
 // host tracepoint that happens to have the id (1024 was
 // syscalls:sys_exit_sync); the id is one no kernel hands out.
 func TestRunPerfEventOpenOfTreeID(t *testing.T) {
-	needFUSE(t)
-	t.Setenv(helperEnv, "open-tree-id")
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", os.Args[0], "-test.run=^TestHelperOpenTreeID$")
-	if code != 0 {
-		t.Fatalf("exit status %d:\n%s", code, out)
-	}
-	m := regexp.MustCompile(`helper: id (\d+): perf_event_open: (\S+)`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("the helper said nothing of its open:\n%s", out)
-	}
+	out, m := runHelper(t, "open-tree-id", "TestHelperOpenTreeID", `helper: id (\d+): perf_event_open: (\S+)`)
 	if id, _ := strconv.Atoi(m[1]); id < 32768 || m[2] != unix.ErrnoName(unix.EOPNOTSUPP) {
 		t.Errorf("the tree's id %s opened with %s: want an id above any a kernel hands out, refused with EOPNOTSUPP\n%s", m[1], m[2], out)
 	}
@@ -153,16 +162,7 @@ func TestHelperSendfileTree(t *testing.T) {
 // cache up to the file's size since 6.5 (2cb1e08985e3), and tracefs files
 // have size 0, so busybox's cat printed nothing under uetrace run.
 func TestRunSendfileFromTree(t *testing.T) {
-	needFUSE(t)
-	t.Setenv(helperEnv, "sendfile-tree")
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", os.Args[0], "-test.run=^TestHelperSendfileTree$")
-	if code != 0 {
-		t.Fatalf("exit status %d:\n%s", code, out)
-	}
-	m := regexp.MustCompile(`helper: read (\d+) bytes; sendfile: (-?\d+) (\S+); same: (\w+)`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("the helper said nothing of its copy:\n%s", out)
-	}
+	out, m := runHelper(t, "sendfile-tree", "TestHelperSendfileTree", `helper: read (\d+) bytes; sendfile: (-?\d+) (\S+); same: (\w+)`)
 	if m[1] == "0" {
 		t.Fatalf("user_events_status read empty:\n%s", out)
 	}
