@@ -11,7 +11,14 @@
 // so each read and write reaches the subsystem and a write returns
 // user_events' errno synchronously. trace_pipe blocks, polls and is
 // interrupted as the kernel's; O_TRUNC and O_APPEND reach the subsystem
-// (> trace clears it, > set_event disables everything).
+// (> trace clears it, > set_event disables everything). sendfile(2) and
+// splice(2) from a file of the tree copy nothing on Linux 6.5 and later,
+// where tracefs's copy the file: FUSE splices a direct-I/O file through the
+// page cache, up to the file's size (commit 2cb1e08985e3; "fuse: use
+// copy_splice_read() for FOPEN_DIRECT_IO splice read" fixes it), and the
+// files have size 0, as tracefs's do (TestSendfileFromTree). uetrace run
+// fails those calls with EINVAL, so that its command reads instead (package
+// runguard); through uetrace mount they stay empty.
 //
 // user_events_data is one subsys.File per open. FUSE gives a server only the
 // first _IOC_SIZE bytes of an ioctl's argument — the pointer to struct
