@@ -57,14 +57,14 @@ type testFile struct {
 	mode uint32
 	data []byte
 
-	pipe  bool
-	ch    chan struct{} // closed when the pipe gets data
+	pipe bool
+	ch   chan struct{} // closed when the pipe gets data
 	// slowFail: a write waits for an INTERRUPT, then fails ENOENT anyway.
 	slowFail bool
-	ioctl bool
-	poll  bool
-	ready bool
-	wake  func()
+	ioctl    bool
+	poll     bool
+	ready    bool
+	wake     func()
 }
 
 func newTestFS() *testFS {
