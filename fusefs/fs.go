@@ -254,8 +254,7 @@ func (f *FS) Open(ctx context.Context, r *fuse.Request, path string, flags uint3
 	if path == subsys.FileData && f.o.Charge == nil {
 		return f.openData(nil, flags), nil
 	}
-	id := f.ident(f.tid(r))
-	cred := f.o.Cred(id.tgid)
+	id, cred := f.opener(r)
 	acct, err := f.openFile(id, cred)
 	if err != nil {
 		return nil, err
@@ -276,8 +275,8 @@ func (f *FS) OpenDir(ctx context.Context, r *fuse.Request, path string) (func(),
 	if f.o.Charge == nil {
 		return nil, nil
 	}
-	id := f.ident(f.tid(r))
-	acct, err := f.openFile(id, f.o.Cred(id.tgid))
+	id, cred := f.opener(r)
+	acct, err := f.openFile(id, cred)
 	if err != nil {
 		return nil, err
 	}
@@ -333,6 +332,22 @@ func (f *FS) ident(tid int, err error) ident {
 		}
 	}
 	return id
+}
+
+// opener is who opens a file or directory for request r, and its privilege
+// (Options.Cred). A caller the user the tree is served for (Options.For)
+// could not ptrace is that user's, without privilege: its id may be another
+// namespace's taken as this one's (see "Pid namespaces" in the package doc),
+// so the process found is not the caller, and lends it neither its
+// capabilities (CAP_PERFMON deletes persistent events) nor its uid's
+// account (root's, which no limit holds, or another user's, whose limit
+// the caller would fill). Root's trees trust what they find.
+func (f *FS) opener(r *fuse.Request) (ident, subsys.Cred) {
+	id := f.ident(f.tid(r))
+	if id.tgid > 0 && !f.user.Privileged && f.user.Check(id.tgid) != nil {
+		return ident{tgid: -1, uid: f.user.UID}, subsys.Cred{}
+	}
+	return id, f.o.Cred(id.tgid)
 }
 
 // tgid is the process of thread tid, or tid where it cannot be told.
