@@ -186,8 +186,14 @@ func Mount(dir string, s *subsys.Subsystem, o Options) (*Tree, error) {
 }
 
 // Serve serves the tree of s on dev, a /dev/fuse descriptor already mounted
-// (by a helper in a user namespace, say), which it takes over.
+// (by a helper in a user namespace, say), which it takes over. Any other
+// descriptor is EINVAL: a pipe or socket handed over instead would be read
+// for requests that never come, held with its goroutine for the server's
+// life.
 func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*Tree, error) {
+	if err := isFUSEDevice(dev); err != nil {
+		return nil, err
+	}
 	f, err := New(s, o)
 	if err != nil {
 		return nil, err
@@ -198,6 +204,22 @@ func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*Tree, error) {
 		return nil, err
 	}
 	return newTree(c, f), nil
+}
+
+// fuseDevice is /dev/fuse's device number: misc (10), FUSE_MINOR (229).
+var fuseDevice = unix.Mkdev(10, 229)
+
+// isFUSEDevice says, with EINVAL, why dev is not a FUSE device.
+func isFUSEDevice(dev *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(dev.Fd()), &st); err != nil {
+		return fmt.Errorf("fusefs: serve: the device handed over: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != fuseDevice {
+		return fmt.Errorf("fusefs: serve: the descriptor handed over is not a FUSE device (mode %#o, device %d:%d; want /dev/fuse, 10:229): %w",
+			st.Mode&unix.S_IFMT, unix.Major(st.Rdev), unix.Minor(st.Rdev), unix.EINVAL)
+	}
+	return nil
 }
 
 // MountDev is the st_dev of the tree mounted (fstype fuse.uetrace) on top

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -241,4 +242,42 @@ func serveFromChildNamespace(t *testing.T, ctx context.Context, s *subsys.Subsys
 		t.Fatalf("the mounter: %v\n%s", err, out.String())
 	}
 	return out.String()
+}
+
+// A descriptor handed over that is not a FUSE device — a pipe whose other
+// end the client keeps, a socket — is refused (EINVAL) and not kept: served,
+// it was read for requests that never came, held with its goroutine until
+// the daemon stopped, one more for each ServeFUSE of a tracer. A FUSE device
+// never mounted ends its tree at once (the kernel's read says EPERM).
+func TestServeRefusesOtherDescriptors(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	defer r.Close()
+	s := subsys.New(subsys.Options{NumCPU: 2})
+	if tree, err := fusefs.Serve(r, s, fusefs.Options{For: &caps.User{UID: 65534, GID: 65534}}); !errors.Is(err, unix.EINVAL) {
+		if err == nil {
+			tree.Close()
+		}
+		t.Errorf("Serve of a pipe: %v, want EINVAL", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: /dev/fuse")
+	}
+	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	tree, err := fusefs.Serve(dev, s, fusefs.Options{For: &caps.User{UID: 65534, GID: 65534}})
+	if err != nil {
+		t.Fatalf("Serve of an unmounted /dev/fuse: %v", err)
+	}
+	defer tree.Close()
+	select {
+	case <-tree.Done():
+	case <-time.After(time.Minute):
+		t.Error("the tree on a FUSE device never mounted is still served after a minute")
+	}
 }
