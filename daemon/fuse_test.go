@@ -103,3 +103,56 @@ func TestServeFUSERequest(t *testing.T) {
 	default:
 	}
 }
+
+// A tree handed over holds its /dev/fuse descriptor and its server until its
+// mount goes, past the connection: it counts as a connection (of its uid's,
+// and of Config.MaxConns) until then. Before, one tracer's connection could
+// hand over a tree per mount of its own without bound, and take the daemon
+// to RLIMIT_NOFILE. Served with room for two: the connection and one tree;
+// a second tree is ENFILE, and so is a new connection; once the tree's
+// mount goes, a tree is served again.
+func TestServeFUSETreesCountAsConnections(t *testing.T) {
+	trees := make(chan *fakeTree, 4)
+	srv := serve(t, Config{MaxConns: 2, ServeFUSE: func(dev *os.File, from FUSEMounter) (FUSETree, error) {
+		ft := &fakeTree{dev: dev.Name(), closed: make(chan struct{}), done: make(chan struct{})}
+		trees <- ft
+		return ft, nil
+	}})
+	c, err := Dial(srv.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if err := c.ServeFUSE(r); err != nil {
+		t.Fatalf("first ServeFUSE: %v", err)
+	}
+	first := <-trees
+	if err := c.ServeFUSE(r); !errors.Is(err, unix.ENFILE) {
+		t.Errorf("a second tree past --max-conns: %v, want ENFILE", err)
+	}
+	if other, err := Dial(srv.sock, nil); !errors.Is(err, unix.ENFILE) {
+		if err == nil {
+			other.Close()
+		}
+		t.Errorf("a connection past --max-conns, a tree holding a slot: %v, want ENFILE", err)
+	}
+	close(first.done)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := c.ServeFUSE(r)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.ENFILE) || time.Now().After(deadline) {
+			t.Fatalf("ServeFUSE once the first tree's mount went: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	<-trees
+}
