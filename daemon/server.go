@@ -187,12 +187,16 @@ func Listen(path string) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(path, DefaultAccess.Mode); err != nil {
+	if err := setAccess(path, unix.S_IFSOCK, DefaultAccess.Mode, -1); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
 	return ln, nil
 }
+
+// afterBind is called by listen once the socket is bound: the tests replace
+// it to do what another user can do in that instant.
+var afterBind = func(path string) {}
 
 // listen binds the socket at path, replacing a stale one.
 func listen(path string) (*net.UnixListener, error) {
@@ -210,6 +214,7 @@ func listen(path string) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
+	afterBind(path)
 	return ln, nil
 }
 
