@@ -32,17 +32,7 @@ func (f *fakeTree) Done() <-chan struct{} { return f.done }
 func TestServeFUSERequest(t *testing.T) {
 	// Without the hook the daemon says it cannot.
 	plain := serve(t, Config{})
-	c, err := Dial(plain.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
+	c, r := dialWithDevice(t, plain.sock)
 	if err := c.ServeFUSE(r); !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("ServeFUSE without the hook: %v, want EOPNOTSUPP", err)
 	}
@@ -118,17 +108,7 @@ func TestServeFUSETreesCountAsConnections(t *testing.T) {
 		trees <- ft
 		return ft, nil
 	}})
-	c, err := Dial(srv.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
+	c, r := dialWithDevice(t, srv.sock)
 	if err := c.ServeFUSE(r); err != nil {
 		t.Fatalf("first ServeFUSE: %v", err)
 	}
@@ -155,4 +135,21 @@ func TestServeFUSETreesCountAsConnections(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	<-trees
+}
+
+// dialWithDevice dials sock, and returns the client and a descriptor to hand
+// over as a FUSE device (a pipe's end: the fake trees never read it).
+func dialWithDevice(t *testing.T, sock string) (*Client, *os.File) {
+	t.Helper()
+	c, err := Dial(sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return c, r
 }
