@@ -64,30 +64,62 @@ func ListenAccess(path string, a Access) (*net.UnixListener, error) {
 		}
 	}
 	if created || ownDir(dir, filepath.Base(path)) {
-		if err := os.Chmod(dir, dirMode(a.Mode)); err != nil {
-			return nil, fmt.Errorf("listen %s: directory: %w", path, err)
-		}
+		gid := -1
 		if a.SetGroup {
-			if err := os.Chown(dir, -1, a.GID); err != nil {
-				return nil, fmt.Errorf("listen %s: giving the directory group %d: %w", path, a.GID, err)
-			}
+			gid = a.GID
+		}
+		if err := setAccess(dir, unix.S_IFDIR, dirMode(a.Mode), gid); err != nil {
+			return nil, fmt.Errorf("listen %s: directory: %w", path, err)
 		}
 	}
 	ln, err := listen(path)
 	if err != nil {
 		return nil, err
 	}
+	gid := -1
 	if a.SetGroup {
-		if err := os.Chown(path, -1, a.GID); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("listen %s: giving the socket group %d: %w", path, a.GID, err)
-		}
+		gid = a.GID
 	}
-	if err := os.Chmod(path, a.Mode); err != nil {
+	if err := setAccess(path, unix.S_IFSOCK, a.Mode, gid); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
 	return ln, nil
+}
+
+// setAccess gives what is at path, which must be of type typ (unix.S_IFSOCK,
+// unix.S_IFDIR), mode perm and, unless gid is -1, group gid — never what a
+// symbolic link there points to. Between the bind (or the mkdir) and the
+// chmod, whoever may write the directory can replace the socket with a link
+// to any file, which os.Chmod would follow: a root daemon would make that
+// file mode 0666. So the name is opened without following a link (O_PATH,
+// O_NOFOLLOW), its type checked, and the inode changed through that
+// descriptor. Anything else there is EPERM, and nothing is changed.
+func setAccess(path string, typ uint32, perm fs.FileMode, gid int) error {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != typ {
+		return fmt.Errorf("%s was replaced (mode %#o) between its making and its chmod — someone else may write its directory; give a directory only you may write: %w", path, st.Mode, unix.EPERM)
+	}
+	if gid >= 0 {
+		if err := unix.Fchownat(fd, "", -1, gid, unix.AT_EMPTY_PATH); err != nil {
+			return fmt.Errorf("giving %s group %d: %w", path, gid, err)
+		}
+	}
+	// chmod of an O_PATH descriptor's /proc/self/fd link changes its inode
+	// (as glibc's fchmodat with AT_SYMLINK_NOFOLLOW does): fchmod refuses
+	// O_PATH descriptors.
+	if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), uint32(perm)); err != nil {
+		return &os.PathError{Op: "chmod", Path: path, Err: err}
+	}
+	return nil
 }
 
 // ownDir reports whether dir is this user's and holds at most the socket.

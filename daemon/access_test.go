@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -105,5 +106,61 @@ func TestDialPermissionError(t *testing.T) {
 	var pe *PermissionError
 	if !errors.As(err, &pe) || !errors.Is(err, syscall.EACCES) || pe.Path != s.sock || pe.Mode != 0 {
 		t.Errorf("Dial of a 0000 socket: %v", err)
+	}
+}
+
+// Whoever may write the socket's directory can, in the instant between the
+// bind and the chmod, replace the socket with a symbolic link to any file:
+// os.Chmod followed it, and a root daemon serving --mode 0666 in such a
+// directory made that file 0666 (`uetrace serve --socket DIR/uetrace.sock
+// --mode 0666` as root, DIR another user's, that user renaming the socket
+// and linking its name to a root file of mode 0600, changed it at the first
+// start). Now the name is changed only if it is still a socket: EPERM, the
+// file untouched.
+func TestListenDoesNotFollowAReplacedSocket(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		listen func(path string) (net.Listener, error)
+	}{
+		{"ListenAccess", func(path string) (net.Listener, error) {
+			return ListenAccess(path, Access{Mode: 0o666, GID: os.Getgid(), SetGroup: true})
+		}},
+		{"Listen", func(path string) (net.Listener, error) { return Listen(path) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			secret := filepath.Join(dir, "secret")
+			if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sockDir := filepath.Join(dir, "run")
+			if err := os.Mkdir(sockDir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			sock := filepath.Join(sockDir, "uetrace.sock")
+			afterBind = func(path string) {
+				if err := os.Rename(path, filepath.Join(sockDir, "moved")); err != nil {
+					t.Error(err)
+				}
+				if err := os.Symlink(secret, path); err != nil {
+					t.Error(err)
+				}
+			}
+			t.Cleanup(func() { afterBind = func(string) {} })
+			ln, err := tc.listen(sock)
+			if err == nil {
+				ln.Close()
+			}
+			if !errors.Is(err, unix.EPERM) {
+				t.Errorf("the socket replaced by a link after its bind: %v, want EPERM", err)
+			}
+			fi, err := os.Stat(secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("the file the link points to has mode %04o, want its 0600", fi.Mode().Perm())
+			}
+		})
 	}
 }

@@ -372,6 +372,25 @@ func TestBadHandshakes(t *testing.T) {
 		{"arena too large", helloMsg(0x10000, MaxArena+8), []int{a.fd}, unix.EINVAL},
 		{"socket as memfd", helloMsg(0x10000, 4096), []int{rawConn(t, s.sock)}, unix.EINVAL},
 	}
+	// A hugetlbfs memfd takes seals, but its client can punch a hole the
+	// daemon's next access faults on (SIGBUS with the pool empty).
+	if huge, err := unix.MemfdCreate("test-huge-arena", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_HUGETLB); err == nil {
+		t.Cleanup(func() { unix.Close(huge) })
+		const hugeSize = 2 << 20
+		if unix.Ftruncate(huge, hugeSize) == nil {
+			if _, err := unix.FcntlInt(uintptr(huge), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK); err != nil {
+				t.Fatal(err)
+			}
+			cases = append(cases, struct {
+				name string
+				msg  []byte
+				fds  []int
+				want unix.Errno
+			}{"hugetlb memfd", helloMsg(0x40000000, hugeSize), []int{huge}, unix.EINVAL})
+		}
+	} else {
+		t.Logf("no hugetlb memfd to try (%v)", err)
+	}
 	for _, c := range cases {
 		fd := rawConn(t, s.sock)
 		reply := exchange(t, fd, c.msg, c.fds...)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -69,6 +70,46 @@ func (c *conn) mounter() (FUSEMounter, error) {
 	return m, nil
 }
 
+// reserveTree counts a tree about to be served for uid as one of its
+// connections, and one of the daemon's: a tree holds its /dev/fuse
+// descriptor and its server until its mount goes, past the connection that
+// handed it over, so without this one tracer's ServeFUSE requests — one per
+// mount of its own, thousands from one connection — would take the daemon
+// to RLIMIT_NOFILE. Beyond Limits.ConnsPerUID it is EMFILE, beyond
+// Config.MaxConns ENFILE, as for a connection (root and the daemon's user
+// are not held to the former).
+func (s *Server) reserveTree(uid uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.uids[uid]
+	switch {
+	case s.closed:
+		return fmt.Errorf("the daemon is stopping: %w", unix.ESHUTDOWN)
+	case len(s.conns)+s.trees >= s.maxConn:
+		return fmt.Errorf("the daemon serves %d connections and %d FUSE trees, the most it may together (`uetrace serve --max-conns`): %w", len(s.conns), s.trees, unix.ENFILE)
+	case !exempt(uid) && u != nil && u.conns >= s.limits.ConnsPerUID:
+		return fmt.Errorf("uid %d has %d connections and FUSE trees open, the most one user may (`uetrace serve --max-conns-per-uid`): %w", uid, u.conns, unix.EMFILE)
+	}
+	if u == nil {
+		u = &uidUse{}
+		s.uids[uid] = u
+	}
+	u.conns++
+	s.trees++
+	return nil
+}
+
+// releaseTree gives back what reserveTree took.
+func (s *Server) releaseTree(uid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trees--
+	if u := s.uids[uid]; u != nil {
+		u.conns--
+		s.tidy(uid, u)
+	}
+}
+
 // serveFUSE is the ServeFUSE request.
 func (c *conn) serveFUSE(fds []int, body []byte) error {
 	defer func() {
@@ -84,27 +125,37 @@ func (c *conn) serveFUSE(fds []int, body []byte) error {
 	case !c.tracer:
 		return c.denied(errNeedsTracer("serve FUSE: the tree is the daemon's whole subsystem, tracing control and everyone's records;", c.uid))
 	}
+	s, uid := c.s, c.ucred.Uid
+	if err := s.reserveTree(uid); err != nil {
+		if errors.Is(err, unix.ESHUTDOWN) {
+			return fmt.Errorf("serve FUSE: %w", err)
+		}
+		return c.overLimit(fmt.Errorf("serve FUSE: %w", err))
+	}
 	dup, err := unix.FcntlInt(uintptr(fds[0]), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
+		s.releaseTree(uid)
 		return fmt.Errorf("serve FUSE: %w", err)
 	}
 	dev := os.NewFile(uintptr(dup), "/dev/fuse")
 	from, err := c.mounter()
 	if err != nil {
 		dev.Close()
+		s.releaseTree(uid)
 		return fmt.Errorf("serve FUSE: %w", err)
 	}
 	tree, err := c.s.serveFUSE(dev, from)
 	unix.Close(from.Pidfd)
 	dev.Close()
 	if err != nil {
+		s.releaseTree(uid)
 		return fmt.Errorf("serve FUSE: %w", err)
 	}
-	s := c.s
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		tree.Close()
+		s.releaseTree(uid)
 		return fmt.Errorf("serve FUSE: the daemon is stopping: %w", unix.ESHUTDOWN)
 	}
 	s.fuses[tree] = struct{}{}
@@ -116,6 +167,7 @@ func (c *conn) serveFUSE(fds []int, body []byte) error {
 		s.mu.Lock()
 		delete(s.fuses, tree)
 		s.mu.Unlock()
+		s.releaseTree(uid)
 	}()
 	c.log.Info("serving the tracefs tree on a FUSE mount handed over")
 	return nil

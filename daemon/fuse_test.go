@@ -32,17 +32,7 @@ func (f *fakeTree) Done() <-chan struct{} { return f.done }
 func TestServeFUSERequest(t *testing.T) {
 	// Without the hook the daemon says it cannot.
 	plain := serve(t, Config{})
-	c, err := Dial(plain.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
+	c, r := dialWithDevice(t, plain.sock)
 	if err := c.ServeFUSE(r); !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("ServeFUSE without the hook: %v, want EOPNOTSUPP", err)
 	}
@@ -102,4 +92,64 @@ func TestServeFUSERequest(t *testing.T) {
 		t.Error("Close of the server closed a tree that had ended")
 	default:
 	}
+}
+
+// A tree handed over holds its /dev/fuse descriptor and its server until its
+// mount goes, past the connection: it counts as a connection (of its uid's,
+// and of Config.MaxConns) until then. Before, one tracer's connection could
+// hand over a tree per mount of its own without bound, and take the daemon
+// to RLIMIT_NOFILE. Served with room for two: the connection and one tree;
+// a second tree is ENFILE, and so is a new connection; once the tree's
+// mount goes, a tree is served again.
+func TestServeFUSETreesCountAsConnections(t *testing.T) {
+	trees := make(chan *fakeTree, 4)
+	srv := serve(t, Config{MaxConns: 2, ServeFUSE: func(dev *os.File, from FUSEMounter) (FUSETree, error) {
+		ft := &fakeTree{dev: dev.Name(), closed: make(chan struct{}), done: make(chan struct{})}
+		trees <- ft
+		return ft, nil
+	}})
+	c, r := dialWithDevice(t, srv.sock)
+	if err := c.ServeFUSE(r); err != nil {
+		t.Fatalf("first ServeFUSE: %v", err)
+	}
+	first := <-trees
+	if err := c.ServeFUSE(r); !errors.Is(err, unix.ENFILE) {
+		t.Errorf("a second tree past --max-conns: %v, want ENFILE", err)
+	}
+	if other, err := Dial(srv.sock, nil); !errors.Is(err, unix.ENFILE) {
+		if err == nil {
+			other.Close()
+		}
+		t.Errorf("a connection past --max-conns, a tree holding a slot: %v, want ENFILE", err)
+	}
+	close(first.done)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := c.ServeFUSE(r)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.ENFILE) || time.Now().After(deadline) {
+			t.Fatalf("ServeFUSE once the first tree's mount went: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	<-trees
+}
+
+// dialWithDevice dials sock, and returns the client and a descriptor to hand
+// over as a FUSE device (a pipe's end: the fake trees never read it).
+func dialWithDevice(t *testing.T, sock string) (*Client, *os.File) {
+	t.Helper()
+	c, err := Dial(sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return c, r
 }

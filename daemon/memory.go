@@ -34,6 +34,18 @@ func mapArena(fd int, base, size uint64) (*region, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, fmt.Errorf("arena: not a memfd (mode %#o): %w", st.Mode, unix.EINVAL)
 	}
+	// Only shmem's pages stay the daemon's to touch once mapped: a
+	// hugetlbfs memfd (MFD_HUGETLB) takes seals too, but its client can
+	// punch a hole (fallocate), which F_SEAL_SHRINK allows, and the
+	// daemon's next access of the page faults in a new huge page — SIGBUS,
+	// the whole daemon down, when the pool is empty.
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return nil, fmt.Errorf("arena: fstatfs: %w", err)
+	}
+	if sfs.Type != unix.TMPFS_MAGIC {
+		return nil, fmt.Errorf("arena: not a memfd of ordinary pages (file system type %#x; a MFD_HUGETLB one is refused): %w", sfs.Type, unix.EINVAL)
+	}
 	if size == 0 || size > MaxArena || size%8 != 0 {
 		return nil, fmt.Errorf("arena: size %d is not a multiple of 8 in 8..%d: %w", size, MaxArena, unix.EINVAL)
 	}

@@ -40,10 +40,10 @@ type Config struct {
 	// at most two (a Ring's memfd and eventfd) of the request in hand, which
 	// are taken or closed before the next message is read — a message
 	// carrying more is refused EINVAL and the kernel closes the rest, one
-	// too large to read has its descriptors closed with it. (A FUSE tree a
+	// too large to read has its descriptors closed with it. A FUSE tree a
 	// tracer hands over holds its /dev/fuse descriptor until its mount
-	// goes, past the connection.) Limits.ConnsPerUID keeps one user from
-	// taking them all.
+	// goes, past the connection: it counts as a connection of its uid's
+	// until then. Limits.ConnsPerUID keeps one user from taking them all.
 	MaxConns int
 	// Tracers names who may control tracing and read others' records
 	// besides root, perfmon-capable callers and the daemon's own user
@@ -88,6 +88,7 @@ type Server struct {
 
 	serveFUSE func(dev *os.File, from FUSEMounter) (FUSETree, error)
 	fuses     map[FUSETree]struct{} // the trees served through ServeFUSE
+	trees     int                   // trees served or being set up (reserveTree), under mu
 
 	mu     sync.Mutex
 	lns    map[*net.UnixListener]struct{}
@@ -186,12 +187,16 @@ func Listen(path string) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(path, DefaultAccess.Mode); err != nil {
+	if err := setAccess(path, unix.S_IFSOCK, DefaultAccess.Mode, -1); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
 	return ln, nil
 }
+
+// afterBind is called by listen once the socket is bound: the tests replace
+// it to do what another user can do in that instant.
+var afterBind = func(path string) {}
 
 // listen binds the socket at path, replacing a stale one.
 func listen(path string) (*net.UnixListener, error) {
@@ -209,6 +214,7 @@ func listen(path string) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", path, err)
 	}
+	afterBind(path)
 	return ln, nil
 }
 
@@ -283,9 +289,9 @@ func (s *Server) Serve(ln *net.UnixListener) error {
 		switch {
 		case s.closed:
 			refuse = fmt.Errorf("the daemon is stopping: %w", unix.ESHUTDOWN)
-		case len(s.conns) >= s.maxConn:
+		case len(s.conns)+s.trees >= s.maxConn:
 			s.count.refusedAll.Add(1)
-			refuse = fmt.Errorf("the daemon serves %d connections, the most it may (`uetrace serve --max-conns`): %w", len(s.conns), unix.ENFILE)
+			refuse = fmt.Errorf("the daemon serves %d connections and %d FUSE trees, the most it may together (`uetrace serve --max-conns`): %w", len(s.conns), s.trees, unix.ENFILE)
 		case !exempt(u.Uid) && use != nil && use.conns >= s.limits.ConnsPerUID:
 			s.count.refusedUID.Add(1)
 			refuse = fmt.Errorf("uid %d has %d connections open, the most one user may (`uetrace serve --max-conns-per-uid`): %w", u.Uid, use.conns, unix.EMFILE)

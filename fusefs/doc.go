@@ -71,6 +71,11 @@
 // from Linux, where a caller's own memory is always reachable: a tree served
 // for one user refuses other users' callers (a root-made mount with
 // allow_other is served for root, which refuses nobody).
+// Nor does a caller that user could not ptrace borrow the process it was
+// taken for when it opens a file: it has no privilege (the found process's
+// CAP_PERFMON would delete persistent events) and its files count in the
+// account of the user the tree is served for, not the found process's uid
+// (TestHostileWrongNamespaceLendsNothing).
 //
 // # Limits
 //

@@ -186,8 +186,14 @@ func Mount(dir string, s *subsys.Subsystem, o Options) (*Tree, error) {
 }
 
 // Serve serves the tree of s on dev, a /dev/fuse descriptor already mounted
-// (by a helper in a user namespace, say), which it takes over.
+// (by a helper in a user namespace, say), which it takes over. Any other
+// descriptor is EINVAL: a pipe or socket handed over instead would be read
+// for requests that never come, held with its goroutine for the server's
+// life.
 func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*Tree, error) {
+	if err := isFUSEDevice(dev); err != nil {
+		return nil, err
+	}
 	f, err := New(s, o)
 	if err != nil {
 		return nil, err
@@ -198,6 +204,22 @@ func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*Tree, error) {
 		return nil, err
 	}
 	return newTree(c, f), nil
+}
+
+// fuseDevice is /dev/fuse's device number: misc (10), FUSE_MINOR (229).
+var fuseDevice = unix.Mkdev(10, 229)
+
+// isFUSEDevice says, with EINVAL, why dev is not a FUSE device.
+func isFUSEDevice(dev *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(dev.Fd()), &st); err != nil {
+		return fmt.Errorf("fusefs: serve: the device handed over: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != fuseDevice {
+		return fmt.Errorf("fusefs: serve: the descriptor handed over is not a FUSE device (mode %#o, device %d:%d; want /dev/fuse, 10:229): %w",
+			st.Mode&unix.S_IFMT, unix.Major(st.Rdev), unix.Minor(st.Rdev), unix.EINVAL)
+	}
+	return nil
 }
 
 // MountDev is the st_dev of the tree mounted (fstype fuse.uetrace) on top
@@ -254,8 +276,7 @@ func (f *FS) Open(ctx context.Context, r *fuse.Request, path string, flags uint3
 	if path == subsys.FileData && f.o.Charge == nil {
 		return f.openData(nil, flags), nil
 	}
-	id := f.ident(f.tid(r))
-	cred := f.o.Cred(id.tgid)
+	id, cred := f.opener(r)
 	acct, err := f.openFile(id, cred)
 	if err != nil {
 		return nil, err
@@ -276,8 +297,8 @@ func (f *FS) OpenDir(ctx context.Context, r *fuse.Request, path string) (func(),
 	if f.o.Charge == nil {
 		return nil, nil
 	}
-	id := f.ident(f.tid(r))
-	acct, err := f.openFile(id, f.o.Cred(id.tgid))
+	id, cred := f.opener(r)
+	acct, err := f.openFile(id, cred)
 	if err != nil {
 		return nil, err
 	}
@@ -333,6 +354,22 @@ func (f *FS) ident(tid int, err error) ident {
 		}
 	}
 	return id
+}
+
+// opener is who opens a file or directory for request r, and its privilege
+// (Options.Cred). A caller the user the tree is served for (Options.For)
+// could not ptrace is that user's, without privilege: its id may be another
+// namespace's taken as this one's (see "Pid namespaces" in the package doc),
+// so the process found is not the caller, and lends it neither its
+// capabilities (CAP_PERFMON deletes persistent events) nor its uid's
+// account (root's, which no limit holds, or another user's, whose limit
+// the caller would fill). Root's trees trust what they find.
+func (f *FS) opener(r *fuse.Request) (ident, subsys.Cred) {
+	id := f.ident(f.tid(r))
+	if id.tgid > 0 && !f.user.Privileged && f.user.Check(id.tgid) != nil {
+		return ident{tgid: -1, uid: f.user.UID}, subsys.Cred{}
+	}
+	return id, f.o.Cred(id.tgid)
 }
 
 // tgid is the process of thread tid, or tid where it cannot be told.

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,34 +58,7 @@ func TestHostileServedFor(t *testing.T) {
 // 1): EPERM, and V's write_index is still its sentinel. (Served for root,
 // the same call registers V's event and writes into V.)
 func TestHostileWrongNamespace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: pid namespaces, mounting FUSE, another user's process")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
-	// The system's python3 (ctypes), which the other users may run.
-	py := "/usr/bin/python3"
-	if _, err := os.Stat(py); err != nil {
-		t.Skip("no /usr/bin/python3 for testdata/wrongns.py")
-	}
-	src, err := os.ReadFile(filepath.Join("testdata", "wrongns.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A directory the victim's user can read (t.TempDir's parent is 0700).
-	tmp, err := os.MkdirTemp("", "uetrace-wrongns")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(tmp) })
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(tmp, "wrongns.py")
-	if err := os.WriteFile(script, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	py, script := wrongNamespaceScript(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -110,7 +85,121 @@ func TestHostileWrongNamespace(t *testing.T) {
 		t.Skipf("the victim's pid %d is one the namespace's own processes may hold", vpid)
 	}
 
-	dir := filepath.Join(tmp, "tracing")
+	s := subsys.New(subsys.Options{NumCPU: 2})
+	out := serveFromChildNamespace(t, ctx, s, fusefs.Options{
+		// PIDs left nil: this process's namespace, not the mounter's.
+		For: &caps.User{UID: 65534, GID: 65534},
+	}, py, script, "mounter", strconv.Itoa(vpid))
+	if !strings.Contains(out, "ioctl=-1 errno=EPERM") {
+		t.Errorf("DIAG_IOCSREG at pid %d of another namespace, taken as this one's, was not refused: %s", vpid, out)
+	}
+	mem, err := os.Open("/proc/" + strconv.Itoa(vpid) + "/mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	var wi [4]byte
+	if _, err := mem.ReadAt(wi[:], 0x5a5a00000000+24); err != nil {
+		t.Fatal(err)
+	}
+	if got := binary.NativeEndian.Uint32(wi[:]); got != 0xdeadbeef {
+		t.Errorf("the victim's write_index was written: %#x, want the sentinel 0xdeadbeef", got)
+	}
+}
+
+// A caller found wrongly lends nothing of the process it was taken for:
+// not its privilege, not its uid's account. The mounter (pid 1 of its own
+// pid namespace, handed over from outside as above, then uid 65534 with no
+// capabilities) is taken for this namespace's pid 1, a root process with
+// CAP_PERFMON. Before, its write of "!u:root_persist u32 x" to dynamic_events
+// deleted root's persistent event with that process's privilege (where
+// Linux, and the socket, answer EPERM to a caller without CAP_PERFMON), and
+// its open files counted in uid 0's account, which no limit holds. Now a
+// caller the tree's user could not ptrace has no privilege and counts in the
+// tree's user's account.
+func TestHostileWrongNamespaceLendsNothing(t *testing.T) {
+	py, script := wrongNamespaceScript(t)
+	if caps.PerfmonCapable(1) == false {
+		t.Skip("this namespace's pid 1 is not perfmon-capable: it lends nothing to take")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := subsys.New(subsys.Options{NumCPU: 2})
+	if err := s.FS().WriteFile(subsys.FileDynamicEvents, []byte("u:root_persist u32 x\n"), os.O_APPEND, subsys.Cred{PerfmonCapable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FS().Stat("events/user_events/root_persist"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	charged := map[uint32]int{}
+	out := serveFromChildNamespace(t, ctx, s, fusefs.Options{
+		For: &caps.User{UID: 65534, GID: 65534},
+		Charge: func(uid uint32, cred subsys.Cred, files, regs int, force bool) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if files > 0 {
+				charged[uid] += files
+			}
+			return nil
+		},
+	}, py, script, "unprivileged")
+	if !strings.Contains(out, "delete=EPERM") {
+		t.Errorf("a caller without CAP_PERFMON, taken for pid 1, deleting root's persistent event: %s; want EPERM", out)
+	}
+	if _, err := s.FS().Stat("events/user_events/root_persist"); err != nil {
+		t.Errorf("root's persistent event is gone: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if charged[0] != 0 || charged[65534] == 0 {
+		t.Errorf("the caller's open files were charged to %v; want uid 65534's account (the tree's user), not uid 0's", charged)
+	}
+}
+
+// wrongNamespaceScript is testdata/wrongns.py in a directory every user may
+// read, and the system's python3 (ctypes), which other users may run.
+func wrongNamespaceScript(t *testing.T) (py, script string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: pid namespaces, mounting FUSE, another user's process")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	py = "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("no /usr/bin/python3 for testdata/wrongns.py")
+	}
+	src, err := os.ReadFile(filepath.Join("testdata", "wrongns.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A directory the victim's user can read (t.TempDir's parent is 0700).
+	tmp, err := os.MkdirTemp("", "uetrace-wrongns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script = filepath.Join(tmp, "wrongns.py")
+	if err := os.WriteFile(script, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return py, script
+}
+
+// serveFromChildNamespace runs wrongns.py's mode with args as pid 1 of a new
+// pid and mount namespace, which mounts FUSE on a directory beside the script
+// and hands the device over; serves s's tree on it with o from this process
+// (as the daemon serves a device a client handed over from another
+// namespace than the mount's), tells the mounter to go, and returns what it
+// printed once it has exited.
+func serveFromChildNamespace(t *testing.T, ctx context.Context, s *subsys.Subsystem, o fusefs.Options, py, script, mode string, args ...string) string {
+	t.Helper()
+	dir := filepath.Join(filepath.Dir(script), "tracing")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +209,7 @@ func TestHostileWrongNamespace(t *testing.T) {
 	}
 	ours, theirs := os.NewFile(uintptr(pair[0]), "ours"), os.NewFile(uintptr(pair[1]), "theirs")
 	defer ours.Close()
-	mounter := exec.CommandContext(ctx, py, script, "mounter", dir, strconv.Itoa(vpid))
+	mounter := exec.CommandContext(ctx, py, append([]string{script, mode, dir}, args...)...)
 	mounter.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
 	mounter.ExtraFiles = []*os.File{theirs}
 	var out lockedBuffer
@@ -141,11 +230,7 @@ func TestHostileWrongNamespace(t *testing.T) {
 		mounter.Wait()
 		t.Fatalf("the mounter handed no device over: %v\n%s", err, out.String())
 	}
-	s := subsys.New(subsys.Options{NumCPU: 2})
-	tree, err := fusefs.Serve(os.NewFile(uintptr(fds[0]), "/dev/fuse"), s, fusefs.Options{
-		// PIDs left nil: this process's namespace, not the mounter's.
-		For: &caps.User{UID: 65534, GID: 65534},
-	})
+	tree, err := fusefs.Serve(os.NewFile(uintptr(fds[0]), "/dev/fuse"), s, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,19 +241,43 @@ func TestHostileWrongNamespace(t *testing.T) {
 	if err := mounter.Wait(); err != nil {
 		t.Fatalf("the mounter: %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "ioctl=-1 errno=EPERM") {
-		t.Errorf("DIAG_IOCSREG at pid %d of another namespace, taken as this one's, was not refused: %s", vpid, out.String())
-	}
-	mem, err := os.Open("/proc/" + strconv.Itoa(vpid) + "/mem")
+	return out.String()
+}
+
+// A descriptor handed over that is not a FUSE device — a pipe whose other
+// end the client keeps, a socket — is refused (EINVAL) and not kept: served,
+// it was read for requests that never came, held with its goroutine until
+// the daemon stopped, one more for each ServeFUSE of a tracer. A FUSE device
+// never mounted ends its tree at once (the kernel's read says EPERM).
+func TestServeRefusesOtherDescriptors(t *testing.T) {
+	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mem.Close()
-	var wi [4]byte
-	if _, err := mem.ReadAt(wi[:], 0x5a5a00000000+24); err != nil {
-		t.Fatal(err)
+	defer w.Close()
+	defer r.Close()
+	s := subsys.New(subsys.Options{NumCPU: 2})
+	if tree, err := fusefs.Serve(r, s, fusefs.Options{For: &caps.User{UID: 65534, GID: 65534}}); !errors.Is(err, unix.EINVAL) {
+		if err == nil {
+			tree.Close()
+		}
+		t.Errorf("Serve of a pipe: %v, want EINVAL", err)
 	}
-	if got := binary.NativeEndian.Uint32(wi[:]); got != 0xdeadbeef {
-		t.Errorf("the victim's write_index was written: %#x, want the sentinel 0xdeadbeef", got)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: /dev/fuse")
+	}
+	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	tree, err := fusefs.Serve(dev, s, fusefs.Options{For: &caps.User{UID: 65534, GID: 65534}})
+	if err != nil {
+		t.Fatalf("Serve of an unmounted /dev/fuse: %v", err)
+	}
+	defer tree.Close()
+	select {
+	case <-tree.Done():
+	case <-time.After(time.Minute):
+		t.Error("the tree on a FUSE device never mounted is still served after a minute")
 	}
 }

@@ -28,6 +28,7 @@ func newTopCmd(g *globals) *cobra.Command {
 		by         string
 		pids       []int
 		comms      []string
+		perf       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "top [-e EVENT [--filter EXPR]]... [-d DELAY] [--by event|pid]",
@@ -39,6 +40,13 @@ event, or with --by pid (the p key) of each process, busiest first, under a
 line with the totals. Nothing is written to disk. --filter EXPR after an -e
 counts only that -e's records that pass the kernel's event filter, as for
 "uetrace record".
+
+On a kernel with user_events, top counts in the kernel when it may load a BPF
+program (root, or CAP_BPF and CAP_PERFMON): a program counts each record
+where it is written, per event and process, and top reads only the counts —
+no record is copied out. --filter, --pid and --comm, which need the records,
+and --perf use perf's rings instead, as does a kernel where BPF cannot be
+loaded (top then says why).
 
 On a terminal the view refreshes in place; q or Ctrl-C ends it and restores
 the terminal. When stdout is not a terminal top prints a block of plain lines
@@ -53,7 +61,8 @@ and a blank line. It runs until SIGINT or SIGTERM, --duration or -n blocks.
 Lost records: the kernel counts them per event (PERF_FORMAT_LOST, read every
 half second); a daemon session counts them for all its events together, so
 per event they show as "-" and the total is in the header. Neither says
-which process's records were lost.`,
+which process's records were lost. Counting by BPF loses none; records its
+map had no room for are counted as lost in the header.`,
 		Example: `  uetrace top
   uetrace top -e 'myapp_*' -d 500ms --by pid
   uetrace top -n 3 | grep ^event`,
@@ -70,7 +79,7 @@ which process's records were lost.`,
 			}
 			return runTop(cmd, g, topArgs{
 				events: ef.events, filters: ef.filters, delay: delay, duration: duration, iterations: iterations,
-				byPID: by == "pid", pids: pids, comms: comms,
+				byPID: by == "pid", pids: pids, comms: comms, perf: perf,
 			})
 		},
 	}
@@ -83,10 +92,12 @@ which process's records were lost.`,
 	f.StringVar(&by, "by", "event", "rows per event or per pid (the p key toggles)")
 	f.IntSliceVar(&pids, "pid", nil, "count only these processes (comma-separated or repeated)")
 	f.StringArrayVar(&comms, "comm", nil, "count only tasks with this name (repeatable)")
+	f.BoolVar(&perf, "perf", false, "on the kernel, count through perf's rings even where a BPF program could count in the kernel")
 	return cmd
 }
 
 type topArgs struct {
+	perf       bool // perf's rings even where BPF could count
 	events     []string
 	filters    []string
 	delay      time.Duration
@@ -99,7 +110,7 @@ type topArgs struct {
 
 func runTop(cmd *cobra.Command, g *globals, a topArgs) error {
 	var notes topNotes
-	rec, closeBackend, err := openRecorder(g, nil, record.Options{
+	rec, closeBackend, why, err := openTopSource(g, a, record.Options{
 		Events:    a.events,
 		Filters:   a.filters,
 		PIDs:      a.pids,
@@ -111,6 +122,9 @@ func runTop(cmd *cobra.Command, g *globals, a topArgs) error {
 		return err
 	}
 	defer closeBackend()
+	if why != "" {
+		notes.add(why)
+	}
 
 	ctx, stop := interruptible(cmd)
 	defer stop()

@@ -11,6 +11,10 @@
 #       for "go", then forks until a child gets pid VPID of this namespace;
 #       that child maps a zeroed page at VICTIM_ADDR and calls DIAG_IOCSREG
 #       with it, and says "ioctl=R errno=E".
+#   wrongns.py unprivileged DIR
+#       as mounter, then, still pid 1, becomes uid and gid 65534 without
+#       capabilities, writes "!u:root_persist u32 x" to DIR/dynamic_events, and
+#       says "delete=0" or "delete=E".
 import ctypes
 import errno
 import os
@@ -54,7 +58,8 @@ def victim():
     sys.stdin.read()
 
 
-def mounter(d, vpid):
+def mount(d):
+    """Mounts FUSE on d, hands the device over and waits for "go"."""
     check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making mounts private")
     check(libc.mount(b"proc", b"/proc", b"proc", 0, None), "mounting /proc")
     fd = os.open("/dev/fuse", os.O_RDWR)
@@ -64,6 +69,23 @@ def mounter(d, vpid):
     socket.send_fds(sock, [b"fd"], [fd])
     if sock.recv(8) != b"go":
         sys.exit(1)
+
+
+def unprivileged(d):
+    mount(d)
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+    try:
+        with open(d + "/dynamic_events", "a") as f:
+            f.write("!u:root_persist u32 x\n")
+        print("delete=0", flush=True)
+    except OSError as e:
+        print("delete=%s" % errno.errorcode.get(e.errno, "?"), flush=True)
+
+
+def mounter(d, vpid):
+    mount(d)
     for _ in range(50):
         with open("/proc/sys/kernel/ns_last_pid", "w") as f:
             f.write(str(vpid - 1))
@@ -85,5 +107,7 @@ def mounter(d, vpid):
 
 if sys.argv[1] == "victim":
     victim()
+elif sys.argv[1] == "unprivileged":
+    unprivileged(sys.argv[2])
 else:
     mounter(sys.argv[2], int(sys.argv[3]))

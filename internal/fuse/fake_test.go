@@ -290,7 +290,7 @@ func TestFakeReaddir(t *testing.T) {
 			out = out[(24+nl+7)&^7:]
 		}
 	}
-	if len(names) != 9 || names[0] != "." || names[1] != ".." {
+	if len(names) != 10 || names[0] != "." || names[1] != ".." {
 		t.Errorf("READDIR in 80-byte pieces: %q", names)
 	}
 }
@@ -322,4 +322,20 @@ func FuzzServe(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFakeInterruptKeepsAnswer: a request that INTERRUPT reached (the
+// caller got a signal — the Go runtime's preemption signal, say) but whose
+// method returned its own error, not because of the interrupt, keeps that
+// error: it was EINTR, and a FUSE user_events write failing ENOENT on a
+// busy machine answered EINTR, where Linux's never does.
+func TestFakeInterruptKeepsAnswer(t *testing.T) {
+	k, _ := newFakeKernel(t, 45)
+	node, fh := k.lookupOpen(t, 10, "slowfail")
+	k.send(t, req(opWrite, 20, node, append(fields(fh, uint64(0), uint32(1), uint32(0), uint64(0), uint32(0), uint32(0)), "x"...)))
+	k.fs.waitEvent(t, "slowfail-write")
+	k.send(t, req(opInterrupt, 21, 0, fields(uint64(20))))
+	if u, e, _ := k.recv(t); u != 20 || e != unix.ENOENT {
+		t.Errorf("the interrupted WRITE that failed on its own answered %d %v, want ENOENT", u, e)
+	}
 }

@@ -57,12 +57,14 @@ type testFile struct {
 	mode uint32
 	data []byte
 
-	pipe  bool
-	ch    chan struct{} // closed when the pipe gets data
-	ioctl bool
-	poll  bool
-	ready bool
-	wake  func()
+	pipe bool
+	ch   chan struct{} // closed when the pipe gets data
+	// slowFail: a write waits for an INTERRUPT, then fails ENOENT anyway.
+	slowFail bool
+	ioctl    bool
+	poll     bool
+	ready    bool
+	wake     func()
 }
 
 func newTestFS() *testFS {
@@ -78,6 +80,7 @@ func newTestFS() *testFS {
 			"big":       {mode: unix.S_IFREG | 0o444, data: big},
 			"rw":        {mode: unix.S_IFREG | 0o666, data: []byte("initial\n")},
 			"pipe":      {mode: unix.S_IFREG | 0o666, pipe: true, ch: make(chan struct{})},
+			"slowfail":  {mode: unix.S_IFREG | 0o666, slowFail: true},
 			"dev":       {mode: unix.S_IFREG | 0o666, ioctl: true},
 			"pollme":    {mode: unix.S_IFREG | 0o666, poll: true},
 			"sub":       {mode: unix.S_IFDIR | 0o755},
@@ -194,6 +197,11 @@ func (h *testHandle) Read(ctx context.Context, r *Request, dst []byte, off int64
 }
 
 func (h *testHandle) Write(ctx context.Context, r *Request, data []byte, off int64) (int, error) {
+	if h.f.slowFail {
+		h.fs.event("slowfail-write")
+		<-ctx.Done()
+		return 0, unix.ENOENT
+	}
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
 	h.fs.maxWrite = max(h.fs.maxWrite, len(data))
@@ -405,7 +413,7 @@ func (s *started) line(t *testing.T) string {
 func TestStatAndReadDir(t *testing.T) {
 	fs := newTestFS()
 	_, dir := mountTest(t, fs)
-	for _, name := range []string{"hello", "big", "sub", "sub/inner", "pipe"} {
+	for _, name := range []string{"hello", "big", "sub", "sub/inner", "pipe", "slowfail"} {
 		f := fs.files[name]
 		got := strings.TrimSpace(mustRun(t, "stat", "-c", "%f %s %Y", filepath.Join(dir, name)))
 		want := fmt.Sprintf("%x %d 1700000000", f.mode, len(f.data))
@@ -421,7 +429,7 @@ func TestStatAndReadDir(t *testing.T) {
 		t.Error("stat of a missing file succeeded")
 	}
 	names := strings.Fields(mustRun(t, "ls", "-a", dir))
-	want := []string{".", "..", "big", "dev", "hello", "pipe", "pollme", "rw", "sub"}
+	want := []string{".", "..", "big", "dev", "hello", "pipe", "pollme", "rw", "slowfail", "sub"}
 	if !slices.Equal(names, want) {
 		t.Errorf("ls -a: %q, want %q", names, want)
 	}

@@ -9,7 +9,6 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,8 +37,7 @@ type node struct {
 
 // inflight is a request being handled, for INTERRUPT to find.
 type inflight struct {
-	cancel      context.CancelFunc
-	interrupted atomic.Bool
+	cancel context.CancelFunc
 }
 
 type fileHandle struct{ h Handle }
@@ -219,10 +217,12 @@ func (c *Conn) dispatch(b []byte, owner *[]byte, pool *sync.Pool) (end bool, err
 	c.handlers.Add(1)
 	go func() {
 		defer c.handlers.Done()
+		// An INTERRUPT (a signal to the caller's thread: the Go
+		// runtime's preemption SIGURG, for one) cancels ctx; a method
+		// that returned because of it answers EINTR (errnoOf), one that
+		// finished anyway keeps its own answer — a user_events write that
+		// fails with ENOENT fails so in Linux whatever signal arrives.
 		r := c.handle(ctx, &m)
-		if r.errno != 0 && inf.interrupted.Load() {
-			r.errno = unix.EINTR
-		}
 		err := c.reply(m.unique, r.errno, r.body...)
 		if r.after != nil {
 			r.after(err == nil)
@@ -272,7 +272,6 @@ func (c *Conn) interrupt(m *message) {
 	seen := m.target <= c.maxUnique
 	c.mu.Unlock()
 	if inf != nil {
-		inf.interrupted.Store(true)
 		inf.cancel()
 		return
 	}

@@ -302,21 +302,35 @@ func Run(ctx context.Context, opts Options, cmd ...string) (*Result, error) {
 		// icount needs TCG's single thread for all CPUs.
 		accel = []string{"-accel", "tcg,thread=single", "-icount", "shift=0,sleep=off"}
 	}
-	q := exec.CommandContext(ctx, qemu, append(accel, "-cpu", "max",
-		"-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
-		"-nographic", "-no-reboot", "-monitor", "none", "-display", "none",
-		"-serial", "stdio", "-serial", "file:"+outPath,
-		"-kernel", kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 quiet loglevel=0 panic=-1 tsc=reliable")...)
-	var console bytes.Buffer
-	var w io.Writer = &console
-	if opts.Console != nil {
-		w = io.MultiWriter(&console, opts.Console)
+	var (
+		console bytes.Buffer
+		runErr  error
+		start   = time.Now()
+	)
+	// A guest that dies before its init says it begins the command — a
+	// boot that failed (an early panic, which quiet and panic=-1 make a
+	// silent exit): seen now and then on a loaded machine. The command has
+	// not run, so booting again changes nothing of what it tests.
+	for boot := 1; ; boot++ {
+		console.Reset()
+		os.Remove(outPath)
+		q := exec.CommandContext(ctx, qemu, append(accel, "-cpu", "max",
+			"-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
+			"-nographic", "-no-reboot", "-monitor", "none", "-display", "none",
+			"-serial", "stdio", "-serial", "file:"+outPath,
+			"-kernel", kernel, "-initrd", initrd,
+			"-append", "console=ttyS0 quiet loglevel=0 panic=-1 tsc=reliable")...)
+		var w io.Writer = &console
+		if opts.Console != nil {
+			w = io.MultiWriter(&console, opts.Console)
+		}
+		q.Stdout, q.Stderr = w, w
+		q.WaitDelay = 5 * time.Second
+		runErr = q.Run()
+		if boot == 3 || ctx.Err() != nil || bytes.Contains(console.Bytes(), []byte(beginMarker)) {
+			break
+		}
 	}
-	q.Stdout, q.Stderr = w, w
-	q.WaitDelay = 5 * time.Second
-	start := time.Now()
-	runErr := q.Run()
 	elapsed := time.Since(start)
 
 	out, _ := os.ReadFile(outPath)
@@ -327,6 +341,10 @@ func Run(ctx context.Context, opts Options, cmd ...string) (*Result, error) {
 			return &Result{Output: out, ExitCode: -1, Elapsed: elapsed},
 				fmt.Errorf("vmtest: guest stopped after %v (the run's timeout is %v; the caller's context: %v); console:\n%s",
 					elapsed.Round(time.Second), timeout, context.Cause(ctx), tail)
+		}
+		if !bytes.Contains(console.Bytes(), []byte(beginMarker)) {
+			return &Result{Output: out, ExitCode: -1, Elapsed: elapsed},
+				fmt.Errorf("vmtest: the guest did not start the command in 3 boots (qemu: %v); console:\n%s", runErr, tail)
 		}
 		return &Result{Output: out, ExitCode: -1, Elapsed: elapsed},
 			fmt.Errorf("vmtest: the guest reported no exit status (qemu: %v); console:\n%s", runErr, tail)
