@@ -35,6 +35,9 @@ var layers = [][]string{
 	// What programs import, recording and decoding, and shipping events to
 	// OpenTelemetry.
 	{"userevents", "record", "report", "export"},
+	// The live source of export and the Collector's receiver: the kernel
+	// or the daemon, through record, as export's samples.
+	{"export/live"},
 	// EventHeader providers, registering their tracepoints through userevents.
 	{"eventheader/ehprovider"},
 	// What programs log through, on EventHeader providers: a log/slog
