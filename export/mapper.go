@@ -2,6 +2,7 @@ package export
 
 import (
 	"os"
+	"strings"
 
 	"github.com/uetrace/uetrace/internal/otlp"
 )
@@ -95,6 +96,10 @@ func (b *batch) add(sig otlp.Signal, rec, metrics []byte, s *Sample, cs csResour
 		key := resourceKey{s.PID, cs}
 		i, ok := b.byRes[sig][key]
 		if !ok {
+			// cs views the sample's record, which does not outlive Add:
+			// what the batch keeps is copied.
+			cs = csResource{role: strings.Clone(cs.role), instance: strings.Clone(cs.instance)}
+			key.cs = cs
 			i = len(b.res[sig])
 			b.byRes[sig][key] = i
 			if i < cap(b.res[sig]) {
