@@ -51,7 +51,6 @@ type eventsReceiver struct {
 	lost    uint64 // records lost that were logged
 	mu      sync.Mutex
 	mapper  *export.Mapper
-	runErr  error
 	flushMu sync.Mutex // one flush consumes at a time, in order
 }
 
@@ -85,9 +84,7 @@ func (r *eventsReceiver) Start(_ context.Context, _ component.Host) error {
 	if err != nil {
 		return fmt.Errorf("userevents receiver: %w", err)
 	}
-	r.obs, err = receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
-		ReceiverID: r.set.ID, Transport: r.src.Name(), LongLivedCtx: true, ReceiverCreateSettings: r.set})
-	if err != nil {
+	if r.obs, err = newObs(r); err != nil {
 		return err
 	}
 	log.Info("taking user_events", zap.String("source", r.src.Name()), zap.Strings("events", r.cfg.Events))
@@ -103,6 +100,17 @@ func (r *eventsReceiver) Start(_ context.Context, _ component.Host) error {
 	}()
 	go r.flushEvery(ctx)
 	return nil
+}
+
+// newObs makes the receiver's ObsReport: its transport is the source's
+// name.
+func newObs(r *eventsReceiver) (*receiverhelper.ObsReport, error) {
+	transport := "user_events"
+	if r.src != nil {
+		transport = r.src.Name()
+	}
+	return receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID: r.set.ID, Transport: transport, LongLivedCtx: true, ReceiverCreateSettings: r.set})
 }
 
 // add maps a sample; a full batch goes to the pipelines at once. It runs
