@@ -66,3 +66,24 @@ func TestMapper(t *testing.T) {
 		t.Errorf("the request after Reset differs from the first")
 	}
 }
+
+// BenchmarkMapper: mapping the test file's samples (plain and EventHeader
+// events) in batches of 512, the memory of each batch reused.
+func BenchmarkMapper(b *testing.B) {
+	_, wants := testFile(b, 512)
+	m, err := export.NewMapper(export.MapperOptions{HostName: "h"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf []byte
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Add(&wants[i].sample, 1)
+		if i++; i == len(wants) {
+			buf = m.AppendRequest(buf[:0], otlp.Logs)
+			m.Reset()
+			i = 0
+		}
+	}
+}
