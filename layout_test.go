@@ -32,6 +32,8 @@ var layers = [][]string{
 	// The daemon: the subsystem served on a socket; and its tree served
 	// through FUSE.
 	{"daemon", "fusefs"},
+	// A daemon served in a test's process, for the tests above it.
+	{"daemon/daemontest"},
 	// What programs import, recording and decoding, and shipping events to
 	// OpenTelemetry.
 	{"userevents", "record", "report", "export"},

@@ -3,7 +3,6 @@ package live_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -12,31 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/daemon/daemontest"
 	"github.com/uetrace/uetrace/export"
 	"github.com/uetrace/uetrace/export/live"
 	"github.com/uetrace/uetrace/record"
-	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
-
-func startDaemon(t *testing.T) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "uetrace.sock")
-	ln, err := daemon.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := daemon.New(daemon.Config{Logger: slog.New(slog.DiscardHandler), Subsystem: subsys.New(subsys.Options{NumCPU: 1})})
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return sock
-}
 
 // TestOpenErrors: a source that cannot be is an error saying why, with
 // its errno.
@@ -56,7 +36,7 @@ func TestOpenErrors(t *testing.T) {
 // TestDaemonSamples: a daemon's events come as export.Samples with the
 // event's format, the writer's pid and a wall-clock time.
 func TestDaemonSamples(t *testing.T) {
-	sock := startDaemon(t)
+	sock := daemontest.Start(t, daemon.Config{})
 	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
 	if err != nil {
 		t.Fatal(err)

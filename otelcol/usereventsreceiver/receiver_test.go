@@ -3,8 +3,6 @@ package usereventsreceiver
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,30 +22,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/daemon/daemontest"
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
-	"github.com/uetrace/uetrace/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
-
-func startDaemon(t *testing.T) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "uetrace.sock")
-	ln, err := daemon.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := daemon.New(daemon.Config{Logger: slog.New(slog.DiscardHandler), Subsystem: subsys.New(subsys.Options{NumCPU: 1})})
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return sock
-}
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -90,7 +69,7 @@ func TestConfigValidate(t *testing.T) {
 // three pipelines as the SDK had them, from one source; events that
 // register after the receiver started are taken too.
 func TestReceiver(t *testing.T) {
-	sock := startDaemon(t)
+	sock := daemontest.Start(t, daemon.Config{})
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.Source, cfg.Socket, cfg.BatchDelay = "daemon", sock, 10*time.Millisecond
