@@ -44,7 +44,7 @@ type eventsReceiver struct {
 	life    sync.Mutex // Start and Shutdown
 	starts  int
 	cancel  context.CancelFunc
-	done    chan struct{}
+	done    chan struct{} // closed when the source and the flusher stopped
 	src     *live.Source
 	obs     *receiverhelper.ObsReport
 	ticker  *time.Ticker
@@ -91,14 +91,15 @@ func (r *eventsReceiver) Start(_ context.Context, _ component.Host) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel, r.done = cancel, make(chan struct{})
 	r.ticker = time.NewTicker(r.cfg.BatchDelay)
-	go func() {
-		defer close(r.done)
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		err := r.src.Run(ctx)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("the user_events source stopped", zap.Error(err))
 		}
-	}()
-	go r.flushEvery(ctx)
+	})
+	wg.Go(func() { r.flushEvery(ctx) })
+	go func() { wg.Wait(); close(r.done) }()
 	return nil
 }
 
