@@ -62,7 +62,7 @@ func TestRefusedCounted(t *testing.T) {
 	r.consumeMetrics(context.Background(), req, [][]byte{req}) // no metrics pipeline
 
 	for name, want := range map[string]int64{
-		"otelcol_receiver_refused_log_records":  3,
+		"otelcol_receiver_refused_log_records":   3,
 		"otelcol_receiver_refused_metric_points": 2,
 	} {
 		got, err := tel.GetMetric(name)
