@@ -32,11 +32,10 @@ var layers = [][]string{
 	// The daemon: the subsystem served on a socket; and its tree served
 	// through FUSE.
 	{"daemon", "fusefs"},
-	// A daemon served in a test's process, for the tests above it.
-	{"daemon/daemontest"},
 	// What programs import, recording and decoding, and shipping events to
-	// OpenTelemetry.
-	{"userevents", "record", "report", "export"},
+	// OpenTelemetry; and a daemon served in a test's process, for the tests
+	// of packages that talk to one.
+	{"userevents", "record", "report", "export", "daemon/daemontest"},
 	// The live source of export and the Collector's receiver: the kernel
 	// or the daemon, through record, as export's samples.
 	{"export/live"},
