@@ -38,8 +38,7 @@ import (
 // events into a pipeline of each signal, all to the file exporter.
 const receiverConfig = `receivers:
   userevents:
-    source: daemon
-    socket: %s
+    %s
     events: [%s]
     batch_delay: 20ms
 exporters:
@@ -65,11 +64,12 @@ service:
 `
 
 // startReceiverCollector runs the Collector with the userevents receiver
-// on the daemon at sock; stop ends it as its operator would.
-func startReceiverCollector(t *testing.T, bin, sock, events, out string) (stop func(), log *syncBuffer, exited <-chan struct{}) {
+// on source (its config: "source: kernel", or the daemon and its socket);
+// stop ends it as its operator would.
+func startReceiverCollector(t *testing.T, bin, source, events, out string) (stop func(), log *syncBuffer, exited <-chan struct{}) {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, receiverConfig, sock, events, out), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, receiverConfig, source, events, out), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	log = &syncBuffer{}
@@ -295,20 +295,34 @@ func (e *teeMetrics) Export(ctx context.Context, rm *metricdata.ResourceMetrics)
 
 // TestReceiverCollector: the Collector's userevents receiver, built into
 // a Collector, takes the logs, spans and metrics OpenTelemetry's Go SDK
-// writes through ehotel to a uetrace daemon (uetrace serve) and gives its
-// pipelines what the SDK had, field by field: a log's time, severity,
-// text, event name, body, trace and span ids, attributes and service; a
-// span's ids, parent, name, kind, times, status, links, attributes and
-// service; a counter's points as the metrics exporter wrote them. What
-// differs, and is checked apart: each record and span also has the
-// tracepoint, thread, CPU and provider as attributes.
+// writes through ehotel — to a uetrace daemon (uetrace serve), or to the
+// kernel (in the VM: kernel/suites runs this) — and gives its pipelines
+// what the SDK had, field by field: a log's time, severity, text, event
+// name, body, trace and span ids, attributes and service; a span's ids,
+// parent, name, kind, times, status, links, attributes and service; a
+// counter's points as the metrics exporter wrote them. What differs, and
+// is checked apart: each record and span also has the tracepoint, thread,
+// CPU and provider as attributes.
 func TestReceiverCollector(t *testing.T) {
-	otelcolBin, uetraceBin := binaries(t)
-	sock, _ := startDaemon(t, uetraceBin)
-	out := filepath.Join(t.TempDir(), "out.json")
-	stop, collectorLog, exited := startReceiverCollector(t, otelcolBin, sock, `"RecvCol_*", "otlp_metrics"`, out)
+	t.Run("daemon", func(t *testing.T) {
+		otelcolBin, uetraceBin := binaries(t)
+		sock, _ := startDaemon(t, uetraceBin)
+		testReceiverCollector(t, otelcolBin, "source: daemon\n    socket: "+sock, userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	})
+	t.Run("kernel", func(t *testing.T) {
+		if _, err := os.Stat("/sys/kernel/tracing/user_events_data"); err != nil {
+			t.Skipf("no kernel user_events here (%v): kernel/suites runs this test in a VM with them", err)
+		}
+		otelcolBin, _ := binaries(t)
+		testReceiverCollector(t, otelcolBin, "source: kernel", userevents.Options{Backend: userevents.Kernel})
+	})
+}
 
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+func testReceiverCollector(t *testing.T, otelcolBin, source string, writer userevents.Options) {
+	out := filepath.Join(t.TempDir(), "out.json")
+	stop, collectorLog, exited := startReceiverCollector(t, otelcolBin, source, `"RecvCol_*", "otlp_metrics"`, out)
+
+	f, err := userevents.Open(writer)
 	if err != nil {
 		t.Fatal(err)
 	}
