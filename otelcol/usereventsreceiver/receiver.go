@@ -68,6 +68,15 @@ func (r *eventsReceiver) Start(_ context.Context, _ component.Host) error {
 	if r.starts > 1 {
 		return nil
 	}
+	err := r.start()
+	if err != nil {
+		r.starts = 0 // a later Start tries again
+	}
+	return err
+}
+
+// start opens the source and starts taking its events.
+func (r *eventsReceiver) start() error {
 	b, err := r.cfg.backend()
 	if err != nil {
 		return err
@@ -85,6 +94,9 @@ func (r *eventsReceiver) Start(_ context.Context, _ component.Host) error {
 		return fmt.Errorf("userevents receiver: %w", err)
 	}
 	if r.obs, err = newObs(r); err != nil {
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		r.src.Run(cancelled) // closes it
 		return err
 	}
 	log.Info("taking user_events", zap.String("source", r.src.Name()), zap.Strings("events", r.cfg.Events))

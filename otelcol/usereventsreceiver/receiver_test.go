@@ -3,6 +3,8 @@ package usereventsreceiver
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +205,32 @@ func TestBadMetricsRequest(t *testing.T) {
 	v, _ := logs.AllLogs()[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0).Attributes().Get("linux.raw")
 	if string(v.Bytes().AsRaw()) != string(bad) {
 		t.Errorf("linux.raw = %x, want %x", v.Bytes().AsRaw(), bad)
+	}
+}
+
+// TestStartNoSource: a source that is not there fails Start with an error
+// that says so; Shutdown after it is fine, and a Start once the daemon is
+// there works.
+func TestStartNoSource(t *testing.T) {
+	f := NewFactory()
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Source, cfg.Socket = "daemon", filepath.Join(t.TempDir(), "none.sock")
+	r, err := f.CreateLogs(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, new(consumertest.LogsSink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Start(context.Background(), componenttest.NewNopHost())
+	if err == nil || !strings.Contains(err.Error(), "no daemon") {
+		t.Fatalf("Start without a daemon: %v, want an error saying there is no daemon", err)
+	}
+	cfg.Socket = daemontest.Start(t, daemon.Config{})
+	if err := r.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatalf("Start once the daemon is there: %v", err)
+	}
+	if r.(*eventsReceiver).cancel == nil {
+		t.Error("the second Start did not start the source")
+	}
+	if err := r.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
