@@ -1,8 +1,9 @@
 // Package export sends trace event samples to an OpenTelemetry Collector
 // as OTLP logs, over gRPC or OTLP/HTTP (package internal/otlp): what
 // `uetrace export` does with the events it takes live from the kernel or a
-// daemon (through package record's Sink) or reads from a perf.data file
-// (File).
+// daemon (package export/live) or reads from a perf.data file (File). The
+// mapping of samples to OTLP is a Mapper's, which the Collector's
+// userevents receiver (module otelcol/usereventsreceiver) shares.
 //
 // Each sample is a log record: its event's name ("system:name", or
 // "Provider:Event" for EventHeader) as the record's event_name, the
