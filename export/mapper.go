@@ -70,8 +70,9 @@ func (m *Mapper) AppendRequest(buf []byte, sig otlp.Signal) []byte {
 
 // MetricsRequests calls f with each otlp_metrics record's request, as
 // written, in the order they were added: what AppendRequest(Metrics)
-// joins. A reader that cannot parse the joined request finds the bad
-// one(s) with it.
+// joins. They are what programs wrote: a reader that does not trust them
+// parses each alone (joined, one that ends short takes the next one's
+// bytes as its own).
 func (m *Mapper) MetricsRequests(f func(req []byte)) {
 	start := 0
 	for _, end := range m.batch.metricEnds {

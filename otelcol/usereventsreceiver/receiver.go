@@ -185,7 +185,13 @@ func (r *eventsReceiver) flush(ctx context.Context) {
 		}
 	}
 	if counts[otlp.Metrics] > 0 {
-		r.mapper.MetricsRequests(func(req []byte) { metricReqs = append(metricReqs, req) })
+		// Each record's request, in the copy AppendRequest made: the
+		// mapper's memory is the next batch's once mu is let go.
+		joined, off := reqs[otlp.Metrics], 0
+		r.mapper.MetricsRequests(func(req []byte) {
+			metricReqs = append(metricReqs, joined[off:off+len(req):off+len(req)])
+			off += len(req)
+		})
 	}
 	r.mapper.Reset()
 	r.mu.Unlock()
@@ -196,7 +202,7 @@ func (r *eventsReceiver) flush(ctx context.Context) {
 		r.consumeTraces(ctx, reqs[otlp.Traces], counts[otlp.Traces])
 	}
 	if counts[otlp.Metrics] > 0 {
-		r.consumeMetrics(ctx, reqs[otlp.Metrics], metricReqs)
+		r.consumeMetrics(ctx, metricReqs)
 	}
 }
 
@@ -247,36 +253,34 @@ func (r *eventsReceiver) consumeTraces(ctx context.Context, req []byte, n int) {
 	}
 }
 
-// consumeMetrics gives the otlp_metrics records' requests, joined, to the
-// metrics pipeline. The requests are what programs wrote: when the joined
-// one does not parse, each is tried alone, and each that does not parse
-// is kept as a log record with its bytes (linux.raw) and the error.
-func (r *eventsReceiver) consumeMetrics(ctx context.Context, joined []byte, each [][]byte) {
+// consumeMetrics gives the otlp_metrics records' requests to the metrics
+// pipeline, as one. The requests are what programs wrote: each is parsed
+// alone — joined, one that ends short would take the next one's bytes as
+// its own — and each that does not parse is kept as a log record with its
+// bytes (linux.raw) and the error.
+func (r *eventsReceiver) consumeMetrics(ctx context.Context, each [][]byte) {
 	var u pmetric.ProtoUnmarshaler
-	md, err := u.UnmarshalMetrics(joined)
-	if err != nil {
-		md = pmetric.NewMetrics()
-		bad := plog.NewLogs()
-		for _, req := range each {
-			one, err := u.UnmarshalMetrics(req)
-			if err != nil {
-				badRecord(bad, req, err)
-				continue
-			}
-			one.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+	md := pmetric.NewMetrics()
+	bad := plog.NewLogs()
+	for _, req := range each {
+		one, err := u.UnmarshalMetrics(req)
+		if err != nil {
+			badRecord(bad, req, err)
+			continue
 		}
-		if bad.LogRecordCount() > 0 {
-			r.set.Logger.Warn("otlp_metrics records that do not parse are sent as log records with their bytes",
-				zap.Int("records", bad.LogRecordCount()))
-			r.deliverLogs(ctx, bad)
-		}
-		if md.ResourceMetrics().Len() == 0 {
-			return
-		}
+		one.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+	}
+	if bad.LogRecordCount() > 0 {
+		r.set.Logger.Warn("otlp_metrics records that do not parse are sent as log records with their bytes",
+			zap.Int("records", bad.LogRecordCount()))
+		r.deliverLogs(ctx, bad)
+	}
+	if md.ResourceMetrics().Len() == 0 {
+		return
 	}
 	n := md.DataPointCount()
 	ctx = r.obs.StartMetricsOp(ctx)
-	err = errNoPipeline
+	err := errNoPipeline
 	if r.metrics != nil {
 		err = r.metrics.ConsumeMetrics(ctx, md)
 	}

@@ -198,7 +198,7 @@ func TestBadMetricsRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := []byte{0x0a, 0xff} // resource_metrics, a length past the end
-	r.consumeMetrics(context.Background(), bad, [][]byte{bad})
+	r.consumeMetrics(context.Background(), [][]byte{bad})
 	if logs.LogRecordCount() != 1 || metrics.DataPointCount() != 0 {
 		t.Fatalf("%d log records, %d points; want the bad request as 1 log record", logs.LogRecordCount(), metrics.DataPointCount())
 	}

@@ -59,7 +59,7 @@ func TestRefusedCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.consumeMetrics(context.Background(), req, [][]byte{req}) // no metrics pipeline
+	r.consumeMetrics(context.Background(), [][]byte{req}) // no metrics pipeline
 
 	for name, want := range map[string]int64{
 		"otelcol_receiver_refused_log_records":   3,
