@@ -33,8 +33,12 @@ var layers = [][]string{
 	// through FUSE.
 	{"daemon", "fusefs"},
 	// What programs import, recording and decoding, and shipping events to
-	// OpenTelemetry.
-	{"userevents", "record", "report", "export"},
+	// OpenTelemetry; and a daemon served in a test's process, for the tests
+	// of packages that talk to one.
+	{"userevents", "record", "report", "export", "daemon/daemontest"},
+	// The live source of export and the Collector's receiver: the kernel
+	// or the daemon, through record, as export's samples.
+	{"export/live"},
 	// EventHeader providers, registering their tracepoints through userevents.
 	{"eventheader/ehprovider"},
 	// What programs log through, on EventHeader providers: a log/slog

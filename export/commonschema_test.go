@@ -122,8 +122,14 @@ func TestCommonSchemaLogs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := exp.Add(context.Background(), &export.Sample{Event: ev, Time: 1, PID: 4242, TID: 4243, CPU: 0, Raw: r.Raw}); err != nil {
+		// Raw need not outlive Add: a live source's ring is written over
+		// at once.
+		raw := append([]byte(nil), r.Raw...)
+		if err := exp.Add(context.Background(), &export.Sample{Event: ev, Time: 1, PID: 4242, TID: 4243, CPU: 0, Raw: raw}); err != nil {
 			t.Fatal(err)
+		}
+		for j := range raw {
+			raw[j] = 'X'
 		}
 	}
 	closeAndCheck(t, exp, time.Minute)

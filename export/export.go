@@ -1,8 +1,9 @@
 // Package export sends trace event samples to an OpenTelemetry Collector
 // as OTLP logs, over gRPC or OTLP/HTTP (package internal/otlp): what
 // `uetrace export` does with the events it takes live from the kernel or a
-// daemon (through package record's Sink) or reads from a perf.data file
-// (File).
+// daemon (package export/live) or reads from a perf.data file (File). The
+// mapping of samples to OTLP is a Mapper's, which the Collector's
+// userevents receiver (module otelcol/usereventsreceiver) shares.
 //
 // Each sample is a log record: its event's name ("system:name", or
 // "Provider:Event" for EventHeader) as the record's event_name, the
@@ -122,11 +123,12 @@ type batch struct {
 	// Per signal: logs and spans grouped by resource; metrics requests,
 	// as they came, one after the other (a request's resource_metrics
 	// are a repeated field: requests joined are one request).
-	res     [2][]otlp.EncodedResourceLogs
-	byRes   [2]map[resourceKey]int
-	metrics []byte
-	count   [3]int // samples, per signal
-	n       int
+	res        [2][]otlp.EncodedResourceLogs
+	byRes      [2]map[resourceKey]int
+	metrics    []byte
+	metricEnds []int  // where each record's request ends in metrics
+	count      [3]int // samples, per signal
+	n          int
 }
 
 // resourceKey tells resources apart: a process, and the service a Common
@@ -246,23 +248,7 @@ func (e *Exporter) Add(ctx context.Context, s *Sample) error {
 		e.cur = b
 		e.timer.Reset(e.opts.BatchDelay)
 	}
-	if sig == otlp.Metrics {
-		b.metrics = append(b.metrics, metrics...)
-	} else {
-		if b.byRes[sig] == nil {
-			b.byRes[sig] = make(map[resourceKey]int)
-		}
-		key := resourceKey{s.PID, cs}
-		i, ok := b.byRes[sig][key]
-		if !ok {
-			i = len(b.res[sig])
-			b.byRes[sig][key] = i
-			b.res[sig] = append(b.res[sig], otlp.EncodedResourceLogs{Resource: e.resource(s, cs), Scope: e.scope})
-		}
-		b.res[sig][i].Records = append(b.res[sig][i].Records, e.enc.Bytes()...)
-	}
-	b.count[sig]++
-	b.n++
+	b.add(sig, e.enc.Bytes(), metrics, s, cs, e.host, e.opts.ServiceName, e.scope)
 	var full *batch
 	if b.n >= e.opts.BatchSize {
 		full, e.cur = b, nil
@@ -273,30 +259,6 @@ func (e *Exporter) Add(ctx context.Context, s *Sample) error {
 		e.enqueue(ctx, full, e.opts.Block)
 	}
 	return nil
-}
-
-// resource is a sample's resource: the host and the process, and the
-// service — the one a Common Schema record names (its ext_cloud_role and
-// ext_cloud_roleInstance, the SDK's service.name and service.instance.id),
-// else --service-name.
-func (e *Exporter) resource(s *Sample, cs csResource) []otlp.KeyValue {
-	kv := []otlp.KeyValue{
-		{Key: "host.name", Value: otlp.StringValue(e.host)},
-		{Key: "process.pid", Value: otlp.IntValue(int64(s.PID))},
-	}
-	if s.Comm != "" {
-		kv = append(kv, otlp.KeyValue{Key: "process.executable.name", Value: otlp.StringValue(s.Comm)})
-	}
-	switch {
-	case cs.role != "":
-		kv = append(kv, otlp.KeyValue{Key: "service.name", Value: otlp.StringValue(cs.role)})
-	case e.opts.ServiceName != "":
-		kv = append(kv, otlp.KeyValue{Key: "service.name", Value: otlp.StringValue(e.opts.ServiceName)})
-	}
-	if cs.instance != "" {
-		kv = append(kv, otlp.KeyValue{Key: "service.instance.id", Value: otlp.StringValue(cs.instance)})
-	}
-	return kv
 }
 
 // flushTimer sends the current batch when it has waited BatchDelay. It
@@ -347,11 +309,7 @@ func (e *Exporter) sender() {
 			if b.count[sig] == 0 {
 				continue
 			}
-			if sig == otlp.Metrics {
-				buf = b.metrics
-			} else {
-				buf = otlp.AppendEncodedRequest(buf[:0], b.res[sig])
-			}
+			buf = b.appendRequest(buf[:0], sig)
 			e.send(sig, b.count[sig], buf)
 		}
 	}

@@ -3,9 +3,7 @@ package userevents_test
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/daemon/daemontest"
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/subsys"
@@ -77,27 +76,10 @@ func backends(t *testing.T) []backend {
 // directory until the test ends.
 func startDaemon(t testing.TB, cfg daemon.Config) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "uetrace.sock")
-	ln, err := daemon.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if cfg.Subsystem == nil {
 		cfg.Subsystem = subsys.New(subsys.Options{NumCPU: 2})
 	}
-	srv := daemon.New(cfg)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return sock
+	return daemontest.Start(t, cfg)
 }
 
 func forEach(t *testing.T, fn func(t *testing.T, b backend)) {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/export"
+	"github.com/uetrace/uetrace/export/live"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/record"
@@ -284,44 +285,23 @@ func exportLive(ctx context.Context, cmd *cobra.Command, g *globals, a exportArg
 	if err := checkPIDs("export", a.pids); err != nil {
 		return record.Stats{}, err
 	}
-	var mono unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
-	offset := time.Now().UnixNano() - mono.Nano()
-	events := make(map[*record.SampleEvent]*export.Event)
-	var s export.Sample
-	var addErr error
-	opts := record.Options{
-		Events: a.events, BufferKB: a.bufferKB, NoFollow: a.noFollow, PIDs: a.pids, Comms: a.comms,
-		ClockMonotonic: true, Notify: notify,
-		Sink: func(rs *record.Sample) {
-			ev := events[rs.Event]
-			if ev == nil {
-				var err error
-				if ev, err = export.NewEvent(rs.Event.System, rs.Event.Name, rs.Event.Format); err != nil {
-					notify(err.Error())
-					ev, _ = export.NewEvent(rs.Event.System, rs.Event.Name, nil)
-				}
-				events[rs.Event] = ev
-			}
-			comm := rs.ProcessComm
-			if comm == "" {
-				comm = rs.Comm
-			}
-			s = export.Sample{Event: ev, PID: rs.PID, TID: rs.TID, CPU: rs.CPU, Comm: comm, Raw: rs.Raw,
-				Time: uint64(int64(rs.Time) + offset)}
-			if err := exp.Add(ctx, &s); err != nil && addErr == nil {
-				addErr = err
-			}
-		},
-	}
-	rec, closeBackend, err := openRecorder(g, nil, opts)
+	o, err := g.options()
 	if err != nil {
 		return record.Stats{}, err
 	}
-	defer closeBackend()
+	var addErr error
+	opts := record.Options{Events: a.events, BufferKB: a.bufferKB, NoFollow: a.noFollow, PIDs: a.pids, Comms: a.comms}
+	src, err := live.Open(live.Where{Source: o.Backend, Socket: o.Socket, Tracefs: o.Tracefs}, opts, func(s *export.Sample) {
+		if err := exp.Add(ctx, s); err != nil && addErr == nil {
+			addErr = err
+		}
+	}, notify)
+	if err != nil {
+		return record.Stats{}, err
+	}
 	if !a.quiet {
 		var names []string
-		for _, e := range rec.Stats().Events {
+		for _, e := range src.Stats().Events {
 			names = append(names, e.System+":"+e.Name)
 		}
 		if len(names) > 4 {
@@ -331,12 +311,12 @@ func exportLive(ctx context.Context, cmd *cobra.Command, g *globals, a exportArg
 			notify("sending " + strings.Join(names, ", ") + " to " + exp.URL())
 		}
 	}
-	startStatus("exporting from the " + rec.Source())
-	err = rec.Run(ctx)
+	startStatus("exporting from the " + src.Name())
+	err = src.Run(ctx)
 	if err == nil {
 		err = addErr
 	}
-	return rec.Stats(), err
+	return src.Stats(), err
 }
 
 func exportStatus(exp *export.Exporter, samples func() uint64, what string, w *lineWriter, start time.Time, done <-chan struct{}) {

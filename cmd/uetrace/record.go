@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/export/live"
 	"github.com/uetrace/uetrace/record"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -317,39 +316,7 @@ func openRecorder(g *globals, out io.WriteSeeker, opts record.Options) (*record.
 	if err != nil {
 		return nil, nil, err
 	}
-	if o.Backend == userevents.InProcess {
-		return nil, nil, fmt.Errorf("record: the inprocess backend has no events of other processes to record; use kernel or daemon: %w", unix.EINVAL)
-	}
-	switch o.Backend {
-	case userevents.Kernel:
-		// perf records any tracepoint: the kernel need not have user_events.
-		root, err := tracefsRoot(o.Tracefs)
-		if err != nil {
-			return nil, nil, err
-		}
-		r, err := record.Kernel(root, out, opts)
-		return r, func() {}, err
-	case userevents.Auto:
-		if t, err := userevents.OpenTracefs(userevents.Options{Backend: userevents.Kernel, Tracefs: o.Tracefs}); err == nil {
-			root := t.Root()
-			t.Close()
-			r, err := record.Kernel(root, out, opts)
-			return r, func() {}, err
-		}
-	}
-	c, err := daemon.Dial(o.Socket, nil)
-	if pe, ie := (*daemon.PermissionError)(nil), (*daemon.IdentityError)(nil); errors.As(err, &pe) || errors.As(err, &ie) {
-		return nil, nil, err // a daemon is there: the error says whom to ask, or whom it runs as
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("no kernel user_events and no daemon: %w", err)
-	}
-	r, err := record.Daemon(c, out, opts)
-	if err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	return r, func() { c.Close() }, nil
+	return live.OpenRecorder(live.Where{Source: o.Backend, Socket: o.Socket, Tracefs: o.Tracefs}, out, opts)
 }
 
 func statusLine(rec *record.Recorder, w *lineWriter, start time.Time, done <-chan struct{}) {
@@ -476,19 +443,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
-}
-
-// tracefsRoot finds the kernel's tracefs: root if given, else where it is
-// usually mounted.
-func tracefsRoot(root string) (string, error) {
-	cands := []string{root}
-	if root == "" {
-		cands = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
-	}
-	for _, c := range cands {
-		if st, err := os.Stat(c + "/events"); err == nil && st.IsDir() {
-			return c, nil
-		}
-	}
-	return "", fmt.Errorf("no tracefs at %s (mount -t tracefs nodev /sys/kernel/tracing): %w", strings.Join(cands, " or "), unix.ENOENT)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/export/live"
 	"github.com/uetrace/uetrace/internal/bpfcount"
 	"github.com/uetrace/uetrace/record"
 	"github.com/uetrace/uetrace/userevents"
@@ -181,7 +182,7 @@ func kernelTracefs(g *globals) (string, bool) {
 	}
 	switch o.Backend {
 	case userevents.Kernel:
-		root, err := tracefsRoot(o.Tracefs)
+		root, err := live.TracefsRoot(o.Tracefs)
 		return root, err == nil
 	case userevents.Auto:
 		t, err := userevents.OpenTracefs(userevents.Options{Backend: userevents.Kernel, Tracefs: o.Tracefs})

@@ -3,13 +3,12 @@ package ehprovider_test
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/daemon/daemontest"
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 	"github.com/uetrace/uetrace/subsys"
@@ -39,22 +38,8 @@ func backends(t *testing.T) []backend {
 // test ends (as userevents' tests do).
 func startDaemon(t *testing.T, cfg daemon.Config) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "uetrace.sock")
-	ln, err := daemon.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	srv := daemon.New(cfg)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return sock
+	cfg.Logger = nil // discarded
+	return daemontest.Start(t, cfg)
 }
 
 // decoded is one record read back: its tracepoint and the event decoded

@@ -1,6 +1,7 @@
 // Command otelcol is an OpenTelemetry Collector distribution with the OTLP
-// receiver and the file exporter, laid out as the Collector's builder (ocb)
-// generates one: uetrace export's tests build it and send it logs.
+// and userevents receivers and the file exporter, laid out as the
+// Collector's builder (ocb) generates one: uetrace export's tests build it,
+// send it logs, spans and metrics, and have it take user_events itself.
 //
 // It is a module of its own so that the uetrace module does not depend on
 // the Collector's hundreds of modules; nothing in uetrace imports it.
@@ -20,12 +21,14 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
+
+	"github.com/uetrace/uetrace/otelcol/usereventsreceiver"
 )
 
 func components() (otelcol.Factories, error) {
 	var err error
 	f := otelcol.Factories{Telemetry: otelconftelemetry.NewFactory()}
-	f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory())
+	f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory(), usereventsreceiver.NewFactory())
 	if err != nil {
 		return f, err
 	}
@@ -37,7 +40,7 @@ func main() {
 	set := otelcol.CollectorSettings{
 		BuildInfo: component.BuildInfo{
 			Command:     "otelcol",
-			Description: "uetrace's test Collector: OTLP receiver, file exporter",
+			Description: "uetrace's test Collector: OTLP and userevents receivers, file exporter",
 			Version:     "0.161.0",
 		},
 		Factories: components,

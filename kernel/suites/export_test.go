@@ -17,7 +17,9 @@ import (
 // static) listens on the guest's loopback, a process writes user events
 // and EventHeader events on the kernel, and uetrace export takes them from
 // the kernel's perf rings and sends them over gRPC and HTTP; the Collector
-// must have every one, intact and timed.
+// must have every one, intact and timed. Then the Collector's own
+// userevents receiver takes the Go SDK's logs, spans and metrics from the
+// kernel (TestReceiverCollector/kernel).
 func TestExportOnKernel(t *testing.T) {
 	vmtest.Require(t)
 	if _, err := exec.LookPath("go"); err != nil {
@@ -46,7 +48,7 @@ func TestExportOnKernel(t *testing.T) {
 		Files: map[string]string{"export.test": testBin, "uetrace": uetrace, "otelcol": otelcol},
 		Env:   []string{"UETRACE_BIN=/test/uetrace", "UETRACE_OTELCOL=/test/otelcol"},
 		MemMB: 2048,
-	}, "sh", "-c", "ifconfig lo 127.0.0.1 up && exec ./export.test -test.v -test.count=1 -test.run=TestCollectorLive/kernel")
+	}, "sh", "-c", "ifconfig lo 127.0.0.1 up && exec ./export.test -test.v -test.count=1 '-test.run=^(TestCollectorLive|TestReceiverCollector)$/^kernel$'")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +57,9 @@ func TestExportOnKernel(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("the test failed in the VM (exit %d):\n%s", res.ExitCode, out)
 	}
-	for _, p := range []string{"grpc", "http"} {
-		if !strings.Contains(out, "--- PASS: TestCollectorLive/kernel/"+p+" ") {
-			t.Errorf("TestCollectorLive/kernel/%s did not pass on the kernel:\n%s", p, out)
+	for _, name := range []string{"TestCollectorLive/kernel/grpc", "TestCollectorLive/kernel/http", "TestReceiverCollector/kernel"} {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Errorf("%s did not pass on the kernel:\n%s", name, out)
 		}
 	}
 }

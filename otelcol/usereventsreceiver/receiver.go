@@ -1,0 +1,335 @@
+package usereventsreceiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/receiverhelper"
+	"go.uber.org/zap"
+
+	"github.com/uetrace/uetrace/export"
+	"github.com/uetrace/uetrace/export/live"
+	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
+	"github.com/uetrace/uetrace/record"
+)
+
+// format is the obsreport's name for what the receiver reads.
+const format = "user_events"
+
+// errNoPipeline is the refusal of the items of a signal that no pipeline
+// of the receiver takes.
+var errNoPipeline = errors.New("no pipeline of this receiver takes this signal; add the receiver to one")
+
+// eventsReceiver is the logs, traces and metrics receivers of one config:
+// one source, one mapping, each signal to its consumer.
+type eventsReceiver struct {
+	set     receiver.Settings
+	cfg     *Config
+	forget  func() // removes it from the shared map
+	logs    consumer.Logs
+	traces  consumer.Traces
+	metrics consumer.Metrics
+
+	life    sync.Mutex // Start and Shutdown
+	starts  int
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the source and the flusher stopped
+	src     *live.Source
+	obs     *receiverhelper.ObsReport
+	ticker  *time.Ticker
+	lost    uint64 // records lost that were logged
+	mu      sync.Mutex
+	mapper  *export.Mapper
+	flushMu sync.Mutex // one flush consumes at a time, in order
+}
+
+func newReceiver(set receiver.Settings, cfg *Config, forget func()) *eventsReceiver {
+	return &eventsReceiver{set: set, cfg: cfg, forget: forget}
+}
+
+// Start opens the source (an error if it cannot be: no tracefs, no
+// daemon, no permission) and takes its events until Shutdown. The
+// receivers of one config share it: only the first Start opens it.
+func (r *eventsReceiver) Start(_ context.Context, _ component.Host) error {
+	r.life.Lock()
+	defer r.life.Unlock()
+	r.starts++
+	if r.starts > 1 {
+		return nil
+	}
+	err := r.start()
+	if err != nil {
+		r.starts = 0 // a later Start tries again
+	}
+	return err
+}
+
+// start opens the source and starts taking its events.
+func (r *eventsReceiver) start() error {
+	b, err := r.cfg.backend()
+	if err != nil {
+		return err
+	}
+	r.mapper, err = export.NewMapper(export.MapperOptions{ServiceName: r.cfg.ServiceName,
+		Scope: otlp.Scope{Name: metadata.ScopeName, Version: r.set.BuildInfo.Version}})
+	if err != nil {
+		return fmt.Errorf("host name for host.name: %w", err)
+	}
+	log := r.set.Logger
+	opts := record.Options{Events: r.cfg.Events, BufferKB: r.cfg.BufferKB, NoFollow: r.cfg.NoFollow}
+	r.src, err = live.Open(live.Where{Source: b, Socket: r.cfg.Socket, Tracefs: r.cfg.Tracefs}, opts, r.add,
+		func(msg string) { log.Warn(msg) })
+	if err != nil {
+		return fmt.Errorf("userevents receiver: %w", err)
+	}
+	if r.obs, err = newObs(r); err != nil {
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		r.src.Run(cancelled) // closes it
+		return err
+	}
+	log.Info("taking user_events", zap.String("source", r.src.Name()), zap.Strings("events", r.cfg.Events))
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.done = cancel, make(chan struct{})
+	r.ticker = time.NewTicker(r.cfg.BatchDelay)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		err := r.src.Run(ctx)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("the user_events source stopped", zap.Error(err))
+		}
+	})
+	wg.Go(func() { r.flushEvery(ctx) })
+	go func() { wg.Wait(); close(r.done) }()
+	return nil
+}
+
+// newObs makes the receiver's ObsReport: its transport is the source's
+// name.
+func newObs(r *eventsReceiver) (*receiverhelper.ObsReport, error) {
+	transport := "user_events"
+	if r.src != nil {
+		transport = r.src.Name()
+	}
+	return receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
+		ReceiverID: r.set.ID, Transport: transport, LongLivedCtx: true, ReceiverCreateSettings: r.set})
+}
+
+// add maps a sample; a full batch goes to the pipelines at once. It runs
+// on the source's goroutine.
+func (r *eventsReceiver) add(s *export.Sample) {
+	r.mu.Lock()
+	r.mapper.Add(s, uint64(time.Now().UnixNano()))
+	full := r.mapper.Len() >= r.cfg.BatchSize
+	r.mu.Unlock()
+	if full {
+		r.flush(context.Background())
+	}
+}
+
+// flushEvery sends what waits every BatchDelay, and logs the records the
+// source lost since the last time.
+func (r *eventsReceiver) flushEvery(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.ticker.C:
+			r.flush(ctx)
+			r.logLost()
+		}
+	}
+}
+
+// logLost logs the records the source lost since it last did: they are
+// counted, and shown.
+func (r *eventsReceiver) logLost() {
+	st := r.src.Stats()
+	r.mu.Lock()
+	n := st.Lost - r.lost
+	r.lost = st.Lost
+	r.mu.Unlock()
+	if n > 0 {
+		r.set.Logger.Warn("user_events records lost before the receiver took them; a larger buffer_kb may help",
+			zap.Uint64("lost", n), zap.Uint64("lost_total", st.Lost))
+	}
+}
+
+// flush gives what is batched to the pipelines: a request per signal,
+// unmarshalled by pdata.
+func (r *eventsReceiver) flush(ctx context.Context) {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	r.mu.Lock()
+	if r.mapper.Len() == 0 {
+		r.mu.Unlock()
+		return
+	}
+	var reqs [3][]byte
+	var counts [3]int
+	var metricReqs [][]byte
+	for sig := otlp.Logs; sig <= otlp.Metrics; sig++ {
+		if counts[sig] = r.mapper.Count(sig); counts[sig] > 0 {
+			reqs[sig] = r.mapper.AppendRequest(nil, sig)
+		}
+	}
+	if counts[otlp.Metrics] > 0 {
+		// Each record's request, in the copy AppendRequest made: the
+		// mapper's memory is the next batch's once mu is let go.
+		joined, off := reqs[otlp.Metrics], 0
+		r.mapper.MetricsRequests(func(req []byte) {
+			metricReqs = append(metricReqs, joined[off:off+len(req):off+len(req)])
+			off += len(req)
+		})
+	}
+	r.mapper.Reset()
+	r.mu.Unlock()
+	if counts[otlp.Logs] > 0 {
+		r.consumeLogs(ctx, reqs[otlp.Logs], counts[otlp.Logs])
+	}
+	if counts[otlp.Traces] > 0 {
+		r.consumeTraces(ctx, reqs[otlp.Traces], counts[otlp.Traces])
+	}
+	if counts[otlp.Metrics] > 0 {
+		r.consumeMetrics(ctx, metricReqs)
+	}
+}
+
+func (r *eventsReceiver) consumeLogs(ctx context.Context, req []byte, n int) {
+	var u plog.ProtoUnmarshaler
+	ld, err := u.UnmarshalLogs(req)
+	if err != nil {
+		// The mapping wrote it: this is uetrace's bug, not the client's.
+		r.set.Logger.Error("userevents receiver: a mapped logs request does not parse", zap.Error(err), zap.Int("records", n))
+		ctx = r.obs.StartLogsOp(ctx)
+		r.obs.EndLogsOp(ctx, format, n, err)
+		return
+	}
+	r.deliverLogs(ctx, ld)
+}
+
+func (r *eventsReceiver) deliverLogs(ctx context.Context, ld plog.Logs) {
+	n := ld.LogRecordCount()
+	ctx = r.obs.StartLogsOp(ctx)
+	err := errNoPipeline
+	if r.logs != nil {
+		err = r.logs.ConsumeLogs(ctx, ld)
+	}
+	r.obs.EndLogsOp(ctx, format, n, err)
+	if err != nil {
+		r.set.Logger.Warn("log records refused", zap.Int("records", n), zap.Error(err))
+	}
+}
+
+func (r *eventsReceiver) consumeTraces(ctx context.Context, req []byte, n int) {
+	var u ptrace.ProtoUnmarshaler
+	td, err := u.UnmarshalTraces(req)
+	if err == nil {
+		n = td.SpanCount()
+	}
+	ctx = r.obs.StartTracesOp(ctx)
+	switch {
+	case err != nil:
+		r.set.Logger.Error("userevents receiver: a mapped traces request does not parse", zap.Error(err), zap.Int("spans", n))
+	case r.traces == nil:
+		err = errNoPipeline
+	default:
+		err = r.traces.ConsumeTraces(ctx, td)
+	}
+	r.obs.EndTracesOp(ctx, format, n, err)
+	if err != nil {
+		r.set.Logger.Warn("spans refused", zap.Int("spans", n), zap.Error(err))
+	}
+}
+
+// consumeMetrics gives the otlp_metrics records' requests to the metrics
+// pipeline, as one. The requests are what programs wrote: each is parsed
+// alone — joined, one that ends short would take the next one's bytes as
+// its own — and each that does not parse is kept as a log record with its
+// bytes (linux.raw) and the error.
+func (r *eventsReceiver) consumeMetrics(ctx context.Context, each [][]byte) {
+	var u pmetric.ProtoUnmarshaler
+	md := pmetric.NewMetrics()
+	bad := plog.NewLogs()
+	for _, req := range each {
+		one, err := u.UnmarshalMetrics(req)
+		if err != nil {
+			badRecord(bad, req, err)
+			continue
+		}
+		one.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+	}
+	if bad.LogRecordCount() > 0 {
+		r.set.Logger.Warn("otlp_metrics records that do not parse are sent as log records with their bytes",
+			zap.Int("records", bad.LogRecordCount()))
+		r.deliverLogs(ctx, bad)
+	}
+	if md.ResourceMetrics().Len() == 0 {
+		return
+	}
+	n := md.DataPointCount()
+	ctx = r.obs.StartMetricsOp(ctx)
+	err := errNoPipeline
+	if r.metrics != nil {
+		err = r.metrics.ConsumeMetrics(ctx, md)
+	}
+	r.obs.EndMetricsOp(ctx, format, n, err)
+	if err != nil {
+		r.set.Logger.Warn("metric points refused", zap.Int("points", n), zap.Error(err))
+	}
+}
+
+// badRecord adds to ld a log record of an otlp_metrics record whose
+// request does not parse: its bytes as linux.raw, and why.
+func badRecord(ld plog.Logs, req []byte, err error) {
+	var sl plog.ScopeLogs
+	if ld.ResourceLogs().Len() == 0 {
+		sl = ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty()
+		sl.Scope().SetName(metadata.ScopeName)
+	} else {
+		sl = ld.ResourceLogs().At(0).ScopeLogs().At(0)
+	}
+	lr := sl.LogRecords().AppendEmpty()
+	lr.SetEventName(export.MetricsEvent)
+	lr.SetObservedTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+	lr.Attributes().PutEmptyBytes(export.AttrUndecodable).FromRaw(req)
+	lr.Attributes().PutStr("error.message", "the ExportMetricsServiceRequest does not parse: "+err.Error())
+}
+
+// Shutdown stops the source when the last of the config's receivers
+// stops, and gives the pipelines what was batched.
+func (r *eventsReceiver) Shutdown(ctx context.Context) error {
+	r.life.Lock()
+	defer r.life.Unlock()
+	if r.starts > 1 {
+		r.starts--
+		return nil
+	}
+	defer r.forget()
+	if r.starts == 0 || r.cancel == nil {
+		return nil
+	}
+	r.starts = 0
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return fmt.Errorf("userevents receiver: the source did not stop: %w", ctx.Err())
+	}
+	r.ticker.Stop()
+	r.flush(ctx)
+	r.logLost()
+	r.cancel = nil
+	return nil
+}
