@@ -76,49 +76,70 @@ func csLog(e *otlp.Builder, eh *eventheader.Event, observed uint64) (res csResou
 	}
 	var tid [16]byte
 	var sid [8]byte
-	if len(cs.traceID) == 32 {
-		hex.Decode(tid[:], cs.traceID)
-	}
-	if len(cs.spanID) == 16 {
-		hex.Decode(sid[:], cs.spanID)
-	}
+	hexID(tid[:], cs.traceID)
+	hexID(sid[:], cs.spanID)
 	e.TraceContext(tid, sid, 0)
 	e.Str(AttrEHProvider, eh.Tracepoint.Provider)
 
 	// PartC's fields are the attributes, PartB's body the body.
 	base := e.Depth()
-	part := ""
 	js := make([]byte, 0, 64)
-	f := eh.Fields()
-	for f.Next() {
-		it := f.Item()
-		if it.Depth == 0 {
-			if it.Kind == eventheader.ItemStructBegin {
-				part = string(it.FieldName())
-			}
-			continue
-		}
+	eachInPart(eh, func(part string, it *eventheader.Item) {
 		switch {
-		case part == "PartC":
+		case part == commonschema.PartC:
 			csValue(e, it, &js, base)
-		case part == "PartB" && it.Depth == 1 && bytes.Equal(it.FieldName(), []byte("body")) && it.Kind == eventheader.ItemValue:
+		case part == commonschema.PartB && it.Depth == 1 && bytes.Equal(it.FieldName(), []byte("body")) && it.Kind == eventheader.ItemValue:
 			e.Body()
 			csValue(e, it, &js, base)
 		}
-	}
+	})
 	if cs.hasEventID {
 		e.Int("event_id", cs.eventID)
 	}
 	if len(cs.name) > 0 {
 		e.EventName(validText(cs.name))
 	}
+	return cs.resource(), true
+}
+
+// eachInPart calls f with every item inside eh's top-level structs — the
+// parts — and the name of the part it is in.
+func eachInPart(eh *eventheader.Event, f func(part string, it *eventheader.Item)) {
+	part := ""
+	fs := eh.Fields()
+	for fs.Next() {
+		it := fs.Item()
+		if it.Depth == 0 {
+			part = ""
+			if it.Kind == eventheader.ItemStructBegin {
+				part = string(it.FieldName())
+			}
+			continue
+		}
+		f(part, it)
+	}
+}
+
+// hexID decodes a trace or span id's hex text into dst, when it has the
+// length dst's id has; dst stays zero (no id) otherwise.
+func hexID(dst, text []byte) {
+	if len(text) == 2*len(dst) {
+		if _, err := hex.Decode(dst, text); err != nil {
+			clear(dst)
+		}
+	}
+}
+
+// resource is what the record says of its resource: PartA's cloud role
+// and instance.
+func (cs *csFields) resource() (res csResource) {
 	if cs.hasRole {
 		res.role = validText(cs.role)
 	}
 	if cs.hasInstance {
 		res.instance = validText(cs.instance)
 	}
-	return res, true
+	return res
 }
 
 // scanCS reads eh's PartA and PartB, and says whether eh is a Common
@@ -296,15 +317,9 @@ func csSpan(e *otlp.Builder, eh *eventheader.Event, attrs func(*otlp.Builder)) (
 	}
 	var tid [16]byte
 	var sid, parent [8]byte
-	if len(cs.traceID) == 32 {
-		hex.Decode(tid[:], cs.traceID)
-	}
-	if len(cs.spanID) == 16 {
-		hex.Decode(sid[:], cs.spanID)
-	}
-	if len(cs.parentID) == 16 {
-		hex.Decode(parent[:], cs.parentID)
-	}
+	hexID(tid[:], cs.traceID)
+	hexID(sid[:], cs.spanID)
+	hexID(parent[:], cs.parentID)
 	e.Span()
 	e.SpanIDs(tid, sid, parent)
 	e.SpanName(validText(cs.name))
@@ -325,17 +340,8 @@ func csSpan(e *otlp.Builder, eh *eventheader.Event, attrs func(*otlp.Builder)) (
 	// PartB's well-known fields back under their attributes' names, then
 	// PartC's.
 	base := e.Depth()
-	part := ""
 	js := make([]byte, 0, 64)
-	f := eh.Fields()
-	for f.Next() {
-		it := f.Item()
-		if it.Depth == 0 {
-			if it.Kind == eventheader.ItemStructBegin {
-				part = string(it.FieldName())
-			}
-			continue
-		}
+	eachInPart(eh, func(part string, it *eventheader.Item) {
 		switch part {
 		case commonschema.PartB:
 			if it.Depth == 1 && it.Kind == eventheader.ItemValue {
@@ -347,15 +353,9 @@ func csSpan(e *otlp.Builder, eh *eventheader.Event, attrs func(*otlp.Builder)) (
 		case commonschema.PartC:
 			csValue(e, it, &js, base)
 		}
-	}
+	})
 	e.End()
-	if cs.hasRole {
-		res.role = validText(cs.role)
-	}
-	if cs.hasInstance {
-		res.instance = validText(cs.instance)
-	}
-	return res, true
+	return cs.resource(), true
 }
 
 type csLink struct {
@@ -376,13 +376,9 @@ func csLinks(js []byte) []csLink {
 	var out []csLink
 	for _, l := range in {
 		var c csLink
-		if len(l.ToTraceID) != 32 || len(l.ToSpanID) != 16 {
-			continue
-		}
-		if _, err := hex.Decode(c.trace[:], []byte(l.ToTraceID)); err != nil {
-			continue
-		}
-		if _, err := hex.Decode(c.span[:], []byte(l.ToSpanID)); err != nil {
+		hexID(c.trace[:], []byte(l.ToTraceID))
+		hexID(c.span[:], []byte(l.ToSpanID))
+		if c.trace == ([16]byte{}) || c.span == ([8]byte{}) {
 			continue
 		}
 		out = append(out, c)
