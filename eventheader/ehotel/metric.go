@@ -327,79 +327,55 @@ func (c *metricEncoder) setMetric(m *metricdata.Metrics) {
 // how many could not be written, keeping the first error in *first. An
 // aggregation of a kind it does not know is one failure.
 func (c *metricEncoder) points(m *metricdata.Metrics, write func([]byte) error, first *error) int {
-	failed := 0
-	emit := func(field protowire.Number, tail []byte) {
+	var failed int
+	var err error
+	switch d := m.Data.(type) {
+	case metricdata.Gauge[int64]:
+		failed, err = eachPoint(c, d.DataPoints, appendNumberPoint[int64], fMetricGauge, nil, write)
+	case metricdata.Gauge[float64]:
+		failed, err = eachPoint(c, d.DataPoints, appendNumberPoint[float64], fMetricGauge, nil, write)
+	case metricdata.Sum[int64]:
+		failed, err = eachPoint(c, d.DataPoints, appendNumberPoint[int64], fMetricSum, c.sumTail(d.Temporality, d.IsMonotonic), write)
+	case metricdata.Sum[float64]:
+		failed, err = eachPoint(c, d.DataPoints, appendNumberPoint[float64], fMetricSum, c.sumTail(d.Temporality, d.IsMonotonic), write)
+	case metricdata.Histogram[int64]:
+		failed, err = eachPoint(c, d.DataPoints, appendHistogramPoint[int64], fMetricHistogram, c.sumTail(d.Temporality, false), write)
+	case metricdata.Histogram[float64]:
+		failed, err = eachPoint(c, d.DataPoints, appendHistogramPoint[float64], fMetricHistogram, c.sumTail(d.Temporality, false), write)
+	case metricdata.ExponentialHistogram[int64]:
+		failed, err = eachPoint(c, d.DataPoints, appendExpHistogramPoint[int64], fMetricExpHist, c.sumTail(d.Temporality, false), write)
+	case metricdata.ExponentialHistogram[float64]:
+		failed, err = eachPoint(c, d.DataPoints, appendExpHistogramPoint[float64], fMetricExpHist, c.sumTail(d.Temporality, false), write)
+	case metricdata.Summary:
+		failed, err = eachPoint(c, d.DataPoints, appendSummaryPoint, fMetricSummary, nil, write)
+	default:
+		failed, err = 1, fmt.Errorf("an aggregation of type %T, which OTLP has no message for: %w", m.Data, unix.EINVAL)
+	}
+	if err != nil && *first == nil {
+		*first = fmt.Errorf("metric %s: %w", m.Name, err)
+	}
+	return failed
+}
+
+// eachPoint writes a request for each of points — encoded by enc, as the
+// aggregation field whose own fields are tail — with write, and returns
+// how many could not be written and the first error.
+func eachPoint[P any](c *metricEncoder, points []P, enc func([]byte, *P) []byte, field protowire.Number, tail []byte, write func([]byte) error) (failed int, first error) {
+	for i := range points {
+		c.point = enc(c.point[:0], &points[i])
 		// The data message: the one point, then the aggregation's own
-		// fields (tail).
+		// fields.
 		c.data = protowire.AppendTag(c.data[:0], fDataPoints, protowire.BytesType)
 		c.data = protowire.AppendBytes(c.data, c.point)
 		c.data = append(c.data, tail...)
 		if err := write(c.request(field)); err != nil {
 			failed++
-			if *first == nil {
-				*first = fmt.Errorf("metric %s: %w", m.Name, err)
+			if first == nil {
+				first = err
 			}
 		}
 	}
-	switch d := m.Data.(type) {
-	case metricdata.Gauge[int64]:
-		for i := range d.DataPoints {
-			c.point = appendNumberPoint(c.point[:0], &d.DataPoints[i])
-			emit(fMetricGauge, nil)
-		}
-	case metricdata.Gauge[float64]:
-		for i := range d.DataPoints {
-			c.point = appendNumberPoint(c.point[:0], &d.DataPoints[i])
-			emit(fMetricGauge, nil)
-		}
-	case metricdata.Sum[int64]:
-		tail := c.sumTail(d.Temporality, d.IsMonotonic)
-		for i := range d.DataPoints {
-			c.point = appendNumberPoint(c.point[:0], &d.DataPoints[i])
-			emit(fMetricSum, tail)
-		}
-	case metricdata.Sum[float64]:
-		tail := c.sumTail(d.Temporality, d.IsMonotonic)
-		for i := range d.DataPoints {
-			c.point = appendNumberPoint(c.point[:0], &d.DataPoints[i])
-			emit(fMetricSum, tail)
-		}
-	case metricdata.Histogram[int64]:
-		tail := c.sumTail(d.Temporality, false)
-		for i := range d.DataPoints {
-			c.point = appendHistogramPoint(c.point[:0], &d.DataPoints[i])
-			emit(fMetricHistogram, tail)
-		}
-	case metricdata.Histogram[float64]:
-		tail := c.sumTail(d.Temporality, false)
-		for i := range d.DataPoints {
-			c.point = appendHistogramPoint(c.point[:0], &d.DataPoints[i])
-			emit(fMetricHistogram, tail)
-		}
-	case metricdata.ExponentialHistogram[int64]:
-		tail := c.sumTail(d.Temporality, false)
-		for i := range d.DataPoints {
-			c.point = appendExpHistogramPoint(c.point[:0], &d.DataPoints[i])
-			emit(fMetricExpHist, tail)
-		}
-	case metricdata.ExponentialHistogram[float64]:
-		tail := c.sumTail(d.Temporality, false)
-		for i := range d.DataPoints {
-			c.point = appendExpHistogramPoint(c.point[:0], &d.DataPoints[i])
-			emit(fMetricExpHist, tail)
-		}
-	case metricdata.Summary:
-		for i := range d.DataPoints {
-			c.point = appendSummaryPoint(c.point[:0], &d.DataPoints[i])
-			emit(fMetricSummary, nil)
-		}
-	default:
-		failed++
-		if *first == nil {
-			*first = fmt.Errorf("metric %s: an aggregation of type %T, which OTLP has no message for: %w", m.Name, m.Data, unix.EINVAL)
-		}
-	}
-	return failed
+	return failed, first
 }
 
 // request wraps the data message (c.data, the Metric's field) in the
