@@ -32,6 +32,19 @@ func needKernel(t *testing.T) *userevents.File {
 	return f
 }
 
+// twoEvents registers the tests' two events on f.
+func twoEvents(t *testing.T, f *userevents.File) (a, b *userevents.Event) {
+	t.Helper()
+	a, err := f.Register("bpfcount_a u32 v", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = f.Register("bpfcount_b u64 w", 0); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
 // waitEnabled waits for the kernel to set the event's enable bit: a BPF
 // program attached through perf is a consumer as perf is.
 func waitEnabled(t *testing.T, ev *userevents.Event) {
@@ -72,15 +85,7 @@ func TestMain(m *testing.M) {
 // this process and a child write, per event and per process, in the
 // kernel.
 func TestKernelCounts(t *testing.T) {
-	f := needKernel(t)
-	a, err := f.Register("bpfcount_a u32 v", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := f.Register("bpfcount_b u64 w", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoEvents(t, needKernel(t))
 	c, err := New(0)
 	if err != nil {
 		t.Fatal(err)
@@ -128,15 +133,7 @@ func TestKernelCounts(t *testing.T) {
 // TestKernelFullMapCounted: with room for one key, the records of a
 // second are counted as dropped, not lost.
 func TestKernelFullMapCounted(t *testing.T) {
-	f := needKernel(t)
-	a, err := f.Register("bpfcount_a u32 v", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := f.Register("bpfcount_b u64 w", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoEvents(t, needKernel(t))
 	c, err := New(1)
 	if err != nil {
 		t.Fatal(err)
