@@ -150,13 +150,13 @@ func TestDocsFigures(t *testing.T) {
 	add("docs/architecture.md", "proved on the reference's %d events", n)
 
 	// The Collector the export tests run.
-	gomod, err := os.ReadFile(filepath.Join("export", "otelcol", "go.mod"))
+	gomod, err := os.ReadFile(filepath.Join("otelcol", "distribution", "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	otelcol := regexp.MustCompile(`(?m)^\s*go\.opentelemetry\.io/collector/otelcol (v\S+)$`).FindSubmatch(gomod)
 	if otelcol == nil {
-		t.Fatal("export/otelcol/go.mod requires no go.opentelemetry.io/collector/otelcol")
+		t.Fatal("otelcol/distribution/go.mod requires no go.opentelemetry.io/collector/otelcol")
 	}
 	add("docs/record-report.md", "(otelcol %s with the OTLP receiver", otelcol[1])
 

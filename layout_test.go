@@ -18,27 +18,27 @@ var layers = [][]string{
 	// The uapi, perf's and Perfetto's formats, the event model, the EventHeader format, who wrote a
 	// record, where and when, the shared-memory record ring, other processes'
 	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
-	{"internal/abi", "internal/caps", "internal/perfring", "internal/perfetto",
-		"internal/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
-		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
+	{"internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
+		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
+		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
 	// The ftrace ring buffer and its text; the kernel's event filters; user
 	// events counted in the kernel by a BPF program.
-	{"internal/ftrace", "tracefilter", "internal/bpfcount"},
+	{"internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount"},
 	// The user_events subsystem in user space.
-	{"subsys"},
+	{"internal/subsys"},
 	// The processes calling in through FUSE, as subsys processes: it
 	// imports subsys, and the FUSE tree (fusefs) imports it.
-	{"internal/callers"},
+	{"internal/fusefs/callers"},
 	// The daemon: the subsystem served on a socket; and its tree served
 	// through FUSE.
-	{"daemon", "fusefs"},
+	{"internal/daemon", "internal/fusefs"},
 	// What programs import, recording and decoding, and shipping events to
 	// OpenTelemetry; and a daemon served in a test's process, for the tests
 	// of packages that talk to one.
-	{"userevents", "record", "report", "export", "daemon/daemontest"},
+	{"userevents", "internal/record", "internal/report", "internal/export", "internal/daemon/daemontest"},
 	// The live source of export and the Collector's receiver: the kernel
 	// or the daemon, through record, as export's samples.
-	{"export/live"},
+	{"internal/export/live"},
 	// EventHeader providers, registering their tracepoints through userevents.
 	{"eventheader/ehprovider"},
 	// What programs log through, on EventHeader providers: a log/slog

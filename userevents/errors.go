@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
 )

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/userevents"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // Tracefs is the file tree user_events shows — user_events_status,

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 const typedBenchCmd = "bench_typed u32 status; __rel_loc char[] path; s64 dur"

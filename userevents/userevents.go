@@ -13,12 +13,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/stamp"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // Backend says where user_events_data is.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/kernel/vmtest"
 	"github.com/uetrace/uetrace/userevents"
 )

@@ -51,7 +51,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/kernel/vmtest"
 	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/userevents"

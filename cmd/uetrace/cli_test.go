@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/caps"
 )
 

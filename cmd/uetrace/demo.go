@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
 

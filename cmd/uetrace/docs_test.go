@@ -293,7 +293,7 @@ func sourceLines(t *testing.T) (lines map[string]bool, formats []*regexp.Regexp)
 	t.Helper()
 	lines = map[string]bool{}
 	verb := regexp.MustCompile(`%[-+# 0-9.]*[a-zA-Z]`)
-	for _, dir := range []string{".", "../../report", "../../export"} {
+	for _, dir := range []string{".", "../../internal/report", "../../internal/export"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, file := range files {
 			f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)

@@ -16,11 +16,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/export"
-	"github.com/uetrace/uetrace/export/live"
+	"github.com/uetrace/uetrace/internal/export"
+	"github.com/uetrace/uetrace/internal/export/live"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/perfdata"
-	"github.com/uetrace/uetrace/record"
+	"github.com/uetrace/uetrace/internal/record"
 )
 
 type exportArgs struct {

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/export/live"
-	"github.com/uetrace/uetrace/record"
+	"github.com/uetrace/uetrace/internal/export/live"
+	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/userevents"
 )
 

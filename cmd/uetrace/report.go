@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/perfdata"
-	"github.com/uetrace/uetrace/report"
+	"github.com/uetrace/uetrace/internal/report"
 )
 
 func newReportCmd() *cobra.Command {

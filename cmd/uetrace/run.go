@@ -17,11 +17,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
-	"github.com/uetrace/uetrace/fusefs"
+	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/fusefs"
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/runguard"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
 

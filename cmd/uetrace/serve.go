@@ -15,12 +15,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
-	"github.com/uetrace/uetrace/fusefs"
+	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/fusefs"
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/pidns"
 	"github.com/uetrace/uetrace/internal/sdaemon"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
 

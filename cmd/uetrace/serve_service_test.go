@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
+	"github.com/uetrace/uetrace/internal/daemon"
 )
 
 // notifySocket binds a datagram socket for sd_notify's messages in dir.

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // TestStatusFieldsAsDynamicEvents: the FIELDS column shows an event's

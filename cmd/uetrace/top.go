@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/record"
+	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/userevents"
 )
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/export/live"
+	"github.com/uetrace/uetrace/internal/export/live"
 	"github.com/uetrace/uetrace/internal/bpfcount"
-	"github.com/uetrace/uetrace/record"
+	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/userevents"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/record"
+	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/userevents"
 )
 

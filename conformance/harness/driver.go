@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/daemon"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // Backends are the names Options.Backend takes: daemon-ring is the daemon

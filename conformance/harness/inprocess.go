@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // root is the caller's credential: the driver runs its scenarios as root.

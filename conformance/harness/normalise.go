@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // A type ID in raw output, before normalisation.

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventheader/ehotel"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // newExporter is NewExporter on e's File, shut down when the test ends.

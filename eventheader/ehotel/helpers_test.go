@@ -11,7 +11,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehotel"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
 

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/uetrace/uetrace/eventheader/ehotel"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // pbField says how to show one field of a message: its name, and for a

@@ -15,7 +15,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 	"github.com/uetrace/uetrace/eventheader/ehslog"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
 

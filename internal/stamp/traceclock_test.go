@@ -3,7 +3,7 @@ package stamp_test
 import (
 	"testing"
 
-	"github.com/uetrace/uetrace/internal/ftrace"
+	"github.com/uetrace/uetrace/internal/subsys/ftrace"
 	"github.com/uetrace/uetrace/internal/stamp"
 )
 

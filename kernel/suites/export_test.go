@@ -13,7 +13,7 @@ import (
 )
 
 // TestExportOnKernel runs package export's live test on the 6.12 kernel:
-// inside the VM, a real OpenTelemetry Collector (export/otelcol, built
+// inside the VM, a real OpenTelemetry Collector (otelcol/distribution, built
 // static) listens on the guest's loopback, a process writes user events
 // and EventHeader events on the kernel, and uetrace export takes them from
 // the kernel's perf rings and sends them over gRPC and HTTP; the Collector
@@ -27,7 +27,7 @@ func TestExportOnKernel(t *testing.T) {
 	}
 	dir := t.TempDir()
 	testBin, uetrace, otelcol := filepath.Join(dir, "export.test"), filepath.Join(dir, "uetrace"), filepath.Join(dir, "otelcol")
-	if err := vmtest.BuildTest("./export", testBin); err != nil {
+	if err := vmtest.BuildTest("./internal/export", testBin); err != nil {
 		t.Fatal(err)
 	}
 	if err := vmtest.Build("./cmd/uetrace", uetrace); err != nil {
@@ -36,7 +36,7 @@ func TestExportOnKernel(t *testing.T) {
 	// The Collector is a module of its own: built static as vmtest builds.
 	bctx, bcancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer bcancel()
-	build := exec.CommandContext(bctx, "go", "build", "-C", "../../export/otelcol", "-o", otelcol, ".")
+	build := exec.CommandContext(bctx, "go", "build", "-C", "../../otelcol/distribution", "-o", otelcol, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.WaitDelay = 10 * time.Second
 	if out, err := build.CombinedOutput(); err != nil {

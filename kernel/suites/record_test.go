@@ -17,7 +17,7 @@ func TestRecordOnKernel(t *testing.T) {
 	vmtest.Require(t)
 	dir := t.TempDir()
 	testBin, uetrace := filepath.Join(dir, "record.test"), filepath.Join(dir, "uetrace")
-	if err := vmtest.BuildTest("./record", testBin); err != nil {
+	if err := vmtest.BuildTest("./internal/record", testBin); err != nil {
 		t.Fatal(err)
 	}
 	if err := vmtest.Build("./cmd/uetrace", uetrace); err != nil {

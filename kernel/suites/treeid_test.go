@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/kernel/vmtest"
-	"github.com/uetrace/uetrace/subsys"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // TestTreeIDProgramOnKernel runs, on the 6.12 kernel, the program that

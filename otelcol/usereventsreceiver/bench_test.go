@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/export"
+	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
 )
 

@@ -17,11 +17,11 @@ import (
 	"go.opentelemetry.io/collector/receiver/receiverhelper"
 	"go.uber.org/zap"
 
-	"github.com/uetrace/uetrace/export"
-	"github.com/uetrace/uetrace/export/live"
+	"github.com/uetrace/uetrace/internal/export"
+	"github.com/uetrace/uetrace/internal/export/live"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
-	"github.com/uetrace/uetrace/record"
+	"github.com/uetrace/uetrace/internal/record"
 )
 
 // format is the obsreport's name for what the receiver reads.

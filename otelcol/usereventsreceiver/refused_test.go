@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/export"
+	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
 )
 

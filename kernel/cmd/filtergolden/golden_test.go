@@ -17,8 +17,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden file from the kernel's answers")
 
 const (
-	casesFile  = "../../../tracefilter/testdata/filter-cases.txt"
-	goldenFile = "../../../tracefilter/testdata/kernel-filters.json"
+	casesFile  = "../../../internal/subsys/tracefilter/testdata/filter-cases.txt"
+	goldenFile = "../../../internal/subsys/tracefilter/testdata/kernel-filters.json"
 )
 
 // TestGoldenMatchesKernel runs filtergolden in the reference kernel and

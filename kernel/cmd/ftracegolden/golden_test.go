@@ -21,7 +21,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden file from the kernel's answers")
 
-const goldenFile = "../../../internal/ftrace/testdata/kernel-ftrace.json"
+const goldenFile = "../../../internal/subsys/ftrace/testdata/kernel-ftrace.json"
 
 // TestGoldenMatchesKernel runs the capture in the reference kernel and checks
 // that internal/ftrace/testdata/kernel-ftrace.json is what the kernel

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/uetrace/uetrace/internal/ftrace"
+	"github.com/uetrace/uetrace/internal/subsys/ftrace"
 )
 
 // replayRing makes the pages of sc's "raw" steps with package ftrace's

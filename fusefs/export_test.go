@@ -1,6 +1,0 @@
-package fusefs
-
-import "github.com/uetrace/uetrace/internal/fuse"
-
-// ConnStats is the tree's connection's fuse.Stats, for tests.
-func ConnStats(t *Tree) fuse.Stats { return t.conn.Stats() }

@@ -1,0 +1,366 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/bits"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/internal/subsys"
+)
+
+// MaxRing is the largest ring data area a client may share: a client
+// chooses its ring's size, and the daemon maps it twice (see
+// internal/shmring), so an unbounded one would let a client spend the
+// daemon's address space.
+const MaxRing = 64 << 20
+
+// LostIndex is the write index of a loss record in a client's ring: the
+// client found its ring full and dropped records, and says so in band,
+// where it happened, with the next record it could publish. Its payload
+// is the event's u32 write index, 4 zero bytes and the u64 number of its
+// records dropped. The daemon hands the count to the connection's
+// user_events_data (subsys.File.WriteLost): the event's counts, the trace
+// buffer's "LOST n EVENTS" and every session's lost count carry it. A
+// client can only ever claim losses for its own connection's events, and
+// no more than its producer could have dropped since it shared the ring
+// (ringSource.lossBudget; RingStats.LostCapped).
+const LostIndex = ^uint32(0)
+
+// LostPayload is the size of a loss record's payload.
+const LostPayload = 16
+
+// RingStats are the fast path's counts for the rings of a Server's
+// connections, live and closed.
+type RingStats struct {
+	Rings     uint64 // rings clients shared
+	Delivered uint64 // records handed to the subsystem and accepted
+	// Rejected are records the subsystem refused as it refuses a write: a
+	// write index the connection does not have (ENOENT: no client can
+	// write under another connection's events), a payload shorter than
+	// the event's fields (EINVAL), a __data_loc that points outside
+	// (EFAULT); and loss records that are not 16 bytes or name no event
+	// of the connection. A client that validates before it publishes has
+	// none.
+	Rejected uint64
+	// Disabled are records of events nothing was attached to any more
+	// when they were delivered: written while enabled, delivered to no
+	// one, as a kernel write racing with a disable is.
+	Disabled uint64
+	// Lost is the records clients said, in loss records, that they
+	// dropped because their ring was full; LostRecords the loss records
+	// that said so. Every one of those records counts in its event's
+	// consumers' lost counts.
+	Lost, LostRecords uint64
+	// LostCapped are loss records that claimed more records than their
+	// ring's producer could have dropped since it shared the ring — one
+	// per nanosecond on each possible CPU, less what it claimed before:
+	// cut to that, so that no client's number can wrap or swamp the lost
+	// counts its event's consumers sum with others'.
+	LostCapped uint64
+	// Dropped is what the producers' rings say were dropped because they
+	// were full — their claim, read when the ring is released; it counts
+	// every record a producer could not reserve, its loss records
+	// included, so it is not comparable with Lost record for record.
+	Dropped uint64
+	// ForgedTID are records whose thread id is a live thread of another
+	// process than the connection's: delivered under the connection's
+	// process id instead, so that no client can write under another
+	// process's thread.
+	ForgedTID uint64
+	// UncheckedTID are records whose thread id the daemon had not checked
+	// when its ring's ration of checks was spent (writer.go): delivered
+	// under the connection's process id, so that made-up thread ids cost
+	// their producer, not the merger.
+	UncheckedTID uint64
+	// Future are records stamped later than the daemon's clock when it
+	// read them — impossible for a record stamped before it was
+	// published: delivered with the daemon's time instead, so that no
+	// client can push time forward in a CPU's trace buffer.
+	Future uint64
+	// OutOfOrder are records delivered with a time earlier than a record
+	// delivered before them (see the Server's doc on the merge).
+	OutOfOrder uint64
+	// Held is how many times a ring's record reserved and not committed
+	// held the merge past holdMax; such a ring never holds it again.
+	Held uint64
+	// Torn, TooLong, Discarded and BadHead are the rings' own counts (see
+	// shmring.Stats): records a dead producer never committed, records
+	// longer than a ring, bytes skipped, heads not believed.
+	Torn, TooLong, Discarded, BadHead uint64
+}
+
+func (a *RingStats) add(b RingStats) {
+	a.Rings += b.Rings
+	a.Delivered += b.Delivered
+	a.Rejected += b.Rejected
+	a.Disabled += b.Disabled
+	// Lost and Dropped are the sums of clients' claims: they saturate
+	// rather than wrap.
+	a.Lost = min(a.Lost, math.MaxUint64-b.Lost) + b.Lost
+	a.LostRecords += b.LostRecords
+	a.LostCapped += b.LostCapped
+	a.Dropped = min(a.Dropped, math.MaxUint64-b.Dropped) + b.Dropped
+	a.ForgedTID += b.ForgedTID
+	a.UncheckedTID += b.UncheckedTID
+	a.Future += b.Future
+	a.OutOfOrder += b.OutOfOrder
+	a.Held += b.Held
+	a.Torn += b.Torn
+	a.TooLong += b.TooLong
+	a.Discarded += b.Discarded
+	a.BadHead += b.BadHead
+}
+
+// attachRing checks and maps the ring memfd and the wake eventfd a client
+// shared and hands the ring to the Server's merger. Both are hostile
+// input: shmring.Attach checks the memfd's type, size and seals (against
+// growing and shrinking, so no access can fault) and its header; the
+// eventfd must be one (the daemon never reads it — see merger.sleep); the
+// size limit is the daemon's. The descriptors stay the caller's.
+func (c *conn) attachRing(memfd, efd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(memfd, &st); err != nil {
+		return fmt.Errorf("ring: fstat: %w", err)
+	}
+	if st.Size > int64(MaxRing)+int64(unix.Getpagesize()) {
+		return fmt.Errorf("ring: the memfd has %d bytes; this daemon takes rings of at most %d: %w", st.Size, MaxRing, unix.EINVAL)
+	}
+	if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(efd)); err != nil || link != "anon_inode:[eventfd]" {
+		return fmt.Errorf("ring: the second descriptor is %q, not an eventfd: %w", link, unix.EINVAL)
+	}
+	// The whole memfd counts: the daemon maps it and keeps it alive
+	// until the connection ends.
+	if err := c.share("ring", st.Size); err != nil {
+		return c.overLimit(err)
+	}
+	cons, err := shmring.Attach(memfd)
+	if err != nil {
+		c.share("ring", -st.Size)
+		return err
+	}
+	wake, err := unix.FcntlInt(uintptr(efd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		cons.Close()
+		c.share("ring", -st.Size)
+		return fmt.Errorf("ring: dup of the eventfd: %w", err)
+	}
+	r := &ringSource{
+		log: c.log, file: c.file, w: c.w, cons: cons, efd: wake, shared: st.Size,
+		// Grown to the longest record the producer sends, up to the
+		// longest it may (a write's): a ring costs the daemon about its
+		// producer's record size, not 64 KiB.
+		buf:      make([]byte, min(cons.Size(), ringBufStart)),
+		bufMax:   min(cons.Size(), shmring.HeaderSize+MaxWrite),
+		done:     make(chan struct{}),
+		sharedAt: time.Now(),
+	}
+	r.threads.init(c.w.TGID)
+	if err := c.s.merger.add(r); err != nil {
+		cons.Close()
+		unix.Close(wake)
+		c.share("ring", -st.Size)
+		return err
+	}
+	c.ring = r
+	return nil
+}
+
+// ringBufStart is a ring's first copy buffer: room for most records.
+const ringBufStart = 256
+
+// ringSource is one connection's ring, as the merger drains it. The
+// connection's File resolves write indices, so a ring reaches only its own
+// connection's events, and the writer's process is the connection's
+// SO_PEERCRED pid, never anything the ring says.
+type ringSource struct {
+	log    *slog.Logger
+	file   *subsys.File
+	w      subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
+	cons   *shmring.Consumer
+	efd    int           // the client's wake eventfd, our duplicate
+	buf    []byte        // the record being merged, copied out of the ring
+	bufMax int           // how long buf may grow
+	done   chan struct{} // closed once released
+	// shared is the memfd's size, counted in the uid's
+	// Limits.SharedKBPerUID until the connection's teardown.
+	shared int64
+
+	// The merger's own.
+	rec       shmring.Record // the ring's next record, when have
+	have      bool
+	heapIdx   int
+	holdSince int64       // when its uncommitted record began to hold the merge; 0 if not
+	untrusted bool        // held the merge past holdMax once: never holds it again
+	closing   bool        // the connection is gone: drain what is committed, then release
+	budget    int         // records a closing ring may still deliver
+	threads   threadCheck // the records' thread ids (writer.go)
+	losses    []loss      // loss records waiting for the ring's next record
+	sharedAt  time.Time   // when the client shared the ring (lossBudget)
+	claimed   uint64      // the records its loss records claimed, as cut
+
+	// Counted by the merger; read by Stats at any time.
+	delivered, rejected, disabled, lost, lostRecs atomic.Uint64
+	future, held, lostCapped                      atomic.Uint64
+}
+
+// stats are all of the ring's counts: live's and those only the merger
+// may read (shmring's), taken when the ring is released.
+func (r *ringSource) stats() RingStats {
+	st := r.live()
+	cs := r.cons.Stats()
+	st.Dropped, _ = r.cons.Dropped()
+	st.Torn, st.TooLong, st.Discarded, st.BadHead = cs.Torn, cs.TooLong, cs.Discarded, cs.BadHead
+	return st
+}
+
+// live are the counts of a ring the merger still drains.
+func (r *ringSource) live() RingStats {
+	return RingStats{
+		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(),
+		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(), LostCapped: r.lostCapped.Load(),
+		ForgedTID: r.threads.forged.Load(), UncheckedTID: r.threads.unchecked.Load(), Future: r.future.Load(), Held: r.held.Load(),
+	}
+}
+
+// close releases the ring once the merger has delivered what its producer
+// had committed: called by the connection's teardown, before the
+// connection's File is closed, so that those records are still its
+// events'.
+func (r *ringSource) close(m *merger) {
+	m.closeRing(r)
+	<-r.done
+}
+
+// Flush delivers everything clients have published into their rings so
+// far: a reader that calls it sees every record whose Write returned
+// before, as with the kernel's synchronous write. The daemon flushes
+// before each trace and session read it serves; in-process users of the
+// Server's Subsystem call it themselves.
+func (s *Server) Flush() { s.merger.flush() }
+
+// RingStats returns the fast path's counts: those of closed connections
+// exactly; a live ring's may lag the merger. Shmring's counts of a live
+// ring (torn, discarded...) and its producer's drops are added when it is
+// released, since only the merger may read them.
+func (s *Server) RingStats() RingStats {
+	m := &s.merger
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.totals
+	for r := range m.all {
+		t.add(r.live())
+	}
+	t.OutOfOrder = m.outOfOrder.Load()
+	return t
+}
+
+// logRelease writes what a released ring delivered and lost: drops mean
+// the daemon did not keep up; the others, a client that scribbles on its
+// ring or died mid-record.
+func (r *ringSource) logRelease(st RingStats) {
+	lvl := slog.LevelDebug
+	if st.Dropped|st.Lost|st.LostCapped|st.Rejected|st.Torn|st.TooLong|st.Discarded|st.BadHead|st.ForgedTID|st.UncheckedTID|st.Future|st.Held != 0 {
+		lvl = slog.LevelWarn
+	}
+	r.log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
+		"lost", st.Lost, "lost_capped", st.LostCapped, "rejected", st.Rejected, "disabled", st.Disabled, "torn", st.Torn, "too_long", st.TooLong,
+		"discarded_bytes", st.Discarded, "bad_head", st.BadHead, "forged_tid", st.ForgedTID, "unchecked_tid", st.UncheckedTID, "future", st.Future,
+		"held", st.Held)
+}
+
+// deliver hands the ring's current record to the connection's File.
+func (r *ringSource) deliver() {
+	rec := &r.rec
+	w := r.w
+	w.PID = r.threads.thread(rec.TID)
+	w.CPU = writerCPU(rec.CPU)
+	if rec.WriteIndex == LostIndex {
+		if len(rec.Payload) != LostPayload || le.Uint32(rec.Payload[4:]) != 0 {
+			r.rejected.Add(1)
+			return
+		}
+		if len(r.losses) == maxLosses {
+			r.applyLosses(-1)
+		}
+		n := r.lossBudget(le.Uint64(rec.Payload[8:]))
+		r.losses = append(r.losses, loss{w: w, time: rec.Time, idx: le.Uint32(rec.Payload), n: n})
+		return
+	}
+	r.applyLosses(w.CPU)
+	_, err := r.file.WriteStamped(w, rec.Time, rec.WriteIndex, rec.Payload)
+	switch {
+	case err == nil:
+		r.delivered.Add(1)
+	case errors.Is(err, unix.EBADF):
+		r.disabled.Add(1)
+	default:
+		r.rejected.Add(1)
+	}
+}
+
+// lossBudget is a loss record's claim cut to what the ring's producer could
+// have dropped since it shared the ring, less what its loss records
+// claimed before: at most one record per nanosecond on each possible CPU
+// — a failed reserve alone takes longer — counting time by the daemon's
+// clock, not the records' stamps, which are the client's. A claim over it
+// is counted (LostCapped). So a ring's losses can never exceed its
+// lifetime's possible writes, and what sums them cannot be wrapped by one
+// client's number.
+func (r *ringSource) lossBudget(claim uint64) uint64 {
+	hi, could := bits.Mul64(uint64(max(time.Since(r.sharedAt), 0)), uint64(possibleCPUs()))
+	if hi != 0 {
+		could = math.MaxUint64
+	}
+	if left := could - min(r.claimed, could); claim > left {
+		claim = left
+		r.lostCapped.Add(1)
+	}
+	r.claimed += claim
+	return claim
+}
+
+// A loss is a loss record waiting for the ring's next record.
+type loss struct {
+	w    subsys.Writer
+	time uint64
+	idx  uint32
+	n    uint64
+}
+
+// maxLosses bounds the loss records a ring keeps waiting.
+const maxLosses = 64
+
+// applyLosses hands the losses waiting to the File. A producer publishes
+// its loss records just before the record of the write that found room
+// again, on whatever CPU it ran when it stamped them: they are placed on
+// cpu, the CPU of that record, so that the trace's "CPU:N [LOST n
+// EVENTS]" comes before it (ftrace.Ring.Drop puts it before the next
+// record on its CPU). With cpu < 0 — no record follows yet — each keeps
+// its own.
+func (r *ringSource) applyLosses(cpu int) {
+	for _, l := range r.losses {
+		if cpu >= 0 {
+			l.w.CPU = cpu
+		}
+		if err := r.file.WriteLost(l.w, l.time, l.idx, l.n); err != nil {
+			r.rejected.Add(1)
+			continue
+		}
+		r.lostRecs.Add(1)
+		r.lost.Add(l.n)
+	}
+	clear(r.losses)
+	r.losses = r.losses[:0]
+}
+
+var errServerClosed = fmt.Errorf("the daemon is shutting down: %w", unix.ESHUTDOWN)

@@ -1,0 +1,173 @@
+package fusefs
+
+import (
+	"context"
+	"encoding/binary"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/fusefs/callers"
+	"github.com/uetrace/uetrace/internal/fusefs/fuse"
+	"github.com/uetrace/uetrace/internal/subsys"
+)
+
+// dataHandle is one open user_events_data: a subsys.File of its own.
+type dataHandle struct {
+	fs    *FS
+	f     *subsys.File
+	write bool // opened for writing: O_RDONLY writes are the VFS's EBADF
+	acct  *account
+}
+
+var _ fuse.Ioctler = (*dataHandle)(nil)
+
+func (f *FS) openData(acct *account, flags uint32) fuse.Handle {
+	file := f.s.Open()
+	if acct != nil && f.o.ChargeRefs != nil {
+		file = f.s.OpenCharged(func(n int, force bool) error { return f.o.ChargeRefs(acct.uid, acct.cred, n, force) })
+	}
+	return &dataHandle{fs: f, f: file, write: flags&unix.O_ACCMODE != unix.O_RDONLY, acct: acct}
+}
+
+// Read is user_events_data's: it has no read method, so read(2) is EINVAL
+// (the VFS's answer when f_op->read is NULL and FMODE_CAN_READ is unset).
+func (h *dataHandle) Read(ctx context.Context, r *fuse.Request, dst []byte, off int64) (int, error) {
+	return 0, unix.EINVAL
+}
+
+// Write is write(2), pwrite(2), writev(2) or pwritev(2) of
+// [write_index][payload]. The request has the bytes and an offset; which call
+// it was, and how many bytes the caller asked to write, are read from the
+// blocked caller's /proc/<tid>/syscall:
+//   - FUSE moves the file position after a write(2), so the offset of a
+//     write(2) means nothing, while a pwrite(2) at a non-zero offset is
+//     user_events' EFAULT (pwritev's offset is never looked at);
+//   - FUSE sends only the pages it could pin: a buffer that runs into an
+//     unmapped page arrives short, and is answered as user_events_write
+//     answers a fault (subsys.File.WriteFaulted).
+//
+// Where the call cannot be read (no right to ptrace the caller) the request
+// is taken as a complete write(2). A caller that cannot be found in this
+// process's /proc (Options.PIDs) writes as thread 0.
+func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, off int64) (int, error) {
+	if !h.write {
+		return 0, unix.EBADF
+	}
+	total, pos, positioned := len(data), int64(0), false
+	c, _ := h.fs.threads.look(int(r.Pid), h.fs.resolve)
+	tid := c.tid
+	if c.callOK {
+		switch call := c.call; call.Nr {
+		case unix.SYS_WRITE:
+			total = int(call.Args[2])
+		case unix.SYS_PWRITE64:
+			total, pos, positioned = int(call.Args[2]), int64(call.Args[3]), true
+		case unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
+			if n, ok := h.iovLen(tid, c.tgid, call.Args[1], call.Args[2]); ok && tid > 0 {
+				total = n
+			}
+			// pwritev's offset is not checked: the kernel's write_iter
+			// path (user_events_write_iter) ignores it, unlike
+			// user_events_write's *ppos check for write and pwrite.
+		}
+	}
+	w := subsys.Writer{PID: int32(tid), TGID: int32(c.tgid), Comm: c.comm, CPU: c.cpu}
+	if positioned && pos != 0 {
+		return h.f.Write(w, data, pos)
+	}
+	if total > len(data) {
+		return h.f.WriteFaulted(w, data, total)
+	}
+	return h.f.Write(w, data, 0)
+}
+
+// iovLen adds up the lengths of the caller's iovecs; false where they cannot
+// be read (the caller's own EFAULT would have come before FUSE's request).
+func (h *dataHandle) iovLen(tid, tgid int, iov, cnt uint64) (int, bool) {
+	if cnt == 0 || cnt > 1024 { // UIO_MAXIOV
+		return 0, false
+	}
+	c, err := h.fs.callers.GetKnown(tid, tgid)
+	if err != nil {
+		return 0, false
+	}
+	var small [16 * 8]byte
+	buf := small[:]
+	if cnt > 8 {
+		buf = make([]byte, 16*cnt)
+	}
+	buf = buf[:16*cnt]
+	if n, err := c.Mem.ReadAt(buf, iov); err != nil || n != len(buf) {
+		return 0, false
+	}
+	total := uint64(0)
+	for i := uint64(0); i < cnt; i++ {
+		total += binary.NativeEndian.Uint64(buf[16*i+8:])
+	}
+	if total > 1<<31 {
+		return 0, false
+	}
+	return int(total), true
+}
+
+// Ioctl is DIAG_IOCSREG, DIAG_IOCSUNREG and DIAG_IOCSDEL (any other command
+// is ENOTTY, as user_events_ioctl's default). FUSE copied the 8-byte pointer
+// the caller passed; the struct behind it is read, and write_index written,
+// in the caller's memory. Nothing is answered for FUSE to copy back over
+// the caller's argument: it would be a write Linux does not make, and would
+// fail where the struct is read-only, which Linux's DIAG_IOCSREG ignores.
+func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg uint64, in []byte, outSize uint32) (int32, []byte, error) {
+	switch uintptr(cmd) {
+	case abi.IocSReg, abi.IocSUnreg, abi.IocSDel:
+	default:
+		return 0, nil, unix.ENOTTY
+	}
+	// The header's id is the mounter's namespace's: the caller is found
+	// in this process's, and its memory is reached only if the user the
+	// tree is served for may (callers.SetAccess).
+	tid, err := h.fs.tid(r)
+	if err != nil {
+		return 0, nil, errnoOf(err)
+	}
+	c, err := h.fs.callers.Get(tid)
+	if err != nil {
+		return 0, nil, errnoOf(err)
+	}
+	switch uintptr(cmd) {
+	case abi.IocSReg:
+		cred := h.fs.o.Cred(c.TGID)
+		h.fs.charge(c, cred)
+		_, err = callers.Register(h.f, c, cred, arg)
+	case abi.IocSUnreg:
+		err = callers.Unregister(h.f, c, arg)
+	case abi.IocSDel:
+		err = callers.Delete(h.f, c, h.fs.o.Cred(c.TGID), arg)
+	}
+	if err != nil {
+		return 0, nil, errnoOf(err)
+	}
+	return 0, nil, nil
+}
+
+func (h *dataHandle) Flush(ctx context.Context, r *fuse.Request) error { return nil }
+
+// Release is the last close: the file's events lose its references.
+func (h *dataHandle) Release() error {
+	h.acct.release()
+	return h.f.Close()
+}
+
+// charge gives caller c's process its account (Options.Charge) at its first
+// registration: the enablers it holds count in its uid's registrations
+// until it unregisters them, exits or execs, and a fork's copies count in
+// its parent's uid (subsys.Charge), wherever the process registered them.
+func (f *FS) charge(c *callers.Caller, cred subsys.Cred) {
+	if f.o.Charge == nil || c.Process.Charged() {
+		return
+	}
+	uid := f.ident(c.TID, nil).uid
+	c.Process.SetCharge(func(n int, force bool) error {
+		return f.o.Charge(uid, cred, 0, n, force)
+	})
+}

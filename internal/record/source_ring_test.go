@@ -1,0 +1,141 @@
+package record_test
+
+import (
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/perfdata"
+	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/userevents"
+)
+
+// TestRecordSessionTransports records the same writes through the
+// session's shared-memory ring and, as with a daemon that predates rings,
+// over the socket: both files hold every record written or count it lost
+// — the file's PERF_RECORD_LOST records add up to Stats.Lost — each sample
+// with its writer's name and the values written, in order. The session's
+// buffer is 32 KiB, so that it overflows while the writer runs in the
+// daemon's process at full speed.
+func TestRecordSessionTransports(t *testing.T) {
+	for _, socket := range []bool{false, true} {
+		name := "ring"
+		if socket {
+			name = "socket"
+		}
+		t.Run(name, func(t *testing.T) {
+			sys := subsys.New(subsys.Options{NumCPU: 2})
+			sock := filepath.Join(t.TempDir(), "uetrace.sock")
+			ln, err := daemon.Listen(sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := daemon.New(daemon.Config{
+				Logger:    slog.New(slog.DiscardHandler),
+				Subsystem: sys,
+				Cred:      func(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} },
+			})
+			go srv.Serve(ln)
+			t.Cleanup(func() { srv.Close() })
+			f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			ev, err := f.Register("transport_ev u64 seq; char[56] pad", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := daemon.Dial(sock, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			path := filepath.Join(t.TempDir(), "perf.data")
+			out, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			rec, err := record.Daemon(c, out, record.Options{Events: []string{"transport_ev"}, NoFollow: true, BufferKB: 32, SessionSocket: socket})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ring, why := rec.SharedMemory(); ring == socket || why != nil {
+				t.Fatalf("SharedMemory() = %v, %v; want %v", ring, why, !socket)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- rec.Run(ctx) }()
+			waitEnabled(t, ev, waitLimit)
+			const n = 20000
+			payload := make([]byte, 64)
+			for i := range n {
+				binary.NativeEndian.PutUint64(payload, uint64(i))
+				if err := ev.Write(payload); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// While the recording runs, every record written comes to be
+			// counted, recorded or lost: losses do not wait for a record
+			// to follow them, nor for the end.
+			deadline := time.Now().Add(waitLimit)
+			for st := rec.Stats(); st.Samples+st.Lost != n; st = rec.Stats() {
+				if time.Now().After(deadline) {
+					t.Fatalf("after %v the recording counts %d recorded + %d lost of %d written", waitLimit, st.Samples, st.Lost, n)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			st := rec.Stats()
+			if st.Samples+st.Lost != n {
+				t.Errorf("recorded %d + lost %d != written %d", st.Samples, st.Lost, n)
+			}
+			r, err := perfdata.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var samples, lost uint64
+			next := uint64(0)
+			named := map[uint32]string{}
+			for {
+				x, err := r.Next()
+				if err != nil {
+					break
+				}
+				switch x.Type {
+				case perfdata.RecordComm:
+					named[x.TID] = string(x.Comm)
+				case perfdata.RecordLost:
+					lost += x.Lost
+				case perfdata.RecordSample:
+					samples++
+					seq := binary.NativeEndian.Uint64(x.Sample.Raw[8:])
+					if seq < next {
+						t.Fatalf("sample %d after %d", seq, next-1)
+					}
+					next = seq + 1
+					if named[x.Sample.TID] == "" {
+						t.Fatalf("sample of task %d before its name", x.Sample.TID)
+					}
+				}
+			}
+			if samples != st.Samples || lost != st.Lost {
+				t.Errorf("the file holds %d samples and %d lost; Stats says %d and %d", samples, lost, st.Samples, st.Lost)
+			}
+			t.Logf("%d written: %d recorded, %d lost", n, samples, lost)
+		})
+	}
+}

@@ -1,0 +1,832 @@
+package subsys
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/subsys/ftrace"
+)
+
+// The tracefs files this package implements, relative to the tracefs root.
+const (
+	FileStatus          = "user_events_status"
+	FileData            = "user_events_data"
+	FileDynamicEvents   = "dynamic_events"
+	FileTrace           = "trace"
+	FileTracePipe       = "trace_pipe"
+	FileTracingOn       = "tracing_on"
+	FileAvailableEvents = "available_events"
+	FileSetEvent        = "set_event"
+	FileBufferSizeKB    = "buffer_size_kb"
+	FileBufferTotalKB   = "buffer_total_size_kb"
+	// FileREADME is tracefs's mini-HOWTO. Programs test for it to tell a
+	// mounted tracefs from an empty directory (the kernel's user_events
+	// selftests mount tracefs when it is missing); its text here covers
+	// the files this tree has.
+	FileREADME = "README"
+	// FileCounts is uetrace's own, not Linux's (see AppendCounts).
+	FileCounts = "uetrace_event_counts"
+)
+
+// readme is FileREADME's text: the lines of Linux 6.12's mini-HOWTO
+// (tracing_readme_read, as the test kernel prints it) about the files this
+// tree has, in its order and words; the lines about tracers, options,
+// triggers and other dynamic events are left out.
+const readme = `tracing mini-HOWTO:
+
+By default tracefs removes all OTH file permission bits.
+When mounting tracefs an optional group id can be specified
+which adds the group to every directory and file in tracefs:
+
+	 e.g. mount -t tracefs [-o [gid=<gid>]] nodev /sys/kernel/tracing
+
+# echo 0 > tracing_on : quick way to disable tracing
+# echo 1 > tracing_on : quick way to re-enable tracing
+
+ Important files:
+  trace			- The static contents of the buffer
+			  To clear the buffer write into this file: echo > trace
+  trace_pipe		- A consuming read to see the contents of the buffer
+  error_log	- error log for failed commands (that support it)
+  buffer_size_kb	- view and modify size of per cpu buffer
+  buffer_total_size_kb  - view total size of all cpu buffers
+  dynamic_events		- Create/append/remove/show the generic dynamic events
+			  Write into this file to define/undefine new trace events.
+  events/		- Directory containing all trace event subsystems:
+      enable		- Write 0/1 to enable/disable tracing of all events
+  events/<system>/	- Directory containing all trace events for <system>:
+      enable		- Write 0/1 to enable/disable tracing of all <system>
+			  events
+      filter		- If set, only events passing filter are traced
+  events/<system>/<event>/	- Directory containing control files for
+			  <event>:
+      enable		- Write 0/1 to enable/disable tracing of <event>
+      filter		- If set, only events passing filter are traced
+`
+
+// rootFiles are the files of the tracefs root, with the modes Linux gives
+// them (TRACE_MODE_READ 0440, TRACE_MODE_WRITE 0640).
+var rootFiles = map[string]fs.FileMode{
+	FileREADME:          0o440,
+	FileAvailableEvents: 0o440,
+	FileBufferSizeKB:    0o640,
+	FileBufferTotalKB:   0o440,
+	FileDynamicEvents:   0o640,
+	FileSetEvent:        0o640,
+	FileTrace:           0o640,
+	FileTracePipe:       0o440,
+	FileTracingOn:       0o640,
+	FileData:            0o640,
+	FileStatus:          0o440,
+	FileCounts:          0o440,
+	FileErrorLog:        0o640,
+}
+
+// DirEntry is one entry of a tracefs directory.
+type DirEntry struct {
+	Name string
+	Mode fs.FileMode // fs.ModeDir for directories
+}
+
+// FS is the subsystem's tracefs tree. Paths are relative to the tracefs
+// root ("user_events_status", "events/user_events/x/format"), '/'-separated.
+// Files behave as tracefs's do for root: a file without a read operation
+// gives EINVAL on read, one without a write operation EINVAL on write.
+type FS struct{ s *Subsystem }
+
+// FS returns the tracefs tree.
+func (s *Subsystem) FS() *FS { return &FS{s} }
+
+// The directories' modes, as 6.12.117 shows them (stat in the VM): the
+// tracefs root TRACE_MODE's 0700, and eventfs's directories — events/ and
+// everything under it — 0755.
+const (
+	rootDirMode  = 0o700
+	eventDirMode = 0o755
+)
+
+// node is what a path names.
+type node struct {
+	dir    bool
+	mode   fs.FileMode
+	name   string // root file name, or the file name inside an event or system dir
+	system string // for events/<system>[/<tp>]/...
+	ev     *Event // for events/<system>/<tp>/...
+}
+
+// lookup resolves a path as the VFS walks it: "//" and "." are nothing,
+// ".." is the parent — so an event named "", "." or ".." (which
+// DIAG_IOCSREG accepts) has no path, as on Linux. Called with s.mu held.
+func (f *FS) lookup(name string) (node, error) {
+	name = strings.TrimPrefix(path.Clean("/"+name), "/")
+	if name == "" || name == "." {
+		return node{dir: true, mode: fs.ModeDir | rootDirMode}, nil
+	}
+	parts := strings.Split(name, "/")
+	if len(parts) == 1 {
+		if m, ok := rootFiles[parts[0]]; ok {
+			return node{mode: m, name: parts[0]}, nil
+		}
+		if parts[0] == "events" {
+			return node{dir: true, mode: fs.ModeDir | eventDirMode, name: "events"}, nil
+		}
+		return node{}, notExist(name)
+	}
+	if parts[0] != "events" {
+		return node{}, notExist(name)
+	}
+	if len(parts) == 2 {
+		if parts[1] == "enable" {
+			return node{mode: 0o640, name: "enable"}, nil
+		}
+		if f.systemExists(parts[1]) {
+			return node{dir: true, mode: fs.ModeDir | eventDirMode, system: parts[1]}, nil
+		}
+		return node{}, notExist(name)
+	}
+	sys := parts[1]
+	if !f.systemExists(sys) {
+		return node{}, notExist(name)
+	}
+	if len(parts) == 3 {
+		if parts[2] == "enable" || parts[2] == "filter" {
+			return node{mode: 0o640, name: parts[2], system: sys}, nil
+		}
+		if ev := f.s.lookupLocked(sys, parts[2]); ev != nil && ev.tp != "." && ev.tp != ".." {
+			return node{dir: true, mode: fs.ModeDir | eventDirMode, system: sys, ev: ev}, nil
+		}
+		return node{}, notExist(name)
+	}
+	ev := f.s.lookupLocked(sys, parts[2])
+	if len(parts) != 4 || ev == nil {
+		return node{}, notExist(name)
+	}
+	switch parts[3] {
+	case "enable", "filter":
+		return node{mode: 0o640, name: parts[3], system: sys, ev: ev}, nil
+	case "format", "id":
+		return node{mode: 0o440, name: parts[3], system: sys, ev: ev}, nil
+	}
+	return node{}, notExist(name)
+}
+
+func notExist(name string) error {
+	return &fs.PathError{Op: "open", Path: name, Err: unix.ENOENT}
+}
+
+// systemExists reports whether events/<sys> exists: a system directory
+// lives while it has events. Called with s.mu held.
+func (f *FS) systemExists(sys string) bool {
+	for _, ev := range f.s.created {
+		if ev.System() == sys {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadDir lists a directory. A system's directory is listed as eventfs
+// lists it (eventfs_iterate, Linux 6.12): filter, enable, then its events
+// in the order they were created — up to the first event whose name no
+// directory entry can have (empty or with a '/': filldir64's
+// verify_dirent_name refuses it with EIO). That listing is returned with
+// an EIO error, as getdents64 returns the entries before it and then
+// fails; the events after it are not listed, though each can be opened by
+// its path (the kernel's own listing is not complete here either: use
+// available_events). Other directories are sorted by name.
+func (f *FS) ReadDir(name string) ([]DirEntry, error) {
+	s := f.s
+	s.mu.Lock()
+	defer s.unlock()
+	n, err := f.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if !n.dir {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: unix.ENOTDIR}
+	}
+	var out []DirEntry
+	switch {
+	case n.ev != nil:
+		out = []DirEntry{{"enable", 0o640}, {"filter", 0o640}, {"format", 0o440}, {"id", 0o440}}
+	case n.system != "":
+		out = append(out, DirEntry{"filter", 0o640}, DirEntry{"enable", 0o640})
+		for _, ev := range s.created {
+			if ev.System() != n.system {
+				continue
+			}
+			if !Listable(ev.tp) {
+				return out, &fs.PathError{Op: "readdir", Path: name, Err: unix.EIO}
+			}
+			if ev.tp == "." || ev.tp == ".." {
+				continue
+			}
+			out = append(out, DirEntry{ev.tp, fs.ModeDir | eventDirMode})
+		}
+		return out, nil
+	case n.name == "events":
+		out = append(out, DirEntry{"enable", 0o640})
+		for _, sys := range []string{eventdef.System, eventdef.MultiSystem} {
+			if f.systemExists(sys) {
+				out = append(out, DirEntry{sys, fs.ModeDir | eventDirMode})
+			}
+		}
+	default:
+		out = append(out, DirEntry{"events", fs.ModeDir | eventDirMode})
+		for name, mode := range rootFiles {
+			out = append(out, DirEntry{name, mode})
+		}
+	}
+	slices.SortFunc(out, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Listable reports whether a directory entry can be named tp: Linux's
+// filldir64 refuses an empty name and one with a '/' (verify_dirent_name),
+// which user_events accepts through DIAG_IOCSREG (" u32 a" is an event
+// whose name is empty) — a directory listing stops there with EIO.
+func Listable(tp string) bool {
+	return tp != "" && !strings.Contains(tp, "/")
+}
+
+// Stat returns the mode of a path.
+func (f *FS) Stat(name string) (DirEntry, error) {
+	s := f.s
+	s.mu.Lock()
+	defer s.unlock()
+	n, err := f.lookup(name)
+	if err != nil {
+		return DirEntry{}, err
+	}
+	base := name[strings.LastIndexByte(name, '/')+1:]
+	return DirEntry{base, n.mode}, nil
+}
+
+// Handle is an open tracefs file.
+type Handle struct {
+	f     *FS
+	path  string
+	n     node
+	flags int
+	cred  Cred
+
+	mu      sync.Mutex
+	content []byte // a seq file's text, made at the first read
+	made    bool
+	off     int
+	closed  bool
+	text    *ftrace.TextReader // trace's text, made as it is read; its iterator makes resizing EBUSY while trace is open
+	pipe    *ftrace.Pipe       // trace_pipe's reader
+}
+
+// Open opens a tracefs file with os.O_RDONLY, O_WRONLY or O_RDWR, and
+// optionally O_TRUNC and O_APPEND. O_TRUNC does what it does on tracefs:
+// on trace it clears the buffer, on set_event it disables every event, on
+// dynamic_events it deletes every event — failing the open with EBUSY if
+// any is in use. Recording goes on while trace is open (the pause-on-trace
+// option is off by default on Linux 6.12), but the buffer cannot be resized
+// (EBUSY). trace_pipe has one reader at a time: a second open is EBUSY.
+// O_NONBLOCK makes an empty trace_pipe read EAGAIN.
+func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
+	s := f.s
+	s.mu.Lock()
+	n, err := f.lookup(name)
+	s.unlock()
+	if err != nil {
+		return nil, err
+	}
+	write := flags&(os.O_WRONLY|os.O_RDWR) != 0
+	if n.dir && write {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: unix.EISDIR}
+	}
+	if n.name == FileData {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("user_events_data is opened with Subsystem.Open: %w", unix.EOPNOTSUPP)}
+	}
+	h := &Handle{f: f, path: name, n: n, flags: flags, cred: cred}
+	if write && flags&os.O_TRUNC != 0 {
+		switch n.name {
+		case FileTrace:
+			s.trace.reset()
+		case FileSetEvent:
+			s.clearEvents()
+		case FileDynamicEvents:
+			if err := s.TruncateDynamicEvents(cred); err != nil {
+				return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+			}
+		case FileErrorLog:
+			s.ClearErrorLog()
+		}
+	}
+	read := flags&(os.O_WRONLY|os.O_RDWR) != os.O_WRONLY
+	switch {
+	case n.name == FileTrace && read:
+		h.text = s.trace.ring.NewTextReader(-1)
+	case n.name == FileTracePipe:
+		pipe, err := s.trace.openPipe(flags&unix.O_NONBLOCK != 0)
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		h.pipe = pipe
+	}
+	return h, nil
+}
+
+// ReadFile reads a whole file.
+func (f *FS) ReadFile(name string, cred Cred) ([]byte, error) {
+	h, err := f.Open(name, os.O_RDONLY, cred)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	return io.ReadAll(h)
+}
+
+// WriteFile writes data to a file in one write, opened with O_WRONLY plus
+// extra flags (os.O_TRUNC for the shell's '>', os.O_APPEND for '>>').
+func (f *FS) WriteFile(name string, data []byte, extra int, cred Cred) error {
+	h, err := f.Open(name, os.O_WRONLY|extra, cred)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	_, err = h.Write(data)
+	return err
+}
+
+// Close closes the handle; a blocked trace_pipe read returns.
+func (h *Handle) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	if h.text != nil {
+		h.text.Close()
+	}
+	if h.pipe != nil {
+		h.pipe.Close()
+	}
+	return nil
+}
+
+func (h *Handle) pathErr(op string, err error) error {
+	return &fs.PathError{Op: op, Path: h.path, Err: err}
+}
+
+// Read reads from the file. trace_pipe blocks until a record arrives (use
+// ReadContext to give up).
+func (h *Handle) Read(p []byte) (int, error) { return h.ReadContext(context.Background(), p) }
+
+// ReadContext is Read that gives up when ctx is done.
+func (h *Handle) ReadContext(ctx context.Context, p []byte) (int, error) {
+	if h.flags&(os.O_WRONLY|os.O_RDWR) == os.O_WRONLY {
+		return 0, h.pathErr("read", unix.EBADF)
+	}
+	if h.n.dir {
+		return 0, h.pathErr("read", unix.EISDIR)
+	}
+	if h.pipe != nil {
+		n, err := h.pipe.Read(ctx, p)
+		if err != nil && err != io.EOF {
+			err = h.pathErr("read", err)
+		}
+		return n, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return 0, h.pathErr("read", os.ErrClosed)
+	}
+	if h.n.name == "filter" {
+		// event_filter_read, subsystem_filter_read: one read at offset
+		// 0 gets what fits; any read at another offset gets nothing.
+		if h.off > 0 {
+			return 0, io.EOF
+		}
+		c, err := h.f.content(h.n)
+		if err != nil {
+			return 0, h.pathErr("read", err)
+		}
+		n := copy(p, c)
+		h.off += n
+		return n, nil
+	}
+	if h.text != nil {
+		n, err := h.text.ReadAt(p, int64(h.off))
+		h.off += n
+		if n > 0 && err == io.EOF {
+			err = nil // the next read says it
+		}
+		return n, err
+	}
+	if !h.made {
+		c, err := h.f.content(h.n)
+		if err != nil {
+			return 0, h.pathErr("read", err)
+		}
+		h.content, h.made = c, true
+	}
+	if h.off >= len(h.content) {
+		return 0, io.EOF
+	}
+	n := copy(p, h.content[h.off:])
+	h.off += n
+	return n, nil
+}
+
+// ReadAt reads at offset off, as pread(2) — or read(2) through a file
+// system that passes the file position, like FUSE — does on a seq_file:
+// reading at 0 makes the text anew, as a fresh open would, and other
+// offsets read the text made then. trace_pipe has no offsets: it reads on
+// (Pipe says which files are like it).
+func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
+	if h.pipe != nil {
+		return h.Read(p)
+	}
+	if h.flags&(os.O_WRONLY|os.O_RDWR) == os.O_WRONLY {
+		return 0, h.pathErr("read", unix.EBADF)
+	}
+	if h.n.dir {
+		return 0, h.pathErr("read", unix.EISDIR)
+	}
+	if off < 0 {
+		return 0, h.pathErr("read", unix.EINVAL)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return 0, h.pathErr("read", os.ErrClosed)
+	}
+	if h.n.name == "filter" {
+		if off > 0 {
+			return 0, io.EOF
+		}
+		c, err := h.f.content(h.n)
+		if err != nil {
+			return 0, h.pathErr("read", err)
+		}
+		n := copy(p, c)
+		h.off = n
+		if n < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
+	}
+	if h.text != nil {
+		n, err := h.text.ReadAt(p, off)
+		h.off = int(off) + n
+		return n, err
+	}
+	if !h.made || off == 0 {
+		c, err := h.f.content(h.n)
+		if err != nil {
+			return 0, h.pathErr("read", err)
+		}
+		h.content, h.made = c, true
+	}
+	if off >= int64(len(h.content)) {
+		return 0, io.EOF
+	}
+	n := copy(p, h.content[off:])
+	h.off = int(off) + n
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Pipe reports whether the file is trace_pipe: read as a stream, each read
+// consuming what it returns, and blocking while there is nothing.
+func (h *Handle) Pipe() bool { return h.pipe != nil }
+
+// WaitRead returns once a read would not block (trace_pipe's: see
+// ftrace.Pipe.Wait; every other file's at once), with ctx's error if ctx
+// is done first, so that a server need not hold a buffer for a read that
+// waits.
+func (h *Handle) WaitRead(ctx context.Context) error {
+	if h.pipe == nil {
+		return nil
+	}
+	if err := h.pipe.Wait(ctx); err != nil {
+		return h.pathErr("read", err)
+	}
+	return nil
+}
+
+// Poll reports whether a read would return without blocking: always, but on
+// trace_pipe (tracing_poll_pipe) only when it has something to say. If it
+// has not and wake is non-nil, wake is called once, from another goroutine,
+// when that may have changed.
+func (h *Handle) Poll(wake func()) bool {
+	if h.pipe == nil {
+		return true
+	}
+	return h.pipe.Poll(wake)
+}
+
+// content makes the text of a readable file.
+func (f *FS) content(n node) ([]byte, error) {
+	s := f.s
+	switch {
+	case n.ev != nil && n.name == "filter":
+		s.mu.Lock()
+		defer s.unlock()
+		if n.ev.deleted {
+			return nil, fmt.Errorf("event %s was deleted: %w", n.ev.tp, unix.ENODEV)
+		}
+		return n.ev.filterState.AppendFile(nil), nil
+	case n.name == "filter":
+		return s.AppendSystemFilter(nil, n.system), nil
+	case n.ev != nil:
+		s.mu.Lock()
+		defer s.unlock()
+		switch n.name {
+		case "enable":
+			if n.ev.ftrace.Load() {
+				return []byte("1\n"), nil
+			}
+			return []byte("0\n"), nil
+		case "format":
+			return n.ev.def.AppendFormat(nil, n.ev.tp, n.ev.id), nil
+		case "id":
+			// event_id_read: "%llu\n".
+			return append(strconv.AppendInt(nil, int64(n.ev.id), 10), '\n'), nil
+		}
+	case n.name == "enable":
+		return []byte{f.enableState(n.system), '\n'}, nil
+	}
+	switch n.name {
+	case FileREADME:
+		return []byte(readme), nil
+	case FileStatus:
+		return s.AppendStatus(nil), nil
+	case FileCounts:
+		return s.AppendCounts(nil), nil
+	case FileErrorLog:
+		return s.AppendErrorLog(nil), nil
+	case FileDynamicEvents:
+		return s.AppendDynamicEvents(nil), nil
+	case FileAvailableEvents:
+		return f.listEvents(false), nil
+	case FileSetEvent:
+		return f.listEvents(true), nil
+	case FileTracingOn:
+		if s.trace.tracingOn() {
+			return []byte("1\n"), nil
+		}
+		return []byte("0\n"), nil
+	case FileBufferSizeKB:
+		return s.trace.ring.AppendBufferSizeKB(nil, -1), nil
+	case FileBufferTotalKB:
+		return s.trace.ring.AppendBufferTotalSizeKB(nil), nil
+	case FileTrace:
+		return s.trace.appendTrace(nil), nil
+	}
+	return nil, unix.EINVAL
+}
+
+// enableState is what a system's (or, for "", the top) enable file reads:
+// '0' none enabled, '1' all, 'X' a mix, '?' no events (system_enable_read).
+func (f *FS) enableState(system string) byte {
+	s := f.s
+	s.mu.Lock()
+	defer s.unlock()
+	set := 0
+	for _, ev := range s.created {
+		if system != "" && ev.System() != system {
+			continue
+		}
+		if ev.ftrace.Load() {
+			set |= 2
+		} else {
+			set |= 1
+		}
+	}
+	return "?01X"[set]
+}
+
+// listEvents is available_events (all events) or set_event (those whose
+// ftrace probe is registered): "system:tracepoint" lines, newest first, as
+// the trace array's event list is kept.
+func (f *FS) listEvents(enabledOnly bool) []byte {
+	s := f.s
+	s.mu.Lock()
+	defer s.unlock()
+	var b []byte
+	for i := len(s.created) - 1; i >= 0; i-- {
+		ev := s.created[i]
+		if enabledOnly && !ev.ftrace.Load() {
+			continue
+		}
+		b = append(b, ev.System()...)
+		b = append(b, ':')
+		b = append(b, ev.tp...)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// Write writes to the file. What a write means depends on the file:
+// commands for dynamic_events and set_event, 0 or 1 for enable files and
+// tracing_on, a size for buffer_size_kb; a write to trace is accepted and
+// ignored. Read-only files give EINVAL.
+func (h *Handle) Write(p []byte) (int, error) {
+	if h.flags&(os.O_WRONLY|os.O_RDWR) == 0 {
+		return 0, h.pathErr("write", unix.EBADF)
+	}
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return 0, h.pathErr("write", os.ErrClosed)
+	}
+	n, err := h.f.write(h.n, p, h.cred)
+	if err != nil {
+		return n, h.pathErr("write", err)
+	}
+	return n, nil
+}
+
+func (f *FS) write(n node, p []byte, cred Cred) (int, error) {
+	s := f.s
+	switch {
+	case n.name == "enable":
+		v, err := kstrtoulFromUser(p)
+		if err != nil {
+			return 0, err
+		}
+		if v > 1 {
+			return 0, fmt.Errorf("enable takes 0 or 1, not %d: %w", v, unix.EINVAL)
+		}
+		// tracing_update_buffers: the first enable expands the buffer.
+		if err := s.trace.ring.Expand(); err != nil {
+			return 0, err
+		}
+		if n.ev != nil {
+			s.mu.Lock()
+			defer s.unlock()
+			if n.ev.deleted {
+				return 0, fmt.Errorf("event %s was deleted: %w", n.ev.tp, unix.ENODEV)
+			}
+			s.setFtraceLocked(n.ev, v == 1)
+			return len(p), nil
+		}
+		if err := f.setClr(n.system, "", v == 1); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	case n.name == FileDynamicEvents:
+		return s.WriteDynamicEvents(p, cred)
+	case n.name == FileSetEvent:
+		if err := s.trace.ring.Expand(); err != nil {
+			return 0, err
+		}
+		return f.writeSetEvent(p)
+	case n.name == FileTracingOn:
+		v, err := kstrtoulFromUser(p)
+		if err != nil {
+			return 0, err
+		}
+		s.trace.setTracingOn(v != 0)
+		return len(p), nil
+	case n.name == FileBufferSizeKB:
+		v, err := kstrtoulFromUser(p)
+		if err != nil {
+			return 0, err
+		}
+		if v == 0 {
+			return 0, fmt.Errorf("buffer_size_kb must not be 0: %w", unix.EINVAL)
+		}
+		if err := s.trace.resize(int(min(v, 1<<40))); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	case n.name == FileTrace:
+		return len(p), nil // tracing_write_stub
+	case n.name == FileErrorLog:
+		return len(p), nil // tracing_err_log_write
+	case n.name == "filter" && n.ev != nil:
+		if err := n.ev.SetFilter(p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	case n.name == "filter":
+		if err := s.SetSystemFilter(n.system, p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return 0, fmt.Errorf("%s is not writable: %w", n.name, unix.EINVAL)
+}
+
+// setClr is __ftrace_set_clr_event over user events: enable or disable
+// every event of system (all systems if ""), or those named name. Nothing
+// matching is EINVAL.
+func (f *FS) setClr(system, name string, on bool) error {
+	s := f.s
+	s.mu.Lock()
+	defer s.unlock()
+	return s.setClrLocked("", system, name, on)
+}
+
+// setClrLocked matches like __ftrace_set_clr_event_nolock: match (a bare
+// word) is either a system or an event name; sub and event restrict by
+// system and event name. All comparisons are exact.
+func (s *Subsystem) setClrLocked(match, sub, event string, on bool) error {
+	found := false
+	for _, ev := range append([]*Event(nil), s.created...) {
+		if match != "" && match != ev.tp && match != ev.System() {
+			continue
+		}
+		if sub != "" && sub != ev.System() {
+			continue
+		}
+		if event != "" && event != ev.tp {
+			continue
+		}
+		s.setFtraceLocked(ev, on)
+		found = true
+	}
+	if !found {
+		return fmt.Errorf("no event matches %q: %w", strings.Trim(sub+":"+event+match, ":"), unix.EINVAL)
+	}
+	return nil
+}
+
+// clearEvents disables every event (ftrace_clear_events): O_TRUNC on
+// set_event.
+func (s *Subsystem) clearEvents() {
+	s.mu.Lock()
+	defer s.unlock()
+	for _, ev := range append([]*Event(nil), s.created...) {
+		s.setFtraceLocked(ev, false)
+	}
+}
+
+// writeSetEvent runs set_event words (ftrace_event_write →
+// ftrace_set_clr_event): white-space separated; "!" in front disables;
+// "system:event", "system:" or "system:*" (the whole system), ":event" or
+// "*:event" (that event in any system), or a bare word naming a system or
+// an event. Names are exact — no globs. A word that matches nothing is
+// EINVAL, and the words before it stay applied.
+func (f *FS) writeSetEvent(p []byte) (int, error) {
+	s := f.s
+	s.mu.Lock()
+	defer s.unlock()
+	for _, word := range eventdef.ArgvSplit(string(p)) {
+		on := true
+		if strings.HasPrefix(word, "!") {
+			word, on = word[1:], false
+		}
+		match, sub, event := word, "", ""
+		if a, b, ok := strings.Cut(word, ":"); ok {
+			match, sub, event = "", a, b
+			if sub == "*" {
+				sub = ""
+			}
+			if event == "*" {
+				event = ""
+			}
+		}
+		if err := s.setClrLocked(match, sub, event, on); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// kstrtoulFromUser is kstrtoul_from_user with base 10: at most 66 bytes
+// are read, the text ends at a NUL, and it must be digits with an optional
+// '+' and one trailing newline.
+func kstrtoulFromUser(p []byte) (uint64, error) {
+	p = p[:min(len(p), 66)]
+	if i := slices.Index(p, 0); i >= 0 {
+		p = p[:i]
+	}
+	t := string(p)
+	t = strings.TrimPrefix(t, "+")
+	t = strings.TrimSuffix(t, "\n")
+	if t == "" || strings.ContainsAny(t[:1], "+-") {
+		return 0, fmt.Errorf("%q is not a number: %w", p, unix.EINVAL)
+	}
+	v, err := strconv.ParseUint(t, 10, 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return 0, fmt.Errorf("%q is out of range: %w", p, unix.ERANGE)
+		}
+		return 0, fmt.Errorf("%q is not a number: %w", p, unix.EINVAL)
+	}
+	return v, nil
+}
