@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/caps"
+	"github.com/uetrace/uetrace/internal/daemon"
 )
 
 var (

@@ -19,8 +19,8 @@ import (
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/export/live"
 	"github.com/uetrace/uetrace/internal/otlp"
-	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 type exportArgs struct {

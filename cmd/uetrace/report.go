@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/internal/report"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 func newReportCmd() *cobra.Command {

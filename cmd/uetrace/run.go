@@ -17,9 +17,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/fusefs"
-	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/runguard"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"

@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/fusefs"
-	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/pidns"
 	"github.com/uetrace/uetrace/internal/sdaemon"
 	"github.com/uetrace/uetrace/internal/subsys"

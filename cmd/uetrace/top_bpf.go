@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/export/live"
 	"github.com/uetrace/uetrace/internal/bpfcount"
+	"github.com/uetrace/uetrace/internal/export/live"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/userevents"
 )

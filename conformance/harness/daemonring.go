@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
-	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 var ne = binary.NativeEndian

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/userevents"
 )
 

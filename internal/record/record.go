@@ -61,8 +61,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/perfdata"
 )
 

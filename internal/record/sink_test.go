@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // TestRecordSink: Options.Sink is given every sample the file gets, with

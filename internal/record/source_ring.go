@@ -7,8 +7,8 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/shmring"
-	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // A daemon session's records come through shared memory when the daemon

@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon"
-	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/userevents"
 )
 

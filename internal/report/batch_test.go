@@ -10,8 +10,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/internal/report"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // writeBatchFile writes n samples of x from two CPUs in rounds of two

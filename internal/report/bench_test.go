@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/internal/report"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 const (

@@ -7,8 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/uetrace/uetrace/eventheader"
-	"github.com/uetrace/uetrace/internal/report/perfetto/perfettotest"
 	"github.com/uetrace/uetrace/internal/report"
+	"github.com/uetrace/uetrace/internal/report/perfetto/perfettotest"
 )
 
 // ehSample is an EventHeader event written by a task at a time.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/eventheadertest"
+	"github.com/uetrace/uetrace/internal/report"
 	"github.com/uetrace/uetrace/internal/report/perfetto/perfettotest"
 	"github.com/uetrace/uetrace/perfdata"
-	"github.com/uetrace/uetrace/internal/report"
 )
 
 type interopRecord struct {

@@ -6,9 +6,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/uetrace/uetrace/internal/report"
 	"github.com/uetrace/uetrace/internal/report/perfetto/perfettotest"
 	"github.com/uetrace/uetrace/perfdata"
-	"github.com/uetrace/uetrace/internal/report"
 )
 
 // FuzzReport reports arbitrary perf.data bytes in every format. It must

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/report"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 var ne = binary.NativeEndian

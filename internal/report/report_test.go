@@ -21,9 +21,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/report"
 	"github.com/uetrace/uetrace/internal/report/perfetto/perfettotest"
 	"github.com/uetrace/uetrace/perfdata"
-	"github.com/uetrace/uetrace/internal/report"
 )
 
 // wantSummary is what every format of the scenario counts: 17 samples, of

@@ -3,8 +3,8 @@ package stamp_test
 import (
 	"testing"
 
-	"github.com/uetrace/uetrace/internal/subsys/ftrace"
 	"github.com/uetrace/uetrace/internal/stamp"
+	"github.com/uetrace/uetrace/internal/subsys/ftrace"
 )
 
 // The daemon's trace clock has the same base: a record stamped by a client

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/kernel/vmtest"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 // TestTreeIDProgramOnKernel runs, on the 6.12 kernel, the program that

@@ -20,8 +20,8 @@ import (
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/export/live"
 	"github.com/uetrace/uetrace/internal/otlp"
-	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
 )
 
 // format is the obsreport's name for what the receiver reads.

@@ -23,9 +23,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
-	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
 	"github.com/uetrace/uetrace/userevents"
 )
