@@ -23,9 +23,9 @@ var layers = [][]string{
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
 	// The ftrace ring buffer and its text; the kernel's event filters; user
 	// events counted in the kernel by a BPF program.
-	{"internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount"},
+	{"internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount", "internal/daemon/wire"},
 	// The user_events subsystem in user space.
-	{"internal/subsys"},
+	{"internal/subsys", "internal/daemon/client"},
 	// The processes calling in through FUSE, as subsys processes: it
 	// imports subsys, and the FUSE tree (fusefs) imports it.
 	{"internal/fusefs/callers"},

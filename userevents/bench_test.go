@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -157,7 +158,7 @@ func DaemonProcess(tb testing.TB) (string, *os.Process) {
 	}
 	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
-		if c, err := daemon.Dial(sock, nil); err == nil {
+		if c, err := client.Dial(sock, nil); err == nil {
 			c.Close()
 			break
 		}

@@ -55,7 +55,7 @@
 // # Differences between the backends
 //
 // The daemon backend sends only the first bytes and the length of a
-// write longer than daemon.MaxWrite: Linux drops a record that long
+// write longer than wire.MaxWrite: Linux drops a record that long
 // (ftrace holds about 4 KiB, perf 8 KiB) without reading it, and the
 // daemon answers it as Linux does.
 //

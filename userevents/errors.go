@@ -10,7 +10,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 )
 
 // Error is a failed operation: what was done, to what, the errno the
@@ -63,7 +63,7 @@ func wrapErr(op, path, input string, err error) error {
 	e := &Error{Op: op, Path: path, Input: input}
 	var ret abi.RetError
 	var pe *eventdef.Error
-	var re *daemon.RemoteError
+	var re *wire.RemoteError
 	switch {
 	case errors.As(err, &ret):
 		e.Ret = int64(ret)

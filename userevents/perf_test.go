@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/perfring"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -33,11 +33,11 @@ func openPerf(t *testing.T, b backend, system, tp string) perfConsumer {
 	case userevents.Kernel:
 		return openKernelPerf(t, b, system, tp)
 	case userevents.Daemon:
-		c, err := daemon.Dial(b.opts.Socket, nil)
+		c, err := client.Dial(b.opts.Socket, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := c.NewSession(daemon.SessionOptions{})
+		s, err := c.NewSession(client.SessionOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,8 +60,8 @@ func openPerf(t *testing.T, b backend, system, tp string) perfConsumer {
 }
 
 type daemonPerf struct {
-	c *daemon.Client
-	s *daemon.Session
+	c *client.Conn
+	s *client.Session
 }
 
 // payloads takes what the daemon holds: a write's record is in the session

@@ -13,7 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 )
@@ -74,7 +75,7 @@ func ringSize(kb int) (int, error) {
 			kb, src = n, RingKBEnv
 		}
 	}
-	lo, hi := unix.Getpagesize()/1024, daemon.MaxRing/1024
+	lo, hi := unix.Getpagesize()/1024, wire.MaxRing/1024
 	if kb < lo || kb > hi || kb&(kb-1) != 0 {
 		return 0, &Error{Op: "open", Input: src + "=" + strconv.Itoa(kb), Errno: unix.EINVAL,
 			Reason: fmt.Sprintf("the ring size must be a power of two from %d to %d KiB", lo, hi)}
@@ -91,7 +92,7 @@ type clientRing struct {
 	p *shmring.Producer
 
 	// Records dropped because the ring was full, that the daemon has not
-	// been told of yet (see daemon.LostIndex): the events that have some,
+	// been told of yet (see wire.LostIndex): the events that have some,
 	// and a flag a Write checks with one load of a line written only when
 	// a record is dropped.
 	lossy    atomic.Bool
@@ -114,7 +115,7 @@ const (
 
 // setupRing creates a ring of size bytes and shares it on c. On failure the
 // File writes over the socket; the error says why.
-func setupRing(c *daemon.Client, size int) (*clientRing, error) {
+func setupRing(c *client.Conn, size int) (*clientRing, error) {
 	p, err := shmring.Create(size)
 	if err != nil {
 		return nil, err
@@ -169,7 +170,7 @@ func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) 
 	for _, p := range payload {
 		n += len(p)
 	}
-	if int32(e.index) < 0 || 4+n > daemon.MaxWrite {
+	if int32(e.index) < 0 || 4+n > wire.MaxWrite {
 		return false, nil
 	}
 	if err := e.def.CheckSize(n); err != nil {
@@ -283,7 +284,7 @@ func (r *clientRing) stopRetry() {
 	}
 }
 
-// publishLosses publishes a loss record (daemon.LostIndex) for every event
+// publishLosses publishes a loss record (wire.LostIndex) for every event
 // with records dropped since it last did, where there is room; what does
 // not fit waits for the next write. The daemon counts them for the event's
 // consumers, as if the kernel's ring buffer had dropped them.
@@ -297,7 +298,7 @@ func (r *clientRing) publishLosses() {
 		if n != 0 {
 			// TryReserve: a loss record that does not fit is not a
 			// dropped record; it is kept and tried again.
-			v, ok := r.p.TryReserve(shmring.Meta{WriteIndex: daemon.LostIndex}, daemon.LostPayload)
+			v, ok := r.p.TryReserve(shmring.Meta{WriteIndex: wire.LostIndex}, wire.LostPayload)
 			if !ok {
 				keep = append(keep, e)
 				continue
@@ -325,7 +326,7 @@ func (r *clientRing) publishLosses() {
 
 // tell publishes the losses not yet told, having the daemon empty a full
 // ring first if they do not fit.
-func (r *clientRing) tell(dc *daemon.Client) error {
+func (r *clientRing) tell(dc *client.Conn) error {
 	if !r.lossy.Load() {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -68,7 +69,7 @@ func startRefusingRelay(t *testing.T, upstream string) (string, *refusingRelay) 
 // its answer before it sends anything else, so the answer cannot overtake
 // the daemon's.
 func (r *refusingRelay) pass(src, dst *net.UnixConn, fromClient bool) {
-	buf := make([]byte, daemon.MaxMessage+1)
+	buf := make([]byte, wire.MaxMessage+1)
 	oob := make([]byte, 256)
 	le := binary.LittleEndian
 	for {

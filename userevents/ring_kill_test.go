@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -419,7 +420,7 @@ func count(seqs []uint64, n uint64) uint64 {
 // take reads the session's records, checking each: payload intact, its pid
 // the pid it was delivered under and one of the round's producers, each
 // goroutine's sequence numbers increasing.
-func take(t *testing.T, ss *daemon.Session, recs []daemon.Record, evID int, ps []*producer, got seen) (int, []daemon.Record) {
+func take(t *testing.T, ss *client.Session, recs []client.Record, evID int, ps []*producer, got seen) (int, []client.Record) {
 	t.Helper()
 	n := 0
 	for {
@@ -573,7 +574,7 @@ func TestRingProducersKilled(t *testing.T) {
 		plans                                                           map[string]int
 	}
 	sum.plans = map[string]int{}
-	var recs []daemon.Record
+	var recs []client.Record
 	start := time.Now()
 	rounds := 0
 	for round := range maxRounds {

@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -119,7 +121,7 @@ func TestRingSize(t *testing.T) {
 		{kb: 64},
 		{env: "16"},
 		{kb: 3, want: unix.EINVAL, says: "Options.RingKB=3"},
-		{kb: 2 * daemon.MaxRing / 1024, want: unix.EINVAL, says: "power of two"},
+		{kb: 2 * wire.MaxRing / 1024, want: unix.EINVAL, says: "power of two"},
 		{env: "lots", want: unix.EINVAL, says: "UETRACE_RING_KB=lots"},
 		{env: "100", want: unix.EINVAL, says: "UETRACE_RING_KB=100"},
 	} {
@@ -184,7 +186,7 @@ func TestRingFallsBackToSocket(t *testing.T) {
 				out = le.AppendUint16(out, 0x8002) // HelloOK
 				out = le.AppendUint16(out, 0)
 				out = le.AppendUint32(out, 0)
-				out = le.AppendUint32(out, daemon.Version)
+				out = le.AppendUint32(out, wire.Version)
 				out = le.AppendUint32(out, uint32(os.Getpid()))
 				out = le.AppendUint32(out, 0)
 			} else {
@@ -353,14 +355,14 @@ func errnoOf(err error) unix.Errno {
 // attachedSession is a daemon session of its own connection, attached to
 // the events pattern matches, with a buffer of bufferBytes (0: the
 // default); the test's cleanup closes the connection.
-func attachedSession(t *testing.T, sock, pattern string, bufferBytes int) *daemon.Session {
+func attachedSession(t *testing.T, sock, pattern string, bufferBytes int) *client.Session {
 	t.Helper()
-	cons, err := daemon.Dial(sock, nil)
+	cons, err := client.Dial(sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cons.Close() })
-	ss, err := cons.NewSession(daemon.SessionOptions{BufferBytes: bufferBytes})
+	ss, err := cons.NewSession(client.SessionOptions{BufferBytes: bufferBytes})
 	if err != nil {
 		t.Fatal(err)
 	}

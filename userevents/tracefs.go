@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -25,10 +25,10 @@ import (
 // and '/'-separated.
 type Tracefs struct {
 	backend Backend
-	root    string         // Kernel
-	sock    string         // Daemon
-	dc      *daemon.Client // Daemon: for everything but open files
-	fs      *subsys.FS     // InProcess
+	root    string       // Kernel
+	sock    string       // Daemon
+	dc      *client.Conn // Daemon: for everything but open files
+	fs      *subsys.FS   // InProcess
 	cred    subsys.Cred
 }
 
@@ -70,7 +70,7 @@ func kernelTracefs(root string) (*Tracefs, error) {
 }
 
 func daemonTracefs(sock string) (*Tracefs, error) {
-	c, err := daemon.Dial(sock, nil)
+	c, err := client.Dial(sock, nil)
 	if err != nil {
 		return nil, dialErr(sock, err)
 	}
@@ -120,9 +120,9 @@ func (t *Tracefs) Open(name string, flag int) (TracefsFile, error) {
 	case Kernel:
 		f, err = os.OpenFile(filepath.Join(t.root, filepath.FromSlash(name)), flag, 0)
 	case Daemon:
-		var c *daemon.Client
-		if c, err = daemon.Dial(t.sock, nil); err == nil {
-			var df *daemon.File
+		var c *client.Conn
+		if c, err = client.Dial(t.sock, nil); err == nil {
+			var df *client.File
 			if df, err = c.Open(name, flag); err != nil {
 				c.Close()
 			} else {
@@ -166,8 +166,8 @@ func (f *tracefsFile) Close() error { return f.rwc.Close() }
 // daemonFile is a file open through a connection of its own: closing it
 // closes the connection, which ends a wait in Read at once.
 type daemonFile struct {
-	*daemon.File
-	c *daemon.Client
+	*client.File
+	c *client.Conn
 }
 
 func (d daemonFile) Close() error { return d.c.Close() }

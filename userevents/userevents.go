@@ -16,7 +16,8 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/caps"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
@@ -76,7 +77,7 @@ type Options struct {
 	// Tracefs is the kernel's tracefs mount ("": /sys/kernel/tracing, else
 	// the first tracefs or debugfs in /proc/self/mountinfo).
 	Tracefs string
-	// Socket is the daemon's socket ("": daemon.DefaultSocket()).
+	// Socket is the daemon's socket ("": wire.DefaultSocket()).
 	Socket string
 	// Subsystem is the InProcess backend's subsystem (nil:
 	// InProcessSubsystem()).
@@ -111,7 +112,7 @@ type File struct {
 
 	kfd int // Kernel: the user_events_data descriptor
 
-	dc      *daemon.Client             // Daemon
+	dc      *client.Conn               // Daemon
 	ring    atomic.Pointer[clientRing] // Daemon with RingTransport; nil once closed
 	ringErr error                      // why a File asked for a ring has none
 
@@ -152,8 +153,8 @@ func Open(opts Options) (*File, error) {
 // daemon that is there but refuses this user is the answer itself: its
 // error says whom to ask.
 func noBackend(kerr, derr error) error {
-	var pe *daemon.PermissionError
-	var ie *daemon.IdentityError
+	var pe *client.PermissionError
+	var ie *client.IdentityError
 	if errors.As(derr, &pe) || errors.As(derr, &ie) {
 		return derr
 	}
@@ -199,7 +200,7 @@ func openDaemon(opts Options) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := daemon.Dial(sock, &daemon.Arena{FD: a.fd, Addr: a.base(), Size: uint64(len(a.mem))})
+	c, err := client.Dial(sock, &client.Arena{FD: a.fd, Addr: a.base(), Size: uint64(len(a.mem))})
 	if err != nil {
 		return nil, dialErr(sock, err)
 	}
@@ -216,17 +217,17 @@ func openDaemon(opts Options) (*File, error) {
 }
 
 // dialErr words a failed connection to the daemon at sock: with what to
-// do when no daemon answers there. A daemon.PermissionError or
+// do when no daemon answers there. A client.PermissionError or
 // IdentityError already says whose socket it is and what to do, and is
 // returned as it is.
 func dialErr(sock string, err error) error {
-	var pe *daemon.PermissionError
-	var ie *daemon.IdentityError
+	var pe *client.PermissionError
+	var ie *client.IdentityError
 	if errors.As(err, &pe) || errors.As(err, &ie) {
 		return err
 	}
 	if sock == "" {
-		sock = daemon.DefaultSocket()
+		sock = wire.DefaultSocket()
 	}
 	e := &Error{Op: "connect", Path: sock, Errno: errnoOf(err)}
 	switch e.Errno {
@@ -454,7 +455,7 @@ func (e *Event) Def() *eventdef.Event { return e.def }
 
 // maxIov is the number of payload slices a Write passes as they are; more
 // are joined into one buffer first.
-const maxIov = daemon.MaxIov - 1
+const maxIov = wire.MaxIov - 1
 
 // smallIov is the size of the array a Write of up to smallIov-1 payload
 // slices passes them in.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/kernel/vmtest"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -112,7 +112,7 @@ func startDaemon(b *testing.B, uetrace, dir string) string {
 	b.Cleanup(func() { cancel(); cmd.Wait() })
 	deadline := time.Now().Add(time.Minute)
 	for {
-		c, err := daemon.Dial(sock, nil)
+		c, err := client.Dial(sock, nil)
 		if err == nil {
 			c.Close()
 			return sock

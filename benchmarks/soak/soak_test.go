@@ -51,7 +51,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/kernel/vmtest"
 	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/userevents"
@@ -163,9 +163,9 @@ func abuse(role string) int {
 		}
 	case "session":
 		// Waits in a blocking session read of an event nothing writes.
-		c, err := daemon.Dial(sock, nil)
+		c, err := client.Dial(sock, nil)
 		if err == nil {
-			if ss, err := c.NewSession(daemon.SessionOptions{BufferBytes: 1 << 20}); err == nil {
+			if ss, err := c.NewSession(client.SessionOptions{BufferBytes: 1 << 20}); err == nil {
 				ss.Attach("user_events:soak_victim", true)
 				ss.Read(context.Background(), nil)
 			}
@@ -255,7 +255,7 @@ func TestSoak(t *testing.T) {
 	}
 	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
 	waitFor(t, "the daemon to listen", func() bool {
-		c, err := daemon.Dial(sock, nil)
+		c, err := client.Dial(sock, nil)
 		if err != nil {
 			return false
 		}

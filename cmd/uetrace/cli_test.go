@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/internal/caps"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 )
 
 var (
@@ -129,7 +129,7 @@ func startServe(t *testing.T) (string, *exec.Cmd, *syncBuffer) {
 	sock := filepath.Join(t.TempDir(), "uetrace.sock")
 	srv, log := background(t, "serve", "--socket", sock)
 	eventually(t, "the daemon to answer", func() bool {
-		c, err := daemon.Dial(sock, nil)
+		c, err := client.Dial(sock, nil)
 		if err == nil {
 			c.Close()
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/uetrace/uetrace/eventheader"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -150,12 +150,12 @@ func TestEmitEventHeaderDaemon(t *testing.T) {
 	defer holder.Process.Kill()
 	eventually(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
 
-	c, err := daemon.Dial(sock, nil)
+	c, err := client.Dial(sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ss, err := c.NewSession(daemon.SessionOptions{})
+	ss, err := c.NewSession(client.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestEmitEventHeaderDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustCLI(t, sock, "emit", "--eventheader", tpName, "--name", "Started", "--field", "pid=pid:42", "--field", "msg=string:hello")
-	var recs []daemon.Record
+	var recs []client.Record
 	eventually(t, "the event to reach the session", func() bool {
 		got, _, _, err := ss.Poll(nil)
 		if err != nil {

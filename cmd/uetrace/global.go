@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -29,7 +29,7 @@ func (g *globals) socketPath() string {
 	if g.socket != "" {
 		return g.socket
 	}
-	return daemon.DefaultSocket()
+	return wire.DefaultSocket()
 }
 
 func (g *globals) options() (userevents.Options, error) {

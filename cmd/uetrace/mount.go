@@ -9,7 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -42,9 +43,9 @@ daemon starts; uetrace run does it for one command.`,
 			dir := args[0]
 			sock := g.socket
 			if sock == "" {
-				sock = daemon.DefaultSocket()
+				sock = wire.DefaultSocket()
 			}
-			c, err := daemon.Dial(sock, nil)
+			c, err := client.Dial(sock, nil)
 			if err != nil {
 				return fmt.Errorf("mount: no daemon answers at %s (start one with uetrace serve): %w", sock, err)
 			}

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -120,7 +120,7 @@ func TestCLIManyEvents(t *testing.T) {
 		{8000, func(i int) string { return fmt.Sprintf("atk_%d", i) }},
 	} {
 		sock, _, _ := startServe(t)
-		c, err := daemon.Dial(sock, nil)
+		c, err := client.Dial(sock, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/fusefs"
 	"github.com/uetrace/uetrace/internal/runguard"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -123,25 +125,25 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 
 	var (
 		sock   string
-		client *daemon.Client // the running daemon, which will serve the tree
+		dc     *client.Conn // the running daemon, which will serve the tree
 		sys    *subsys.Subsystem
 		srv    *daemon.Server
 	)
 	if !private {
 		sock = g.socket
 		if sock == "" {
-			sock = daemon.DefaultSocket()
+			sock = wire.DefaultSocket()
 		}
-		c, err := daemon.Dial(sock, nil)
+		c, err := client.Dial(sock, nil)
 		if err == nil {
-			client = c
+			dc = c
 			defer c.Close()
 			log.Debug("the tree is the running daemon's", "socket", sock)
-		} else if ie := (*daemon.IdentityError)(nil); errors.As(err, &ie) {
+		} else if ie := (*client.IdentityError)(nil); errors.As(err, &ie) {
 			log.Warn("not using the daemon there, serving a private tree instead", "err", err)
 		}
 	}
-	if client == nil {
+	if dc == nil {
 		dir, err := os.MkdirTemp("", "uetrace-run-")
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
@@ -215,10 +217,10 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	} else {
 		log.Warn("perf tools inside are not kept from the tree: perf_event_open of its event ids and mounts of tracefs go to the kernel", "reason", shimmed.noGuard)
 	}
-	if client != nil {
+	if dc != nil {
 		// The daemon serves the mount until it goes with the command's
 		// mount namespace.
-		err = client.ServeFUSE(dev)
+		err = dc.ServeFUSE(dev)
 		dev.Close()
 		if err != nil {
 			shim.Process.Kill()

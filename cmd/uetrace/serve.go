@@ -17,6 +17,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/fusefs"
 	"github.com/uetrace/uetrace/internal/pidns"
 	"github.com/uetrace/uetrace/internal/sdaemon"
@@ -107,7 +108,7 @@ shows the counts. 0 is the default; -1 no limit.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sock := g.socket
 			if sock == "" {
-				sock = daemon.DefaultSocket()
+				sock = wire.DefaultSocket()
 			}
 			level := slog.LevelInfo
 			if verbose {

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"golang.org/x/sys/unix"
-
-	"github.com/uetrace/uetrace/internal/daemon"
 )
 
 // notifySocket binds a datagram socket for sd_notify's messages in dir.
@@ -104,7 +103,7 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	if os.Geteuid() == 0 {
 		t.Setenv("UETRACE_SOCKET", "")
-		if want := "ListenSequentialPacket=" + daemon.DefaultSocket() + "\n"; !strings.Contains(string(socket), want) {
+		if want := "ListenSequentialPacket=" + wire.DefaultSocket() + "\n"; !strings.Contains(string(socket), want) {
 			t.Errorf("uetrace.socket does not listen where root's clients look: no %q", want)
 		}
 	}

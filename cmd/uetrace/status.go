@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -60,10 +60,10 @@ else.`,
 	}
 }
 
-// printDaemonStats prints the daemon's counts (daemon.Client.Stats), if it
+// printDaemonStats prints the daemon's counts (client.Conn.Stats), if it
 // keeps any: a daemon before them has nothing to add.
 func printDaemonStats(out io.Writer, sock string) {
-	c, err := daemon.Dial(sock, nil)
+	c, err := client.Dial(sock, nil)
 	if err != nil {
 		return
 	}

@@ -8,7 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 )
 
 // daemonProc is this OS process as a client of a uetrace daemon: every
@@ -19,8 +20,8 @@ type daemonProc struct {
 	mem     *enablePage
 	memfd   int
 	spawner spawner
-	fsConn  *daemon.Client
-	conns   []*daemon.Client
+	fsConn  *client.Conn
+	conns   []*client.Conn
 	// ring: the daemon-ring backend, whose user_events_data connections
 	// write through rings (daemonring.go); ringFiles are those opened.
 	ring      bool
@@ -41,8 +42,8 @@ func newDaemonProc(socket string, spawn spawner, ring bool) (*daemonProc, error)
 	return d, nil
 }
 
-func (d *daemonProc) dial() (*daemon.Client, error) {
-	c, err := daemon.Dial(d.socket, &daemon.Arena{FD: d.memfd, Addr: d.mem.base(), Size: uint64(len(d.mem.mem))})
+func (d *daemonProc) dial() (*client.Conn, error) {
+	c, err := client.Dial(d.socket, &client.Arena{FD: d.memfd, Addr: d.mem.base(), Size: uint64(len(d.mem.mem))})
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +88,7 @@ func (d *daemonProc) exit() {
 	}
 }
 
-type daemonData struct{ c *daemon.Client }
+type daemonData struct{ c *client.Conn }
 
 func (d *daemonData) reg(raw []byte, name string, nameFault bool) (uint32, error) {
 	name, _, _ = strings.Cut(name, "\x00")
@@ -122,7 +123,7 @@ func (d *daemonData) writev(iov []iovec) (int, error) {
 		}
 		bufs[i] = v.b
 	}
-	if len(bufs) > daemon.MaxIov {
+	if len(bufs) > wire.MaxIov {
 		return 0, errUnsupported
 	}
 	return d.c.Writev(int32(unix.Gettid()), 0, bufs...)
@@ -139,7 +140,7 @@ func (d *daemonData) write(b []byte, off int64) (int, error) {
 
 func (d *daemonData) close() error { return d.c.Close() }
 
-type daemonFS struct{ c *daemon.Client }
+type daemonFS struct{ c *client.Conn }
 
 func (f daemonFS) read(p string) ([]byte, error) {
 	h, err := f.c.Open(p, unix.O_RDONLY)
@@ -189,19 +190,19 @@ func (f daemonFS) exists(p string) bool {
 }
 
 type daemonPerf struct {
-	c     *daemon.Client
-	s     *daemon.Session
+	c     *client.Conn
+	s     *client.Session
 	event string
 }
 
 func (p *daemonPerf) setFilter(text string) error { return p.s.SetFilter(p.event, text) }
 
 func (d *daemonProc) perf(system, name string) (perfReader, error) {
-	c, err := daemon.Dial(d.socket, nil)
+	c, err := client.Dial(d.socket, nil)
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.NewSession(daemon.SessionOptions{})
+	s, err := c.NewSession(client.SessionOptions{})
 	if err != nil {
 		c.Close()
 		return nil, err

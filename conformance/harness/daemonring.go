@@ -9,7 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 )
@@ -67,7 +68,7 @@ type enabler struct {
 // openRing makes c a connection of the daemon-ring backend: it shares a
 // new ring, which must succeed — a backend that silently wrote over the
 // socket would test nothing.
-func (d *daemonProc) openRing(c *daemon.Client) (dataFile, error) {
+func (d *daemonProc) openRing(c *client.Conn) (dataFile, error) {
 	ring, err := shmring.Create(ringSize)
 	if err != nil {
 		return nil, err
@@ -164,7 +165,7 @@ func (f *ringData) ringWrite(bufs [][]byte) (n int, ok bool, err error) {
 	for _, b := range bufs {
 		total += len(b)
 	}
-	if total < 4 || len(bufs) > daemon.MaxIov || total > daemon.MaxWrite {
+	if total < 4 || len(bufs) > wire.MaxIov || total > wire.MaxWrite {
 		return 0, false, nil
 	}
 	var ib [4]byte

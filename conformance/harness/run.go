@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 )
 
 // proc is one process of a backend: its user_events_data files, its enable
@@ -120,7 +120,7 @@ func errText(err error) string {
 	if errors.As(err, &ret) {
 		return fmt.Sprintf("ret %d", int(ret))
 	}
-	var re *daemon.RemoteError
+	var re *wire.RemoteError
 	if errors.As(err, &re) {
 		return errnoName(re.Errno)
 	}

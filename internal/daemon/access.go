@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -162,62 +161,4 @@ func SocketDirBlocks(path string, m fs.FileMode) string {
 			return ""
 		}
 	}
-}
-
-// PermissionError is a connection refused by the socket's permissions
-// (EACCES): it names the file that refused — the socket, or a directory
-// above it — with its owner, group and mode, and what to do.
-type PermissionError struct {
-	Path         string
-	Owner, Group string
-	Mode         fs.FileMode
-}
-
-func (e *PermissionError) Error() string {
-	return fmt.Sprintf("permission denied on %s (owned by %s:%s, mode %04o): ask to be added to its group, or start your own with uetrace serve",
-		e.Path, e.Owner, e.Group, uint32(e.Mode.Perm()))
-}
-
-// Unwrap returns EACCES.
-func (e *PermissionError) Unwrap() error { return unix.EACCES }
-
-// permissionError finds what refused a connection to path: the first
-// directory this process may not search, else the socket itself.
-func permissionError(path string) error {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		abs = path
-	}
-	// The outermost directory this process cannot search is the one that
-	// refused; with none, the socket's own write permission did.
-	var dirs []string
-	for d := filepath.Dir(abs); d != "/" && d != "."; d = filepath.Dir(d) {
-		dirs = append(dirs, d)
-	}
-	culprit := abs
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if unix.Access(dirs[i], unix.X_OK) != nil {
-			culprit = dirs[i]
-			break
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(culprit, &st); err != nil {
-		return fmt.Errorf("dial %s: %w", path, unix.EACCES)
-	}
-	return &PermissionError{Path: culprit, Owner: userName(st.Uid), Group: groupName(st.Gid), Mode: fs.FileMode(st.Mode & 0o777)}
-}
-
-func userName(uid uint32) string {
-	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
-		return u.Username
-	}
-	return strconv.FormatUint(uint64(uid), 10)
-}
-
-func groupName(gid uint32) string {
-	if g, err := user.LookupGroupId(strconv.FormatUint(uint64(gid), 10)); err == nil {
-		return g.Name
-	}
-	return strconv.FormatUint(uint64(gid), 10)
 }

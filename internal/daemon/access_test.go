@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +18,7 @@ import (
 // before.
 func TestClientHangup(t *testing.T) {
 	s := serve(t, Config{})
-	c, err := Dial(s.sock, nil)
+	c, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestClientHangup(t *testing.T) {
 	c.Close()
 
 	s2 := serve(t, Config{})
-	c2, err := Dial(s2.sock, nil)
+	c2, err := client.Dial(s2.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,10 +103,10 @@ func TestDialPermissionError(t *testing.T) {
 	}
 	s := serve(t, Config{})
 	os.Chmod(s.sock, 0o000)
-	_, err := Dial(s.sock, nil)
-	var pe *PermissionError
+	_, err := client.Dial(s.sock, nil)
+	var pe *client.PermissionError
 	if !errors.As(err, &pe) || !errors.Is(err, syscall.EACCES) || pe.Path != s.sock || pe.Mode != 0 {
-		t.Errorf("Dial of a 0000 socket: %v", err)
+		t.Errorf("client.Dial of a 0000 socket: %v", err)
 	}
 }
 

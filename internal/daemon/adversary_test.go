@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -206,11 +208,11 @@ func idleChild() {
 		}
 		raws = append(raws, fd)
 	}
-	var clients []*Client
+	var clients []*client.Conn
 	counts := map[string]int{}
 	var first string
 	for range 2000 {
-		c, err := Dial(sock, nil)
+		c, err := client.Dial(sock, nil)
 		if err == nil {
 			clients = append(clients, c)
 			counts["ok"]++
@@ -235,7 +237,7 @@ func idleChild() {
 
 // statusChild is another user looking at the daemon.
 func statusChild() {
-	c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), nil)
+	c, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), nil)
 	if err != nil {
 		fmt.Printf("status: %v\n", err)
 		return
@@ -256,7 +258,7 @@ func statusChild() {
 func TestHandshakeTimeout(t *testing.T) {
 	s := serve(t, Config{Limits: Limits{Handshake: 50 * time.Millisecond}})
 	shook := rawConn(t, s.sock)
-	if r := exchange(t, shook, helloMsg(0, 0)); len(r) == 0 || le.Uint16(r) != opHelloOK {
+	if r := exchange(t, shook, helloMsg(0, 0)); len(r) == 0 || wire.LE.Uint16(r) != wire.OpHelloOK {
 		t.Fatalf("hello: %x", r)
 	}
 	silent := rawConn(t, s.sock)
@@ -271,7 +273,7 @@ func TestHandshakeTimeout(t *testing.T) {
 		t.Errorf("handshake timeouts counted: %d, want 1", st.Timeouts)
 	}
 	// The one that shook hands before the silent one connected is served.
-	reply := exchange(t, shook, append(appendHeader(nil, opDelete, 0, 0), "nothing"...))
+	reply := exchange(t, shook, append(wire.AppendHeader(nil, wire.OpDelete, 0, 0), "nothing"...))
 	wantErrno(t, "delete after the other's timeout", reply, unix.ENOENT)
 	if !strings.Contains(s.log.String(), "no Hello in time") {
 		t.Errorf("the timeout is not logged:\n%s", s.log.String())
@@ -329,7 +331,7 @@ func TestUnprivilegedClient(t *testing.T) {
 
 func unprivilegedChild(t *testing.T) {
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
+	c, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), &client.Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,8 +339,8 @@ func unprivilegedChild(t *testing.T) {
 	idx, _, err := c.Register(reg(a.addr(0), 0), "adv_ev u32 a", false)
 	fmt.Printf("register: %s\n", errnoName(err))
 	var rec [8]byte
-	le.PutUint32(rec[:], idx)
-	le.PutUint32(rec[4:], 42)
+	wire.LE.PutUint32(rec[:], idx)
+	wire.LE.PutUint32(rec[4:], 42)
 	_, err = c.Writev(1, 0, rec[:])
 	fmt.Printf("write: %s\n", errnoName(err))
 	for _, name := range []string{"user_events_status", "events/user_events/adv_ev/format"} {
@@ -366,7 +368,7 @@ func unprivilegedChild(t *testing.T) {
 		_, err := c.Open(name, os.O_RDONLY)
 		fmt.Printf("read %s: %s\n", name, errnoName(err))
 	}
-	_, err = c.NewSession(SessionOptions{})
+	_, err = c.NewSession(client.SessionOptions{})
 	fmt.Printf("session: %s\n", errnoName(err))
 	if err != nil {
 		fmt.Printf("%v\n", err)
@@ -378,13 +380,13 @@ func unprivilegedChild(t *testing.T) {
 		fmt.Printf("register %d: %s\n", i, errnoName(err))
 	}
 	un := make([]byte, 16)
-	le.PutUint32(un, 16)
-	le.PutUint64(un[8:], a.addr(0))
+	wire.LE.PutUint32(un, 16)
+	wire.LE.PutUint64(un[8:], a.addr(0))
 	fmt.Printf("unregister: %s\n", errnoName(c.Unregister(un)))
 	_, _, err = c.Register(reg(a.addr(0), 0), "adv_ev u32 a", false)
 	fmt.Printf("register after unregister: %s\n", errnoName(err))
 	// A second connection: the uid's limit counts both.
-	c2, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
+	c2, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), &client.Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +444,7 @@ func TestListedTracer(t *testing.T) {
 }
 
 func tracerChild(t *testing.T) {
-	c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), nil)
+	c, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,8 +463,8 @@ func tracerChild(t *testing.T) {
 			fmt.Printf("%v\n", err)
 		}
 	}
-	session := func(what string, bytes int) *Session {
-		ss, err := c.NewSession(SessionOptions{BufferBytes: bytes})
+	session := func(what string, bytes int) *client.Session {
+		ss, err := c.NewSession(client.SessionOptions{BufferBytes: bytes})
 		fmt.Printf("session %s: %s\n", what, errnoName(err))
 		if err != nil {
 			fmt.Printf("%v\n", err)
@@ -519,7 +521,7 @@ func TestBufferSizeMemoryReturned(t *testing.T) {
 func TestHandlesPerConnection(t *testing.T) {
 	s := serve(t, Config{Cred: privileged, Limits: Limits{Handles: 8}})
 	c := newArena(t, 4096, unix.F_SEAL_SHRINK).dial(t, s.sock)
-	var files []*File
+	var files []*client.File
 	for range 7 {
 		f, err := c.Open("user_events_status", os.O_RDONLY)
 		if err != nil {
@@ -527,14 +529,14 @@ func TestHandlesPerConnection(t *testing.T) {
 		}
 		files = append(files, f)
 	}
-	ss, err := c.NewSession(SessionOptions{})
+	ss, err := c.NewSession(client.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Open("README", os.O_RDONLY); !errors.Is(err, unix.EMFILE) || !strings.Contains(err.Error(), "--max-handles") {
 		t.Errorf("the 9th open: %v, want EMFILE naming --max-handles", err)
 	}
-	if _, err := c.NewSession(SessionOptions{}); !errors.Is(err, unix.EMFILE) {
+	if _, err := c.NewSession(client.SessionOptions{}); !errors.Is(err, unix.EMFILE) {
 		t.Errorf("the 9th handle a session: %v, want EMFILE", err)
 	}
 	if st := s.Stats(); st.Handles != 8 || st.Sessions != 1 || st.OverLimit != 2 {
@@ -561,7 +563,7 @@ func TestConnectionsOfEveryone(t *testing.T) {
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	first := a.dial(t, s.sock)
 	a.dial(t, s.sock)
-	if _, err := Dial(s.sock, nil); !errors.Is(err, unix.ENFILE) || !strings.Contains(err.Error(), "--max-conns") {
+	if _, err := client.Dial(s.sock, nil); !errors.Is(err, unix.ENFILE) || !strings.Contains(err.Error(), "--max-conns") {
 		t.Errorf("a third connection: %v, want ENFILE naming --max-conns", err)
 	}
 	if st := s.Stats(); st.RefusedAll != 1 {
@@ -569,7 +571,7 @@ func TestConnectionsOfEveryone(t *testing.T) {
 	}
 	first.Close()
 	waitConns(t, s, 1)
-	c, err := Dial(s.sock, nil)
+	c, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatalf("after one left: %v", err)
 	}
@@ -588,7 +590,7 @@ func TestPendingMessages(t *testing.T) {
 	h := rawOpen(t, fd, "trace_pipe")
 	rawSend(t, fd, readMsg(h)) // blocks: nothing is traced
 	for range 3 {
-		rawSend(t, fd, append(appendHeader(nil, opDelete, 0, 0), "nothing"...))
+		rawSend(t, fd, append(wire.AppendHeader(nil, wire.OpDelete, 0, 0), "nothing"...))
 	}
 	deadline := time.Now().Add(waitLimit)
 	for s.Stats().Pending != 1 {

@@ -17,15 +17,16 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // maxSessionBuffer bounds what one session may ask to buffer.
-const maxSessionBuffer = 64 << 20
+const maxSessionBuffer = wire.MaxSessionRing
 
 // bufPool holds message buffers. A connection takes one only while a
 // message is in hand, so idle connections cost no buffer.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, MaxMessage+1); return &b }}
+var bufPool = sync.Pool{New: func() any { b := make([]byte, wire.MaxMessage+1); return &b }}
 
 // conn is one client connection: one open user_events_data, plus the
 // tracefs handles and sessions opened through it.
@@ -145,7 +146,7 @@ func (c *conn) serve() {
 		if bad != nil {
 			c.log.Warn("dropping a message it cannot serve: oversized, or with too many descriptors", "err", bad)
 			bufPool.Put(buf)
-			if !c.reply(appendResult(c.out[:0], 0, bad)) {
+			if !c.reply(wire.AppendResult(c.out[:0], 0, bad)) {
 				return
 			}
 			continue
@@ -185,7 +186,7 @@ func (c *conn) recv(fd uintptr) bool {
 }
 
 // read receives one message; ok is false when the peer is gone. bad, when
-// not nil, is why the message cannot be served: larger than MaxMessage
+// not nil, is why the message cannot be served: larger than wire.MaxMessage
 // (EMSGSIZE) or carrying more descriptors than any request (EINVAL). The
 // descriptors it carried are closed now, unless it is a whole message
 // that takes them — the Hello (wantRights), a Ring or a ServeFUSE —
@@ -199,19 +200,19 @@ func (c *conn) read() (buf *[]byte, n int, bad error, ok bool) {
 	buf, c.in = c.in, nil
 	switch {
 	case err != nil:
-	case c.flags&unix.MSG_TRUNC != 0 || c.n > MaxMessage:
-		bad = fmt.Errorf("message larger than %d bytes: %w", MaxMessage, unix.EMSGSIZE)
+	case c.flags&unix.MSG_TRUNC != 0 || c.n > wire.MaxMessage:
+		bad = fmt.Errorf("message larger than %d bytes: %w", wire.MaxMessage, unix.EMSGSIZE)
 	case c.flags&unix.MSG_CTRUNC != 0:
 		bad = fmt.Errorf("message carrying more than %d descriptors, the most a request carries: %w", maxRights, unix.EINVAL)
 	}
 	if c.oobn > 0 {
 		keep := err == nil && bad == nil && buf != nil && c.n >= 2 && c.fds == nil
 		if keep && !c.wantRights {
-			op := le.Uint16(*buf)
-			keep = op == opRing || op == opServeFUSE
+			op := wire.LE.Uint16(*buf)
+			keep = op == wire.OpRing || op == wire.OpServeFUSE
 		}
 		if keep {
-			c.fds = rights(c.oob[:c.oobn])
+			c.fds = wire.Rights(c.oob[:c.oobn])
 		} else {
 			closeRights(c.oob[:c.oobn])
 		}
@@ -252,23 +253,9 @@ func (c *conn) nextMessage() (*[]byte, int, error, bool) {
 	return c.read()
 }
 
-// rights returns the descriptors an SCM_RIGHTS message carried.
-func rights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, m := range msgs {
-		if f, err := unix.ParseUnixRights(&m); err == nil {
-			fds = append(fds, f...)
-		}
-	}
-	return fds
-}
-
+// closeRights closes the descriptors an SCM_RIGHTS message carried.
 func closeRights(oob []byte) {
-	for _, fd := range rights(oob) {
+	for _, fd := range wire.Rights(oob) {
 		unix.Close(fd)
 	}
 }
@@ -292,7 +279,7 @@ func (c *conn) reply(b []byte) bool {
 }
 
 func (c *conn) result(ret int64, err error) bool {
-	return c.reply(appendResult(c.out[:0], ret, err))
+	return c.reply(wire.AppendResult(c.out[:0], ret, err))
 }
 
 // hello runs the handshake: the first message must be a Hello of a version
@@ -323,17 +310,17 @@ func (c *conn) hello(u unix.Ucred) bool {
 		return false
 	}
 	b := (*buf)[:n]
-	h, _ := parseHeader(b)
+	h, _ := wire.ParseHeader(b)
 	if errors.Is(bad, unix.EINVAL) {
 		return fail(fmt.Errorf("handshake: %w", bad))
 	}
-	if bad != nil || len(b) != helloSize || h.op != opHello || string(b[headerSize:headerSize+8]) != helloMagic {
-		return fail(fmt.Errorf("handshake: expected a %d-byte Hello: %w", helloSize, unix.EPROTO))
+	if bad != nil || len(b) != wire.HelloSize || h.Op != wire.OpHello || string(b[wire.HeaderSize:wire.HeaderSize+8]) != wire.HelloMagic {
+		return fail(fmt.Errorf("handshake: expected a %d-byte Hello: %w", wire.HelloSize, unix.EPROTO))
 	}
-	if v := le.Uint32(b[16:]); v != Version {
-		return fail(fmt.Errorf("handshake: protocol version %d; this daemon speaks %d: %w", v, Version, unix.EPROTONOSUPPORT))
+	if v := wire.LE.Uint32(b[16:]); v != wire.Version {
+		return fail(fmt.Errorf("handshake: protocol version %d; this daemon speaks %d: %w", v, wire.Version, unix.EPROTONOSUPPORT))
 	}
-	base, size := le.Uint64(b[24:]), le.Uint64(b[32:])
+	base, size := wire.LE.Uint64(b[24:]), wire.LE.Uint64(b[32:])
 	if size != 0 && len(fds) != 1 || size == 0 && len(fds) != 0 {
 		return fail(fmt.Errorf("handshake: %d descriptors for an arena of %d bytes: %w", len(fds), size, unix.EINVAL))
 	}
@@ -368,15 +355,15 @@ func (c *conn) hello(u unix.Ucred) bool {
 	c.bufHandles = map[uint32]bool{}
 	var flags uint32
 	if c.cred.PerfmonCapable {
-		flags |= helloPerfmon
+		flags |= wire.HelloPerfmon
 	}
 	if c.tracer {
-		flags |= helloTracer
+		flags |= wire.HelloTracer
 	}
-	out := appendHeader(c.out[:0], opHelloOK, 0, 0)
-	out = le.AppendUint32(out, Version)
-	out = le.AppendUint32(out, uint32(u.Pid))
-	out = le.AppendUint32(out, flags)
+	out := wire.AppendHeader(c.out[:0], wire.OpHelloOK, 0, 0)
+	out = wire.LE.AppendUint32(out, wire.Version)
+	out = wire.LE.AppendUint32(out, uint32(u.Pid))
+	out = wire.LE.AppendUint32(out, flags)
 	if !c.reply(out) {
 		c.teardown()
 		return false
@@ -446,19 +433,19 @@ func procComm(pid int32) string {
 
 // handle serves one request. It returns false when the client must go.
 func (c *conn) handle(m []byte) bool {
-	h, ok := parseHeader(m)
+	h, ok := wire.ParseHeader(m)
 	if !ok {
 		c.log.Warn("dropping client: message shorter than a header", "len", len(m))
 		c.result(0, fmt.Errorf("message of %d bytes has no header: %w", len(m), unix.EPROTO))
 		return false
 	}
-	body := m[headerSize:]
-	switch h.op {
-	case opWrite:
+	body := m[wire.HeaderSize:]
+	switch h.Op {
+	case wire.OpWrite:
 		// The thread and CPU are the client's word: checked (writer.go).
 		w := c.w
-		w.PID = c.threads.thread(h.arg)
-		w.CPU = writerCPU(uint32(h.flags))
+		w.PID = c.threads.thread(h.Arg)
+		w.CPU = writerCPU(uint32(h.Flags))
 		if c.ring != nil {
 			// A client with a ring sends here only what it could not
 			// publish there (a record it cannot check itself): it comes
@@ -467,63 +454,63 @@ func (c *conn) handle(m []byte) bool {
 		}
 		n, err := c.file.Writev(w, body)
 		return c.result(int64(n), err)
-	case opWriteHead:
+	case wire.OpWriteHead:
 		if len(body) < 4 {
 			return c.result(0, fmt.Errorf("write: truncated message: %w", unix.EPROTO))
 		}
 		w := c.w
-		w.PID = c.threads.thread(h.arg)
-		w.CPU = writerCPU(uint32(h.flags))
+		w.PID = c.threads.thread(h.Arg)
+		w.CPU = writerCPU(uint32(h.Flags))
 		if c.ring != nil {
 			c.s.Flush()
 		}
-		n, err := c.file.WriteHead(w, body[4:], int(le.Uint32(body)))
+		n, err := c.file.WriteHead(w, body[4:], int(wire.LE.Uint32(body)))
 		return c.result(int64(n), err)
-	case opRegister:
-		if len(body) < 4 || uint64(le.Uint32(body)) > uint64(len(body)-4) {
+	case wire.OpRegister:
+		if len(body) < 4 || uint64(wire.LE.Uint32(body)) > uint64(len(body)-4) {
 			return c.result(0, fmt.Errorf("register: truncated message: %w", unix.EPROTO))
 		}
-		n := le.Uint32(body)
+		n := wire.LE.Uint32(body)
 		reg, name := body[4:4+n], body[4+n:]
 		if err := c.addRegs(1); err != nil {
 			return c.result(0, c.overLimit(err))
 		}
-		idx, err := c.file.Register(c.proc.p, c.cred, subsys.RegisterArgs{Reg: reg, Name: string(name), NameFault: h.flags&flagNameFault != 0})
+		idx, err := c.file.Register(c.proc.p, c.cred, subsys.RegisterArgs{Reg: reg, Name: string(name), NameFault: h.Flags&wire.FlagNameFault != 0})
 		if err != nil {
 			c.addRegs(-1)
 			return c.result(0, err)
 		}
-		return c.reply(le.AppendUint32(appendResult(c.out[:0], 0, nil), idx))
-	case opUnregister:
+		return c.reply(wire.LE.AppendUint32(wire.AppendResult(c.out[:0], 0, nil), idx))
+	case wire.OpUnregister:
 		err := c.file.Unregister(c.proc.p, body)
 		if err == nil {
 			c.addRegs(-1)
 		}
 		return c.result(0, err)
-	case opDelete:
+	case wire.OpDelete:
 		return c.result(0, c.file.Delete(string(body), c.cred))
-	case opOpen:
-		if !c.tracer && openNeedsTracer(string(body), int(h.arg)) {
-			return c.result(0, c.denied(errNotTracer(string(body), int(h.arg), c.uid)))
+	case wire.OpOpen:
+		if !c.tracer && openNeedsTracer(string(body), int(h.Arg)) {
+			return c.result(0, c.denied(errNotTracer(string(body), int(h.Arg), c.uid)))
 		}
 		if len(c.handles) >= c.s.limits.Handles {
 			return c.result(0, c.overLimit(fmt.Errorf("open %q: this connection holds %d files and sessions open, the most one may (`uetrace serve --max-handles`): %w", body, len(c.handles), unix.EMFILE)))
 		}
-		if int(h.arg)&unix.O_TRUNC != 0 {
+		if int(h.Arg)&unix.O_TRUNC != 0 {
 			// Truncating trace clears the records written before it:
 			// those still in the rings too.
 			c.s.Flush()
 		}
-		fh, err := c.s.sys.FS().Open(string(body), int(h.arg), c.cred)
+		fh, err := c.s.sys.FS().Open(string(body), int(h.Arg), c.cred)
 		if err != nil {
 			return c.result(0, err)
 		}
 		hn := c.add(fh)
-		if strings.Trim(string(body), "/") == subsys.FileBufferSizeKB && int(h.arg)&(os.O_WRONLY|os.O_RDWR) != 0 {
+		if strings.Trim(string(body), "/") == subsys.FileBufferSizeKB && int(h.Arg)&(os.O_WRONLY|os.O_RDWR) != 0 {
 			c.bufHandles[hn] = true
 		}
 		return c.result(int64(hn), nil)
-	case opRing:
+	case wire.OpRing:
 		fds := c.takeFDs()
 		defer func() {
 			for _, fd := range fds {
@@ -541,39 +528,39 @@ func (c *conn) handle(m []byte) bool {
 			return c.result(0, err)
 		}
 		return c.result(0, nil)
-	case opServeFUSE:
+	case wire.OpServeFUSE:
 		return c.result(0, c.serveFUSE(c.takeFDs(), body))
-	case opRingFlush:
+	case wire.OpRingFlush:
 		if c.ring == nil {
 			return c.result(0, fmt.Errorf("ring flush: this connection shared no ring: %w", unix.EINVAL))
 		}
 		c.s.Flush()
 		return c.result(0, nil)
-	case opRead:
-		fh, ok := c.handles[h.arg].(*subsys.Handle)
+	case wire.OpRead:
+		fh, ok := c.handles[h.Arg].(*subsys.Handle)
 		if !ok || len(body) != 4 {
-			return c.result(0, fmt.Errorf("read: bad handle %d: %w", h.arg, unix.EBADF))
+			return c.result(0, fmt.Errorf("read: bad handle %d: %w", h.Arg, unix.EBADF))
 		}
 		// What clients published into their rings before this read is
 		// there to be read, as their writes would be with the kernel.
 		c.s.Flush()
-		max := min(int(le.Uint32(body)), MaxMessage-headerSize)
-		out := appendHeader(c.out[:0], opData, 0, 0)
+		max := min(int(wire.LE.Uint32(body)), wire.MaxMessage-wire.HeaderSize)
+		out := wire.AppendHeader(c.out[:0], wire.OpData, 0, 0)
 		out = append(out, make([]byte, max)...)
 		var n int
 		var err error
-		c.blocking(func(ctx context.Context) { n, err = fh.ReadContext(ctx, out[headerSize:]) })
+		c.blocking(func(ctx context.Context) { n, err = fh.ReadContext(ctx, out[wire.HeaderSize:]) })
 		c.out = out[:0]
 		if err != nil && err != io.EOF {
 			return c.result(0, err)
 		}
-		return c.reply(out[:headerSize+n])
-	case opWriteFile:
-		fh, ok := c.handles[h.arg].(*subsys.Handle)
+		return c.reply(out[:wire.HeaderSize+n])
+	case wire.OpWriteFile:
+		fh, ok := c.handles[h.Arg].(*subsys.Handle)
 		if !ok {
-			return c.result(0, fmt.Errorf("write: bad handle %d: %w", h.arg, unix.EBADF))
+			return c.result(0, fmt.Errorf("write: bad handle %d: %w", h.Arg, unix.EBADF))
 		}
-		if c.bufHandles[h.arg] {
+		if c.bufHandles[h.Arg] {
 			return c.writeBufferSize(fh, body)
 		}
 		// A write to tracefs may disable an event or clear the buffer:
@@ -582,83 +569,83 @@ func (c *conn) handle(m []byte) bool {
 		c.s.Flush()
 		n, err := fh.Write(body)
 		return c.result(int64(n), err)
-	case opCloseFile:
-		x, ok := c.handles[h.arg]
+	case wire.OpCloseFile:
+		x, ok := c.handles[h.Arg]
 		if !ok {
-			return c.result(0, fmt.Errorf("close: bad handle %d: %w", h.arg, unix.EBADF))
+			return c.result(0, fmt.Errorf("close: bad handle %d: %w", h.Arg, unix.EBADF))
 		}
 		c.s.Flush() // a session closing gets what was published before
-		delete(c.handles, h.arg)
-		delete(c.bufHandles, h.arg)
+		delete(c.handles, h.Arg)
+		delete(c.bufHandles, h.Arg)
 		c.nhandles.Store(int32(len(c.handles)))
 		c.closeHandle(x)
 		return c.result(0, nil)
-	case opReadDir:
+	case wire.OpReadDir:
 		ents, err := c.s.sys.FS().ReadDir(string(body))
-		if err != nil && (ents == nil || int(h.arg) >= len(ents)) {
+		if err != nil && (ents == nil || int(h.Arg) >= len(ents)) {
 			return c.result(0, err)
 		}
-		out := appendHeader(c.out[:0], opData, 0, 0)
-		for _, e := range ents[min(int(h.arg), len(ents)):] {
+		out := wire.AppendHeader(c.out[:0], wire.OpData, 0, 0)
+		for _, e := range ents[min(int(h.Arg), len(ents)):] {
 			// A name is at most what a message holds: subsys limits an
 			// event's name to MAX_EVENT_DESC.
-			if len(out)+4+len(e.Name)+1 > MaxMessage {
+			if len(out)+4+len(e.Name)+1 > wire.MaxMessage {
 				break // the client asks for the rest
 			}
-			out = le.AppendUint32(out, uint32(e.Mode))
+			out = wire.LE.AppendUint32(out, uint32(e.Mode))
 			out = append(append(out, e.Name...), 0)
 		}
 		c.out = out[:0]
 		return c.reply(out)
-	case opSession:
+	case wire.OpSession:
 		if !c.tracer {
 			return c.result(0, c.denied(errNeedsTracer("session: events' records, which perf gives only with CAP_PERFMON while perf_event_paranoid > -1;", c.uid)))
 		}
 		if len(c.handles) >= c.s.limits.Handles {
 			return c.result(0, c.overLimit(fmt.Errorf("session: this connection holds %d files and sessions open, the most one may (`uetrace serve --max-handles`): %w", len(c.handles), unix.EMFILE)))
 		}
-		if len(body) != 4 || le.Uint32(body) > maxSessionBuffer {
+		if len(body) != 4 || wire.LE.Uint32(body) > maxSessionBuffer {
 			return c.result(0, fmt.Errorf("session: buffer size missing or over %d bytes: %w", maxSessionBuffer, unix.EINVAL))
 		}
-		bytes := sessionBytes(le.Uint32(body))
+		bytes := sessionBytes(wire.LE.Uint32(body))
 		if err := c.addSession(1, bytes); err != nil {
 			return c.result(0, c.overLimit(err))
 		}
 		ss := c.s.sys.NewSession(subsys.SessionOptions{
-			BufferBytes: int(le.Uint32(body)), Other: h.flags&flagOther != 0, Comm: h.flags&flagComm != 0,
+			BufferBytes: int(wire.LE.Uint32(body)), Other: h.Flags&wire.FlagOther != 0, Comm: h.Flags&wire.FlagComm != 0,
 		})
 		c.sessBytes[ss] = bytes
 		return c.result(int64(c.add(ss)), nil)
-	case opAttach:
-		ss, ok := c.handles[h.arg].(*subsys.Session)
+	case wire.OpAttach:
+		ss, ok := c.handles[h.Arg].(*subsys.Session)
 		if !ok {
-			return c.result(0, fmt.Errorf("attach: bad session %d: %w", h.arg, unix.EBADF))
+			return c.result(0, fmt.Errorf("attach: bad session %d: %w", h.Arg, unix.EBADF))
 		}
 		c.s.Flush() // records published before the attach are not the session's
-		evs, err := ss.AttachMatching(string(body), h.flags&flagFollow != 0)
+		evs, err := ss.AttachMatching(string(body), h.Flags&wire.FlagFollow != 0)
 		if err != nil {
 			return c.result(0, err)
 		}
-		out := appendHeader(c.out[:0], opData, 0, 0)
+		out := wire.AppendHeader(c.out[:0], wire.OpData, 0, 0)
 		for _, ev := range evs {
-			if len(out)+len(ev.System())+len(ev.Tracepoint())+2 > MaxMessage {
+			if len(out)+len(ev.System())+len(ev.Tracepoint())+2 > wire.MaxMessage {
 				break // attached all the same; the list is informational
 			}
 			out = append(append(append(append(out, ev.System()...), ':'), ev.Tracepoint()...), 0)
 		}
 		c.out = out[:0]
 		return c.reply(out)
-	case opSessionRead:
-		ss, ok := c.handles[h.arg].(*subsys.Session)
+	case wire.OpSessionRead:
+		ss, ok := c.handles[h.Arg].(*subsys.Session)
 		if !ok || len(body) != 4 {
-			return c.result(0, fmt.Errorf("session read: bad session %d: %w", h.arg, unix.EBADF))
+			return c.result(0, fmt.Errorf("session read: bad session %d: %w", h.Arg, unix.EBADF))
 		}
 		c.s.Flush()
-		return c.sessionRead(ss, int(le.Uint32(body)), h.flags&flagNoWait != 0)
-	case opSetFilter:
-		ss, ok := c.handles[h.arg].(*subsys.Session)
+		return c.sessionRead(ss, int(wire.LE.Uint32(body)), h.Flags&wire.FlagNoWait != 0)
+	case wire.OpSetFilter:
+		ss, ok := c.handles[h.Arg].(*subsys.Session)
 		if !ok {
-			return c.result(0, fmt.Errorf("set filter: bad session %d: %w", h.arg, unix.EBADF))
+			return c.result(0, fmt.Errorf("set filter: bad session %d: %w", h.Arg, unix.EBADF))
 		}
 		name, text, ok := strings.Cut(string(body), "\x00")
 		sys, tp, ok2 := strings.Cut(name, ":")
@@ -671,17 +658,17 @@ func (c *conn) handle(m []byte) bool {
 		}
 		c.s.Flush() // records published before the filter are not filtered
 		return c.result(0, ss.SetFilter(ev, text))
-	case opSessionRing:
+	case wire.OpSessionRing:
 		return c.sessionRing(h, body)
-	case opSessionSync:
+	case wire.OpSessionSync:
 		return c.sessionSync(h, body)
-	case opStats:
+	case wire.OpStats:
 		return c.stats()
-	case opHello:
+	case wire.OpHello:
 		return c.result(0, fmt.Errorf("hello after the handshake: %w", unix.EPROTO))
 	}
-	c.log.Warn("unknown request", "op", h.op)
-	return c.result(0, fmt.Errorf("unknown request %d: %w", h.op, unix.EPROTO))
+	c.log.Warn("unknown request", "op", h.Op)
+	return c.result(0, fmt.Errorf("unknown request %d: %w", h.Op, unix.EPROTO))
 }
 
 func (c *conn) add(h any) uint32 {
@@ -698,12 +685,12 @@ func (c *conn) add(h any) uint32 {
 // sessionRead waits for records (unless noWait) and sends as many as fit in
 // one message.
 func (c *conn) sessionRead(ss *subsys.Session, max int, noWait bool) bool {
-	max = min(max, MaxMessage)
-	room := max - headerSize - 16
-	if room < 6*(8+recordHeaderLen) {
+	max = min(max, wire.MaxMessage)
+	room := max - wire.HeaderSize - 16
+	if room < 6*(8+wire.RecordHeaderLen) {
 		return c.result(0, fmt.Errorf("session read: %d bytes cannot hold a record: %w", max, unix.EINVAL))
 	}
-	// Each record costs recordHeaderLen bytes of the reply besides its
+	// Each record costs wire.RecordHeaderLen bytes of the reply besides its
 	// raw data, and no padding: raw data is 4 bytes past a multiple of 8
 	// (subsys.Record.Raw), so header and data end on one.
 	if len(c.sessRaw) != room {
@@ -713,29 +700,29 @@ func (c *conn) sessionRead(ss *subsys.Session, max int, noWait bool) bool {
 	recs := c.sessRecs[:0]
 	var err error
 	if noWait {
-		recs, err = ss.ReadFramed(doneContext, raw, recordHeaderLen, recs)
+		recs, err = ss.ReadFramed(doneContext, raw, wire.RecordHeaderLen, recs)
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}
 	} else {
-		c.blocking(func(ctx context.Context) { recs, err = ss.ReadFramed(ctx, raw, recordHeaderLen, recs) })
+		c.blocking(func(ctx context.Context) { recs, err = ss.ReadFramed(ctx, raw, wire.RecordHeaderLen, recs) })
 	}
 	c.sessRecs = recs[:0]
 	if err != nil {
 		return c.result(0, err)
 	}
-	out := appendHeader(c.out[:0], opData, 0, 0)
-	out = le.AppendUint64(out, ss.Lost())
-	out = le.AppendUint64(out, ss.TooLarge())
+	out := wire.AppendHeader(c.out[:0], wire.OpData, 0, 0)
+	out = wire.LE.AppendUint64(out, ss.Lost())
+	out = wire.LE.AppendUint64(out, ss.TooLarge())
 	for _, r := range recs {
-		out = le.AppendUint64(out, r.TS)
-		out = le.AppendUint32(out, uint32(r.PID))
-		out = le.AppendUint32(out, uint32(r.TID))
-		out = le.AppendUint32(out, uint32(r.CPU))
-		out = le.AppendUint32(out, uint32(r.ID))
-		out = le.AppendUint32(out, uint32(len(r.Raw)))
+		out = wire.LE.AppendUint64(out, r.TS)
+		out = wire.LE.AppendUint32(out, uint32(r.PID))
+		out = wire.LE.AppendUint32(out, uint32(r.TID))
+		out = wire.LE.AppendUint32(out, uint32(r.CPU))
+		out = wire.LE.AppendUint32(out, uint32(r.ID))
+		out = wire.LE.AppendUint32(out, uint32(len(r.Raw)))
 		out = append(out, r.Raw...)
-		for len(out)%8 != headerSize%8 {
+		for len(out)%8 != wire.HeaderSize%8 {
 			out = append(out, 0)
 		}
 	}

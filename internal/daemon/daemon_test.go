@@ -20,6 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -107,9 +109,9 @@ func (a *testArena) addr(off int) uint64 { return uint64(uintptr(unsafe.Pointer(
 func (a *testArena) word(off int) uint32 {
 	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&a.mem[off])))
 }
-func (a *testArena) dial(t testing.TB, sock string) *Client {
+func (a *testArena) dial(t testing.TB, sock string) *client.Conn {
 	t.Helper()
-	c, err := Dial(sock, &Arena{FD: a.fd, Addr: a.addr(0), Size: uint64(len(a.mem))})
+	c, err := client.Dial(sock, &client.Arena{FD: a.fd, Addr: a.addr(0), Size: uint64(len(a.mem))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,7 @@ func reg(addr uint64, flags uint16) []byte {
 	return abi.UserReg{Size: abi.UserRegSize, EnableSize: 4, Flags: flags, EnableAddr: addr}.Bytes()
 }
 
-func readFile(t testing.TB, c *Client, name string) string {
+func readFile(t testing.TB, c *client.Conn, name string) string {
 	t.Helper()
 	f, err := c.Open(name, os.O_RDONLY)
 	if err != nil {
@@ -140,7 +142,7 @@ func readFile(t testing.TB, c *Client, name string) string {
 	return b.String()
 }
 
-func writeFile(c *Client, name, text string) error {
+func writeFile(c *client.Conn, name, text string) error {
 	f, err := c.Open(name, os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return err
@@ -168,8 +170,8 @@ func healthy(t *testing.T, s *testServer) {
 		t.Fatal("daemon no longer healthy: enable bit not set")
 	}
 	var rec [8]byte
-	le.PutUint32(rec[:], idx)
-	le.PutUint32(rec[4:], 77)
+	wire.LE.PutUint32(rec[:], idx)
+	wire.LE.PutUint32(rec[4:], 77)
 	if n, err := c.Writev(1, 0, rec[:]); err != nil || n != 8 {
 		t.Fatalf("daemon no longer healthy: write: %d, %v", n, err)
 	}
@@ -190,11 +192,24 @@ func TestClientCrashReleasesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
-	c := a.dial(t, s.sock)
-	if _, _, err := c.Register(reg(a.addr(0), 0), "crash_mine u32 a", false); err != nil {
+	// A connection of its own, which this test closes without a word.
+	c, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Register(reg(a.addr(8), 0), "crash_persist u32 a", false); err != nil {
+	if err := unix.Connect(c, &unix.SockaddrUnix{Name: s.sock}); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, c, helloMsg(a.addr(0), 4096), a.fd)
+	register := func(reg []byte, name string) error {
+		msg := wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpRegister, 0, 0), uint32(len(reg)))
+		_, _, err := wire.ParseResult(exchange(t, c, append(append(msg, reg...), name...)))
+		return err
+	}
+	if err := register(reg(a.addr(0), 0), "crash_mine u32 a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := register(reg(a.addr(8), 0), "crash_persist u32 a"); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(admin, "events/user_events/crash_persist/enable", "1")
@@ -205,7 +220,7 @@ func TestClientCrashReleasesEverything(t *testing.T) {
 
 	// The process dies without a word: every connection of its pid goes
 	// at once, admin's too, since admin is in this same process.
-	unix.Close(c.fd)
+	unix.Close(c)
 	admin.Close()
 	deadline := time.Now().Add(waitLimit)
 	for s.Conns() > 0 {
@@ -235,7 +250,7 @@ func TestClientCrashReleasesEverything(t *testing.T) {
 func TestKilledProcess(t *testing.T) {
 	if os.Getenv("UETRACE_TEST_CHILD") == "register" {
 		a := newArena(t, 4096, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
-		c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
+		c, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), &client.Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,12 +306,12 @@ func rawConn(t *testing.T, sock string) int {
 }
 
 func helloMsg(base, size uint64) []byte {
-	b := appendHeader(nil, opHello, 0, 0)
-	b = append(b, helloMagic...)
-	b = le.AppendUint32(b, Version)
-	b = le.AppendUint32(b, 0)
-	b = le.AppendUint64(b, base)
-	return le.AppendUint64(b, size)
+	b := wire.AppendHeader(nil, wire.OpHello, 0, 0)
+	b = append(b, wire.HelloMagic...)
+	b = wire.LE.AppendUint32(b, wire.Version)
+	b = wire.LE.AppendUint32(b, 0)
+	b = wire.LE.AppendUint64(b, base)
+	return wire.LE.AppendUint64(b, size)
 }
 
 // exchange sends msg (with fds) and returns the reply, or nil when the
@@ -313,7 +328,7 @@ func exchange(t *testing.T, fd int, msg []byte, fds ...int) []byte {
 		}
 		t.Fatal(err)
 	}
-	buf := make([]byte, MaxMessage)
+	buf := make([]byte, wire.MaxMessage)
 	n, err := recvRetry(fd, buf)
 	if err != nil {
 		if errors.Is(err, unix.ECONNRESET) {
@@ -329,7 +344,7 @@ func exchange(t *testing.T, fd int, msg []byte, fds ...int) []byte {
 
 func wantErrno(t *testing.T, what string, reply []byte, want unix.Errno) {
 	t.Helper()
-	_, _, err := parseResult(reply)
+	_, _, err := wire.ParseResult(reply)
 	if !errors.Is(err, want) {
 		t.Errorf("%s: reply %v, want %v", what, err, want)
 	}
@@ -360,9 +375,9 @@ func TestBadHandshakes(t *testing.T) {
 	}{
 		{"garbage", []byte("GET / HTTP/1.1\r\n\r\n"), nil, unix.EPROTO},
 		{"short", []byte{1, 0}, nil, unix.EPROTO},
-		{"not hello first", appendHeader(nil, opDelete, 0, 0), nil, unix.EPROTO},
-		{"bad magic", append(appendHeader(nil, opHello, 0, 0), make([]byte, helloSize-headerSize)...), nil, unix.EPROTO},
-		{"future version", func() []byte { b := helloMsg(0, 0); le.PutUint32(b[16:], 99); return b }(), nil, unix.EPROTONOSUPPORT},
+		{"not hello first", wire.AppendHeader(nil, wire.OpDelete, 0, 0), nil, unix.EPROTO},
+		{"bad magic", append(wire.AppendHeader(nil, wire.OpHello, 0, 0), make([]byte, wire.HelloSize-wire.HeaderSize)...), nil, unix.EPROTO},
+		{"future version", func() []byte { b := helloMsg(0, 0); wire.LE.PutUint32(b[16:], 99); return b }(), nil, unix.EPROTONOSUPPORT},
 		{"size without memfd", helloMsg(a.addr(0), 4096), nil, unix.EINVAL},
 		{"memfd without size", helloMsg(0, 0), []int{a.fd}, unix.EINVAL},
 		{"two memfds", helloMsg(a.addr(0), 4096), []int{a.fd, a.fd}, unix.EINVAL},
@@ -410,7 +425,7 @@ func rawHello(t *testing.T, s *testServer) (int, *testArena) {
 	t.Helper()
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	fd := rawConn(t, s.sock)
-	if r := exchange(t, fd, helloMsg(a.addr(0), 4096), a.fd); len(r) == 0 || le.Uint16(r) != opHelloOK {
+	if r := exchange(t, fd, helloMsg(a.addr(0), 4096), a.fd); len(r) == 0 || wire.LE.Uint16(r) != wire.OpHelloOK {
 		t.Fatalf("hello: %x", r)
 	}
 	return fd, a
@@ -424,24 +439,24 @@ func TestMalformedRequests(t *testing.T) {
 		msg  []byte
 		want unix.Errno
 	}{
-		{"unknown op", appendHeader(nil, 999, 0, 0), unix.EPROTO},
+		{"unknown op", wire.AppendHeader(nil, 999, 0, 0), unix.EPROTO},
 		{"hello again", helloMsg(0, 0), unix.EPROTO},
-		{"register length past the end", le.AppendUint32(appendHeader(nil, opRegister, 0, 0), 1000), unix.EPROTO},
-		{"register without length", appendHeader(nil, opRegister, 0, 0), unix.EPROTO},
-		{"register short struct", append(le.AppendUint32(appendHeader(nil, opRegister, 0, 0), 4), 4, 0, 0, 0), unix.EINVAL},
-		{"register outside the arena", append(append(le.AppendUint32(appendHeader(nil, opRegister, 0, 0), abi.UserRegSize), reg(a.addr(0)+8192, 0)...), "x u32 a"...), unix.ENOMEM},
-		{"write without index", appendHeader(nil, opWrite, 0, 0), 0},
+		{"register length past the end", wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpRegister, 0, 0), 1000), unix.EPROTO},
+		{"register without length", wire.AppendHeader(nil, wire.OpRegister, 0, 0), unix.EPROTO},
+		{"register short struct", append(wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpRegister, 0, 0), 4), 4, 0, 0, 0), unix.EINVAL},
+		{"register outside the arena", append(append(wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpRegister, 0, 0), abi.UserRegSize), reg(a.addr(0)+8192, 0)...), "x u32 a"...), unix.ENOMEM},
+		{"write without index", wire.AppendHeader(nil, wire.OpWrite, 0, 0), 0},
 		// The ENOMEM registration still added its event to the file's
 		// array (as Linux does), so index 0 exists and 1 does not.
-		{"write short payload", append(appendHeader(nil, opWrite, 0, 0), 0, 0, 0, 0), unix.EINVAL},
-		{"write to nothing", append(appendHeader(nil, opWrite, 0, 0), 1, 0, 0, 0), unix.ENOENT},
-		{"read bad handle", le.AppendUint32(appendHeader(nil, opRead, 0, 42), 100), unix.EBADF},
-		{"read without size", appendHeader(nil, opRead, 0, 0), unix.EBADF},
-		{"close bad handle", appendHeader(nil, opCloseFile, 0, 7), unix.EBADF},
-		{"session read bad handle", le.AppendUint32(appendHeader(nil, opSessionRead, 0, 3), 4096), unix.EBADF},
-		{"huge session", le.AppendUint32(appendHeader(nil, opSession, 0, 0), 1<<30), unix.EINVAL},
-		{"oversized", append(appendHeader(nil, opWrite, 0, 0), make([]byte, MaxMessage)...), unix.EMSGSIZE},
-		{"open outside", append(appendHeader(nil, opOpen, 0, 0), "../etc/passwd"...), unix.ENOENT},
+		{"write short payload", append(wire.AppendHeader(nil, wire.OpWrite, 0, 0), 0, 0, 0, 0), unix.EINVAL},
+		{"write to nothing", append(wire.AppendHeader(nil, wire.OpWrite, 0, 0), 1, 0, 0, 0), unix.ENOENT},
+		{"read bad handle", wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpRead, 0, 42), 100), unix.EBADF},
+		{"read without size", wire.AppendHeader(nil, wire.OpRead, 0, 0), unix.EBADF},
+		{"close bad handle", wire.AppendHeader(nil, wire.OpCloseFile, 0, 7), unix.EBADF},
+		{"session read bad handle", wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSessionRead, 0, 3), 4096), unix.EBADF},
+		{"huge session", wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSession, 0, 0), 1<<30), unix.EINVAL},
+		{"oversized", append(wire.AppendHeader(nil, wire.OpWrite, 0, 0), make([]byte, wire.MaxMessage)...), unix.EMSGSIZE},
+		{"open outside", append(wire.AppendHeader(nil, wire.OpOpen, 0, 0), "../etc/passwd"...), unix.ENOENT},
 	}
 	for _, c := range cases {
 		reply := exchange(t, fd, c.msg)
@@ -450,7 +465,7 @@ func TestMalformedRequests(t *testing.T) {
 		}
 		if c.want == 0 {
 			// write(2) of 0..3 bytes: EFAULT; an empty writev returns 0.
-			if ret, _, err := parseResult(reply); err != nil || ret != 0 {
+			if ret, _, err := wire.ParseResult(reply); err != nil || ret != 0 {
 				t.Errorf("%s: %d, %v", c.name, ret, err)
 			}
 			continue
@@ -477,7 +492,7 @@ func TestClientThatNeverReads(t *testing.T) {
 	}
 	// Requests whose replies are never read: the socket fills, the daemon
 	// blocks on its reply, times out and drops the client.
-	msg := append(appendHeader(nil, opDelete, 0, 0), "nothing"...)
+	msg := append(wire.AppendHeader(nil, wire.OpDelete, 0, 0), "nothing"...)
 	for start := time.Now(); time.Since(start) < waitLimit; {
 		err := unix.Sendmsg(fd, msg, nil, nil, unix.MSG_DONTWAIT)
 		if err == unix.EAGAIN || err == unix.EINTR {
@@ -521,7 +536,7 @@ func TestPersistNeedsPrivilege(t *testing.T) {
 func TestPeerCredentials(t *testing.T) {
 	if os.Getenv("UETRACE_TEST_CHILD") == "persist" {
 		a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-		c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
+		c, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), &client.Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -591,14 +606,14 @@ func TestThousandConnections(t *testing.T) {
 	if err := writeFile(admin, "events/user_events/many/enable", "1"); err != nil {
 		t.Fatal(err)
 	}
-	clients := make([]*Client, n)
+	clients := make([]*client.Conn, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := Dial(s.sock, &Arena{FD: a.fd, Addr: a.addr(0), Size: uint64(len(a.mem))})
+			c, err := client.Dial(s.sock, &client.Arena{FD: a.fd, Addr: a.addr(0), Size: uint64(len(a.mem))})
 			if err != nil {
 				errs <- err
 				return
@@ -610,8 +625,8 @@ func TestThousandConnections(t *testing.T) {
 				return
 			}
 			var rec [8]byte
-			le.PutUint32(rec[:], idx)
-			le.PutUint32(rec[4:], uint32(i))
+			wire.LE.PutUint32(rec[:], idx)
+			wire.LE.PutUint32(rec[4:], uint32(i))
 			if _, err := c.Writev(int32(i), 0, rec[:]); err != nil {
 				errs <- err
 			}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,7 +40,7 @@ func TestDescriptorsNotParked(t *testing.T) {
 	}
 	// The Hello's memfd is closed after its reply: a request answered
 	// after it is one the daemon read after closing it.
-	if r := exchange(t, fd, appendHeader(nil, opStats, 0, 0)); r == nil {
+	if r := exchange(t, fd, wire.AppendHeader(nil, wire.OpStats, 0, 0)); r == nil {
 		t.Fatal("the daemon dropped the client")
 	}
 	base := openFDs(t)
@@ -49,14 +50,14 @@ func TestDescriptorsNotParked(t *testing.T) {
 		fds  []int
 		want unix.Errno
 	}{
-		{"oversized Ring with 12 descriptors", append(appendHeader(nil, opRing, 0, 0), make([]byte, MaxMessage)...), twelve, unix.EMSGSIZE},
-		{"Ring with 12 descriptors", appendHeader(nil, opRing, 0, 0), twelve, unix.EINVAL},
-		{"Ring with 3 descriptors", appendHeader(nil, opRing, 0, 0), twelve[:3], unix.EINVAL},
-		{"Ring with a body", append(appendHeader(nil, opRing, 0, 0), 1), twelve[:2], unix.EINVAL},
-		{"oversized ServeFUSE", append(appendHeader(nil, opServeFUSE, 0, 0), make([]byte, MaxMessage)...), twelve[:1], unix.EMSGSIZE},
-		{"Delete with 12 descriptors", append(appendHeader(nil, opDelete, 0, 0), "nothing"...), twelve, unix.EINVAL},
-		{"Delete with 2 descriptors", append(appendHeader(nil, opDelete, 0, 0), "nothing"...), twelve[:2], unix.ENOENT},
-		{"oversized Write with descriptors", append(appendHeader(nil, opWrite, 0, 0), make([]byte, MaxMessage)...), twelve[:2], unix.EMSGSIZE},
+		{"oversized Ring with 12 descriptors", append(wire.AppendHeader(nil, wire.OpRing, 0, 0), make([]byte, wire.MaxMessage)...), twelve, unix.EMSGSIZE},
+		{"Ring with 12 descriptors", wire.AppendHeader(nil, wire.OpRing, 0, 0), twelve, unix.EINVAL},
+		{"Ring with 3 descriptors", wire.AppendHeader(nil, wire.OpRing, 0, 0), twelve[:3], unix.EINVAL},
+		{"Ring with a body", append(wire.AppendHeader(nil, wire.OpRing, 0, 0), 1), twelve[:2], unix.EINVAL},
+		{"oversized ServeFUSE", append(wire.AppendHeader(nil, wire.OpServeFUSE, 0, 0), make([]byte, wire.MaxMessage)...), twelve[:1], unix.EMSGSIZE},
+		{"Delete with 12 descriptors", append(wire.AppendHeader(nil, wire.OpDelete, 0, 0), "nothing"...), twelve, unix.EINVAL},
+		{"Delete with 2 descriptors", append(wire.AppendHeader(nil, wire.OpDelete, 0, 0), "nothing"...), twelve[:2], unix.ENOENT},
+		{"oversized Write with descriptors", append(wire.AppendHeader(nil, wire.OpWrite, 0, 0), make([]byte, wire.MaxMessage)...), twelve[:2], unix.EMSGSIZE},
 	}
 	for _, c := range cases {
 		reply := exchange(t, fd, c.msg, c.fds...)
@@ -74,9 +75,9 @@ func TestDescriptorsNotParked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := exchange(t, fd, appendHeader(nil, opRing, 0, 0), p.Fd(), efd); r == nil {
+	if r := exchange(t, fd, wire.AppendHeader(nil, wire.OpRing, 0, 0), p.Fd(), efd); r == nil {
 		t.Fatal("the daemon dropped the client")
-	} else if _, _, err := parseResult(r); err != nil {
+	} else if _, _, err := wire.ParseResult(r); err != nil {
 		t.Errorf("a well-formed Ring after the bad ones: %v", err)
 	}
 	healthy(t, s)

@@ -1,7 +1,7 @@
 // Package daemon serves a subsys.Subsystem — user_events in user space — to
-// the programs of a machine over a Unix socket, and is the client side of
-// that protocol: what `uetrace serve` runs and what the userevents package's
-// daemon backend speaks.
+// the programs of a machine over a Unix socket: what `uetrace serve` runs.
+// The protocol is package wire; its client, which the userevents package's
+// daemon backend and the tools use, is package client.
 //
 // One SOCK_SEQPACKET connection is one open user_events_data: its
 // registrations and write indices, plus tracefs files and perf-like
@@ -84,7 +84,7 @@
 // held only to the per-connection limits, as CAP_SYS_RESOURCE and
 // CAP_IPC_LOCK spare them Linux's per-user ones. The enable-word arenas and
 // producer rings clients share are bounded per connection (MaxArena,
-// MaxRing) and, all a uid's together, per uid (ENOMEM, as io_uring's
+// wire.MaxRing) and, all a uid's together, per uid (ENOMEM, as io_uring's
 // rings over RLIMIT_MEMLOCK); an arena a process shares on several
 // connections is mapped, and counted, once. The tracefs tree served
 // through FUSE (package fusefs) counts in the same per-uid account
@@ -121,7 +121,7 @@
 //     exec) still counts as its parent's, and a client in another pid
 //     namespace, whose pid the daemon cannot see, is a process per
 //     connection.
-//   - A write longer than MaxWrite reaches the daemon as its first bytes and
+//   - A write longer than wire.MaxWrite reaches the daemon as its first bytes and
 //     its length (WriteHead): enough to answer as Linux does, which drops
 //     a record that long unread. A write of that length a consumer could
 //     take would be EMSGSIZE; with Linux's limits (a record of 8 KiB at
@@ -145,7 +145,7 @@
 //     before is there, as with the kernel's synchronous write. A full ring
 //     drops the record and the write succeeds, as with the kernel's ring
 //     buffer; the client counts it and tells the daemon in a loss record
-//     (LostIndex) with its next write, and the daemon hands the count to
+//     (wire.LostIndex) with its next write, and the daemon hands the count to
 //     the event's consumers: its "written" and "dropped" counts, the trace
 //     buffer's "dropped events" and a "CPU:N [LOST n EVENTS]" line before
 //     the record that follows — which the kernel would not print for drops
@@ -167,7 +167,7 @@
 //     client's memfd: a client that mprotects its mapping read-only does not
 //     make registration ENOMEM or unregister EFAULT, as it would in Linux.
 //
-// It is not the subsystem (package subsys) nor the client library (package
-// userevents), and it does not collect records into files (that is the
-// record command's job).
+// It is not the subsystem (package subsys), the client (package client) nor
+// the producer library (package userevents), and it does not collect
+// records into files (that is the record command's job).
 package daemon

@@ -10,17 +10,6 @@ import (
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
-// opServeFUSE hands the daemon a /dev/fuse descriptor already mounted
-// somewhere (by uetrace run's helper in a mount namespace, or by uetrace
-// mount): no body, one descriptor (SCM_RIGHTS). The daemon serves its
-// tracefs tree on it through Config.ServeFUSE. Only tracers (policy.go)
-// may: the tree is the daemon's whole subsystem, and it will read and
-// write the memory of whoever calls into it (EPERM otherwise) — of those
-// callers the client could ptrace itself, found in the client's pid
-// namespace (FUSEMounter; package fusefs). Reply: Result, once serving has
-// begun.
-const opServeFUSE uint16 = 48
-
 // FUSETree is a tracefs tree served on a FUSE mount (Config.ServeFUSE).
 type FUSETree interface {
 	// Close stops serving: the connection is aborted and unmounted.
@@ -170,16 +159,6 @@ func (c *conn) serveFUSE(fds []int, body []byte) error {
 		s.releaseTree(uid)
 	}()
 	c.log.Info("serving the tracefs tree on a FUSE mount handed over")
-	return nil
-}
-
-// ServeFUSE asks the daemon to serve its tracefs tree on dev, a /dev/fuse
-// descriptor already mounted: the ServeFUSE request. The daemon keeps serving
-// after this client goes, until the mount goes or the daemon stops.
-func (c *Client) ServeFUSE(dev *os.File) error {
-	if err := c.callRights(opServeFUSE, int(dev.Fd())); err != nil {
-		return fmt.Errorf("handing the FUSE device to the daemon: %w", err)
-	}
 	return nil
 }
 

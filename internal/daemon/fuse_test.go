@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,7 +53,7 @@ func TestServeFUSERequest(t *testing.T) {
 		trees <- ft
 		return ft, nil
 	}})
-	c2, err := Dial(srv.sock, nil)
+	c2, err := client.Dial(srv.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestServeFUSETreesCountAsConnections(t *testing.T) {
 	if err := c.ServeFUSE(r); !errors.Is(err, unix.ENFILE) {
 		t.Errorf("a second tree past --max-conns: %v, want ENFILE", err)
 	}
-	if other, err := Dial(srv.sock, nil); !errors.Is(err, unix.ENFILE) {
+	if other, err := client.Dial(srv.sock, nil); !errors.Is(err, unix.ENFILE) {
 		if err == nil {
 			other.Close()
 		}
@@ -139,9 +140,9 @@ func TestServeFUSETreesCountAsConnections(t *testing.T) {
 
 // dialWithDevice dials sock, and returns the client and a descriptor to hand
 // over as a FUSE device (a pipe's end: the fake trees never read it).
-func dialWithDevice(t *testing.T, sock string) (*Client, *os.File) {
+func dialWithDevice(t *testing.T, sock string) (*client.Conn, *os.File) {
 	t.Helper()
-	c, err := Dial(sock, nil)
+	c, err := client.Dial(sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

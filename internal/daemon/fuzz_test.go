@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -30,18 +32,18 @@ func fuzzServer(f *testing.F) string {
 // FuzzRequest sends one arbitrary message after a good handshake: the
 // daemon answers it or drops the connection, and keeps serving others.
 func FuzzRequest(f *testing.F) {
-	f.Add(appendHeader(nil, opDelete, 0, 0))
-	f.Add(append(appendHeader(nil, opOpen, 0, uint32(os.O_WRONLY|os.O_APPEND)), "dynamic_events"...))
-	f.Add(append(le.AppendUint32(appendHeader(nil, opRegister, 0, 0), 28), append(reg(0x1000, 0), "f u32 a"...)...))
-	f.Add(append(appendHeader(nil, opWrite, 3, 77), 0, 0, 0, 0, 1, 2, 3, 4))
-	f.Add(append(le.AppendUint32(appendHeader(nil, opWriteHead, 3, 77), 70000), 0, 0, 0, 0, 1, 2, 3, 4))
-	f.Add(le.AppendUint32(appendHeader(nil, opSession, 1, 0), 4096))
-	f.Add(append(appendHeader(nil, opAttach, 1, 1), "*"...))
-	f.Add(append(appendHeader(nil, opReadDir, 0, 0), "events"...))
-	f.Add(append(appendHeader(nil, opUnregister, 0, 0), make([]byte, 16)...))
+	f.Add(wire.AppendHeader(nil, wire.OpDelete, 0, 0))
+	f.Add(append(wire.AppendHeader(nil, wire.OpOpen, 0, uint32(os.O_WRONLY|os.O_APPEND)), "dynamic_events"...))
+	f.Add(append(wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpRegister, 0, 0), 28), append(reg(0x1000, 0), "f u32 a"...)...))
+	f.Add(append(wire.AppendHeader(nil, wire.OpWrite, 3, 77), 0, 0, 0, 0, 1, 2, 3, 4))
+	f.Add(append(wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpWriteHead, 3, 77), 70000), 0, 0, 0, 0, 1, 2, 3, 4))
+	f.Add(wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSession, 1, 0), 4096))
+	f.Add(append(wire.AppendHeader(nil, wire.OpAttach, 1, 1), "*"...))
+	f.Add(append(wire.AppendHeader(nil, wire.OpReadDir, 0, 0), "events"...))
+	f.Add(append(wire.AppendHeader(nil, wire.OpUnregister, 0, 0), make([]byte, 16)...))
 	f.Add([]byte{})
 	sock := fuzzServer(f)
-	probe, err := Dial(sock, nil)
+	probe, err := client.Dial(sock, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func FuzzRequest(f *testing.F) {
 		// The handshake must be answered, however busy the machine: wait
 		// as long as the tests wait for anything.
 		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: int64(waitLimit / time.Second)})
-		buf := make([]byte, MaxMessage+1)
+		buf := make([]byte, wire.MaxMessage+1)
 		if err := sendRetry(fd, helloMsg(0, 0), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -72,8 +74,8 @@ func FuzzRequest(f *testing.F) {
 		}
 		n, err := recvRetry(fd, buf)
 		if err == nil && n > 0 {
-			h, ok := parseHeader(buf[:n])
-			if !ok || h.op != opResult && h.op != opData {
+			h, ok := wire.ParseHeader(buf[:n])
+			if !ok || h.Op != wire.OpResult && h.Op != wire.OpData {
 				t.Fatalf("reply %x to %x", buf[:n], msg)
 			}
 		}
@@ -88,20 +90,6 @@ func FuzzRequest(f *testing.F) {
 	})
 }
 
-// FuzzReplies feeds arbitrary replies to the client's parsers.
-func FuzzReplies(f *testing.F) {
-	f.Add(appendResult(nil, 12, nil))
-	f.Add(le.AppendUint32(le.AppendUint32(nil, 0o40755), 'a'))
-	f.Add(make([]byte, 16+recordHeaderLen+8))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		parseResult(b)
-		parseDirEntries(b, nil)
-		parseRecords(b, nil)
-	})
-}
-
-// recvRetry is recv(2) that goes on after a signal: Go preempts goroutines
-// with SIGURG, and a socket with a receive timeout is not restarted.
 func recvRetry(fd int, buf []byte) (int, error) {
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,8 +18,8 @@ import (
 // rawOpen opens a tracefs file on a raw connection and returns its handle.
 func rawOpen(t *testing.T, fd int, name string) uint32 {
 	t.Helper()
-	r := exchange(t, fd, append(appendHeader(nil, opOpen, 0, uint32(os.O_RDONLY)), name...))
-	h, _, err := parseResult(r)
+	r := exchange(t, fd, append(wire.AppendHeader(nil, wire.OpOpen, 0, uint32(os.O_RDONLY)), name...))
+	h, _, err := wire.ParseResult(r)
 	if err != nil {
 		t.Fatalf("open %s: %v", name, err)
 	}
@@ -57,7 +58,9 @@ func tracePipeFree(t *testing.T, s *testServer) {
 	f.Close()
 }
 
-func readMsg(h uint32) []byte { return le.AppendUint32(appendHeader(nil, opRead, 0, h), 4096) }
+func readMsg(h uint32) []byte {
+	return wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpRead, 0, h), 4096)
+}
 
 func TestHangupAfterPipelinedRequest(t *testing.T) {
 	for _, hangup := range []struct {
@@ -83,7 +86,7 @@ func TestHangupAfterPipelinedRequest(t *testing.T) {
 			}
 			h := rawOpen(t, fd, "trace_pipe")
 			rawSend(t, fd, readMsg(h)) // blocks: nothing is traced
-			rawSend(t, fd, append(appendHeader(nil, opDelete, 0, 0), "nothing"...))
+			rawSend(t, fd, append(wire.AppendHeader(nil, wire.OpDelete, 0, 0), "nothing"...))
 			hangup.do(fd)
 			waitConns(t, s, 0)
 			tracePipeFree(t, s)
@@ -107,19 +110,19 @@ func TestHangupDuringSessionRead(t *testing.T) {
 	if r := exchange(t, fd, helloMsg(0, 0)); len(r) == 0 {
 		t.Fatal("hello refused")
 	}
-	r := exchange(t, fd, le.AppendUint32(appendHeader(nil, opSession, 0, 0), 1<<20))
-	sh, _, err := parseResult(r)
+	r := exchange(t, fd, wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSession, 0, 0), 1<<20))
+	sh, _, err := wire.ParseResult(r)
 	if err != nil {
 		t.Fatalf("session: %v", err)
 	}
-	if r := exchange(t, fd, append(appendHeader(nil, opAttach, 0, uint32(sh)), "user_events:sess_ev"...)); len(r) == 0 {
+	if r := exchange(t, fd, append(wire.AppendHeader(nil, wire.OpAttach, 0, uint32(sh)), "user_events:sess_ev"...)); len(r) == 0 {
 		t.Fatal("attach: no reply")
 	}
 	if st := readFile(t, admin, "user_events_status"); !containsLine(st, "sess_ev") {
 		t.Fatalf("not attached:\n%s", st)
 	}
-	rawSend(t, fd, le.AppendUint32(appendHeader(nil, opSessionRead, 0, uint32(sh)), 4096))
-	rawSend(t, fd, append(appendHeader(nil, opDelete, 0, 0), "nothing"...))
+	rawSend(t, fd, wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSessionRead, 0, uint32(sh)), 4096))
+	rawSend(t, fd, append(wire.AppendHeader(nil, wire.OpDelete, 0, 0), "nothing"...))
 	unix.Close(fd)
 	waitConns(t, s, 1)
 	if err := admin.Delete("sess_ev"); err != nil {
@@ -137,7 +140,7 @@ func TestCloseWithWedgedClient(t *testing.T) {
 	}
 	h := rawOpen(t, fd, "trace_pipe")
 	rawSend(t, fd, readMsg(h))
-	rawSend(t, fd, append(appendHeader(nil, opDelete, 0, 0), "nothing"...))
+	rawSend(t, fd, append(wire.AppendHeader(nil, wire.OpDelete, 0, 0), "nothing"...))
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
 	select {

@@ -4,12 +4,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,14 +15,10 @@ import (
 // name anyone can take in /tmp before the user does, and then hold the
 // socket the user's programs dial. So the daemon starts only in a
 // directory that is the user's own (PrepareSocketDir), and a client sends
-// nothing — not even its Hello with its arena — before it has checked with
-// SO_PEERCRED that the daemon runs as a user it trusts (checkPeer).
+// nothing before it has checked with SO_PEERCRED that the daemon runs as a
+// user it trusts (package client).
 
-// EnvDaemonUID names, comma-separated, the users (uid or name) other than
-// root and the client's own a client trusts to serve its socket.
-const EnvDaemonUID = "UETRACE_DAEMON_UID"
-
-// PrepareSocketDir makes and checks the directory of DefaultSocket() when
+// PrepareSocketDir makes and checks the directory of wire.DefaultSocket() when
 // it is a per-user one (not root's, not $UETRACE_SOCKET): the XDG Base
 // Directory rules for $XDG_RUNTIME_DIR — a directory, not a symlink, owned
 // by the user, mode 0700 — hold for $XDG_RUNTIME_DIR itself, and for the
@@ -42,7 +35,7 @@ func PrepareSocketDir(shared *Access) error {
 	if shared != nil {
 		perm = dirMode(shared.Mode)
 	}
-	dir := filepath.Dir(DefaultSocket())
+	dir := filepath.Dir(wire.DefaultSocket())
 	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
 		if err := checkOwnDir(x, 0o700, "XDG_RUNTIME_DIR"); err != nil {
 			return err
@@ -73,126 +66,10 @@ func checkOwnDir(dir string, perm fs.FileMode, what string) error {
 		return fmt.Errorf("%s %s is not a directory: %s: %w", what, dir, fix, unix.ENOTDIR)
 	case st.Uid != uid:
 		return fmt.Errorf("%s %s is owned by %s (uid %d), not by you (uid %d): whoever owns it can replace the socket and receive your programs' events; %s: %w",
-			what, dir, userName(st.Uid), st.Uid, uid, fix, unix.EPERM)
+			what, dir, wire.UserName(st.Uid), st.Uid, uid, fix, unix.EPERM)
 	case fs.FileMode(st.Mode)&0o777&^perm != 0:
 		return fmt.Errorf("%s %s has mode %04o, which lets others in (want %04o): chmod %04o %s, or %s: %w",
 			what, dir, st.Mode&0o777, uint32(perm), uint32(perm), dir, fix, unix.EPERM)
 	}
 	return nil
-}
-
-// IdentityError is a daemon that runs as a user the client does not
-// trust: someone other than root, the client's own user and whom
-// UETRACE_DAEMON_UID names.
-type IdentityError struct {
-	Path string
-	UID  uint32 // the daemon's, as SO_PEERCRED gives it
-	Self uint32 // the client's effective uid
-	// Unmapped: the client is in a user namespace that does not map the
-	// daemon's user, which UID (the overflow uid) stands for.
-	Unmapped bool
-}
-
-func (e *IdentityError) Error() string {
-	if e.Unmapped {
-		return fmt.Sprintf("dial %s: the daemon there runs as a user this user namespace does not map (SO_PEERCRED shows uid %d, whoever it is), and a directory above the socket can be written by others than its owner: anyone could have put it there, so nothing was sent; dial a socket whose every directory only its owner may write (as /run/uetrace), or map the daemon's user",
-			e.Path, e.UID)
-	}
-	return fmt.Sprintf("dial %s: the daemon there runs as %s (uid %d), not as root or as you (uid %d): anyone who could make that socket could be reading what you send, so nothing was sent; if you trust that user, set %s=%d",
-		e.Path, userName(e.UID), e.UID, e.Self, EnvDaemonUID, e.UID)
-}
-
-// Unwrap returns EPERM.
-func (e *IdentityError) Unwrap() error { return unix.EPERM }
-
-// checkPeer checks, before anything is sent, that the daemon at the other
-// end of fd (connected to path) runs as root, as this user, or as a user
-// UETRACE_DAEMON_UID names. A client in a user namespace sees a daemon
-// whose uid is not mapped there as the overflow uid, which may be anyone
-// outside: such a daemon is trusted only at a socket no one but its
-// directories' owners could have put there — every directory above it
-// writable by its owner alone.
-func checkPeer(fd int, path string) error {
-	u, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
-	if err != nil {
-		return fmt.Errorf("dial %s: SO_PEERCRED: %w", path, err)
-	}
-	self := uint32(os.Geteuid())
-	if u.Uid == 0 || u.Uid == self || slices.Contains(trustedUIDs(), u.Uid) {
-		return nil
-	}
-	unmapped := u.Uid == overflowUID() && inUserNamespace()
-	if unmapped && ownersOnly(path) {
-		return nil
-	}
-	return &IdentityError{Path: path, UID: u.Uid, Self: self, Unmapped: unmapped}
-}
-
-// trustedUIDs are the users UETRACE_DAEMON_UID names.
-func trustedUIDs() []uint32 {
-	var out []uint32
-	for _, s := range strings.Split(os.Getenv(EnvDaemonUID), ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		if uid, ok := lookupUID(s); ok {
-			out = append(out, uid)
-		}
-	}
-	return out
-}
-
-// overflowUID is /proc/sys/kernel/overflowuid: the uid a user namespace
-// shows for one it does not map.
-func overflowUID() uint32 {
-	b, err := os.ReadFile("/proc/sys/kernel/overflowuid")
-	if err != nil {
-		return 65534
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
-	if err != nil {
-		return 65534
-	}
-	return uint32(n)
-}
-
-// inUserNamespace reports whether this process is outside the initial
-// user namespace, whose uid_map maps every uid to itself.
-func inUserNamespace() bool {
-	b, err := os.ReadFile("/proc/self/uid_map")
-	if err != nil {
-		return false
-	}
-	return strings.Join(strings.Fields(string(b)), " ") != "0 0 4294967295"
-}
-
-// ownersOnly reports whether no directory above path can be written by
-// anyone but its owner.
-func ownersOnly(path string) bool {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return false
-	}
-	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
-		var st unix.Stat_t
-		if unix.Stat(d, &st) != nil || st.Mode&0o022 != 0 {
-			return false
-		}
-		if d == "/" {
-			return true
-		}
-	}
-}
-
-// lookupUID is a uid given as a number or a user name.
-func lookupUID(s string) (uint32, bool) {
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return uint32(n), true
-	}
-	u, err := user.Lookup(s)
-	if err != nil {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(u.Uid, 10, 32)
-	return uint32(n), err == nil
 }

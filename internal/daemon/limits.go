@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -62,7 +63,7 @@ type Limits struct {
 	BufferKB int
 	// SharedKBPerUID bounds the client memory a uid's connections make the
 	// daemon map and keep alive — enable-word arenas (at most MaxArena
-	// each) and producer rings (MaxRing each) — default 1 GiB: ENOMEM
+	// each) and producer rings (wire.MaxRing each) — default 1 GiB: ENOMEM
 	// beyond, as io_uring answers rings and registered buffers it would
 	// pin for a user over RLIMIT_MEMLOCK (__io_account_mem), the kernel's
 	// nearest case of user memory it maps and holds for a client. Linux's
@@ -71,7 +72,7 @@ type Limits struct {
 	// these are the client's own memfd pages, charged to its memory
 	// cgroup and swappable; what this bounds is what the daemon keeps
 	// mapped for one user: without it, ConnsPerUID connections of
-	// MaxArena + MaxRing each, 128 GiB. 1 GiB is some 500 connections of
+	// MaxArena + wire.MaxRing each, 128 GiB. 1 GiB is some 500 connections of
 	// the userevents package's default sizes (a 1 MiB arena per process,
 	// a 1 MiB ring per connection), or 8 of the largest.
 	SharedKBPerUID int
@@ -465,12 +466,7 @@ func (c *conn) writeBufferSize(fh *subsys.Handle, body []byte) bool {
 	return c.result(int64(n), err)
 }
 
-// opStats asks for the daemon's counts (Server.Stats): no body; reply Data
-// holding Stats.AppendText's lines. A caller who is not a tracer gets the
-// per-uid line of its own uid only. A daemon before it answers EPROTO.
-const opStats uint16 = 65
-
-// stats serves opStats.
+// stats serves wire.OpStats.
 func (c *conn) stats() bool {
 	st := c.s.Stats()
 	if !c.tracer {
@@ -480,21 +476,10 @@ func (c *conn) stats() bool {
 			st.ByUID[c.uid] = own
 		}
 	}
-	out := st.AppendText(appendHeader(c.out[:0], opData, 0, 0))
-	if len(out) > MaxMessage {
-		out = out[:MaxMessage]
+	out := st.AppendText(wire.AppendHeader(c.out[:0], wire.OpData, 0, 0))
+	if len(out) > wire.MaxMessage {
+		out = out[:wire.MaxMessage]
 	}
 	c.out = out[:0]
 	return c.reply(out)
-}
-
-// Stats returns the daemon's counts as "name value" lines (Stats.AppendText),
-// the per-uid ones last: all of them for a tracer, its own for anyone else.
-// A daemon that keeps none answers EPROTO.
-func (c *Client) Stats() (string, error) {
-	b, err := c.callData(appendHeader(nil, opStats, 0, 0))
-	if err != nil {
-		return "", fmt.Errorf("daemon stats: %w", err)
-	}
-	return string(b), nil
 }

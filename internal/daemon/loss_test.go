@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 )
 
 // TestLossRecordsCannotWrap: a producer's loss record claiming 2^64−1
@@ -25,14 +27,14 @@ func TestLossRecordsCannotWrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	loss := func(idx uint32, n uint64) []byte {
-		return le.AppendUint64(le.AppendUint32(le.AppendUint32(nil, idx), 0), n)
+		return wire.LE.AppendUint64(wire.LE.AppendUint32(wire.LE.AppendUint32(nil, idx), 0), n)
 	}
 	for range 2 {
-		if !attacker.publish(LostIndex, loss(attacker.idx, math.MaxUint64)) || !attacker.publish(attacker.idx, u32rec(1)) {
+		if !attacker.publish(wire.LostIndex, loss(attacker.idx, math.MaxUint64)) || !attacker.publish(attacker.idx, u32rec(1)) {
 			t.Fatal("ring full")
 		}
 	}
-	if !victim.publish(LostIndex, loss(victim.idx, 3)) || !victim.publish(victim.idx, u32rec(2)) {
+	if !victim.publish(wire.LostIndex, loss(victim.idx, 3)) || !victim.publish(victim.idx, u32rec(2)) {
 		t.Fatal("ring full")
 	}
 	s.Flush()

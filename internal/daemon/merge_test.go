@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -42,7 +44,7 @@ func readSession(t *testing.T, ss *subsys.Session, n int) []subsys.Record {
 
 // ringClient is a connection with an enabled event and a shared ring.
 type ringClient struct {
-	c    *Client
+	c    *client.Conn
 	idx  uint32
 	ring *shmring.Producer
 }
@@ -159,7 +161,7 @@ func TestRingLossRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	loss := func(idx uint32, pad uint32, n uint64) []byte {
-		return le.AppendUint64(le.AppendUint32(le.AppendUint32(nil, idx), pad), n)
+		return wire.LE.AppendUint64(wire.LE.AppendUint32(wire.LE.AppendUint32(nil, idx), pad), n)
 	}
 	for _, bad := range [][]byte{
 		loss(victim.idx+1, 0, 5)[:12], // short
@@ -167,11 +169,11 @@ func TestRingLossRecords(t *testing.T) {
 		loss(rc.idx+1, 0, 5),          // an index this connection does not have
 		loss(1<<31, 0, 5),             // negative
 	} {
-		if !rc.publish(LostIndex, bad) {
+		if !rc.publish(wire.LostIndex, bad) {
 			t.Fatal("ring full")
 		}
 	}
-	if !rc.publish(LostIndex, loss(rc.idx, 0, 7)) || !rc.publish(rc.idx, u32rec(1)) {
+	if !rc.publish(wire.LostIndex, loss(rc.idx, 0, 7)) || !rc.publish(rc.idx, u32rec(1)) {
 		t.Fatal("ring full")
 	}
 	s.Flush()
@@ -251,7 +253,7 @@ func TestRingThreadIDs(t *testing.T) {
 	want := []int32{int32(me), int32(gone), pid}
 	for i, r := range recs {
 		if r.TID != want[i] || r.PID != pid {
-			t.Errorf("record %d (tid %d claimed): delivered as pid %d tid %d, want pid %d tid %d", i, le.Uint32(r.Raw[8:]), r.PID, r.TID, pid, want[i])
+			t.Errorf("record %d (tid %d claimed): delivered as pid %d tid %d, want pid %d tid %d", i, wire.LE.Uint32(r.Raw[8:]), r.PID, r.TID, pid, want[i])
 		}
 	}
 	if st := s.RingStats(); st.ForgedTID != 1 {

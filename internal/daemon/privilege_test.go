@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 )
 
 // TestUserNamespaceRootIsNotPrivileged: a client that is root of a user
@@ -51,8 +53,8 @@ func TestUserNamespaceRootIsNotPrivileged(t *testing.T) {
 			t.Fatalf("PERSIST as the daemon's root: %v", err)
 		}
 		un := make([]byte, 16)
-		le.PutUint32(un, 16)
-		le.PutUint64(un[8:], a.addr(0))
+		wire.LE.PutUint32(un, 16)
+		wire.LE.PutUint64(un[8:], a.addr(0))
 		if err := owner.Unregister(un); err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +107,7 @@ func TestUserNamespaceRootIsNotPrivileged(t *testing.T) {
 // userNamespaceChild is the client inside the user namespace.
 func userNamespaceChild(t *testing.T) {
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
+	c, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), &client.Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}

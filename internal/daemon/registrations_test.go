@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -92,7 +93,7 @@ func failedRegistrationsChild(t *testing.T) {
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	outside := reg(a.addr(0)+8192, 0)
 	for i := range 4 {
-		c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
+		c, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), &client.Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,30 +14,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
-
-// MaxRing is the largest ring data area a client may share: a client
-// chooses its ring's size, and the daemon maps it twice (see
-// internal/shmring), so an unbounded one would let a client spend the
-// daemon's address space.
-const MaxRing = 64 << 20
-
-// LostIndex is the write index of a loss record in a client's ring: the
-// client found its ring full and dropped records, and says so in band,
-// where it happened, with the next record it could publish. Its payload
-// is the event's u32 write index, 4 zero bytes and the u64 number of its
-// records dropped. The daemon hands the count to the connection's
-// user_events_data (subsys.File.WriteLost): the event's counts, the trace
-// buffer's "LOST n EVENTS" and every session's lost count carry it. A
-// client can only ever claim losses for its own connection's events, and
-// no more than its producer could have dropped since it shared the ring
-// (ringSource.lossBudget; RingStats.LostCapped).
-const LostIndex = ^uint32(0)
-
-// LostPayload is the size of a loss record's payload.
-const LostPayload = 16
 
 // RingStats are the fast path's counts for the rings of a Server's
 // connections, live and closed.
@@ -132,8 +112,8 @@ func (c *conn) attachRing(memfd, efd int) error {
 	if err := unix.Fstat(memfd, &st); err != nil {
 		return fmt.Errorf("ring: fstat: %w", err)
 	}
-	if st.Size > int64(MaxRing)+int64(unix.Getpagesize()) {
-		return fmt.Errorf("ring: the memfd has %d bytes; this daemon takes rings of at most %d: %w", st.Size, MaxRing, unix.EINVAL)
+	if st.Size > int64(wire.MaxRing)+int64(unix.Getpagesize()) {
+		return fmt.Errorf("ring: the memfd has %d bytes; this daemon takes rings of at most %d: %w", st.Size, wire.MaxRing, unix.EINVAL)
 	}
 	if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(efd)); err != nil || link != "anon_inode:[eventfd]" {
 		return fmt.Errorf("ring: the second descriptor is %q, not an eventfd: %w", link, unix.EINVAL)
@@ -160,7 +140,7 @@ func (c *conn) attachRing(memfd, efd int) error {
 		// longest it may (a write's): a ring costs the daemon about its
 		// producer's record size, not 64 KiB.
 		buf:      make([]byte, min(cons.Size(), ringBufStart)),
-		bufMax:   min(cons.Size(), shmring.HeaderSize+MaxWrite),
+		bufMax:   min(cons.Size(), shmring.HeaderSize+wire.MaxWrite),
 		done:     make(chan struct{}),
 		sharedAt: time.Now(),
 	}
@@ -284,16 +264,16 @@ func (r *ringSource) deliver() {
 	w := r.w
 	w.PID = r.threads.thread(rec.TID)
 	w.CPU = writerCPU(rec.CPU)
-	if rec.WriteIndex == LostIndex {
-		if len(rec.Payload) != LostPayload || le.Uint32(rec.Payload[4:]) != 0 {
+	if rec.WriteIndex == wire.LostIndex {
+		if len(rec.Payload) != wire.LostPayload || wire.LE.Uint32(rec.Payload[4:]) != 0 {
 			r.rejected.Add(1)
 			return
 		}
 		if len(r.losses) == maxLosses {
 			r.applyLosses(-1)
 		}
-		n := r.lossBudget(le.Uint64(rec.Payload[8:]))
-		r.losses = append(r.losses, loss{w: w, time: rec.Time, idx: le.Uint32(rec.Payload), n: n})
+		n := r.lossBudget(wire.LE.Uint64(rec.Payload[8:]))
+		r.losses = append(r.losses, loss{w: w, time: rec.Time, idx: wire.LE.Uint32(rec.Payload), n: n})
 		return
 	}
 	r.applyLosses(w.CPU)

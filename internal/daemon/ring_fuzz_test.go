@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 )
@@ -53,17 +54,17 @@ func FuzzRingMerge(f *testing.F) {
 					TID: uint32(m[2]) << 8, CPU: uint32(m[3])}, m[4:4+int(m[4])%5])
 			case 1: // a record with any time
 				m := next(9)
-				hostile.ring.Write(shmring.Meta{Time: le.Uint64(m[1:]), WriteIndex: hostile.idx, CPU: uint32(m[0])}, u32rec(7))
+				hostile.ring.Write(shmring.Meta{Time: wire.LE.Uint64(m[1:]), WriteIndex: hostile.idx, CPU: uint32(m[0])}, u32rec(7))
 			case 2: // a loss record with any contents
 				m := next(17)
-				hostile.publish(LostIndex, m[1:1+int(m[0])%17])
+				hostile.publish(wire.LostIndex, m[1:1+int(m[0])%17])
 			case 3: // garbage anywhere in the data
 				m := next(5)
-				off := int(le.Uint16(m)) % len(data)
+				off := int(wire.LE.Uint16(m)) % len(data)
 				copy(data[off:], m[2:])
 			case 4: // head moved anywhere
 				m := next(9)
-				le.PutUint64(mem[64:], le.Uint64(m[1:])^uint64(m[0]))
+				wire.LE.PutUint64(mem[64:], wire.LE.Uint64(m[1:])^uint64(m[0]))
 			case 5: // reserved, never committed
 				m := next(1)
 				hostile.ring.Reserve(shmring.Meta{WriteIndex: hostile.idx}, int(m[0])%64)

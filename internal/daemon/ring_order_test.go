@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // ringClientOf is newRingClient with an 8 MiB ring, as its parts.
-func ringClientOf(t *testing.T, s *testServer, name string) (*Client, uint32, *shmring.Producer) {
+func ringClientOf(t *testing.T, s *testServer, name string) (*client.Conn, uint32, *shmring.Producer) {
 	t.Helper()
 	rc := newRingClient(t, s, name, 1<<23)
 	return rc.c, rc.idx, rc.ring
@@ -55,14 +57,14 @@ func TestRingTruncateClearsPublished(t *testing.T) {
 func TestRingSocketWriteKeepsOrder(t *testing.T) {
 	s := serve(t, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1, BufferKB: 8192})})
 	c, idx, ring := ringClientOf(t, s, "order_ev")
-	ss := sessionOn(t, s, "order_ev", SessionOptions{BufferBytes: 16 << 20})
+	ss := sessionOn(t, s, "order_ev", client.SessionOptions{BufferBytes: 16 << 20})
 	const n = 100000
 	for i := range n {
 		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 7}, u32rec(uint32(i))) {
 			t.Fatal("ring full")
 		}
 	}
-	if _, err := c.Writev(7, 0, append(le.AppendUint32(nil, idx), u32rec(n)...)); err != nil {
+	if _, err := c.Writev(7, 0, append(wire.LE.AppendUint32(nil, idx), u32rec(n)...)); err != nil {
 		t.Fatal(err)
 	}
 	var got []uint32
@@ -78,7 +80,7 @@ func TestRingSocketWriteKeepsOrder(t *testing.T) {
 			break
 		}
 		for _, r := range recs {
-			got = append(got, le.Uint32(r.Raw[8:]))
+			got = append(got, wire.LE.Uint32(r.Raw[8:]))
 		}
 	}
 	if len(got) != n+1 {
@@ -102,7 +104,7 @@ func TestRingSocketWriteKeepsOrder(t *testing.T) {
 func TestRingTracePipe(t *testing.T) {
 	s := serve(t, Config{})
 	_, idx, ring := ringClientOf(t, s, "pipe_ev")
-	reader, err := Dial(s.sock, nil)
+	reader, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

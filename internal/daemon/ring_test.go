@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -28,7 +30,7 @@ func newRing(t testing.TB, size int) *shmring.Producer {
 	return p
 }
 
-func u32rec(v uint32) []byte { return le.AppendUint32(nil, v) }
+func u32rec(v uint32) []byte { return wire.LE.AppendUint32(nil, v) }
 
 // TestRingDeliversWithWritersIdentity: a record published into a shared
 // ring reaches trace and sessions with the thread, CPU and time the record
@@ -37,7 +39,7 @@ func TestRingDeliversWithWritersIdentity(t *testing.T) {
 	s := serve(t, Config{})
 	rc := newRingClient(t, s, "ring_ev", 1<<16)
 	c, idx, ring := rc.c, rc.idx, rc.ring
-	ss := sessionOn(t, s, "ring_ev", SessionOptions{})
+	ss := sessionOn(t, s, "ring_ev", client.SessionOptions{})
 	if err := writeFile(c, "events/user_events/ring_ev/enable", "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func TestRingDeliversWithWritersIdentity(t *testing.T) {
 		t.Fatalf("session got %d records, want 1", len(recs))
 	}
 	r := recs[0]
-	if r.TS != ts || r.TID != int32(tid) || r.CPU != 1 || r.PID != int32(os.Getpid()) || le.Uint32(r.Raw[8:]) != 77 {
+	if r.TS != ts || r.TID != int32(tid) || r.CPU != 1 || r.PID != int32(os.Getpid()) || wire.LE.Uint32(r.Raw[8:]) != 77 {
 		t.Errorf("record %+v; want time %d, tid %d, cpu 1, pid %d, v 77", r, ts, tid, os.Getpid())
 	}
 	// The trace shows the ring's thread and CPU; the subsystem has one CPU,
@@ -104,7 +106,7 @@ func TestRingCannotWriteOthersEvents(t *testing.T) {
 		t.Errorf("ring stats %+v; want %d rejected, none delivered", st, len(forged))
 	}
 	// The victim's own socket writes still work.
-	if _, err := victim.Writev(7, 0, append(le.AppendUint32(nil, idx), u32rec(5)...)); err != nil {
+	if _, err := victim.Writev(7, 0, append(wire.LE.AppendUint32(nil, idx), u32rec(5)...)); err != nil {
 		t.Fatal(err)
 	}
 	if tr := readFile(t, victim, "trace"); strings.Count(tr, "victim_ev") != 1 {
@@ -117,7 +119,7 @@ func TestRingCannotWriteOthersEvents(t *testing.T) {
 func TestRingDeliveredBeforeClose(t *testing.T) {
 	s := serve(t, Config{})
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	c, err := Dial(s.sock, &Arena{FD: a.fd, Addr: a.addr(0), Size: uint64(len(a.mem))})
+	c, err := client.Dial(s.sock, &client.Arena{FD: a.fd, Addr: a.addr(0), Size: uint64(len(a.mem))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func TestRingDeliveredBeforeClose(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	other, err := Dial(s.sock, nil)
+	other, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +167,12 @@ func TestRingDeliveredBeforeClose(t *testing.T) {
 // size, one per connection, and says why it refuses one.
 func TestRingRefused(t *testing.T) {
 	s := serve(t, Config{})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	c := a.dial(t, s.sock)
+	c := rawConn(t, s.sock)
+	exchange(t, c, helloMsg(0, 0))
+	shareRing := func(fds ...int) error {
+		_, _, err := wire.ParseResult(exchange(t, c, wire.AppendHeader(nil, wire.OpRing, 0, 0), fds...))
+		return err
+	}
 
 	unsealed, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
 	if err != nil {
@@ -179,30 +185,38 @@ func TestRingRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(efd)
-	if err := c.shareRing(unsealed, efd); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "sealed") {
+	if err := shareRing(unsealed, efd); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "sealed") {
 		t.Errorf("unsealed memfd: %v; want EINVAL saying it is not sealed", err)
 	}
-	big := newRing(t, 2*MaxRing)
-	if err := c.ShareRing(big); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), fmt.Sprint(MaxRing)) {
-		t.Errorf("ring over MaxRing: %v; want EINVAL naming the limit", err)
-	}
-	ring := newRing(t, 1<<16)
-	if err := c.shareRing(ring.Fd(), unsealed); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "not an eventfd") {
-		t.Errorf("a memfd for the eventfd: %v; want EINVAL saying it is not an eventfd", err)
-	}
-	if err := c.shareRing(ring.Fd()); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("no eventfd: %v; want EINVAL", err)
-	}
-	if err := c.ShareRing(ring); err != nil {
+	big := newRing(t, 2*wire.MaxRing)
+	bigEfd, err := big.WakeByEventfd()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.shareRing(ring.Fd(), efd); !errors.Is(err, unix.EBUSY) {
+	if err := shareRing(big.Fd(), bigEfd); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), fmt.Sprint(wire.MaxRing)) {
+		t.Errorf("ring over wire.MaxRing: %v; want EINVAL naming the limit", err)
+	}
+	ring := newRing(t, 1<<16)
+	if err := shareRing(ring.Fd(), unsealed); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "not an eventfd") {
+		t.Errorf("a memfd for the eventfd: %v; want EINVAL saying it is not an eventfd", err)
+	}
+	if err := shareRing(ring.Fd()); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("no eventfd: %v; want EINVAL", err)
+	}
+	ringEfd, err := ring.WakeByEventfd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shareRing(ring.Fd(), ringEfd); err != nil {
+		t.Fatal(err)
+	}
+	if err := shareRing(ring.Fd(), efd); !errors.Is(err, unix.EBUSY) {
 		t.Errorf("second ring: %v; want EBUSY", err)
 	}
 	// A Ring request without a descriptor.
 	fd := rawConn(t, s.sock)
 	exchange(t, fd, helloMsg(0, 0))
-	wantErrno(t, "ring without a memfd", exchange(t, fd, appendHeader(nil, opRing, 0, 0)), unix.EINVAL)
+	wantErrno(t, "ring without a memfd", exchange(t, fd, wire.AppendHeader(nil, wire.OpRing, 0, 0)), unix.EINVAL)
 	healthy(t, s)
 }
 
@@ -256,7 +270,7 @@ func TestRingRecordsBeforeDisableKept(t *testing.T) {
 func TestRingHostileProducer(t *testing.T) {
 	s := serve(t, Config{})
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	c, err := Dial(s.sock, &Arena{FD: a.fd, Addr: a.addr(0), Size: uint64(len(a.mem))})
+	c, err := client.Dial(s.sock, &client.Arena{FD: a.fd, Addr: a.addr(0), Size: uint64(len(a.mem))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +317,7 @@ func TestRingHostileProducer(t *testing.T) {
 			}
 			for range rnd.IntN(64) {
 				off := 64 + rnd.IntN(len(mem)-64-8)
-				le.PutUint64(mem[off:], rnd.Uint64())
+				wire.LE.PutUint64(mem[off:], rnd.Uint64())
 			}
 		}
 	}()
@@ -329,12 +343,12 @@ func TestRingRecordSizes(t *testing.T) {
 	s := serve(t, Config{})
 	rc := newRingClient(t, s, "sizes_ev", 1<<20)
 	idx, ring := rc.idx, rc.ring
-	ss := sessionOn(t, s, "sizes_ev", SessionOptions{BufferBytes: 4 << 20})
+	ss := sessionOn(t, s, "sizes_ev", client.SessionOptions{BufferBytes: 4 << 20})
 	tid := uint32(unix.Gettid())
-	sizes := []int{4, 200, 5000, 40000, MaxWrite, 300}
-	for i, n := range append(sizes, MaxWrite+8) { // the last is longer than a write may be
+	sizes := []int{4, 200, 5000, 40000, wire.MaxWrite, 300}
+	for i, n := range append(sizes, wire.MaxWrite+8) { // the last is longer than a write may be
 		p := make([]byte, n)
-		le.PutUint32(p, uint32(i))
+		wire.LE.PutUint32(p, uint32(i))
 		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: tid}, p) {
 			t.Fatalf("ring full at %d bytes", n)
 		}
@@ -346,7 +360,7 @@ func TestRingRecordSizes(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range recs {
-			got = append(got, int(le.Uint32(r.Raw[8:])))
+			got = append(got, int(wire.LE.Uint32(r.Raw[8:])))
 		}
 		return len(got) >= 4 && s.RingStats().Delivered >= uint64(len(sizes))
 	})

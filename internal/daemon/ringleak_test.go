@@ -8,6 +8,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,7 +28,7 @@ func TestSessionRingUnmapped(t *testing.T) {
 	for range 3 {
 		a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 		c := a.dial(t, s.sock)
-		ss, err := c.NewSession(SessionOptions{})
+		ss, err := c.NewSession(client.SessionOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/caps"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -218,22 +218,6 @@ func listen(path string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// DefaultSocket is where the daemon listens and clients dial when no path
-// is given: $UETRACE_SOCKET, else /run/uetrace/uetrace.sock for root, else
-// $XDG_RUNTIME_DIR/uetrace/uetrace.sock, else /tmp/uetrace-<uid>/uetrace.sock.
-func DefaultSocket() string {
-	if p := os.Getenv("UETRACE_SOCKET"); p != "" {
-		return p
-	}
-	if os.Geteuid() == 0 {
-		return "/run/uetrace/uetrace.sock"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "uetrace", "uetrace.sock")
-	}
-	return filepath.Join(os.TempDir(), "uetrace-"+strconv.Itoa(os.Geteuid()), "uetrace.sock")
-}
-
 // Serve accepts connections on ln until ln is closed or the server is
 // closed. It returns nil after Close.
 func (s *Server) Serve(ln *net.UnixListener) error {
@@ -427,7 +411,7 @@ func (s *Server) refuse(c *net.UnixConn, raw syscall.RawConn, u *unix.Ucred, err
 	}
 	s.log.Log(context.Background(), level, "connection refused", "pid", u.Pid, "uid", u.Uid, "err", err)
 	raw.Control(func(fd uintptr) {
-		var buf [helloSize + 1]byte
+		var buf [wire.HelloSize + 1]byte
 		var oob [rightsSpace]byte
 		for range 4 {
 			_, oobn, _, _, rerr := unix.Recvmsg(int(fd), buf[:], oob[:], unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
@@ -438,7 +422,7 @@ func (s *Server) refuse(c *net.UnixConn, raw syscall.RawConn, u *unix.Ucred, err
 				break
 			}
 		}
-		unix.Sendmsg(int(fd), appendResult(nil, 0, err), nil, nil, unix.MSG_DONTWAIT)
+		unix.Sendmsg(int(fd), wire.AppendResult(nil, 0, err), nil, nil, unix.MSG_DONTWAIT)
 	})
 	c.Close()
 }

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -12,18 +11,19 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
-	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // ringRead takes every record now in r.
-func ringRead(t *testing.T, r *SessionRing) []RingRecord {
+func ringRead(t *testing.T, r *client.SessionRing) []client.RingRecord {
 	t.Helper()
-	var out []RingRecord
+	var out []client.RingRecord
 	for {
 		rec, err := r.Next()
-		if errors.Is(err, ErrRingEmpty) {
+		if errors.Is(err, client.ErrRingEmpty) {
 			return out
 		}
 		if err != nil {
@@ -47,12 +47,12 @@ func TestSessionRingOverSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := Dial(s.sock, nil)
+	cons, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	ss, err := cons.NewSession(SessionOptions{Comm: true})
+	ss, err := cons.NewSession(client.SessionOptions{Comm: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,9 +68,9 @@ func TestSessionRingOverSocket(t *testing.T) {
 		t.Fatal("attaching a ring session did not set the enable bit")
 	}
 	for i := range 3 {
-		rec := le.AppendUint32(nil, idx)
-		rec = le.AppendUint32(rec, uint32(i))
-		rec = le.AppendUint64(rec, uint64(1000+i))
+		rec := wire.LE.AppendUint32(nil, idx)
+		rec = wire.LE.AppendUint32(rec, uint32(i))
+		rec = wire.LE.AppendUint64(rec, uint64(1000+i))
 		if _, err := prod.Writev(wtid, 1, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestSessionRingOverSocket(t *testing.T) {
 	ts := stamp.Now()
 	// The ring's thread is checked: this process's own.
 	tid := int32(unix.Gettid())
-	if !pr.Write(shmring.Meta{Time: ts, WriteIndex: idx, TID: uint32(tid), CPU: 0}, le.AppendUint64(le.AppendUint32(nil, 3), 1003)) {
+	if !pr.Write(shmring.Meta{Time: ts, WriteIndex: idx, TID: uint32(tid), CPU: 0}, wire.LE.AppendUint64(wire.LE.AppendUint32(nil, 3), 1003)) {
 		t.Fatal("producer ring full")
 	}
 	if lost, big, err := r.Sync(); err != nil || lost != 0 || big != 0 {
@@ -98,17 +98,17 @@ func TestSessionRingOverSocket(t *testing.T) {
 		kind uint32
 		tid  int32
 		v    uint32
-	}{{subsys.RingComm, wtid, 0}, {subsys.RingSample, wtid, 0}, {subsys.RingSample, wtid, 1}, {subsys.RingSample, wtid, 2},
-		{subsys.RingComm, tid, 0}, {subsys.RingSample, tid, 3}} {
+	}{{wire.RingComm, wtid, 0}, {wire.RingSample, wtid, 0}, {wire.RingSample, wtid, 1}, {wire.RingSample, wtid, 2},
+		{wire.RingComm, tid, 0}, {wire.RingSample, tid, 3}} {
 		rec := got[i]
 		if rec.Kind != want.kind || rec.TID != want.tid || rec.PID != int32(os.Getpid()) {
 			t.Errorf("record %d: %+v, want kind %d by %d", i, rec, want.kind, want.tid)
 			continue
 		}
 		switch {
-		case rec.Kind == subsys.RingComm && (rec.ID != 0 || len(rec.Raw) == 0):
+		case rec.Kind == wire.RingComm && (rec.ID != 0 || len(rec.Raw) == 0):
 			t.Errorf("record %d: %+v, want the writer's name", i, rec)
-		case rec.Kind == subsys.RingSample && (len(rec.Raw) != 8+12 || le.Uint32(rec.Raw[8:]) != want.v || le.Uint64(rec.Raw[12:]) != uint64(1000+want.v)):
+		case rec.Kind == wire.RingSample && (len(rec.Raw) != 8+12 || wire.LE.Uint32(rec.Raw[8:]) != want.v || wire.LE.Uint64(rec.Raw[12:]) != uint64(1000+want.v)):
 			t.Errorf("record %d: %+v, want n=%d", i, rec, want.v)
 		}
 	}
@@ -132,16 +132,16 @@ func TestSessionRingOverSocket(t *testing.T) {
 // a refused ring leaves the session as it was, read over the socket.
 func TestSessionRingRefused(t *testing.T) {
 	s := serve(t, Config{})
-	c, err := Dial(s.sock, nil)
+	c, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ss, err := c.NewSession(SessionOptions{})
+	ss, err := c.NewSession(client.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ss.ShareRing(MaxSessionRing + 1); !errors.Is(err, unix.EINVAL) {
+	if _, err := ss.ShareRing(wire.MaxSessionRing + 1); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("a ring over the limit: %v, want EINVAL", err)
 	}
 	if _, err := ss.Attach("*", true); err != nil {
@@ -153,20 +153,19 @@ func TestSessionRingRefused(t *testing.T) {
 	if _, _, _, err := ss.Poll(nil); err != nil {
 		t.Errorf("the refused session is not read over the socket: %v", err)
 	}
-	bad := &Session{c: c, handle: 999}
-	if _, err := bad.ShareRing(4096); !errors.Is(err, unix.EBADF) {
-		t.Errorf("a ring for no session: %v, want EBADF", err)
-	}
 	fd := rawConn(t, s.sock)
 	exchange(t, fd, helloMsg(0, 0))
-	reply := exchange(t, fd, le.AppendUint32(appendHeader(nil, opSession, 0, 0), 4096))
-	if _, _, err := parseResult(reply); err != nil {
+	if _, _, err := wire.ParseResult(exchange(t, fd, wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSessionRing, 0, 999), 4096))); !errors.Is(err, unix.EBADF) {
+		t.Errorf("a ring for no session: %v, want EBADF", err)
+	}
+	reply := exchange(t, fd, wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSession, 0, 0), 4096))
+	if _, _, err := wire.ParseResult(reply); err != nil {
 		t.Fatal(err)
 	}
-	wantErrno(t, "a ring size over the limit", exchange(t, fd, le.AppendUint32(appendHeader(nil, opSessionRing, 0, 1), MaxSessionRing+1)), unix.EINVAL)
-	wantErrno(t, "a ring size of 2 bytes", exchange(t, fd, append(appendHeader(nil, opSessionRing, 0, 1), 0, 0)), unix.EINVAL)
-	wantErrno(t, "sync with a body", exchange(t, fd, append(appendHeader(nil, opSessionSync, 0, 1), 0)), unix.EBADF)
-	wantErrno(t, "sync of no session", exchange(t, fd, appendHeader(nil, opSessionSync, 0, 7)), unix.EBADF)
+	wantErrno(t, "a ring size over the limit", exchange(t, fd, wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSessionRing, 0, 1), wire.MaxSessionRing+1)), unix.EINVAL)
+	wantErrno(t, "a ring size of 2 bytes", exchange(t, fd, append(wire.AppendHeader(nil, wire.OpSessionRing, 0, 1), 0, 0)), unix.EINVAL)
+	wantErrno(t, "sync with a body", exchange(t, fd, append(wire.AppendHeader(nil, wire.OpSessionSync, 0, 1), 0)), unix.EBADF)
+	wantErrno(t, "sync of no session", exchange(t, fd, wire.AppendHeader(nil, wire.OpSessionSync, 0, 7)), unix.EBADF)
 	healthy(t, s)
 }
 
@@ -182,12 +181,12 @@ func TestSessionRingLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := Dial(s.sock, nil)
+	cons, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	ss, err := cons.NewSession(SessionOptions{})
+	ss, err := cons.NewSession(client.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +202,7 @@ func TestSessionRingLost(t *testing.T) {
 	var samples, lost uint64
 	for round := range 3 {
 		for i := range n {
-			rec := le.AppendUint64(le.AppendUint32(le.AppendUint32(nil, idx), uint32(i)), uint64(round))
+			rec := wire.LE.AppendUint64(wire.LE.AppendUint32(wire.LE.AppendUint32(nil, idx), uint32(i)), uint64(round))
 			if _, err := prod.Writev(1, 0, rec); err != nil {
 				t.Fatal(err)
 			}
@@ -215,9 +214,9 @@ func TestSessionRingLost(t *testing.T) {
 		lost += handed
 		for _, rec := range ringRead(t, r) {
 			switch rec.Kind {
-			case subsys.RingSample:
+			case wire.RingSample:
 				samples++
-			case subsys.RingLost:
+			case wire.RingLost:
 				lost += rec.Lost
 				if rec.TooLarge || rec.CPU != 0 {
 					t.Errorf("lost record %+v", rec)
@@ -244,12 +243,12 @@ func TestSessionRingHostileReader(t *testing.T) {
 	}
 	fd := rawConn(t, s.sock)
 	exchange(t, fd, helloMsg(0, 0))
-	reply := exchange(t, fd, le.AppendUint32(appendHeader(nil, opSession, 0, 0), 4096))
-	handle, _, err := parseResult(reply)
+	reply := exchange(t, fd, wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSession, 0, 0), 4096))
+	handle, _, err := wire.ParseResult(reply)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sendRetry(fd, le.AppendUint32(appendHeader(nil, opSessionRing, 0, uint32(handle)), 8192), nil); err != nil {
+	if err := sendRetry(fd, wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSessionRing, 0, uint32(handle)), 8192), nil); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 256)
@@ -258,10 +257,10 @@ func TestSessionRingHostileReader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := parseResult(buf[:n]); err != nil {
+	if _, _, err := wire.ParseResult(buf[:n]); err != nil {
 		t.Fatal(err)
 	}
-	fds := rights(oob[:oobn])
+	fds := wire.Rights(oob[:oobn])
 	if len(fds) != 1 {
 		t.Fatalf("%d descriptors", len(fds))
 	}
@@ -278,7 +277,7 @@ func TestSessionRingHostileReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(mem)
-	if reply := exchange(t, fd, append(appendHeader(nil, opAttach, 0, uint32(handle)), "shost_ev"...)); reply == nil {
+	if reply := exchange(t, fd, append(wire.AppendHeader(nil, wire.OpAttach, 0, uint32(handle)), "shost_ev"...)); reply == nil {
 		t.Fatal("attach: hung up")
 	}
 	stop := make(chan struct{})
@@ -303,7 +302,7 @@ func TestSessionRingHostileReader(t *testing.T) {
 	}()
 	deadline := time.Now().Add(waitLimit)
 	for i := 0; i < 3000 || scribbles.Load() < 100; i++ {
-		if _, err := prod.Writev(1, 0, le.AppendUint32(le.AppendUint32(nil, idx), uint32(i))); err != nil {
+		if _, err := prod.Writev(1, 0, wire.LE.AppendUint32(wire.LE.AppendUint32(nil, idx), uint32(i))); err != nil {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
@@ -313,89 +312,51 @@ func TestSessionRingHostileReader(t *testing.T) {
 	close(stop)
 	<-done
 	healthy(t, s)
-	wantErrno(t, "sync of the scribbled session answers", exchange(t, fd, appendHeader(nil, opSessionSync, 0, 99)), unix.EBADF)
-	if reply := exchange(t, fd, appendHeader(nil, opSessionSync, 0, uint32(handle))); len(reply) != headerSize+8+16 {
+	wantErrno(t, "sync of the scribbled session answers", exchange(t, fd, wire.AppendHeader(nil, wire.OpSessionSync, 0, 99)), unix.EBADF)
+	if reply := exchange(t, fd, wire.AppendHeader(nil, wire.OpSessionSync, 0, uint32(handle))); len(reply) != wire.HeaderSize+8+16 {
 		t.Errorf("sync reply %x", reply)
 	}
 }
 
-// FuzzSessionRingRecord feeds arbitrary records to the reader's decoder:
-// it never panics, and what it accepts lies within the record.
-func FuzzSessionRingRecord(f *testing.F) {
-	ne := binary.NativeEndian
-	sample := ne.AppendUint32(ne.AppendUint32(nil, 7), 1024)
-	sample = append(sample, make([]byte, 12)...)
-	f.Add(subsys.RingSample, sample)
-	f.Add(subsys.RingComm, append(ne.AppendUint32(ne.AppendUint32(nil, 7), 0), "worker"...))
-	f.Add(subsys.RingLost, ne.AppendUint32(ne.AppendUint32(ne.AppendUint64(nil, 5), 1024), subsys.RingLostTooLarge))
-	f.Add(uint32(9), []byte{1, 2, 3})
-	f.Fuzz(func(t *testing.T, kind uint32, payload []byte) {
-		rec, err := decodeRingRecord(shmring.Record{Meta: shmring.Meta{Time: 1, WriteIndex: kind, TID: 2, CPU: 3}, Payload: payload})
-		if err != nil {
-			return
-		}
-		if rec.Kind != kind || rec.TS != 1 || rec.CPU != 3 {
-			t.Fatalf("decoded %+v from kind %d", rec, kind)
-		}
-		switch kind {
-		case subsys.RingSample, subsys.RingComm:
-			if len(rec.Raw) != len(payload)-8 || (kind == subsys.RingSample && len(rec.Raw) < 8) {
-				t.Fatalf("raw of %d bytes from %d", len(rec.Raw), len(payload))
-			}
-		case subsys.RingLost:
-			if len(payload) != 16 || rec.Lost != ne.Uint64(payload) {
-				t.Fatalf("lost %d from % x", rec.Lost, payload)
-			}
-		default:
-			t.Fatalf("kind %d accepted", kind)
-		}
-	})
-}
-
-// FuzzSessionRingRequest sends SessionRing and SessionSync requests with
+// FuzzSessionRingRequest sends client.SessionRing and SessionSync requests with
 // arbitrary arguments and bodies, after a session was made: the daemon
 // answers (with a ring or an error) or drops the connection, and keeps
 // serving others.
 func FuzzSessionRingRequest(f *testing.F) {
-	f.Add(true, uint32(1), le.AppendUint32(nil, 4096))
-	f.Add(true, uint32(1), le.AppendUint32(nil, 1<<31))
+	f.Add(true, uint32(1), wire.LE.AppendUint32(nil, 4096))
+	f.Add(true, uint32(1), wire.LE.AppendUint32(nil, 1<<31))
 	f.Add(true, uint32(2), []byte{1})
 	f.Add(false, uint32(1), []byte{})
 	f.Add(false, uint32(0), []byte{0, 0, 0, 0})
 	sock := fuzzServer(f)
-	probe, err := Dial(sock, nil)
+	probe, err := client.Dial(sock, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, ring bool, arg uint32, body []byte) {
-		c, err := Dial(sock, nil)
-		if err != nil {
+		c := rawConn(t, sock)
+		exchange(t, c, helloMsg(0, 0))
+		if _, _, err := wire.ParseResult(exchange(t, c, wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSession, 0, 0), 0))); err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		if _, err := c.NewSession(SessionOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		op := opSessionSync
+		op := wire.OpSessionSync
 		if ring {
-			op = opSessionRing
+			op = wire.OpSessionRing
 		}
-		c.mu.Lock()
-		err = c.send(append(appendHeader(nil, op, 0, arg), body...))
+		err := sendRetry(c, append(wire.AppendHeader(nil, op, 0, arg), body...), nil)
 		var fds []int
 		var r []byte
 		if err == nil {
-			r, fds, err = c.recvRights(c.rbuf[:])
+			r, fds, err = recvRights(c)
 		}
-		c.mu.Unlock()
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
 		if err == nil {
-			if h, ok := parseHeader(r); !ok || h.op != opResult {
+			if h, ok := wire.ParseHeader(r); !ok || h.Op != wire.OpResult {
 				t.Fatalf("reply %x", r)
 			}
-			if _, _, err := parseResult(r); err == nil && ring != (len(fds) == 1) {
+			if _, _, err := wire.ParseResult(r); err == nil && ring != (len(fds) == 1) {
 				t.Fatalf("success with %d descriptors", len(fds))
 			}
 		}
@@ -403,4 +364,20 @@ func FuzzSessionRingRequest(f *testing.F) {
 			t.Fatalf("the daemon no longer serves: %v", err)
 		}
 	})
+}
+
+// recvRights receives a reply that may carry descriptors.
+func recvRights(fd int) ([]byte, []int, error) {
+	buf := make([]byte, wire.MaxMessage)
+	var oob [64]byte
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob[:], unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return buf[:n], wire.Rights(oob[:oobn]), nil
+	}
 }

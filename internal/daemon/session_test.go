@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 )
 
 // TestSessionOverSocket is a perf-like consumer in another connection:
@@ -27,12 +29,12 @@ func TestSessionOverSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := Dial(s.sock, nil)
+	cons, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	ss, err := cons.NewSession(SessionOptions{})
+	ss, err := cons.NewSession(client.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +49,9 @@ func TestSessionOverSocket(t *testing.T) {
 		t.Errorf("status:\n%s", st)
 	}
 	for i := range 3 {
-		rec := le.AppendUint32(nil, idx)
-		rec = le.AppendUint32(rec, uint32(i))
-		rec = le.AppendUint64(rec, uint64(1000+i))
+		rec := wire.LE.AppendUint32(nil, idx)
+		rec = wire.LE.AppendUint32(rec, uint32(i))
+		rec = wire.LE.AppendUint64(rec, uint64(1000+i))
 		if _, err := prod.Writev(wtid, 1, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -59,10 +61,10 @@ func TestSessionOverSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := prod.Writev(wtid2, 0, le.AppendUint32(le.AppendUint32(nil, idx2), 9)); err != nil {
+	if _, err := prod.Writev(wtid2, 0, wire.LE.AppendUint32(wire.LE.AppendUint32(nil, idx2), 9)); err != nil {
 		t.Fatalf("write to the followed event: %v", err)
 	}
-	var recs []Record
+	var recs []client.Record
 	for len(recs) < 4 {
 		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 		recs, _, _, err = ss.Read(ctx, recs)
@@ -73,11 +75,11 @@ func TestSessionOverSocket(t *testing.T) {
 	}
 	for i, r := range recs[:3] {
 		if r.TID != wtid || r.CPU != 1 || r.PID != int32(os.Getpid()) || len(r.Raw) != 8+12 ||
-			le.Uint32(r.Raw[8:]) != uint32(i) || le.Uint64(r.Raw[12:]) != uint64(1000+i) {
+			wire.LE.Uint32(r.Raw[8:]) != uint32(i) || wire.LE.Uint64(r.Raw[12:]) != uint64(1000+i) {
 			t.Errorf("record %d: %+v", i, r)
 		}
 	}
-	if r := recs[3]; r.TID != wtid2 || le.Uint32(r.Raw[8:]) != 9 {
+	if r := recs[3]; r.TID != wtid2 || wire.LE.Uint32(r.Raw[8:]) != 9 {
 		t.Errorf("followed event's record: %+v", r)
 	}
 	if err := ss.Close(); err != nil {
@@ -92,7 +94,7 @@ func TestSessionOverSocket(t *testing.T) {
 // daemon ends when its client goes away, and the pipe can be opened again.
 func TestBlockedReadEndsWithConnection(t *testing.T) {
 	s := serve(t, Config{})
-	c, err := Dial(s.sock, nil)
+	c, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,12 +117,12 @@ func TestBlockedReadEndsWithConnection(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("read still blocked after the client closed")
 	}
-	c2, err := Dial(s.sock, nil)
+	c2, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	var f2 *File
+	var f2 *client.File
 	deadline := time.Now().Add(waitLimit)
 	for {
 		f2, err = c2.Open("trace_pipe", os.O_RDONLY)
@@ -150,8 +152,8 @@ func TestConnectionsShareEnablers(t *testing.T) {
 		t.Errorf("same address through a second connection: %v, want EADDRINUSE", err)
 	}
 	un := make([]byte, 16)
-	le.PutUint32(un, 16)
-	le.PutUint64(un[8:], a.addr(16))
+	wire.LE.PutUint32(un, 16)
+	wire.LE.PutUint64(un[8:], a.addr(16))
 	if err := c2.Unregister(un); err != nil {
 		t.Errorf("unregister through the second connection: %v", err)
 	}
@@ -163,7 +165,7 @@ func TestConnectionsShareEnablers(t *testing.T) {
 // producerAndSession serves a daemon where a producer has registered
 // command (its write index idx) with its enable bit at the start of arena
 // a, and a session of another connection is attached to it.
-func producerAndSession(t *testing.T, command string) (a *testArena, prod *Client, idx uint32, ss *Session) {
+func producerAndSession(t *testing.T, command string) (a *testArena, prod *client.Conn, idx uint32, ss *client.Session) {
 	t.Helper()
 	s := serve(t, Config{})
 	a = newArena(t, 4096, unix.F_SEAL_SHRINK)
@@ -173,14 +175,14 @@ func producerAndSession(t *testing.T, command string) (a *testArena, prod *Clien
 		t.Fatal(err)
 	}
 	name, _, _ := strings.Cut(command, " ")
-	return a, prod, idx, sessionOn(t, s, name, SessionOptions{})
+	return a, prod, idx, sessionOn(t, s, name, client.SessionOptions{})
 }
 
 // sessionOn is a session with opts, of a connection of its own, attached
 // to the event name.
-func sessionOn(t *testing.T, s *testServer, name string, opts SessionOptions) *Session {
+func sessionOn(t *testing.T, s *testServer, name string, opts client.SessionOptions) *client.Session {
 	t.Helper()
-	cons, err := Dial(s.sock, nil)
+	cons, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +204,11 @@ func TestSessionPoll(t *testing.T) {
 	if recs, _, _, err := ss.Poll(nil); err != nil || len(recs) != 0 {
 		t.Fatalf("Poll with nothing waiting = %v, %v", recs, err)
 	}
-	if _, err := prod.Writev(1, 0, le.AppendUint32(le.AppendUint32(nil, idx), 7)); err != nil {
+	if _, err := prod.Writev(1, 0, wire.LE.AppendUint32(wire.LE.AppendUint32(nil, idx), 7)); err != nil {
 		t.Fatal(err)
 	}
 	recs, _, _, err := ss.Poll(nil)
-	if err != nil || len(recs) != 1 || le.Uint32(recs[0].Raw[8:]) != 7 {
+	if err != nil || len(recs) != 1 || wire.LE.Uint32(recs[0].Raw[8:]) != 7 {
 		t.Fatalf("Poll after a write = %+v, %v", recs, err)
 	}
 	if err := ss.Close(); err != nil {
@@ -224,12 +226,12 @@ func TestSessionReplyFull(t *testing.T) {
 	_, prod, idx, ss := producerAndSession(t, "full_ev u32 n")
 	const n = 3000
 	for i := range n {
-		if _, err := prod.Writev(1, 0, le.AppendUint32(le.AppendUint32(nil, idx), uint32(i))); err != nil {
+		if _, err := prod.Writev(1, 0, wire.LE.AppendUint32(wire.LE.AppendUint32(nil, idx), uint32(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Raw data: the 8-byte common header and the u32 = 12 bytes.
-	perReply := (MaxMessage - headerSize - 16) / (recordHeaderLen + 12)
+	perReply := (wire.MaxMessage - wire.HeaderSize - 16) / (wire.RecordHeaderLen + 12)
 	next := 0
 	for polls := 0; next < n; polls++ {
 		recs, lost, _, err := ss.Poll(nil)
@@ -240,7 +242,7 @@ func TestSessionReplyFull(t *testing.T) {
 			t.Fatalf("poll %d: %d records, want %d", polls, len(recs), want)
 		}
 		for _, r := range recs {
-			if len(r.Raw) != 12 || le.Uint32(r.Raw[8:]) != uint32(next) {
+			if len(r.Raw) != 12 || wire.LE.Uint32(r.Raw[8:]) != uint32(next) {
 				t.Fatalf("record %d: raw %x", next, r.Raw)
 			}
 			next++
@@ -258,8 +260,8 @@ func TestCloseReleases(t *testing.T) {
 	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	admin := a.dial(t, s.sock)
 	un := make([]byte, 16)
-	le.PutUint32(un, 16)
-	le.PutUint64(un[8:], a.addr(0))
+	wire.LE.PutUint32(un, 16)
+	wire.LE.PutUint64(un[8:], a.addr(0))
 	for i := range 200 {
 		name := fmt.Sprintf("closed_%d", i)
 		c := a.dial(t, s.sock)
@@ -297,11 +299,11 @@ func TestSessionFilterOverSocket(t *testing.T) {
 		t.Errorf("second filter: %v, want EEXIST", err)
 	}
 	for i := range 4 {
-		if _, err := prod.Writev(wtid, 0, le.AppendUint32(le.AppendUint32(nil, idx), uint32(i))); err != nil {
+		if _, err := prod.Writev(wtid, 0, wire.LE.AppendUint32(wire.LE.AppendUint32(nil, idx), uint32(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var recs []Record
+	var recs []client.Record
 	for len(recs) < 2 {
 		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 		var err error
@@ -312,7 +314,7 @@ func TestSessionFilterOverSocket(t *testing.T) {
 		}
 	}
 	more, _, _, err := ss.Poll(nil)
-	if err != nil || len(more) != 0 || le.Uint32(recs[0].Raw[8:]) != 1 || le.Uint32(recs[1].Raw[8:]) != 3 {
+	if err != nil || len(more) != 0 || wire.LE.Uint32(recs[0].Raw[8:]) != 1 || wire.LE.Uint32(recs[1].Raw[8:]) != 3 {
 		t.Errorf("records %v, then %d more (%v)", recs, len(more), err)
 	}
 }

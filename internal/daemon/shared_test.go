@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -95,14 +96,14 @@ func TestSharedMemoryPerUID(t *testing.T) {
 func sharedChild(t *testing.T) {
 	sock := os.Getenv("UETRACE_TEST_SOCK")
 	a := newArena(t, 1<<20, unix.F_SEAL_SHRINK)
-	arena := &Arena{FD: a.fd, Addr: a.addr(0), Size: 1 << 20}
-	c1, err := Dial(sock, arena)
+	arena := &client.Arena{FD: a.fd, Addr: a.addr(0), Size: 1 << 20}
+	c1, err := client.Dial(sock, arena)
 	fmt.Printf("arena 1: %s\n", errnoName(err))
 	if err != nil {
 		return
 	}
 	fmt.Printf("ring 1: %s\n", errnoName(c1.ShareRing(newRing(t, 1<<20))))
-	c2, err := Dial(sock, arena)
+	c2, err := client.Dial(sock, arena)
 	fmt.Printf("arena 1 again: %s\n", errnoName(err))
 	if err != nil {
 		return
@@ -113,7 +114,7 @@ func sharedChild(t *testing.T) {
 		fmt.Printf("(%v)\n", err)
 	}
 	b := newArena(t, 1<<20, unix.F_SEAL_SHRINK)
-	_, err = Dial(sock, &Arena{FD: b.fd, Addr: b.addr(0), Size: 1 << 20})
+	_, err = client.Dial(sock, &client.Arena{FD: b.fd, Addr: b.addr(0), Size: 1 << 20})
 	fmt.Printf("arena 2: %s\n", errnoName(err))
 	if err != nil {
 		fmt.Printf("(%v)\n", err)
@@ -128,7 +129,7 @@ func sharedChild(t *testing.T) {
 // sharedOtherChild is another user sharing an arena and a ring.
 func sharedOtherChild(t *testing.T) {
 	a := newArena(t, 1<<20, unix.F_SEAL_SHRINK)
-	c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 1 << 20})
+	c, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), &client.Arena{FD: a.fd, Addr: a.addr(0), Size: 1 << 20})
 	if err == nil {
 		defer c.Close()
 		err = c.ShareRing(newRing(t, 1<<20))
@@ -148,7 +149,7 @@ func sharedOtherChild(t *testing.T) {
 func TestFUSEChargeSharedWithSocket(t *testing.T) {
 	if os.Getenv("UETRACE_TEST_CHILD") == "fusecharge" {
 		a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-		c, err := Dial(os.Getenv("UETRACE_TEST_SOCK"), &Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
+		c, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), &client.Arena{FD: a.fd, Addr: a.addr(0), Size: 4096})
 		if err != nil {
 			t.Fatal(err)
 		}

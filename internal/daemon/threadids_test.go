@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 )
@@ -41,7 +42,7 @@ func TestMadeUpThreadIDsCostTheProducer(t *testing.T) {
 	tids := map[int32]bool{}
 	underPID := 0
 	for _, r := range recs {
-		if madeUpTID(int(le.Uint32(r.Raw[8:])), n) == uint32(pid) {
+		if madeUpTID(int(wire.LE.Uint32(r.Raw[8:])), n) == uint32(pid) {
 			continue // made up as the process's own id: delivered as it
 		}
 		if r.TID == pid {

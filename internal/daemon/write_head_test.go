@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"golang.org/x/sys/unix"
 )
 
 // TestWriteLongerThanMessage: a write longer than a message holds
-// (MaxWrite) is answered as Linux answers it — which takes any length,
+// (wire.MaxWrite) is answered as Linux answers it — which takes any length,
 // checks the index, the size and the event's state, and drops a record no
 // consumer can hold unvalidated — not refused with EMSGSIZE. The answers
 // are the kernel's (conformance/scenarios/write-large-limit.scn).
@@ -24,7 +25,7 @@ func TestWriteLongerThanMessage(t *testing.T) {
 	// A __rel_loc string of 65535 bytes without its NUL, and after it
 	// 40000 bytes more: 105543 bytes in all, in three slices.
 	rec := func(index uint32) [][]byte {
-		head := le.AppendUint32(le.AppendUint32(nil, index), 0xffff<<16)
+		head := wire.LE.AppendUint32(wire.LE.AppendUint32(nil, index), 0xffff<<16)
 		return [][]byte{head, []byte(strings.Repeat("a", 0xffff)), make([]byte, 40000)}
 	}
 	const total = 8 + 0xffff + 40000

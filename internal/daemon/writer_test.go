@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,7 +21,7 @@ func TestWriterIdentityChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss, err := c.NewSession(SessionOptions{})
+	ss, err := c.NewSession(client.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +46,8 @@ func TestWriterIdentityChecked(t *testing.T) {
 	}
 	for i, w := range writes {
 		var rec [8]byte
-		le.PutUint32(rec[:], idx)
-		le.PutUint32(rec[4:], uint32(i))
+		wire.LE.PutUint32(rec[:], idx)
+		wire.LE.PutUint32(rec[4:], uint32(i))
 		if _, err := c.Writev(w.tid, w.cpu, rec[:]); err != nil {
 			t.Fatalf("%s: %v", w.name, err)
 		}
@@ -58,7 +60,7 @@ func TestWriterIdentityChecked(t *testing.T) {
 		t.Fatalf("%d records, want %d", len(recs), len(writes))
 	}
 	for _, r := range recs {
-		i := le.Uint32(r.Raw[8:])
+		i := wire.LE.Uint32(r.Raw[8:])
 		w := writes[i]
 		if r.PID != pid || r.TID != w.wantTID || r.CPU != w.wantCPU {
 			t.Errorf("%s: pid %d tid %d cpu %d, want %d %d %d", w.name, r.PID, r.TID, r.CPU, pid, w.wantTID, w.wantCPU)
@@ -80,7 +82,7 @@ func TestEmptyMessage(t *testing.T) {
 		t.Fatal("hello refused")
 	}
 	r := exchange(t, fd, []byte{})
-	if _, _, err := parseResult(r); err == nil || !strings.Contains(err.Error(), "no header") {
+	if _, _, err := wire.ParseResult(r); err == nil || !strings.Contains(err.Error(), "no header") {
 		t.Errorf("0-byte message: %v", err)
 	}
 	waitConns(t, s, 0)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/eventheader"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -57,7 +57,7 @@ func startDaemon(t testing.TB, uetrace string) (sock string, pid int) {
 			t.Fatalf("the daemon exited:\n%s", log.String())
 		default:
 		}
-		c, err := daemon.Dial(sock, nil)
+		c, err := client.Dial(sock, nil)
 		if err == nil {
 			c.Close()
 		}

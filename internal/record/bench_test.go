@@ -18,6 +18,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -50,7 +51,7 @@ func BenchmarkRecordDaemon(b *testing.B) {
 		if s, err := line.ReadString('\n'); err != nil || s != "ready\n" {
 			b.Fatalf("daemon process: %q, %v", s, err)
 		}
-		c, err := daemon.Dial(sock, nil)
+		c, err := client.Dial(sock, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -222,7 +223,7 @@ func benchDaemon(b *testing.B, bufferKB int) (*userevents.Event, []byte, *record
 	b.Cleanup(func() { srv.Close() })
 
 	ev, payload := benchEvent(sys)
-	c, err := daemon.Dial(sock, nil)
+	c, err := client.Dial(sock, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

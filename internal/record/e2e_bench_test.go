@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/perfdata"
@@ -265,7 +266,7 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 		cmd.Wait()
 	}()
 
-	c, err := daemon.Dial(sock, nil)
+	c, err := client.Dial(sock, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -373,7 +374,7 @@ func (r e2eResult) check(tb testing.TB) {
 		tb.Errorf("%d records too large: the payload is 64 bytes", r.tooLarge)
 	}
 	// The producer ring's drops reach the session in band (loss records,
-	// daemon.LostIndex): they are in the recording's lost count, with the
+	// wire.LostIndex): they are in the recording's lost count, with the
 	// session's own.
 	if r.samples+r.lost != r.written || r.lost < r.producerDropped {
 		tb.Errorf("written %d != recorded %d + lost %d (of which the producer's ring dropped %d)",

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -109,7 +109,7 @@ func TestRecordEventFilterRefused(t *testing.T) {
 	if _, err := f.Register(name+" u32 n", 0); err != nil {
 		t.Fatal(err)
 	}
-	c, err := daemon.Dial(sock, nil)
+	c, err := client.Dial(sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

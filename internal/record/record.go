@@ -62,7 +62,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/perfdata"
 )
 
@@ -289,7 +289,7 @@ func Kernel(root string, w io.WriteSeeker, opts Options) (*Recorder, error) {
 //
 // With w nil (as with Kernel) nothing is written: the recording only
 // counts, for Stats — what uetrace top does.
-func Daemon(c *daemon.Client, w io.WriteSeeker, opts Options) (*Recorder, error) {
+func Daemon(c *client.Conn, w io.WriteSeeker, opts Options) (*Recorder, error) {
 	if opts.BufferKB <= 0 {
 		opts.BufferKB = 16 << 10
 	}

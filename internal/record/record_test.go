@@ -18,6 +18,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/report"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -40,7 +41,7 @@ func targets(t *testing.T) []target {
 		name: "daemon",
 		opts: userevents.Options{Backend: userevents.Daemon, Socket: sock},
 		start: func(t *testing.T, w *os.File, o record.Options) *record.Recorder {
-			c, err := daemon.Dial(sock, nil)
+			c, err := client.Dial(sock, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

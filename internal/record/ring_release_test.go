@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -59,7 +59,7 @@ func TestRecordingsLeaveNoRing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := daemon.Dial(sock, nil)
+		c, err := client.Dial(sock, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

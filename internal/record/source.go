@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/perfring"
 	"github.com/uetrace/uetrace/perfdata"
 )
@@ -296,9 +296,9 @@ func (k *kernelSource) close() error {
 // the perf records the kernel would have made.
 type daemonSource struct {
 	monotonic bool // Options.ClockMonotonic: the attrs say CLOCK_MONOTONIC
-	c         *daemon.Client
-	s         *daemon.Session
-	recs      []daemon.Record
+	c         *client.Conn
+	s         *client.Session
+	recs      []client.Record
 	smp       perfdata.Sample
 	lost      uint64        // the session's lost count so far
 	big       atomic.Uint64 // the session's too-large count so far
@@ -315,8 +315,8 @@ type daemonSource struct {
 	ringErr error // why the session is read over the socket
 }
 
-func newDaemonSource(c *daemon.Client, bufferKB int, noRing bool) (*daemonSource, error) {
-	s, err := c.NewSession(daemon.SessionOptions{BufferBytes: bufferKB << 10, Comm: true})
+func newDaemonSource(c *client.Conn, bufferKB int, noRing bool) (*daemonSource, error) {
+	s, err := c.NewSession(client.SessionOptions{BufferBytes: bufferKB << 10, Comm: true})
 	if err != nil {
 		return nil, fmt.Errorf("daemon session: %w", err)
 	}
@@ -417,7 +417,7 @@ func (d *daemonSource) drain(to sink) error {
 
 // take gives one record of the session to k: a task's name is kept for
 // the task's next sample, whose trailer names the event it belongs to.
-func (d *daemonSource) take(to sink, r *daemon.Record) {
+func (d *daemonSource) take(to sink, r *client.Record) {
 	if r.ID == 0 { // a task's name
 		name := r.Raw
 		if i := bytes.IndexByte(name, 0); i >= 0 {

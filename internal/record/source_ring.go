@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
-	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/perfdata"
 )
 
 // A daemon session's records come through shared memory when the daemon
-// offers it (daemon.Session.ShareRing): the daemon writes each record into
+// offers it (client.Session.ShareRing): the daemon writes each record into
 // a ring this process maps, as the kernel writes into perf's mmap rings,
 // and the recording takes them without a round trip — or any system call —
 // per record, sleeping on the ring's futex when it is empty. Lost records
@@ -26,7 +26,7 @@ import (
 const ringDrainMax = 1 << 16
 
 // ringWaitMax bounds a wait on the ring: the daemon may leave the last
-// records of a burst for the reader to find (see daemon.SessionRing.Wait).
+// records of a burst for the reader to find (see client.SessionRing.Wait).
 const ringWaitMax = 10 * time.Millisecond
 
 // ringIdleLost is how long the ring stays empty before the recording asks
@@ -36,7 +36,7 @@ const ringIdleLost = 100 * time.Millisecond
 // ringState is the session's ring and what the end of the recording
 // settles.
 type ringState struct {
-	r       *daemon.SessionRing
+	r       *client.SessionRing
 	size    int    // the ring's data bytes
 	stopped bool   // the recording is stopping
 	settled bool   // the final drain is done
@@ -64,12 +64,12 @@ func (d *daemonSource) shareRing(bytes int) error {
 		return nil
 	}
 	d.ringErr = err
-	var re *daemon.RemoteError
+	var re *wire.RemoteError
 	if errors.As(err, &re) {
 		return nil // refused: the session is as it was
 	}
 	d.s.Close()
-	s, err := d.c.NewSession(daemon.SessionOptions{BufferBytes: bytes, Comm: true})
+	s, err := d.c.NewSession(client.SessionOptions{BufferBytes: bytes, Comm: true})
 	if err != nil {
 		return fmt.Errorf("daemon session: %w", err)
 	}
@@ -154,7 +154,7 @@ func (d *daemonSource) ringTake(to sink, most int) {
 		if err != nil {
 			return // empty
 		}
-		if rec.Kind != subsys.RingLost {
+		if rec.Kind != wire.RingLost {
 			d.take(to, &rec.Record)
 			continue
 		}

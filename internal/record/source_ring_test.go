@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/perfdata"
@@ -54,7 +55,7 @@ func TestRecordSessionTransports(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := daemon.Dial(sock, nil)
+			c, err := client.Dial(sock, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

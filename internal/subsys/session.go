@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys/tracefilter"
 )
 
@@ -422,7 +423,7 @@ func (ss *Session) TooLarge() uint64 {
 func (ss *Session) dropTooLarge(ev *Event, w *Writer, ts uint64) {
 	ev.shard(w.CPU).dropped.Add(1)
 	if ss.shm.Load() != nil {
-		ss.noteLostFlags(ev, ts, int32(w.CPU), 1, RingLostTooLarge)
+		ss.noteLostFlags(ev, ts, int32(w.CPU), 1, wire.RingLostTooLarge)
 		return
 	}
 	ss.mu.Lock()

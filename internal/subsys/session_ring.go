@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 )
@@ -18,36 +19,13 @@ import (
 // per record. The session is then the ring's producer; the reader is its
 // consumer, and is not trusted (see DeliverToRing).
 //
-// Each delivery is one shmring record. Its Meta carries the time, the
-// thread, the CPU, and in the write index field the kind of record; the
-// payload depends on the kind, all integers in the machine's byte order:
-//
-//	RingSample  TID = the writer's thread; payload: u32 pid, u32 the
-//	            event's type id, then the raw record — the 8-byte common
-//	            header and the payload, not padded (Record.Raw without
-//	            its padding).
-//	RingComm    TID = the thread named; payload: u32 pid, u32 0, the
-//	            name (no NUL). It comes before the thread's first sample
-//	            and again when its name changed (SessionOptions.Comm).
-//	RingLost    payload: u64 n records lost, u32 the type id of the
-//	            event of the first of them (0 if none), u32 flags
-//	            (RingLostTooLarge: they exceeded perf's raw sample
-//	            limit). Time and CPU are those of the first lost record.
-//
-// Losses are delivered in band, where they happened, as a perf ring's
-// PERF_RECORD_LOST: records that do not fit are counted as pending, and
-// the pending count is written as a RingLost record before the next
-// record that fits. What is still pending when the reader asks
+// Each delivery is one shmring record, as package wire lays it out
+// (wire.RingSample, wire.RingComm, wire.RingLost): the reader is the
+// daemon's client. Losses are delivered in band, where they happened, as a
+// perf ring's PERF_RECORD_LOST: records that do not fit are counted as
+// pending, and the pending count is written as a wire.RingLost record before
+// the next record that fits. What is still pending when the reader asks
 // (TakeLost) is handed over with the answer.
-const (
-	RingSample uint32 = iota
-	RingComm
-	RingLost
-)
-
-// RingLostTooLarge flags a RingLost record whose records exceeded perf's
-// raw sample limit (PERF_MAX_TRACE_SIZE), as Session.TooLarge counts them.
-const RingLostTooLarge = 1
 
 // ringMaxTries bounds Reserve's compare-and-swaps on the ring's head, which
 // the reader can write: the daemon's goroutines contend a few times at
@@ -143,7 +121,7 @@ func (ss *Session) RingWakes() (wakes, skipped uint64) {
 // known), the first of them at time ts on CPU cpu. It is the one place a
 // session learns of a loss — its buffer or ring full, a record too large
 // for perf, or records that never reached it — and the reader learns of it
-// where it happened: with a ring, as a RingLost record before the next
+// where it happened: with a ring, as a wire.RingLost record before the next
 // record that fits (or from TakeLost); with the buffer, in Lost. The
 // event's own drop count (Event.Counts) is the caller's to keep.
 func (ss *Session) noteLost(ev *Event, ts uint64, cpu int32, n uint64) {
@@ -155,7 +133,7 @@ func (ss *Session) noteLostFlags(ev *Event, ts uint64, cpu int32, n uint64, flag
 		return
 	}
 	ss.mu.Lock()
-	if flags&RingLostTooLarge != 0 {
+	if flags&wire.RingLostTooLarge != 0 {
 		ss.tooLarge = satAdd(ss.tooLarge, n)
 	} else {
 		ss.lost = satAdd(ss.lost, n)
@@ -217,7 +195,7 @@ func (ss *Session) TakeLost() (n, tooLarge uint64) {
 	defer ss.mu.Unlock()
 	for _, l := range ss.lostNotes {
 		n += l.n
-		if l.flags&RingLostTooLarge != 0 {
+		if l.flags&wire.RingLostTooLarge != 0 {
 			tooLarge += l.n
 		}
 	}
@@ -263,7 +241,7 @@ func (ss *Session) deliverRing(r *sessionRing, ev *Event, w *Writer, ts uint64, 
 			ss.lastComm.Store(seen)
 		}
 	}
-	v, ok := r.p.Reserve(shmring.Meta{Time: ts, WriteIndex: RingSample, TID: uint32(w.PID), CPU: uint32(cpu)}, 8+len(rec))
+	v, ok := r.p.Reserve(shmring.Meta{Time: ts, WriteIndex: wire.RingSample, TID: uint32(w.PID), CPU: uint32(cpu)}, 8+len(rec))
 	if !ok {
 		ev.shard(w.CPU).dropped.Add(1)
 		ss.noteLost(ev, ts, cpu, 1)
@@ -282,7 +260,7 @@ func (r *sessionRing) writeComm(w *Writer, ts uint64) bool {
 	if len(name) > 15 { // TASK_COMM_LEN less its NUL, as perf's COMM record
 		name = name[:15]
 	}
-	v, ok := r.p.Reserve(shmring.Meta{Time: ts, WriteIndex: RingComm, TID: uint32(w.PID), CPU: uint32(w.CPU)}, 8+len(name))
+	v, ok := r.p.Reserve(shmring.Meta{Time: ts, WriteIndex: wire.RingComm, TID: uint32(w.PID), CPU: uint32(w.CPU)}, 8+len(name))
 	if !ok {
 		return false
 	}
@@ -295,7 +273,7 @@ func (r *sessionRing) writeComm(w *Writer, ts uint64) bool {
 }
 
 func (r *sessionRing) writeLost(l lostNote) bool {
-	v, ok := r.p.Reserve(shmring.Meta{Time: l.ts, WriteIndex: RingLost, CPU: uint32(l.cpu)}, 16)
+	v, ok := r.p.Reserve(shmring.Meta{Time: l.ts, WriteIndex: wire.RingLost, CPU: uint32(l.cpu)}, 16)
 	if !ok {
 		return false
 	}

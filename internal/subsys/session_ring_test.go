@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 )
 
@@ -71,9 +72,9 @@ func drainRing(t testing.TB, c *shmring.Consumer) []ringRec {
 		p, ne := rec.Payload, binary.NativeEndian
 		r := ringRec{kind: rec.WriteIndex, ts: rec.Time, tid: rec.TID, cpu: rec.CPU}
 		switch rec.WriteIndex {
-		case RingSample, RingComm:
+		case wire.RingSample, wire.RingComm:
 			r.pid, r.id, r.raw = ne.Uint32(p), ne.Uint32(p[4:]), append([]byte(nil), p[8:]...)
-		case RingLost:
+		case wire.RingLost:
 			if len(p) != 16 {
 				t.Fatalf("lost record of %d bytes", len(p))
 			}
@@ -114,17 +115,17 @@ func TestSessionRing(t *testing.T) {
 		kind uint32
 		ts   uint64
 		name string
-	}{{RingComm, 100, "worker"}, {RingSample, 100, ""}, {RingComm, 200, "renamed"}, {RingSample, 200, ""}} {
+	}{{wire.RingComm, 100, "worker"}, {wire.RingSample, 100, ""}, {wire.RingComm, 200, "renamed"}, {wire.RingSample, 200, ""}} {
 		r := got[i]
 		if r.kind != want.kind || r.ts != want.ts || r.tid != 11 || r.pid != 10 || r.cpu != 1 {
 			t.Errorf("record %d: %+v, want kind %d at %d by 10/11 on CPU 1", i, r, want.kind, want.ts)
 		}
 		switch r.kind {
-		case RingComm:
+		case wire.RingComm:
 			if string(r.raw) != want.name || r.id != 0 {
 				t.Errorf("record %d: name %q id %d, want %q", i, r.raw, r.id, want.name)
 			}
-		case RingSample:
+		case wire.RingSample:
 			if r.id != uint32(ev.ID()) || len(r.raw) != 8+len(iov[1]) || string(r.raw[8:]) != string(iov[1]) ||
 				binary.NativeEndian.Uint16(r.raw) != uint16(ev.ID()) || binary.NativeEndian.Uint32(r.raw[4:]) != 11 {
 				t.Errorf("record %d: id %d raw % x", i, r.id, r.raw)
@@ -182,7 +183,7 @@ func TestSessionRingLost(t *testing.T) {
 		}
 	}
 	first := drainRing(t, c)
-	samples := count(first, RingSample)
+	samples := count(first, wire.RingSample)
 	if samples == 0 || samples == n {
 		t.Fatalf("first drain: %d samples of %d; want some, not all", samples, n)
 	}
@@ -195,13 +196,13 @@ func TestSessionRingLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := drainRing(t, c)
-	if len(second) == 0 || second[len(second)-1].kind != RingSample || second[len(second)-1].ts != 5000 {
+	if len(second) == 0 || second[len(second)-1].kind != wire.RingSample || second[len(second)-1].ts != 5000 {
 		t.Fatalf("after the drain: %+v, want lost records and the sample", second)
 	}
 	var lostRecs []ringRec
 	var inRing uint64
 	for _, r := range append(first, second...) {
-		if r.kind == RingLost {
+		if r.kind == wire.RingLost {
 			lostRecs = append(lostRecs, r)
 			inRing += r.lost
 		}
@@ -213,7 +214,7 @@ func TestSessionRingLost(t *testing.T) {
 	if l.id != uint32(ev.ID()) || l.ts != uint64(1000+samples) || l.cpu != uint32(samples%2) || l.flags != 0 {
 		t.Errorf("first lost record %+v, want event %d from time %d on CPU %d", l, ev.ID(), 1000+samples, samples%2)
 	}
-	if k := len(first) - 1; first[k].kind == RingLost && first[k].ts != uint64(1000+samples) {
+	if k := len(first) - 1; first[k].kind == wire.RingLost && first[k].ts != uint64(1000+samples) {
 		t.Errorf("a lost record in the first drain is not the first loss: %+v", first[k])
 	}
 	written, dropped := ev.Counts()
@@ -233,7 +234,7 @@ func TestSessionRingLost(t *testing.T) {
 	for _, r := range rest {
 		restLost += r.lost
 	}
-	if want := uint64(n - count(rest, RingSample)); lost+restLost != want {
+	if want := uint64(n - count(rest, wire.RingSample)); lost+restLost != want {
 		t.Errorf("handed over %d and %d in the ring, want %d in all", lost, restLost, want)
 	}
 	if lost == 0 {
@@ -255,7 +256,7 @@ func TestSessionRingLost(t *testing.T) {
 	for _, r := range append(got, last...) {
 		total += r.lost
 	}
-	if want := uint64(n - count(got, RingSample)); total != want || len(last) != 1 || last[0].kind != RingLost {
+	if want := uint64(n - count(got, wire.RingSample)); total != want || len(last) != 1 || last[0].kind != wire.RingLost {
 		t.Errorf("lost records say %d, want %d; after TakeLost: %+v", total, want, last)
 	}
 }
@@ -293,7 +294,7 @@ func TestSessionRingTooLarge(t *testing.T) {
 	}
 	lost, big := ss.TakeLost() // fits: written into the ring
 	got := drainRing(t, c)
-	if lost != 0 || big != 0 || len(got) != 1 || got[0].kind != RingLost || got[0].lost != 1 || got[0].flags != RingLostTooLarge || got[0].ts != 7 || got[0].cpu != 1 {
+	if lost != 0 || big != 0 || len(got) != 1 || got[0].kind != wire.RingLost || got[0].lost != 1 || got[0].flags != wire.RingLostTooLarge || got[0].ts != 7 || got[0].cpu != 1 {
 		t.Errorf("TakeLost %d, %d; ring %+v; want one too-large lost record", lost, big, got)
 	}
 }
@@ -456,7 +457,7 @@ func TestSessionRingLostRuns(t *testing.T) {
 	for i := range 40 {
 		ss.noteLost(&Event{id: 1000 + i}, uint64(i), 0, uint64(i+1))
 		if i%10 == 9 {
-			ss.noteLostFlags(&Event{id: 2000 + i}, uint64(i), 1, 2, RingLostTooLarge)
+			ss.noteLostFlags(&Event{id: 2000 + i}, uint64(i), 1, 2, wire.RingLostTooLarge)
 		}
 	}
 	if lost, big := ss.TakeLost(); lost != 0 || big != 0 {
@@ -465,7 +466,7 @@ func TestSessionRingLostRuns(t *testing.T) {
 	var lost, big uint64
 	recs := drainRing(t, c)
 	for _, r := range recs {
-		if r.flags&RingLostTooLarge != 0 {
+		if r.flags&wire.RingLostTooLarge != 0 {
 			big += r.lost
 		} else {
 			lost += r.lost

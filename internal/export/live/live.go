@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/userevents"
@@ -30,7 +30,7 @@ import (
 // Auto (the kernel when it has user_events, else the daemon).
 type Where struct {
 	Source  userevents.Backend
-	Socket  string // the daemon's socket; "": daemon.DefaultSocket()
+	Socket  string // the daemon's socket; "": wire.DefaultSocket()
 	Tracefs string // the kernel's tracefs; "": where it is usually mounted
 }
 
@@ -57,8 +57,8 @@ func OpenRecorder(w Where, out io.WriteSeeker, opts record.Options) (*record.Rec
 			return r, func() {}, err
 		}
 	}
-	c, err := daemon.Dial(w.Socket, nil)
-	if pe, ie := (*daemon.PermissionError)(nil), (*daemon.IdentityError)(nil); errors.As(err, &pe) || errors.As(err, &ie) {
+	c, err := client.Dial(w.Socket, nil)
+	if pe, ie := (*client.PermissionError)(nil), (*client.IdentityError)(nil); errors.As(err, &pe) || errors.As(err, &ie) {
 		return nil, nil, err // a daemon is there: the error says whom to ask, or whom it runs as
 	}
 	if err != nil {

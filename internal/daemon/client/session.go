@@ -1,0 +1,355 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/shmring"
+)
+
+// Session is a perf-like consumer in the daemon.
+type Session struct {
+	c      *Conn
+	handle uint32
+	buf    []byte // the last reply, which the last records alias
+}
+
+// Record is one record a Session read.
+type Record struct {
+	TS  uint64 // trace clock, ns
+	PID int32
+	TID int32
+	CPU int32
+	ID  int // the event's type ID
+	// Raw is the 8-byte common header and the payload; for ID 0, a task's
+	// name (SessionOptions.Comm), NUL-terminated and NUL-padded.
+	Raw []byte
+}
+
+// SessionOptions configure a session (see subsys.SessionOptions).
+type SessionOptions struct {
+	BufferBytes int  // bound of the records waiting to be read (0: 1 MiB)
+	Other       bool // count as an "other" consumer instead of perf
+	Comm        bool // records of the writers' names (Record ID 0)
+}
+
+// NewSession opens a session.
+func (c *Conn) NewSession(opts SessionOptions) (*Session, error) {
+	var flags uint16
+	if opts.Other {
+		flags |= wire.FlagOther
+	}
+	if opts.Comm {
+		flags |= wire.FlagComm
+	}
+	ret, _, err := c.call(wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSession, flags, 0), uint32(opts.BufferBytes)))
+	if err != nil {
+		return nil, err
+	}
+	return &Session{c: c, handle: uint32(ret)}, nil
+}
+
+// Attach attaches the session to the events pattern selects (see
+// subsys.MatchEvent), and with follow to those created later. It returns
+// the attached events as "system:tracepoint".
+func (s *Session) Attach(pattern string, follow bool) ([]string, error) {
+	var flags uint16
+	if follow {
+		flags = wire.FlagFollow
+	}
+	data, err := s.c.callData(append(wire.AppendHeader(nil, wire.OpAttach, flags, s.handle), pattern...))
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for len(data) > 0 {
+		i := 0
+		for i < len(data) && data[i] != 0 {
+			i++
+		}
+		names = append(names, string(data[:i]))
+		data = data[min(i+1, len(data)):]
+	}
+	return names, nil
+}
+
+// SetFilter sets the session's filter for the event "system:tracepoint",
+// as PERF_EVENT_IOC_SET_FILTER sets a perf event's (see
+// subsys.Session.SetFilter): errors are the kernel's (EINVAL for a bad
+// filter, EEXIST for a second one), ENOENT for no such event.
+func (s *Session) SetFilter(event, filter string) error {
+	msg := wire.AppendHeader(nil, wire.OpSetFilter, 0, s.handle)
+	msg = append(append(append(msg, event...), 0), filter...)
+	_, _, err := s.c.call(msg)
+	return err
+}
+
+// Read waits for records and appends them to dst, with the counts of
+// records lost to a full buffer and dropped as too large so far. The
+// records' Raw data is valid until the session's next Read or Poll.
+// Cancelling ctx ends the wait by shutting the connection down: the Conn
+// is unusable afterwards (Poll does not wait).
+func (s *Session) Read(ctx context.Context, dst []Record) (recs []Record, lost, tooLarge uint64, err error) {
+	stop := context.AfterFunc(ctx, func() { unix.Shutdown(s.c.fd, unix.SHUT_RDWR) })
+	defer stop()
+	data, err := s.read(0)
+	if err != nil {
+		if ctx.Err() != nil {
+			return dst, 0, 0, ctx.Err()
+		}
+		return dst, 0, 0, err
+	}
+	return parseRecords(data, dst)
+}
+
+// Poll is Read without the wait: the records already waiting, perhaps none.
+// Unlike a cancelled Read it leaves the connection usable.
+func (s *Session) Poll(dst []Record) (recs []Record, lost, tooLarge uint64, err error) {
+	data, err := s.read(wire.FlagNoWait)
+	if err != nil {
+		return dst, 0, 0, err
+	}
+	return parseRecords(data, dst)
+}
+
+// read asks for records into the session's reply buffer.
+func (s *Session) read(flags uint16) ([]byte, error) {
+	if s.buf == nil {
+		s.buf = make([]byte, wire.MaxMessage)
+	}
+	var msg [wire.HeaderSize + 4]byte
+	return s.c.callDataInto(wire.LE.AppendUint32(wire.AppendHeader(msg[:0], wire.OpSessionRead, flags, s.handle), wire.MaxMessage), s.buf)
+}
+
+// parseRecords reads a SessionRead reply: the lost and too-large counts,
+// then records, each 8-byte aligned.
+func parseRecords(data []byte, dst []Record) (recs []Record, lost, tooLarge uint64, err error) {
+	if len(data) < 16 {
+		return dst, 0, 0, wire.ErrProtocol
+	}
+	lost, tooLarge = wire.LE.Uint64(data), wire.LE.Uint64(data[8:])
+	data = data[16:]
+	for len(data) > 0 {
+		if len(data) < wire.RecordHeaderLen {
+			return dst, lost, tooLarge, wire.ErrProtocol
+		}
+		n := int(wire.LE.Uint32(data[24:]))
+		if n > len(data)-wire.RecordHeaderLen {
+			return dst, lost, tooLarge, wire.ErrProtocol
+		}
+		dst = append(dst, Record{
+			TS: wire.LE.Uint64(data), PID: int32(wire.LE.Uint32(data[8:])), TID: int32(wire.LE.Uint32(data[12:])),
+			CPU: int32(wire.LE.Uint32(data[16:])), ID: int(wire.LE.Uint32(data[20:])),
+			Raw: data[wire.RecordHeaderLen : wire.RecordHeaderLen+n],
+		})
+		adv := wire.RecordHeaderLen + n
+		adv += (8 - adv%8) % 8
+		data = data[min(adv, len(data)):]
+	}
+	return dst, lost, tooLarge, nil
+}
+
+// Close closes the session.
+func (s *Session) Close() error {
+	_, _, err := s.c.call(wire.AppendHeader(nil, wire.OpCloseFile, 0, s.handle))
+	return err
+}
+
+// ErrRingEmpty is SessionRing.Next's answer when no record is waiting.
+var ErrRingEmpty = shmring.ErrNotReady
+
+// A SessionRing is the reading end of a session's ring: records arrive
+// without a request each. It is for one goroutine, beside the session's
+// Conn, which its Sync uses.
+type SessionRing struct {
+	s    *Session
+	cons *shmring.Consumer
+	buf  []byte
+	bad  uint64
+}
+
+// RingRecord is one record of a session's ring.
+type RingRecord struct {
+	// Kind is wire.RingSample, RingComm (a task's name: Raw, ID 0) or
+	// RingLost (Lost records, the first of event ID at TS on CPU).
+	Kind uint32
+	Record
+	Lost     uint64
+	TooLarge bool // the lost records exceeded perf's raw sample limit
+}
+
+// ringReadBuf is a buffer that holds any record the daemon writes: a
+// sample's raw data is at most perf's limit (8 KiB; the daemon drops and
+// counts larger ones), plus the ring's and the kind's headers.
+const ringReadBuf = 16 << 10
+
+// ShareRing asks the daemon to deliver the session's records into a ring
+// of size bytes shared with this process, and maps it. It must come before
+// the session is attached to anything. A daemon that predates session
+// rings answers EPROTO and one that refuses the ring another errno: the
+// session is then unchanged and is read with Read and Poll.
+func (s *Session) ShareRing(size int) (*SessionRing, error) {
+	if size < 0 || size > wire.MaxSessionRing {
+		return nil, fmt.Errorf("session ring: %d bytes asked, at most %d: %w", size, wire.MaxSessionRing, unix.EINVAL)
+	}
+	c := s.c
+	msg := wire.LE.AppendUint32(wire.AppendHeader(make([]byte, 0, wire.HeaderSize+4), wire.OpSessionRing, 0, s.handle), uint32(size))
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, unix.EBADF
+	}
+	if err := c.send(msg); err != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("session ring: %w", err)
+	}
+	r, fds, err := c.recvRights(c.rbuf[:])
+	c.mu.Unlock()
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("session ring: %w", err)
+	}
+	if _, _, err := wire.ParseResult(r); err != nil {
+		return nil, err
+	}
+	if len(fds) != 1 {
+		return nil, fmt.Errorf("session ring: the reply carried %d descriptors: %w", len(fds), wire.ErrProtocol)
+	}
+	cons, err := shmring.Attach(fds[0])
+	if err != nil {
+		return nil, fmt.Errorf("session ring: %w", err)
+	}
+	return &SessionRing{s: s, cons: cons, buf: make([]byte, min(ringReadBuf, cons.Size()))}, nil
+}
+
+// recvRights is recv for a reply that may carry descriptors.
+func (c *Conn) recvRights(buf []byte) ([]byte, []int, error) {
+	var oob [64]byte
+	for {
+		n, oobn, flags, _, err := unix.Recvmsg(c.fd, buf, oob[:], unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		fds := wire.Rights(oob[:oobn])
+		switch {
+		case n == 0 && oobn == 0:
+			return nil, fds, fmt.Errorf("the daemon closed the connection: %w", unix.ECONNRESET)
+		case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
+			return nil, fds, fmt.Errorf("reply larger than %d bytes: %w", len(buf), wire.ErrProtocol)
+		}
+		return buf[:n], fds, nil
+	}
+}
+
+// Next returns the next record, or ErrRingEmpty. Its Raw is valid until
+// the next call. A record the daemon should not have written (an unknown
+// kind, a payload too short for its kind) is skipped and counted in Bad.
+func (r *SessionRing) Next() (RingRecord, error) {
+	for {
+		rec, err := r.cons.Next(r.buf)
+		if err != nil {
+			return RingRecord{}, err
+		}
+		out, err := decodeRingRecord(rec)
+		if err != nil {
+			r.bad++
+			continue
+		}
+		return out, nil
+	}
+}
+
+// decodeRingRecord reads one record of a session ring (wire.RingSample has
+// the layout).
+func decodeRingRecord(rec shmring.Record) (RingRecord, error) {
+	ne := binary.NativeEndian
+	p := rec.Payload
+	out := RingRecord{Kind: rec.WriteIndex}
+	out.TS, out.TID, out.CPU = rec.Time, int32(rec.TID), int32(rec.CPU)
+	switch rec.WriteIndex {
+	case wire.RingSample, wire.RingComm:
+		min := 8
+		if rec.WriteIndex == wire.RingSample {
+			min += 8 // the common header
+		}
+		if len(p) < min {
+			return RingRecord{}, fmt.Errorf("session ring: a record of kind %d with %d bytes: %w", rec.WriteIndex, len(p), wire.ErrProtocol)
+		}
+		out.PID, out.ID, out.Raw = int32(ne.Uint32(p)), int(ne.Uint32(p[4:])), p[8:]
+		if rec.WriteIndex == wire.RingComm && out.ID != 0 {
+			return RingRecord{}, fmt.Errorf("session ring: a task name with type id %d: %w", out.ID, wire.ErrProtocol)
+		}
+	case wire.RingLost:
+		if len(p) != 16 {
+			return RingRecord{}, fmt.Errorf("session ring: a lost record of %d bytes: %w", len(p), wire.ErrProtocol)
+		}
+		out.TID = 0
+		out.Lost, out.ID = ne.Uint64(p), int(ne.Uint32(p[8:]))
+		out.TooLarge = ne.Uint32(p[12:])&wire.RingLostTooLarge != 0
+	default:
+		return RingRecord{}, fmt.Errorf("session ring: record kind %d: %w", rec.WriteIndex, wire.ErrProtocol)
+	}
+	return out, nil
+}
+
+// Size is the ring's data size in bytes.
+func (r *SessionRing) Size() int { return r.cons.Size() }
+
+// Pending is how many bytes of records wait in the ring.
+func (r *SessionRing) Pending() int { return r.cons.Pending() }
+
+// Wait sleeps until records are there, or for at most timeout, and
+// reports whether one is. The daemon wakes a sleeping reader with a futex:
+// at once for a record after a quiet spell, and while records keep coming
+// about once a millisecond or when an eighth of the ring waits, so that the
+// reader takes them in batches (the last records of a burst may wait for
+// the timeout).
+func (r *SessionRing) Wait(timeout time.Duration) bool { return r.cons.Wait(timeout) }
+
+// Sync returns once what clients published into their rings before the
+// call is in this ring, with what the session lost that is not in the
+// ring (it had no room for the lost record): the caller counts that.
+func (r *SessionRing) Sync() (lost, tooLarge uint64, err error) {
+	return r.sync(0)
+}
+
+// TakeLost is Sync without the delivery: the session's losses that wait
+// for a record to follow them into the ring are written there now if they
+// fit, and the rest handed over. A reader whose ring has been empty for a
+// while calls it, so that its lost count is up to date.
+func (r *SessionRing) TakeLost() (lost, tooLarge uint64, err error) {
+	return r.sync(wire.FlagNoFlush)
+}
+
+func (r *SessionRing) sync(flags uint16) (lost, tooLarge uint64, err error) {
+	_, rest, err := r.s.c.call(wire.AppendHeader(nil, wire.OpSessionSync, flags, r.s.handle))
+	if err != nil {
+		return 0, 0, fmt.Errorf("session sync: %w", err)
+	}
+	if len(rest) != 16 {
+		return 0, 0, fmt.Errorf("session sync: a reply of %d bytes: %w", len(rest), wire.ErrProtocol)
+	}
+	return wire.LE.Uint64(rest), wire.LE.Uint64(rest[8:]), nil
+}
+
+// Bad is how many records Next skipped as malformed, and the ring's own
+// counts of bytes it could not take as records.
+func (r *SessionRing) Bad() (records, discardedBytes uint64) {
+	return r.bad, r.cons.Stats().Discarded
+}
+
+// Close unmaps the ring. The session goes on delivering into the daemon's
+// side until it is closed.
+func (r *SessionRing) Close() error { return r.cons.Close() }
