@@ -124,10 +124,10 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	}
 
 	var (
-		sock   string
-		dc     *client.Conn // the running daemon, which will serve the tree
-		sys    *subsys.Subsystem
-		srv    *daemon.Server
+		sock string
+		dc   *client.Conn // the running daemon, which will serve the tree
+		sys  *subsys.Subsystem
+		srv  *daemon.Server
 	)
 	if !private {
 		sock = g.socket
