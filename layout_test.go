@@ -3,7 +3,9 @@ package uetrace_test
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,37 +15,42 @@ import (
 // lower layers only (tests may import any product package); a new package
 // must be placed here, so the picture in docs/architecture.md stays the real one.
 var layers = [][]string{
-	// The kernel's ctype table, which the parsers above split and name by.
-	{"internal/kctype"},
+	// The kernel's ctype table, which the parsers above split and name by;
+	// the files of /proc, read and parsed.
+	{"internal/kctype", "internal/procfs"},
 	// The uapi, perf's and Perfetto's formats, the event model, the EventHeader format, who wrote a
 	// record, where and when, the shared-memory record ring, other processes'
 	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
 		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
-	// The ftrace ring buffer and its text; the kernel's event filters; user
+	// The daemon's protocol; the ftrace ring buffer and its text; the kernel's event filters; user
 	// events counted in the kernel by a BPF program.
-	{"internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount", "internal/daemon/wire"},
-	// The user_events subsystem in user space.
-	{"internal/subsys", "internal/daemon/client"},
-	// The processes calling in through FUSE, as subsys processes: it
-	// imports subsys, and the FUSE tree (fusefs) imports it.
-	{"internal/fusefs/callers"},
-	// The daemon: the subsystem served on a socket; and its tree served
-	// through FUSE.
-	{"internal/daemon", "internal/fusefs"},
-	// What programs import, recording and decoding, and shipping events to
-	// OpenTelemetry; and a daemon served in a test's process, for the tests
-	// of packages that talk to one.
-	{"userevents", "internal/record", "internal/report", "internal/export", "internal/daemon/daemontest"},
-	// The live source of export and the Collector's receiver: the kernel
-	// or the daemon, through record, as export's samples.
-	{"internal/export/live"},
-	// EventHeader providers, registering their tracepoints through userevents.
-	{"eventheader/ehprovider"},
-	// What programs log through, on EventHeader providers: a log/slog
-	// handler, and OpenTelemetry's Go Logs SDK.
-	{"eventheader/ehslog", "eventheader/ehotel"},
+	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount"},
+	// The daemon's client; the user_events subsystem in user space.
+	{"internal/daemon/client", "internal/subsys"},
+	// The errors of the public packages; the processes calling in through
+	// FUSE, as subsys processes.
+	{"internal/uerror", "internal/fusefs/callers"},
+	// The kernel's tracefs found; the daemon: the subsystem served on a
+	// socket; and its tree served through FUSE.
+	{"internal/kernelfs", "internal/daemon", "internal/fusefs"},
+	// What programs import to emit events: the kernel's user_events or the
+	// daemon's, through the client — no server, trace buffer or filter.
+	{"userevents"},
+	// The tracefs tree of the same backends; EventHeader providers on
+	// userevents.
+	{"tracefs", "eventheader/ehprovider"},
+	// User_events in this process; recording and decoding, and shipping
+	// events to OpenTelemetry; a daemon served in a test's process; what
+	// programs log through, on EventHeader providers: a log/slog handler,
+	// and OpenTelemetry's Go SDKs.
+	{"internal/inproc", "internal/record", "internal/report", "internal/export", "internal/daemon/daemontest",
+		"eventheader/ehslog", "eventheader/ehotel"},
+	// The in-process kernel for tests and demos; the live source of export
+	// and the Collector's receiver: the kernel or the daemon, through
+	// record, as export's samples.
+	{"userevents/usereventstest", "internal/export/live"},
 	// The tool.
 	{"cmd/uetrace"},
 }
@@ -141,5 +148,92 @@ func TestLayout(t *testing.T) {
 				t.Errorf("%s imports the kernel-oracle tooling %s: the product must not depend on it, not even in tests", p.ImportPath, imp)
 			}
 		}
+	}
+}
+
+// producers are the packages a program imports to emit events; what they
+// link is bounded by TestProducerImports.
+var producers = []string{"userevents", "eventheader/ehprovider", "eventheader/ehslog", "eventheader/ehotel"}
+
+// notForProducers are what a producer must not link: the server, the
+// trace buffer, the filter engine, FUSE, the tools' machinery — and two of
+// the standard library's that would make every producer a cgo program
+// (os/user) or carry a cryptography library for eight random bytes
+// (crypto/...).
+func notForProducers(pkg string) bool {
+	switch {
+	case pkg == "internal/daemon/wire" || pkg == "internal/daemon/client":
+		return false
+	case pkg == "os/user" || strings.HasPrefix(pkg, "crypto/") || pkg == "crypto":
+		return true
+	}
+	for _, p := range []string{"internal/subsys", "internal/daemon", "internal/fusefs", "internal/record", "internal/report",
+		"internal/export", "internal/inproc", "tracefs", "internal/bpfcount", "internal/otlp", "internal/runguard"} {
+		if pkg == p || strings.HasPrefix(pkg, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestProducerImports: a program that emits events links the producer API
+// and what reaches the kernel or the daemon — never the kernel model, the
+// trace buffer, the filter engine or the server (go list -deps).
+func TestProducerImports(t *testing.T) {
+	for _, prod := range producers {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}", module+"/"+prod).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", prod, err)
+		}
+		importer := map[string]string{}
+		var deps []string
+		for line := range strings.Lines(string(out)) {
+			p, imps, _ := strings.Cut(strings.TrimSpace(line), ":")
+			p = strings.TrimPrefix(p, module+"/")
+			deps = append(deps, p)
+			for _, imp := range strings.Fields(imps) {
+				importer[strings.TrimPrefix(imp, module+"/")] = p
+			}
+		}
+		ours := func(p string) bool {
+			return slices.ContainsFunc(layers, func(l []string) bool { return slices.Contains(l, p) })
+		}
+		for _, d := range deps {
+			// The standard library's by uetrace's own packages only: an SDK
+			// a producer chose (OpenTelemetry's) brings what it brings.
+			if notForProducers(d) && (ours(d) || ours(importer[d])) {
+				t.Errorf("%s links %s (imported by %s): a program that emits events must not", prod, d, importer[d])
+			}
+		}
+	}
+}
+
+// TestProducerBinarySize: a program that registers one event and writes
+// it is at most 1.2 times a hello world that imports only x/sys — what a
+// library that links only its producer's side costs. Both are built here
+// with this toolchain's defaults (testdata/hello); the typed API's hello
+// (Define1) is reported beside them.
+func TestProducerBinarySize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds three programs")
+	}
+	dir := t.TempDir()
+	size := func(name string) int64 {
+		bin := filepath.Join(dir, name)
+		if out, err := exec.Command("go", "build", "-o", bin, "./testdata/hello/"+name).CombinedOutput(); err != nil {
+			t.Fatalf("go build ./testdata/hello/%s: %v\n%s", name, err, out)
+		}
+		st, err := os.Stat(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	xsys, event, typed := size("xsys"), size("event"), size("typed")
+	t.Logf("hello world (x/sys): %d bytes; hello event (Register, Write): %d bytes, %.3f×; typed hello event (Define1): %d bytes, %.3f×",
+		xsys, event, float64(event)/float64(xsys), typed, float64(typed)/float64(xsys))
+	if float64(event) > 1.2*float64(xsys) {
+		t.Errorf("the hello event is %d bytes, %.3f× the hello world's %d: over 1.2× — see TestProducerImports and go build -ldflags=-dumpdep for what it links",
+			event, float64(event)/float64(xsys), xsys)
 	}
 }

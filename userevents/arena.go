@@ -36,7 +36,7 @@ var (
 )
 
 // privateArena is the process's anonymous arena, for the kernel and
-// in-process backends.
+// Options.OpenData's.
 func privateArena() (*arena, error) {
 	anonOnce.Do(func() {
 		mem, err := unix.Mmap(-1, 0, arenaSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
@@ -116,19 +116,3 @@ func (a *arena) addr(off int) uint64 {
 
 // base is the arena's first address.
 func (a *arena) base() uint64 { return a.addr(0) }
-
-// SetBit implements subsys.Memory for the in-process backend, on this
-// arena's own words: the in-process subsystem writes nowhere else.
-func (a *arena) SetBit(addr uint64, bit uint, on bool) error {
-	b := a.base()
-	if addr < b || addr-b > uint64(len(a.mem))-8 {
-		return unix.EFAULT
-	}
-	w := (*uint64)(unsafe.Pointer(&a.mem[addr-b]))
-	if on {
-		atomic.OrUint64(w, 1<<bit)
-	} else {
-		atomic.AndUint64(w, ^(uint64(1) << bit))
-	}
-	return nil
-}

@@ -1,26 +1,23 @@
-package userevents
+package userevents_test
 
 import (
-	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon"
-	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/tracefs"
+	"github.com/uetrace/uetrace/userevents"
 )
 
 // Run with -cpu 1,8: Enabled is read by every producer goroutine at once.
 func BenchmarkEnabled(b *testing.B) {
 	sys := subsys.New(subsys.Options{})
-	f, err := Open(Options{Backend: InProcess, Subsystem: sys})
+	f, err := userevents.Open(inproc.New(sys).Options())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -79,7 +76,7 @@ func BenchmarkKernelWrite(b *testing.B) {
 	})
 	b.Run("raw-writev", func(b *testing.B) {
 		b.ReportAllocs()
-		idx := ev.index
+		idx := ev.WriteIndex()
 		iov := [2]unix.Iovec{
 			{Base: (*byte)(unsafe.Pointer(&idx)), Len: 4},
 			{Base: &payload[0], Len: uint64(len(payload))},
@@ -93,15 +90,15 @@ func BenchmarkKernelWrite(b *testing.B) {
 	})
 }
 
-func kernelBenchEvent(b *testing.B) (*Event, int, string) {
-	if f, err := Open(Options{Backend: Kernel}); err == nil {
+func kernelBenchEvent(b *testing.B) (*userevents.Event, int, string) {
+	if f, err := userevents.Open(&userevents.Options{Backend: userevents.Kernel}); err == nil {
 		b.Cleanup(func() { f.Close() })
 		ev, err := f.Register("bench_kernel_write u32 a; u64 b; u32 c; char[16] d; u16 e", 0)
 		if err != nil {
 			b.Fatal(err)
 		}
-		root, _ := FindTracefs()
-		fs, err := OpenTracefs(Options{Backend: Kernel})
+		root, _ := userevents.FindTracefs()
+		fs, err := tracefs.Open(&userevents.Options{Backend: userevents.Kernel})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -109,25 +106,14 @@ func kernelBenchEvent(b *testing.B) (*Event, int, string) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { fs.WriteFile("events/user_events/bench_kernel_write/enable", []byte("0"), 0) })
-		return ev, f.kfd, filepath.Join(root, "user_events_data")
+		return ev, userevents.KernelFD(f), filepath.Join(root, "user_events_data")
 	}
 	fd, err := unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { unix.Close(fd) })
-	a, err := privateArena()
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := &File{backend: Kernel, arena: a, kfd: fd, events: map[*Event]struct{}{}}
-	slot, err := a.alloc()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ev := &Event{f: f, index: 0, cmd: "bench u32 a", slot: slot}
-	ev.word.Store(a.word(slot))
-	return ev, fd, "/dev/null (this kernel has no user_events)"
+	return userevents.KernelEventOnFD(b, fd), fd, "/dev/null (this kernel has no user_events)"
 }
 
 // BenchmarkDaemonWrite is the daemon backend's write path: a round trip on
@@ -135,60 +121,19 @@ func kernelBenchEvent(b *testing.B) (*Event, int, string) {
 // daemon runs in another process, as it does in use: in this one, a
 // producer blocked in recv(2) would hold the P the daemon's goroutine needs.
 func BenchmarkDaemonWrite(b *testing.B) {
-	benchWrite(b, Options{Backend: Daemon, Socket: benchDaemon(b), Transport: SocketTransport})
-}
-
-// benchDaemon starts a daemon in a child process, as a real one runs, and
-// returns its socket once it answers.
-func benchDaemon(b *testing.B) string {
-	sock, _ := DaemonProcess(b)
-	return sock
-}
-
-// DaemonProcess starts a daemon in a child process (the test binary, whose
-// TestMain serves when UETRACE_BENCH_DAEMON names a socket) and returns its
-// socket once it answers, and the process; the test's cleanup kills it.
-func DaemonProcess(tb testing.TB) (string, *os.Process) {
-	sock := filepath.Join(tb.TempDir(), "bench.sock")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "UETRACE_BENCH_DAEMON="+sock)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
-		if c, err := client.Dial(sock, nil); err == nil {
-			c.Close()
-			break
-		}
-		if time.Since(start) > time.Minute {
-			tb.Fatal("the daemon did not start")
-		}
-	}
-	return sock, cmd.Process
-}
-
-// TestMain serves as the benchmark's daemon when asked to.
-func TestMain(m *testing.M) {
-	if sock := os.Getenv("UETRACE_BENCH_DAEMON"); sock != "" {
-		ln, err := daemon.Listen(sock)
-		if err != nil {
-			panic(err)
-		}
-		daemon.New(daemon.Config{Logger: slog.New(slog.DiscardHandler)}).Serve(ln)
-		return
-	}
-	os.Exit(m.Run())
+	benchWrite(b, &userevents.Options{Backend: userevents.Daemon, Socket: benchDaemon(b), Transport: userevents.SocketTransport}, nil)
 }
 
 // BenchmarkInProcessWrite is the in-process backend's write path.
 func BenchmarkInProcessWrite(b *testing.B) {
-	benchWrite(b, Options{Backend: InProcess, Subsystem: subsys.New(subsys.Options{NumCPU: 2})})
+	k := inproc.New(subsys.New(subsys.Options{NumCPU: 2}))
+	benchWrite(b, k.Options(), k.Tracefs())
 }
 
-func benchWrite(b *testing.B, o Options) {
-	f, err := Open(o)
+// benchWrite writes into the tree t (nil: the one o opens) with the event
+// enabled.
+func benchWrite(b *testing.B, o *userevents.Options, t *tracefs.Tracefs) {
+	f, err := userevents.Open(o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -197,12 +142,13 @@ func benchWrite(b *testing.B, o Options) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fs, err := OpenTracefs(o)
-	if err != nil {
-		b.Fatal(err)
+	if t == nil {
+		if t, err = tracefs.Open(o); err != nil {
+			b.Fatal(err)
+		}
+		defer t.Close()
 	}
-	defer fs.Close()
-	if err := fs.WriteFile("events/user_events/bench_write/enable", []byte("1"), 0); err != nil {
+	if err := t.WriteFile("events/user_events/bench_write/enable", []byte("1"), 0); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -212,4 +158,11 @@ func benchWrite(b *testing.B, o Options) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// benchDaemon starts a daemon in a child process, as a real one runs, and
+// returns its socket once it answers.
+func benchDaemon(b *testing.B) string {
+	sock, _ := userevents.DaemonProcess(b)
+	return sock
 }

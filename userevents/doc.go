@@ -2,7 +2,7 @@
 // them: trace events that ftrace, perf, eBPF — or uetrace — see beside the
 // kernel's own.
 //
-//	f, err := userevents.Open(userevents.Options{}) // the kernel, else the daemon
+//	f, err := userevents.Open(nil) // the kernel, else the daemon
 //	if err != nil {
 //		log.Fatal(err)
 //	}
@@ -27,14 +27,15 @@
 // speaks the kernel ABI directly (DIAG_IOCSREG, DIAG_IOCSUNREG,
 // DIAG_IOCSDEL, writev of [write_index][payload]); on one without — most
 // distribution kernels — it talks to a uetrace daemon (`uetrace serve`)
-// over a Unix socket, with the same calls and the same errno; the InProcess
-// backend runs the subsystem inside the program. Tracefs reads and writes
-// the file tree (user_events_status, dynamic_events, events/.../enable,
-// trace) of the same three.
+// over a Unix socket, with the same calls and the same errno. Each backend
+// is a DataFile — the kernel's (kernel.go), the daemon's (daemon.go) — and
+// Options.OpenData takes any other: package usereventstest's in-process
+// kernel, for tests and demos.
 //
-// It is the producer's side only: the subsystem itself is package subsys,
-// the daemon package daemon, and reading what was traced into perf.data and
-// out of it is packages record and report.
+// It is the producer's side only, and links nothing else: package tracefs
+// reads and writes the file tree (user_events_status, dynamic_events,
+// events/.../enable, trace) of the same backends; `uetrace serve` is the
+// daemon, and `uetrace record` and `uetrace report` read what was traced.
 //
 // # Enable words
 //
@@ -55,7 +56,7 @@
 // # Differences between the backends
 //
 // The daemon backend sends only the first bytes and the length of a
-// write longer than wire.MaxWrite: Linux drops a record that long
+// write longer than 64 KiB (the protocol's MaxWrite): Linux drops a record that long
 // (ftrace holds about 4 KiB, perf 8 KiB) without reading it, and the
 // daemon answers it as Linux does.
 //

@@ -4,14 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
+	"github.com/uetrace/uetrace/userevents/usereventstest"
 )
 
 // What a program does: open user_events (the kernel's where it has them,
@@ -20,7 +19,7 @@ import (
 // so it is compiled but not run here; Example runs the same calls
 // in-process.
 func Example_program() {
-	f, err := userevents.Open(userevents.Options{}) // the kernel, else the daemon
+	f, err := userevents.Open(nil) // the kernel, else the daemon
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -40,7 +39,7 @@ func Example_program() {
 // and build the payload with an eventdef.Encoder. This needs the kernel or
 // a running `uetrace serve`, so it is compiled but not run here.
 func Example_encode() {
-	f, err := userevents.Open(userevents.Options{}) // the kernel, else the daemon
+	f, err := userevents.Open(nil) // the kernel, else the daemon
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,16 +66,15 @@ func Example_encode() {
 // defined, and Write takes the values as fmt's functions do — without
 // building anything while the event is disabled, and without allocating.
 func ExampleDefine2() {
-	opts := userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})}
-	f, _ := userevents.Open(opts)
+	k := usereventstest.NewKernel(nil) // user_events in this process
+	f, _ := userevents.Open(k.Options())
 	defer f.Close()
 	request, err := userevents.Define2[uint32, string](f, "myapp_request u32 status; __rel_loc char[] path")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fs, _ := userevents.OpenTracefs(opts)
-	defer fs.Close()
+	fs := k.Tracefs()
 	fs.WriteFile("events/user_events/myapp_request/enable", []byte("1"), 0)
 
 	if err := request.Write(200, "/index.html"); err != nil {
@@ -98,12 +96,12 @@ func ExampleDefine2() {
 
 // A program registers its event once, checks Enabled before building a
 // payload — one load and a bit test when nobody is looking — and writes.
-// Here the subsystem runs in-process, so the example can also enable the
-// event and read the trace; with Options{} the same code uses the kernel or
-// the uetrace daemon.
+// Here user_events run in this process (package usereventstest), so the
+// example can also enable the event and read the trace; with nil options
+// the same code uses the kernel or the uetrace daemon.
 func Example() {
-	opts := userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})}
-	f, err := userevents.Open(opts)
+	k := usereventstest.NewKernel(nil)
+	f, err := userevents.Open(k.Options())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -117,8 +115,7 @@ func Example() {
 	fmt.Println("enabled:", ev.Enabled())
 
 	// What `uetrace enable myapp_request` does.
-	fs, _ := userevents.OpenTracefs(opts)
-	defer fs.Close()
+	fs := k.Tracefs()
 	fs.WriteFile("events/user_events/myapp_request/enable", []byte("1"), 0)
 	fmt.Println("enabled:", ev.Enabled())
 
@@ -144,7 +141,7 @@ func Example() {
 
 // Errors wrap the kernel's errno and say what was wrong.
 func ExampleFile_Register_errors() {
-	f, _ := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})})
+	f, _ := userevents.Open(usereventstest.NewKernel(nil).Options())
 	defer f.Close()
 	_, err := f.Register("myapp_request u32 status; char[0] path", 0)
 	fmt.Println(err)
@@ -161,11 +158,11 @@ func ExampleFile_Register_errors() {
 
 // Write takes the payload as slices, as writev does: no copying together.
 func ExampleEvent_Write() {
-	opts := userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})}
-	f, _ := userevents.Open(opts)
+	k := usereventstest.NewKernel(nil)
+	f, _ := userevents.Open(k.Options())
 	defer f.Close()
 	ev, _ := f.Register("counter u32 id; u64 value", 0)
-	fs, _ := userevents.OpenTracefs(opts)
+	fs := k.Tracefs()
 	fs.WriteFile("events/user_events/counter/enable", []byte("1"), 0)
 
 	id := []byte{7, 0, 0, 0}
@@ -185,24 +182,4 @@ func ExampleEvent_Write() {
 	// Output:
 	// true
 	// true
-}
-
-// Tracefs reads the same files on the kernel and on the daemon.
-func ExampleTracefs() {
-	opts := userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})}
-	f, _ := userevents.Open(opts)
-	defer f.Close()
-	f.Register("myapp_request u32 status", userevents.MultiFormat)
-	fs, _ := userevents.OpenTracefs(opts)
-	fs.WriteFile("events/user_events_multi/myapp_request.0/enable", []byte("1"), os.O_WRONLY)
-	status, _ := fs.ReadFile("user_events_status")
-	fmt.Print(string(status))
-	dyn, _ := fs.ReadFile("dynamic_events")
-	fmt.Print(string(dyn))
-	// Output:
-	// myapp_request.0 # Used by ftrace
-	//
-	// Active: 1
-	// Busy: 1
-	// u:myapp_request u32 status
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/perfring"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -46,7 +47,8 @@ func openPerf(t *testing.T, b backend, system, tp string) perfConsumer {
 		}
 		return &daemonPerf{c: c, s: s}
 	default:
-		sys := b.opts.Subsystem
+		k, _ := kernels.Load(b.opts)
+		sys := k.(*inproc.Kernel).Subsystem()
 		ev := sys.Lookup(system, tp)
 		if ev == nil {
 			t.Fatalf("no event %s:%s", system, tp)
@@ -116,7 +118,7 @@ const perfRingPages = 2 // data pages of each ring
 
 func openKernelPerf(t *testing.T, b backend, system, tp string) perfConsumer {
 	t.Helper()
-	fs := tracefs(t, b.opts)
+	fs := openTracefs(t, b.opts)
 	idText, err := fs.ReadFile("events/" + system + "/" + tp + "/id")
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +196,7 @@ func (p *kernelPerf) close() {
 func TestPerfSetsEnableBit(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
-		fs := tracefs(t, b.opts)
+		fs := openTracefs(t, b.opts)
 		name := uniq("suite_perf")
 		ev := register(t, f, name+" u32 field1; u32 field2", 0)
 		if ev.Enabled() {

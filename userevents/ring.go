@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
+	"github.com/uetrace/uetrace/internal/uerror"
 )
 
 // Transport is how the daemon backend carries writes to the daemon.
@@ -84,7 +86,7 @@ func ringSize(kb int) (int, error) {
 }
 
 // clientRing is a File's ring. Writers reach the producer only through it
-// and keep it alive (runtime.KeepAlive) until their record is published:
+// and keep it alive (keepAlive) until their record is published:
 // the mapping is released by a cleanup once no File and no Write in
 // flight holds it, so a Write racing with Close publishes into memory
 // that is still mapped, never into a hole.
@@ -101,7 +103,7 @@ type clientRing struct {
 	// retry publishes the losses when no write comes to do it: a
 	// program that stops writing after its ring filled up still has its
 	// drops told. Armed by the first drop after the list was empty.
-	retry     *time.Timer
+	retry     retryTimer
 	retryWait time.Duration
 	closed    bool
 }
@@ -174,7 +176,7 @@ func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) 
 		return false, nil
 	}
 	if err := e.def.CheckSize(n); err != nil {
-		return true, wrapErr("write", "", e.Name(), err)
+		return true, uerror.Wrap("write", "", e.Name(), err)
 	}
 	if !e.Enabled() {
 		return true, e.disabled
@@ -254,10 +256,10 @@ func (r *clientRing) armRetry() {
 		return // armed already
 	}
 	r.retryWait = lossRetryMin
-	if r.retry == nil {
-		r.retry = time.AfterFunc(r.retryWait, r.retryLosses)
+	if r.retry.reset == nil {
+		r.retry = newRetryTimer(r.retryWait, r.retryLosses)
 	} else {
-		r.retry.Reset(r.retryWait)
+		r.retry.reset(r.retryWait)
 	}
 }
 
@@ -271,7 +273,7 @@ func (r *clientRing) retryLosses() {
 		return
 	}
 	r.retryWait = min(2*r.retryWait, lossRetryMax)
-	r.retry.Reset(r.retryWait)
+	r.retry.reset(r.retryWait)
 }
 
 // stopRetry ends the retries: the File is closing.
@@ -279,8 +281,8 @@ func (r *clientRing) stopRetry() {
 	r.lossMu.Lock()
 	defer r.lossMu.Unlock()
 	r.closed = true
-	if r.retry != nil {
-		r.retry.Stop()
+	if r.retry.stop != nil {
+		r.retry.stop()
 	}
 }
 
@@ -352,7 +354,7 @@ func (r *clientRing) pendingLosses() bool {
 // Sync returns once the daemon has delivered every record written
 // through f so far, and has been told of every record f's ring dropped —
 // so that a consumer reading then sees each write as a record or in a
-// lost count. Writes on the kernel and in-process backends, and over the
+// lost count. Writes on the kernel and other backends, and over the
 // daemon's socket, are delivered when Write returns: Sync returns nil at
 // once for them.
 func (f *File) Sync() error {
@@ -360,16 +362,35 @@ func (f *File) Sync() error {
 	if r == nil {
 		return nil
 	}
-	defer runtime.KeepAlive(r)
+	defer keepAlive(r)
 	if err := r.tell(f.dc); err != nil {
-		return wrapErr("sync", "", "", err)
+		return uerror.Wrap("sync", "", "", err)
 	}
 	if err := f.dc.FlushRing(); err != nil {
-		return wrapErr("sync", "", "", err)
+		return uerror.Wrap("sync", "", "", err)
 	}
 	if r.pendingLosses() {
 		// Writers on other goroutines filled the ring again meanwhile.
 		return &Error{Op: "sync", Errno: unix.EAGAIN, Reason: "the ring filled up again before the daemon was told of its drops; they are still counted in Event.Dropped and will be told with the next write"}
 	}
 	return nil
+}
+
+// keepAlive is runtime.KeepAlive(r) through an unsafe.Pointer: r itself in
+// KeepAlive's interface would mark clientRing's field types as used in an
+// interface — its timer's, and with them time's formatting and time zones —
+// and link them into every producer.
+func keepAlive(r *clientRing) { runtime.KeepAlive(unsafe.Pointer(r)) }
+
+// retryTimer is a *time.Timer by its two methods: a *time.Timer field would
+// make the time.Time of its channel a type every producer's binary carries
+// with its formatting and time zones, once a File is in an interface.
+type retryTimer struct {
+	reset func(time.Duration) bool
+	stop  func() bool
+}
+
+func newRetryTimer(d time.Duration, f func()) retryTimer {
+	t := time.AfterFunc(d, f)
+	return retryTimer{t.Reset, t.Stop}
 }

@@ -1,9 +1,11 @@
-package userevents
+package userevents_test
 
 import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/tracefs"
+	"github.com/uetrace/uetrace/userevents"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,21 +21,21 @@ func cpuTime(b *testing.B) time.Duration {
 
 // ringEvent opens a File on a daemon in a child process with the ring
 // transport, and registers and enables the benchmarks' event.
-func ringEvent(b *testing.B) *Event {
-	o := Options{Backend: Daemon, Socket: benchDaemon(b), Transport: RingTransport}
-	f, err := Open(o)
+func ringEvent(b *testing.B) *userevents.Event {
+	o := &userevents.Options{Backend: userevents.Daemon, Socket: benchDaemon(b), Transport: userevents.RingTransport}
+	f, err := userevents.Open(o)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { f.Close() })
-	if f.Transport() != RingTransport {
+	if f.Transport() != userevents.RingTransport {
 		b.Fatalf("no ring: %v", f.RingError())
 	}
 	ev, err := f.Register("bench_write u32 a; u64 b; u32 c; char[16] d; u16 e", 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	fs, err := OpenTracefs(o)
+	fs, err := tracefs.Open(o)
 	if err != nil {
 		b.Fatal(err)
 	}

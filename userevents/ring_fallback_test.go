@@ -132,7 +132,7 @@ func TestRingRefusedWritesOverSocket(t *testing.T) {
 	name := uniq("ring_refused")
 	ev := register(t, f, name+" u32 v", 0)
 	ss := attachedSession(t, upstream, name, 0)
-	fs := tracefs(t, o)
+	fs := openTracefs(t, o)
 	setEnable(t, fs, "user_events", name, true)
 	waitBit(t, ev, true)
 	const n = 3

@@ -143,7 +143,7 @@ func killChild(spec string) int {
 		os.Exit(3)
 	}()
 
-	uf, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: os.Getenv(killSockEnv),
+	uf, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: os.Getenv(killSockEnv),
 		Transport: userevents.RingTransport, RingKB: 4096})
 	if err != nil {
 		return s.fail(err)
@@ -537,7 +537,7 @@ func TestRingProducersKilled(t *testing.T) {
 	o := &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.SocketTransport}
 	own := open(t, o)
 	ownEv := register(t, own, killCmd, 0)
-	fs := tracefs(t, o)
+	fs := openTracefs(t, o)
 	idText, err := fs.ReadFile("events/user_events/kill_ev/id")
 	if err != nil {
 		t.Fatal(err)

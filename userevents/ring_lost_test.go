@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -20,7 +21,7 @@ import (
 type stoppedRing struct {
 	f    *userevents.File
 	ev   *userevents.Event
-	fs   *userevents.Tracefs
+	fs   *tracefs.Tracefs
 	proc *os.Process
 	name string
 }
@@ -29,14 +30,14 @@ func newStoppedRing(t *testing.T, base string) *stoppedRing {
 	t.Helper()
 	sock, proc := userevents.DaemonProcess(t)
 	o := &userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport, RingKB: 4}
-	f, err := userevents.Open(*o)
+	f, err := userevents.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
 	s := &stoppedRing{f: f, proc: proc, name: uniq(base)}
 	s.ev = register(t, f, s.name+" u64 v", 0)
-	s.fs = tracefs(t, o)
+	s.fs = openTracefs(t, o)
 	setEnable(t, s.fs, "user_events", s.name, true)
 	waitBit(t, s.ev, true)
 	return s

@@ -36,7 +36,7 @@ func TestRingRecordHasWritersIdentity(t *testing.T) {
 	name := uniq("ring_who")
 	ev := register(t, f, name+" u32 v", 0)
 	ss := attachedSession(t, sock, name, 0)
-	fs := tracefs(t, o)
+	fs := openTracefs(t, o)
 	setEnable(t, fs, "user_events", name, true)
 	waitBit(t, ev, true)
 
@@ -126,7 +126,7 @@ func TestRingSize(t *testing.T) {
 		{env: "100", want: unix.EINVAL, says: "UETRACE_RING_KB=100"},
 	} {
 		t.Setenv(userevents.RingKBEnv, c.env)
-		f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport, RingKB: c.kb})
+		f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport, RingKB: c.kb})
 		if c.want != 0 {
 			if !errors.Is(err, c.want) || !strings.Contains(fmt.Sprint(err), c.says) {
 				t.Errorf("RingKB %d, env %q: %v; want %v saying %q", c.kb, c.env, err, c.want, c.says)
@@ -202,7 +202,7 @@ func TestRingFallsBackToSocket(t *testing.T) {
 			}
 		}
 	}()
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,13 +231,13 @@ func TestRingAccountsForEveryWrite(t *testing.T) {
 		}
 	}()
 	o := &userevents.Options{Backend: userevents.Daemon, Socket: sockPath, Transport: userevents.RingTransport, RingKB: 4}
-	f, err := userevents.Open(*o)
+	f, err := userevents.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := uniq("ring_acct")
 	ev := register(t, f, name+" u64 v", 0)
-	setEnable(t, tracefs(t, o), "user_events", name, true)
+	setEnable(t, openTracefs(t, o), "user_events", name, true)
 	waitBit(t, ev, true)
 	const n = 100000
 	var v [8]byte
@@ -274,7 +274,7 @@ func TestRingValidationMatchesSocket(t *testing.T) {
 	name := uniq("ring_valid")
 	cmd := name + " __data_loc char[] s; __rel_loc char[] r; u8 pad"
 	er, es := register(t, fr, cmd, 0), register(t, fs, cmd, 0)
-	setEnable(t, tracefs(t, ring), "user_events", name, true)
+	setEnable(t, openTracefs(t, ring), "user_events", name, true)
 	waitBit(t, er, true)
 	waitBit(t, es, true)
 	// Payload: s's loc, r's loc, pad, then "a\0" and two bytes that are
@@ -322,7 +322,7 @@ func TestRingInvalidRecordLeftToDaemon(t *testing.T) {
 	}
 	name := uniq("ring_invalid")
 	ev := register(t, f, name+" __rel_loc char[] s", 0)
-	fs := tracefs(t, o)
+	fs := openTracefs(t, o)
 	setEnable(t, fs, "user_events", name, true)
 	waitBit(t, ev, true)
 	noNUL := binary.NativeEndian.AppendUint32(nil, 3<<16)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -35,10 +38,9 @@ func backends(t *testing.T) []backend {
 	// In-process, this process's own privilege counts: the suite needs
 	// CAP_PERFMON there (PERSIST, dynamic_events).
 	if caps.PerfmonCapable(0) {
-		sys := subsys.New(subsys.Options{NumCPU: 2})
 		out = append(out, backend{
 			name: "inprocess",
-			opts: &userevents.Options{Backend: userevents.InProcess, Subsystem: sys},
+			opts: inprocess(subsys.New(subsys.Options{NumCPU: 2})),
 		})
 	} else {
 		t.Logf("in-process backend not tested: the suite needs CAP_PERFMON (root)")
@@ -52,7 +54,7 @@ func backends(t *testing.T) []backend {
 		unpriv: &userevents.Options{Backend: userevents.Daemon, Socket: usock, Transport: userevents.RingTransport},
 	})
 	// Make sure the suite runs on the ring, and on the socket too.
-	if f, err := userevents.Open(*out[len(out)-1].opts); err != nil {
+	if f, err := userevents.Open(out[len(out)-1].opts); err != nil {
 		t.Fatal(err)
 	} else if tr, rerr := f.Transport(), f.RingError(); f.Close() != nil || tr != userevents.RingTransport {
 		t.Fatalf("daemon backend transport %v, want ring: %v", tr, rerr)
@@ -63,7 +65,7 @@ func backends(t *testing.T) []backend {
 		unpriv: &userevents.Options{Backend: userevents.Daemon, Socket: usock, Transport: userevents.SocketTransport},
 	})
 
-	if f, err := userevents.Open(userevents.Options{Backend: userevents.Kernel}); err == nil {
+	if f, err := userevents.Open(&userevents.Options{Backend: userevents.Kernel}); err == nil {
 		f.Close()
 		out = append(out, backend{name: "kernel", opts: &userevents.Options{Backend: userevents.Kernel}})
 	} else {
@@ -90,7 +92,7 @@ func forEach(t *testing.T, fn func(t *testing.T, b backend)) {
 
 func open(t *testing.T, o *userevents.Options) *userevents.File {
 	t.Helper()
-	f, err := userevents.Open(*o)
+	f, err := userevents.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +100,25 @@ func open(t *testing.T, o *userevents.Options) *userevents.File {
 	return f
 }
 
-func tracefs(t *testing.T, o *userevents.Options) *userevents.Tracefs {
+// inprocess are the options of an in-process kernel on sys, whose tree
+// openTracefs opens.
+func inprocess(sys *subsys.Subsystem) *userevents.Options {
+	k := inproc.New(sys)
+	o := k.Options()
+	kernels.Store(o, k)
+	return o
+}
+
+// kernels are the in-process kernels inprocess made, by their options.
+var kernels sync.Map
+
+// openTracefs opens the tree of the backend o opens.
+func openTracefs(t *testing.T, o *userevents.Options) *tracefs.Tracefs {
 	t.Helper()
-	fs, err := userevents.OpenTracefs(*o)
+	if k, ok := kernels.Load(o); ok {
+		return k.(*inproc.Kernel).Tracefs()
+	}
+	fs, err := tracefs.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +141,7 @@ func register(t *testing.T, f *userevents.File, cmd string, flags userevents.Fla
 	return ev
 }
 
-func setEnable(t *testing.T, fs *userevents.Tracefs, system, tp string, on bool) {
+func setEnable(t *testing.T, fs *tracefs.Tracefs, system, tp string, on bool) {
 	t.Helper()
 	v := "0"
 	if on {
@@ -157,7 +175,7 @@ const waitLimit = time.Minute
 func TestRegisterEnableWrite(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
-		fs := tracefs(t, b.opts)
+		fs := openTracefs(t, b.opts)
 		name := uniq("suite_rew")
 		ev := register(t, f, name+" u32 status; __rel_loc char[] path", 0)
 		if ev.WriteIndex() != 0 {
@@ -218,7 +236,7 @@ func TestRegisterEnableWrite(t *testing.T) {
 func TestEnableBitFlipsWithin1ms(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
-		fs := tracefs(t, b.opts)
+		fs := openTracefs(t, b.opts)
 		name := uniq("suite_flip")
 		ev := register(t, f, name+" u64 v", 0)
 		for range 20 {
@@ -233,7 +251,7 @@ func TestEnableBitFlipsWithin1ms(t *testing.T) {
 func TestErrnoParity(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
-		fs := tracefs(t, b.opts)
+		fs := openTracefs(t, b.opts)
 		name := uniq("suite_errno")
 		ev := register(t, f, name+" u32 a; __data_loc char[] s", 0)
 		cases := []struct {
@@ -290,7 +308,7 @@ func regFlagsErr(f *userevents.File, cmd string, flags userevents.Flags) error {
 	return err
 }
 
-func status(t *testing.T, fs *userevents.Tracefs) string {
+func status(t *testing.T, fs *tracefs.Tracefs) string {
 	t.Helper()
 	b, err := fs.ReadFile("user_events_status")
 	if err != nil {
@@ -301,7 +319,7 @@ func status(t *testing.T, fs *userevents.Tracefs) string {
 
 // waitGone polls user_events_status until tp is gone: the kernel destroys
 // an event from a work item after its last reference (spec §3.4).
-func waitGone(t *testing.T, fs *userevents.Tracefs, tp string) {
+func waitGone(t *testing.T, fs *tracefs.Tracefs, tp string) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
@@ -328,7 +346,7 @@ func hasLine(status, tp string) bool {
 func TestUnregisterAndDelete(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
-		fs := tracefs(t, b.opts)
+		fs := openTracefs(t, b.opts)
 		name := uniq("suite_del")
 		ev := register(t, f, name+" u32 a", 0)
 		setEnable(t, fs, "user_events", name, true)
@@ -363,7 +381,7 @@ func TestUnregisterAndDelete(t *testing.T) {
 
 func TestPersist(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
-		fs := tracefs(t, b.opts)
+		fs := openTracefs(t, b.opts)
 		name := uniq("suite_persist")
 		if b.unpriv != nil {
 			uf := open(t, b.unpriv)
@@ -411,7 +429,7 @@ func deleteWhenFree(t *testing.T, f *userevents.File, name string) {
 func TestMultiFormat(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		f := open(t, b.opts)
-		fs := tracefs(t, b.opts)
+		fs := openTracefs(t, b.opts)
 		name := uniq("suite_multi")
 		ev1 := register(t, f, name+" u32 a", userevents.MultiFormat)
 		ev2 := register(t, f, name+" u64 a; u64 b", userevents.MultiFormat)

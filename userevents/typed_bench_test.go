@@ -1,4 +1,4 @@
-package userevents
+package userevents_test
 
 import (
 	"io"
@@ -6,7 +6,10 @@ import (
 	"testing"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/tracefs"
+	"github.com/uetrace/uetrace/userevents"
 )
 
 const typedBenchCmd = "bench_typed u32 status; __rel_loc char[] path; s64 dur"
@@ -17,12 +20,12 @@ const typedBenchCmd = "bench_typed u32 status; __rel_loc char[] path; s64 dur"
 // three attributes through log/slog's JSON handler into io.Discard.
 func BenchmarkTypedWrite(b *testing.B) {
 	sys := subsys.New(subsys.Options{})
-	f, err := Open(Options{Backend: InProcess, Subsystem: sys})
+	f, err := userevents.Open(inproc.New(sys).Options())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	ev, err := Define3[uint32, string, int64](f, typedBenchCmd)
+	ev, err := userevents.Define3[uint32, string, int64](f, typedBenchCmd)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,20 +79,20 @@ func BenchmarkTypedWrite(b *testing.B) {
 // BenchmarkTypedRingWrite is the same typed write on the daemon backend's
 // ring, the daemon in a child process.
 func BenchmarkTypedRingWrite(b *testing.B) {
-	o := Options{Backend: Daemon, Socket: benchDaemon(b), Transport: RingTransport}
-	f, err := Open(o)
+	o := &userevents.Options{Backend: userevents.Daemon, Socket: benchDaemon(b), Transport: userevents.RingTransport}
+	f, err := userevents.Open(o)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { f.Close() })
-	if f.Transport() != RingTransport {
+	if f.Transport() != userevents.RingTransport {
 		b.Fatalf("no ring: %v", f.RingError())
 	}
-	ev, err := Define3[uint32, string, int64](f, typedBenchCmd)
+	ev, err := userevents.Define3[uint32, string, int64](f, typedBenchCmd)
 	if err != nil {
 		b.Fatal(err)
 	}
-	fs, err := OpenTracefs(o)
+	fs, err := tracefs.Open(o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -110,12 +113,12 @@ func BenchmarkTypedRingWrite(b *testing.B) {
 // own Enabled check, which is inlined: what a hot path pays while nobody
 // traces.
 func BenchmarkTypedWriteGuarded(b *testing.B) {
-	f, err := Open(Options{Backend: InProcess, Subsystem: subsys.New(subsys.Options{})})
+	f, err := userevents.Open(inproc.New(subsys.New(subsys.Options{})).Options())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	ev, err := Define3[uint32, string, int64](f, typedBenchCmd)
+	ev, err := userevents.Define3[uint32, string, int64](f, typedBenchCmd)
 	if err != nil {
 		b.Fatal(err)
 	}

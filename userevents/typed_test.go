@@ -34,7 +34,7 @@ func TestTypedWrite(t *testing.T) {
 		if err := ev.Write(1, "/nothing", -1, nil, "", false); err != nil {
 			t.Fatalf("disabled Write: %v", err)
 		}
-		fs := tracefs(t, b.opts)
+		fs := openTracefs(t, b.opts)
 		p := openPerf(t, b, eventdef.System, name)
 		defer p.close()
 		waitBit(t, ev.Event(), true)
@@ -106,7 +106,7 @@ func TestDefineChecksTypes(t *testing.T) {
 		}
 	}
 	// Nothing was registered.
-	fs := tracefs(t, o)
+	fs := openTracefs(t, o)
 	if dyn, _ := fs.ReadFile("dynamic_events"); len(dyn) != 0 {
 		t.Errorf("dynamic_events after refused Defines:\n%s", dyn)
 	}
@@ -128,7 +128,7 @@ func TestTypedWriteErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := tracefs(t, o)
+	fs := openTracefs(t, o)
 	setEnable(t, fs, "user_events", "typed_err", true)
 	if err := ev.Write("12345", nil); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), `field 1 "a": 5 bytes do not fit char[4]`) {
 		t.Errorf("too long for char[4]: %v", err)
@@ -181,7 +181,7 @@ func TestTypedWriteAllocs(t *testing.T) {
 func first[T any](_ T, err error) error { return err }
 
 func inProcess() *userevents.Options {
-	return &userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})}
+	return inprocess(subsys.New(subsys.Options{}))
 }
 
 // FuzzTypedWrite writes arbitrary values through a typed event and decodes
@@ -194,7 +194,7 @@ func FuzzTypedWrite(f *testing.F) {
 	f.Add(^uint32(0), "a\x00b", int64(-1<<63), "12345678", make([]byte, 600))
 	f.Add(uint32(1), "x", int64(1), "123456789", []byte{0})
 	sys := subsys.New(subsys.Options{})
-	file, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	file, err := userevents.Open(inprocess(sys))
 	if err != nil {
 		f.Fatal(err)
 	}

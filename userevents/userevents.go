@@ -3,8 +3,6 @@ package userevents
 import (
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,11 +13,9 @@ import (
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
-	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
-	"github.com/uetrace/uetrace/internal/stamp"
-	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/uerror"
 )
 
 // Backend says where user_events_data is.
@@ -33,12 +29,13 @@ const (
 	Kernel
 	// Daemon is a uetrace daemon (uetrace serve) over its Unix socket.
 	Daemon
-	// InProcess is a subsystem inside this process (see InProcessSubsystem):
-	// for tests, demos and programs that trace themselves.
-	InProcess
+	// Other is the user_events_data Options.OpenData opened: an in-process
+	// kernel (package usereventstest) or a test double. Open never
+	// selects it by itself.
+	Other
 )
 
-var backendNames = [...]string{"auto", "kernel", "daemon", "inprocess"}
+var backendNames = [...]string{"auto", "kernel", "daemon", "other"}
 
 func (b Backend) String() string {
 	if b >= 0 && int(b) < len(backendNames) {
@@ -47,14 +44,14 @@ func (b Backend) String() string {
 	return "Backend(" + strconv.Itoa(int(b)) + ")"
 }
 
-// ParseBackend parses "auto", "kernel", "daemon" or "inprocess".
+// ParseBackend parses "auto", "kernel" or "daemon".
 func ParseBackend(s string) (Backend, error) {
-	for i, n := range backendNames {
+	for i, n := range backendNames[:Other] {
 		if s == n {
 			return Backend(i), nil
 		}
 	}
-	return 0, &Error{Op: "backend", Input: s, Errno: unix.EINVAL, Reason: "unknown backend: want auto, kernel, daemon or inprocess"}
+	return 0, &Error{Op: "backend", Input: s, Errno: unix.EINVAL, Reason: "unknown backend: want auto, kernel or daemon"}
 }
 
 // Flags are registration flags.
@@ -70,18 +67,17 @@ const (
 	MultiFormat Flags = abi.RegMultiFormat
 )
 
-// Options say which user_events to open. The zero value is Auto with the
+// Options say which user_events to open. A nil *Options is Auto with the
 // default locations.
 type Options struct {
 	Backend Backend
 	// Tracefs is the kernel's tracefs mount ("": /sys/kernel/tracing, else
 	// the first tracefs or debugfs in /proc/self/mountinfo).
 	Tracefs string
-	// Socket is the daemon's socket ("": wire.DefaultSocket()).
+	// Socket is the daemon's socket ("": $UETRACE_SOCKET, else
+	// /run/uetrace/uetrace.sock for root, else
+	// $XDG_RUNTIME_DIR/uetrace/uetrace.sock).
 	Socket string
-	// Subsystem is the InProcess backend's subsystem (nil:
-	// InProcessSubsystem()).
-	Subsystem *subsys.Subsystem
 	// Transport is how the Daemon backend sends writes: RingTransport (the
 	// default), which falls back to the socket when the ring cannot be set
 	// up, or SocketTransport. Other backends ignore it.
@@ -89,18 +85,11 @@ type Options struct {
 	// RingKB is the size of the daemon backend's ring in KiB, a power of
 	// two (0: $UETRACE_RING_KB, else DefaultRingKB).
 	RingKB int
-}
-
-var (
-	inprocOnce sync.Once
-	inprocSys  *subsys.Subsystem
-)
-
-// InProcessSubsystem is the subsystem the InProcess backend uses when
-// Options.Subsystem is nil: one per process, created on first use.
-func InProcessSubsystem() *subsys.Subsystem {
-	inprocOnce.Do(func() { inprocSys = subsys.New(subsys.Options{NumCPU: runtime.NumCPU()}) })
-	return inprocSys
+	// OpenData, when set, opens the user_events_data a File uses in place
+	// of the kernel's or a daemon's, whatever Backend says: an in-process
+	// kernel (package usereventstest) or a test double. The File's
+	// backend is Other.
+	OpenData func() (DataFile, error)
 }
 
 // File is an open user_events_data: the events registered through it and
@@ -109,32 +98,30 @@ func InProcessSubsystem() *subsys.Subsystem {
 type File struct {
 	backend Backend
 	arena   *arena
-
-	kfd int // Kernel: the user_events_data descriptor
+	data    DataFile // kernel.go, daemon.go, or Options.OpenData's
 
 	dc      *client.Conn               // Daemon
 	ring    atomic.Pointer[clientRing] // Daemon with RingTransport; nil once closed
 	ringErr error                      // why a File asked for a ring has none
-
-	sys  *subsys.Subsystem // InProcess
-	sf   *subsys.File
-	sp   *subsys.Process
-	cred subsys.Cred
 
 	mu     sync.Mutex
 	events map[*Event]struct{}
 	closed bool
 }
 
-// Open opens user_events_data on the backend opts select.
-func Open(opts Options) (*File, error) {
+// Open opens user_events_data on the backend opts select (nil: Auto).
+func Open(opts *Options) (*File, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	if opts.OpenData != nil {
+		return openOther(opts.OpenData)
+	}
 	switch opts.Backend {
 	case Kernel:
 		return openKernel(opts.Tracefs)
 	case Daemon:
 		return openDaemon(opts)
-	case InProcess:
-		return openInProcess(opts.Subsystem)
 	case Auto:
 		f, kerr := openKernel(opts.Tracefs)
 		if kerr == nil {
@@ -144,136 +131,38 @@ func Open(opts Options) (*File, error) {
 		if derr == nil {
 			return f, nil
 		}
-		return nil, noBackend(kerr, derr)
+		return nil, uerror.NoBackend(kerr, derr)
 	}
 	return nil, fmt.Errorf("open user_events_data: unknown backend %v: %w", opts.Backend, unix.EINVAL)
 }
 
-// noBackend explains why Auto found nothing, and what to do about it. A
-// daemon that is there but refuses this user is the answer itself: its
-// error says whom to ask.
-func noBackend(kerr, derr error) error {
-	var pe *client.PermissionError
-	var ie *client.IdentityError
-	if errors.As(derr, &pe) || errors.As(derr, &ie) {
-		return derr
-	}
-	hint := ""
-	if errors.Is(kerr, unix.EACCES) || errors.Is(kerr, unix.EPERM) {
-		hint = "the kernel has user_events but this user may not open user_events_data: run as root, " +
-			"give the user access to tracefs, or start a daemon with `uetrace serve`"
-	}
-	return &NoBackendError{Kernel: kerr, Daemon: derr, Hint: hint}
-}
-
-// NoBackendError is Auto's failure: neither backend could be opened.
-type NoBackendError struct {
-	Kernel, Daemon error
-	Hint           string // what the user can do, when the causes do not say
-}
-
-func (e *NoBackendError) Error() string {
-	s := "no user_events: kernel: " + e.Kernel.Error() + "; daemon: " + e.Daemon.Error()
-	if e.Hint != "" {
-		s += "; " + e.Hint
-	}
-	return s
-}
-
-// Unwrap returns both causes.
-func (e *NoBackendError) Unwrap() []error { return []error{e.Kernel, e.Daemon} }
-
-func openDaemon(opts Options) (*File, error) {
-	sock := opts.Socket
-	var size int
-	switch opts.Transport {
-	case RingTransport:
-		var err error
-		if size, err = ringSize(opts.RingKB); err != nil {
-			return nil, err
-		}
-	case SocketTransport:
-	default:
-		return nil, &Error{Op: "open", Input: opts.Transport.String(), Errno: unix.EINVAL, Reason: "unknown transport: want RingTransport or SocketTransport"}
-	}
-	a, err := memfdArena()
+func openKernel(root string) (*File, error) {
+	k, err := openKernelData(root)
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.Dial(sock, &client.Arena{FD: a.fd, Addr: a.base(), Size: uint64(len(a.mem))})
+	a, err := privateArena()
 	if err != nil {
-		return nil, dialErr(sock, err)
+		k.Close()
+		return nil, err
 	}
-	f := &File{backend: Daemon, arena: a, kfd: -1, dc: c, events: map[*Event]struct{}{}}
-	if size != 0 {
-		r, err := setupRing(c, size)
-		if err != nil {
-			f.ringErr = fmt.Errorf("the daemon's ring transport could not be set up, writing over the socket: %w", err)
-		} else {
-			f.ring.Store(r)
-		}
-	}
-	return f, nil
+	return &File{backend: Kernel, arena: a, data: k, events: map[*Event]struct{}{}}, nil
 }
 
-// dialErr words a failed connection to the daemon at sock: with what to
-// do when no daemon answers there. A client.PermissionError or
-// IdentityError already says whose socket it is and what to do, and is
-// returned as it is.
-func dialErr(sock string, err error) error {
-	var pe *client.PermissionError
-	var ie *client.IdentityError
-	if errors.As(err, &pe) || errors.As(err, &ie) {
-		return err
-	}
-	if sock == "" {
-		sock = wire.DefaultSocket()
-	}
-	e := &Error{Op: "connect", Path: sock, Errno: errnoOf(err)}
-	switch e.Errno {
-	case unix.ENOENT, unix.ECONNREFUSED:
-		e.Reason = "no uetrace daemon there: start one with `uetrace serve`"
-	default:
-		e.Reason = reasonOf(strings.TrimPrefix(err.Error(), "dial "+sock+": "), e)
-	}
-	return e
-}
-
-func openInProcess(s *subsys.Subsystem) (*File, error) {
-	if s == nil {
-		s = InProcessSubsystem()
-	}
+// openOther opens the user_events_data open gives. Its enable words are
+// in the private arena: the other kernel writes this process's memory, as
+// Linux does.
+func openOther(open func() (DataFile, error)) (*File, error) {
 	a, err := privateArena()
 	if err != nil {
 		return nil, err
 	}
-	return &File{
-		backend: InProcess, arena: a, kfd: -1,
-		sys: s, sf: s.Open(), sp: inProcessProcess(s, a), cred: selfCred(),
-		events: map[*Event]struct{}{},
-	}, nil
-}
-
-var (
-	procsMu sync.Mutex
-	procs   = map[*subsys.Subsystem]*subsys.Process{}
-)
-
-// inProcessProcess is this process as a subsystem sees it: one per
-// subsystem, shared by every File on it, as a process's user_event_mm is.
-func inProcessProcess(s *subsys.Subsystem, a *arena) *subsys.Process {
-	procsMu.Lock()
-	defer procsMu.Unlock()
-	p := procs[s]
-	if p == nil {
-		p = s.NewProcess(a)
-		procs[s] = p
+	d, err := open()
+	if err != nil {
+		return nil, uerror.Wrap("open", "user_events_data", "", err)
 	}
-	return p
+	return &File{backend: Other, arena: a, data: d, events: map[*Event]struct{}{}}, nil
 }
-
-// selfCred is perfmon_capable() of this process.
-func selfCred() subsys.Cred { return subsys.Cred{PerfmonCapable: caps.PerfmonCapable(0)} }
 
 // Backend is the backend the File was opened on.
 func (f *File) Backend() Backend { return f.backend }
@@ -303,23 +192,10 @@ func (f *File) Register(cmd string, flags Flags) (*Event, error) {
 		return nil, &Error{Op: "register", Input: cmd, Errno: unix.ENOMEM, Reason: err.Error()}
 	}
 	reg := abi.UserReg{Size: abi.UserRegSize, EnableBit: 0, EnableSize: slotSize, Flags: uint16(flags), EnableAddr: f.arena.addr(slot)}
-	var idx uint32
-	switch f.backend {
-	case Kernel:
-		err = onRegisterThread(func() error { return abi.RegisterName(f.kfd, &reg, cmd) })
-		idx = reg.WriteIndex
-	case Daemon:
-		var ret int64
-		idx, ret, err = f.dc.Register(reg.Bytes(), cmd, false)
-		if err == nil && ret != 0 {
-			err = abi.RetError(ret)
-		}
-	case InProcess:
-		idx, err = f.sf.Register(f.sp, f.cred, subsys.RegisterArgs{Reg: reg.Bytes(), Name: cmd})
-	}
+	idx, err := f.data.Register(reg.Bytes(), cmd)
 	if err != nil {
 		f.arena.release(slot)
-		return nil, wrapErr("register", "", cmd, err)
+		return nil, uerror.Wrap("register", "", cmd, err)
 	}
 	e := &Event{f: f, slot: slot, index: idx, cmd: cmd, flags: flags}
 	e.word.Store(f.arena.word(slot))
@@ -335,17 +211,9 @@ func (f *File) Register(cmd string, flags Flags) (*Event, error) {
 // anything uses it — this File's own Events included — ENOENT when there
 // is none, EPERM for a persistent event without the privilege.
 func (f *File) Delete(name string) error {
-	var err error
-	switch f.backend {
-	case Kernel:
-		err = abi.Delete(f.kfd, name)
-	case Daemon:
-		err = f.dc.Delete(name)
-	case InProcess:
-		err = f.sf.Delete(name, f.cred)
-	}
+	err := f.data.Delete(name)
 	if err != nil {
-		return wrapErr("delete", "", name, err)
+		return uerror.Wrap("delete", "", name, err)
 	}
 	return nil
 }
@@ -371,10 +239,7 @@ func (f *File) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	switch f.backend {
-	case Kernel:
-		errs = append(errs, unix.Close(f.kfd))
-	case Daemon:
+	if f.dc != nil {
 		// The daemon delivers what the ring holds before it closes the
 		// connection; the mapping goes when no Write uses it any more.
 		// Records dropped and not yet told are told first, making room
@@ -382,13 +247,10 @@ func (f *File) Close() error {
 		if r := f.ring.Load(); r != nil {
 			r.stopRetry()
 			r.tell(f.dc) // what cannot be told stays in Event.Dropped
-
 		}
 		f.ring.Store(nil)
-		errs = append(errs, f.dc.Close())
-	case InProcess:
-		errs = append(errs, f.sf.Close())
 	}
+	errs = append(errs, f.data.Close())
 	return errors.Join(errs...)
 }
 
@@ -398,7 +260,7 @@ func (f *File) Close() error {
 // backends, whose registrations live as long as the File, it is nil:
 // never ready.
 func (f *File) Hangup() <-chan struct{} {
-	if f.backend != Daemon {
+	if f.dc == nil {
 		return nil
 	}
 	return f.dc.Hangup()
@@ -444,7 +306,11 @@ func (e *Event) Name() string {
 	if e.def != nil {
 		return e.def.Name
 	}
-	name, _, _ := strings.Cut(strings.TrimLeft(e.cmd, " \t"), " ")
+	name := e.cmd
+	for name != "" && (name[0] == ' ' || name[0] == '\t') {
+		name = name[1:]
+	}
+	name, _, _ = strings.Cut(name, " ")
 	name, _, _ = strings.Cut(name, ":")
 	return name
 }
@@ -460,19 +326,6 @@ const maxIov = wire.MaxIov - 1
 // smallIov is the size of the array a Write of up to smallIov-1 payload
 // slices passes them in.
 const smallIov = 4
-
-// writev writes iov, the write index and the payload, to the daemon or the
-// in-process subsystem.
-func (f *File) writev(iov [][]byte) error {
-	// Who and where without a system call each (internal/stamp).
-	tid, cpu := stamp.TidCPU()
-	if f.backend == Daemon {
-		_, err := f.dc.Writev(tid, int(cpu), iov...)
-		return err
-	}
-	_, err := f.sf.Writev(subsys.Writer{PID: tid, TGID: int32(pid), Comm: comm(), CPU: int(cpu)}, iov...)
-	return err
-}
 
 func join(payload [][]byte) []byte {
 	var b []byte
@@ -499,34 +352,29 @@ func (e *Event) Write(payload ...[]byte) error {
 	f := e.f
 	if r := f.ring.Load(); r != nil && e.def != nil {
 		ok, err := e.ringWrite(r, payload)
-		runtime.KeepAlive(r)
+		keepAlive(r)
 		if ok {
 			return err
 		}
 	}
+	// The index and the payload slices in one stack array, filled by a
+	// loop: copy() — or a helper taking the array by pointer — makes
+	// escape analysis send them, and the caller's buffers, to the heap;
+	// noescape keeps the interface call from doing the same. A small
+	// array for the usual few slices: the array is zeroed on every write.
 	var err error
-	switch f.backend {
-	case Kernel:
-		err = kernelWritev(f.kfd, e.index, payload)
-	default:
-		// The index and the payload slices in one stack array, filled by a
-		// loop: copy() — or a helper taking the array by pointer — makes
-		// escape analysis send them, and the caller's buffers, to the heap.
-		// A small array for the usual few slices: the array is zeroed on
-		// every write.
-		var idx [4]byte
-		*(*uint32)(unsafe.Pointer(&idx)) = e.index
-		if len(payload) < smallIov {
-			var iov [smallIov][]byte
-			iov[0] = idx[:]
-			n := 1
-			for _, p := range payload {
-				iov[n] = p
-				n++
-			}
-			err = f.writev(iov[:n])
-			break
+	var idx [4]byte
+	*(*uint32)(unsafe.Pointer(&idx)) = e.index
+	if len(payload) < smallIov {
+		var iov [smallIov][]byte
+		iov[0] = idx[:]
+		n := 1
+		for _, p := range payload {
+			iov[n] = p
+			n++
 		}
+		_, err = f.data.Writev(noescape(iov[:n])...)
+	} else {
 		var iov [maxIov + 1][]byte
 		iov[0] = idx[:]
 		n := 1
@@ -534,7 +382,7 @@ func (e *Event) Write(payload ...[]byte) error {
 			iov[n] = p
 			n++
 		}
-		err = f.writev(iov[:n])
+		_, err = f.data.Writev(noescape(iov[:n])...)
 	}
 	if err == nil {
 		return nil
@@ -542,7 +390,7 @@ func (e *Event) Write(payload ...[]byte) error {
 	if errors.Is(err, unix.EBADF) {
 		return e.disabled
 	}
-	return wrapErr("write", "", e.Name(), err)
+	return uerror.Wrap("write", "", e.Name(), err)
 }
 
 // Encode builds a payload with enc in buf and writes it: the typed path.
@@ -563,7 +411,7 @@ func (e *Event) Encode(enc *eventdef.Encoder, buf []byte, fill func(*eventdef.En
 	fill(enc)
 	p, err := enc.Payload()
 	if err != nil {
-		return wrapErr("encode", "", e.Name(), err)
+		return uerror.Wrap("encode", "", e.Name(), err)
 	}
 	return e.Write(p)
 }
@@ -587,37 +435,11 @@ func (e *Event) Close() error {
 	delete(f.events, e)
 	f.mu.Unlock()
 	un := abi.UserUnreg{Size: abi.UserUnregSize, DisableBit: 0, DisableAddr: f.arena.addr(e.slot)}
-	var err error
-	switch f.backend {
-	case Kernel:
-		err = onRegisterThread(func() error { return abi.Unregister(f.kfd, &un) })
-	case Daemon:
-		err = f.dc.Unregister(un.Bytes())
-	case InProcess:
-		err = f.sf.Unregister(f.sp, un.Bytes())
-	}
+	err := f.data.Unregister(un.Bytes())
 	if err != nil {
 		// The bit may still be written: never hand the slot out again.
-		return wrapErr("unregister", "", e.Name(), err)
+		return uerror.Wrap("unregister", "", e.Name(), err)
 	}
 	f.arena.release(e.slot)
 	return nil
-}
-
-var pid = os.Getpid()
-
-var (
-	commOnce sync.Once
-	commStr  string
-)
-
-func comm() string {
-	commOnce.Do(func() {
-		b, _ := os.ReadFile("/proc/self/comm")
-		commStr = strings.TrimSuffix(string(b), "\n")
-		if commStr == "" {
-			commStr = "<...>"
-		}
-	})
-	return commStr
 }

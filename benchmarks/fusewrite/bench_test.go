@@ -12,6 +12,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/kernel/vmtest"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -153,7 +154,7 @@ func runProgram(b *testing.B, dir string, n, m int, uetrace string, args ...stri
 // goEvent opens a File on the daemon with o, registers the event and
 // enables it.
 func goEvent(b *testing.B, o userevents.Options) *userevents.Event {
-	f, err := userevents.Open(o)
+	f, err := userevents.Open(&o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func goEvent(b *testing.B, o userevents.Options) *userevents.Event {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fs, err := userevents.OpenTracefs(o)
+	fs, err := tracefs.Open(&o)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func TestMain(m *testing.M) {
 func produce() int {
 	id, _ := strconv.Atoi(os.Getenv("SOAK_ID"))
 	d, _ := time.ParseDuration(os.Getenv("SOAK_DURATION"))
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: os.Getenv("SOAK_SOCKET")})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: os.Getenv("SOAK_SOCKET")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "producer:", err)
 		return 1
@@ -172,7 +172,7 @@ func abuse(role string) int {
 		}
 	case "victim":
 		// Writes as fast as it can until killed mid-write.
-		f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+		f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 		if err == nil {
 			if ev, err := f.Register(victimEvent, 0); err == nil {
 				var rec [4]byte

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -47,14 +48,9 @@ trace -f" and "uetrace status" on a kernel or a daemon.`,
 }
 
 func runDemo(ctx context.Context, out io.Writer, duration time.Duration) error {
-	sys := subsys.New(subsys.Options{NumCPU: runtime.NumCPU()})
-	opts := userevents.Options{Backend: userevents.InProcess, Subsystem: sys}
-	fs, err := userevents.OpenTracefs(opts)
-	if err != nil {
-		return err
-	}
-	defer fs.Close()
-	f, err := userevents.Open(opts)
+	k := inproc.New(subsys.New(subsys.Options{NumCPU: runtime.NumCPU()}))
+	fs := k.Tracefs()
+	f, err := userevents.Open(k.Options())
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func TestEmitEventHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess})
+	f, err := userevents.Open(inprocess().Options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestEmitEventHeader(t *testing.T) {
 	if _, err := f.Register(tp.Command(), 0); err != nil {
 		t.Fatal(err)
 	}
-	sys := userevents.InProcessSubsystem()
+	sys := inprocess().Subsystem()
 	ss := sys.NewSession(subsys.SessionOptions{})
 	defer ss.Close()
 	if err := ss.Attach(sys.Lookup("user_events", tpName)); err != nil {

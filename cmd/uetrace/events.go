@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -135,7 +136,7 @@ registered name as well as to its name.<hexid> versions.`,
 // name no directory entry can have, which any producer may register. A
 // matched event whose name no tracefs path can hold (eventdef.PathName)
 // cannot be opened: it is skipped and said so on warn.
-func matchEvents(fs *userevents.Tracefs, op, pattern string, warn io.Writer) ([]string, error) {
+func matchEvents(fs *tracefs.Tracefs, op, pattern string, warn io.Writer) ([]string, error) {
 	sysPat, tpPat, qualified := strings.Cut(pattern, ":")
 	if !qualified {
 		sysPat, tpPat = "user_events*", pattern

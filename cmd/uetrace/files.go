@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -50,7 +51,7 @@ func catFile(cmd *cobra.Command, g *globals, op, name string, out io.Writer) err
 
 // copyUntil copies f to w until EOF or ctx is done (closing f ends a
 // blocked read), then closes f.
-func copyUntil(ctx context.Context, w io.Writer, f userevents.TracefsFile) error {
+func copyUntil(ctx context.Context, w io.Writer, f tracefs.File) error {
 	stop := context.AfterFunc(ctx, func() { f.Close() })
 	defer stop()
 	_, err := io.Copy(w, f)
@@ -108,7 +109,7 @@ file shows then: the filter, a caret under the mistake and its message.`,
 // it (the kernel's, or the daemon's which is the same): the filter, a
 // caret under the error and its message. On both backends the reason is
 // then the same.
-func filterHint(fs *userevents.Tracefs, name string, err error) error {
+func filterHint(fs *tracefs.Tracefs, name string, err error) error {
 	var ue *userevents.Error
 	if !errors.As(err, &ue) {
 		return err
@@ -127,7 +128,7 @@ func filterHint(fs *userevents.Tracefs, name string, err error) error {
 // on the tokens after the name, ';' not re-spaced): "!u:NAME" alone matches
 // only an event without fields. The errno stays ENOENT; the reason says
 // which event is there and how to name it.
-func deleteHint(fs *userevents.Tracefs, text string, err error) error {
+func deleteHint(fs *tracefs.Tracefs, text string, err error) error {
 	var ue *userevents.Error
 	if !errors.As(err, &ue) {
 		return err

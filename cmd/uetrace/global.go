@@ -4,11 +4,16 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/inproc"
+	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -32,7 +37,16 @@ func (g *globals) socketPath() string {
 	return wire.DefaultSocket()
 }
 
+// inprocess is the backend "inprocess": one subsystem in this process, for
+// every command run in it (the tests run several).
+var inprocess = sync.OnceValue(func() *inproc.Kernel {
+	return inproc.New(subsys.New(subsys.Options{NumCPU: runtime.NumCPU()}))
+})
+
 func (g *globals) options() (userevents.Options, error) {
+	if g.backend == "inprocess" {
+		return *inprocess().Options(), nil
+	}
 	b, err := userevents.ParseBackend(g.backend)
 	if err != nil {
 		return userevents.Options{}, asOp(err, "--backend", "", g.backend)
@@ -40,12 +54,15 @@ func (g *globals) options() (userevents.Options, error) {
 	return userevents.Options{Backend: b, Socket: g.socket}, nil
 }
 
-func (g *globals) tracefs() (*userevents.Tracefs, error) {
+func (g *globals) tracefs() (*tracefs.Tracefs, error) {
 	o, err := g.options()
 	if err != nil {
 		return nil, err
 	}
-	return userevents.OpenTracefs(o)
+	if o.OpenData != nil {
+		return inprocess().Tracefs(), nil
+	}
+	return tracefs.Open(&o)
 }
 
 func (g *globals) file() (*userevents.File, error) {
@@ -53,7 +70,7 @@ func (g *globals) file() (*userevents.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return userevents.Open(o)
+	return userevents.Open(&o)
 }
 
 // interruptible is the command's context, cancelled by SIGINT or SIGTERM.

@@ -25,7 +25,7 @@ func TestCLIUnnamableEvent(t *testing.T) {
 	}
 	needPerfmon(t)
 	sock, _, _ := startServe(t)
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 	if err != nil {
 		t.Fatal(err)
 	}

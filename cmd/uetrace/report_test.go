@@ -72,7 +72,7 @@ func TestReportEventHeaderThroughDaemon(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	sock, _, _ := startServe(t)
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 	if err != nil {
 		t.Fatal(err)
 	}

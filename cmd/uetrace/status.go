@@ -12,6 +12,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -79,7 +80,7 @@ func printDaemonStats(out io.Writer, sock string) {
 }
 
 // printStatus prints the status table, a blank line and the counts.
-func printStatus(out io.Writer, fs *userevents.Tracefs) error {
+func printStatus(out io.Writer, fs *tracefs.Tracefs) error {
 	rows, footer, err := readStatus(fs)
 	if err != nil {
 		return err
@@ -113,7 +114,7 @@ type statusRow struct {
 // readCounts reads the daemon's per-event counts (subsys.FileCounts):
 // records written and dropped, by tracepoint. counted is false where the
 // file does not exist: the kernel has no such counts.
-func readCounts(fs *userevents.Tracefs) (counts map[string][2]string, counted bool) {
+func readCounts(fs *tracefs.Tracefs) (counts map[string][2]string, counted bool) {
 	b, err := fs.ReadFile(subsys.FileCounts)
 	if err != nil {
 		return nil, false
@@ -129,7 +130,7 @@ func readCounts(fs *userevents.Tracefs) (counts map[string][2]string, counted bo
 }
 
 // readStatus reads user_events_status and each event's id and format.
-func readStatus(fs *userevents.Tracefs) ([]statusRow, string, error) {
+func readStatus(fs *tracefs.Tracefs) ([]statusRow, string, error) {
 	b, err := fs.ReadFile("user_events_status")
 	if err != nil {
 		return nil, "", err

@@ -15,6 +15,7 @@ import (
 	"github.com/uetrace/uetrace/internal/bpfcount"
 	"github.com/uetrace/uetrace/internal/export/live"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -185,7 +186,7 @@ func kernelTracefs(g *globals) (string, bool) {
 		root, err := live.TracefsRoot(o.Tracefs)
 		return root, err == nil
 	case userevents.Auto:
-		t, err := userevents.OpenTracefs(userevents.Options{Backend: userevents.Kernel, Tracefs: o.Tracefs})
+		t, err := tracefs.Open(&userevents.Options{Backend: userevents.Kernel, Tracefs: o.Tracefs})
 		if err != nil {
 			return "", false
 		}

@@ -91,7 +91,7 @@ func TestTopRender(t *testing.T) {
 // while it is enabled, until the test ends.
 func produceDaemon(t *testing.T, sock, name string) {
 	t.Helper()
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -191,12 +192,12 @@ func savedEvents(sfs []savedFilter) []string {
 // readFilter reads an event's filter file in one large read: the kernel
 // answers only a read at offset 0, so a reader starting with a small
 // buffer would get the text cut.
-func readFilter(fs *userevents.Tracefs, ev string) (string, error) {
+func readFilter(fs *tracefs.Tracefs, ev string) (string, error) {
 	return readWhole(fs, "events/"+ev+"/filter")
 }
 
 // readWhole reads a file in one large read (see readFilter).
-func readWhole(fs *userevents.Tracefs, name string) (string, error) {
+func readWhole(fs *tracefs.Tracefs, name string) (string, error) {
 	f, err := fs.Open(name, os.O_RDONLY)
 	if err != nil {
 		return "", err
@@ -213,7 +214,7 @@ func readWhole(fs *userevents.Tracefs, name string) (string, error) {
 // setFilter writes filter to ev's filter file. A refused filter is an
 // error carrying the kernel's text: the filter with a caret under the
 // error and its message.
-func setFilter(fs *userevents.Tracefs, ev, filter string) (savedFilter, error) {
+func setFilter(fs *tracefs.Tracefs, ev, filter string) (savedFilter, error) {
 	old, err := readFilter(fs, ev)
 	if err != nil {
 		return savedFilter{}, fmt.Errorf("trace --filter: %s: %w", strings.Replace(ev, "/", ":", 1), err)
@@ -233,7 +234,7 @@ func setFilter(fs *userevents.Tracefs, ev, filter string) (savedFilter, error) {
 
 // restore sets the filter back: "none" is cleared with "0"; a text that
 // was an error (it cannot be written back) is cleared too.
-func (sf savedFilter) restore(fs *userevents.Tracefs) error {
+func (sf savedFilter) restore(fs *tracefs.Tracefs) error {
 	old := strings.TrimSuffix(sf.old, "\n")
 	if old == "none" || strings.Contains(old, "\nparse_error: ") || strings.Contains(old, "\nError: (") {
 		old = "0"
@@ -244,7 +245,7 @@ func (sf savedFilter) restore(fs *userevents.Tracefs) error {
 	return nil
 }
 
-func eventEnabled(fs *userevents.Tracefs, ev string) (bool, error) {
+func eventEnabled(fs *tracefs.Tracefs, ev string) (bool, error) {
 	b, err := fs.ReadFile("events/" + ev + "/enable")
 	if err != nil {
 		return false, err

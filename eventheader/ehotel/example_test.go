@@ -12,8 +12,8 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehotel"
-	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
+	"github.com/uetrace/uetrace/userevents/usereventstest"
 )
 
 // A program logging through OpenTelemetry's Logs SDK to user_events: the
@@ -47,13 +47,12 @@ func Example_program() {
 // attached to the provider's tracepoints as perf would be, and
 // eventheader.Decode for what it received.
 func Example() {
-	sys := subsys.New(subsys.Options{})
-	f, _ := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	k := usereventstest.NewKernel(nil)
+	f, _ := userevents.Open(k.Options())
 	defer f.Close()
 	proc, _ := ehotel.NewProcessor("MyProvider", ehotel.WithFile(f))
-	ss := sys.NewSession(subsys.SessionOptions{})
-	defer ss.Close()
-	ss.AttachMatching("user_events:MyProvider_L2K1", false) // errors only
+	ss, _ := k.NewSession("user_events:MyProvider_L2K1")
+	defer ss.Close() // errors only
 
 	provider := sdklog.NewLoggerProvider(
 		sdklog.WithResource(resource.NewSchemaless(attribute.String("service.name", "checkout"))),
@@ -75,12 +74,11 @@ func Example() {
 		logger.Emit(ctx, r) // no event is built for the INFO record: nobody listens
 	}
 
-	buf := make([]byte, 1<<16)
-	recs, _ := ss.Read(ctx, buf, nil)
+	recs := ss.Records()
 	for _, rec := range recs {
-		ev, _ := eventheader.Decode(rec.Event.Name(), rec.Raw[8:])
+		ev, _ := eventheader.Decode(rec.Name, rec.Payload())
 		js, _ := ev.AppendJSON(nil)
-		fmt.Printf("%s %s\n", rec.Event.Name(), js)
+		fmt.Printf("%s %s\n", rec.Name, js)
 	}
 	// Output:
 	// errors enabled: true

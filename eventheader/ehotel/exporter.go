@@ -42,7 +42,7 @@ type config struct {
 
 // WithFile writes through f, which the caller keeps and closes after
 // Shutdown. Without it the exporter opens user_events with
-// userevents.Open(userevents.Options{}) — the kernel, else the uetrace
+// userevents.Open(nil) — the kernel, else the uetrace
 // daemon — and closes it on Shutdown.
 func WithFile(f *userevents.File) Option {
 	return func(c *config) { c.file = f }

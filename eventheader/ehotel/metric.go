@@ -72,7 +72,7 @@ func NewMetricExporter(opts ...Option) *MetricExporter {
 	}
 	e := &MetricExporter{file: c.file}
 	if e.file == nil {
-		f, err := userevents.Open(userevents.Options{})
+		f, err := userevents.Open(nil)
 		if err != nil {
 			e.err = fmt.Errorf("ehotel: metrics go nowhere: open user_events: %w", err)
 			return e

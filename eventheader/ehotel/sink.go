@@ -27,7 +27,7 @@ type sink struct {
 }
 
 // open validates the provider name and sets the provider up on c's file,
-// or on user_events opened with userevents.Open(userevents.Options{}).
+// or on user_events opened with userevents.Open(nil).
 // That user_events cannot be opened is no error — as in Rust, telemetry
 // must not fail for want of a listener —: the sink then has no provider
 // and err says why. A bad name, or a provider that cannot be made, is.
@@ -37,7 +37,7 @@ func (s *sink) open(name string, c config) error {
 	}
 	s.name, s.file = name, c.file
 	if s.file == nil {
-		f, err := userevents.Open(userevents.Options{})
+		f, err := userevents.Open(nil)
 		if err != nil {
 			s.err = fmt.Errorf("ehotel: provider %s writes nothing: open user_events: %w", name, err)
 			return nil

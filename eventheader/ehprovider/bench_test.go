@@ -8,6 +8,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -18,7 +19,7 @@ import (
 func benchProvider(b *testing.B, on bool) (*ehprovider.Provider, *ehprovider.Event3[uint32, string, float64]) {
 	b.Helper()
 	sys := subsys.New(subsys.Options{})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 	if err != nil {
 		b.Fatal(err)
 	}

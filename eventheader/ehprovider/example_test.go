@@ -1,14 +1,13 @@
 package ehprovider_test
 
 import (
-	"context"
 	"fmt"
 	"log"
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
-	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
+	"github.com/uetrace/uetrace/userevents/usereventstest"
 )
 
 // What a program does: a provider on user_events (the kernel's, else the
@@ -17,7 +16,7 @@ import (
 // the kernel or a running `uetrace serve`, so it is compiled but not run;
 // Example runs the same calls in-process.
 func Example_program() {
-	f, err := userevents.Open(userevents.Options{}) // the kernel, else the daemon
+	f, err := userevents.Open(nil) // the kernel, else the daemon
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,8 +49,8 @@ func Example_program() {
 // record -e user_events:MyProvider_*` would), and the record read back
 // decodes with eventheader.Decode.
 func Example() {
-	sys := subsys.New(subsys.Options{})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	k := usereventstest.NewKernel(nil)
+	f, err := userevents.Open(k.Options())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -63,14 +62,13 @@ func Example() {
 		eventheader.LevelInformation, 0x1, "status", "path", "dur_ms")
 	fmt.Println(request.Tracepoint().Name(), "enabled:", request.Enabled())
 
-	ss := sys.NewSession(subsys.SessionOptions{})
+	ss, _ := k.NewSession("user_events:MyProvider_*")
 	defer ss.Close()
-	ss.AttachMatching("user_events:MyProvider_*", true)
 	fmt.Println(request.Tracepoint().Name(), "enabled:", request.Enabled())
 	request.Write(200, "/index.html", 1.5)
 
-	recs, _ := ss.Read(context.Background(), make([]byte, 4096), nil)
-	ev, err := eventheader.Decode(recs[0].Event.Name(), recs[0].Raw[8:]) // after the common header
+	recs := ss.Records()
+	ev, err := eventheader.Decode(recs[0].Name, recs[0].Payload())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -86,14 +84,13 @@ func Example() {
 // A dynamic event: its fields chosen at run time, built only while the
 // tracepoint is enabled, here with an activity id and an opcode.
 func ExampleTracepoint_Write() {
-	sys := subsys.New(subsys.Options{})
-	f, _ := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	k := usereventstest.NewKernel(nil)
+	f, _ := userevents.Open(k.Options())
 	defer f.Close()
 	p, _ := ehprovider.New(f, "MyProvider", ehprovider.WithGroup("myapp"))
 	tp := p.Tracepoint(eventheader.LevelWarning, 0x4)
-	ss := sys.NewSession(subsys.SessionOptions{})
+	ss, _ := k.NewSession("user_events:MyProvider_*")
 	defer ss.Close()
-	ss.AttachMatching("user_events:MyProvider_*", true)
 
 	var b ehprovider.Builder
 	if tp.Enabled() {
@@ -106,10 +103,10 @@ func ExampleTracepoint_Write() {
 		}
 	}
 
-	recs, _ := ss.Read(context.Background(), make([]byte, 4096), nil)
-	ev, _ := eventheader.Decode(recs[0].Event.Name(), recs[0].Raw[8:])
+	recs := ss.Records()
+	ev, _ := eventheader.Decode(recs[0].Name, recs[0].Payload())
 	js, _ := ev.AppendJSON(nil)
-	fmt.Println(recs[0].Event.Name())
+	fmt.Println(recs[0].Name)
 	fmt.Println(string(js))
 	// Output:
 	// MyProvider_L3K4Gmyapp
@@ -122,14 +119,13 @@ func ExampleTracepoint_Write() {
 // are the caller's (random, e.g. from crypto/rand); WriteActivity copies
 // them into the event, allocating nothing.
 func ExampleEvent1_WriteActivity() {
-	sys := subsys.New(subsys.Options{})
-	f, _ := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	k := usereventstest.NewKernel(nil)
+	f, _ := userevents.Open(k.Options())
 	defer f.Close()
 	p, _ := ehprovider.New(f, "MyProvider")
 	defer p.Close()
-	ss := sys.NewSession(subsys.SessionOptions{})
+	ss, _ := k.NewSession("user_events:MyProvider_*")
 	defer ss.Close()
-	ss.AttachMatching("user_events:MyProvider_*", true)
 
 	lv := eventheader.LevelInformation
 	jobStart := ehprovider.Define1[string](p, "Job", lv, 0x1, "name",
@@ -145,9 +141,9 @@ func ExampleEvent1_WriteActivity() {
 	step.WriteActivity(&job, nil, 2, 11)
 	jobStop.WriteActivity(&job, nil, 2)
 
-	recs, _ := ss.Read(context.Background(), make([]byte, 1<<14), nil)
+	recs := ss.Records()
 	for _, r := range recs {
-		ev, _ := eventheader.Decode(r.Event.Name(), r.Raw[8:])
+		ev, _ := eventheader.Decode(r.Name, r.Payload())
 		js, _ := ev.AppendJSON(nil)
 		fmt.Println(string(js))
 	}
@@ -163,14 +159,13 @@ func ExampleEvent1_WriteActivity() {
 // WithStruct groups consecutive fields — here the 2nd and 3rd — in a
 // nested struct; the write is the same one call.
 func ExampleDefine5() {
-	sys := subsys.New(subsys.Options{})
-	f, _ := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	k := usereventstest.NewKernel(nil)
+	f, _ := userevents.Open(k.Options())
 	defer f.Close()
 	p, _ := ehprovider.New(f, "MyProvider")
 	defer p.Close()
-	ss := sys.NewSession(subsys.SessionOptions{})
+	ss, _ := k.NewSession("user_events:MyProvider_*")
 	defer ss.Close()
-	ss.AttachMatching("user_events:MyProvider_*", true)
 
 	batch := ehprovider.Define5[string, string, uint16, []uint32, []string](p, "Batch",
 		eventheader.LevelVerbose, 0x2, "queue", "host", "port", "sizes", "tags",
@@ -181,8 +176,8 @@ func ExampleDefine5() {
 	}
 	batch.Write("ingest", "db1", 5432, []uint32{512, 1024, 64}, []string{"retry", "bulk"})
 
-	recs, _ := ss.Read(context.Background(), make([]byte, 4096), nil)
-	ev, _ := eventheader.Decode(recs[0].Event.Name(), recs[0].Raw[8:])
+	recs := ss.Records()
+	ev, _ := eventheader.Decode(recs[0].Name, recs[0].Payload())
 	js, _ := ev.AppendJSON(nil)
 	fmt.Println(string(js))
 	// Output:

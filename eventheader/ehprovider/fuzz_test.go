@@ -10,6 +10,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -23,7 +24,7 @@ func FuzzTypedRoundTrip(f *testing.F) {
 	f.Add(uint32(math.MaxUint32), "\xff\x00é", math.NaN(), bytes.Repeat([]byte{0}, 300), int8(-128), true)
 
 	sys := subsys.New(subsys.Options{})
-	uf, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	uf, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 	if err != nil {
 		f.Fatal(err)
 	}

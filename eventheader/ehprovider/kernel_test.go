@@ -14,6 +14,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 	"github.com/uetrace/uetrace/internal/perfring"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -22,12 +23,12 @@ import (
 // then decodes them. It runs where the kernel has user_events (the VM of
 // kernel/suites' TestEHProviderOnKernel) and skips elsewhere.
 func TestKernelReadBack(t *testing.T) {
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Kernel})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Kernel})
 	if err != nil {
 		t.Skipf("no kernel user_events here: %v", err)
 	}
 	defer f.Close()
-	fs, err := userevents.OpenTracefs(userevents.Options{Backend: userevents.Kernel})
+	fs, err := tracefs.Open(&userevents.Options{Backend: userevents.Kernel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -24,11 +25,11 @@ type backend struct {
 }
 
 func backends(t *testing.T) []backend {
-	inproc := subsys.New(subsys.Options{NumCPU: 2})
+	isys := subsys.New(subsys.Options{NumCPU: 2})
 	dsys := subsys.New(subsys.Options{NumCPU: 2})
 	sock := startDaemon(t, daemon.Config{Subsystem: dsys})
 	return []backend{
-		{"inprocess", inproc, userevents.Options{Backend: userevents.InProcess, Subsystem: inproc}},
+		{"inprocess", isys, userevents.Options{OpenData: inproc.New(isys).OpenData}},
 		{"daemon", dsys, userevents.Options{Backend: userevents.Daemon, Socket: sock}},
 		{"daemon-socket", dsys, userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.SocketTransport}},
 	}
@@ -83,7 +84,7 @@ func readBack(t *testing.T, ss *subsys.Session, n int) []decoded {
 func TestWriteReadBack(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			f, err := userevents.Open(b.opts)
+			f, err := userevents.Open(&b.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,17 +168,13 @@ func waitEnabled(t *testing.T, enabled func() bool) {
 
 func TestLazyRegistration(t *testing.T) {
 	sys := subsys.New(subsys.Options{})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	k := inproc.New(sys)
+	f, err := userevents.Open(k.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	opts := userevents.Options{Backend: userevents.InProcess, Subsystem: sys}
-	fs, err := userevents.OpenTracefs(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
+	fs := k.Tracefs()
 	status := func() string {
 		b, err := fs.ReadFile("user_events_status")
 		if err != nil {
@@ -229,7 +226,7 @@ func TestLazyRegistration(t *testing.T) {
 }
 
 func TestInvalid(t *testing.T) {
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(subsys.New(subsys.Options{})).OpenData})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +258,7 @@ func TestInvalid(t *testing.T) {
 
 func TestWriteOtherTracepoint(t *testing.T) {
 	sys := subsys.New(subsys.Options{})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +280,7 @@ func TestWriteOtherTracepoint(t *testing.T) {
 // tracepoints and events at once, and counts what arrives.
 func TestConcurrent(t *testing.T) {
 	sys := subsys.New(subsys.Options{NumCPU: 2})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +328,7 @@ func TestConcurrent(t *testing.T) {
 // TestManyTracepoints asks for tracepoints of several keywords per level
 // and checks each is found again, and only for its level and keyword.
 func TestManyTracepoints(t *testing.T) {
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: subsys.New(subsys.Options{})})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(subsys.New(subsys.Options{})).OpenData})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -18,7 +19,7 @@ import (
 // eventheader.Builder writes for the same fields, for every Value type.
 func TestTypedIsBuilder(t *testing.T) {
 	sys := subsys.New(subsys.Options{})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestTypedWriteAllocs(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	sys := subsys.New(subsys.Options{})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestDaemon(t *testing.T) {
 		t    userevents.Transport
 	}{{"ring", userevents.RingTransport}, {"socket", userevents.SocketTransport}} {
 		t.Run(tr.name, func(t *testing.T) {
-			f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: tr.t})
+			f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: tr.t})
 			if err != nil {
 				t.Fatal(err)
 			}

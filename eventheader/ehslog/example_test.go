@@ -11,8 +11,8 @@ import (
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 	"github.com/uetrace/uetrace/eventheader/ehslog"
-	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
+	"github.com/uetrace/uetrace/userevents/usereventstest"
 )
 
 // What a program does: its slog records become EventHeader events of
@@ -22,7 +22,7 @@ import (
 // running `uetrace serve`, so it is compiled but not run; Example runs the
 // same calls in-process.
 func Example_program() {
-	f, err := userevents.Open(userevents.Options{}) // the kernel, else the daemon
+	f, err := userevents.Open(nil) // the kernel, else the daemon
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -46,19 +46,15 @@ func Example_program() {
 // readBack reads one record of ss and prints its tracepoint and the event
 // as Microsoft's decoder shows it, without the time, which changes with
 // every run.
-func readBack(ss *subsys.Session) {
-	recs, err := ss.Read(context.Background(), make([]byte, 4096), nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	ev, err := eventheader.Decode(recs[0].Event.Name(), recs[0].Raw[8:]) // after the common header
+func readBack(ss *usereventstest.Session) {
+	recs := ss.Records()
+	ev, err := eventheader.Decode(recs[0].Name, recs[0].Payload())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	js, _ := ev.AppendJSON(nil)
-	fmt.Println(recs[0].Event.Name())
+	fmt.Println(recs[0].Name)
 	fmt.Println(regexp.MustCompile(`"time": "[^"]*", `).ReplaceAllString(string(js), ""))
 }
 
@@ -66,8 +62,8 @@ func readBack(ss *subsys.Session) {
 // record -e 'user_events:MyApp_*'` would); the record read back decodes
 // with eventheader.Decode.
 func Example() {
-	sys := subsys.New(subsys.Options{})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	k := usereventstest.NewKernel(nil)
+	f, err := userevents.Open(k.Options())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -79,9 +75,8 @@ func Example() {
 	logger := slog.New(h)
 	fmt.Println("Info enabled:", logger.Enabled(context.Background(), slog.LevelInfo))
 
-	ss := sys.NewSession(subsys.SessionOptions{})
-	defer ss.Close()
-	ss.AttachMatching("user_events:MyApp_L4K1", true) // Information only
+	ss, _ := k.NewSession("user_events:MyApp_L4K1")
+	defer ss.Close() // Information only
 	fmt.Println("Info enabled:", logger.Enabled(context.Background(), slog.LevelInfo))
 	fmt.Println("Debug enabled:", logger.Enabled(context.Background(), slog.LevelDebug))
 
@@ -99,14 +94,13 @@ func Example() {
 // are encoded once, when the logger is made; a record adds its own
 // attributes in the innermost group.
 func ExampleHandler_WithGroup() {
-	sys := subsys.New(subsys.Options{})
-	f, _ := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	k := usereventstest.NewKernel(nil)
+	f, _ := userevents.Open(k.Options())
 	defer f.Close()
 	p, _ := ehprovider.New(f, "MyApp")
 	h, _ := ehslog.New(p, &ehslog.Options{EventName: "Http", Keyword: 0x4})
-	ss := sys.NewSession(subsys.SessionOptions{})
+	ss, _ := k.NewSession("user_events:MyApp_*")
 	defer ss.Close()
-	ss.AttachMatching("user_events:MyApp_*", true)
 
 	logger := slog.New(h).With("svc", "api").WithGroup("req").With("id", 7)
 	logger.Warn("slow", "ms", 812, slog.Group("peer", "addr", "10.0.0.1", "port", 443))

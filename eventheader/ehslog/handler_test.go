@@ -15,6 +15,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 	"github.com/uetrace/uetrace/eventheader/ehslog"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -32,7 +33,7 @@ type rig struct {
 func newRig(t testing.TB, provider string) *rig {
 	t.Helper()
 	sys := subsys.New(subsys.Options{NumCPU: 1})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 	if err != nil {
 		t.Fatal(err)
 	}

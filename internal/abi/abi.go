@@ -191,3 +191,34 @@ func (u UserUnreg) Bytes() []byte {
 	ne.PutUint64(b[8:], u.DisableAddr)
 	return b
 }
+
+// RegisterBytes issues DIAG_IOCSREG with reg, a struct user_reg as Bytes
+// lays it out, whose name_args it points at a NUL-terminated copy of
+// nameArgs; it returns the write index the kernel stored. reg is copied
+// first; its size field must not say more than its length.
+func RegisterBytes(fd int, reg []byte, nameArgs string) (uint32, error) {
+	b := make([]byte, max(len(reg), UserRegSize))
+	copy(b, reg)
+	p := cString(nameArgs)
+	binary.NativeEndian.PutUint64(b[16:], uint64(uintptr(unsafe.Pointer(p))))
+	r1, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), IocSReg, uintptr(unsafe.Pointer(&b[0])))
+	runtime.KeepAlive(p)
+	runtime.KeepAlive(b)
+	if e != 0 {
+		return 0, e
+	}
+	if r1 != 0 {
+		return 0, RetError(int(r1))
+	}
+	return binary.NativeEndian.Uint32(b[24:]), nil
+}
+
+// UnregisterBytes issues DIAG_IOCSUNREG with unreg, a struct user_unreg as
+// Bytes lays it out.
+func UnregisterBytes(fd int, unreg []byte) error {
+	b := make([]byte, max(len(unreg), UserUnregSize))
+	copy(b, unreg)
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), IocSUnreg, uintptr(unsafe.Pointer(&b[0])))
+	runtime.KeepAlive(b)
+	return errnoErr(e)
+}

@@ -24,7 +24,7 @@ func needKernel(t *testing.T) *userevents.File {
 	if os.Getuid() != 0 {
 		t.Skip("needs root: loading BPF programs")
 	}
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Kernel})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Kernel})
 	if err != nil {
 		t.Skipf("no user_events in this kernel: %v", err)
 	}
@@ -62,7 +62,7 @@ func waitEnabled(t *testing.T, ev *userevents.Event) {
 // records of an event.
 func TestMain(m *testing.M) {
 	if n := os.Getenv("BPFCOUNT_CHILD_WRITES"); n != "" {
-		f, err := userevents.Open(userevents.Options{Backend: userevents.Kernel})
+		f, err := userevents.Open(&userevents.Options{Backend: userevents.Kernel})
 		if err != nil {
 			os.Exit(2)
 		}

@@ -114,7 +114,7 @@ func BenchmarkExportLive(b *testing.B) {
 						port = c.httpPort
 					}
 					sock, daemonPID := startDaemon(b, uetrace)
-					f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+					f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/internal/export"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -67,7 +68,7 @@ func otlpValue(v attribute.Value) otlp.Value {
 // (the trace flags; event_id moved last).
 func TestCommonSchemaLogs(t *testing.T) {
 	sys := subsys.New(subsys.Options{NumCPU: 1})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 	if err != nil {
 		t.Fatal(err)
 	}

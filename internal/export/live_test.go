@@ -137,7 +137,7 @@ func testLive(t *testing.T, n int, backend []string, uo userevents.Options) {
 			if proto == "http" {
 				port = c.httpPort
 			}
-			f, err := userevents.Open(uo)
+			f, err := userevents.Open(&uo)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +233,7 @@ func TestCLIOutageLive(t *testing.T) {
 				port = hp
 			}
 			sock, _ := startDaemon(t, uetrace)
-			f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+			f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,7 +320,7 @@ func TestCollectorRecordedFile(t *testing.T) {
 		delete(wants[i].attrs, "linux.cpu")
 	}
 	sock, _ := startDaemon(t, uetrace)
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 	if err != nil {
 		t.Fatal(err)
 	}

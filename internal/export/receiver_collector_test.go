@@ -322,7 +322,7 @@ func testReceiverCollector(t *testing.T, otelcolBin, source string, writer usere
 	out := filepath.Join(t.TempDir(), "out.json")
 	stop, collectorLog, exited := startReceiverCollector(t, otelcolBin, source, `"RecvCol_*", "otlp_metrics"`, out)
 
-	f, err := userevents.Open(writer)
+	f, err := userevents.Open(&writer)
 	if err != nil {
 		t.Fatal(err)
 	}

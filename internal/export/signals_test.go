@@ -20,6 +20,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/internal/export"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -47,7 +48,7 @@ func (b *bodies) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // record beside them to the logs service.
 func TestExportSignals(t *testing.T) {
 	sys := subsys.New(subsys.Options{NumCPU: 1})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 	if err != nil {
 		t.Fatal(err)
 	}

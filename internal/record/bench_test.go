@@ -19,6 +19,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -142,7 +143,7 @@ func benchServe(spec string) {
 // benchEvent registers the benchmarks' 5-field event on sys in this
 // process and encodes one record of it.
 func benchEvent(sys *subsys.Subsystem) (*userevents.Event, []byte) {
-	f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+	f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 	if err != nil {
 		panic(err)
 	}

@@ -86,7 +86,7 @@ func e2eProduce(spec string) int {
 		fmt.Fprintln(os.Stderr, "producer:", err)
 		return 2
 	}
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "producer:", err)
 		return 1

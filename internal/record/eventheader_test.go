@@ -20,7 +20,7 @@ import (
 // perf in the VM (kernel/suites runs this package's kernel targets there).
 func TestRecordEventHeader(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
+		f, err := userevents.Open(&tg.opts)
 		if err != nil {
 			t.Fatal(err)
 		}

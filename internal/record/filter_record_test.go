@@ -17,6 +17,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -25,7 +26,7 @@ import (
 // all are.
 func TestRecordEventFilter(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
+		f, err := userevents.Open(&tg.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +101,7 @@ func TestRecordEventFilter(t *testing.T) {
 // its errno.
 func TestRecordEventFilterRefused(t *testing.T) {
 	sock := startDaemon(t)
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestTraceFilterCommand(t *testing.T) {
 	bin := uetraceBinary(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "trf", "u32 i")
-		fs, err := userevents.OpenTracefs(tg.opts)
+		fs, err := tracefs.Open(&tg.opts)
 		if err != nil {
 			t.Fatal(err)
 		}

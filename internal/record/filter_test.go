@@ -195,7 +195,7 @@ func TestRecordCountOnly(t *testing.T) {
 // counts its losses only in total.
 func TestRecordLostByEvent(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
+		f, err := userevents.Open(&tg.opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/userevents"
+	"github.com/uetrace/uetrace/tracefs"
 )
 
 // The perf habits of the uetrace command on each target: record and report
@@ -226,7 +226,7 @@ func TestTraceCommand(t *testing.T) {
 		defer runtime.UnlockOSThread()
 		_, name, ev := openEvent(t, tg, "trc", "u32 i")
 		cmd := name + " u32 i"
-		fs, err := userevents.OpenTracefs(tg.opts)
+		fs, err := tracefs.Open(&tg.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +337,7 @@ func TestTracePIDThreads(t *testing.T) {
 		}
 		_, name, ev := openEvent(t, tg, "trpid", "u32 i")
 		cmd := name + " u32 i"
-		fs, err := userevents.OpenTracefs(tg.opts)
+		fs, err := tracefs.Open(&tg.opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/uetrace/uetrace/internal/report"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/perfdata"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -53,7 +54,7 @@ func targets(t *testing.T) []target {
 			return r
 		},
 	}}
-	if f, err := userevents.Open(userevents.Options{Backend: userevents.Kernel}); err == nil {
+	if f, err := userevents.Open(&userevents.Options{Backend: userevents.Kernel}); err == nil {
 		f.Close()
 		out = append(out, target{
 			name: "kernel",
@@ -108,7 +109,7 @@ func uniq(base string) string {
 // and the event.
 func openEvent(t *testing.T, tg target, base, fields string) (*userevents.File, string, *userevents.Event) {
 	t.Helper()
-	f, err := userevents.Open(tg.opts)
+	f, err := userevents.Open(&tg.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func waitEnabled(t *testing.T, ev *userevents.Event, within time.Duration) {
 // before the report was made.
 func TestRecordExactValues(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
-		f, err := userevents.Open(tg.opts)
+		f, err := userevents.Open(&tg.opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,7 +308,7 @@ func TestRecordExactValues(t *testing.T) {
 // after an RCU grace period).
 func waitDeleted(t *testing.T, o userevents.Options, names ...string) {
 	t.Helper()
-	fs, err := userevents.OpenTracefs(o)
+	fs, err := tracefs.Open(&o)
 	if err != nil {
 		t.Fatal(err)
 	}

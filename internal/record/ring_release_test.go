@@ -51,7 +51,7 @@ func TestRecordingsLeaveNoRing(t *testing.T) {
 	sock := startDaemon(t)
 	before := ringInodes(t)
 	for range 2 {
-		f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+		f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/perfdata"
@@ -46,7 +47,7 @@ func TestRecordSessionTransports(t *testing.T) {
 			})
 			go srv.Serve(ln)
 			t.Cleanup(func() { srv.Close() })
-			f, err := userevents.Open(userevents.Options{Backend: userevents.InProcess, Subsystem: sys})
+			f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 			if err != nil {
 				t.Fatal(err)
 			}

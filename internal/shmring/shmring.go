@@ -211,7 +211,6 @@
 package shmring
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
@@ -366,7 +365,7 @@ func Create(size int) (*Producer, error) {
 		return nil, err
 	}
 	var k [8]byte
-	rand.Read(k[:]) // never fails (crypto/rand's contract since Go 1.24)
+	unix.Getrandom(k[:], 0) // 8 bytes: getrandom(2) returns them whole once the pool is ready
 	r.key = binary.NativeEndian.Uint64(k[:])
 	*r.u32(offVersion) = version
 	*r.u32(offDataOffset) = uint32(p)

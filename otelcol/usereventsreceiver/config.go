@@ -51,7 +51,7 @@ func createDefaultConfig() *Config {
 // backend is the Source as a userevents backend.
 func (c *Config) backend() (userevents.Backend, error) {
 	b, err := userevents.ParseBackend(c.Source)
-	if err != nil || b == userevents.InProcess {
+	if err != nil {
 		return 0, fmt.Errorf("source %q: want kernel, daemon or auto: %w", c.Source, unix.EINVAL)
 	}
 	return b, nil

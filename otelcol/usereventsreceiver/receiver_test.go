@@ -113,7 +113,7 @@ func TestReceiver(t *testing.T) {
 	defer stop()
 
 	// The writers register now: after the receiver started.
-	uf, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	uf, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func (c *Conn) Close() error {
 	var buf [64]byte
 	for {
 		// Replies still on their way are discarded; 0 is the hang-up.
-		n, _, err := unix.Recvfrom(c.fd, buf[:], 0)
+		n, err := unix.Read(c.fd, buf[:])
 		if n == 0 || (err != nil && err != unix.EINTR) {
 			break
 		}

@@ -4,15 +4,16 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // Whose socket it is. A per-user socket lives in a directory of the
@@ -77,7 +78,9 @@ func checkPeer(fd int, path string) error {
 // trustedUIDs are the users UETRACE_DAEMON_UID names.
 func trustedUIDs() []uint32 {
 	var out []uint32
-	for _, s := range strings.Split(os.Getenv(EnvDaemonUID), ",") {
+	for rest := os.Getenv(EnvDaemonUID); rest != ""; {
+		var s string
+		s, rest, _ = strings.Cut(rest, ",")
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
@@ -91,7 +94,7 @@ func trustedUIDs() []uint32 {
 // overflowUID is /proc/sys/kernel/overflowuid: the uid a user namespace
 // shows for one it does not map.
 func overflowUID() uint32 {
-	b, err := os.ReadFile("/proc/sys/kernel/overflowuid")
+	b, err := procfs.ReadFile("/proc/sys/kernel/overflowuid")
 	if err != nil {
 		return 65534
 	}
@@ -105,17 +108,17 @@ func overflowUID() uint32 {
 // inUserNamespace reports whether this process is outside the initial
 // user namespace, whose uid_map maps every uid to itself.
 func inUserNamespace() bool {
-	b, err := os.ReadFile("/proc/self/uid_map")
+	b, err := procfs.ReadFile("/proc/self/uid_map")
 	if err != nil {
 		return false
 	}
-	return strings.Join(strings.Fields(string(b)), " ") != "0 0 4294967295"
+	return !slices.Equal(strings.Fields(string(b)), []string{"0", "0", "4294967295"})
 }
 
 // ownersOnly reports whether no directory above path can be written by
 // anyone but its owner.
 func ownersOnly(path string) bool {
-	abs, err := filepath.Abs(path)
+	abs, err := absPath(path)
 	if err != nil {
 		return false
 	}
@@ -135,12 +138,7 @@ func lookupUID(s string) (uint32, bool) {
 	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
 		return uint32(n), true
 	}
-	u, err := user.Lookup(s)
-	if err != nil {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(u.Uid, 10, 32)
-	return uint32(n), err == nil
+	return wire.UserID(s)
 }
 
 // PermissionError is a connection refused by the socket's permissions
@@ -163,7 +161,7 @@ func (e *PermissionError) Unwrap() error { return unix.EACCES }
 // permissionError finds what refused a connection to path: the first
 // directory this process may not search, else the socket itself.
 func permissionError(path string) error {
-	abs, err := filepath.Abs(path)
+	abs, err := absPath(path)
 	if err != nil {
 		abs = path
 	}
@@ -175,7 +173,7 @@ func permissionError(path string) error {
 	}
 	culprit := abs
 	for i := len(dirs) - 1; i >= 0; i-- {
-		if unix.Access(dirs[i], unix.X_OK) != nil {
+		if syscall.Access(dirs[i], unix.X_OK) != nil {
 			culprit = dirs[i]
 			break
 		}
@@ -185,4 +183,18 @@ func permissionError(path string) error {
 		return fmt.Errorf("dial %s: %w", path, unix.EACCES)
 	}
 	return &PermissionError{Path: culprit, Owner: wire.UserName(st.Uid), Group: wire.GroupName(st.Gid), Mode: fs.FileMode(st.Mode & 0o777)}
+}
+
+// absPath is filepath.Abs by getcwd(2) itself: os.Getwd, which Abs calls,
+// stats "." and would link fs.FileInfo's time formatting into every
+// producer.
+func absPath(path string) (string, error) {
+	if filepath.IsAbs(path) {
+		return filepath.Clean(path), nil
+	}
+	wd, err := unix.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(wd, path), nil
 }

@@ -12,14 +12,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"io/fs"
+	"iter"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // The protocol (version 1). One SOCK_SEQPACKET message is one request or one
@@ -408,21 +410,53 @@ func DefaultSocket() string {
 	return filepath.Join(os.TempDir(), "uetrace-"+strconv.Itoa(os.Geteuid()), "uetrace.sock")
 }
 
-// UserName is how both ends name a uid in what they tell users: its name,
-// else the number.
-func UserName(uid uint32) string {
-	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
-		return u.Username
+// UserName is how both ends name a uid in what they tell users: its name
+// in /etc/passwd, else the number. The file is read here rather than
+// through os/user, which would make every program linking the client a cgo
+// program; a name only a directory service knows shows as its number.
+func UserName(uid uint32) string { return nameOf("/etc/passwd", uid) }
+
+// GroupName is UserName for a gid, from /etc/group.
+func GroupName(gid uint32) string { return nameOf("/etc/group", gid) }
+
+// UserID is the uid /etc/passwd gives name.
+func UserID(name string) (uint32, bool) {
+	for f := range entries("/etc/passwd") {
+		if f[0] == name {
+			if n, err := strconv.ParseUint(f[2], 10, 32); err == nil {
+				return uint32(n), true
+			}
+		}
 	}
-	return strconv.FormatUint(uint64(uid), 10)
+	return 0, false
 }
 
-// GroupName is UserName for a gid.
-func GroupName(gid uint32) string {
-	if g, err := user.LookupGroupId(strconv.FormatUint(uint64(gid), 10)); err == nil {
-		return g.Name
+// nameOf is the name of id in a passwd-format file, else the number.
+func nameOf(file string, id uint32) string {
+	want := strconv.FormatUint(uint64(id), 10)
+	for f := range entries(file) {
+		if f[2] == want && f[0] != "" {
+			return f[0]
+		}
 	}
-	return strconv.FormatUint(uint64(gid), 10)
+	return want
+}
+
+// entries are the lines of a passwd-format file ("name:password:id:…"),
+// split at their first three colons; lines with fewer fields are skipped.
+func entries(file string) iter.Seq[[]string] {
+	return func(yield func([]string) bool) {
+		b, err := procfs.ReadFile(file)
+		if err != nil {
+			return
+		}
+		for line := range strings.Lines(string(b)) {
+			f := strings.SplitN(strings.TrimRight(line, "\n"), ":", 4)
+			if len(f) >= 3 && !yield(f) {
+				return
+			}
+		}
+	}
 }
 
 // Rights returns the descriptors that control data (SCM_RIGHTS) carries.

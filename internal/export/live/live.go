@@ -22,6 +22,7 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -39,8 +40,8 @@ type Where struct {
 // func closes the connection to the daemon, after the recording.
 func OpenRecorder(w Where, out io.WriteSeeker, opts record.Options) (*record.Recorder, func(), error) {
 	switch w.Source {
-	case userevents.InProcess:
-		return nil, nil, fmt.Errorf("record: the inprocess backend has no events of other processes to record; use kernel or daemon: %w", unix.EINVAL)
+	case userevents.Other:
+		return nil, nil, fmt.Errorf("record: there are no events of other processes to record but the kernel's or the daemon's: use kernel or daemon: %w", unix.EINVAL)
 	case userevents.Kernel:
 		// perf records any tracepoint: the kernel need not have user_events.
 		root, err := TracefsRoot(w.Tracefs)
@@ -50,7 +51,7 @@ func OpenRecorder(w Where, out io.WriteSeeker, opts record.Options) (*record.Rec
 		r, err := record.Kernel(root, out, opts)
 		return r, func() {}, err
 	case userevents.Auto:
-		if t, err := userevents.OpenTracefs(userevents.Options{Backend: userevents.Kernel, Tracefs: w.Tracefs}); err == nil {
+		if t, err := tracefs.Open(&userevents.Options{Backend: userevents.Kernel, Tracefs: w.Tracefs}); err == nil {
 			root := t.Root()
 			t.Close()
 			r, err := record.Kernel(root, out, opts)

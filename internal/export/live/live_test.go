@@ -22,7 +22,7 @@ import (
 // its errno.
 func TestOpenErrors(t *testing.T) {
 	sink := func(*export.Sample) {}
-	if _, err := live.Open(live.Where{Source: userevents.InProcess}, record.Options{}, sink, nil); !errors.Is(err, unix.EINVAL) {
+	if _, err := live.Open(live.Where{Source: userevents.Other}, record.Options{}, sink, nil); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("inprocess: %v, want EINVAL", err)
 	}
 	if _, err := live.Open(live.Where{Source: userevents.Kernel, Tracefs: t.TempDir()}, record.Options{}, sink, nil); !errors.Is(err, unix.ENOENT) {
@@ -37,7 +37,7 @@ func TestOpenErrors(t *testing.T) {
 // event's format, the writer's pid and a wall-clock time.
 func TestDaemonSamples(t *testing.T) {
 	sock := daemontest.Start(t, daemon.Config{})
-	f, err := userevents.Open(userevents.Options{Backend: userevents.Daemon, Socket: sock})
+	f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 	if err != nil {
 		t.Fatal(err)
 	}

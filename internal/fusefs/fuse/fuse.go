@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -407,89 +407,19 @@ func (c *Conn) debugf(format string, args ...any) {
 	}
 }
 
-type mountEntry struct {
-	dev                        uint64
-	mountpoint, fstype, source string
-}
-
 // findMount is the device of the last mount (the one on top) that match
-// accepts.
+// accepts. Reading mountinfo asks no filesystem anything (a FUSE
+// superblock's options come from the kernel's own copy).
 func findMount(match func(mp, fstype, source string) bool) (uint64, bool) {
+	ms, _ := procfs.Mounts()
 	var d uint64
 	ok := false
-	for _, m := range mounts() {
-		if match(m.mountpoint, m.fstype, m.source) {
-			d, ok = m.dev, true
+	for _, m := range ms {
+		if match(m.MountPoint, m.FSType, m.Source) {
+			d, ok = m.Dev, true
 		}
 	}
 	return d, ok
-}
-
-// mounts reads /proc/self/mountinfo. Reading it asks no filesystem
-// anything (a FUSE superblock's options come from the kernel's own copy).
-func mounts() []mountEntry {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	return parseMountinfo(string(b))
-}
-
-// parseMountinfo parses proc(5)'s mountinfo lines: ID PARENT MAJ:MIN ROOT
-// MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS.
-func parseMountinfo(s string) []mountEntry {
-	var out []mountEntry
-	for line := range strings.Lines(s) {
-		f := strings.Fields(line)
-		if len(f) < 7 {
-			continue
-		}
-		sep := -1
-		for i := 6; i < len(f); i++ {
-			if f[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+2 >= len(f) {
-			continue
-		}
-		maj, min, ok := strings.Cut(f[2], ":")
-		if !ok {
-			continue
-		}
-		ma, err1 := strconv.ParseUint(maj, 10, 32)
-		mi, err2 := strconv.ParseUint(min, 10, 32)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		out = append(out, mountEntry{
-			dev:        unix.Mkdev(uint32(ma), uint32(mi)),
-			mountpoint: unescapeMount(f[4]),
-			fstype:     f[sep+1],
-			source:     unescapeMount(f[sep+2]),
-		})
-	}
-	return out
-}
-
-// unescapeMount undoes the kernel's octal escapes (\040 for a space...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Stats is what a connection holds at one moment: a server's way to see

@@ -178,28 +178,6 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-func TestParseMountinfo(t *testing.T) {
-	const info = `22 27 0:21 / /proc rw,nosuid - proc proc rw
-42 27 0:39 / /tmp/a\040b/mnt rw,nosuid,nodev,relatime shared:5 - fuse.uetrace uetrace\040x rw,user_id=0,group_id=0,default_permissions
-bad line
-43 27 x / /y rw - fuse.uetrace s rw
-`
-	ms := parseMountinfo(info)
-	if len(ms) != 2 {
-		t.Fatalf("%d mounts: %+v", len(ms), ms)
-	}
-	m := ms[1]
-	if m.mountpoint != "/tmp/a b/mnt" || m.fstype != "fuse.uetrace" || m.source != "uetrace x" || m.dev != 39 {
-		t.Errorf("%+v", m)
-	}
-}
-
-func FuzzMountinfo(f *testing.F) {
-	f.Add("42 27 0:39 / /tmp/a\\040b rw shared:5 - fuse.uetrace s rw\n")
-	f.Add("1 2 3:4 / / rw - ext4 /dev/sda rw\n\\\n- - -")
-	f.Fuzz(func(t *testing.T, s string) { parseMountinfo(s) })
-}
-
 func TestPackDirents(t *testing.T) {
 	ents := []dirent{{".", 4, 1}, {"..", 4, 1}, {"abcdefghi", 8, 7}}
 	b := packDirents(ents, 0, 4096)

@@ -1,4 +1,4 @@
-package userevents
+package inproc_test
 
 import (
 	"encoding/binary"
@@ -13,16 +13,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/userevents"
 )
 
-// The in-process backend stamps each record with the writer's thread and
+// The in-process kernel stamps each record with the writer's thread and
 // CPU (internal/stamp, not a system call each): a thread pinned to each
 // allowed CPU in turn writes, and every trace line names that thread and
 // that CPU, as the kernel's would.
-func TestInProcessWriterThreadAndCPU(t *testing.T) {
-	opts := Options{Backend: InProcess, Subsystem: subsys.New(subsys.Options{NumCPU: runtime.NumCPU()})}
-	f, err := Open(opts)
+func TestWriterThreadAndCPU(t *testing.T) {
+	k := inproc.New(subsys.New(subsys.Options{NumCPU: runtime.NumCPU()}))
+	f, err := userevents.Open(k.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +33,7 @@ func TestInProcessWriterThreadAndCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := OpenTracefs(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs.Close()
+	fs := k.Tracefs()
 	if err := fs.WriteFile("events/user_events/stamp_writer/enable", []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,69 @@
+// Package kernelfs finds the kernel's tracefs and its user_events files,
+// with the errors a user reads when there are none: what userevents and
+// tracefs open on Linux's own user_events.
+package kernelfs
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
+	"github.com/uetrace/uetrace/internal/uerror"
+)
+
+// tracefsMagic is TRACEFS_MAGIC, the f_type statfs reports for tracefs.
+const tracefsMagic = 0x74726163
+
+// Find returns where tracefs is mounted: /sys/kernel/tracing when it
+// is tracefs, else the first tracefs mount in /proc/self/mountinfo, else
+// the "tracing" directory of the first debugfs mount.
+func Find() (string, error) {
+	var st unix.Statfs_t
+	if unix.Statfs("/sys/kernel/tracing", &st) == nil && st.Type == tracefsMagic {
+		return "/sys/kernel/tracing", nil
+	}
+	ms, err := procfs.Mounts()
+	if err != nil {
+		return "", fmt.Errorf("finding tracefs: %w", err)
+	}
+	var debugfs string
+	for _, m := range ms {
+		switch m.FSType {
+		case "tracefs":
+			return m.MountPoint, nil
+		case "debugfs":
+			if debugfs == "" {
+				debugfs = filepath.Join(m.MountPoint, "tracing")
+			}
+		}
+	}
+	if debugfs != "" {
+		var st unix.Stat_t
+		if unix.Stat(debugfs, &st) == nil {
+			return debugfs, nil
+		}
+	}
+	return "", &uerror.Error{Op: "find", Path: "tracefs", Errno: unix.ENOENT, Reason: "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)"}
+}
+
+// File is the path of a user_events file of the tracefs at root
+// ("": found), after checking it with check: an ENOENT means the kernel was
+// built without user_events.
+func File(root, name string, check func(path string) error) (string, error) {
+	if root == "" {
+		var err error
+		if root, err = Find(); err != nil {
+			return "", err
+		}
+	}
+	path := filepath.Join(root, name)
+	if err := check(path); err != nil {
+		if err == unix.ENOENT {
+			return "", &uerror.Error{Op: "open", Path: path, Errno: unix.ENOENT, Reason: "this kernel has no user_events (CONFIG_USER_EVENTS)"}
+		}
+		return "", uerror.Wrap("open", path, "", err)
+	}
+	return root, nil
+}
