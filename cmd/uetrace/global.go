@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/inproc"
@@ -49,6 +50,7 @@ func (g *globals) options() (userevents.Options, error) {
 	}
 	b, err := userevents.ParseBackend(g.backend)
 	if err != nil {
+		err = &userevents.Error{Op: "backend", Input: g.backend, Errno: unix.EINVAL, Reason: "unknown backend: want auto, kernel, daemon or inprocess"}
 		return userevents.Options{}, asOp(err, "--backend", "", g.backend)
 	}
 	return userevents.Options{Backend: b, Socket: g.socket}, nil

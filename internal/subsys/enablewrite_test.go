@@ -58,12 +58,13 @@ func TestEnableDoesNotWaitForStalledMemory(t *testing.T) {
 	if _, err := e.reg(f, "stall_ev u32 a", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	const nStalled = 20
+	release, entered := make(chan struct{}), make(chan struct{}, nStalled)
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before f.Close, should the test fail with the writes blocked
 	var stalled []*stallingMem
-	for range 20 {
+	for range nStalled {
 		m := &stallingMem{fakeMem: newMem(), entered: entered, release: release}
 		if _, err := f.Register(e.s.NewProcess(m), root, regArgs("stall_ev u32 a", check, 0, 4, 0)); err != nil {
 			t.Fatal(err)
@@ -76,11 +77,26 @@ func TestEnableDoesNotWaitForStalledMemory(t *testing.T) {
 		defer close(enabled)
 		e.enable("stall_ev", true)
 	}()
-	select {
-	case <-entered: // the enable is blocked writing one of them
-	case <-enabled:
-		t.Fatal("the enable returned without writing the stalled processes' bits")
+	// The enable found every process idle, so it writes them all, in
+	// parallel: wait until it is blocked in each stalled one's memory. (A
+	// caller that finds a process idle becomes its writer and waits for
+	// it; had the disable below come before the enable owned them all, it
+	// would have found some idle and waited for them, as it should.)
+	for range nStalled {
+		select {
+		case <-entered:
+		case <-enabled:
+			t.Fatal("the enable returned without writing the stalled processes' bits")
+		}
 	}
+	// And the well-behaved process's bit is set and its writer gone (the
+	// enable wrote it in parallel), so that the disable finds it idle and
+	// writes it itself.
+	waitUntil(t, func() bool {
+		e.p.wmu.Lock()
+		defer e.p.wmu.Unlock()
+		return !e.p.writing && e.mem.u32(check) != 0
+	}, "the well-behaved process's bit to be written")
 	others := make(chan struct{})
 	go func() {
 		defer close(others)
