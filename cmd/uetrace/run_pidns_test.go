@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // FUSE gives a caller's pid in the pid namespace of whoever mounted the
@@ -237,17 +239,12 @@ func TestRunInPidns(t *testing.T) {
 			if pid <= 0 {
 				t.Fatalf("no pidns_ev record in the trace:\n%s", trace)
 			}
-			st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+			st, err := procfs.ReadStatus(pid)
 			if err != nil {
 				t.Fatalf("the record's pid %d is no process: %v\n%s", pid, err, trace)
 			}
-			var ids []string
-			for l := range strings.Lines(string(st)) {
-				if v, ok := strings.CutPrefix(l, "NSpid:"); ok {
-					ids = strings.Fields(v)
-				}
-			}
-			if len(ids) < 2 || ids[len(ids)-1] != nspid || ids[0] != strconv.Itoa(pid) {
+			ids := st.NSpid
+			if len(ids) < 2 || strconv.Itoa(ids[len(ids)-1]) != nspid || ids[0] != pid {
 				t.Errorf("the record's pid %d has NSpid %v; want the producer's, whose own is %s", pid, ids, nspid)
 			}
 			if want := "pidns_ev: pid=0x" + decToHex(nspid) + " (" + nspid + ")"; !strings.Contains(trace, want) {

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/fusefs"
-	"github.com/uetrace/uetrace/internal/procsyscall"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -228,7 +228,7 @@ func TestTracePipePoll(t *testing.T) {
 	// Once it waits in poll(2) — the FUSE request answered "not ready" and
 	// a wake-up armed — a record must wake it.
 	for {
-		c, err := procsyscall.Read(cmd.Process.Pid)
+		c, err := procfs.ReadSyscall(cmd.Process.Pid)
 		// Its first poll returned before it printed: this is the second.
 		// (amd64 has poll(2) itself, 7; every architecture ppoll.)
 		if err == nil && (c.Nr == unix.SYS_PPOLL || runtime.GOARCH == "amd64" && c.Nr == 7) {
