@@ -22,7 +22,7 @@ import (
 // newExporter is NewExporter on e's File, shut down when the test ends.
 func newExporter(t testing.TB, e *env, name string) *ehotel.Exporter {
 	t.Helper()
-	x, err := ehotel.NewExporter(name, ehotel.WithFile(e.f))
+	x, err := ehotel.NewExporter(name, &ehotel.Options{File: e.f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestBatchProcessor(t *testing.T) {
 func TestProviderName(t *testing.T) {
 	e := newEnv(t)
 	for _, name := range []string{"ValidName", "valid_name", "Valid123", "valid_123", "_valid_name", "VALID_NAME", strings.Repeat("a", 233)} {
-		p, err := ehotel.NewProcessor(name, ehotel.WithFile(e.f))
+		p, err := ehotel.NewProcessor(name, &ehotel.Options{File: e.f})
 		if err != nil {
 			t.Errorf("%q: %v", name, err)
 			continue
@@ -383,18 +383,18 @@ func TestProviderName(t *testing.T) {
 		"InvalidName!", "InvalidName@", "Invalid+Name", "Invalid&Name", "Invalid#Name", "Invalid%Name",
 		"Invalid/Name", "Invalid\\Name", "Invalid=Name", "Invalid?Name", "Invalid;Name", "Invalid,Name", "Ünicode"}
 	for _, name := range invalid {
-		if _, err := ehotel.NewProcessor(name, ehotel.WithFile(e.f)); !errors.Is(err, unix.EINVAL) {
+		if _, err := ehotel.NewProcessor(name, &ehotel.Options{File: e.f}); !errors.Is(err, unix.EINVAL) {
 			t.Errorf("%q: %v, want EINVAL", name, err)
 		}
 	}
 }
 
-// TestOwnFile: without WithFile the exporter opens user_events itself and
+// TestOwnFile: without Options.File the exporter opens user_events itself and
 // closes it on Shutdown; when it cannot (no kernel user_events, no
 // daemon), it is made all the same, writes nothing and says why in Err.
 func TestOwnFile(t *testing.T) {
 	t.Setenv("UETRACE_SOCKET", t.TempDir()+"/none.sock")
-	x, err := ehotel.NewExporter("OwnFileProv")
+	x, err := ehotel.NewExporter("OwnFileProv", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

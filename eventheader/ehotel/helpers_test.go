@@ -121,10 +121,11 @@ func (c *collector) OnEmit(_ context.Context, r *sdklog.Record) error {
 func (c *collector) Shutdown(context.Context) error   { return nil }
 func (c *collector) ForceFlush(context.Context) error { return nil }
 
-// newProcessor is NewProcessor on e's File, shut down when the test ends.
-func newProcessor(t testing.TB, e *env, name string, opts ...ehotel.Option) *ehotel.Processor {
+// newProcessor is NewProcessor on e's File, writing the resource
+// attributes named, shut down when the test ends.
+func newProcessor(t testing.TB, e *env, name string, resource ...string) *ehotel.Processor {
 	t.Helper()
-	p, err := ehotel.NewProcessor(name, append([]ehotel.Option{ehotel.WithFile(e.f)}, opts...)...)
+	p, err := ehotel.NewProcessor(name, &ehotel.Options{File: e.f, ResourceAttributes: resource})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestDaemon(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			p, err := ehprovider.New(f, "SlogDaemon_"+tr.name)
+			p, err := ehprovider.New(f, "SlogDaemon_"+tr.name, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

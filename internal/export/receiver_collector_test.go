@@ -327,15 +327,15 @@ func testReceiverCollector(t *testing.T, otelcolBin, source string, writer usere
 		t.Fatal(err)
 	}
 	defer f.Close()
-	proc, err := ehotel.NewProcessor("RecvCol", ehotel.WithFile(f))
+	proc, err := ehotel.NewProcessor("RecvCol", &ehotel.Options{File: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := ehotel.NewSpanProcessor("RecvCol", ehotel.WithFile(f))
+	sp, err := ehotel.NewSpanProcessor("RecvCol", &ehotel.Options{File: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	me := &teeMetrics{MetricExporter: ehotel.NewMetricExporter(ehotel.WithFile(f))}
+	me := &teeMetrics{MetricExporter: ehotel.NewMetricExporter(&ehotel.Options{File: f})}
 	// The tracepoints the writers write, registered again to see when the
 	// Collector has attached them: the same name and fields are the same
 	// tracepoint, with one enable bit.

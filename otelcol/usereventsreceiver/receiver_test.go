@@ -118,15 +118,15 @@ func TestReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer uf.Close()
-	proc, err := ehotel.NewProcessor("RecvProv", ehotel.WithFile(uf))
+	proc, err := ehotel.NewProcessor("RecvProv", &ehotel.Options{File: uf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := ehotel.NewSpanProcessor("RecvProv", ehotel.WithFile(uf))
+	sp, err := ehotel.NewSpanProcessor("RecvProv", &ehotel.Options{File: uf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	me := ehotel.NewMetricExporter(ehotel.WithFile(uf))
+	me := ehotel.NewMetricExporter(&ehotel.Options{File: uf})
 	res := resource.NewSchemaless(attribute.String("service.name", "checkout"))
 	lp := sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(proc))
 	defer lp.Shutdown(context.Background())
