@@ -52,6 +52,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/kernel/vmtest"
 	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/userevents"
@@ -254,7 +255,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
-	waitFor(t, "the daemon to listen", func() bool {
+	testutil.Wait(t, "the daemon to listen", func() bool {
 		c, err := client.Dial(sock, nil)
 		if err != nil {
 			return false
@@ -276,7 +277,7 @@ func TestSoak(t *testing.T) {
 	}
 	round(t, ctx, roundArgs{uetrace: uetrace, self: self, sock: sock, tmp: tmp, name: "warm-up", duration: warm, producers: *producers, abusers: *abusers})
 	status(t, ctx, uetrace, sock)
-	waitFor(t, "the daemon to close the warm-up's connections", func() bool {
+	testutil.Wait(t, "the daemon to close the warm-up's connections", func() bool {
 		before = measure(t, serve.Process.Pid)
 		return onlyListening(t, serve.Process.Pid)
 	})
@@ -287,7 +288,7 @@ func TestSoak(t *testing.T) {
 	// Everything given back.
 	var after proc
 	status(t, ctx, uetrace, sock) // everyone else is still served
-	waitFor(t, "the daemon's descriptors to come back to "+strconv.Itoa(before.fds), func() bool {
+	testutil.Wait(t, "the daemon's descriptors to come back to "+strconv.Itoa(before.fds), func() bool {
 		after = measure(t, serve.Process.Pid)
 		return after.fds <= before.fds
 	})
@@ -526,16 +527,5 @@ func count(t *testing.T, name string) (samples, lost uint64) {
 		case perfdata.RecordLost, perfdata.RecordLostSamples:
 			lost += rec.Lost
 		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited two minutes for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // These tests run the built binary (issue 14, item 3: CLI fixes).
@@ -31,7 +33,7 @@ func TestCLIWriteDashData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	needPerfmon(t)
+	testutil.NeedPerfmon(t, "it writes u: lines to dynamic_events")
 	sock, _, _ := startServe(t)
 	for i, tc := range []struct {
 		create string // the event, as a dynamic_events line
@@ -77,7 +79,7 @@ func TestCLIWriteDashData(t *testing.T) {
 
 	// Flags before and after the data still are flags; --trunc still works.
 	mustCLI(t, sock, "write", "dynamic_events", "u:dash_n u32 a")
-	cmd := exec.Command(binary(t), "write", "dynamic_events", "-:dash_n u32 a", "--backend", "daemon", "--socket", sock)
+	cmd := exec.Command(testutil.Uetrace(t), "write", "dynamic_events", "-:dash_n u32 a", "--backend", "daemon", "--socket", sock)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("flags after a dash TEXT: %v\n%s", err, out)
 	}
@@ -94,7 +96,7 @@ func TestCLIWriteDashData(t *testing.T) {
 	// A negative value and dash-led patterns are data too.
 	mustCLI(t, sock, "write", "dynamic_events", "u:dash_p s32 v")
 	hold, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", "dash_q s32 v")
-	eventually(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
+	testutil.Wait(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
 	mustCLI(t, sock, "enable", "dash_q")
 	mustCLI(t, sock, "emit", "dash_q s32 v", "--field", "v=-5")
 	if out := mustCLI(t, sock, "trace"); !strings.Contains(out, "dash_q: v=0xfffffffb (-5)") {
@@ -116,7 +118,7 @@ func TestCLIDeleteHint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	needPerfmon(t)
+	testutil.NeedPerfmon(t, "it writes u: lines to dynamic_events")
 	sock, _, _ := startServe(t)
 	mustCLI(t, sock, "write", "dynamic_events", "u:myev u32 a; char[8] b")
 	for _, tc := range []struct{ line, want string }{
@@ -145,7 +147,7 @@ func TestCLIErrorTexts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	needPerfmon(t)
+	testutil.NeedPerfmon(t, "it writes u: lines to dynamic_events")
 	sock, _, _ := startServe(t)
 	mustCLI(t, sock, "write", "dynamic_events", "u:err_ev u32 a")
 	for _, tc := range []struct {
@@ -205,7 +207,7 @@ func TestCLIVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := binary(t)
+	bin := testutil.Uetrace(t)
 	out, err := exec.Command(bin, "--version").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +287,7 @@ func TestCLIRecordWorkloadStatus(t *testing.T) {
 	sock, _, _ := startServe(t)
 	// An event to record: a recording that matches none fails.
 	_, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", "ws_ev u32 a")
-	eventually(t, "the event to be registered", func() bool { return strings.Contains(holdOut.String(), "holding") })
+	testutil.Wait(t, "the event to be registered", func() bool { return strings.Contains(holdOut.String(), "holding") })
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		script string
@@ -297,12 +299,12 @@ func TestCLIRecordWorkloadStatus(t *testing.T) {
 		{"kill -USR1 $$", -1, syscall.SIGUSR1},
 	} {
 		out := filepath.Join(dir, "w.data")
-		cmd := exec.Command(binary(t), "--backend", "daemon", "--socket", sock, "record", "-q", "-o", out, "--", "sh", "-c", tc.script)
+		cmd := exec.Command(testutil.Uetrace(t), "--backend", "daemon", "--socket", sock, "record", "-q", "-o", out, "--", "sh", "-c", tc.script)
 		b, _ := cmd.CombinedOutput()
 		if code, sig := exitOf(cmd.ProcessState); code != tc.code || sig != tc.sig {
 			t.Errorf("record -- sh -c %q: exit %d signal %v, want %d %v\n%s", tc.script, code, sig, tc.code, tc.sig, b)
 		}
-		if _, err := exec.Command(binary(t), "report", out).CombinedOutput(); err != nil {
+		if _, err := exec.Command(testutil.Uetrace(t), "report", out).CombinedOutput(); err != nil {
 			t.Errorf("report after sh -c %q: %v", tc.script, err)
 		}
 	}
@@ -320,12 +322,12 @@ func TestCLIRecordInterruptWorkload(t *testing.T) {
 	dir := t.TempDir()
 	out, pidFile := filepath.Join(dir, "i.data"), filepath.Join(dir, "pid")
 	_, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", "rec_int u32 n")
-	eventually(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
+	testutil.Wait(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
 
 	rec, recOut := background(t, "--backend", "daemon", "--socket", sock, "record", "-q", "-e", "rec_int", "-o", out,
 		"--", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 1000")
 	var pid int
-	eventually(t, "the workload to start", func() bool {
+	testutil.Wait(t, "the workload to start", func() bool {
 		b, err := os.ReadFile(pidFile)
 		if err == nil && strings.HasSuffix(string(b), "\n") {
 			pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
@@ -333,7 +335,7 @@ func TestCLIRecordInterruptWorkload(t *testing.T) {
 		return err == nil && pid > 0
 	})
 	// emit writes only once the recording has enabled the event.
-	eventually(t, "emit to write a record", func() bool {
+	testutil.Wait(t, "emit to write a record", func() bool {
 		_, errs, code := cli(t, sock, "emit", "rec_int u32 n", "--field", "n=77")
 		return code == 0 && !strings.Contains(errs, "not enabled")
 	})
@@ -357,7 +359,7 @@ func TestCLIRecordInterruptWorkload(t *testing.T) {
 	if !strings.Contains(recOut.String(), "[ uetrace record: 1 samples of 1 events in ") {
 		t.Errorf("no summary of one sample:\n%s", recOut.String())
 	}
-	rep, err := exec.Command(binary(t), "report", out).CombinedOutput()
+	rep, err := exec.Command(testutil.Uetrace(t), "report", out).CombinedOutput()
 	if err != nil || !strings.Contains(string(rep), "rec_int: n=") || !strings.Contains(string(rep), "77") {
 		t.Errorf("report of the interrupted recording: %v\n%s", err, rep)
 	}
@@ -370,7 +372,7 @@ func TestCLIHoldDaemonGone(t *testing.T) {
 	}
 	sock, srv, _ := startServe(t)
 	hold, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", "gone_ev u32 a")
-	eventually(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
+	testutil.Wait(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
 	srv.Process.Kill()
 	done := make(chan struct{})
 	go func() { hold.Wait(); close(done) }()
@@ -388,7 +390,7 @@ func TestCLIHoldDaemonGone(t *testing.T) {
 // copyBinary puts the binary where another user can run it.
 func copyBinary(t *testing.T, dir string) string {
 	t.Helper()
-	src, err := os.Open(binary(t))
+	src, err := os.Open(testutil.Uetrace(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,9 +431,7 @@ func TestCLISocketAccess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to connect as another user")
-	}
+	testutil.NeedRoot(t, "connect as another user")
 	// A directory other users can reach, for the binary and the daemons.
 	base, err := os.MkdirTemp("", "uetrace-access")
 	if err != nil {
@@ -445,8 +445,8 @@ func TestCLISocketAccess(t *testing.T) {
 	serve := func(dir string, args ...string) string {
 		sock := filepath.Join(base, dir, "uetrace.sock")
 		srv, _ := background(t, append([]string{"serve", "--socket", sock}, args...)...)
-		eventually(t, "the daemon to listen", func() bool { _, err := os.Stat(sock); return err == nil })
-		eventually(t, "the daemon to answer", func() bool { _, _, code := cli(t, sock, "status"); return code == 0 })
+		testutil.Wait(t, "the daemon to listen", func() bool { _, err := os.Stat(sock); return err == nil })
+		testutil.Wait(t, "the daemon to answer", func() bool { _, _, code := cli(t, sock, "status"); return code == 0 })
 		t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
 		return sock
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // The fixes a newcomer's first hour asked for: each message names its errno
@@ -19,7 +21,7 @@ import (
 // the exit status.
 func runCLI(t *testing.T, stdin []byte, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(binary(t), args...)
+	cmd := exec.Command(testutil.Uetrace(t), args...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -126,7 +128,7 @@ func TestCLIEmitSaysWhy(t *testing.T) {
 	}
 	// Following the advice works: held, then enabled, emit writes.
 	hold, holdLog := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", "why_ev u32 x")
-	eventually(t, "register --hold to hold why_ev", func() bool { return strings.Contains(holdLog.String(), "holding") })
+	testutil.Wait(t, "register --hold to hold why_ev", func() bool { return strings.Contains(holdLog.String(), "holding") })
 	_, stderr, code = cli(t, sock, "emit", "why_ev u32 x", "--field", "x=1")
 	want = `uetrace: emit why_ev: nothing written: nothing is attached to the event (no trace, record or perf); attach to it (uetrace enable why_ev, or uetrace record -e why_ev), then emit again`
 	if strings.TrimSpace(stderr) != want || code != 0 {
@@ -137,7 +139,7 @@ func TestCLIEmitSaysWhy(t *testing.T) {
 		if _, stderr, code = cli(t, sock, "emit", "why_ev u32 x", "--field", "x=7"); stderr != "" || code != 0 {
 			t.Errorf("emit of an enabled event: exit %d, stderr\n%s", code, stderr)
 		}
-		eventually(t, "the record emit wrote in the trace", func() bool {
+		testutil.Wait(t, "the record emit wrote in the trace", func() bool {
 			return strings.Contains(mustCLI(t, sock, "cat", "trace"), "why_ev: x=0x7 (7)")
 		})
 	}
@@ -150,12 +152,7 @@ func TestCLIMountPoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounting FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(t, "mounting FUSE")
 	sock, _, _ := startServe(t)
 	dir := filepath.Join(t.TempDir(), "not", "yet", "tracing")
 	if _, stderr, code := cli(t, sock, "mount", dir); code != 0 {

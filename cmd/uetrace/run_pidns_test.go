@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/procfs"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // FUSE gives a caller's pid in the pid namespace of whoever mounted the
@@ -41,10 +42,6 @@ func newPidnsEnv(t *testing.T) *pidnsEnv {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("no unshare(1)")
 	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc to build testdata/pidns.c")
-	}
 	dir, err := os.MkdirTemp("", "uetrace-pidns")
 	if err != nil {
 		t.Fatal(err)
@@ -54,9 +51,7 @@ func newPidnsEnv(t *testing.T) *pidnsEnv {
 		t.Fatal(err)
 	}
 	e := &pidnsEnv{dir: dir, sock: filepath.Join(dir, "uetrace.sock"), uetrace: copyBinary(t, dir), prog: filepath.Join(dir, "pidns")}
-	if out, err := exec.Command(gcc, "-Wall", "-O2", "-o", e.prog, filepath.Join("testdata", "pidns.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc testdata/pidns.c: %v\n%s", err, out)
-	}
+	testutil.BuildC(t, e.prog, filepath.Join("testdata", "pidns.c"), "-Wall", "-O2")
 	// A FUSE device an ordinary user may open (this machine's is root's
 	// alone; distributions make it 0666).
 	e.fuseDev = filepath.Join(dir, "fuse")
@@ -79,7 +74,7 @@ func newPidnsEnv(t *testing.T) *pidnsEnv {
 			t.Logf("daemon's log:\n%s", log)
 		}
 	})
-	eventually(t, "the daemon to answer", func() bool {
+	testutil.Wait(t, "the daemon to answer", func() bool {
 		_, err := os.Stat(e.sock)
 		return err == nil
 	})

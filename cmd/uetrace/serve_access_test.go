@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // --tracers takes users and @groups by number or name, and all.
@@ -41,9 +43,7 @@ func TestCLITracers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to connect as another user")
-	}
+	testutil.NeedRoot(t, "connect as another user")
 	base, err := os.MkdirTemp("", "uetrace-tracers")
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestCLITracers(t *testing.T) {
 	serve := func(dir string, args ...string) string {
 		sock := filepath.Join(base, dir, "uetrace.sock")
 		srv, _ := background(t, append([]string{"serve", "--socket", sock, "--mode", "0666"}, args...)...)
-		eventually(t, "the daemon to answer", func() bool { _, _, code := cli(t, sock, "status"); return code == 0 })
+		testutil.Wait(t, "the daemon to answer", func() bool { _, _, code := cli(t, sock, "status"); return code == 0 })
 		t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
 		return sock
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // A user's command as uid, with env (besides PATH): its combined output
@@ -62,9 +64,7 @@ func TestCLISocketSquat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to act as two other users")
-	}
+	testutil.NeedRoot(t, "act as two other users")
 	const victim, attacker = 65534, 65533
 	base, err := os.MkdirTemp("", "uetrace-squat")
 	if err != nil {
@@ -102,7 +102,7 @@ func TestCLISocketSquat(t *testing.T) {
 	// The attacker serves there: the victim's client finds out who runs
 	// it before it sends a thing, and refuses.
 	srv, srvOut := serveAsUser(t, attacker, env, bin, "--socket", sock, "--mode", "0666")
-	eventually(t, "the attacker's daemon to answer", func() bool {
+	testutil.Wait(t, "the attacker's daemon to answer", func() bool {
 		_, code := runAsUser(t, attacker, nil, bin, "--socket", sock, "status")
 		return code == 0
 	})
@@ -170,7 +170,7 @@ func TestCLISocketSquat(t *testing.T) {
 		if e[0] == xenv[0] {
 			want = filepath.Join(xdg, "uetrace")
 		}
-		eventually(t, "the victim's daemon to answer", func() bool {
+		testutil.Wait(t, "the victim's daemon to answer", func() bool {
 			_, code := runAsUser(t, victim, e, bin, "status")
 			return code == 0
 		})
@@ -193,9 +193,7 @@ func TestCLIDaemonUnmapped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to map a user namespace")
-	}
+	testutil.NeedRoot(t, "map a user namespace")
 	base, err := os.MkdirTemp("", "uetrace-unmapped") // in /tmp: anyone may write there
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +236,7 @@ func TestCLIDaemonUnmapped(t *testing.T) {
 	} {
 		sock := filepath.Join(tc.dir, "uetrace.sock")
 		srv, _ := serveAsUser(t, 0, nil, bin, "--socket", sock, "--mode", "0666")
-		eventually(t, "the daemon to answer", func() bool {
+		testutil.Wait(t, "the daemon to answer", func() bool {
 			_, code := runAsUser(t, 0, nil, bin, "--socket", sock, "status")
 			return code == 0
 		})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // newExporter is NewExporter on e's File, shut down when the test ends.
@@ -115,7 +116,7 @@ func marker(t *testing.T, e *env, ss *subsys.Session) got {
 	if _, err := ss.AttachMatching("user_events:MarkerProv_*", true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, m.Tracepoint(log.SeverityInfo).Enabled)
+	testutil.Wait(t, "the INFO tracepoint to be enabled", m.Tracepoint(log.SeverityInfo).Enabled)
 	var lr log.Record
 	lr.SetSeverity(log.SeverityInfo)
 	lr.SetBody(attribute.StringValue("marker"))
@@ -250,7 +251,7 @@ func TestProcessorEnabled(t *testing.T) {
 		25: false, -1: false,
 	})
 	ss.Close()
-	waitFor(t, func() bool { return !p.Exporter().Tracepoint(log.SeverityError).Enabled() })
+	testutil.Wait(t, "the ERROR tracepoint to be disabled", func() bool { return !p.Exporter().Tracepoint(log.SeverityError).Enabled() })
 	check("detached", map[log.Severity]bool{log.SeverityError: false, 0: false})
 
 	e.attach(t, "user_events:EnProv_*", p.Exporter().Tracepoint(log.SeverityError))

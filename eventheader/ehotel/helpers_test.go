@@ -13,6 +13,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -45,25 +46,12 @@ func (e *env) attach(t testing.TB, pattern string, wait ...ehotelTP) *subsys.Ses
 		t.Fatal(err)
 	}
 	for _, tp := range wait {
-		waitFor(t, tp.Enabled)
+		testutil.Wait(t, "the tracepoint to be enabled", tp.Enabled)
 	}
 	return ss
 }
 
 type ehotelTP = interface{ Enabled() bool }
-
-// waitFor waits for cond with a deadline; the in-process backend sets
-// enable bits synchronously, so it is true at once there.
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30 s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // got is one record read back.
 type got struct {

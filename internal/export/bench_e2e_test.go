@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -129,7 +130,7 @@ func BenchmarkExportLive(b *testing.B) {
 					}
 					exited := make(chan error, 1)
 					go func() { exited <- cmd.Wait() }()
-					eventually(b, "export to enable the events", enabled)
+					testutil.Wait(b, "export to enable the events", enabled)
 					dStart, cStart := cpuTicks(daemonPID), cpuTicks(c.cmd.Process.Pid)
 					start := time.Now()
 					for i := range count {

@@ -24,22 +24,23 @@ import (
 
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/perfdata"
 )
 
 // The binaries the tests run: the Collector distribution of otelcol/distribution
-// (a module of its own, built as its builder would), and uetrace. Built
-// once per test binary, on first use, into binDir.
+// (a module of its own, built as its builder would), built once per test
+// binary, on first use, into binDir; and uetrace (testutil.Uetrace).
 var (
-	binDir                 string
-	buildOnce              sync.Once
-	buildErr               error
-	noGo                   bool
-	otelcolBin, uetraceBin string
+	binDir     string
+	buildOnce  sync.Once
+	buildErr   error
+	noGo       bool
+	otelcolBin string
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testutil.Run(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -63,20 +64,14 @@ func binaries(t testing.TB) (otelcol, uetrace string) {
 		if buildErr != nil {
 			return
 		}
-		otelcolBin, uetraceBin = filepath.Join(binDir, "otelcol"), filepath.Join(binDir, "uetrace")
+		otelcolBin = filepath.Join(binDir, "otelcol")
 		// The first build downloads the Collector's modules: minutes.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
-		for _, args := range [][]string{
-			{"build", "-C", "../../otelcol/distribution", "-o", otelcolBin, "."},
-			{"build", "-o", uetraceBin, "github.com/uetrace/uetrace/cmd/uetrace"},
-		} {
-			cmd := exec.CommandContext(ctx, "go", args...)
-			cmd.WaitDelay = 10 * time.Second
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-				return
-			}
+		cmd := exec.CommandContext(ctx, "go", "build", "-C", "../../otelcol/distribution", "-o", otelcolBin, ".")
+		cmd.WaitDelay = 10 * time.Second
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build -C ../../otelcol/distribution: %v\n%s", err, out)
 		}
 	})
 	if noGo {
@@ -85,7 +80,7 @@ func binaries(t testing.TB) (otelcol, uetrace string) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return otelcolBin, uetraceBin
+	return otelcolBin, testutil.Uetrace(t)
 }
 
 // freePort is a port nobody listens on now.
@@ -503,13 +498,13 @@ func TestCollectorOutage(t *testing.T) {
 			// delivered.
 			for i := 0; i < n/3; i += 100 {
 				addAll(t, e, wants[i:i+100])
-				eventually(t, "a batch to be delivered", func() bool { return e.Stats().Delivered == uint64(i+100) })
+				testutil.Wait(t, "a batch to be delivered", func() bool { return e.Stats().Delivered == uint64(i+100) })
 			}
 			c.stop(t)
 			// A third while it is down: a batch retried, four queued, the
 			// rest dropped for the full queue.
 			addAll(t, e, wants[n/3:2*n/3])
-			eventually(t, "retries", func() bool { return e.Stats().Retries >= 3 })
+			testutil.Wait(t, "retries", func() bool { return e.Stats().Retries >= 3 })
 			startCollector(t, otelcol, gp, hp, out2)
 			// A third after it is back.
 			addAll(t, e, wants[2*n/3:])
@@ -554,7 +549,7 @@ func TestCLIInterruptCounts(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	eventually(t, "export to retry", func() bool { return strings.Contains(stderr.String(), "retrying") })
+	testutil.Wait(t, "export to retry", func() bool { return strings.Contains(stderr.String(), "retrying") })
 	cmd.Process.Signal(syscall.SIGINT)
 	err := <-exited
 	var ee *exec.ExitError

@@ -31,6 +31,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -345,7 +346,7 @@ func testReceiverCollector(t *testing.T, otelcolBin, source string, writer usere
 			t.Fatalf("register %q: %v", cmd, err)
 		}
 		defer ev.Close()
-		eventually(t, "the Collector to attach "+strings.Fields(cmd)[0], func() bool {
+		testutil.Wait(t, "the Collector to attach "+strings.Fields(cmd)[0], func() bool {
 			select {
 			case <-exited:
 				t.Fatalf("the Collector exited:\n%s", collectorLog.String())
@@ -399,7 +400,7 @@ func testReceiverCollector(t *testing.T, otelcolBin, source string, writer usere
 	var logs []cmpLog
 	var spans []cmpSpan
 	var points []cmpPoint
-	eventually(t, "2 log records, 2 spans and a point in the Collector's file", func() bool {
+	testutil.Wait(t, "2 log records, 2 spans and a point in the Collector's file", func() bool {
 		logs, spans, points = readSignals(t, out)
 		return len(logs) >= 2 && len(spans) >= 2 && len(points) >= 1
 	})

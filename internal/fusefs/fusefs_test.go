@@ -18,6 +18,7 @@ import (
 	"github.com/uetrace/uetrace/internal/fusefs"
 	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // mount serves a fresh subsystem's tree on a temporary directory. This
@@ -25,12 +26,7 @@ import (
 // own mount cannot be ended — so the tests look at it through sh and cat.
 func mount(t *testing.T) (*subsys.Subsystem, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounting FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(t, "mounting FUSE")
 	s := subsys.New(subsys.Options{NumCPU: 2})
 	dir := filepath.Join(t.TempDir(), "tracing")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -200,14 +196,7 @@ func regArgs(cmd string) subsys.RegisterArgs {
 // poll(2) on trace_pipe: not ready while empty, woken by a record.
 func TestTracePipePoll(t *testing.T) {
 	s, dir := mount(t)
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc")
-	}
-	bin := filepath.Join(t.TempDir(), "pollpipe")
-	if out, err := exec.Command(gcc, "-O1", "-Wall", "-o", bin, "testdata/pollpipe.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := testutil.BuildC(t, "", "testdata/pollpipe.c", "-O1", "-Wall")
 	sh(t, dir, `cd $T && echo 'u:pp u32 n' >> dynamic_events && echo 1 > events/user_events/pp/enable`)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

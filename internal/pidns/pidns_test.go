@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/procfs"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 func TestSelf(t *testing.T) {
@@ -61,9 +62,7 @@ func mapOf(t *testing.T, pid int) *Map {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: pid namespaces")
-	}
+	testutil.NeedRoot(t, "pid namespaces")
 	if m, err := Self(); err != nil || !m.Same() {
 		t.Skip("this test's /proc is not its own pid namespace's")
 	}

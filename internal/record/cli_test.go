@@ -9,44 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// uetraceBinary is the uetrace command: $UETRACE_BIN (the VM test passes
-// the one it built), else built once for this test binary.
-func uetraceBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("UETRACE_BIN"); p != "" {
-		return p
-	}
-	if os.Getenv("UETRACE_IN_VM") == "1" { // kernel/vmtest sets it in the guest
-		t.Skip("no UETRACE_BIN in the VM")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "uetrace-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "uetrace")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/uetrace/uetrace/cmd/uetrace").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build uetrace: %v", buildErr)
-	}
-	return builtBin
-}
-
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -54,18 +21,14 @@ func TestMain(m *testing.M) {
 		benchServe(spec)
 		return
 	}
-	code := m.Run()
-	if builtBin != "" {
-		os.RemoveAll(filepath.Dir(builtBin))
-	}
-	os.Exit(code)
+	os.Exit(testutil.Run(m))
 }
 
 // `uetrace record` runs while this process writes known events; Ctrl-C
 // (SIGINT) stops it and the file holds them; `uetrace report --format
 // json` shows exactly those values.
 func TestRecordCommand(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "cli", "u32 i; __rel_loc char[] s")
 		backend := backendArgs(tg)
@@ -178,7 +141,7 @@ func (rec *recording) stop(t *testing.T) string {
 // of its exec, on the daemon by the session's record of the writer's name.
 // The recording is stopped (SIGSTOP) while the task runs and is reaped.
 func TestRecordShortLivedTask(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, _ := openEvent(t, tg, "short", "u32 i")
 		command := name + " u32 i"

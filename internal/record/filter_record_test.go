@@ -17,6 +17,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -129,7 +130,7 @@ func TestRecordEventFilterRefused(t *testing.T) {
 // event's filter file for the trace, so the buffer takes only what passes,
 // and sets it back; a refused filter fails with the kernel's error text.
 func TestTraceFilterCommand(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "trf", "u32 i")
 		fs, err := tracefs.Open(&tg.opts)
@@ -151,7 +152,7 @@ func TestTraceFilterCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tr.Process.Kill()
-		waitFor(t, "trace to enable the event", func() bool {
+		testutil.Wait(t, "trace to enable the event", func() bool {
 			return strings.Contains(errs.String(), "enabled user_events:"+name+" until the trace ends")
 		})
 		if f := filter(); f != "i >= 5\n" {
@@ -161,7 +162,7 @@ func TestTraceFilterCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		last := time.Now()
-		waitFor(t, "the passing record", func() bool {
+		testutil.Wait(t, "the passing record", func() bool {
 			if strings.Contains(out.String(), name+": i=0x7 (7)") {
 				return true
 			}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/tracefs"
 )
 
@@ -38,18 +39,6 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // reportLines runs uetrace report --format json with args on data.
@@ -77,7 +66,7 @@ func reportLines(t *testing.T, bin, data string, args ...string) []jsonSample {
 // many it left out; `record --pid` only this process's; `report --pid` and
 // `--comm` pick from a file holding both.
 func TestRecordCommandFilters(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	prod := producer(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "clifilt", "u32 i")
@@ -151,7 +140,7 @@ var topEventLine = regexp.MustCompile(`(?m)^event (\S+) events/s=([0-9.]+) event
 // kernel counts lost records per event, BPF and the daemon do not. SIGINT
 // ends it.
 func TestTopCommand(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "top", "u32 i")
 		cmd := exec.Command(bin, append(backendArgs(tg), "top", "-e", name, "-d", "200ms", "--by", "pid")...)
@@ -188,7 +177,7 @@ func TestTopCommand(t *testing.T) {
 			}
 			return lost == "-"
 		}
-		waitFor(t, "a block with the event at a non-zero rate and this process", func() bool {
+		testutil.Wait(t, "a block with the event at a non-zero rate and this process", func() bool {
 			for _, b := range strings.Split(out.String(), "\n\n") {
 				m := topEventLine.FindStringSubmatch(b)
 				if m != nil && m[1] == "user_events:"+name && m[2] != "0.0" && wantLost(m[4]) && strings.Contains(b, me) {
@@ -214,7 +203,7 @@ func TestTopCommand(t *testing.T) {
 // record: a line read from trace_pipe at once can show "<...>". So this
 // process writes from one thread until a line shows its name.
 func TestTraceCommand(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	prod := producer(t)
 	self, err := os.ReadFile("/proc/self/comm")
 	if err != nil {
@@ -248,7 +237,7 @@ func TestTraceCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tr.Process.Kill()
-		waitFor(t, "trace to enable the event", func() bool {
+		testutil.Wait(t, "trace to enable the event", func() bool {
 			return strings.Contains(errs.String(), "enabled user_events:"+name+" until the trace ends")
 		})
 		if e := enable(); e != "1\n" {
@@ -260,7 +249,7 @@ func TestTraceCommand(t *testing.T) {
 		emit(t, prod, tg, cmd)
 		mine := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(comm) + `-\d+\s.*\] .* ` + name + `: i=0x2 \(2\)$`)
 		last := time.Now()
-		waitFor(t, "a line of this process", func() bool {
+		testutil.Wait(t, "a line of this process", func() bool {
 			if mine.MatchString(out.String()) {
 				return true
 			}
@@ -293,7 +282,7 @@ func TestTraceCommand(t *testing.T) {
 // `uetrace status` counts each event's records on the daemon; the kernel
 // keeps no such count, and status says so rather than show a number.
 func TestStatusCommand(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "stat", "u32 i")
 		uetrace := func(args ...string) string {
@@ -329,7 +318,7 @@ func TestStatusCommand(t *testing.T) {
 // keeps every thread of a process: the producer, a Go program, writes from
 // any of its threads.
 func TestTracePIDThreads(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	prod := producer(t)
 	forEach(t, func(t *testing.T, tg target) {
 		if tg.name != "kernel" {

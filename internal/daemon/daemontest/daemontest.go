@@ -1,12 +1,16 @@
-// Package daemontest serves a uetrace daemon in the test's own process,
-// on a socket of its own, for the tests of packages that talk to one
-// (a live source, the Collector's receiver). It is for tests only.
+// Package daemontest serves a uetrace daemon in the test's own process, on
+// a socket of its own, for the tests of packages that talk to one (the
+// producer library, a live source, the Collector's receiver, recording).
+// It is for tests only, and the one place they start such a daemon
+// (internal/daemon's own tests, inside the package, serve theirs).
 package daemontest
 
 import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -16,6 +20,15 @@ import (
 // nil: discarded) on a socket in a temporary directory until the test
 // ends, and returns the socket's path.
 func Start(tb testing.TB, cfg daemon.Config) string {
+	tb.Helper()
+	_, sock := Serve(tb, cfg)
+	return sock
+}
+
+// Serve is Start that also returns the server, for a test that reads its
+// counts (Conns, RingStats). The server is closed when the test ends, and
+// the test fails if Serve returned an error.
+func Serve(tb testing.TB, cfg daemon.Config) (*daemon.Server, string) {
 	tb.Helper()
 	sock := filepath.Join(tb.TempDir(), "uetrace.sock")
 	ln, err := daemon.Listen(sock)
@@ -37,5 +50,10 @@ func Start(tb testing.TB, cfg daemon.Config) string {
 			tb.Errorf("Serve: %v", err)
 		}
 	})
-	return sock
+	return srv, sock
 }
+
+// Perfmon is a Config.Cred that takes every client as perfmon_capable(),
+// as a daemon takes root: for tests that record (a perf-like session needs
+// it) whoever runs them.
+func Perfmon(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} }
