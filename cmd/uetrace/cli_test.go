@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,4 +213,45 @@ func TestCLIDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// exitOf is how a finished command ended: its exit code, or the signal
+// that killed it.
+func exitOf(ps *os.ProcessState) (int, syscall.Signal) {
+	ws := ps.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return -1, ws.Signal()
+	}
+	return ws.ExitStatus(), 0
+}
+
+// copyBinary puts the binary where another user can run it.
+func copyBinary(t *testing.T, dir string) string {
+	t.Helper()
+	src, err := os.Open(testutil.Uetrace(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	p := filepath.Join(dir, "uetrace")
+	dst, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func statOf(t *testing.T, path string) syscall.Stat_t {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
