@@ -247,7 +247,7 @@ func TestSoak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), *duration+10*time.Minute)
 	defer cancel()
 
-	var daemonLog syncBuffer // written by exec's copying goroutine while the daemon runs
+	var daemonLog testutil.Buffer // written by exec's copying goroutine while the daemon runs
 	serve := exec.CommandContext(ctx, uetrace, "serve", "--socket", sock)
 	serve.Stderr = &daemonLog
 	serve.WaitDelay = 10 * time.Second
@@ -455,25 +455,6 @@ func settle(pid int, p *proc) {
 			p.rss = held
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process's output is
-// copied into it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

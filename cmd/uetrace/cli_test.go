@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -46,10 +45,10 @@ func mustCLI(t *testing.T, sock string, args ...string) string {
 }
 
 // background starts the binary and returns it with its stdout.
-func background(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
+func background(t *testing.T, args ...string) (*exec.Cmd, *testutil.Buffer) {
 	t.Helper()
 	cmd := exec.Command(testutil.Uetrace(t), args...)
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -61,24 +60,7 @@ func background(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
 	return cmd, out
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func startServe(t *testing.T) (string, *exec.Cmd, *syncBuffer) {
+func startServe(t *testing.T) (string, *exec.Cmd, *testutil.Buffer) {
 	sock := filepath.Join(t.TempDir(), "uetrace.sock")
 	srv, log := background(t, "serve", "--socket", sock)
 	testutil.Wait(t, "the daemon to answer", func() bool {

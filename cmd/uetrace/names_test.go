@@ -59,7 +59,7 @@ func TestCLIUnnamableEvent(t *testing.T) {
 
 	// trace -e enables what it selects until interrupted.
 	tr := exec.Command(testutil.Uetrace(t), "--backend", "daemon", "--socket", sock, "trace", "-e", "user_events:*")
-	trOut := &syncBuffer{}
+	trOut := &testutil.Buffer{}
 	tr.Stdout, tr.Stderr = trOut, trOut
 	if err := tr.Start(); err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ func TestDebianPackage(t *testing.T) {
 	installed := filepath.Join(root, "usr/bin/uetrace")
 	sock := filepath.Join(work, "uetrace.sock")
 	srv := exec.Command(installed, "serve", "--socket", sock)
-	var log syncBuffer
+	var log testutil.Buffer
 	srv.Stdout, srv.Stderr = &log, &log
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

@@ -62,7 +62,7 @@ func newPidnsEnv(t *testing.T) *pidnsEnv {
 		t.Fatal(err)
 	}
 	srv := exec.Command(e.uetrace, "serve", "--socket", e.sock, "--mode", "0666", "--tracers", "65534")
-	log := &syncBuffer{}
+	log := &testutil.Buffer{}
 	srv.Stdout, srv.Stderr = log, log
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func TestServeAsService(t *testing.T) {
 	sock := filepath.Join(dir, "uetrace.sock")
 	notify, nfd := notifySocket(t, dir)
 	cmd := exec.Command(activate, "--seqpacket", "-l", sock, "-E", "NOTIFY_SOCKET="+notify, testutil.Uetrace(t), "serve")
-	var log syncBuffer
+	var log testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

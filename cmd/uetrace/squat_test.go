@@ -38,13 +38,13 @@ func runAsUser(t *testing.T, uid uint32, env []string, bin string, args ...strin
 }
 
 // A daemon of uid in the background, and how to stop it.
-func serveAsUser(t *testing.T, uid uint32, env []string, bin string, args ...string) (*exec.Cmd, *syncBuffer) {
+func serveAsUser(t *testing.T, uid uint32, env []string, bin string, args ...string) (*exec.Cmd, *testutil.Buffer) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	cmd.Dir = "/"
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

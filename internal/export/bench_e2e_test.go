@@ -123,7 +123,7 @@ func BenchmarkExportLive(b *testing.B) {
 					cmd := exec.Command(uetrace, "--backend", "daemon", "--socket", sock, "export", "-q",
 						"-e", "x", "-e", "UetraceTest_*", "--protocol", proto, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port),
 						"--service-name", "export-test", "--queue", "1024", "--buffer-kb", "65536")
-					var stderr syncBuffer
+					var stderr testutil.Buffer
 					cmd.Stderr = &stderr
 					if err := cmd.Start(); err != nil {
 						b.Fatal(err)

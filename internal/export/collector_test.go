@@ -100,25 +100,8 @@ type collector struct {
 	grpcPort, httpPort int
 	out                string
 	cmd                *exec.Cmd
-	log                *syncBuffer
+	log                *testutil.Buffer
 	exited             chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 const collectorConfig = `receivers:
@@ -153,7 +136,7 @@ func startCollector(t testing.TB, bin string, grpcPort, httpPort int, out string
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, collectorConfig, grpcPort, httpPort, out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &collector{grpcPort: grpcPort, httpPort: httpPort, out: out, log: &syncBuffer{}, exited: make(chan struct{})}
+	c := &collector{grpcPort: grpcPort, httpPort: httpPort, out: out, log: &testutil.Buffer{}, exited: make(chan struct{})}
 	c.cmd = exec.Command(bin, "--config="+cfg)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	if err := c.cmd.Start(); err != nil {
@@ -484,7 +467,7 @@ func TestCollectorOutage(t *testing.T) {
 			if p == otlp.HTTP {
 				port = hp
 			}
-			var notes syncBuffer
+			var notes testutil.Buffer
 			e, err := export.New(export.Options{
 				Protocol: p, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), ServiceName: "export-test",
 				BatchSize: 100, QueueSize: 4, Senders: 1, BatchDelay: time.Hour,
@@ -542,7 +525,7 @@ func TestCLIInterruptCounts(t *testing.T) {
 	cmd := exec.CommandContext(ctx, uetrace, "export", "-i", path, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
 		"--batch-size", "100", "--queue", "2", "--shutdown-timeout", "200ms")
 	cmd.WaitDelay = 5 * time.Second
-	var stderr syncBuffer
+	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ func startDaemon(t testing.TB, uetrace string) (sock string, pid int) {
 	t.Helper()
 	sock = filepath.Join(t.TempDir(), "uetrace.sock")
 	cmd := exec.Command(uetrace, "serve", "--socket", sock)
-	log := &syncBuffer{}
+	log := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func testLive(t *testing.T, n int, backend []string, uo userevents.Options) {
 				"--service-name", "export-test", "--batch-size", "256")
 			cmd := exec.CommandContext(ctx, uetrace, args...)
 			cmd.WaitDelay = 5 * time.Second
-			var stderr syncBuffer
+			var stderr testutil.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -235,7 +235,7 @@ func TestCLIOutageLive(t *testing.T) {
 				"--service-name", "export-test", "--batch-size", "100", "--batch-delay", "20ms", "--queue", "64", "--senders", "1",
 				"--initial-backoff", "20ms", "--max-backoff", "200ms", "--retry-for", "5m", "--shutdown-timeout", "1m")
 			cmd.WaitDelay = 5 * time.Second
-			var stderr syncBuffer
+			var stderr testutil.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -320,7 +320,7 @@ func TestCollectorRecordedFile(t *testing.T) {
 	defer cancel()
 	rec := exec.CommandContext(ctx, uetrace, "--backend", "daemon", "--socket", sock, "record", "-q", "-k", "CLOCK_MONOTONIC",
 		"-e", "x", "-e", "UetraceTest_*", "-o", path)
-	var recOut syncBuffer
+	var recOut testutil.Buffer
 	rec.Stdout, rec.Stderr = &recOut, &recOut
 	rec.WaitDelay = 5 * time.Second
 	if err := rec.Start(); err != nil {

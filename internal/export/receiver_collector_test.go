@@ -67,13 +67,13 @@ service:
 // startReceiverCollector runs the Collector with the userevents receiver
 // on source (its config: "source: kernel", or the daemon and its socket);
 // stop ends it as its operator would.
-func startReceiverCollector(t *testing.T, bin, source, events, out string) (stop func(), log *syncBuffer, exited <-chan struct{}) {
+func startReceiverCollector(t *testing.T, bin, source, events, out string) (stop func(), log *testutil.Buffer, exited <-chan struct{}) {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, receiverConfig, source, events, out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	log = &syncBuffer{}
+	log = &testutil.Buffer{}
 	cmd := exec.Command(bin, "--config="+cfg)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

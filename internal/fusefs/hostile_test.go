@@ -92,7 +92,7 @@ func newHostileWith(t *testing.T, o fusefs.Options) *hostileEnv {
 func (e *hostileEnv) cmd(ctx context.Context, args ...string) *exec.Cmd {
 	c := exec.CommandContext(ctx, e.bin, args...)
 	c.WaitDelay = 5 * time.Second
-	c.Stderr = &lockedBuffer{}
+	c.Stderr = &testutil.Buffer{}
 	return c
 }
 
@@ -247,23 +247,6 @@ func fdCount(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(d)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // goldenRows reads the rows of the kernel's answers (kernel/datacalls,

@@ -39,7 +39,7 @@ func TestHostileServedFor(t *testing.T) {
 	c := e.cmd(ctx, "client", e.dir, "served_for_other")
 	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: 65534}}
 	out, err := c.Output()
-	stderr := c.Stderr.(*lockedBuffer).String()
+	stderr := c.Stderr.(*testutil.Buffer).String()
 	if err == nil || !strings.Contains(stderr, "DIAG_IOCSREG") || !strings.Contains(stderr, "EPERM") {
 		t.Errorf("a caller of gid 65534 in a tree served for gid 0: %v, %q, %q; want DIAG_IOCSREG's EPERM", err, out, stderr)
 	}
@@ -208,7 +208,7 @@ func serveFromChildNamespace(t *testing.T, ctx context.Context, s *subsys.Subsys
 	mounter := exec.CommandContext(ctx, py, append([]string{script, mode, dir}, args...)...)
 	mounter.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
 	mounter.ExtraFiles = []*os.File{theirs}
-	var out lockedBuffer
+	var out testutil.Buffer
 	mounter.Stdout, mounter.Stderr = &out, &out
 	if err := mounter.Start(); err != nil {
 		t.Skipf("a new pid namespace: %v", err)

@@ -184,24 +184,6 @@ func TestRecordShortLivedTask(t *testing.T) {
 
 func le32(x uint32) []byte { return []byte{byte(x), byte(x >> 8), byte(x >> 16), byte(x >> 24)} }
 
-// lockedBuffer collects a process's output for polling.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // reportLines runs uetrace report --format json with args on data.
 func reportLines(t *testing.T, bin, data string, args ...string) []jsonSample {
 	t.Helper()
@@ -305,7 +287,7 @@ func TestTopCommand(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "top", "u32 i")
 		cmd := exec.Command(bin, append(backendArgs(tg), "top", "-e", name, "-d", "200ms", "--by", "pid")...)
-		var out, errs lockedBuffer
+		var out, errs testutil.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -392,7 +374,7 @@ func TestTraceCommand(t *testing.T) {
 			t.Fatalf("enable %q before the trace", e)
 		}
 		tr := exec.Command(bin, append(backendArgs(tg), "trace", "-e", name, "--comm", comm)...)
-		var out, errs lockedBuffer
+		var out, errs testutil.Buffer
 		tr.Stdout, tr.Stderr = &out, &errs
 		if err := tr.Start(); err != nil {
 			t.Fatal(err)

@@ -146,7 +146,7 @@ func TestTraceFilterCommand(t *testing.T) {
 			return string(b)
 		}
 		tr := exec.Command(bin, append(backendArgs(tg), "trace", "-e", name, "--filter", "i >= 5")...)
-		var out, errs lockedBuffer
+		var out, errs testutil.Buffer
 		tr.Stdout, tr.Stderr = &out, &errs
 		if err := tr.Start(); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@
 //   - NeedRoot, NeedFUSE, NeedPerfmon, NeedPerf, NeedGCC: skip, saying what
 //     is missing and what for, where the machine cannot run the test;
 //   - BuildC: a C program of a test's testdata, built with gcc;
+//   - Buffer: a process's or a logger's output, read while it is written;
 //   - Uetrace and Run: the uetrace command built once per test binary, and
 //     removed when it ends.
 //
@@ -17,6 +18,8 @@
 package testutil
 
 import (
+	"bytes"
+	"sync"
 	"testing"
 	"time"
 )
@@ -48,4 +51,23 @@ func Wait(tb testing.TB, what string, cond func() bool) {
 	if !Eventually(cond) {
 		tb.Fatalf("timed out waiting for %s (%v)", what, Timeout)
 	}
+}
+
+// Buffer collects what a process or a logger writes while the test reads
+// it: bytes.Buffer's Write and String, safe for concurrent use.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
