@@ -42,14 +42,7 @@ func newPidnsEnv(t *testing.T) *pidnsEnv {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("no unshare(1)")
 	}
-	dir, err := os.MkdirTemp("", "uetrace-pidns")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testutil.SharedDir(t)
 	e := &pidnsEnv{dir: dir, sock: filepath.Join(dir, "uetrace.sock"), uetrace: copyBinary(t, dir), prog: filepath.Join(dir, "pidns")}
 	testutil.BuildC(t, e.prog, filepath.Join("testdata", "pidns.c"), "-Wall", "-O2")
 	// A FUSE device an ordinary user may open (this machine's is root's

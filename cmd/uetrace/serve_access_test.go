@@ -47,21 +47,10 @@ func TestCLITracers(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	testutil.NeedRoot(t, "connect as another user")
-	base, err := os.MkdirTemp("", "uetrace-tracers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base := testutil.SharedDir(t)
 	bin := copyBinary(t, base)
 	serve := func(dir string, args ...string) string {
-		sock := filepath.Join(base, dir, "uetrace.sock")
-		srv, _ := background(t, append([]string{"serve", "--socket", sock, "--mode", "0666"}, args...)...)
-		testutil.Wait(t, "the daemon to answer", func() bool { _, _, code := cli(t, sock, "status"); return code == 0 })
-		t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
-		return sock
+		return serveAt(t, filepath.Join(base, dir, "uetrace.sock"), append([]string{"--mode", "0666"}, args...)...)
 	}
 	sock := serve("default")
 	out, code := asNobody(t, bin, "--backend", "daemon", "--socket", sock, "status")
@@ -134,22 +123,10 @@ func TestCLISocketAccess(t *testing.T) {
 	}
 	testutil.NeedRoot(t, "connect as another user")
 	// A directory other users can reach, for the binary and the daemons.
-	base, err := os.MkdirTemp("", "uetrace-access")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base := testutil.SharedDir(t)
 	bin := copyBinary(t, base)
 	serve := func(dir string, args ...string) string {
-		sock := filepath.Join(base, dir, "uetrace.sock")
-		srv, _ := background(t, append([]string{"serve", "--socket", sock}, args...)...)
-		testutil.Wait(t, "the daemon to listen", func() bool { _, err := os.Stat(sock); return err == nil })
-		testutil.Wait(t, "the daemon to answer", func() bool { _, _, code := cli(t, sock, "status"); return code == 0 })
-		t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
-		return sock
+		return serveAt(t, filepath.Join(base, dir, "uetrace.sock"), args...)
 	}
 	rootName, rootGroup := nameOf(t, 0, false), nameOf(t, 0, true)
 
@@ -227,4 +204,14 @@ func nameOf(t *testing.T, id int, group bool) string {
 		return u.Username
 	}
 	return s
+}
+
+// serveAt runs uetrace serve with args on the socket sock until the test
+// ends (then SIGTERM), and returns sock once the daemon answers.
+func serveAt(t *testing.T, sock string, args ...string) string {
+	t.Helper()
+	srv, _ := background(t, append([]string{"serve", "--socket", sock}, args...)...)
+	testutil.Wait(t, "the daemon to answer", func() bool { _, _, code := cli(t, sock, "status"); return code == 0 })
+	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+	return sock
 }

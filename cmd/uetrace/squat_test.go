@@ -66,12 +66,7 @@ func TestCLISocketSquat(t *testing.T) {
 	}
 	testutil.NeedRoot(t, "act as two other users")
 	const victim, attacker = 65534, 65533
-	base, err := os.MkdirTemp("", "uetrace-squat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
+	base := testutil.SharedDir(t)
 	bin := copyBinary(t, base)
 	tmp := filepath.Join(base, "tmp") // a /tmp: everyone's, sticky
 	if err := os.Mkdir(tmp, 0o777); err != nil {
@@ -194,12 +189,7 @@ func TestCLIDaemonUnmapped(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	testutil.NeedRoot(t, "map a user namespace")
-	base, err := os.MkdirTemp("", "uetrace-unmapped") // in /tmp: anyone may write there
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
+	base := testutil.SharedDir(t)
 	bin := copyBinary(t, base)
 	owned, err := os.MkdirTemp("/run", "uetrace-unmapped")
 	if err != nil {

@@ -40,12 +40,7 @@ const (
 func TestFUSELimitsPerUID(t *testing.T) {
 	testutil.NeedFUSE(t, "mounting FUSE, running callers as other users")
 	// A directory the other users can reach: the program, and the mount.
-	top, err := os.MkdirTemp("", "uetrace-fuselimits")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	os.Chmod(top, 0o755)
+	top := testutil.SharedDir(t)
 	bin := testutil.BuildC(t, filepath.Join(top, "hostile"), filepath.Join("testdata", "hostile.c"), "-Wall", "-O2", "-pthread")
 	os.Chmod(bin, 0o755)
 

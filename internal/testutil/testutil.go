@@ -19,6 +19,7 @@ package testutil
 
 import (
 	"bytes"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -70,4 +71,21 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// SharedDir is a new directory that other users can reach (mode 0755, in
+// the system's temporary directory; t.TempDir's are this user's alone),
+// for the programs and sockets of a test that runs processes as other
+// users. It is removed when the test ends.
+func SharedDir(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "uetrace-shared")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
 }
