@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // helperEnv makes this test binary, started under uetrace run, the program
@@ -69,7 +71,7 @@ func runHelper(t *testing.T, what, helper, pattern string) (string, []string) {
 	t.Helper()
 	needFUSE(t)
 	t.Setenv(helperEnv, what)
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", os.Args[0], "-test.run=^"+helper+"$")
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", os.Args[0], "-test.run=^"+helper+"$")
 	if code != 0 {
 		t.Fatalf("exit status %d:\n%s", code, out)
 	}
@@ -101,12 +103,9 @@ func TestRunPerfEventOpenOfTreeID(t *testing.T) {
 // words naming uetrace record, and the command must keep its tree.
 func TestRunLinuxPerfRecord(t *testing.T) {
 	needFUSE(t)
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("no perf (Debian's linux-perf)")
-	}
+	perf := testutil.NeedPerf(t)
 	data := t.TempDir() + "/perf.data"
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
 `+perf+` record -e user_events:my_ev -o `+data+` -- true >/dev/null 2>&1; echo "perf: $?"
 grep -c '^my_ev' /sys/kernel/tracing/user_events_status
 awk '$5 == "/sys/kernel/tracing" {print "fstype:", $(NF-2)}' /proc/self/mountinfo`)
@@ -182,7 +181,7 @@ func TestRunBusyboxCat(t *testing.T) {
 	if err != nil {
 		t.Skip("no busybox (Debian's busybox-static)")
 	}
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
 echo "busybox:"; `+busybox+` cat /sys/kernel/tracing/user_events_status
 echo "read:"; while IFS= read -r line; do echo "$line"; done < /sys/kernel/tracing/user_events_status`)
 	if code != 0 {
