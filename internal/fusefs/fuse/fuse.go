@@ -155,7 +155,7 @@ type Options struct {
 	// connection's name in fusectl, for Abort. 0: unknown, and Abort
 	// cannot abort (Unmount still ends the connection by closing the
 	// device). Mount learns it itself.
-	Dev   uint64
+	Dev uint64
 	// Passthrough asks the kernel for FUSE passthrough at INIT, so that
 	// Backed handles can be opened (Conn.Passthrough says whether it was
 	// granted). It makes the mount's stacking depth 1 (another stacked
