@@ -24,12 +24,12 @@ var layers = [][]string{
 	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
 		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
-		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
+		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon"},
 	// The daemon's protocol; the ftrace ring buffer and its text; the kernel's event filters; user
 	// events counted in the kernel by a BPF program.
-	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount"},
+	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount", "internal/perfevent"},
 	// The daemon's client; the user_events subsystem in user space.
-	{"internal/daemon/client", "internal/subsys"},
+	{"internal/daemon/client", "internal/subsys", "internal/runguard"},
 	// The errors of the public packages; the processes calling in through
 	// FUSE, as subsys processes.
 	{"internal/uerror", "internal/fusefs/callers"},

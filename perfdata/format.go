@@ -280,6 +280,11 @@ func appendAttr(b []byte, a *Attr, size int) []byte {
 // decodeAttr decodes a struct perf_event_attr of any size: fields beyond b
 // are zero and bytes beyond the fields known here are ignored, as perf
 // reads an older or a newer struct.
+// DecodeAttr decodes a struct perf_event_attr of any size: fields past the
+// end of b are zero, bytes past VER8 ignored (the caller checks them, as
+// the kernel's copy_struct_from_user does).
+func DecodeAttr(b []byte) Attr { return decodeAttr(b) }
+
 func decodeAttr(b []byte) Attr {
 	var s [AttrSizeVer8]byte
 	copy(s[:], b)
