@@ -207,6 +207,9 @@ func (g *Guard) underTree(path string) bool {
 // and the control file, opened at the first call and kept: its error
 // stays.
 func (g *Guard) control(pid int) (string, int, error) {
+	if len(g.TreeDirs) == 0 {
+		return "", -1, fmt.Errorf("no tree to ask: %w", unix.ENOENT)
+	}
 	root := fmt.Sprintf("/proc/%d/root%s", pid, g.TreeDirs[0])
 	g.perf.mu.Lock()
 	defer g.perf.mu.Unlock()
