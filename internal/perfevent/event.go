@@ -353,15 +353,15 @@ func (e *Event) Add(rec *Record) {
 // a wakeup is pending.
 func (e *Event) output1(src *Event, rec *Record) bool {
 	r := e.ring
-	lost := func() bool {
-		src.lostCount++
-		if r != nil {
-			r.lost++
-		}
+	if r == nil || e.closed || len(r.data) == 0 {
+		// No ring to write to: nothing is counted lost either
+		// (__perf_output_begin's "if (!rb) goto out").
 		return false
 	}
-	if r == nil || e.closed {
-		return lost()
+	lost := func() bool {
+		src.lostCount++
+		r.lost++
+		return false
 	}
 	if r.paused {
 		return lost()

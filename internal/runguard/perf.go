@@ -73,7 +73,7 @@ func (g *Guard) perfEventOpen(listener int, n *notif) bool {
 		resp := notifResp{ID: n.ID, Error: -int32(errno)}
 		ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
 		if why != "" {
-			g.say(fmt.Sprintf("uetrace run: perf_event_open of %s refused (%s): %s", what, unix.ErrnoName(errno), why))
+			g.say(fmt.Sprintf("uetrace run: perf_event_open of %s refused (%s): %s", what, errnoName(errno), why))
 		}
 		return true
 	}
@@ -108,7 +108,8 @@ func (g *Guard) perfEventOpen(listener int, n *notif) bool {
 	if rep.Errno != 0 {
 		why := ""
 		if rep.Errno == unix.EOPNOTSUPP {
-			why = "uetrace cannot give " + strings.TrimPrefix(rep.Why, "perf_event_open: ") + "; record them with uetrace record"
+			words := strings.TrimSuffix(strings.TrimPrefix(rep.Why, "perf_event_open: "), ": "+rep.Errno.Error())
+			why = "uetrace cannot give " + words + "; record them with uetrace record"
 		}
 		return fail(rep.Errno, why)
 	}
@@ -172,7 +173,7 @@ func (g *Guard) mmap(n *notif) (unix.Errno, string) {
 		return unix.EIO, fmt.Sprintf("uetrace run: mmap of a perf event's ring: asking the tree: %v", err)
 	}
 	if rep.Errno == unix.EPERM {
-		return rep.Errno, "uetrace run: mmap of a perf event's ring refused (EPERM): " + rep.Why
+		return rep.Errno, "uetrace run: mmap of a perf event's ring refused (EPERM): " + strings.TrimSuffix(rep.Why, ": "+rep.Errno.Error())
 	}
 	return rep.Errno, ""
 }
@@ -248,6 +249,15 @@ func (g *Guard) closePerf() {
 		unix.Close(g.perf.ctl)
 		g.perf.ctl = -1
 	}
+}
+
+// errnoName names errno as the man pages do (EOPNOTSUPP, not its alias
+// ENOTSUP).
+func errnoName(e unix.Errno) string {
+	if e == unix.EOPNOTSUPP {
+		return "EOPNOTSUPP"
+	}
+	return unix.ErrnoName(e)
 }
 
 func errnoOf(err error) unix.Errno {
