@@ -136,7 +136,7 @@ func drain(r *perfring.Ring, st uint64) []decoded {
 		d := decoded{typ: typ}
 		switch typ {
 		case perfdata.RecordSample:
-			d.id = ne.Uint64(rec[8:]) // IDENTIFIER first
+			d.id = ne.Uint64(rec[8:])                 // IDENTIFIER first
 			raw := rec[perfdata.SampleSize(st, 0)-8:] // the raw size word: SampleSize counts 8 for an empty one
 			d.n = ne.Uint32(raw[4+8:])
 		case perfdata.RecordLost:

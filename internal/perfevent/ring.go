@@ -102,7 +102,7 @@ func newRing(memfd, length, page int, writable bool, watermark uint64) (*ring, e
 	return r, nil
 }
 
-func (r *ring) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
+func (r *ring) u64(off int) *uint64     { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
 func (r *ring) put64(off int, v uint64) { atomic.StoreUint64(r.u64(off), v) }
 func (r *ring) put32(off int, v uint32) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&r.mem[off])), v)

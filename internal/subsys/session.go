@@ -120,11 +120,11 @@ type Session struct {
 	// session_ring.go.
 	shm         atomic.Pointer[sessionRing]
 	fn          atomic.Pointer[DeliverFunc] // DeliverTo's
-	lostNotes   []lostNote               // under mu
-	lostPending atomic.Bool              // lostNotes is not empty
-	ringComms   sync.Map                 // thread id → *commSeen: the name the ring's reader has; with Comm
-	ringCommN   atomic.Int64             // about how many ringComms holds
-	lastComm    atomic.Pointer[commSeen] // the name of the last record's thread
+	lostNotes   []lostNote                  // under mu
+	lostPending atomic.Bool                 // lostNotes is not empty
+	ringComms   sync.Map                    // thread id → *commSeen: the name the ring's reader has; with Comm
+	ringCommN   atomic.Int64                // about how many ringComms holds
+	lastComm    atomic.Pointer[commSeen]    // the name of the last record's thread
 
 	// filters are the session's filters by event (SetFilter), replaced
 	// whole under s.mu and read by the write path without a lock.
