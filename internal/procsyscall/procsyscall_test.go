@@ -19,6 +19,8 @@ func TestParse(t *testing.T) {
 	}{
 		{"1 0x3 0x7ffd1000 0x10 0x0 0x0 0x0 0x7ffd0ff8 0x7f00aa\n", Call{Nr: 1, Args: [6]uint64{3, 0x7ffd1000, 0x10}}, nil},
 		{"18 0x3 0x5000 0x4 0x8 0x0 0x0 0x7ffd0ff8 0x7f00aa", Call{Nr: unix.SYS_PWRITE64, Args: [6]uint64{3, 0x5000, 4, 8}}, nil},
+		{"1 0x3 0x7FFD1000 0x10 0x0 0x0 0x0 0x7ffd0ff8 0x7f00aa\n", Call{Nr: 1, Args: [6]uint64{3, 0x7ffd1000, 0x10}}, nil},
+		{"running\n", Call{}, ErrRunning},
 		{"running\n", Call{}, ErrNotInSyscall},
 		{"-1 0x7ffd0ff8 0x7f00aa\n", Call{}, ErrNotInSyscall},
 		{"", Call{}, unix.EINVAL},
@@ -28,13 +30,21 @@ func TestParse(t *testing.T) {
 		{"1 3 0x0 0x0 0x0 0x0 0x0 0x0 0x0", Call{}, unix.EINVAL},
 		{"1 0xg 0x0 0x0 0x0 0x0 0x0 0x0 0x0", Call{}, unix.EINVAL},
 		{"1 0x10000000000000000 0x0 0x0 0x0 0x0 0x0 0x0 0x0", Call{}, unix.EINVAL},
+		{"1 0x 0x0 0x0 0x0 0x0 0x0 0x0 0x0", Call{}, unix.EINVAL},
+		{"1  0x3 0x0 0x0 0x0 0x0 0x0 0x0 0x0", Call{}, unix.EINVAL},
+		{"1 0x3 0x0 0x0 0x0 0x0 0x0 0x0 0x0 ", Call{}, unix.EINVAL},
+		{"1 0x3 0x0 0x0 0x0 0x0 0x0 0x0 0x0 0x0", Call{}, unix.EINVAL},
+		{"running now", Call{}, unix.EINVAL},
 	} {
-		got, err := Parse(c.text)
+		got, err := Parse([]byte(c.text))
 		if c.err != nil {
 			if !errors.Is(err, c.err) {
 				t.Errorf("Parse(%q) = %v, want %v", c.text, err, c.err)
 			}
 			continue
+		}
+		if c.text == "-1 0x7ffd0ff8 0x7f00aa\n" && errors.Is(err, ErrRunning) {
+			t.Errorf("Parse(%q) = %v: a thread outside a system call is not running", c.text, err)
 		}
 		if err != nil || got != c.want {
 			t.Errorf("Parse(%q) = %+v, %v; want %+v", c.text, got, err, c.want)
@@ -47,9 +57,12 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		c, err := Parse(s)
+		c, err := Parse([]byte(s))
 		if err == nil && c.Nr < 0 {
 			t.Fatalf("Parse(%q) gave a negative call number", s)
+		}
+		if err != nil && !errors.Is(err, ErrNotInSyscall) && !errors.Is(err, unix.EINVAL) {
+			t.Fatalf("Parse(%q): %v, neither ErrNotInSyscall nor EINVAL", s, err)
 		}
 	})
 }
@@ -98,5 +111,16 @@ func TestReadNoThread(t *testing.T) {
 	// pid_max is at most 4194304: a larger tid never exists.
 	if _, err := Read(1 << 23); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Read of a thread that cannot exist = %v, want ENOENT", err)
+	}
+}
+
+// BenchmarkParse is a write's parse of its caller's call: 0 allocations.
+func BenchmarkParse(b *testing.B) {
+	text := []byte("20 0x3 0x7ffd6b3c1a30 0x2 0x0 0x0 0x0 0x7ffd6b3c1a08 0x7f3b8c91e2a7\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(text); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

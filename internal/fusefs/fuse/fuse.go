@@ -59,6 +59,10 @@ type Request struct {
 	Unique   uint64
 	Pid      uint32 // the calling thread's id as FUSE reports it (the tid, in the server's pid namespace)
 	Uid, Gid uint32
+
+	// An inline write's claim (see Commit), nil for any other request.
+	claim *atomic.Uint64
+	seq   uint64
 }
 
 // Handle is one open file. Every open gets FOPEN_DIRECT_IO (no page cache:
@@ -171,8 +175,17 @@ type Conn struct {
 
 	devNum   atomic.Uint64
 	handlers sync.WaitGroup
+	ended    chan error // the reader that saw the connection end says why
 	done     chan struct{}
 	err      error
+
+	// Requests answered inline (inline.go): the readers, under mu;
+	// whether the watchdog runs, and its end; the requests being
+	// answered, for Stats.
+	readers    []*reader
+	watching   atomic.Bool
+	unwatch    chan struct{}
+	inlineBusy atomic.Int64
 }
 
 // Mount mounts fs on dir and serves it. It needs root (CAP_SYS_ADMIN) and
@@ -300,7 +313,9 @@ func newConn(fd int, fs FileSystem, o Options) (*Conn, error) {
 		handles:  map[uint64]any{},
 		nextFH:   1,
 		inflight: map[uint64]*inflight{},
+		ended:    make(chan error, 1),
 		done:     make(chan struct{}),
+		unwatch:  make(chan struct{}),
 	}
 	c.bigPool.New = func() any { b := make([]byte, c.bufSize); return &b }
 	c.smlPool.New = func() any { b := make([]byte, smallBuf); return &b }
@@ -434,5 +449,5 @@ type Stats struct {
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{Handles: len(c.handles), Nodes: len(c.nodes), InFlight: len(c.inflight)}
+	return Stats{Handles: len(c.handles), Nodes: len(c.nodes), InFlight: len(c.inflight) + int(c.inlineBusy.Load())}
 }
