@@ -63,10 +63,10 @@ type thread struct {
 	// noSyscall: the user the tree is served for may not ptrace the
 	// thread (caps.User), so its syscall file is not read.
 	noSyscall bool
-	name      string // the command name last read
-	cpu       int    // the CPU stat last said
-	writes    int    // writes since stat was read, modulo statEvery
-	read1     bool   // read has been called
+	name      string    // the command name last read
+	cpu       int       // the CPU stat last said
+	statRead  time.Time // when stat was last read (the CPU)
+	read1     bool      // read has been called
 	buf       [1024]byte
 }
 
@@ -250,9 +250,10 @@ func (ts *threads) Close() {
 	}
 }
 
-// statEvery is how often a thread's CPU is read again: at its first write
-// and every statEvery-th after.
-var statEvery = 1
+// cpuAge is how old the CPU a write's record carries may be: a thread's
+// /proc/<tid>/stat is read at its first write, and again at a write that
+// comes later than cpuAge after the last read.
+const cpuAge = time.Millisecond
 
 // read reads what a write needs of the thread: its system call, command
 // name and CPU. Every read of a kept file says the thread is still the one
@@ -294,7 +295,13 @@ func (t *thread) read() (caller, bool) {
 		t.name = string(name)
 	}
 	c.comm = t.name
-	if t.writes == 0 {
+	// The CPU: stat's field 39, task_cpu — where the thread, asleep in
+	// this request, last ran, so where it wrote — is exact but costs a
+	// FUSE write what the system call costs. It is read again only after
+	// cpuAge: a thread that writes more often, and moves to another CPU
+	// meanwhile, has records on its previous CPU for up to cpuAge (see the
+	// package doc's differences from Linux).
+	if now := time.Now(); t.statRead.IsZero() || now.Sub(t.statRead) >= cpuAge {
 		n, err := rawPread(t.stat, t.buf[:])
 		if err != nil || n == 0 {
 			return caller{}, false
@@ -302,8 +309,8 @@ func (t *thread) read() (caller, bool) {
 		if _, cpu, ok := parseStat(t.buf[:n]); ok {
 			t.cpu = cpu
 		}
+		t.statRead = now
 	}
-	t.writes = (t.writes + 1) % statEvery
 	c.cpu = t.cpu
 	return c, true
 }

@@ -1,9 +1,7 @@
 package fuse
 
 import (
-	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,101 +55,6 @@ const (
 // retired is a reader's busy once the watchdog gave its reading to another.
 const retired = ^uint64(0)
 
-// reader is a goroutine that reads the connection's requests: one at a time
-// reads (readLoop), and it answers the WRITEs of InlineWriters itself.
-// While it does, nobody reads: a write that waits keeps the others waiting,
-// until the watchdog (a goroutine per connection, running while requests
-// are answered inline) retires it and starts another reader.
-type reader struct {
-	c *Conn
-
-	// busy is the sequence number of the request being answered inline,
-	// 0 between requests, retired once retired: the reader ends its
-	// request with a CompareAndSwap(seq, 0) that fails if the watchdog
-	// retired it meanwhile, so that never two readers read at once.
-	busy atomic.Uint64
-	// claim says who answers the request (the claim constants), and
-	// unique which request it is, for the watchdog.
-	claim  atomic.Uint64
-	unique atomic.Uint64
-	seq    uint64 // the last sequence number used
-	// lastPid is the caller of the last request answered inline.
-	lastPid uint32
-
-	// The watchdog's view, under c.mu: the request last seen busy, and
-	// for how many ticks in a row.
-	seen  uint64
-	ticks int
-
-	// Made once, so that reading and replying allocate nothing: a
-	// closure made at each call would be.
-	readFn  func(fd uintptr) bool
-	rbuf    []byte
-	rn      int
-	rerr    error
-	waited  bool
-	writeFn func(fd uintptr) bool
-	out     [outHeaderSize + writeOutSize]byte
-	outLen  int
-	werr    error
-}
-
-// newReader makes a reader and lists it for the watchdog.
-func (c *Conn) newReader() *reader {
-	r := &reader{c: c}
-	r.readFn = func(fd uintptr) bool {
-		r.rn, r.rerr = unix.Read(int(fd), r.rbuf)
-		if r.rerr == unix.EAGAIN {
-			r.waited = true
-			return false
-		}
-		return true
-	}
-	r.writeFn = func(fd uintptr) bool {
-		for {
-			// A raw system call: a reply to /dev/fuse never waits (it
-			// copies from our buffer and wakes the caller), and the
-			// runtime's entersyscall would wake sysmon at every write.
-			_, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&r.out[0])), uintptr(r.outLen))
-			if e != unix.EINTR {
-				r.werr = nil
-				if e != 0 {
-					r.werr = e
-				}
-				return true
-			}
-		}
-	}
-	c.mu.Lock()
-	c.readers = append(c.readers, r)
-	c.mu.Unlock()
-	return r
-}
-
-// dropReader unlists a reader that ended.
-func (c *Conn) dropReader(r *reader) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, x := range c.readers {
-		if x == r {
-			c.readers = append(c.readers[:i], c.readers[i+1:]...)
-			return
-		}
-	}
-}
-
-// read reads one request into buf; waited says there was none queued (the
-// read waited for it); closed says the device was closed (Unmount).
-func (r *reader) read(buf []byte) (n int, waited bool, err error, closed bool) {
-	r.rbuf, r.waited = buf, false
-	rerr := r.c.raw.Read(r.readFn)
-	r.rbuf = nil
-	if rerr != nil {
-		return 0, false, rerr, true
-	}
-	return r.rn, r.waited, r.rerr, false
-}
-
 // inline says whether a WRITE of caller pid, read after waiting or not, is
 // answered inline: when nothing else was queued (the read waited), or when
 // the request is the next one of the caller just answered (who may have
@@ -176,15 +79,20 @@ func (r *reader) writeInline(m *message, h Handle) (retiredNow bool) {
 	c.inlineBusy.Add(1)
 	r.busy.Store(seq)
 	c.watch()
-	req := Request{Unique: m.unique, Pid: m.pid, Uid: m.uid, Gid: m.gid, claim: &r.claim, seq: seq}
+	// The reader's Request, not one of its own (that would be allocated
+	// at each write): the handler does not keep it, and a reader whose
+	// handler stalls reads no more (it is retired).
+	req := &r.req
+	*req = Request{Unique: m.unique, Pid: m.pid, Uid: m.uid, Gid: m.gid, claim: &r.claim, seq: seq}
 	// c.ctx, not a context of the request's own: INTERRUPT cannot reach
 	// a request nobody reads requests for (see InlineWriter).
-	n, e := c.writeOp(c.ctx, &req, h, m)
+	n, e := c.writeOp(c.ctx, req, h, m)
 	if req.Commit() {
 		r.replyWrite(m.unique, n, e)
 		c.handlers.Done()
 	} // else the watchdog answered it, and counted it done
 	c.inlineBusy.Add(-1)
+	r.yield = true
 	return !r.busy.CompareAndSwap(seq, 0)
 }
 

@@ -99,6 +99,10 @@ func (c *Conn) serve() {
 		}
 	}
 	c.dev.Close()
+	c.mu.Lock()
+	unix.Close(c.wake)
+	c.wake = -1
+	c.mu.Unlock()
 	c.err = err
 	close(c.done)
 }
