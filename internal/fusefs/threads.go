@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -43,6 +44,9 @@ type threads struct {
 	m        map[int]*thread
 	closed   bool
 	sweeping bool // a sweeper runs: while m has entries
+	// running counts the reads of a syscall file that found its thread
+	// running, and were made again (thread.readCall).
+	running atomic.Uint64
 }
 
 // sweepEvery is how often the kept files of exited threads are closed: a
@@ -112,7 +116,7 @@ func (ts *threads) look(id int, resolve func(id int) (resolved, error)) (c calle
 		if t == nil {
 			break
 		}
-		if c, ok := t.read(); ok {
+		if c, ok := t.read(&ts.running); ok {
 			return c, true
 		}
 		ts.drop(t)
@@ -259,7 +263,7 @@ const cpuAge = time.Millisecond
 // name and CPU. Every read of a kept file says the thread is still the one
 // kept: they fail with ESRCH once it has exited, whatever has its number
 // by then.
-func (t *thread) read() (caller, bool) {
+func (t *thread) read(running *atomic.Uint64) (caller, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.comm < 0 {
@@ -271,7 +275,7 @@ func (t *thread) read() (caller, bool) {
 		t.syscall = openProc(t.tid, "syscall")
 	}
 	if t.syscall >= 0 {
-		call, err := t.readCall()
+		call, err := t.readCall(running)
 		switch {
 		case err == nil:
 			c.call, c.callOK = call, true
@@ -327,8 +331,9 @@ const runningWait = time.Second
 // "running" is read again, yielding this CPU (to the caller, when it waits
 // for one), until the caller sleeps: taken as no call, the write would be a
 // plain write(2) whatever it was, its pwrite offset and its faulted buffer
-// unchecked. Only after runningWait is the call given up as unknown.
-func (t *thread) readCall() (procsyscall.Call, error) {
+// unchecked. Only after runningWait is the call given up as unknown. Each
+// read that finds the thread running counts in running.
+func (t *thread) readCall(running *atomic.Uint64) (procsyscall.Call, error) {
 	var start time.Time
 	for i := 0; ; i++ {
 		n, err := rawPread(t.syscall, t.buf[:])
@@ -339,6 +344,7 @@ func (t *thread) readCall() (procsyscall.Call, error) {
 		if !errors.Is(err, procsyscall.ErrRunning) {
 			return call, err
 		}
+		running.Add(1)
 		switch {
 		case i == 0:
 			start = time.Now()

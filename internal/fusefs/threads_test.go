@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -173,4 +174,59 @@ func BenchmarkThreadsLook(b *testing.B) {
 			ts.Close()
 		}
 	})
+}
+
+// TestThreadsLookWhileRunning: a thread whose system call is read while it
+// still runs — a FUSE writer between queueing its request and sleeping in
+// request_wait_answer, which the kernel shows as "running" — is read again
+// until it sleeps in its call, and its call is the one it sleeps in: taken
+// as no call, a pwrite's offset and a faulted buffer would go unchecked.
+// The thread here (a shell's) runs until the reader has seen it running and
+// signalled it, then blocks in read(2) on its stdin.
+func TestThreadsLookWhileRunning(t *testing.T) {
+	var ts threads
+	defer ts.Close()
+	resolve := func(tid int) (resolved, error) {
+		return resolved{tid: tid, tgid: tid, mayTrace: true}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", `trap 'stop=1' USR1; echo spinning; while [ -z "$stop" ]; do :; done; read x`)
+	cmd.WaitDelay = 10 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var line [9]byte
+	if _, err := io.ReadFull(stdout, line[:]); err != nil || string(line[:]) != "spinning\n" {
+		t.Fatalf("the shell said %q, %v", line, err)
+	}
+	go func() {
+		// Once the reader has found the shell running, stop its loop.
+		for ts.running.Load() == 0 && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		cmd.Process.Signal(unix.SIGUSR1)
+	}()
+	c, ok := ts.look(cmd.Process.Pid, resolve)
+	if !ok || !c.callOK {
+		t.Fatalf("look: %+v, %v; want the call read", c, ok)
+	}
+	if c.call.Nr != unix.SYS_READ || c.call.Args[0] != 0 {
+		t.Errorf("the call read is %d(%#x, ...), want read(0, ...)", c.call.Nr, c.call.Args[0])
+	}
+	if ts.running.Load() == 0 {
+		t.Error("the shell was never seen running")
+	}
+	t.Logf("%d reads found the shell running", ts.running.Load())
+	stdin.Write([]byte("\n"))
 }

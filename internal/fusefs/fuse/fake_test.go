@@ -290,7 +290,7 @@ func TestFakeReaddir(t *testing.T) {
 			out = out[(24+nl+7)&^7:]
 		}
 	}
-	if len(names) != 10 || names[0] != "." || names[1] != ".." {
+	if len(names) != 11 || names[0] != "." || names[1] != ".." {
 		t.Errorf("READDIR in 80-byte pieces: %q", names)
 	}
 }
