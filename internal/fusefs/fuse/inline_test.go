@@ -128,3 +128,29 @@ func TestFakeUnmountWakesReader(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkInlineWrite is the server's side of a write answered inline,
+// through the fake kernel's socket: 0 allocations.
+func BenchmarkInlineWrite(b *testing.B) {
+	k, _ := newFakeKernel(b, 45)
+	f := k.fs.files["inline"]
+	f.commits = make(chan bool, 1)
+	go func() {
+		for range f.commits {
+		}
+	}()
+	b.Cleanup(func() { close(f.commits) })
+	node, fh := k.lookupOpen(b, 10, "inline")
+	w := write(20, node, fh, "[index][payload]")
+	var out [64]byte
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := unix.Write(k.fd, w); err != nil {
+			b.Fatal(err)
+		}
+		n, err := unix.Read(k.fd, out[:])
+		if err != nil || n != outHeaderSize+writeOutSize {
+			b.Fatalf("reply of %d bytes, %v", n, err)
+		}
+	}
+}

@@ -247,6 +247,14 @@ func (c *Conn) dispatch(r *reader, b []byte, bp *[]byte, waited bool) (end, reti
 		pool.Put(owner)
 		return false, false, nil // the kernel ends the connection: the next read is ENODEV
 	}
+	c.spawn(m, owner, pool)
+	return false, false, nil
+}
+
+// spawn handles m in a goroutine of its own, then gives its buffer back to
+// pool. (A function of its own, so that the message of a request answered
+// inline is not moved to the heap for the goroutine's sake.)
+func (c *Conn) spawn(m message, owner *[]byte, pool *sync.Pool) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	inf := &inflight{cancel: cancel}
 	c.mu.Lock()
@@ -271,7 +279,6 @@ func (c *Conn) dispatch(r *reader, b []byte, bp *[]byte, waited bool) (end, reti
 		cancel()
 		pool.Put(owner)
 	}()
-	return false, false, nil
 }
 
 func (c *Conn) init(m *message) (bool, error) {
