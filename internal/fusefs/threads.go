@@ -14,29 +14,31 @@ import (
 	"github.com/uetrace/uetrace/internal/procsyscall"
 )
 
-// maxThreads bounds the calling threads whose /proc files stay open: two
+// maxThreads bounds the calling threads whose /proc files stay open: three
 // descriptors each. Past it, threads that have exited are closed first.
 const maxThreads = 512
 
 // threads is what a write needs to know of its calling thread, kept between
 // writes: a FUSE write of user_events_data reads the caller's
-// /proc/<tid>/syscall and /proc/<tid>/stat, and its process id from
-// /proc/<tid>/status. Opening, reading and closing three files per write
-// cost more than the write itself (~40 µs of a ~90 µs round trip), so each
-// thread's syscall and stat files stay open and are read again with
-// pread(2) at offset 0 (a /proc seq file makes its text anew at each read
-// from 0), and its process id is read once.
+// /proc/<tid>/syscall (which call, its arguments) and /proc/<tid>/comm (the
+// name the record carries), /proc/<tid>/stat for its CPU at most every
+// cpuAge, and its process id once, from /proc/<tid>/status. Opening,
+// reading and closing files per write cost more than the write itself, so
+// each thread's files stay open and are read again with pread(2) at offset
+// 0 (a /proc seq file makes its text anew at each read from 0), with raw
+// system calls (rawPread).
 //
 // Why a kept thread is still the same thread: an open /proc/<tid> file
 // belongs to the thread it was opened for (the kernel's struct pid, not the
 // number), and reading it fails with ESRCH once that thread has exited, even
-// if the number is reused by then. Each write reads stat first: success
-// says the thread, and so its process id, is the one kept — a thread never
-// changes process; one that execs from a non-leader thread takes the
+// if the number is reused by then. Each write reads syscall and comm:
+// success says the thread, and so its process id, is the one kept — a thread
+// never changes process; one that execs from a non-leader thread takes the
 // leader's number, and its old number's files fail. Failure drops the entry
-// and the write opens the files anew. Permission is not cached: the kernel
-// checks the right to read syscall (ptrace access) at each read; and a
-// thread the tree's user could not ptrace (Options.For) has its syscall
+// and the write opens the files anew. A leader that execs stays the thread
+// it was, and its comm read says its new name. Permission is not cached: the
+// kernel checks the right to read syscall (ptrace access) at each read; and
+// a thread the tree's user could not ptrace (Options.For) has its syscall
 // never read. Threads are kept by the id FUSE gives them, in the mounter's
 // pid namespace, and found in this process's /proc once (FS.resolve).
 type threads struct {
@@ -69,7 +71,7 @@ type thread struct {
 	noSyscall bool
 	name      string    // the command name last read
 	cpu       int       // the CPU stat last said
-	statRead  time.Time // when stat was last read (the CPU)
+	statRead  time.Duration // when stat was last read (the CPU), since epoch; 0: never
 	read1     bool      // read has been called
 	buf       [1024]byte
 }
@@ -259,6 +261,10 @@ func (ts *threads) Close() {
 // comes later than cpuAge after the last read.
 const cpuAge = time.Millisecond
 
+// epoch is what statRead counts from: time.Since reads the monotonic clock
+// only, half of time.Now.
+var epoch = time.Now()
+
 // read reads what a write needs of the thread: its system call, command
 // name and CPU. Every read of a kept file says the thread is still the one
 // kept: they fail with ESRCH once it has exited, whatever has its number
@@ -305,7 +311,7 @@ func (t *thread) read(running *atomic.Uint64) (caller, bool) {
 	// cpuAge: a thread that writes more often, and moves to another CPU
 	// meanwhile, has records on its previous CPU for up to cpuAge (see the
 	// package doc's differences from Linux).
-	if now := time.Now(); t.statRead.IsZero() || now.Sub(t.statRead) >= cpuAge {
+	if now := time.Since(epoch) + 1; t.statRead == 0 || now-t.statRead >= cpuAge {
 		n, err := rawPread(t.stat, t.buf[:])
 		if err != nil || n == 0 {
 			return caller{}, false

@@ -230,3 +230,86 @@ func TestThreadsLookWhileRunning(t *testing.T) {
 	t.Logf("%d reads found the shell running", ts.running.Load())
 	stdin.Write([]byte("\n"))
 }
+
+// TestThreadsCPUAge: the CPU a write carries is its thread's as stat last
+// said, read again once cpuAge has passed — here after the thread moved to
+// another CPU. (Within cpuAge it may still be the CPU it left, where Linux
+// records the CPU of each write: the package doc's difference.)
+func TestThreadsCPUAge(t *testing.T) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for cpu := 0; cpu < 1024 && len(cpus) < 2; cpu++ {
+		if set.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	if len(cpus) < 2 {
+		t.Skip("needs two CPUs to move a thread between")
+	}
+	var ts threads
+	defer ts.Close()
+	resolve := func(tid int) (resolved, error) {
+		return resolved{tid: tid, tgid: os.Getpid(), mayTrace: true}, nil
+	}
+	// The thread moves to CPU cpus[i] and sleeps in a read of pipe i.
+	var pipes [2][2]*os.File
+	for i := range pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		defer w.Close()
+		pipes[i] = [2]*os.File{r, w}
+	}
+	fds := [2]int{int(pipes[0][0].Fd()), int(pipes[1][0].Fd())}
+	moved := make(chan int)
+	go func() {
+		// Locked for good: the thread, its affinity changed, ends with
+		// the goroutine.
+		runtime.LockOSThread()
+		var b [1]byte
+		for i, cpu := range cpus {
+			var one unix.CPUSet
+			one.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &one); err != nil {
+				t.Error(err)
+			}
+			moved <- unix.Gettid()
+			unix.Read(fds[i], b[:])
+		}
+	}()
+	// lookAsleep looks at the thread once it sleeps in read(2) on fd.
+	lookAsleep := func(tid, fd int) caller {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			c, ok := ts.look(tid, resolve)
+			if !ok {
+				t.Fatal("look failed while the thread lives")
+			}
+			if c.callOK && c.call.Nr == unix.SYS_READ && c.call.Args[0] == uint64(fd) {
+				return c
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the thread did not sleep in read(%d) within a minute: %+v", fd, c)
+			}
+		}
+	}
+	tid := <-moved
+	c := lookAsleep(tid, fds[0])
+	if c.cpu != cpus[0] {
+		t.Fatalf("on CPU %d, the write carries CPU %d", cpus[0], c.cpu)
+	}
+	first := time.Now()
+	pipes[0][1].Write([]byte{1})
+	<-moved
+	for time.Since(first) <= cpuAge {
+		time.Sleep(cpuAge)
+	}
+	if c = lookAsleep(tid, fds[1]); c.cpu != cpus[1] {
+		t.Errorf("moved to CPU %d more than %v ago, the write carries CPU %d", cpus[1], cpuAge, c.cpu)
+	}
+	pipes[1][1].Write([]byte{1})
+}
