@@ -69,10 +69,10 @@ type thread struct {
 	// noSyscall: the user the tree is served for may not ptrace the
 	// thread (caps.User), so its syscall file is not read.
 	noSyscall bool
-	name      string    // the command name last read
-	cpu       int       // the CPU stat last said
+	name      string        // the command name last read
+	cpu       int           // the CPU stat last said
 	statRead  time.Duration // when stat was last read (the CPU), since epoch; 0: never
-	read1     bool      // read has been called
+	read1     bool          // read has been called
 	buf       [1024]byte
 }
 
