@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"bytes"
 	"errors"
 	"strconv"
 	"sync"
@@ -11,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/procsyscall"
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // maxThreads bounds the calling threads whose /proc files stay open: three
@@ -101,7 +100,7 @@ type caller struct {
 	tgid   int
 	comm   string
 	cpu    int
-	call   procsyscall.Call
+	call   procfs.Syscall
 	callOK bool // call was read
 	first  bool // the thread's first write (since it was kept)
 }
@@ -297,11 +296,7 @@ func (t *thread) read(running *atomic.Uint64) (caller, bool) {
 	if err != nil || n == 0 {
 		return caller{}, false
 	}
-	name := t.buf[:n]
-	if name[n-1] == '\n' {
-		name = name[:n-1]
-	}
-	if string(name) != t.name { // no allocation when unchanged
+	if name := procfs.CommBytes(t.buf[:n]); string(name) != t.name { // no allocation when unchanged
 		t.name = string(name)
 	}
 	c.comm = t.name
@@ -316,7 +311,7 @@ func (t *thread) read(running *atomic.Uint64) (caller, bool) {
 		if err != nil || n == 0 {
 			return caller{}, false
 		}
-		if _, cpu, ok := parseStat(t.buf[:n]); ok {
+		if _, cpu, ok := procfs.ParseStat(t.buf[:n]); ok {
 			t.cpu = cpu
 		}
 		t.statRead = now
@@ -339,15 +334,15 @@ const runningWait = time.Second
 // plain write(2) whatever it was, its pwrite offset and its faulted buffer
 // unchecked. Only after runningWait is the call given up as unknown. Each
 // read that finds the thread running counts in running.
-func (t *thread) readCall(running *atomic.Uint64) (procsyscall.Call, error) {
+func (t *thread) readCall(running *atomic.Uint64) (procfs.Syscall, error) {
 	var start time.Time
 	for i := 0; ; i++ {
 		n, err := rawPread(t.syscall, t.buf[:])
 		if err != nil {
-			return procsyscall.Call{}, err
+			return procfs.Syscall{}, err
 		}
-		call, err := procsyscall.Parse(t.buf[:n])
-		if !errors.Is(err, procsyscall.ErrRunning) {
+		call, err := procfs.ParseSyscall(t.buf[:n])
+		if !errors.Is(err, procfs.ErrRunning) {
 			return call, err
 		}
 		running.Add(1)
@@ -379,40 +374,4 @@ func rawPread(fd int, buf []byte) (int, error) {
 		}
 		return 0, e
 	}
-}
-
-// parseStat reads the command name and the CPU from /proc/<tid>/stat: comm
-// in parentheses (possibly with spaces and parentheses of its own), then
-// fields 3 (state) to 52, the processor being field 39.
-func parseStat(b []byte) (comm []byte, cpu int, ok bool) {
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return nil, 0, false
-	}
-	comm = b[open+1 : end]
-	rest := b[end+1:]
-	field := 2 // rest starts after field 2 (comm)
-	for len(rest) > 0 {
-		// Skip the separator, then take one field.
-		for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\n') {
-			rest = rest[1:]
-		}
-		if len(rest) == 0 {
-			break
-		}
-		i := 0
-		for i < len(rest) && rest[i] != ' ' && rest[i] != '\n' {
-			i++
-		}
-		field++
-		if field == 39 {
-			v, err := strconv.Atoi(string(rest[:i])) // no allocation: the conversion does not escape
-			if err != nil {
-				return comm, 0, true
-			}
-			return comm, v, true
-		}
-		rest = rest[i:]
-	}
-	return comm, 0, true
 }
