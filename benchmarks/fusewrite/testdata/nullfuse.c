@@ -8,10 +8,10 @@
  * It speaks /dev/fuse itself, without libfuse, so that it builds static
  * with nothing but a C library, as the benchmark's other C does. Its loop
  * is libfuse's single-threaded fuse_session_loop: one thread, a blocking
- * read(2) of the next request, one write(2) of the answer. (libfuse 3.14's
- * low-level loop with the same file measured the same within 3% on the
- * machine BENCHMARKS.md was measured on; its multithreaded loop is 1.2×
- * slower when server and writer share a CPU.)
+ * read(2) of the next request, one write(2) of the answer. (A libfuse 3.14
+ * low-level server of the same file, in its single-threaded loop, measured
+ * within 1% of it on the machine BENCHMARKS.md was measured on: medians of
+ * 5 rounds of 20 000 writes, on one CPU and unpinned.)
  *
  * It mounts itself (mount(2): it needs root or CAP_SYS_ADMIN), prints
  * "ready" once mounted, and serves until the mount is unmounted (the read
