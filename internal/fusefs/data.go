@@ -118,8 +118,8 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 //     one the thread's current system call passes, read from its
 //     /proc/<tid>/syscall just now, and the thread is blocked in that call
 //     until this request is answered — even a SIGKILL waits for the answer
-//     (FUSE's request_wait_answer) — so tid is still that thread and its
-//     memory the call's.
+//     (FUSE's request_wait_answer), unless the connection is aborted — so
+//     tid is still that thread and its memory the call's.
 //   - The stall guard is for memory whose page fault nobody serves: a
 //     userfaultfd, a file on a FUSE mount that does not answer. The kernel
 //     read this very iovec array in the caller's context (import_iovec)
