@@ -148,13 +148,13 @@ func (g *Guard) decide(n *notif) (unix.Errno, string) {
 			return 0, ""
 		}
 		target, _ := readString(pid, n.Args[1])
-		return unix.EPERM, fmt.Sprintf("uetrace run: mount of %s on %s refused (EPERM): it would hide uetrace's tracefs tree, and the kernel's perf cannot record uetrace's events anyway; record them with uetrace record", fstype, target)
+		return unix.EPERM, fmt.Sprintf("uetrace run: mount of %s on %s refused (EPERM): it would hide uetrace's tracefs tree, whose events perf records through it (perf_event_open of them is uetrace's); record them with perf or uetrace record", fstype, target)
 	case callFsopen:
 		fstype, ok := readString(pid, n.Args[0])
 		if !ok || !hidesTree(fstype) {
 			return 0, ""
 		}
-		return unix.EPERM, fmt.Sprintf("uetrace run: fsopen of %s refused (EPERM): a new %s would hide uetrace's tracefs tree, and the kernel's perf cannot record uetrace's events anyway; record them with uetrace record", fstype, fstype)
+		return unix.EPERM, fmt.Sprintf("uetrace run: fsopen of %s refused (EPERM): a new %s would hide uetrace's tracefs tree, whose events perf records through it (perf_event_open of them is uetrace's); record them with perf or uetrace record", fstype, fstype)
 	case callSendfile, callSendfile64, callSplice:
 		// sendfile(out_fd, in_fd, ...), splice(fd_in, ...)
 		in := n.Args[0]

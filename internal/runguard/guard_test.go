@@ -137,7 +137,7 @@ func TestGuardMount(t *testing.T) {
 		"uetrace run: mount of tracefs on " + dir + " refused (EPERM): it would hide uetrace's tracefs tree",
 		"uetrace run: mount of debugfs on " + dir + " refused (EPERM)",
 		"uetrace run: fsopen of tracefs refused (EPERM)",
-		"record them with uetrace record",
+		"record them with perf or uetrace record",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("log has no %q:\n%s", want, got)
