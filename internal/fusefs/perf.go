@@ -54,9 +54,20 @@ import (
 
 // perfEvents are the tree's perf events, by id.
 type perfEvents struct {
-	mu   sync.Mutex
-	byID map[uint64]*perfNode
+	mu        sync.Mutex
+	byID      map[uint64]*perfNode
+	ringBytes int // the rings' memory, mapped or to be
 }
+
+// maxPerfRingBytes bounds the memory of one tree's perf rings, which this
+// process holds: a mapping beyond it is EPERM, as perf_mmap answers one
+// beyond perf_event_mlock_kb.
+const maxPerfRingBytes = 1 << 30
+
+// maxPerfEvents bounds the perf events of one tree: each holds a memfd, a
+// session and, for a task's, a pidfd and a goroutine. More is EMFILE, as
+// perf_event_open answers when the caller's table is full.
+const maxPerfEvents = 4096
 
 // perfNode is one event and what feeds it.
 type perfNode struct {
@@ -71,6 +82,7 @@ type perfNode struct {
 	opener     int  // the process that called perf_event_open
 
 	mu        sync.Mutex
+	ringBytes int        // its ring's share of perfEvents.ringBytes
 	ctl       *ctlHandle // the control file that made it, until its file is opened
 	opened    bool
 	ended     bool
@@ -255,8 +267,15 @@ func (f *FS) newPerfNode(req *perfevent.Request) (*perfNode, error) {
 	if f.perf.byID == nil {
 		f.perf.byID = make(map[uint64]*perfNode)
 	}
-	f.perf.byID[n.ev.ID] = n
+	full := len(f.perf.byID) >= maxPerfEvents
+	if !full {
+		f.perf.byID[n.ev.ID] = n
+	}
 	f.perf.mu.Unlock()
+	if full {
+		n.end()
+		return nil, fmt.Errorf("perf_event_open: the tree has %d perf events open, its most: %w", maxPerfEvents, unix.EMFILE)
+	}
 	return n, nil
 }
 
@@ -340,6 +359,7 @@ func (n *perfNode) end() {
 	n.ev.Close()
 	n.f.perf.mu.Lock()
 	delete(n.f.perf.byID, n.ev.ID)
+	n.f.perf.ringBytes -= n.ringBytes
 	n.f.perf.mu.Unlock()
 	n.wake()
 }
@@ -353,7 +373,37 @@ func (f *FS) perfMmap(req *perfevent.Request) error {
 	if req.Length > 1<<40 {
 		return fmt.Errorf("mmap of %d bytes: %w", req.Length, unix.EINVAL)
 	}
-	return n.ev.Mmap(int(req.Length), req.Offset, req.Prot&unix.PROT_WRITE != 0)
+	// The ring's memory is taken from the tree's budget before the ring
+	// is made, and given back if it is not.
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ended {
+		return fmt.Errorf("mmap: the event has ended: %w", unix.EBADF)
+	}
+	take := 0
+	if n.ringBytes == 0 {
+		take = int(req.Length)
+		f.perf.mu.Lock()
+		over := f.perf.ringBytes+take > maxPerfRingBytes
+		if !over {
+			f.perf.ringBytes += take
+		}
+		f.perf.mu.Unlock()
+		if over {
+			return fmt.Errorf("mmap of %d bytes: the tree's perf rings would hold more than %d: %w", take, maxPerfRingBytes, unix.EPERM)
+		}
+	}
+	err := n.ev.Mmap(int(req.Length), req.Offset, req.Prot&unix.PROT_WRITE != 0)
+	if take > 0 {
+		if err != nil {
+			f.perf.mu.Lock()
+			f.perf.ringBytes -= take
+			f.perf.mu.Unlock()
+		} else {
+			n.ringBytes = take
+		}
+	}
+	return err
 }
 
 // perfExec is OpExec: the events of the exec'ing task's process that wait
