@@ -67,15 +67,17 @@
 // (SECCOMP_FILTER_FLAG_SPEC_ALLOW), which a filter otherwise turns on for
 // the command and everything it starts.
 //
-// A shared mapping of a file costs a round trip to uetrace run, about 11 µs
-// (3.6–4.3 µs unguarded, 14.4–14.6 µs guarded: a loop of mmap and munmap
-// of a page of a regular file, best of 15, in one run on a loaded 2-core
-// x86-64 with Linux 6.18); private and anonymous mappings are decided in
-// the filter (mmap and munmap of an anonymous page: 2940–3024 ns
-// unguarded, 3050–3111 guarded here, with main's filter, which let mmap
-// through unread, 2955–3167). An execve costs one once an event waits
-// for an exec. ioctl(2) is not filtered: perf's ioctls on an event's file
-// reach the tree through FUSE.
+// A shared mapping of a file costs a round trip to uetrace run, about 10.5
+// µs (a loop of mmap and munmap of a page of a regular file: 3.7–4.0 µs
+// under main's guard, which let mmap through unread, 14.2–14.5 µs under
+// this one, best of 15 rounds, 3 runs interleaved on a loaded 2-core
+// x86-64 with Linux 6.18, benchmarks/perfrun/guardcost.c). Private and
+// anonymous mappings are decided in the filter, which compares mmap first
+// and reads its flags: mmap and munmap of an anonymous page took
+// 2978–3054 ns CPU under main's guard and 3033–3063 ns under this one,
+// about 45 ns, within the spread. An execve costs a round trip once an
+// event waits for an exec. ioctl(2) is not filtered (296–303 ns either
+// way): perf's ioctls on an event's file reach the tree through FUSE.
 //
 // It is not a security boundary: the command runs as root of its own mount
 // namespace and can unmount the tree or call through an architecture the

@@ -19,7 +19,7 @@ const (
 	callSplice
 	callExecve
 	callExecveat
-	callMmap // notified only for a shared mapping of a file (mmapFlags)
+	callMmap // notified only for a shared mapping of a file (mmapFlags); compared first
 	nCalls
 )
 
@@ -89,11 +89,11 @@ func program() []unix.SockFilter {
 		if a.mask != 0 {
 			p = append(p, unix.SockFilter{Code: bpfAndK, K: ^a.mask})
 		}
+		// mmap first, the call of these a program makes most: over the
+		// other calls' compares and the allow to the flags check.
+		p = append(p, unix.SockFilter{Code: bpfJeqK, K: a.nrs[callMmap], Jt: uint8(nCalls - 1 + 1)})
 		for c, nr := range a.nrs {
 			if c == callMmap {
-				// Over the allow that follows (mmap is the last
-				// call) to the flags check.
-				p = append(p, unix.SockFilter{Code: bpfJeqK, K: nr, Jt: 1})
 				continue
 			}
 			p = append(p, unix.SockFilter{Code: bpfJeqK, K: nr, Jt: uint8(notify - len(p) - 1)})
