@@ -16,19 +16,13 @@ import (
 	"github.com/uetrace/uetrace/perfdata"
 )
 
-// rawAttr lays out a of size bytes as the caller's memory holds it.
+// rawAttr lays out a of size bytes as the caller's memory holds it: zeros
+// past the struct perfdata knows.
 func rawAttr(a perfdata.Attr, size int) []byte {
-	b := make([]byte, max(size, perfdata.AttrSizeVer8))
-	ne.PutUint32(b[0:], a.Type)
+	b := perfdata.AppendAttr(nil, &a, min(size, perfdata.AttrSizeVer8))
+	b = append(b, make([]byte, max(0, size-len(b)))...)
 	ne.PutUint32(b[4:], uint32(size))
-	ne.PutUint64(b[8:], a.Config)
-	ne.PutUint64(b[16:], a.SamplePeriod)
-	ne.PutUint64(b[24:], a.SampleType)
-	ne.PutUint64(b[32:], a.ReadFormat)
-	ne.PutUint64(b[40:], a.Flags)
-	ne.PutUint32(b[48:], a.Wakeup)
-	ne.PutUint32(b[92:], uint32(a.ClockID))
-	return b[:size]
+	return b
 }
 
 var tpAttr = perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 65535, SamplePeriod: 1,

@@ -523,15 +523,25 @@ func (ss *Session) DeliverTo(fn DeliverFunc) error {
 	s := ss.s
 	s.mu.Lock()
 	defer s.unlock()
-	switch {
-	case ss.closed:
-		return fmt.Errorf("session: closed: %w", unix.EBADF)
-	case ss.shm.Load() != nil || ss.fn.Load() != nil:
-		return fmt.Errorf("session: already delivers elsewhere: %w", unix.EBUSY)
-	case len(ss.attached) > 0 || len(ss.follow) > 0:
-		return fmt.Errorf("session: already attached to events; choose where it delivers first: %w", unix.EBUSY)
+	if err := ss.mayChooseDelivery("session"); err != nil {
+		return err
 	}
 	ss.fn.Store(&fn)
+	return nil
+}
+
+// mayChooseDelivery says why the session cannot be told where to deliver
+// now (DeliverTo, DeliverToRing), or nil: it is closed, delivers elsewhere
+// already, or is attached. Called with s.mu held.
+func (ss *Session) mayChooseDelivery(what string) error {
+	switch {
+	case ss.closed:
+		return fmt.Errorf("%s: the session is closed: %w", what, unix.EBADF)
+	case ss.shm.Load() != nil || ss.fn.Load() != nil:
+		return fmt.Errorf("%s: the session already delivers elsewhere: %w", what, unix.EBUSY)
+	case len(ss.attached) > 0 || len(ss.follow) > 0:
+		return fmt.Errorf("%s: the session is already attached to events; choose where it delivers before attaching: %w", what, unix.EBUSY)
+	}
 	return nil
 }
 

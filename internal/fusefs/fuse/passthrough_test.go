@@ -104,3 +104,27 @@ func TestPassthroughMmap(t *testing.T) {
 		t.Errorf("released %d times, want 1", fs.released.Load())
 	}
 }
+
+// TestPassthroughRefused: without passthrough (not asked for at INIT, as
+// for a server that cannot use it), a Backed handle's open fails with
+// EOPNOTSUPP and the handle is released, never opened without its ring.
+func TestPassthroughRefused(t *testing.T) {
+	bin := buildHelper(t)
+	fd, err := unix.MemfdCreate("backed", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	fs := &backedFS{memfd: fd}
+	c, dir := mountTestOpts(t, fs, Options{FSName: "uetrace-test", Debug: debugf()})
+	out, err := run(t, bin, "mmap", filepath.Join(dir, "ring"))
+	if err == nil || !strings.Contains(err.Error(), "Operation not supported") {
+		t.Errorf("open of a Backed file without passthrough: %q, %v; want EOPNOTSUPP", out, err)
+	}
+	if c.Passthrough() {
+		t.Error("Passthrough() without Options.Passthrough")
+	}
+	if fs.released.Load() != 1 {
+		t.Errorf("the refused handle was released %d times, want 1", fs.released.Load())
+	}
+}
