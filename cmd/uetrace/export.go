@@ -291,7 +291,7 @@ func exportLive(ctx context.Context, cmd *cobra.Command, g *globals, a exportArg
 	}
 	var addErr error
 	opts := record.Options{Events: a.events, BufferKB: a.bufferKB, NoFollow: a.noFollow, PIDs: a.pids, Comms: a.comms}
-	src, err := live.Open(live.Where{Source: o.Backend, Socket: o.Socket, Tracefs: o.Tracefs}, opts, func(s *export.Sample) {
+	src, err := live.Open(live.Where{Source: o.Backend, Socket: o.Socket, Tracefs: o.Tracefs}, opts, func(s *perfdata.Sample) {
 		if err := exp.Add(ctx, s); err != nil && addErr == nil {
 			addErr = err
 		}

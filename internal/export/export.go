@@ -57,6 +57,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // Options configure an Exporter.
@@ -233,7 +234,7 @@ var ErrClosed = errors.New("export: the exporter is closed")
 // waits for room there (until ctx is done, when the batch is dropped and
 // counted); otherwise a batch that finds the queue full is dropped and
 // counted.
-func (e *Exporter) Add(ctx context.Context, s *Sample) error {
+func (e *Exporter) Add(ctx context.Context, s *perfdata.Sample) error {
 	e.enc.Reset()
 	sig, cs, metrics := encodeSample(&e.enc, s, uint64(time.Now().UnixNano()))
 	e.mu.Lock()
