@@ -192,8 +192,8 @@ type event struct {
 	ids          []uint64
 	late         bool
 	samples      atomic.Uint64
-	lost         atomic.Uint64 // by PERF_FORMAT_LOST, kernel only
-	fds          []int         // the perf events, kernel only
+	lost         atomic.Uint64   // by PERF_FORMAT_LOST, kernel only
+	fds          []int           // the perf events, kernel only
 	filter       string          // its filter (Options.Filters), "" for none
 	sink         *perfdata.Event // with Options.Sink
 }
