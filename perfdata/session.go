@@ -76,6 +76,7 @@ type Session struct {
 	written  int
 	eof      bool // the final flush: then io.EOF
 
+	rec   Record // the record read last
 	smp   Sample
 	stats SessionStats
 }
@@ -249,8 +250,10 @@ func (s *Session) Next() (*Sample, error) {
 // read reads records until a flush starts: at a FINISHED_ROUND, when the
 // queue is full, or at the end of the file.
 func (s *Session) read() error {
+	rec := &s.rec
 	for !s.flushing {
-		rec, err := s.r.Next()
+		*rec = Record{}
+		err := s.r.next(rec)
 		if err == io.EOF {
 			s.eof = true
 			s.flush(^uint64(0))
@@ -266,11 +269,14 @@ func (s *Session) read() error {
 			if ev == nil {
 				s.stats.Unknown++
 			}
-			s.push(queued{time: smp.Time, ev: ev, id: smp.ID, pid: smp.PID, tid: smp.TID, cpu: smp.CPU, kind: queuedSample}, smp.Raw)
+			it := s.push(smp.Time, queuedSample, smp.Raw)
+			it.ev, it.id, it.pid, it.tid, it.cpu = ev, smp.ID, smp.PID, smp.TID, smp.CPU
 		case RecordComm:
-			s.push(queued{time: rec.Sample.Time, pid: rec.PID, tid: rec.TID, kind: queuedComm}, rec.Comm)
+			it := s.push(rec.Sample.Time, queuedComm, rec.Comm)
+			it.pid, it.tid = rec.PID, rec.TID
 		case RecordFork:
-			s.push(queued{time: rec.Time, pid: rec.PID, tid: rec.TID, cpu: rec.PTID, kind: queuedFork}, nil)
+			it := s.push(rec.Time, queuedFork, nil)
+			it.pid, it.tid, it.cpu = rec.PID, rec.TID, rec.PTID
 		case RecordLost:
 			s.stats.Lost += rec.Lost
 			if ev := s.event(rec.ID); ev != nil {
@@ -287,31 +293,32 @@ func (s *Session) read() error {
 			s.limit = s.maxTS
 			s.flush(limit)
 		}
+		if s.held > s.max && !s.flushing {
+			s.flushHalf()
+		}
 	}
 	return nil
 }
 
-// push queues a record. Its data is the file's own when the file is
-// mapped (valid until Close); otherwise it is copied into the arena, whose
-// arrays stay alive as long as anything points into them.
-func (s *Session) push(it queued, data []byte) {
+// push queues a record of time t and kind k, and returns it for the
+// caller to fill in (in place: a queued record is large enough that
+// copying it costs). Its data is the file's own when the file is mapped
+// (valid until Close); otherwise it is copied into the arena, whose arrays
+// stay alive as long as anything points into them.
+func (s *Session) push(t uint64, k queuedKind, data []byte) *queued {
 	if !s.mapped {
 		start := len(s.arena)
 		s.arena = append(s.arena, data...)
 		data = s.arena[start:len(s.arena):len(s.arena)]
 	}
-	it.data = data
-	s.seq++
-	it.seq = s.seq
-	if it.time != 0 && s.anyRun && it.time < s.last {
+	if t != 0 && s.anyRun && t < s.last {
 		s.stats.Unordered++
 	}
-	s.maxTS = max(s.maxTS, it.time)
-	s.queue = append(s.queue, it)
+	s.seq++
+	s.maxTS = max(s.maxTS, t)
+	s.queue = append(s.queue, queued{time: t, seq: s.seq, kind: k, data: data})
 	s.held += queuedSize + len(data)
-	if s.held > s.max {
-		s.flushHalf()
-	}
+	return &s.queue[len(s.queue)-1]
 }
 
 // flushHalf starts a flush of the older half of the queue's time span, as
@@ -438,17 +445,21 @@ func byTime(a, b *queued) int {
 // are at its time.
 func (s *Session) sample(it *queued) *Sample {
 	s.stats.Samples++
-	s.smp = Sample{ID: it.id, PID: it.pid, TID: it.tid, Time: it.time, CPU: it.cpu, Raw: it.data, Event: it.ev}
+	// Field by field: a Sample is large, and most of it is set anyway.
+	smp := &s.smp
+	smp.Misc, smp.ID, smp.IP, smp.PID, smp.TID, smp.Time = 0, it.id, 0, it.pid, it.tid, it.time
+	smp.Addr, smp.StreamID, smp.CPU, smp.Period, smp.Raw = 0, 0, it.cpu, 0, it.data
+	smp.Event, smp.Wall = it.ev, 0
 	if s.wall {
-		s.smp.Wall = uint64(s.clock.Wall(it.time))
+		smp.Wall = uint64(s.clock.Wall(it.time))
 	}
-	s.smp.Comm, _ = s.threads.Comm(it.tid)
+	smp.Comm, _ = s.threads.Comm(it.tid)
 	if it.pid == it.tid {
-		s.smp.ProcessComm = s.smp.Comm
+		smp.ProcessComm = smp.Comm
 	} else {
-		s.smp.ProcessComm, _ = s.threads.Comm(it.pid)
+		smp.ProcessComm, _ = s.threads.Comm(it.pid)
 	}
-	return &s.smp
+	return smp
 }
 
 // thread applies a COMM or FORK at its time.

@@ -332,12 +332,19 @@ func (rp *reporter) sample(s *perfdata.Sample) error {
 		rp.sum.Undecoded++
 	}
 	rp.sum.Samples++
-	it := item{time: s.Time, cpu: s.CPU, pid: int32(s.PID), tid: int32(s.TID), ev: ev, data: s.Raw}
 	if rp.format == Perfetto {
+		it := item{time: s.Time, cpu: s.CPU, pid: int32(s.PID), tid: int32(s.TID), ev: ev, data: s.Raw}
 		return rp.instant(&it, s.Comm, s.ProcessComm)
 	}
+	// Made where it is queued: copies of it cost a good part of a line.
+	it, err := rp.lines.next()
+	if err != nil {
+		return err
+	}
+	it.time, it.cpu, it.pid, it.tid = s.Time, s.CPU, int32(s.PID), int32(s.TID)
+	it.ev, it.data = ev, s.Raw
 	it.heads = rp.headsFor(it.pid, it.tid, s.Comm)
-	return rp.lines.add(&it)
+	return rp.lines.filled()
 }
 
 // headsFor returns the heads of a sample of task tid, named comm, of
@@ -348,11 +355,17 @@ func (rp *reporter) headsFor(pid, tid int32, comm string) *heads {
 	// Most samples come from a few busy threads: a small direct-mapped
 	// cache saves making heads again.
 	slot := &rp.heads[uint32(tid)%uint32(len(rp.heads))]
-	if slot.h != nil && slot.tid == tid && slot.pid == pid && slot.comm == comm {
+	if slot.h != nil && slot.tid == tid && slot.pid == pid && sameString(slot.comm, comm) {
 		return slot.h
 	}
 	*slot = headSlot{pid: pid, tid: tid, comm: comm, h: newHeads(pid, tid, comm)}
 	return slot.h
+}
+
+// sameString is a == b, without comparing the bytes when they are the
+// same string: a task's name is, from one sample to the next.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // renamed is told when the session names a thread: a thread already
