@@ -194,16 +194,8 @@ func FuzzSession(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
 		f.Add(s)
 	}
-	var m memFile
-	w, err := NewWriter(&m)
-	if err != nil {
-		f.Fatal(err)
-	}
-	writeRingFile(f, w)
-	if err := w.Close(); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(m.b)
+	ring, _ := ringFile(f, nil)
+	f.Add(ring)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The Reader's samples, as the session must give them.
 		r, err := NewReader(bytes.NewReader(data), int64(len(data)))

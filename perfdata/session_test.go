@@ -131,6 +131,30 @@ func writeRingFile(tb testing.TB, w *Writer) []seen {
 	}
 }
 
+// newMemWriter is a Writer into memory.
+func newMemWriter(tb testing.TB) (*Writer, *memFile) {
+	tb.Helper()
+	m := new(memFile)
+	w, err := NewWriter(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return w, m
+}
+
+// ringFile is the file of writeRingFile, in memory, with clock data if
+// clock is not nil, and its samples.
+func ringFile(tb testing.TB, clock *ClockData) ([]byte, []seen) {
+	tb.Helper()
+	w, m := newMemWriter(tb)
+	want := writeRingFile(tb, w)
+	w.SetClockData(clock)
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return m.b, want
+}
+
 // TestSessionOrder: a session delivers the samples of many rings in time
 // order, round by round, each with the name its task had then — renamed,
 // or named at its making by its maker — and a record read late with the
@@ -182,17 +206,9 @@ func TestSessionOrder(t *testing.T) {
 // TestSessionUnmapped: a stream read into memory (not mapped) gives the
 // same; with Retain every sample's Raw stays as it was until the end.
 func TestSessionUnmapped(t *testing.T) {
-	var m memFile
-	w, err := NewWriter(&m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := writeRingFile(t, w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	file, want := ringFile(t, nil)
 	for _, retain := range []bool{false, true} {
-		r := openBytes(t, m.b)
+		r := openBytes(t, file)
 		if r.Mapped() {
 			t.Fatal("a Reader of bytes is mapped")
 		}
@@ -201,8 +217,7 @@ func TestSessionUnmapped(t *testing.T) {
 			t.Errorf("retain %v: (-want +got):\n%s", retain, diff)
 		}
 	}
-	r := openBytes(t, m.b)
-	s, err := NewSession(r, &SessionOptions{Retain: true})
+	s, err := NewSession(openBytes(t, file), &SessionOptions{Retain: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,11 +331,7 @@ func TestSessionEvents(t *testing.T) {
 		b = ne.AppendUint64(b, 0)
 		return ne.AppendUint64(b, 1)
 	}
-	var m memFile
-	w, err := NewWriter(&m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, m := newMemWriter(t)
 	for _, a := range []Attr{named, byFormat, cycles, none} {
 		if _, err := w.AddAttr(a); err != nil {
 			t.Fatal(err)
@@ -382,11 +393,7 @@ func TestSessionEvents(t *testing.T) {
 // TestSessionBadFormat: tracing data whose format does not parse is an
 // error at NewSession, which names the system.
 func TestSessionBadFormat(t *testing.T) {
-	var m memFile
-	w, err := NewWriter(&m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, m := newMemWriter(t)
 	if _, err := w.AddAttr(testAttr()); err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +401,7 @@ func TestSessionBadFormat(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = NewSession(openBytes(t, m.b), nil)
+	_, err := NewSession(openBytes(t, m.b), nil)
 	if err == nil || !strings.Contains(err.Error(), "tracing data of broken") {
 		t.Errorf("NewSession: %v, want an error naming the system", err)
 	}
@@ -464,17 +471,8 @@ func TestSessionPipe(t *testing.T) {
 // TestSessionWall: a file with clock data gives each sample its
 // wall-clock time.
 func TestSessionWall(t *testing.T) {
-	var m memFile
-	w, err := NewWriter(&m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRingFile(t, w)
-	w.SetClockData(&ClockData{ClockID: unix.CLOCK_MONOTONIC, WallNS: 1_700_000_000_000_000_000, ClockNS: testTime0})
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := readSession(t, openBytes(t, m.b), nil)
+	file, _ := ringFile(t, &ClockData{ClockID: unix.CLOCK_MONOTONIC, WallNS: 1_700_000_000_000_000_000, ClockNS: testTime0})
+	got, _ := readSession(t, openBytes(t, file), nil)
 	for _, g := range got {
 		if g.Event != "name" && g.Wall != 1_700_000_000_000_000_000+g.Time-testTime0 {
 			t.Errorf("sample at %d has wall-clock time %d", g.Time, g.Wall)
@@ -484,17 +482,9 @@ func TestSessionWall(t *testing.T) {
 
 // TestSessionCommError: an error of the Comm callback is Next's.
 func TestSessionCommError(t *testing.T) {
-	var m memFile
-	w, err := NewWriter(&m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeRingFile(t, w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	file, _ := ringFile(t, nil)
 	stop := errors.New("stop")
-	s, err := NewSession(openBytes(t, m.b), &SessionOptions{Comm: func(uint32, uint32, string) error { return stop }})
+	s, err := NewSession(openBytes(t, file), &SessionOptions{Comm: func(uint32, uint32, string) error { return stop }})
 	if err != nil {
 		t.Fatal(err)
 	}
