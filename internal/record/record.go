@@ -39,7 +39,9 @@
 // --pid and perf script --comm select them; the rest are left out as they
 // are drained, and counted. A recording given no file only counts — per
 // event, per process and, on the kernel, each event's lost samples — for
-// uetrace top's live view.
+// uetrace top's live view. Options.Sink gives its samples, as they are
+// drained, to a live consumer (export) as the perfdata.Sample that a
+// perf.data file's session gives, with their perfdata.Event.
 //
 // It is not the reader of perf.data files (package perfdata) nor the
 // decoder (package report).

@@ -2,12 +2,13 @@
 // by uetrace record or by perf record — and writes them as text like perf
 // script, as JSON lines, or as a Perfetto trace.
 //
-// Records are decoded by the format files in the file's tracing data, so
-// the events need not exist any more. Samples are put in time order the way
-// perf does it: the file is read in rounds (PERF_RECORD_FINISHED_ROUND),
-// and at the end of a round every buffered sample older than the previous
-// round's newest is sorted and written. Task names come from the file's
-// PERF_RECORD_COMM records, applied in time order.
+// The file is read through a perfdata.Session, as perf script reads it
+// through perf's session: samples in time order (the file read in rounds,
+// PERF_RECORD_FINISHED_ROUND, and at the end of a round every sample older
+// than the previous round's newest written), each with its event — decoded
+// by the format files in the file's tracing data, so the events need not
+// exist any more — and its task's name as the file's PERF_RECORD_COMM and
+// FORK records had it then. What report does is print them.
 //
 // It does not evaluate a tracepoint's print fmt as perf script does: the
 // text shows every field as name=value by its type, which for user events
@@ -35,8 +36,9 @@
 //
 // EventHeader events (package eventheader: the format of Microsoft's
 // LinuxTracepoints and OpenTelemetry's user_events exporters) are decoded
-// from their own metadata: a tracepoint whose format holds only the
-// EventHeader header and whose name is "<provider>_L<n>K<hex>…" shows
+// from their own metadata (perfdata.Event.EventHeader): a tracepoint whose
+// format holds only the EventHeader header and whose name is
+// "<provider>_L<n>K<hex>…" shows
 // "Provider:Event" and its fields, formatted as Microsoft's decoder
 // formats them (hex, errno, IP, UUID, time, booleans, strings with invalid
 // UTF-8 shown as the Latin-1 characters of its bytes, nested structs and
