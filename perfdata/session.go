@@ -32,11 +32,13 @@ import (
 //   - the records the recording lost: PERF_RECORD_LOST, per event and in
 //     all, and PERF_RECORD_LOST_SAMPLES (Stats).
 //
-// Where it differs from perf: a sample whose id is in no attr is
-// delivered with a nil Event (perf drops it, counting nr_unknown_id), and
-// with one attr every sample is that attr's, whatever its id; a record
-// without a time (0) is held and delivered first of its round, where perf
-// delivers it at once — the same order but for samples without a time.
+// As perf, a sample of a file of one attr is that attr's whatever its id,
+// and a sample id two attrs list is the later one's. Where it differs from
+// perf: a sample whose id is in no attr is delivered, with a nil Event and
+// time 0 (its sample_type, and so its time, is not known), where perf
+// drops it, counting nr_unknown_id; and a record without a time (0) is
+// held, and delivered first of the next flush, where perf delivers it at
+// once — the same order but for samples without a time.
 //
 // A Session is not safe for concurrent use.
 type Session struct {
@@ -56,9 +58,11 @@ type Session struct {
 	max     int  // opts.MaxQueue or its default
 
 	// The ordered events: queue holds what waits for its turn; arena the
-	// copies of their data when the file is not mapped.
+	// copies of their data when the file is not mapped, and spare the
+	// arena of the flush before (endFlush).
 	queue  []queued
 	arena  []byte
+	spare  []byte
 	held   int    // bytes queue and arena hold for it
 	seq    uint64 // records queued so far
 	maxTS  uint64 // newest time queued
@@ -419,10 +423,25 @@ func (s *Session) endFlush() {
 	for i := range s.queue {
 		s.held += queuedSize + len(s.queue[i].data)
 	}
-	if !s.mapped && s.written > 0 {
-		// What is left, and samples the consumer retains, keep their
-		// data; new records go to a new arena.
+	switch {
+	case s.mapped || s.written == 0:
+	case s.opts.Retain:
+		// What is left, and the samples the consumer retains, keep
+		// their data; new records go to a new arena.
 		s.arena = make([]byte, 0, cap(s.arena))
+	default:
+		// What is left moves to the spare arena, which new records
+		// follow; nothing points into the arena then once the sample
+		// returned last is let go (the next call to Next): it is the
+		// spare, for the next flush.
+		spare := s.spare[:0]
+		for i := range s.queue {
+			it := &s.queue[i]
+			start := len(spare)
+			spare = append(spare, it.data...)
+			it.data = spare[start:len(spare):len(spare)]
+		}
+		s.arena, s.spare = spare, s.arena[:0]
 	}
 }
 
