@@ -77,6 +77,7 @@ type Session struct {
 	flushTo  uint64
 	runs     []int
 	next     []int
+	heap     []int // with more than two runs: those not done, by next
 	written  int
 	eof      bool // the final flush: then io.EOF
 
@@ -339,8 +340,9 @@ func (s *Session) flushHalf() {
 // order (stable: a task's name comes before its samples of the same time).
 //
 // A round is a few runs already in order, one per ring read, so the
-// records are not sorted: each step delivers the oldest of the runs' first
-// records, and what is left of each run stays queued, still in order.
+// records are not sorted but merged: each step delivers the oldest of the
+// runs' first records, and what is left of each run stays queued, still in
+// order.
 func (s *Session) flush(limit uint64) {
 	q := s.queue
 	s.runs = s.runs[:0]
@@ -348,11 +350,6 @@ func (s *Session) flush(limit uint64) {
 		if byTime(&q[i-1], &q[i]) > 0 {
 			s.runs = append(s.runs, i)
 		}
-	}
-	if len(s.runs) > 16 {
-		// Too many runs to pick from: one run.
-		slices.SortFunc(q, func(a, b queued) int { return byTime(&a, &b) })
-		s.runs = s.runs[:0]
 	}
 	s.runs = append(s.runs, len(q))
 	// next[r] is the first record of run r not yet delivered; run r ends
@@ -362,6 +359,17 @@ func (s *Session) flush(limit uint64) {
 	for _, end := range s.runs {
 		s.next = append(s.next, start)
 		start = end
+	}
+	if len(s.runs) > 2 {
+		// More runs than two CPUs' rings: a heap of them by their first
+		// record, log(runs) a record.
+		s.heap = s.heap[:0]
+		for r := range s.runs {
+			s.heap = append(s.heap, r)
+		}
+		for i := len(s.heap)/2 - 1; i >= 0; i-- {
+			s.down(i)
+		}
 	}
 	s.flushing, s.flushTo, s.written = true, limit, 0
 	if limit != ^uint64(0) {
@@ -387,10 +395,8 @@ func (s *Session) pop() *queued {
 			best = 1
 		}
 	default:
-		for r, i := range next {
-			if i < runs[r] && (best < 0 || byTime(&q[i], &q[next[best]]) < 0) {
-				best = r
-			}
+		if len(s.heap) > 0 {
+			best = s.heap[0]
 		}
 	}
 	if best < 0 || q[next[best]].time > s.flushTo {
@@ -399,7 +405,35 @@ func (s *Session) pop() *queued {
 	it := &q[next[best]]
 	next[best]++
 	s.written++
+	if len(next) > 2 {
+		if next[best] == runs[best] {
+			// The run is done: the last of the heap takes its place.
+			last := len(s.heap) - 1
+			s.heap[0], s.heap = s.heap[last], s.heap[:last]
+		}
+		s.down(0)
+	}
 	return it
+}
+
+// down moves the run at heap[i] down the heap to its place by its first
+// record not delivered (container/heap's down, without an interface).
+func (s *Session) down(i int) {
+	h, q, next := s.heap, s.queue, s.next
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && byTime(&q[next[h[c+1]]], &q[next[h[c]]]) < 0 {
+			c++
+		}
+		if byTime(&q[next[h[c]]], &q[next[h[i]]]) >= 0 {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
 }
 
 // endFlush keeps what the flush left, still in runs in order.
