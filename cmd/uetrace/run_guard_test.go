@@ -126,21 +126,29 @@ func TestRunPerfEvents(t *testing.T) {
 	t.Logf("%s", out)
 }
 
-// TestRunLinuxPerf runs Linux's perf on a user event inside uetrace run:
-// perf record takes every write into perf.data — the samples' process,
-// thread, CPU and raw payload as written — and perf stat counts them, and
-// the command keeps its tree.
+// TestRunLinuxPerf runs Linux's perf on a user event inside uetrace run,
+// on a private tree and on a daemon's: perf record takes every write into
+// perf.data — the samples' process, thread and raw payload as written —
+// and perf stat counts them, and the command keeps its tree.
 func TestRunLinuxPerf(t *testing.T) {
 	needFUSE(t)
 	testutil.NeedRoot(t, "FUSE passthrough, which the events' rings need, needs CAP_SYS_ADMIN")
 	perf := testutil.NeedPerf(t)
 	writer := testutil.BuildC(t, "", "testdata/perfwriter.c", "-O1", "-Wall")
+	t.Run("private", func(t *testing.T) { linuxPerf(t, perf, writer, "run", "--private") })
+	t.Run("daemon", func(t *testing.T) {
+		sock, _, _ := startServe(t)
+		linuxPerf(t, perf, writer, "--socket", sock, "run")
+	})
+}
+
+func linuxPerf(t *testing.T, perf, writer string, run ...string) {
 	data := t.TempDir() + "/perf.data"
-	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, append(run, "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
 `+perf+` record -e user_events:my_ev -o `+data+` -- `+writer+` 7 2>&1; echo "perf record: $?"
 `+perf+` stat -x, -e user_events:my_ev -- `+writer+` 9 2>&1; echo "perf stat: $?"
 grep -c '^my_ev' /sys/kernel/tracing/user_events_status
-awk '$5 == "/sys/kernel/tracing" {top = $(NF-2)} END {print "fstype:", top}' /proc/self/mountinfo`)
+awk '$5 == "/sys/kernel/tracing" {top = $(NF-2)} END {print "fstype:", top}' /proc/self/mountinfo`)...)
 	if code != 0 {
 		t.Fatalf("exit status %d:\n%s", code, out)
 	}
