@@ -103,11 +103,24 @@ func Check(raw []byte, pid, cpu, flags int, ncpu int) (perfdata.Attr, error) {
 		return a, fmt.Errorf("perf_event_open: cpu %d (this machine has %d): %w", cpu, ncpu, unix.EINVAL)
 	case a.Type != perfdata.TypeTracepoint:
 		return a, fmt.Errorf("perf_event_open: type %d is not a tracepoint: %w", a.Type, unix.EINVAL)
+	case a.Flags&perfdata.AttrUseClockID != 0 && !knownClock(a.ClockID):
+		// perf_event_set_clock: the clocks perf events may use.
+		return a, fmt.Errorf("perf_event_open: clockid %d: %w", a.ClockID, unix.EINVAL)
 	}
 	if why := Unsupported(&a, flags); why != "" {
 		return a, fmt.Errorf("perf_event_open: %s: %w", why, unix.EOPNOTSUPP)
 	}
 	return a, nil
+}
+
+// knownClock reports whether perf events may use clock id c
+// (perf_event_set_clock): MONOTONIC, MONOTONIC_RAW, REALTIME, BOOTTIME, TAI.
+func knownClock(c int32) bool {
+	switch c {
+	case unix.CLOCK_MONOTONIC, unix.CLOCK_MONOTONIC_RAW, unix.CLOCK_REALTIME, unix.CLOCK_BOOTTIME, unix.CLOCK_TAI:
+		return true
+	}
+	return false
 }
 
 // Unsupported says what of a uetrace cannot give, or "" when nothing:

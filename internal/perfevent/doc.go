@@ -24,6 +24,10 @@
 //     sample, branch stacks, frequency sampling, a backward ring, signals
 //     and remove_on_exec are EOPNOTSUPP (Unsupported says which).
 //   - Events are never multiplexed: time_running is time_enabled.
+//   - Times are CLOCK_MONOTONIC's, the records' clock, where Linux's default
+//     perf clock is local_clock (close, not the same); with use_clockid, the
+//     clock asked for, by its offset from CLOCK_MONOTONIC when the sample
+//     is written.
 //   - The ring is kept when the caller unmaps it; a later mapping of the
 //     same size gets it back with what it held (Linux frees it with its
 //     last mapping), and an event whose records go to another's ring

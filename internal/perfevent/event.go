@@ -368,7 +368,7 @@ func (e *Event) output1(src *Event, rec *Record) bool {
 	}
 	a := &src.Attr
 	st := a.SampleType
-	s := perfdata.Sample{Misc: perfdata.MiscKernel, ID: src.ID, PID: rec.PID, TID: rec.TID, Time: rec.Time,
+	s := perfdata.Sample{Misc: perfdata.MiscKernel, ID: src.ID, PID: rec.PID, TID: rec.TID, Time: recordTime(a, rec.Time),
 		StreamID: src.ID, CPU: rec.CPU, Period: a.SamplePeriod, Raw: rec.Raw}
 	size := perfdata.SampleSize(st, len(rec.Raw))
 	idAll := a.Flags&perfdata.AttrSampleIDAll != 0
@@ -441,6 +441,21 @@ func (e *Event) output1(src *Event, rec *Record) bool {
 	}
 	r.publish()
 	return r.poll
+}
+
+// recordTime is a record's time, CLOCK_MONOTONIC, in the clock the attr
+// asks for (use_clockid): the other clock's offset from CLOCK_MONOTONIC
+// now, added. Without use_clockid it stays CLOCK_MONOTONIC, where Linux
+// gives perf_clock (local_clock, close to it but not the same).
+func recordTime(a *perfdata.Attr, ts uint64) uint64 {
+	if a.Flags&perfdata.AttrUseClockID == 0 || a.ClockID == unix.CLOCK_MONOTONIC {
+		return ts
+	}
+	var c, m unix.Timespec
+	if unix.ClockGettime(a.ClockID, &c) != nil || unix.ClockGettime(unix.CLOCK_MONOTONIC, &m) != nil {
+		return ts
+	}
+	return ts + uint64(c.Nano()-m.Nano())
 }
 
 // ReadSize is how many bytes read(2) of the event gives (perf_read's

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -62,6 +63,8 @@ func TestCheck(t *testing.T) {
 		{"freq", rawAttr(withFlags(perfdata.AttrFreq), 128), 0, -1, 0, unix.EOPNOTSUPP},
 		{"cgroup", rawAttr(tpAttr, 128), 3, 0, FlagPIDCgroup, unix.EOPNOTSUPP},
 		{"not a tracepoint", rawAttr(perfdata.Attr{Type: 1}, 128), 0, -1, 0, unix.EINVAL},
+		{"clock realtime", rawAttr(perfdata.Attr{Type: 2, Flags: perfdata.AttrUseClockID, ClockID: unix.CLOCK_REALTIME}, 128), 0, -1, 0, nil},
+		{"clock unknown", rawAttr(perfdata.Attr{Type: 2, Flags: perfdata.AttrUseClockID, ClockID: 3}, 128), 0, -1, 0, unix.EINVAL},
 	} {
 		_, err := Check(c.raw, c.pid, c.cpu, c.flags, 8)
 		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
@@ -389,6 +392,24 @@ func TestComm(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("ring:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestClock: with use_clockid, a sample's time is in that clock.
+func TestClock(t *testing.T) {
+	var m, r unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &m)
+	unix.ClockGettime(unix.CLOCK_REALTIME, &r)
+	a := tpAttr
+	a.Flags = perfdata.AttrUseClockID
+	a.ClockID = unix.CLOCK_REALTIME
+	got := recordTime(&a, uint64(m.Nano()))
+	if d := int64(got) - r.Nano(); d < -int64(time.Second) || d > int64(time.Second) {
+		t.Errorf("a CLOCK_MONOTONIC time now in CLOCK_REALTIME is %d, now is %d", got, r.Nano())
+	}
+	a.ClockID = unix.CLOCK_MONOTONIC
+	if recordTime(&a, 5) != 5 || recordTime(&tpAttr, 5) != 5 {
+		t.Error("a CLOCK_MONOTONIC time changed")
 	}
 }
 
