@@ -88,6 +88,12 @@ func TestBuilderMatchesRecord(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("built records (-want +got):\n%s", diff)
 	}
+	// The same fields (in another order: the Builder writes them as they
+	// are given) in the same number of bytes: every length in the fewest,
+	// whether the Builder knew it before the value (scalars) or after.
+	if b, w := AppendEncodedRequest(nil, enc), AppendRequest(nil, want); len(b) != len(w) {
+		t.Errorf("the Builder's request is %d bytes, AppendRequest's %d", len(b), len(w))
+	}
 }
 
 func BenchmarkBuilder(b *testing.B) {
