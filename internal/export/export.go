@@ -143,7 +143,7 @@ type resourceKey struct {
 type Exporter struct {
 	opts   Options
 	client *otlp.Client
-	enc    otlp.Builder // Add's
+	enc    encoder // Add's
 	host   string
 	scope  otlp.Scope
 
@@ -153,7 +153,11 @@ type Exporter struct {
 	timer   *time.Timer
 	closed  bool
 	queue   chan *batch
-	wg      sync.WaitGroup
+	// free holds batches sent, their memory kept for the next ones: a
+	// batch grows to hundreds of KiB, and one made anew each time would
+	// grow again by copying, and be garbage to collect.
+	free chan *batch
+	wg   sync.WaitGroup
 	// sendCtx is cancelled when Close's time runs out: the senders stop
 	// retrying and count what they hold as dropped.
 	sendCtx    context.Context
@@ -210,6 +214,7 @@ func New(o Options) (*Exporter, error) {
 		opts: o, client: c, host: host,
 		scope: otlp.Scope{Name: "github.com/uetrace/uetrace/internal/export", Version: Version},
 		queue: make(chan *batch, o.QueueSize),
+		free:  make(chan *batch, o.Senders+1),
 	}
 	e.lastErr.Store("")
 	e.sendCtx, e.cancelSend = context.WithCancel(context.Background())
@@ -244,7 +249,11 @@ func (e *Exporter) Add(ctx context.Context, s *Sample) error {
 	e.received.Add(1)
 	b := e.cur
 	if b == nil {
-		b = &batch{}
+		select {
+		case b = <-e.free:
+		default:
+			b = &batch{}
+		}
 		e.cur = b
 		e.timer.Reset(e.opts.BatchDelay)
 	}
@@ -311,6 +320,11 @@ func (e *Exporter) sender() {
 			}
 			buf = b.appendRequest(buf[:0], sig)
 			e.send(sig, b.count[sig], buf)
+		}
+		b.reset()
+		select {
+		case e.free <- b:
+		default:
 		}
 	}
 }

@@ -71,7 +71,7 @@ func FuzzRecord(f *testing.F) {
 		if isEH {
 			ev = eh
 		}
-		var e otlp.Builder
+		var e encoder
 		encodeSample(&e, &Sample{Event: ev, Raw: raw}, 1)
 		if e.Depth() != 0 {
 			t.Fatalf("%d values left open", e.Depth())

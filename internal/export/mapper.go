@@ -24,7 +24,7 @@ type MapperOptions struct {
 // was added of a signal as an Export*ServiceRequest; Reset starts again.
 // A Mapper is for one goroutine at a time.
 type Mapper struct {
-	enc   otlp.Builder
+	enc   encoder
 	host  string
 	opts  MapperOptions
 	batch batch

@@ -2,6 +2,7 @@ package export
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/eventheader/commonschema"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/tracefmt"
 )
@@ -46,7 +48,8 @@ type Event struct {
 	// record, and the tracepoint name to decode it by; ehOff -1 if not one.
 	ehOff  int
 	ehName string
-	full   string // "system:name"
+	full   string   // "system:name"
+	keys   []string // the format's fields' names as attribute keys: UTF-8
 }
 
 // NewEvent reads a tracepoint's format file. A format that does not parse
@@ -63,6 +66,9 @@ func NewEvent(system, name string, format []byte) (*Event, error) {
 	}
 	ev.format = f
 	ev.ehOff, ev.ehName = ehOffset(name, f)
+	for i := range f.Fields {
+		ev.keys = append(ev.keys, validUTF8String(f.Fields[i].Name))
+	}
 	return ev, nil
 }
 
@@ -113,32 +119,88 @@ var severities = [...]struct {
 // once.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
+// encoder is what a sample is written with: a Builder, and the scratch
+// in which the values shown as text are made. Kept by the caller, its
+// memory serves every sample.
+type encoder struct {
+	otlp.Builder
+	js []byte
+}
+
 // encodeSample appends a sample to e as the signal it is and returns that
 // signal: a span for a Common Schema span (csSpan), an
 // ExportMetricsServiceRequest — returned, not appended: it goes on as it is
 // — for an otlp_metrics record (metricsRequest), a log record for anything
 // else; and what a Common Schema record says of its resource.
-func encodeSample(e *otlp.Builder, s *Sample, observed uint64) (sig otlp.Signal, cs csResource, metrics []byte) {
+func encodeSample(e *encoder, s *Sample, observed uint64) (sig otlp.Signal, cs csResource, metrics []byte) {
 	ev := s.Event
 	if req, ok := metricsRequest(ev, s.Raw); ok {
 		return otlp.Metrics, csResource{}, req
 	}
-	var eh *eventheader.Event
-	if ev.format != nil && ev.ehOff >= 0 {
-		if d, ok := decodeEH(ev, s.Raw); ok {
-			eh = &d
-			if res, ok := csSpan(e, eh, func(e *otlp.Builder) { sampleAttrs(e, s) }); ok {
-				return otlp.Traces, res, nil
+	if ev.format != nil && ev.ehOff >= 0 && ev.ehOff <= len(s.Raw) {
+		if eh, err := eventheader.Decode(ev.ehName, s.Raw[ev.ehOff:]); err == nil {
+			if sig, cs, ok := encodeEH(e, s, &eh, observed); ok {
+				return sig, cs, nil
 			}
 		}
 	}
-	return otlp.Logs, encodeRecord(e, s, observed, eh), nil
+	// A plain event, or an EventHeader one whose fields do not all
+	// decode: the fields its format has.
+	e.Record()
+	sampleAttrs(e, s)
+	e.Time(s.Time, observed)
+	if ev.format == nil {
+		e.BytesValue(AttrUndecodable, s.Raw)
+	} else {
+		plainFields(e, ev, s.Raw)
+	}
+	e.EventName(ev.full)
+	e.End()
+	return otlp.Logs, csResource{}, nil
+}
+
+// encodeEH appends an EventHeader event: a Common Schema span or log
+// record as what it was made from (csSpan, csLog), any other as a log
+// record of its fields (ehFields). ok is false, and nothing is written,
+// when its fields do not all decode. The fields are read once to be
+// written, and before that once more only for a Common Schema record,
+// whose PartA and PartB say what to write first.
+func encodeEH(e *encoder, s *Sample, eh *eventheader.Event, observed uint64) (otlp.Signal, csResource, bool) {
+	cs, kind := scanCS(eh)
+	switch kind {
+	case csInvalid:
+		return 0, csResource{}, false
+	case csRecord:
+		if string(cs.typeName) == commonschema.TypeSpan {
+			if res, ok := csSpan(e, eh, &cs, s); ok {
+				return otlp.Traces, res, true
+			}
+		}
+	}
+	m := e.Mark()
+	e.Record()
+	sampleAttrs(e, s)
+	if kind == csRecord && string(cs.typeName) == commonschema.TypeLog {
+		if res, ok := csLog(e, eh, &cs, observed); ok {
+			e.End()
+			return otlp.Logs, res, true
+		}
+	}
+	e.Time(s.Time, observed)
+	if !ehFields(e, eh) {
+		// Found part way: what was written goes, and the caller writes
+		// the record by its format.
+		e.Truncate(m)
+		return 0, csResource{}, false
+	}
+	e.End()
+	return otlp.Logs, csResource{}, true
 }
 
 // sampleAttrs adds the attributes uetrace gives every record: the
 // tracepoint, the thread and the CPU, and perf's time where there is no
 // wall-clock time.
-func sampleAttrs(e *otlp.Builder, s *Sample) {
+func sampleAttrs(e *encoder, s *Sample) {
 	e.Str(AttrTracepoint, s.Event.full)
 	e.Int(AttrThreadID, int64(s.TID))
 	e.Int(AttrCPU, int64(s.CPU))
@@ -147,48 +209,20 @@ func sampleAttrs(e *otlp.Builder, s *Sample) {
 	}
 }
 
-// encodeRecord appends a sample as a log record to e — eh is its
-// EventHeader event, decoded, or nil — and returns what a Common Schema
-// record says of its resource (csLog).
-func encodeRecord(e *otlp.Builder, s *Sample, observed uint64, eh *eventheader.Event) csResource {
-	ev := s.Event
-	e.Record()
-	sampleAttrs(e, s)
-	switch {
-	case ev.format == nil:
-		e.Time(s.Time, observed)
-		e.BytesValue(AttrUndecodable, s.Raw)
-	case eh != nil:
-		if res, ok := csLog(e, eh, observed); ok {
-			e.End()
-			return res
-		}
-		e.Time(s.Time, observed)
-		ehFields(e, eh)
-		e.End()
-		return csResource{}
-	default:
-		e.Time(s.Time, observed)
-		plainFields(e, ev.format, s.Raw)
-	}
-	e.EventName(ev.full)
-	e.End()
-	return csResource{}
-}
-
 // plainFields adds a record's fields by their format's types: integers
 // as ints (an unsigned 64-bit value past int64 as its decimal text),
 // strings as strings (invalid UTF-8 replaced: OTLP strings are UTF-8),
 // anything else as bytes. A field outside the record is left out.
-func plainFields(e *otlp.Builder, f *tracefmt.Format, raw []byte) {
+func plainFields(e *encoder, ev *Event, raw []byte) {
 	var num [20]byte
+	f := ev.format
 	for i := range f.Fields {
 		fd := &f.Fields[i]
 		v := fd.Value(raw)
 		if v.Overflow {
 			continue
 		}
-		key := validUTF8String(fd.Name)
+		key := ev.keys[i]
 		switch fd.Kind {
 		case tracefmt.Int:
 			if fd.Signed {
@@ -223,24 +257,11 @@ func validText(b []byte) string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
-// decodeEH decodes an EventHeader record whose fields all decode.
-func decodeEH(ev *Event, raw []byte) (eventheader.Event, bool) {
-	if ev.ehOff > len(raw) {
-		return eventheader.Event{}, false
-	}
-	e, err := eventheader.Decode(ev.ehName, raw[ev.ehOff:])
-	if err != nil {
-		return e, false
-	}
-	f := e.Fields()
-	for f.Next() {
-	}
-	return e, f.Err() == nil
-}
-
 // ehFields adds an EventHeader event: its name, level as severity, its
-// metadata and its fields (structs as maps, arrays as arrays).
-func ehFields(e *otlp.Builder, eh *eventheader.Event) {
+// metadata and its fields (structs as maps, arrays as arrays). It says
+// whether every field decoded; when one did not, what it wrote is for the
+// caller to take back.
+func ehFields(e *encoder, eh *eventheader.Event) bool {
 	lvl := int(eh.Header.Level)
 	if lvl < len(severities) {
 		e.Severity(severities[lvl].num, severities[lvl].text)
@@ -260,15 +281,15 @@ func ehFields(e *otlp.Builder, eh *eventheader.Event) {
 	if eh.Header.Tag != 0 {
 		e.Int(AttrEHTag, int64(eh.Header.Tag))
 	}
-	var scratch [64]byte
 	if eh.ActivityID != nil {
-		e.Str(AttrEHActivity, view(eventheader.AppendUUID(scratch[:0], eh.ActivityID)))
+		e.js = eventheader.AppendUUID(e.js[:0], eh.ActivityID)
+		e.StrBytes(AttrEHActivity, e.js)
 	}
 	if eh.RelatedActivityID != nil {
-		e.Str(AttrEHRelated, view(eventheader.AppendUUID(scratch[:0], eh.RelatedActivityID)))
+		e.js = eventheader.AppendUUID(e.js[:0], eh.RelatedActivityID)
+		e.StrBytes(AttrEHRelated, e.js)
 	}
 	base := e.Depth()
-	js := scratch[:0]
 	f := eh.Fields()
 	for f.Next() {
 		it := f.Item()
@@ -282,9 +303,11 @@ func ehFields(e *otlp.Builder, eh *eventheader.Event) {
 				e.End()
 			}
 		case eventheader.ItemValue:
-			js = it.AppendJSON(js[:0])
-			ehValue(e, validText(it.FieldName()), it, js)
+			ehValue(e, validText(it.FieldName()), it)
 		}
+	}
+	if f.Err() != nil {
+		return false
 	}
 	for e.Depth() > base {
 		e.End()
@@ -295,13 +318,92 @@ func ehFields(e *otlp.Builder, eh *eventheader.Event) {
 	} else {
 		e.EventName(eh.Tracepoint.Provider + ":" + validText(name))
 	}
+	return true
 }
 
 // ehValue adds an EventHeader value: integers as ints, floats as
 // doubles, booleans as bools, binary as bytes, and everything else as the
 // text Microsoft's decoder shows for it (strings, UUIDs, IP addresses,
-// errno names, times, hex), of which js is the JSON.
-func ehValue(e *otlp.Builder, key string, it *eventheader.Item, js []byte) {
+// errno names, times, hex). The values most events hold are taken from
+// their bytes (ehScalar); the others from their JSON (ehValueJSON), made
+// in e.js.
+func ehValue(e *encoder, key string, it *eventheader.Item) {
+	if ehScalar(e, key, it) {
+		return
+	}
+	e.js = it.AppendJSON(e.js[:0])
+	ehValueJSON(e, key, it, e.js)
+}
+
+// ehScalar adds, straight from its bytes, a value of the encodings and
+// formats most events use — integers, finite floats, booleans 0 and 1,
+// UTF-8 strings — as ehValueJSON would from its JSON, and says whether it
+// did; it adds nothing when the value is another (TestEHScalar compares
+// the two for every encoding and format).
+func ehScalar(e *encoder, key string, it *eventheader.Item) bool {
+	v := it.Value
+	switch enc := it.Encoding; enc {
+	case eventheader.EncodingValue8, eventheader.EncodingValue16, eventheader.EncodingValue32, eventheader.EncodingValue64:
+		u, _ := it.Uint()
+		switch it.Format {
+		case eventheader.FormatDefault, eventheader.FormatUnsignedInt, eventheader.FormatPid, eventheader.FormatPort:
+			// Unsigned, but for a 32-bit pid (signed) and a 16-bit port
+			// (network byte order); a 64-bit value past int64 is text.
+			switch {
+			case enc == eventheader.EncodingValue32 && it.Format == eventheader.FormatPid:
+				e.Int(key, int64(int32(u)))
+			case enc == eventheader.EncodingValue16 && it.Format == eventheader.FormatPort:
+				e.Int(key, int64(binary.BigEndian.Uint16(v)))
+			case u > math.MaxInt64:
+				return false
+			default:
+				e.Int(key, int64(u))
+			}
+			return true
+		case eventheader.FormatSignedInt:
+			n, _ := it.Int()
+			e.Int(key, n)
+			return true
+		case eventheader.FormatFloat:
+			var x float64
+			switch enc {
+			case eventheader.EncodingValue64:
+				x = math.Float64frombits(u)
+			case eventheader.EncodingValue32:
+				// The decimal a float32 is shown as, read as a float64:
+				// 0.1f is 0.1, not 0.100000001490116.
+				var buf [32]byte
+				f := math.Float32frombits(uint32(u))
+				if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+					return false
+				}
+				x, _ = strconv.ParseFloat(view(strconv.AppendFloat(buf[:0], float64(f), 'e', -1, 32)), 64)
+			default:
+				return false
+			}
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return false // shown as text: "nan", "inf"
+			}
+			e.Double(key, x)
+			return true
+		case eventheader.FormatBoolean:
+			if enc != eventheader.EncodingValue64 && u <= 1 {
+				e.Bool(key, u == 1)
+				return true
+			}
+		}
+	case eventheader.EncodingZStringChar8, eventheader.EncodingStringLength16Char8:
+		if (it.Format == eventheader.FormatDefault || it.Format == eventheader.FormatStringUTF) && utf8.Valid(v) {
+			e.StrBytes(key, v)
+			return true
+		}
+	}
+	return false
+}
+
+// ehValueJSON adds an EventHeader value by its JSON, js: what ehValue
+// says, for any encoding and format.
+func ehValueJSON(e *encoder, key string, it *eventheader.Item, js []byte) {
 	enc := it.Encoding & eventheader.EncodingValueMask
 	switch it.Format {
 	case eventheader.FormatBoolean:
