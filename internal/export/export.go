@@ -318,7 +318,7 @@ func (e *Exporter) sender() {
 			if b.count[sig] == 0 {
 				continue
 			}
-			buf = b.appendRequest(buf[:0], sig)
+			buf = b.appendRequest(append(buf[:0], make([]byte, otlp.Headroom)...), sig)
 			e.send(sig, b.count[sig], buf)
 		}
 		b.reset()
@@ -329,8 +329,8 @@ func (e *Exporter) sender() {
 	}
 }
 
-// send sends one request of n samples, retrying while the failures are
-// retryable and RetryFor lasts.
+// send sends one request of n samples, after otlp.Headroom bytes in req,
+// retrying while the failures are retryable and RetryFor lasts.
 func (e *Exporter) send(sig otlp.Signal, count int, req []byte) {
 	n := uint64(count)
 	if e.sendCtx.Err() != nil {
@@ -344,8 +344,8 @@ func (e *Exporter) send(sig otlp.Signal, count int, req []byte) {
 			e.retries.Add(1)
 		}
 		e.requests.Add(1)
-		e.bytes.Add(uint64(len(req)))
-		ps, err := e.client.ExportSignal(e.sendCtx, sig, req)
+		e.bytes.Add(uint64(len(req) - otlp.Headroom))
+		ps, err := e.client.ExportFramed(e.sendCtx, sig, req)
 		if err == nil {
 			rej := uint64(max(min(ps.RejectedLogRecords, int64(n)), 0))
 			e.rejected.Add(rej)

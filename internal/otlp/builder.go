@@ -287,23 +287,41 @@ type EncodedResourceLogs struct {
 	Records  []byte // log_records fields
 }
 
-// AppendEncodedRequest appends the ExportLogsServiceRequest of rls.
+// AppendEncodedRequest appends the ExportLogsServiceRequest of rls (or
+// the ExportTraceServiceRequest, of spans). The records are copied once:
+// the lengths before them are counted, not reserved and moved down past
+// them as appendMessage does with the small messages it writes.
 func AppendEncodedRequest(b []byte, rls []EncodedResourceLogs) []byte {
 	for i := range rls {
 		rl := &rls[i]
-		b = appendMessage(b, fRequestResourceLogs, func(b []byte) []byte {
-			b = appendMessage(b, fResourceLogsResource, func(b []byte) []byte {
-				return appendKeyValues(b, fResourceAttributes, rl.Resource)
-			})
-			return appendMessage(b, fResourceLogsScopeLogs, func(b []byte) []byte {
-				b = appendMessage(b, fScopeLogsScope, func(b []byte) []byte {
-					b = appendString(b, fScopeName, rl.Scope.Name)
-					b = appendString(b, fScopeVersion, rl.Scope.Version)
-					return appendKeyValues(b, fScopeAttributes, rl.Scope.Attributes)
-				})
-				return append(b, rl.Records...)
-			})
+		// The resource and the scope are written first, after room for
+		// the two tags and lengths before them (12 bytes: 2 tags, 2
+		// varints of up to 5), then moved down once their lengths are
+		// known.
+		start := len(b)
+		b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+		res := len(b)
+		b = appendMessage(b, fResourceLogsResource, func(b []byte) []byte {
+			return appendKeyValues(b, fResourceAttributes, rl.Resource)
 		})
+		scope := len(b)
+		b = appendMessage(b, fScopeLogsScope, func(b []byte) []byte {
+			b = appendString(b, fScopeName, rl.Scope.Name)
+			b = appendString(b, fScopeVersion, rl.Scope.Version)
+			return appendKeyValues(b, fScopeAttributes, rl.Scope.Attributes)
+		})
+		end := len(b)
+		scopeLogs := end - scope + len(rl.Records)
+		var head, mid [6]byte
+		h := appendVarint(appendTag(head[:0], fRequestResourceLogs, protowire.BytesType),
+			uint64(scope-res+1+protowire.SizeVarint(uint64(scopeLogs))+scopeLogs))
+		m := appendVarint(appendTag(mid[:0], fResourceLogsScopeLogs, protowire.BytesType), uint64(scopeLogs))
+		// Each piece moves down (or stays): copy is memmove.
+		at := start + copy(b[start:], h)
+		at += copy(b[at:], b[res:scope])
+		at += copy(b[at:], m)
+		at += copy(b[at:], b[scope:end])
+		b = append(b[:at], rl.Records...)
 	}
 	return b
 }

@@ -105,3 +105,32 @@ func BenchmarkBuilder(b *testing.B) {
 		build(&e, &r)
 	}
 }
+
+// TestAppendEncodedRequestBytes: records encoded as AppendRequest encodes
+// them, put in a request by AppendEncodedRequest, make AppendRequest's
+// request byte for byte: the resources, scopes and lengths around them
+// are the same, in the fewest bytes.
+func TestAppendEncodedRequestBytes(t *testing.T) {
+	rls := sampleRequest()
+	// A resource whose records take more than 2^14 bytes: a 3-byte length.
+	big := rls[0]
+	big.Records = nil
+	for range 100 {
+		big.Records = append(big.Records, rls[0].Records...)
+	}
+	rls = append(rls, big, ResourceLogs{Scope: Scope{Name: "empty"}})
+	var enc []EncodedResourceLogs
+	for _, rl := range rls {
+		var recs []byte
+		for i := range rl.Records {
+			recs = appendMessage(recs, fScopeLogsLogRecords, func(b []byte) []byte { return appendRecord(b, &rl.Records[i]) })
+		}
+		enc = append(enc, EncodedResourceLogs{Resource: rl.Resource, Scope: rl.Scope, Records: recs})
+	}
+	prefix := []byte("kept")
+	got := AppendEncodedRequest(bytes.Clone(prefix), enc)
+	want := AppendRequest(bytes.Clone(prefix), rls)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("AppendEncodedRequest wrote %d bytes, AppendRequest %d; they differ", len(got), len(want))
+	}
+}
