@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -439,236 +438,49 @@ func (c *conn) handle(m []byte) bool {
 		c.result(0, fmt.Errorf("message of %d bytes has no header: %w", len(m), unix.EPROTO))
 		return false
 	}
-	body := m[wire.HeaderSize:]
-	switch h.Op {
-	case wire.OpWrite:
-		// The thread and CPU are the client's word: checked (writer.go).
-		w := c.w
-		w.PID = c.threads.thread(h.Arg)
-		w.CPU = writerCPU(uint32(h.Flags))
-		if c.ring != nil {
-			// A client with a ring sends here only what it could not
-			// publish there (a record it cannot check itself): it comes
-			// after what the ring holds, as it was written after it.
-			c.s.Flush()
-		}
-		n, err := c.file.Writev(w, body)
-		return c.result(int64(n), err)
-	case wire.OpWriteHead:
-		if len(body) < 4 {
-			return c.result(0, fmt.Errorf("write: truncated message: %w", unix.EPROTO))
-		}
-		w := c.w
-		w.PID = c.threads.thread(h.Arg)
-		w.CPU = writerCPU(uint32(h.Flags))
-		if c.ring != nil {
-			c.s.Flush()
-		}
-		n, err := c.file.WriteHead(w, body[4:], int(wire.LE.Uint32(body)))
-		return c.result(int64(n), err)
-	case wire.OpRegister:
-		if len(body) < 4 || uint64(wire.LE.Uint32(body)) > uint64(len(body)-4) {
-			return c.result(0, fmt.Errorf("register: truncated message: %w", unix.EPROTO))
-		}
-		n := wire.LE.Uint32(body)
-		reg, name := body[4:4+n], body[4+n:]
-		if err := c.addRegs(1); err != nil {
-			return c.result(0, c.overLimit(err))
-		}
-		idx, err := c.file.Register(c.proc.p, c.cred, subsys.RegisterArgs{Reg: reg, Name: string(name), NameFault: h.Flags&wire.FlagNameFault != 0})
-		if err != nil {
-			c.addRegs(-1)
-			return c.result(0, err)
-		}
-		return c.reply(wire.LE.AppendUint32(wire.AppendResult(c.out[:0], 0, nil), idx))
-	case wire.OpUnregister:
-		err := c.file.Unregister(c.proc.p, body)
-		if err == nil {
-			c.addRegs(-1)
-		}
-		return c.result(0, err)
-	case wire.OpDelete:
-		return c.result(0, c.file.Delete(string(body), c.cred))
-	case wire.OpOpen:
-		if !c.tracer && openNeedsTracer(string(body), int(h.Arg)) {
-			return c.result(0, c.denied(errNotTracer(string(body), int(h.Arg), c.uid)))
-		}
-		if len(c.handles) >= c.s.limits.Handles {
-			return c.result(0, c.overLimit(fmt.Errorf("open %q: this connection holds %d files and sessions open, the most one may (`uetrace serve --max-handles`): %w", body, len(c.handles), unix.EMFILE)))
-		}
-		if int(h.Arg)&unix.O_TRUNC != 0 {
-			// Truncating trace clears the records written before it:
-			// those still in the rings too.
-			c.s.Flush()
-		}
-		fh, err := c.s.sys.FS().Open(string(body), int(h.Arg), c.cred)
-		if err != nil {
-			return c.result(0, err)
-		}
-		hn := c.add(fh)
-		if strings.Trim(string(body), "/") == subsys.FileBufferSizeKB && int(h.Arg)&(os.O_WRONLY|os.O_RDWR) != 0 {
-			c.bufHandles[hn] = true
-		}
-		return c.result(int64(hn), nil)
-	case wire.OpRing:
-		fds := c.takeFDs()
-		defer func() {
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
-		}()
-		switch {
-		case len(fds) != 2 || len(body) != 0:
-			return c.result(0, fmt.Errorf("ring: expected a memfd, an eventfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL))
-		case c.ring != nil:
-			return c.result(0, fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY))
-		}
-		if err := c.attachRing(fds[0], fds[1]); err != nil {
-			c.log.Warn("ring refused", "err", err)
-			return c.result(0, err)
-		}
-		return c.result(0, nil)
-	case wire.OpServeFUSE:
-		return c.result(0, c.serveFUSE(c.takeFDs(), body))
-	case wire.OpRingFlush:
-		if c.ring == nil {
-			return c.result(0, fmt.Errorf("ring flush: this connection shared no ring: %w", unix.EINVAL))
-		}
-		c.s.Flush()
-		return c.result(0, nil)
-	case wire.OpRead:
-		fh, ok := c.handles[h.Arg].(*subsys.Handle)
-		if !ok || len(body) != 4 {
-			return c.result(0, fmt.Errorf("read: bad handle %d: %w", h.Arg, unix.EBADF))
-		}
-		// What clients published into their rings before this read is
-		// there to be read, as their writes would be with the kernel.
-		c.s.Flush()
-		max := min(int(wire.LE.Uint32(body)), wire.MaxMessage-wire.HeaderSize)
-		out := wire.AppendHeader(c.out[:0], wire.OpData, 0, 0)
-		out = append(out, make([]byte, max)...)
-		var n int
-		var err error
-		c.blocking(func(ctx context.Context) { n, err = fh.ReadContext(ctx, out[wire.HeaderSize:]) })
-		c.out = out[:0]
-		if err != nil && err != io.EOF {
-			return c.result(0, err)
-		}
-		return c.reply(out[:wire.HeaderSize+n])
-	case wire.OpWriteFile:
-		fh, ok := c.handles[h.Arg].(*subsys.Handle)
-		if !ok {
-			return c.result(0, fmt.Errorf("write: bad handle %d: %w", h.Arg, unix.EBADF))
-		}
-		if c.bufHandles[h.Arg] {
-			return c.writeBufferSize(fh, body)
-		}
-		// A write to tracefs may disable an event or clear the buffer:
-		// records clients published before it are delivered first, as
-		// their writes to the kernel would have been.
-		c.s.Flush()
-		n, err := fh.Write(body)
-		return c.result(int64(n), err)
-	case wire.OpCloseFile:
-		x, ok := c.handles[h.Arg]
-		if !ok {
-			return c.result(0, fmt.Errorf("close: bad handle %d: %w", h.Arg, unix.EBADF))
-		}
-		c.s.Flush() // a session closing gets what was published before
-		delete(c.handles, h.Arg)
-		delete(c.bufHandles, h.Arg)
-		c.nhandles.Store(int32(len(c.handles)))
-		c.closeHandle(x)
-		return c.result(0, nil)
-	case wire.OpReadDir:
-		ents, err := c.s.sys.FS().ReadDir(string(body))
-		if err != nil && (ents == nil || int(h.Arg) >= len(ents)) {
-			return c.result(0, err)
-		}
-		out := wire.AppendHeader(c.out[:0], wire.OpData, 0, 0)
-		for _, e := range ents[min(int(h.Arg), len(ents)):] {
-			// A name is at most what a message holds: subsys limits an
-			// event's name to MAX_EVENT_DESC.
-			if len(out)+4+len(e.Name)+1 > wire.MaxMessage {
-				break // the client asks for the rest
-			}
-			out = wire.LE.AppendUint32(out, uint32(e.Mode))
-			out = append(append(out, e.Name...), 0)
-		}
-		c.out = out[:0]
-		return c.reply(out)
-	case wire.OpSession:
-		if !c.tracer {
-			return c.result(0, c.denied(errNeedsTracer("session: events' records, which perf gives only with CAP_PERFMON while perf_event_paranoid > -1;", c.uid)))
-		}
-		if len(c.handles) >= c.s.limits.Handles {
-			return c.result(0, c.overLimit(fmt.Errorf("session: this connection holds %d files and sessions open, the most one may (`uetrace serve --max-handles`): %w", len(c.handles), unix.EMFILE)))
-		}
-		if len(body) != 4 || wire.LE.Uint32(body) > maxSessionBuffer {
-			return c.result(0, fmt.Errorf("session: buffer size missing or over %d bytes: %w", maxSessionBuffer, unix.EINVAL))
-		}
-		bytes := sessionBytes(wire.LE.Uint32(body))
-		if err := c.addSession(1, bytes); err != nil {
-			return c.result(0, c.overLimit(err))
-		}
-		ss := c.s.sys.NewSession(subsys.SessionOptions{
-			BufferBytes: int(wire.LE.Uint32(body)), Other: h.Flags&wire.FlagOther != 0, Comm: h.Flags&wire.FlagComm != 0,
-		})
-		c.sessBytes[ss] = bytes
-		return c.result(int64(c.add(ss)), nil)
-	case wire.OpAttach:
-		ss, ok := c.handles[h.Arg].(*subsys.Session)
-		if !ok {
-			return c.result(0, fmt.Errorf("attach: bad session %d: %w", h.Arg, unix.EBADF))
-		}
-		c.s.Flush() // records published before the attach are not the session's
-		evs, err := ss.AttachMatching(string(body), h.Flags&wire.FlagFollow != 0)
-		if err != nil {
-			return c.result(0, err)
-		}
-		out := wire.AppendHeader(c.out[:0], wire.OpData, 0, 0)
-		for _, ev := range evs {
-			if len(out)+len(ev.System())+len(ev.Tracepoint())+2 > wire.MaxMessage {
-				break // attached all the same; the list is informational
-			}
-			out = append(append(append(append(out, ev.System()...), ':'), ev.Tracepoint()...), 0)
-		}
-		c.out = out[:0]
-		return c.reply(out)
-	case wire.OpSessionRead:
-		ss, ok := c.handles[h.Arg].(*subsys.Session)
-		if !ok || len(body) != 4 {
-			return c.result(0, fmt.Errorf("session read: bad session %d: %w", h.Arg, unix.EBADF))
-		}
-		c.s.Flush()
-		return c.sessionRead(ss, int(wire.LE.Uint32(body)), h.Flags&wire.FlagNoWait != 0)
-	case wire.OpSetFilter:
-		ss, ok := c.handles[h.Arg].(*subsys.Session)
-		if !ok {
-			return c.result(0, fmt.Errorf("set filter: bad session %d: %w", h.Arg, unix.EBADF))
-		}
-		name, text, ok := strings.Cut(string(body), "\x00")
-		sys, tp, ok2 := strings.Cut(name, ":")
-		if !ok || !ok2 {
-			return c.result(0, fmt.Errorf("set filter: want system:tracepoint, NUL, filter: %w", unix.EINVAL))
-		}
-		ev := c.s.sys.Lookup(sys, tp)
-		if ev == nil {
-			return c.result(0, fmt.Errorf("set filter: no event %s: %w", name, unix.ENOENT))
-		}
-		c.s.Flush() // records published before the filter are not filtered
-		return c.result(0, ss.SetFilter(ev, text))
-	case wire.OpSessionRing:
-		return c.sessionRing(h, body)
-	case wire.OpSessionSync:
-		return c.sessionSync(h, body)
-	case wire.OpStats:
-		return c.stats()
-	case wire.OpHello:
-		return c.result(0, fmt.Errorf("hello after the handshake: %w", unix.EPROTO))
+	serve := ops[h.Op]
+	if serve == nil {
+		c.log.Warn("unknown request", "op", h.Op)
+		return c.result(0, fmt.Errorf("unknown request %d: %w", h.Op, unix.EPROTO))
 	}
-	c.log.Warn("unknown request", "op", h.Op)
-	return c.result(0, fmt.Errorf("unknown request %d: %w", h.Op, unix.EPROTO))
+	return serve(c, h, m[wire.HeaderSize:])
+}
+
+// An op serves one request of the protocol (package wire): it answers —
+// a Result or a reply — and reports whether the connection goes on. ops is
+// the daemon's table of them, as a kernel has its system call table, with
+// a file per family: ops_data.go (user_events_data), ops_files.go
+// (tracefs files), ops_sessions.go and session_ring.go (perf-like
+// sessions), ops_rings.go (shared rings), and the server's own (Stats,
+// ServeFUSE: limits.go, fuse.go). Hello is the handshake's (hello); after it, it is EPROTO.
+var ops = map[uint16]func(c *conn, h wire.Header, body []byte) bool{
+	wire.OpRegister:   (*conn).opRegister,
+	wire.OpUnregister: (*conn).opUnregister,
+	wire.OpDelete:     (*conn).opDelete,
+	wire.OpWrite:      (*conn).opWrite,
+	wire.OpWriteHead:  (*conn).opWriteHead,
+
+	wire.OpOpen:      (*conn).opOpen,
+	wire.OpRead:      (*conn).opRead,
+	wire.OpWriteFile: (*conn).opWriteFile,
+	wire.OpCloseFile: (*conn).opCloseFile,
+	wire.OpReadDir:   (*conn).opReadDir,
+
+	wire.OpSession:     (*conn).opSession,
+	wire.OpAttach:      (*conn).opAttach,
+	wire.OpSetFilter:   (*conn).opSetFilter,
+	wire.OpSessionRead: (*conn).opSessionRead,
+	wire.OpSessionRing: (*conn).sessionRing,
+	wire.OpSessionSync: (*conn).sessionSync,
+
+	wire.OpRing:      (*conn).opRing,
+	wire.OpRingFlush: (*conn).opRingFlush,
+
+	wire.OpStats:     func(c *conn, _ wire.Header, _ []byte) bool { return c.stats() },
+	wire.OpServeFUSE: func(c *conn, _ wire.Header, body []byte) bool { return c.result(0, c.serveFUSE(c.takeFDs(), body)) },
+	wire.OpHello: func(c *conn, _ wire.Header, _ []byte) bool {
+		return c.result(0, fmt.Errorf("hello after the handshake: %w", unix.EPROTO))
+	},
 }
 
 func (c *conn) add(h any) uint32 {

@@ -98,11 +98,7 @@ func openNeedsTracer(name string, flags int) bool {
 	if flags&(os.O_WRONLY|os.O_RDWR) != 0 || flags&os.O_TRUNC != 0 {
 		return true
 	}
-	switch strings.Trim(name, "/") {
-	case subsys.FileTrace, subsys.FileTracePipe:
-		return true
-	}
-	return false
+	return subsys.Private(name)
 }
 
 // errNotTracer is the EACCES of a tracefs open the caller may not make:

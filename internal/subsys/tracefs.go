@@ -75,24 +75,6 @@ which adds the group to every directory and file in tracefs:
       filter		- If set, only events passing filter are traced
 `
 
-// rootFiles are the files of the tracefs root, with the modes Linux gives
-// them (TRACE_MODE_READ 0440, TRACE_MODE_WRITE 0640).
-var rootFiles = map[string]fs.FileMode{
-	FileREADME:          0o440,
-	FileAvailableEvents: 0o440,
-	FileBufferSizeKB:    0o640,
-	FileBufferTotalKB:   0o440,
-	FileDynamicEvents:   0o640,
-	FileSetEvent:        0o640,
-	FileTrace:           0o640,
-	FileTracePipe:       0o440,
-	FileTracingOn:       0o640,
-	FileData:            0o640,
-	FileStatus:          0o440,
-	FileCounts:          0o440,
-	FileErrorLog:        0o640,
-}
-
 // DirEntry is one entry of a tracefs directory.
 type DirEntry struct {
 	Name string
@@ -120,6 +102,7 @@ const (
 type node struct {
 	dir    bool
 	mode   fs.FileMode
+	f      *file  // what the file does (files.go); nil for directories
 	name   string // root file name, or the file name inside an event or system dir
 	system string // for events/<system>[/<tp>]/...
 	ev     *Event // for events/<system>/<tp>/...
@@ -135,8 +118,8 @@ func (f *FS) lookup(name string) (node, error) {
 	}
 	parts := strings.Split(name, "/")
 	if len(parts) == 1 {
-		if m, ok := rootFiles[parts[0]]; ok {
-			return node{mode: m, name: parts[0]}, nil
+		if fl, ok := rootFiles[parts[0]]; ok {
+			return node{mode: fl.mode, f: fl, name: parts[0]}, nil
 		}
 		if parts[0] == "events" {
 			return node{dir: true, mode: fs.ModeDir | eventDirMode, name: "events"}, nil
@@ -147,8 +130,9 @@ func (f *FS) lookup(name string) (node, error) {
 		return node{}, notExist(name)
 	}
 	if len(parts) == 2 {
-		if parts[1] == "enable" {
-			return node{mode: 0o640, name: "enable"}, nil
+		if fl, ok := systemFiles[parts[1]]; ok && parts[1] == "enable" {
+			// events/enable: every system's events.
+			return node{mode: fl.mode, f: fl, name: parts[1]}, nil
 		}
 		if f.systemExists(parts[1]) {
 			return node{dir: true, mode: fs.ModeDir | eventDirMode, system: parts[1]}, nil
@@ -160,8 +144,8 @@ func (f *FS) lookup(name string) (node, error) {
 		return node{}, notExist(name)
 	}
 	if len(parts) == 3 {
-		if parts[2] == "enable" || parts[2] == "filter" {
-			return node{mode: 0o640, name: parts[2], system: sys}, nil
+		if fl, ok := systemFiles[parts[2]]; ok {
+			return node{mode: fl.mode, f: fl, name: parts[2], system: sys}, nil
 		}
 		if ev := f.s.lookupLocked(sys, parts[2]); ev != nil && ev.tp != "." && ev.tp != ".." {
 			return node{dir: true, mode: fs.ModeDir | eventDirMode, system: sys, ev: ev}, nil
@@ -172,11 +156,8 @@ func (f *FS) lookup(name string) (node, error) {
 	if len(parts) != 4 || ev == nil {
 		return node{}, notExist(name)
 	}
-	switch parts[3] {
-	case "enable", "filter":
-		return node{mode: 0o640, name: parts[3], system: sys, ev: ev}, nil
-	case "format", "id":
-		return node{mode: 0o440, name: parts[3], system: sys, ev: ev}, nil
+	if fl, ok := eventFiles[parts[3]]; ok {
+		return node{mode: fl.mode, f: fl, name: parts[3], system: sys, ev: ev}, nil
 	}
 	return node{}, notExist(name)
 }
@@ -219,9 +200,10 @@ func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 	var out []DirEntry
 	switch {
 	case n.ev != nil:
-		out = []DirEntry{{"enable", 0o640}, {"filter", 0o640}, {"format", 0o440}, {"id", 0o440}}
+		out = entries(eventFiles)
 	case n.system != "":
-		out = append(out, DirEntry{"filter", 0o640}, DirEntry{"enable", 0o640})
+		// eventfs lists a system's own files first, filter then enable.
+		out = append(out, DirEntry{"filter", systemFiles["filter"].mode}, DirEntry{"enable", systemFiles["enable"].mode})
 		for _, ev := range s.created {
 			if ev.System() != n.system {
 				continue
@@ -236,17 +218,14 @@ func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 		}
 		return out, nil
 	case n.name == "events":
-		out = append(out, DirEntry{"enable", 0o640})
+		out = append(out, DirEntry{"enable", systemFiles["enable"].mode})
 		for _, sys := range []string{eventdef.System, eventdef.MultiSystem} {
 			if f.systemExists(sys) {
 				out = append(out, DirEntry{sys, fs.ModeDir | eventDirMode})
 			}
 		}
 	default:
-		out = append(out, DirEntry{"events", fs.ModeDir | eventDirMode})
-		for name, mode := range rootFiles {
-			out = append(out, DirEntry{name, mode})
-		}
+		out = append(entries(rootFiles), DirEntry{"events", fs.ModeDir | eventDirMode})
 	}
 	slices.SortFunc(out, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -314,18 +293,9 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("user_events_data is opened with Subsystem.Open: %w", unix.EOPNOTSUPP)}
 	}
 	h := &Handle{f: f, path: name, n: n, flags: flags, cred: cred}
-	if write && flags&os.O_TRUNC != 0 {
-		switch n.name {
-		case FileTrace:
-			s.trace.reset()
-		case FileSetEvent:
-			s.clearEvents()
-		case FileDynamicEvents:
-			if err := s.TruncateDynamicEvents(cred); err != nil {
-				return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-			}
-		case FileErrorLog:
-			s.ClearErrorLog()
+	if write && flags&os.O_TRUNC != 0 && n.f != nil && n.f.trunc != nil {
+		if err := n.f.trunc(s, cred); err != nil {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
 	}
 	read := flags&(os.O_WRONLY|os.O_RDWR) != os.O_WRONLY
@@ -538,63 +508,10 @@ func (h *Handle) Poll(wake func()) bool {
 
 // content makes the text of a readable file.
 func (f *FS) content(n node) ([]byte, error) {
-	s := f.s
-	switch {
-	case n.ev != nil && n.name == "filter":
-		s.mu.Lock()
-		defer s.unlock()
-		if n.ev.deleted {
-			return nil, fmt.Errorf("event %s was deleted: %w", n.ev.tp, unix.ENODEV)
-		}
-		return n.ev.filterState.AppendFile(nil), nil
-	case n.name == "filter":
-		return s.AppendSystemFilter(nil, n.system), nil
-	case n.ev != nil:
-		s.mu.Lock()
-		defer s.unlock()
-		switch n.name {
-		case "enable":
-			if n.ev.ftrace.Load() {
-				return []byte("1\n"), nil
-			}
-			return []byte("0\n"), nil
-		case "format":
-			return n.ev.def.AppendFormat(nil, n.ev.tp, n.ev.id), nil
-		case "id":
-			// event_id_read: "%llu\n".
-			return append(strconv.AppendInt(nil, int64(n.ev.id), 10), '\n'), nil
-		}
-	case n.name == "enable":
-		return []byte{f.enableState(n.system), '\n'}, nil
+	if n.f == nil || n.f.read == nil {
+		return nil, unix.EINVAL
 	}
-	switch n.name {
-	case FileREADME:
-		return []byte(readme), nil
-	case FileStatus:
-		return s.AppendStatus(nil), nil
-	case FileCounts:
-		return s.AppendCounts(nil), nil
-	case FileErrorLog:
-		return s.AppendErrorLog(nil), nil
-	case FileDynamicEvents:
-		return s.AppendDynamicEvents(nil), nil
-	case FileAvailableEvents:
-		return f.listEvents(false), nil
-	case FileSetEvent:
-		return f.listEvents(true), nil
-	case FileTracingOn:
-		if s.trace.tracingOn() {
-			return []byte("1\n"), nil
-		}
-		return []byte("0\n"), nil
-	case FileBufferSizeKB:
-		return s.trace.ring.AppendBufferSizeKB(nil, -1), nil
-	case FileBufferTotalKB:
-		return s.trace.ring.AppendBufferTotalSizeKB(nil), nil
-	case FileTrace:
-		return s.trace.appendTrace(nil), nil
-	}
-	return nil, unix.EINVAL
+	return n.f.read(f, n)
 }
 
 // enableState is what a system's (or, for "", the top) enable file reads:
@@ -660,75 +577,10 @@ func (h *Handle) Write(p []byte) (int, error) {
 }
 
 func (f *FS) write(n node, p []byte, cred Cred) (int, error) {
-	s := f.s
-	switch {
-	case n.name == "enable":
-		v, err := kstrtoulFromUser(p)
-		if err != nil {
-			return 0, err
-		}
-		if v > 1 {
-			return 0, fmt.Errorf("enable takes 0 or 1, not %d: %w", v, unix.EINVAL)
-		}
-		// tracing_update_buffers: the first enable expands the buffer.
-		if err := s.trace.ring.Expand(); err != nil {
-			return 0, err
-		}
-		if n.ev != nil {
-			s.mu.Lock()
-			defer s.unlock()
-			if n.ev.deleted {
-				return 0, fmt.Errorf("event %s was deleted: %w", n.ev.tp, unix.ENODEV)
-			}
-			s.setFtraceLocked(n.ev, v == 1)
-			return len(p), nil
-		}
-		if err := f.setClr(n.system, "", v == 1); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	case n.name == FileDynamicEvents:
-		return s.WriteDynamicEvents(p, cred)
-	case n.name == FileSetEvent:
-		if err := s.trace.ring.Expand(); err != nil {
-			return 0, err
-		}
-		return f.writeSetEvent(p)
-	case n.name == FileTracingOn:
-		v, err := kstrtoulFromUser(p)
-		if err != nil {
-			return 0, err
-		}
-		s.trace.setTracingOn(v != 0)
-		return len(p), nil
-	case n.name == FileBufferSizeKB:
-		v, err := kstrtoulFromUser(p)
-		if err != nil {
-			return 0, err
-		}
-		if v == 0 {
-			return 0, fmt.Errorf("buffer_size_kb must not be 0: %w", unix.EINVAL)
-		}
-		if err := s.trace.resize(int(min(v, 1<<40))); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	case n.name == FileTrace:
-		return len(p), nil // tracing_write_stub
-	case n.name == FileErrorLog:
-		return len(p), nil // tracing_err_log_write
-	case n.name == "filter" && n.ev != nil:
-		if err := n.ev.SetFilter(p); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	case n.name == "filter":
-		if err := s.SetSystemFilter(n.system, p); err != nil {
-			return 0, err
-		}
-		return len(p), nil
+	if n.f == nil || n.f.write == nil {
+		return 0, fmt.Errorf("%s is not writable: %w", n.name, unix.EINVAL)
 	}
-	return 0, fmt.Errorf("%s is not writable: %w", n.name, unix.EINVAL)
+	return n.f.write(f, n, p, cred)
 }
 
 // setClr is __ftrace_set_clr_event over user events: enable or disable

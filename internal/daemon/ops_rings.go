@@ -1,0 +1,43 @@
+package daemon
+
+// The requests of the shared rings a client writes through (ring.go,
+// merger.go) and the FUSE tree handed over (fuse.go).
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/daemon/wire"
+)
+
+// opRing takes a client's ring: a sealed memfd and an eventfd, one per
+// connection.
+func (c *conn) opRing(h wire.Header, body []byte) bool {
+	fds := c.takeFDs()
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	switch {
+	case len(fds) != 2 || len(body) != 0:
+		return c.result(0, fmt.Errorf("ring: expected a memfd, an eventfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL))
+	case c.ring != nil:
+		return c.result(0, fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY))
+	}
+	if err := c.attachRing(fds[0], fds[1]); err != nil {
+		c.log.Warn("ring refused", "err", err)
+		return c.result(0, err)
+	}
+	return c.result(0, nil)
+}
+
+// opRingFlush returns once what the connection's ring holds is delivered.
+func (c *conn) opRingFlush(h wire.Header, body []byte) bool {
+	if c.ring == nil {
+		return c.result(0, fmt.Errorf("ring flush: this connection shared no ring: %w", unix.EINVAL))
+	}
+	c.s.Flush()
+	return c.result(0, nil)
+}
