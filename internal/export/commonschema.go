@@ -1,11 +1,12 @@
 package export
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/commonschema"
@@ -75,7 +76,7 @@ func csLog(e *encoder, eh *eventheader.Event, cs *csFields, observed uint64) (re
 	hexID(tid[:], cs.traceID)
 	hexID(sid[:], cs.spanID)
 	e.TraceContext(tid, sid, 0)
-	e.Str(AttrEHProvider, eh.Tracepoint.Provider)
+	e.StrConst(AttrEHProvider, eh.Tracepoint.Provider)
 
 	// PartC's fields are the attributes, PartB's body the body.
 	base := e.Depth()
@@ -267,7 +268,7 @@ func csValue(e *encoder, it *eventheader.Item, base int) {
 			e.End()
 		}
 	case eventheader.ItemValue:
-		if it.Format == eventheader.FormatStringJSON && jsonValue(&e.Builder, key, it.Value) {
+		if it.Format == eventheader.FormatStringJSON && jsonValue(e, key, it.Value) {
 			return
 		}
 		ehValue(e, key, it)
@@ -275,61 +276,111 @@ func csValue(e *encoder, it *eventheader.Item, base int) {
 }
 
 // jsonValue adds the value JSON text js is — objects as maps in their
-// keys' order, arrays as arrays, numbers as ints or doubles, null as an
-// empty value — and says whether js was JSON; nothing is added when not.
-func jsonValue(e *otlp.Builder, key string, js []byte) bool {
+// keys' order, arrays as arrays, strings, numbers as ints (or doubles, or
+// their text when they are neither), booleans, null as an empty value —
+// and says whether js was JSON; nothing is added when not. It reads the
+// text as encoding/json's Decoder did (TestJSONValue compares them), without
+// a token allocated at a time and an error made to find each number's end.
+func jsonValue(e Writer, key string, js []byte) bool {
 	if !json.Valid(js) {
 		return false
 	}
-	d := json.NewDecoder(bytes.NewReader(js))
-	d.UseNumber()
-	var add func(key string) bool
-	add = func(key string) bool {
-		tok, err := d.Token()
-		if err != nil {
-			return false
-		}
-		switch v := tok.(type) {
-		case json.Delim:
-			if v == '{' {
-				e.MapStart(key)
-				for d.More() {
-					k, err := d.Token()
-					if err != nil {
-						return false
-					}
-					if !add(k.(string)) {
-						return false
-					}
-				}
-			} else {
-				e.ArrayStart(key)
-				for d.More() {
-					if !add("") {
-						return false
-					}
-				}
-			}
-			d.Token() // the closing delimiter
-			e.End()
-		case string:
-			e.Str(key, v)
-		case bool:
-			e.Bool(key, v)
-		case json.Number:
-			if i, err := strconv.ParseInt(v.String(), 10, 64); err == nil {
-				e.Int(key, i)
-			} else if f, err := v.Float64(); err == nil {
-				e.Double(key, f)
-			} else {
-				e.Str(key, v.String())
-			}
-		case nil:
-			e.Empty(key)
-		}
-		return true
+	p := jsonText{e: e, b: js}
+	p.value(key)
+	return true
+}
+
+// jsonText reads valid JSON into a Writer.
+type jsonText struct {
+	e Writer
+	b []byte
+	i int
+}
+
+func (p *jsonText) space() {
+	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\t' || p.b[p.i] == '\n' || p.b[p.i] == '\r') {
+		p.i++
 	}
-	return add(key)
+}
+
+// value adds the value at p.i.
+func (p *jsonText) value(key string) {
+	p.space()
+	switch c := p.b[p.i]; c {
+	case '{', '[':
+		p.i++
+		if c == '{' {
+			p.e.MapStart(key)
+		} else {
+			p.e.ArrayStart(key)
+		}
+		for {
+			p.space()
+			if p.b[p.i] == '}' || p.b[p.i] == ']' {
+				p.i++
+				break
+			}
+			if p.b[p.i] == ',' {
+				p.i++
+				p.space()
+			}
+			k := ""
+			if c == '{' {
+				k = p.str()
+				p.space()
+				p.i++ // ':'
+			}
+			p.value(k)
+		}
+		p.e.End()
+	case '"':
+		p.e.Str(key, p.str())
+	case 't':
+		p.i += len("true")
+		p.e.Bool(key, true)
+	case 'f':
+		p.i += len("false")
+		p.e.Bool(key, false)
+	case 'n':
+		p.i += len("null")
+		p.e.Empty(key)
+	default:
+		start := p.i
+		for p.i < len(p.b) && strings.IndexByte("+-.0123456789eE", p.b[p.i]) >= 0 {
+			p.i++
+		}
+		num := view(p.b[start:p.i])
+		if i, err := strconv.ParseInt(num, 10, 64); err == nil {
+			p.e.Int(key, i)
+		} else if f, err := strconv.ParseFloat(num, 64); err == nil {
+			p.e.Double(key, f)
+		} else {
+			p.e.Str(key, num)
+		}
+	}
+}
+
+// str reads the string at p.i: a view of the text when it has no escapes
+// and is UTF-8, else what encoding/json makes of it (escapes undone,
+// invalid UTF-8 replaced).
+func (p *jsonText) str() string {
+	start := p.i
+	p.i++
+	plain := true
+	for p.b[p.i] != '"' {
+		if p.b[p.i] == '\\' {
+			plain = false
+			p.i++
+		}
+		p.i++
+	}
+	p.i++
+	if text := p.b[start+1 : p.i-1]; plain && utf8.Valid(text) {
+		return view(text)
+	}
+	var s string
+	json.Unmarshal(p.b[start:p.i], &s)
+	return s
 }
 
 // csSpan maps eh, a Common Schema record of type Span (scanned into cs)
@@ -373,7 +424,7 @@ func csSpan(e *encoder, eh *eventheader.Event, cs *csFields, s *Sample) (res csR
 		e.SpanLink(l.trace, l.span)
 	}
 	sampleAttrs(e, s)
-	e.Str(AttrEHProvider, eh.Tracepoint.Provider)
+	e.StrConst(AttrEHProvider, eh.Tracepoint.Provider)
 
 	// PartB's well-known fields back under their attributes' names, then
 	// PartC's.

@@ -119,11 +119,11 @@ var severities = [...]struct {
 // once.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// encoder is what a sample is written with: a Builder, and the scratch
-// in which the values shown as text are made. Kept by the caller, its
-// memory serves every sample.
+// encoder is what a sample is written with: a Writer, and the scratch in
+// which the values shown as text are made. Kept by the caller, its memory
+// serves every sample.
 type encoder struct {
-	otlp.Builder
+	Writer
 	js []byte
 }
 
@@ -131,16 +131,19 @@ type encoder struct {
 // signal: a span for a Common Schema span (csSpan), an
 // ExportMetricsServiceRequest — returned, not appended: it goes on as it is
 // — for an otlp_metrics record (metricsRequest), a log record for anything
-// else; and what a Common Schema record says of its resource.
-func encodeSample(e *encoder, s *Sample, observed uint64) (sig otlp.Signal, cs csResource, metrics []byte) {
+// else; and the resource it is of: its process, and the service a Common
+// Schema record names.
+func encodeSample(e *encoder, s *Sample, observed uint64) (sig otlp.Signal, res Resource, metrics []byte) {
 	ev := s.Event
+	res.PID = s.PID
 	if req, ok := metricsRequest(ev, s.Raw); ok {
-		return otlp.Metrics, csResource{}, req
+		return otlp.Metrics, res, req
 	}
 	if ev.format != nil && ev.ehOff >= 0 && ev.ehOff <= len(s.Raw) {
 		if eh, err := eventheader.Decode(ev.ehName, s.Raw[ev.ehOff:]); err == nil {
 			if sig, cs, ok := encodeEH(e, s, &eh, observed); ok {
-				return sig, cs, nil
+				res.Role, res.Instance = cs.role, cs.instance
+				return sig, res, nil
 			}
 		}
 	}
@@ -156,7 +159,7 @@ func encodeSample(e *encoder, s *Sample, observed uint64) (sig otlp.Signal, cs c
 	}
 	e.EventName(ev.full)
 	e.End()
-	return otlp.Logs, csResource{}, nil
+	return otlp.Logs, res, nil
 }
 
 // encodeEH appends an EventHeader event: a Common Schema span or log
@@ -177,7 +180,6 @@ func encodeEH(e *encoder, s *Sample, eh *eventheader.Event, observed uint64) (ot
 			}
 		}
 	}
-	m := e.Mark()
 	e.Record()
 	sampleAttrs(e, s)
 	if kind == csRecord && string(cs.typeName) == commonschema.TypeLog {
@@ -190,7 +192,7 @@ func encodeEH(e *encoder, s *Sample, eh *eventheader.Event, observed uint64) (ot
 	if !ehFields(e, eh) {
 		// Found part way: what was written goes, and the caller writes
 		// the record by its format.
-		e.Truncate(m)
+		e.Discard()
 		return 0, csResource{}, false
 	}
 	e.End()
@@ -201,7 +203,7 @@ func encodeEH(e *encoder, s *Sample, eh *eventheader.Event, observed uint64) (ot
 // tracepoint, the thread and the CPU, and perf's time where there is no
 // wall-clock time.
 func sampleAttrs(e *encoder, s *Sample) {
-	e.Str(AttrTracepoint, s.Event.full)
+	e.StrConst(AttrTracepoint, s.Event.full)
 	e.Int(AttrThreadID, int64(s.TID))
 	e.Int(AttrCPU, int64(s.CPU))
 	if s.Time == 0 {
@@ -214,7 +216,6 @@ func sampleAttrs(e *encoder, s *Sample) {
 // strings as strings (invalid UTF-8 replaced: OTLP strings are UTF-8),
 // anything else as bytes. A field outside the record is left out.
 func plainFields(e *encoder, ev *Event, raw []byte) {
-	var num [20]byte
 	f := ev.format
 	for i := range f.Fields {
 		fd := &f.Fields[i]
@@ -228,7 +229,8 @@ func plainFields(e *encoder, ev *Event, raw []byte) {
 			if fd.Signed {
 				e.Int(key, v.Int())
 			} else if u := v.Uint(); u > math.MaxInt64 {
-				e.Str(key, view(strconv.AppendUint(num[:0], u, 10)))
+				e.js = strconv.AppendUint(e.js[:0], u, 10)
+				e.StrBytes(key, e.js)
 			} else {
 				e.Int(key, int64(u))
 			}
@@ -268,7 +270,7 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 	} else {
 		e.Severity(otlp.SeverityTrace, "VERBOSE")
 	}
-	e.Str(AttrEHProvider, eh.Tracepoint.Provider)
+	e.StrConst(AttrEHProvider, eh.Tracepoint.Provider)
 	e.Int(AttrEHLevel, int64(lvl))
 	e.Int(AttrEHKeyword, int64(eh.Tracepoint.Keyword))
 	if eh.Header.Opcode != 0 {
@@ -312,12 +314,15 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 	for e.Depth() > base {
 		e.End()
 	}
-	name := eh.EventName()
-	if utf8.Valid(name) {
-		e.EventNameBytes(eh.Tracepoint.Provider+":", name)
+	// "Provider:Event", made in the scratch: what a Writer is given may
+	// stay with it, and a string made here would be garbage each time.
+	e.js = append(append(e.js[:0], eh.Tracepoint.Provider...), ':')
+	if name := eh.EventName(); utf8.Valid(name) {
+		e.js = append(e.js, name...)
 	} else {
-		e.EventName(eh.Tracepoint.Provider + ":" + validText(name))
+		e.js = append(e.js, validText(name)...)
 	}
+	e.EventNameBytes(e.js)
 	return true
 }
 

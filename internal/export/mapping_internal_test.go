@@ -3,8 +3,10 @@ package export
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/uetrace/uetrace/eventheader"
@@ -36,7 +38,8 @@ func TestEHScalar(t *testing.T) {
 	}
 	texts := []string{"", "plain", `quote " and \ back`, "tab\tnewline\n\x01", "ünïcødé €", "\xff\xfe bad", "\xed\xa0\x80 surrogate", "\xf4\x90\x80\x80 past"}
 	var b eventheader.Builder
-	var fast, slow encoder
+	var fw, sw otlpWriter
+	fast, slow := encoder{Writer: &fw}, encoder{Writer: &sw}
 	taken := map[eventheader.Encoding]int{}
 	check := func(enc eventheader.Encoding, f eventheader.Format, value []byte) {
 		t.Helper()
@@ -56,18 +59,18 @@ func TestEHScalar(t *testing.T) {
 			t.Fatalf("%v %v % x: %v", enc, f, value, fs.Err())
 		}
 		it := fs.Item()
-		for _, e := range []*encoder{&fast, &slow} {
-			e.Reset()
-			e.Record()
+		for _, w := range []*otlpWriter{&fw, &sw} {
+			w.Reset()
+			w.Record()
 		}
 		ehValue(&fast, "v", it)
 		slow.js = it.AppendJSON(slow.js[:0])
 		ehValueJSON(&slow, "v", it, slow.js)
-		if !bytes.Equal(fast.Bytes(), slow.Bytes()) {
-			t.Errorf("%v, %v, % x (JSON %s): ehValue wrote % x, by its JSON % x", enc, f, value, slow.js, fast.Bytes(), slow.Bytes())
+		if !bytes.Equal(fw.Bytes(), sw.Bytes()) {
+			t.Errorf("%v, %v, % x (JSON %s): ehValue wrote % x, by its JSON % x", enc, f, value, slow.js, fw.Bytes(), sw.Bytes())
 		}
-		fast.Reset()
-		fast.Record()
+		fw.Reset()
+		fw.Record()
 		if ehScalar(&fast, "v", it) {
 			taken[enc]++
 		}
@@ -108,4 +111,103 @@ func TestEHScalar(t *testing.T) {
 			t.Errorf("ehScalar took no %v value", enc)
 		}
 	}
+}
+
+// jsonValueDecoder is jsonValue as it was written first, on
+// encoding/json's Decoder: what jsonValue must do.
+func jsonValueDecoder(e Writer, key string, js []byte) bool {
+	if !json.Valid(js) {
+		return false
+	}
+	d := json.NewDecoder(bytes.NewReader(js))
+	d.UseNumber()
+	var add func(key string) bool
+	add = func(key string) bool {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' {
+				e.MapStart(key)
+				for d.More() {
+					k, err := d.Token()
+					if err != nil {
+						return false
+					}
+					if !add(k.(string)) {
+						return false
+					}
+				}
+			} else {
+				e.ArrayStart(key)
+				for d.More() {
+					if !add("") {
+						return false
+					}
+				}
+			}
+			d.Token() // the closing delimiter
+			e.End()
+		case string:
+			e.Str(key, v)
+		case bool:
+			e.Bool(key, v)
+		case json.Number:
+			if i, err := strconv.ParseInt(v.String(), 10, 64); err == nil {
+				e.Int(key, i)
+			} else if f, err := v.Float64(); err == nil {
+				e.Double(key, f)
+			} else {
+				e.Str(key, v.String())
+			}
+		case nil:
+			e.Empty(key)
+		}
+		return true
+	}
+	return add(key)
+}
+
+// checkJSONValue fails unless jsonValue writes what encoding/json's
+// Decoder reads js as.
+func checkJSONValue(t *testing.T, js []byte) {
+	t.Helper()
+	var a, b otlpWriter
+	a.Record()
+	b.Record()
+	okA, okB := jsonValue(&a, "k", js), jsonValueDecoder(&b, "k", js)
+	if okA != okB || !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatalf("%q: jsonValue %v, % x; by encoding/json %v, % x", js, okA, a.Bytes(), okB, b.Bytes())
+	}
+	if a.Depth() != 1 {
+		t.Fatalf("%q: %d values left open", js, a.Depth()-1)
+	}
+}
+
+// TestJSONValue: a StringJSON value reads as encoding/json's Decoder reads
+// it — objects, arrays, nesting, escapes, surrogates, invalid UTF-8,
+// numbers past int64 and float64, whitespace — and text that is not JSON
+// adds nothing.
+func TestJSONValue(t *testing.T) {
+	for _, js := range []string{
+		`1`, `-0`, `1.5`, `1e3`, `-2E-3`, `9223372036854775807`, `9223372036854775808`, `1e400`, `-1e400`, `0.1e-400`,
+		`"s"`, `""`, `"esc\"aped\\\/\b\f\n\r\t"`, `"\u00e9\ud83d\ude00\ud800x"`, "\"bad \xff utf8\"", "\"raw é\"",
+		`true`, `false`, `null`, `[]`, `{}`, ` [ 1 , "a" , { "b" : [ null , true ] } , 2.5 ] `,
+		`{"a":1,"a":2}`, `{"k\u0041":{"x":{"y":[[[]]]}}}`, `[{"toTraceId":"4bf9","toSpanId":"00f0"}]`,
+		"\t\n\r {\"a\" :\t1 }\n", `["a",2,{"k":null},1.5,1e400]`,
+		``, `{`, `[1,]`, `{"a"}`, `nul`, `1 2`, `"unterminated`, `{"a":1}}`,
+	} {
+		checkJSONValue(t, []byte(js))
+	}
+}
+
+// FuzzJSONValue: whatever text a program writes as StringJSON, jsonValue
+// reads it as encoding/json's Decoder does.
+func FuzzJSONValue(f *testing.F) {
+	for _, js := range []string{`[1,"a",{"b":[null,true]},2.5]`, `{"a":{"b":"\u00e9"}}`, `1e400`, `"\ud800"`} {
+		f.Add([]byte(js))
+	}
+	f.Fuzz(func(t *testing.T, js []byte) { checkJSONValue(t, js) })
 }

@@ -92,13 +92,11 @@ func (e *Builder) Severity(num int32, text string) {
 func (e *Builder) EventName(s string) { e.b = appendString(e.b, fLogEventName, s) }
 
 // EventNameBytes is EventName of bytes, which must be UTF-8.
-func (e *Builder) EventNameBytes(prefix string, s []byte) {
-	if len(prefix)+len(s) == 0 {
-		return
+func (e *Builder) EventNameBytes(s []byte) {
+	if len(s) > 0 {
+		e.b = appendTag(e.b, fLogEventName, protowire.BytesType)
+		e.b = appendBytesValue(e.b, s)
 	}
-	e.b = appendTag(e.b, fLogEventName, protowire.BytesType)
-	e.b = appendVarint(e.b, uint64(len(prefix)+len(s)))
-	e.b = append(append(e.b, prefix...), s...)
 }
 
 // valueStart opens what holds the next value: an attribute (a KeyValue
