@@ -104,11 +104,24 @@ func startReceiverSink(tb testing.TB, otelcol, sock string, events ...string) *s
 // records, spans and metric points), from its telemetry.
 func (s *sink) counts(tb testing.TB) (accepted, refused uint64) {
 	tb.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", s.metricsPort))
+	m := telemetry(tb, s.metricsPort)
+	for _, item := range []string{"log_records", "spans", "metric_points"} {
+		accepted += m["otelcol_receiver_accepted_"+item]
+		refused += m["otelcol_receiver_refused_"+item]
+	}
+	return accepted, refused
+}
+
+// telemetry reads a Collector's own metrics from its Prometheus endpoint:
+// each counter's value, summed over its labels.
+func telemetry(tb testing.TB, port int) map[string]uint64 {
+	tb.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
 		tb.Fatalf("the Collector's telemetry: %v", err)
 	}
 	defer resp.Body.Close()
+	m := map[string]uint64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		name, rest, _ := strings.Cut(sc.Text(), "{")
@@ -116,18 +129,11 @@ func (s *sink) counts(tb testing.TB) (accepted, refused uint64) {
 		if !ok {
 			continue
 		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "otelcol_receiver_accepted_log_records", "otelcol_receiver_accepted_spans", "otelcol_receiver_accepted_metric_points":
-			accepted += uint64(v)
-		case "otelcol_receiver_refused_log_records", "otelcol_receiver_refused_spans", "otelcol_receiver_refused_metric_points":
-			refused += uint64(v)
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			m[name] += uint64(v)
 		}
 	}
-	return accepted, refused
+	return m
 }
 
 // waitAccepted waits until the sink has accepted or refused n items, or
