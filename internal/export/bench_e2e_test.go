@@ -190,10 +190,15 @@ var sdkOnce = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
+// sdkBinary is the SDK anchor: $UETRACE_SDKLOGS, or built beside the
+// Collector.
 func sdkBinary(b *testing.B) string {
+	if bin := os.Getenv("UETRACE_SDKLOGS"); bin != "" {
+		return bin
+	}
 	binaries(b) // the go command, and binDir
 	if binDir == "" {
-		b.Skip("the SDK anchor is built from otelcol/distribution, which needs the go command; $UETRACE_OTELCOL names only the Collector")
+		b.Skip("the SDK anchor is built from otelcol/distribution beside the Collector; with $UETRACE_OTELCOL, $UETRACE_SDKLOGS names it")
 	}
 	bin, err := sdkOnce()
 	if err != nil {

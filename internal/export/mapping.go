@@ -45,9 +45,11 @@ type Event struct {
 	System, Name string
 	format       *tracefmt.Format
 	// For an EventHeader tracepoint: where the event starts in the
-	// record, and the tracepoint name to decode it by; ehOff -1 if not one.
+	// record, and the tracepoint name to decode it by, parsed; ehOff -1
+	// if not one.
 	ehOff  int
 	ehName string
+	ehTP   eventheader.TracepointName
 	full   string   // "system:name"
 	keys   []string // the format's fields' names as attribute keys: UTF-8
 }
@@ -66,6 +68,11 @@ func NewEvent(system, name string, format []byte) (*Event, error) {
 	}
 	ev.format = f
 	ev.ehOff, ev.ehName = ehOffset(name, f)
+	if ev.ehOff >= 0 {
+		if ev.ehTP, err = eventheader.ParseTracepointName(ev.ehName); err != nil {
+			ev.ehOff = -1 // no event of it decodes: its records go by the format
+		}
+	}
 	for i := range f.Fields {
 		ev.keys = append(ev.keys, validUTF8String(f.Fields[i].Name))
 	}
@@ -140,7 +147,7 @@ func encodeSample(e *encoder, s *Sample, observed uint64) (sig otlp.Signal, res 
 		return otlp.Metrics, res, req
 	}
 	if ev.format != nil && ev.ehOff >= 0 && ev.ehOff <= len(s.Raw) {
-		if eh, err := eventheader.Decode(ev.ehName, s.Raw[ev.ehOff:]); err == nil {
+		if eh, err := eventheader.DecodeFor(ev.ehTP, s.Raw[ev.ehOff:]); err == nil {
 			if sig, cs, ok := encodeEH(e, s, &eh, observed); ok {
 				res.Role, res.Instance = cs.role, cs.instance
 				return sig, res, nil
