@@ -260,9 +260,9 @@ func csValue(e *encoder, it *eventheader.Item, base int) {
 	key := validText(it.FieldName())
 	switch it.Kind {
 	case eventheader.ItemStructBegin:
-		e.MapStart(key)
+		e.MapStart(key, int(it.Format))
 	case eventheader.ItemArrayBegin:
-		e.ArrayStart(key)
+		e.ArrayStart(key, int(it.ArrayCount))
 	case eventheader.ItemStructEnd, eventheader.ItemArrayEnd:
 		if e.Depth() > base {
 			e.End()
@@ -310,9 +310,9 @@ func (p *jsonText) value(key string) {
 	case '{', '[':
 		p.i++
 		if c == '{' {
-			p.e.MapStart(key)
+			p.e.MapStart(key, 0)
 		} else {
-			p.e.ArrayStart(key)
+			p.e.ArrayStart(key, 0)
 		}
 		for {
 			p.space()

@@ -304,9 +304,9 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 		it := f.Item()
 		switch it.Kind {
 		case eventheader.ItemStructBegin:
-			e.MapStart(validText(it.FieldName()))
+			e.MapStart(validText(it.FieldName()), int(it.Format)) // a struct's field count
 		case eventheader.ItemArrayBegin:
-			e.ArrayStart(validText(it.FieldName()))
+			e.ArrayStart(validText(it.FieldName()), int(it.ArrayCount))
 		case eventheader.ItemStructEnd, eventheader.ItemArrayEnd:
 			if e.Depth() > base {
 				e.End()

@@ -130,7 +130,7 @@ func jsonValueDecoder(e Writer, key string, js []byte) bool {
 		switch v := tok.(type) {
 		case json.Delim:
 			if v == '{' {
-				e.MapStart(key)
+				e.MapStart(key, 0)
 				for d.More() {
 					k, err := d.Token()
 					if err != nil {
@@ -141,7 +141,7 @@ func jsonValueDecoder(e Writer, key string, js []byte) bool {
 					}
 				}
 			} else {
-				e.ArrayStart(key)
+				e.ArrayStart(key, 0)
 				for d.More() {
 					if !add("") {
 						return false

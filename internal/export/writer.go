@@ -13,8 +13,9 @@ import (
 // without a conversion between them.
 //
 // Calls nest as the values do: Record or Span ... End, and inside them Str,
-// Int, … with a key, MapStart(key) ... End, ArrayStart(key) ... End (an
-// array's elements' keys are ignored); Body makes the next value the
+// Int, … with a key, MapStart(key, n) ... End, ArrayStart(key, n) ... End
+// (n: how many entries follow, when known, else 0; an array's elements'
+// keys are ignored); Body makes the next value the
 // record's body. Strings and bytes given to a Writer may be views of the
 // sample's record: a Writer that keeps them past the call copies them.
 type Writer interface {
@@ -57,8 +58,8 @@ type Writer interface {
 	Bool(key string, v bool)
 	BytesValue(key string, p []byte)
 	Empty(key string)
-	MapStart(key string)
-	ArrayStart(key string)
+	MapStart(key string, n int)
+	ArrayStart(key string, n int)
 }
 
 // otlpWriter is a Writer of OTLP protobuf: an otlp.Builder that takes back
@@ -79,6 +80,10 @@ func (w *otlpWriter) Span() {
 }
 
 func (w *otlpWriter) Discard() { w.Truncate(w.start) }
+
+// MapStart and ArrayStart are the Builder's, which needs no count.
+func (w *otlpWriter) MapStart(key string, _ int)   { w.Builder.MapStart(key) }
+func (w *otlpWriter) ArrayStart(key string, _ int) { w.Builder.ArrayStart(key) }
 
 // StrConst is Str: the Builder copies every string as it is given.
 func (w *otlpWriter) StrConst(key, s string) { w.Str(key, s) }

@@ -42,9 +42,10 @@ type pdataWriter struct {
 	// here without a lookup in strs.
 	keys  []string
 	nkeys int
-	// attrs is how many attributes the last record or span had: the room
-	// the next one's are given at once, as records of an event follow
-	// one another.
+	// attrs is the room a record's or span's attributes are given at
+	// once: the most the recent ones had (it decays by an eighth, or one, a
+	// record), so that neither a stream of one event nor one of several
+	// in turn grows the attributes by copying.
 	attrs int
 }
 
@@ -88,11 +89,11 @@ func (w *pdataWriter) End() {
 	if len(w.frames) > 0 {
 		return
 	}
+	n := w.lr.Attributes().Len()
 	if w.span {
-		w.attrs = max(w.sp.Attributes().Len(), 4)
-	} else {
-		w.attrs = max(w.lr.Attributes().Len(), 4)
+		n = w.sp.Attributes().Len()
 	}
+	w.attrs = max(n, w.attrs-max(w.attrs/8, 1), 4)
 }
 
 func (w *pdataWriter) Depth() int { return len(w.frames) }
@@ -226,12 +227,18 @@ func (w *pdataWriter) BytesValue(key string, p []byte) {
 	w.value(key).SetEmptyBytes().FromRaw(p) // a copy
 }
 
-func (w *pdataWriter) MapStart(key string) {
-	w.frames = append(w.frames, frame{m: w.value(key).SetEmptyMap()})
+// MapStart and ArrayStart give the map or array its n entries' room at
+// once (n is the Writer's hint, 0 when not known).
+func (w *pdataWriter) MapStart(key string, n int) {
+	m := w.value(key).SetEmptyMap()
+	m.EnsureCapacity(n)
+	w.frames = append(w.frames, frame{m: m})
 }
 
-func (w *pdataWriter) ArrayStart(key string) {
-	w.frames = append(w.frames, frame{s: w.value(key).SetEmptySlice(), array: true})
+func (w *pdataWriter) ArrayStart(key string, n int) {
+	s := w.value(key).SetEmptySlice()
+	s.EnsureCapacity(n)
+	w.frames = append(w.frames, frame{s: s, array: true})
 }
 
 // maxInterned bounds an interner: the strings that repeat are few, and a
