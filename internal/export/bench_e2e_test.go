@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -324,14 +325,14 @@ func BenchmarkE2EExportLive(b *testing.B) {
 					cmd := exec.Command(uetrace, "--backend", "daemon", "--socket", r.sock, "export", "-q",
 						"-e", "x", "-e", "UetraceTest_*", "--protocol", proto, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port),
 						"--service-name", "export-test", "--queue", "1024", "--buffer-kb", "65536")
-					var stderr syncBuffer
+					var stderr testutil.Buffer
 					cmd.Stderr = &stderr
 					if err := cmd.Start(); err != nil {
 						b.Fatal(err)
 					}
 					exited := make(chan error, 1)
 					go func() { exited <- cmd.Wait() }()
-					eventually(b, "export to enable the events", r.enabled)
+					testutil.Wait(b, "export to enable the events", r.enabled)
 					dStart, cStart, eStart := cpuTime(r.daemonPID), cpuTime(s.cmd.Process.Pid), cpuTime(cmd.Process.Pid)
 					start := time.Now()
 					writeEl := r.writeAll(b, wants, e2eEvents, rate)
@@ -374,7 +375,7 @@ func BenchmarkE2EReceiver(b *testing.B) {
 			for b.Loop() {
 				r := startLive(b, uetrace)
 				s := startReceiverSink(b, otelcol, r.sock, "x", "UetraceTest_*")
-				eventually(b, "the receiver to enable the events", r.enabled)
+				testutil.Wait(b, "the receiver to enable the events", r.enabled)
 				dStart, cStart := cpuTime(r.daemonPID), cpuTime(s.cmd.Process.Pid)
 				start := time.Now()
 				writeEl := r.writeAll(b, wants, e2eEvents, rate)

@@ -11,6 +11,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/commonschema"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // OpenTelemetry's user_events exporters (the Rust crates of
@@ -398,7 +399,7 @@ func (p *jsonText) str() string {
 // scope; a status Ok (it is "success" as Unset is: both come back Unset);
 // the order of the well-known attributes among the others (they come
 // first).
-func csSpan(e *encoder, eh *eventheader.Event, cs *csFields, s *Sample) (res csResource, ok bool) {
+func csSpan(e *encoder, eh *eventheader.Event, cs *csFields, s *perfdata.Sample) (res csResource, ok bool) {
 	end, err1 := time.Parse(time.RFC3339Nano, view(cs.time))
 	start, err2 := time.Parse(time.RFC3339Nano, view(cs.startTime))
 	if err1 != nil || err2 != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -112,7 +113,7 @@ type fleetHost struct {
 	written atomic.Int64
 	// uetrace export's, or the host Collector's.
 	export   *exec.Cmd
-	stderr   *syncBuffer
+	stderr   *testutil.Buffer
 	done     chan struct{} // closed when export exited, with err
 	err      error
 	col      *sink
@@ -167,7 +168,7 @@ func TestFleet(t *testing.T) {
 			if i == 1 {
 				proto, port = "http", hp
 			}
-			h.stderr = &syncBuffer{}
+			h.stderr = &testutil.Buffer{}
 			h.export = exec.Command(uetrace, "--backend", "daemon", "--socket", h.sock, "export", "-e", "fleet_ev",
 				"--protocol", proto, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port), "--service-name", h.name,
 				"--batch-size", strconv.Itoa(fleetBatch), "--batch-delay", "50ms", "--senders", strconv.Itoa(fleetSenders),
@@ -193,7 +194,7 @@ func TestFleet(t *testing.T) {
 		}
 	}
 	for _, h := range hosts {
-		eventually(t, h.name+"'s sender to enable the event", h.enabled)
+		testutil.Wait(t, h.name+"'s sender to enable the event", h.enabled)
 	}
 
 	// The writers, paced; the gateway killed and started again by their
@@ -224,11 +225,11 @@ func TestFleet(t *testing.T) {
 			return true
 		}
 	}
-	eventually(t, "a third of the events to be written", writtenAll(fleetPerHost/3))
+	testutil.Wait(t, "a third of the events to be written", writtenAll(fleetPerHost/3))
 	gateway.cmd.Process.Kill()
 	<-gateway.exited
 	t.Logf("gateway killed with %d hosts' records in its file", len(readFleet(t, out...)))
-	eventually(t, "two thirds of the events to be written", writtenAll(2*fleetPerHost/3))
+	testutil.Wait(t, "two thirds of the events to be written", writtenAll(2*fleetPerHost/3))
 	waitFree(t, gp, hp)
 	runCollector(t, otelcol, fmt.Sprintf(gatewayConfig, gp, hp, out[1]), gp, hp)
 	writers.Wait()
@@ -390,7 +391,7 @@ func waitSettled(t *testing.T, what string, paths []string, cond func(map[int]ma
 func waitFree(t *testing.T, ports ...int) {
 	t.Helper()
 	for _, p := range ports {
-		eventually(t, fmt.Sprintf("port %d to be free", p), func() bool {
+		testutil.Wait(t, fmt.Sprintf("port %d to be free", p), func() bool {
 			c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), time.Second)
 			if err == nil {
 				c.Close()

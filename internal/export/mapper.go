@@ -4,6 +4,7 @@ import (
 	"os"
 
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // MapperOptions configure a Mapper.
@@ -50,7 +51,7 @@ func NewMapper(o MapperOptions) (*Mapper, error) {
 
 // Add maps a sample, observed at observed (ns since 1970), and returns
 // the signal it became. s.Raw need not outlive the call.
-func (m *Mapper) Add(s *Sample, observed uint64) otlp.Signal {
+func (m *Mapper) Add(s *perfdata.Sample, observed uint64) otlp.Signal {
 	m.w.Reset()
 	sig, res, metrics := encodeSample(&m.enc, s, observed)
 	m.b.add(sig, m.w.Bytes(), metrics, s, res, m.host, m.opts.ServiceName, m.opts.Scope)
@@ -84,7 +85,7 @@ func (m *Mapper) take(next *batch) *batch {
 // add keeps a sample encoded as signal sig: rec, a log record or span;
 // metrics, an otlp_metrics record's request. res is its resource, as
 // Encode gave it.
-func (b *batch) add(sig otlp.Signal, rec, metrics []byte, s *Sample, res Resource, host, service string, scope otlp.Scope) {
+func (b *batch) add(sig otlp.Signal, rec, metrics []byte, s *perfdata.Sample, res Resource, host, service string, scope otlp.Scope) {
 	if sig == otlp.Metrics {
 		b.metrics = append(b.metrics, metrics...)
 	} else {
@@ -102,11 +103,11 @@ func (b *batch) add(sig otlp.Signal, rec, metrics []byte, s *Sample, res Resourc
 				// A resource of an earlier batch: its memory is reused.
 				b.res[sig] = b.res[sig][:i+1]
 				r := &b.res[sig][i]
-				r.Resource = res.AppendAttributes(r.Resource[:0], s.Comm, host, service)
+				r.Resource = res.AppendAttributes(r.Resource[:0], ProcessName(s), host, service)
 				r.Scope = scope
 				r.Records = r.Records[:0]
 			} else {
-				b.res[sig] = append(b.res[sig], otlp.EncodedResourceLogs{Resource: res.AppendAttributes(nil, s.Comm, host, service), Scope: scope})
+				b.res[sig] = append(b.res[sig], otlp.EncodedResourceLogs{Resource: res.AppendAttributes(nil, ProcessName(s), host, service), Scope: scope})
 			}
 		}
 		b.res[sig][i].Records = append(b.res[sig][i].Records, rec...)

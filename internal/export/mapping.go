@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/commonschema"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/tracefmt"
 )
 
@@ -38,74 +38,6 @@ const (
 	AttrEHProvider  = "eventheader.provider"
 	AttrUndecodable = "linux.raw" // the record's bytes, when it does not decode
 )
-
-// Event is a tracepoint as its format file describes it: what a Sample's
-// record is decoded by.
-type Event struct {
-	System, Name string
-	format       *tracefmt.Format
-	// For an EventHeader tracepoint: where the event starts in the
-	// record, and the tracepoint name to decode it by, parsed; ehOff -1
-	// if not one.
-	ehOff  int
-	ehName string
-	ehTP   eventheader.TracepointName
-	full   string   // "system:name"
-	keys   []string // the format's fields' names as attribute keys: UTF-8
-}
-
-// NewEvent reads a tracepoint's format file. A format that does not parse
-// is an error; nil format makes an event whose records are sent
-// undecoded (linux.raw).
-func NewEvent(system, name string, format []byte) (*Event, error) {
-	ev := &Event{System: system, Name: name, ehOff: -1, full: system + ":" + name}
-	if format == nil {
-		return ev, nil
-	}
-	f, err := tracefmt.Parse(format)
-	if err != nil {
-		return nil, fmt.Errorf("format of %s: %w", ev.full, err)
-	}
-	ev.format = f
-	ev.ehOff, ev.ehName = ehOffset(name, f)
-	if ev.ehOff >= 0 {
-		if ev.ehTP, err = eventheader.ParseTracepointName(ev.ehName); err != nil {
-			ev.ehOff = -1 // no event of it decodes: its records go by the format
-		}
-	}
-	for i := range f.Fields {
-		ev.keys = append(ev.keys, validUTF8String(f.Fields[i].Name))
-	}
-	return ev, nil
-}
-
-// ehOffset returns where the EventHeader event starts in a raw record of
-// an event named name with format f, or -1 when the event is not an
-// EventHeader tracepoint (eventheader.FromFormat); and the tracepoint name
-// to decode it by.
-func ehOffset(name string, f *tracefmt.Format) (int, string) {
-	if f == nil {
-		return -1, ""
-	}
-	name, ok := eventheader.FromFormat(name, len(f.Fields), func(i int) string { return f.Fields[i].Name })
-	if !ok {
-		return -1, ""
-	}
-	return f.Fields[0].Offset, name
-}
-
-// Sample is one event record to export.
-type Sample struct {
-	Event *Event
-	// Time is the wall-clock time of the sample in ns since 1970; 0 when
-	// not known, and then PerfTime is sent as an attribute.
-	Time, PerfTime uint64
-	PID, TID, CPU  uint32
-	// Comm is the process's name (its main thread's), for the resource's
-	// process.executable.name; "" when not known.
-	Comm string
-	Raw  []byte // the tracepoint's record, from its common fields on
-}
 
 // severities are EventHeader's levels as OTLP severities: the inverse of
 // OpenTelemetry's Rust user_events exporter (Fatal → 1 critical, Error →
@@ -140,31 +72,31 @@ type encoder struct {
 // — for an otlp_metrics record (metricsRequest), a log record for anything
 // else; and the resource it is of: its process, and the service a Common
 // Schema record names.
-func encodeSample(e *encoder, s *Sample, observed uint64) (sig otlp.Signal, res Resource, metrics []byte) {
+func encodeSample(e *encoder, s *perfdata.Sample, observed uint64) (sig otlp.Signal, res Resource, metrics []byte) {
 	ev := s.Event
 	res.PID = s.PID
 	if req, ok := metricsRequest(ev, s.Raw); ok {
 		return otlp.Metrics, res, req
 	}
-	if ev.format != nil && ev.ehOff >= 0 && ev.ehOff <= len(s.Raw) {
-		if eh, err := eventheader.DecodeFor(ev.ehTP, s.Raw[ev.ehOff:]); err == nil {
-			if sig, cs, ok := encodeEH(e, s, &eh, observed); ok {
-				res.Role, res.Instance = cs.role, cs.instance
-				return sig, res, nil
-			}
+	// The header and metadata only: the fields are read once, as they are
+	// written (encodeEH).
+	if eh, ok := ev.EventHeaderHead(s.Raw); ok {
+		if sig, cs, ok := encodeEH(e, s, &eh, observed); ok {
+			res.Role, res.Instance = cs.role, cs.instance
+			return sig, res, nil
 		}
 	}
 	// A plain event, or an EventHeader one whose fields do not all
 	// decode: the fields its format has.
 	e.Record()
 	sampleAttrs(e, s)
-	e.Time(s.Time, observed)
-	if ev.format == nil {
+	e.Time(s.Wall, observed)
+	if ev.Format == nil {
 		e.BytesValue(AttrUndecodable, s.Raw)
 	} else {
-		plainFields(e, ev, s.Raw)
+		plainFields(e, ev.Format, s.Raw)
 	}
-	e.EventName(ev.full)
+	e.EventName(ev.String())
 	e.End()
 	return otlp.Logs, res, nil
 }
@@ -175,7 +107,7 @@ func encodeSample(e *encoder, s *Sample, observed uint64) (sig otlp.Signal, res 
 // when its fields do not all decode. The fields are read once to be
 // written, and before that once more only for a Common Schema record,
 // whose PartA and PartB say what to write first.
-func encodeEH(e *encoder, s *Sample, eh *eventheader.Event, observed uint64) (otlp.Signal, csResource, bool) {
+func encodeEH(e *encoder, s *perfdata.Sample, eh *eventheader.Event, observed uint64) (otlp.Signal, csResource, bool) {
 	cs, kind := scanCS(eh)
 	switch kind {
 	case csInvalid:
@@ -195,7 +127,7 @@ func encodeEH(e *encoder, s *Sample, eh *eventheader.Event, observed uint64) (ot
 			return otlp.Logs, res, true
 		}
 	}
-	e.Time(s.Time, observed)
+	e.Time(s.Wall, observed)
 	if !ehFields(e, eh) {
 		// Found part way: what was written goes, and the caller writes
 		// the record by its format.
@@ -209,12 +141,12 @@ func encodeEH(e *encoder, s *Sample, eh *eventheader.Event, observed uint64) (ot
 // sampleAttrs adds the attributes uetrace gives every record: the
 // tracepoint, the thread and the CPU, and perf's time where there is no
 // wall-clock time.
-func sampleAttrs(e *encoder, s *Sample) {
-	e.StrConst(AttrTracepoint, s.Event.full)
+func sampleAttrs(e *encoder, s *perfdata.Sample) {
+	e.StrConst(AttrTracepoint, s.Event.String())
 	e.Int(AttrThreadID, int64(s.TID))
 	e.Int(AttrCPU, int64(s.CPU))
-	if s.Time == 0 {
-		e.Int(AttrPerfTime, int64(s.PerfTime))
+	if s.Wall == 0 {
+		e.Int(AttrPerfTime, int64(s.Time))
 	}
 }
 
@@ -222,15 +154,14 @@ func sampleAttrs(e *encoder, s *Sample) {
 // as ints (an unsigned 64-bit value past int64 as its decimal text),
 // strings as strings (invalid UTF-8 replaced: OTLP strings are UTF-8),
 // anything else as bytes. A field outside the record is left out.
-func plainFields(e *encoder, ev *Event, raw []byte) {
-	f := ev.format
+func plainFields(e *encoder, f *tracefmt.Format, raw []byte) {
 	for i := range f.Fields {
 		fd := &f.Fields[i]
 		v := fd.Value(raw)
 		if v.Overflow {
 			continue
 		}
-		key := ev.keys[i]
+		key := validUTF8String(fd.Name)
 		switch fd.Kind {
 		case tracefmt.Int:
 			if fd.Signed {

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // A Writer is what samples are mapped into, a call for each field, as
@@ -103,7 +104,7 @@ func NewEncoder(w Writer) *Encoder { return &Encoder{e: encoder{Writer: w}} }
 // ExportMetricsServiceRequest returned as it was written (nothing is
 // written then; it views s.Raw). It returns the signal and the resource
 // the sample is of, which views s.Raw too.
-func (e *Encoder) Encode(s *Sample, observed uint64) (sig otlp.Signal, res Resource, metrics []byte) {
+func (e *Encoder) Encode(s *perfdata.Sample, observed uint64) (sig otlp.Signal, res Resource, metrics []byte) {
 	return encodeSample(&e.e, s, observed)
 }
 
@@ -115,6 +116,15 @@ func (e *Encoder) Encode(s *Sample, observed uint64) (sig otlp.Signal, res Resou
 type Resource struct {
 	PID            uint32
 	Role, Instance string
+}
+
+// ProcessName is the name of a sample's process, its resource's
+// process.executable.name: its main thread's, else the sample's thread's.
+func ProcessName(s *perfdata.Sample) string {
+	if s.ProcessComm != "" {
+		return s.ProcessComm
+	}
+	return s.Comm
 }
 
 // Clone is r with its strings copied.

@@ -9,9 +9,9 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // BenchmarkReceiver is the receiver's own work per event, source apart:
@@ -28,7 +28,7 @@ func BenchmarkReceiver(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ev, err := export.NewEvent("user_events", "bench_ev", []byte(def.Format("bench_ev", 1234)))
+	ev, err := perfdata.NewEvent("user_events", "bench_ev", []byte(def.Format("bench_ev", 1234)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,9 +42,9 @@ func BenchmarkReceiver(b *testing.B) {
 	n := len(eh)
 	for _, tc := range []struct {
 		name    string
-		samples []export.Sample
+		samples []perfdata.Sample
 	}{
-		{"plain", []export.Sample{{Event: ev, Time: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw}}},
+		{"plain", []perfdata.Sample{{Event: ev, Wall: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw}}},
 		{"eventheader", samplesOf(te.eh, eh[n-32:n-12])},
 		{"commonschema", samplesOf(te.eh, eh[n-12:])},
 	} {
@@ -67,10 +67,10 @@ func BenchmarkReceiver(b *testing.B) {
 	}
 }
 
-func samplesOf(ev *export.Event, raws [][]byte) []export.Sample {
-	var out []export.Sample
+func samplesOf(ev *perfdata.Event, raws [][]byte) []perfdata.Sample {
+	var out []perfdata.Sample
 	for _, raw := range raws {
-		out = append(out, export.Sample{Event: ev, Time: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw})
+		out = append(out, perfdata.Sample{Event: ev, Wall: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw})
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // pdataWriter is export's Writer into the Collector's pdata: the mapping
@@ -306,7 +307,7 @@ func newMapper(host, service string, scope otlp.Scope) *mapper {
 }
 
 // add maps a sample into the batch.
-func (m *mapper) add(s *export.Sample, observed uint64) {
+func (m *mapper) add(s *perfdata.Sample, observed uint64) {
 	b := m.b
 	sig, res, metrics := m.enc.Encode(s, observed)
 	switch sig {
@@ -342,8 +343,8 @@ func (m *mapper) add(s *export.Sample, observed uint64) {
 }
 
 // putResource writes the resource's attributes, as export gives them.
-func (m *mapper) putResource(attrs pcommon.Map, s *export.Sample, res export.Resource) {
-	m.b.kv = res.AppendAttributes(m.b.kv[:0], s.Comm, m.host, m.service)
+func (m *mapper) putResource(attrs pcommon.Map, s *perfdata.Sample, res export.Resource) {
+	m.b.kv = res.AppendAttributes(m.b.kv[:0], export.ProcessName(s), m.host, m.service)
 	attrs.EnsureCapacity(len(m.b.kv))
 	for _, kv := range m.b.kv {
 		switch kv.Value.Kind {

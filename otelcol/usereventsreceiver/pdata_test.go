@@ -16,12 +16,13 @@ import (
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // The events the tests map: a plain user event, an EventHeader
 // tracepoint, and an event whose format is not known.
 type testEvents struct {
-	plain, eh, raw *export.Event
+	plain, eh, raw *perfdata.Event
 	plainDef       *eventdef.Event
 }
 
@@ -32,17 +33,17 @@ func newTestEvents(tb testing.TB) *testEvents {
 	if te.plainDef, err = eventdef.Parse("x u32 a; __rel_loc char[] msg; char[4] c; __data_loc u8[] blob; s64 n; u64 u"); err != nil {
 		tb.Fatal(err)
 	}
-	if te.plain, err = export.NewEvent("user_events", "x", []byte(te.plainDef.Format("x", 1))); err != nil {
+	if te.plain, err = perfdata.NewEvent("user_events", "x", []byte(te.plainDef.Format("x", 1))); err != nil {
 		tb.Fatal(err)
 	}
 	ehDef, err := eventdef.Parse("P_L4K1 " + eventheader.CommandTypes)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if te.eh, err = export.NewEvent("user_events", "P_L4K1", []byte(ehDef.Format("P_L4K1", 2))); err != nil {
+	if te.eh, err = perfdata.NewEvent("user_events", "P_L4K1", []byte(ehDef.Format("P_L4K1", 2))); err != nil {
 		tb.Fatal(err)
 	}
-	if te.raw, err = export.NewEvent("user_events", "noformat", nil); err != nil {
+	if te.raw, err = perfdata.NewEvent("user_events", "noformat", nil); err != nil {
 		tb.Fatal(err)
 	}
 	return te
@@ -173,7 +174,7 @@ func (te *testEvents) plainSample(tb testing.TB, rng *rand.Rand) []byte {
 // the receiver does (its pdata writer), and returns each's logs and
 // traces, marshalled by pdata; with dedup, export's with one value a key,
 // as the receiver's are.
-func mapBoth(tb testing.TB, samples []export.Sample, dedup bool) (viaOTLP, direct [2][]byte) {
+func mapBoth(tb testing.TB, samples []perfdata.Sample, dedup bool) (viaOTLP, direct [2][]byte) {
 	tb.Helper()
 	scope := otlp.Scope{Name: metadata.ScopeName, Version: "v"}
 	em, err := export.NewMapper(export.MapperOptions{HostName: "h", ServiceName: "svc", Scope: scope})
@@ -288,16 +289,16 @@ func diffMapped(viaOTLP, direct []byte, traces bool) string {
 func TestPdataSameAsOTLP(t *testing.T) {
 	te := newTestEvents(t)
 	rng := rand.New(rand.NewPCG(33, 4))
-	var samples []export.Sample
+	var samples []perfdata.Sample
 	for i, raw := range ehSamples(rng) {
-		samples = append(samples, export.Sample{Event: te.eh, Time: uint64(1 + i%2), PerfTime: 9, PID: uint32(100 + i%3), TID: 7, CPU: 1, Comm: "p", Raw: raw})
+		samples = append(samples, perfdata.Sample{Event: te.eh, Wall: uint64(1 + i%2), Time: 9, PID: uint32(100 + i%3), TID: 7, CPU: 1, Comm: "p", Raw: raw})
 		if i%5 == 0 {
 			// The record cut short: its fields stop decoding part way.
-			samples = append(samples, export.Sample{Event: te.eh, Time: 5, PID: 100, TID: 7, Raw: raw[:len(raw)-1]})
+			samples = append(samples, perfdata.Sample{Event: te.eh, Wall: 5, PID: 100, TID: 7, Raw: raw[:len(raw)-1]})
 		}
 		if i%7 == 0 {
-			samples = append(samples, export.Sample{Event: te.plain, Time: 5, PID: 101, TID: 8, Comm: "q", Raw: te.plainSample(t, rng)})
-			samples = append(samples, export.Sample{Event: te.raw, Time: 5, PID: 102, TID: 8, Raw: []byte{1, 2, 3}})
+			samples = append(samples, perfdata.Sample{Event: te.plain, Wall: 5, PID: 101, TID: 8, Comm: "q", Raw: te.plainSample(t, rng)})
+			samples = append(samples, perfdata.Sample{Event: te.raw, Wall: 5, PID: 102, TID: 8, Raw: []byte{1, 2, 3}})
 		}
 	}
 	for batch := range 2 {
@@ -327,7 +328,7 @@ func FuzzPdataSameAsOTLP(f *testing.F) {
 		if isEH {
 			ev = te.eh
 		}
-		viaOTLP, direct := mapBoth(t, []export.Sample{{Event: ev, Time: 3, PID: 1, TID: 2, Raw: raw}}, true)
+		viaOTLP, direct := mapBoth(t, []perfdata.Sample{{Event: ev, Wall: 3, PID: 1, TID: 2, Raw: raw}}, true)
 		for sig, traces := range []bool{false, true} {
 			if d := diffMapped(viaOTLP[sig], direct[sig], traces); d != "" {
 				t.Fatalf("the %s differ:\n%s", []string{"logs", "traces"}[sig], d)
@@ -351,8 +352,8 @@ func TestPdataDuplicateKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := export.Sample{Event: te.eh, Time: 1, PID: 1, TID: 2, CPU: 3, Raw: append(make([]byte, 8), ev...)}
-	viaOTLP, direct := mapBoth(t, []export.Sample{s}, false)
+	s := perfdata.Sample{Event: te.eh, Wall: 1, PID: 1, TID: 2, CPU: 3, Raw: append(make([]byte, 8), ev...)}
+	viaOTLP, direct := mapBoth(t, []perfdata.Sample{s}, false)
 	var u plog.ProtoUnmarshaler
 	count := func(b []byte) (n map[string]int, last map[string]int64) {
 		ld, err := u.UnmarshalLogs(b)
