@@ -54,11 +54,10 @@ type sink struct {
 	metricsPort int
 }
 
-const sinkConfig = `receivers:
-%s
-exporters:
-  nop:
-service:
+// telemetryConfig has a Collector serve its own metrics (the counts of
+// what its receivers and exporters took, sent, refused, dropped) on
+// 127.0.0.1 at the port of its first argument, for Prometheus.
+const telemetryConfig = `service:
   telemetry:
     metrics:
       level: normal
@@ -67,10 +66,13 @@ service:
             exporter:
               prometheus:
                 host: 127.0.0.1
-                port: %d
+                port: %[1]d
     logs:
       level: warn
-  pipelines:
+`
+
+// sinkConfig: the telemetry's port, the receivers, the receiver's name.
+const sinkConfig = telemetryConfig + `  pipelines:
     logs:
       receivers: [%[3]s]
       exporters: [nop]
@@ -80,6 +82,10 @@ service:
     metrics:
       receivers: [%[3]s]
       exporters: [nop]
+receivers:
+%[2]s
+exporters:
+  nop:
 `
 
 // startSink starts a sink with the OTLP receiver.
@@ -87,7 +93,7 @@ func startSink(tb testing.TB, otelcol string) *sink {
 	tb.Helper()
 	gp, hp, mp := freePort(tb), freePort(tb), freePort(tb)
 	recv := fmt.Sprintf("  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:%d\n      http:\n        endpoint: 127.0.0.1:%d", gp, hp)
-	s := &sink{collector: runCollector(tb, otelcol, fmt.Sprintf(sinkConfig, recv, mp, "otlp"), gp, hp, mp), metricsPort: mp}
+	s := &sink{collector: runCollector(tb, otelcol, fmt.Sprintf(sinkConfig, mp, recv, "otlp"), gp, hp, mp), metricsPort: mp}
 	s.grpcPort, s.httpPort = gp, hp
 	return s
 }
@@ -98,7 +104,15 @@ func startReceiverSink(tb testing.TB, otelcol, sock string, events ...string) *s
 	tb.Helper()
 	mp := freePort(tb)
 	recv := fmt.Sprintf("  userevents:\n    source: daemon\n    socket: %s\n    events: [%s]\n    buffer_kb: 65536", sock, strings.Join(events, ", "))
-	return &sink{collector: runCollector(tb, otelcol, fmt.Sprintf(sinkConfig, recv, mp, "userevents"), mp), metricsPort: mp}
+	return &sink{collector: runCollector(tb, otelcol, fmt.Sprintf(sinkConfig, mp, recv, "userevents"), mp), metricsPort: mp}
+}
+
+// port is where the sink's OTLP receiver takes proto, "grpc" or "http".
+func (s *sink) port(proto string) int {
+	if proto == "http" {
+		return s.httpPort
+	}
+	return s.grpcPort
 }
 
 // counts are the items the sink's receiver accepted and refused (log
@@ -215,10 +229,7 @@ func BenchmarkE2EExportFile(b *testing.B) {
 		b.Run(proto, func(b *testing.B) {
 			for b.Loop() {
 				s := startSink(b, otelcol)
-				port := s.grpcPort
-				if proto == "http" {
-					port = s.httpPort
-				}
+				port := s.port(proto)
 				colStart := cpuTime(s.cmd.Process.Pid)
 				start := time.Now()
 				cmd := exec.Command(uetrace, "export", "-q", "-i", path, "--protocol", proto,
@@ -317,10 +328,7 @@ func BenchmarkE2EExportLive(b *testing.B) {
 			b.Run(rateName(rate)+"/"+proto, func(b *testing.B) {
 				for b.Loop() {
 					s := startSink(b, otelcol)
-					port := s.grpcPort
-					if proto == "http" {
-						port = s.httpPort
-					}
+					port := s.port(proto)
 					r := startLive(b, uetrace)
 					cmd := exec.Command(uetrace, "--backend", "daemon", "--socket", r.sock, "export", "-q",
 						"-e", "x", "-e", "UetraceTest_*", "--protocol", proto, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port),
@@ -437,10 +445,7 @@ func BenchmarkE2ESDK(b *testing.B) {
 		b.Run(proto, func(b *testing.B) {
 			for b.Loop() {
 				s := startSink(b, otelcol)
-				port := s.grpcPort
-				if proto == "http" {
-					port = s.httpPort
-				}
+				port := s.port(proto)
 				colStart := cpuTime(s.cmd.Process.Pid)
 				start := time.Now()
 				cmd := exec.Command(sdk, "-n", strconv.Itoa(e2eEvents), "-protocol", proto, "-endpoint", fmt.Sprintf("127.0.0.1:%d", port))

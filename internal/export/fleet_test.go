@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,74 +34,41 @@ const (
 	fleetWait    = 3 * time.Minute
 )
 
-// gatewayConfig is the gateway: OTLP in, a file out. The file is written
-// without a buffer (rotation set): a record the gateway answered for is in
-// the file, even if the gateway is killed the next moment.
-const gatewayConfig = `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:%d
-      http:
-        endpoint: 127.0.0.1:%d
-exporters:
-  file:
-    path: %s
-    rotation:
-      max_megabytes: 1024
-service:
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: warn
-  pipelines:
-    logs:
-      receivers: [otlp]
-      exporters: [file]
-`
+// gatewayConfig is the gateway: the tests' Collector (collectorConfig),
+// its file written without a buffer (rotation set): a record the gateway
+// answered for is in the file, even if the gateway is killed the next
+// moment.
+var gatewayConfig = strings.Replace(collectorConfig, "    flush_interval: 50ms\n", "    rotation:\n      max_megabytes: 1024\n", 1)
 
 // hostCollectorConfig is a host's Collector: the userevents receiver on
 // the host's daemon, to the gateway over OTLP/gRPC, batched and retried.
-const hostCollectorConfig = `receivers:
+const hostCollectorConfig = telemetryConfig + `  pipelines:
+    logs:
+      receivers: [userevents]
+      exporters: [otlp_grpc]
+receivers:
   userevents:
     source: daemon
-    socket: %s
+    socket: %[2]s
     events: [fleet_ev]
-    service_name: %s
+    service_name: %[3]s
     batch_delay: 50ms
 exporters:
   otlp_grpc:
-    endpoint: 127.0.0.1:%d
+    endpoint: 127.0.0.1:%[4]d
     tls:
       insecure: true
     sending_queue:
-      num_consumers: %d
+      num_consumers: %[5]d
       queue_size: 1000
       batch:
         flush_timeout: 50ms
-        min_size: %d
-        max_size: %d
+        min_size: %[6]d
+        max_size: %[6]d
     retry_on_failure:
       initial_interval: 50ms
       max_interval: 500ms
       max_elapsed_time: 5m
-service:
-  telemetry:
-    metrics:
-      level: normal
-      readers:
-        - pull:
-            exporter:
-              prometheus:
-                host: 127.0.0.1
-                port: %d
-    logs:
-      level: warn
-  pipelines:
-    logs:
-      receivers: [userevents]
-      exporters: [otlp_grpc]
 `
 
 // fleetHost is one simulated host.
@@ -134,6 +102,9 @@ type fleetHost struct {
 // of each host.
 func TestFleet(t *testing.T) {
 	otelcol, uetrace := binaries(t)
+	if !strings.Contains(gatewayConfig, "rotation:") {
+		t.Fatal("collectorConfig's file exporter has no flush_interval of 50ms to replace: gatewayConfig is not the gateway's")
+	}
 	// The gateway's file, and its file once started again.
 	dir := t.TempDir()
 	out := []string{filepath.Join(dir, "gateway.json"), filepath.Join(dir, "gateway-again.json")}
@@ -189,7 +160,7 @@ func TestFleet(t *testing.T) {
 			})
 		default:
 			mp := freePort(t)
-			cfg := fmt.Sprintf(hostCollectorConfig, h.sock, h.name, gp, fleetSenders, fleetBatch, fleetBatch, mp)
+			cfg := fmt.Sprintf(hostCollectorConfig, mp, h.sock, h.name, gp, fleetSenders, fleetBatch)
 			h.col = &sink{collector: runCollector(t, otelcol, cfg, mp), metricsPort: mp}
 		}
 	}
