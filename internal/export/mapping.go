@@ -344,6 +344,22 @@ func ehScalar(e *encoder, key string, it *eventheader.Item) bool {
 	return false
 }
 
+// number says whether JSON text starts as a number does.
+func number(js []byte) bool { return len(js) > 0 && (js[0] == '-' || js[0] >= '0' && js[0] <= '9') }
+
+// fitsInt64 says whether JSON text, as AppendJSON writes an integer value
+// of at most 64 bits, is an int64: a negative one (of a signed value), or
+// one of fewer digits than, or as many as and not more than,
+// math.MaxInt64. It keeps ParseInt from the values past int64 (a u64
+// over 2^63), whose error would be allocated to be dropped.
+func fitsInt64(js []byte) bool {
+	const maxInt64 = "9223372036854775807"
+	if !number(js) {
+		return false
+	}
+	return js[0] == '-' || len(js) < len(maxInt64) || len(js) == len(maxInt64) && string(js) <= maxInt64
+}
+
 // ehValueJSON adds an EventHeader value by its JSON, js: what ehValue
 // says, for any encoding and format.
 func ehValueJSON(e *encoder, key string, it *eventheader.Item, js []byte) {
@@ -359,9 +375,13 @@ func ehValueJSON(e *encoder, key string, it *eventheader.Item, js []byte) {
 			return
 		}
 	case eventheader.FormatFloat:
-		if x, err := strconv.ParseFloat(view(js), 64); err == nil {
-			e.Double(key, x)
-			return
+		// Only a number is: "nan" and "inf" are shown quoted, and a
+		// failed parse would be an error allocated to be dropped.
+		if number(js) {
+			if x, err := strconv.ParseFloat(view(js), 64); err == nil {
+				e.Double(key, x)
+				return
+			}
 		}
 	case eventheader.FormatHexBytes:
 		e.BytesValue(key, it.Value)
@@ -371,7 +391,7 @@ func ehValueJSON(e *encoder, key string, it *eventheader.Item, js []byte) {
 			e.BytesValue(key, it.Value)
 			return
 		}
-		if enc >= eventheader.EncodingValue8 && enc <= eventheader.EncodingValue64 {
+		if enc >= eventheader.EncodingValue8 && enc <= eventheader.EncodingValue64 && fitsInt64(js) {
 			if n, err := strconv.ParseInt(view(js), 10, 64); err == nil {
 				e.Int(key, n)
 				return

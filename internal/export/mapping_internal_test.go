@@ -211,3 +211,15 @@ func FuzzJSONValue(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, js []byte) { checkJSONValue(t, js) })
 }
+
+// TestFitsInt64: the texts ParseInt is kept from are those it would fail
+// on, and no other: each one's answer is ParseInt's.
+func TestFitsInt64(t *testing.T) {
+	for _, js := range []string{"0", "7", "-1", "9223372036854775807", "9223372036854775808", "9999999999999999999",
+		"18446744073709551615", "-9223372036854775808", "1000000000000000000", "", `"nan"`, "null", "true"} {
+		_, err := strconv.ParseInt(js, 10, 64)
+		if got := fitsInt64([]byte(js)); got != (err == nil) {
+			t.Errorf("fitsInt64(%q) = %v; ParseInt's error: %v", js, got, err)
+		}
+	}
+}

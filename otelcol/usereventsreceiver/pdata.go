@@ -44,10 +44,11 @@ type pdataWriter struct {
 	keys  []string
 	nkeys int
 	// attrs is the room a record's or span's attributes are given at
-	// once: the most the recent ones had (it decays by an eighth, or one, a
-	// record), so that neither a stream of one event nor one of several
-	// in turn grows the attributes by copying.
-	attrs int
+	// once: the most the records of this window of 64 and of the last
+	// had, so that neither a stream of one event nor one of several in
+	// turn grows them by copying (each growth doubles the room, which
+	// costs more than a few attributes too many).
+	attrs, winMax, records int
 }
 
 // frame is what holds the values being written: the record's or span's
@@ -94,7 +95,10 @@ func (w *pdataWriter) End() {
 	if w.span {
 		n = w.sp.Attributes().Len()
 	}
-	w.attrs = max(n, w.attrs-max(w.attrs/8, 1), 4)
+	w.attrs, w.winMax = max(w.attrs, n), max(w.winMax, n)
+	if w.records++; w.records%64 == 0 {
+		w.attrs, w.winMax = max(w.winMax, 4), 0
+	}
 }
 
 func (w *pdataWriter) Depth() int { return len(w.frames) }
