@@ -222,31 +222,55 @@ func sdkBinary(b *testing.B) string {
 	return bin
 }
 
+// sent is a sender's run to a sink: what the sink accepted and refused,
+// how long until it had, the sender's process and its output, and the
+// sink's CPU meanwhile.
+type sent struct {
+	accepted, refused uint64
+	elapsed           time.Duration
+	sender            *os.ProcessState
+	stderr            string
+	collectorCPU      time.Duration
+}
+
+// sendToSink starts a sink and runs the command command makes for its port
+// of proto to the end, then waits for the sink to have accepted or refused
+// what want, given the command's output, says it sent.
+func sendToSink(b *testing.B, otelcol, proto string, command func(port int) *exec.Cmd, want func(stderr string) uint64) sent {
+	s := startSink(b, otelcol)
+	colStart := cpuTime(s.cmd.Process.Pid)
+	start := time.Now()
+	cmd := command(s.port(proto))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("%s: %v\n%s", cmd.Path, err, stderr.String())
+	}
+	r := sent{sender: cmd.ProcessState, stderr: stderr.String()}
+	r.accepted, r.refused = s.waitAccepted(b, want(r.stderr))
+	r.elapsed = time.Since(start)
+	r.collectorCPU = cpuTime(s.cmd.Process.Pid) - colStart
+	return r
+}
+
 func BenchmarkE2EExportFile(b *testing.B) {
 	otelcol, uetrace := binaries(b)
 	path, _ := testFile(b, e2eEvents)
 	for _, proto := range []string{"grpc", "http"} {
 		b.Run(proto, func(b *testing.B) {
 			for b.Loop() {
-				s := startSink(b, otelcol)
-				port := s.port(proto)
-				colStart := cpuTime(s.cmd.Process.Pid)
-				start := time.Now()
-				cmd := exec.Command(uetrace, "export", "-q", "-i", path, "--protocol", proto,
-					"--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port), "--service-name", "export-test")
-				var stderr bytes.Buffer
-				cmd.Stderr = &stderr
-				if err := cmd.Run(); err != nil {
-					b.Fatalf("uetrace export: %v\n%s", err, stderr.String())
-				}
-				sum := parseSummary(b, stderr.String())
-				accepted, refused := s.waitAccepted(b, uint64(sum.delivered+sum.rejected))
-				el := time.Since(start)
-				checkDelivered(b, e2eEvents, accepted, refused, uint64(sum.delivered), uint64(sum.rejected), uint64(sum.dropped), 0)
-				ps := cmd.ProcessState
-				b.ReportMetric(float64(accepted)/el.Seconds(), "events/s")
-				usPerEvent(b, ps.UserTime()+ps.SystemTime(), accepted, "export-us/event")
-				usPerEvent(b, cpuTime(s.cmd.Process.Pid)-colStart, accepted, "collector-us/event")
+				var sum summary
+				r := sendToSink(b, otelcol, proto, func(port int) *exec.Cmd {
+					return exec.Command(uetrace, "export", "-q", "-i", path, "--protocol", proto,
+						"--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port), "--service-name", "export-test")
+				}, func(stderr string) uint64 {
+					sum = parseSummary(b, stderr)
+					return uint64(sum.delivered + sum.rejected)
+				})
+				checkDelivered(b, e2eEvents, r.accepted, r.refused, uint64(sum.delivered), uint64(sum.rejected), uint64(sum.dropped), 0)
+				b.ReportMetric(float64(r.accepted)/r.elapsed.Seconds(), "events/s")
+				usPerEvent(b, r.sender.UserTime()+r.sender.SystemTime(), r.accepted, "export-us/event")
+				usPerEvent(b, r.collectorCPU, r.accepted, "collector-us/event")
 				b.ReportMetric(float64(sum.dropped+sum.rejected), "lost")
 			}
 		})
@@ -444,25 +468,15 @@ func BenchmarkE2ESDK(b *testing.B) {
 	for _, proto := range []string{"grpc", "http"} {
 		b.Run(proto, func(b *testing.B) {
 			for b.Loop() {
-				s := startSink(b, otelcol)
-				port := s.port(proto)
-				colStart := cpuTime(s.cmd.Process.Pid)
-				start := time.Now()
-				cmd := exec.Command(sdk, "-n", strconv.Itoa(e2eEvents), "-protocol", proto, "-endpoint", fmt.Sprintf("127.0.0.1:%d", port))
-				var stderr bytes.Buffer
-				cmd.Stderr = &stderr
-				if err := cmd.Run(); err != nil {
-					b.Fatalf("sdklogs: %v\n%s", err, stderr.String())
+				r := sendToSink(b, otelcol, proto, func(port int) *exec.Cmd {
+					return exec.Command(sdk, "-n", strconv.Itoa(e2eEvents), "-protocol", proto, "-endpoint", fmt.Sprintf("127.0.0.1:%d", port))
+				}, func(string) uint64 { return e2eEvents })
+				if r.accepted != e2eEvents || r.refused != 0 {
+					b.Fatalf("the Collector accepted %d and refused %d of the SDK's %d", r.accepted, r.refused, e2eEvents)
 				}
-				accepted, refused := s.waitAccepted(b, e2eEvents)
-				el := time.Since(start)
-				if accepted != e2eEvents || refused != 0 {
-					b.Fatalf("the Collector accepted %d and refused %d of the SDK's %d", accepted, refused, e2eEvents)
-				}
-				ps := cmd.ProcessState
-				b.ReportMetric(float64(accepted)/el.Seconds(), "events/s")
-				usPerEvent(b, ps.UserTime()+ps.SystemTime(), accepted, "sdk-us/event")
-				usPerEvent(b, cpuTime(s.cmd.Process.Pid)-colStart, accepted, "collector-us/event")
+				b.ReportMetric(float64(r.accepted)/r.elapsed.Seconds(), "events/s")
+				usPerEvent(b, r.sender.UserTime()+r.sender.SystemTime(), r.accepted, "sdk-us/event")
+				usPerEvent(b, r.collectorCPU, r.accepted, "collector-us/event")
 			}
 		})
 	}
