@@ -59,7 +59,7 @@ func newTraceBuffer(s *Subsystem) *traceBuffer {
 // write records one write of an event whose ftrace probe is registered
 // (user_event_ftrace). The CPU is taken modulo the buffer's CPUs.
 func (t *traceBuffer) write(ev *Event, w *Writer, ts uint64, rec []byte) {
-	e := ftrace.Entry{TS: ts, CPU: t.cpu(w.CPU), PID: w.PID, Comm: w.Comm, Event: ev.def, Tracepoint: ev.tp, Record: rec}
+	e := ftrace.Entry{TS: ts, CPU: t.cpu(w.CPU), PID: w.PID, TGID: w.TGID, Comm: w.Comm, Event: ev.def, Tracepoint: ev.tp, Record: rec}
 	t.ring.Write(&e)
 }
 
@@ -107,7 +107,7 @@ func (t *traceBuffer) reserve(res *ftrace.Reservation, w *Writer, ts uint64, n i
 
 // commit stores the record reserve reserved, a write of ev by w.
 func commit(res *ftrace.Reservation, ev *Event, w *Writer) {
-	res.Commit(w.PID, w.Comm, ev.def, ev.tp)
+	res.Commit(w.PID, w.TGID, w.Comm, ev.def, ev.tp)
 }
 
 // added and removed keep the ID map. Called with s.mu held.
