@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/fusefs/fuse"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -23,8 +26,12 @@ var (
 	_ fuse.ReadWaiter = (*fileHandle)(nil)
 )
 
-// WaitRead waits until a read of trace_pipe would not block, so that a
-// read waiting for records holds no buffer in the server (fuse.ReadWaiter).
+// nonblock reports whether a READ is made with O_NONBLOCK on the file now.
+func nonblock(r *fuse.Request) bool { return r.Flags&unix.O_NONBLOCK != 0 }
+
+// WaitRead waits until a read of trace_pipe or trace_pipe_raw would not
+// block, so that a read waiting for records holds no buffer in the server
+// (fuse.ReadWaiter).
 func (h *fileHandle) WaitRead(ctx context.Context, r *fuse.Request) error {
 	if !h.h.Pipe() {
 		return nil
@@ -32,29 +39,33 @@ func (h *fileHandle) WaitRead(ctx context.Context, r *fuse.Request) error {
 	if h.fs.o.Flush != nil {
 		h.fs.o.Flush()
 	}
-	return errnoOf(h.h.WaitRead(ctx))
+	return errnoOf(h.h.WaitRead(ctx, nonblock(r)))
 }
 
-// Stream makes trace_pipe a stream (FOPEN_STREAM): no file position, as a
-// pipe, reads consuming what they return.
+// Stream makes trace_pipe and trace_pipe_raw streams (FOPEN_STREAM): no
+// file position, as a pipe, reads consuming what they return.
 func (h *fileHandle) Stream() bool { return h.h.Pipe() }
 
 func (h *fileHandle) flushFirst(off int64) {
 	// The records clients published into shared memory belong in the
-	// buffer before its text is made: trace at its first read, trace_pipe
-	// at every read.
-	if h.fs.o.Flush != nil && (h.h.Pipe() || (h.path == subsys.FileTrace && off == 0)) {
+	// buffer before its text is made: trace (all CPUs' or one's) and the
+	// CPUs' stats at their first read, trace_pipe and trace_pipe_raw at
+	// every read.
+	if h.fs.o.Flush == nil {
+		return
+	}
+	if base := path.Base(h.path); h.h.Pipe() || off == 0 && (base == subsys.FileTrace || base == subsys.FileStats) {
 		h.fs.o.Flush()
 	}
 }
 
 // Read is READ: at offset off of the text (made anew at 0), or on from
-// trace_pipe, which blocks until a record arrives or the request is
-// interrupted.
+// trace_pipe or trace_pipe_raw, which block until a record arrives or the
+// request is interrupted — unless the file is O_NONBLOCK now.
 func (h *fileHandle) Read(ctx context.Context, r *fuse.Request, dst []byte, off int64) (int, error) {
 	h.flushFirst(off)
 	if h.h.Pipe() {
-		n, err := h.h.ReadContext(ctx, dst)
+		n, err := h.h.ReadStream(ctx, dst, nonblock(r))
 		if errors.Is(err, io.EOF) {
 			return n, nil
 		}
@@ -75,8 +86,9 @@ func (h *fileHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 }
 
 // Poll is POLL: trace_pipe is readable when it has text (tracing_poll_pipe,
-// which never says writable); every other tracefs file has no poll method
-// and is DEFAULT_POLLMASK, readable and writable.
+// which never says writable), trace_pipe_raw at buffer_percent
+// (tracing_buffers_poll); every other tracefs file has no poll method and
+// is DEFAULT_POLLMASK, readable and writable.
 func (h *fileHandle) Poll(ctx context.Context, r *fuse.Request, events uint32, wake func()) (uint32, error) {
 	const (
 		pollIn  = 0x1 | 0x40  // EPOLLIN | EPOLLRDNORM

@@ -109,7 +109,7 @@ dynamic_events 640 0 0 regular empty file
 	if got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
-	if got := sh(t, dir, `ls $T/events`); got != "enable\n" {
+	if got := sh(t, dir, `ls $T/events`); got != "enable\nftrace\nheader_event\nheader_page\n" {
 		t.Errorf("events/ of an empty subsystem: %q", got)
 	}
 }
