@@ -341,13 +341,13 @@ func receiveDevice(sock *os.File, exited <-chan struct{}) (shimAnswer, error) {
 }
 
 // treeTracepoint returns the guard's Tracepoint: whether a tracepoint id is
-// one of the tree's, which are subsys's — at or above
-// subsys.DefaultFirstID, where no kernel hands out its own (subsys's
-// package doc) — and its name when the subsystem is this process's (sys;
-// nil when a daemon serves the tree).
+// one of the tree's, which are subsys's — subsys.DefaultFirstID to
+// DefaultLastID, where no kernel hands out its own (subsys's package doc)
+// — and its name when the subsystem is this process's (sys; nil when a
+// daemon serves the tree).
 func treeTracepoint(sys *subsys.Subsystem) func(pid int, id uint64) (string, bool) {
 	return func(_ int, id uint64) (string, bool) {
-		if id < subsys.DefaultFirstID || id > 1<<16-1 {
+		if id < subsys.DefaultFirstID || id > subsys.DefaultLastID {
 			return "", false
 		}
 		if sys != nil {

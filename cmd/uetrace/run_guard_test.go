@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // helperEnv makes this test binary, started under uetrace run, the program
@@ -86,7 +88,7 @@ func runHelper(t *testing.T, what, helper, pattern string) (string, []string) {
 // syscalls:sys_exit_sync); the id is one no kernel hands out.
 func TestRunPerfEventOpenOfTreeID(t *testing.T) {
 	out, m := runHelper(t, "open-tree-id", "TestHelperOpenTreeID", `helper: id (\d+): perf_event_open: (\S+)`)
-	if id, _ := strconv.Atoi(m[1]); id < 32768 || m[2] != unix.ErrnoName(unix.EOPNOTSUPP) {
+	if id, _ := strconv.Atoi(m[1]); id < subsys.DefaultFirstID || id > subsys.DefaultLastID || m[2] != unix.ErrnoName(unix.EOPNOTSUPP) {
 		t.Errorf("the tree's id %s opened with %s: want an id above any a kernel hands out, refused with EOPNOTSUPP\n%s", m[1], m[2], out)
 	}
 	want := "uetrace run: perf_event_open of user_events:my_ev (tracepoint id " + m[1] + ") refused (EOPNOTSUPP): the kernel's perf events know none of uetrace's events; record them with uetrace record"

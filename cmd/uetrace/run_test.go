@@ -79,7 +79,7 @@ test
 Active: 1
 Busy: 0
 name: test
-ID: 65535
+ID: 32767
 format:
 1
 0

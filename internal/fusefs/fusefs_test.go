@@ -79,7 +79,7 @@ shell_ev
 
 Active: 1
 Busy: 0
-65535
+32767
 1
 shell_ev # Used by ftrace
 

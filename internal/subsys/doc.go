@@ -40,7 +40,7 @@
 //     registrations. A process whose memory another goroutine is writing
 //     gets its bits after the enable returns, as a faulting page gets them
 //     from the kernel's worker (enablewrite.go).
-//   - Type IDs go down from 65535 (Options.LastID), not up from the
+//   - Type IDs go down from 32767 (Options.LastID), not up from the
 //     kernel's built-in types. The kernel's IDA hands out trace event
 //     types upwards from __TRACE_LAST_TYPE+1 (alloc_trace_event_type), so
 //     a kernel's tracepoints hold the bottom of the u16 range (a Debian
@@ -52,9 +52,16 @@
 //     EINVAL; uetrace run's guard, package internal/runguard, EOPNOTSUPP
 //     with words), never some syscalls:sys_exit_sync's records under x's
 //     name. So IDs are the kernel's lowest-free IDA mirrored: the
-//     highest free one of Options.FirstID..LastID (by default
-//     32768..65535, DefaultMaxEvents IDs), and a freed ID is the next one
-//     reused, as in the kernel.
+//     highest free one of Options.FirstID..LastID, and a freed ID is the
+//     next one reused, as in the kernel. By default that is
+//     16384..32767 (DefaultFirstID, DefaultLastID): KernelShark keeps an
+//     event's id in an int16_t (struct kshark_entry), so an id above
+//     32767 reads as negative there and its records show no event name
+//     and no fields; below 16384 the host kernel keeps room for 14000 more
+//     tracepoints and dynamic events than a Debian kernel has. So there
+//     are 16384 IDs, half of user_events_max's default: the 16385th event
+//     is ENODEV, as in a kernel whose trace event types are all taken
+//     (register_trace_event fails).
 //   - A Process is shared by all its threads. In Linux the user_event_mm
 //     hangs off each task and a thread shares it only if it was cloned
 //     after the process's first registration; an older thread has none and
