@@ -212,7 +212,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	}
 	dev, mdev := shimmed.dev, shimmed.mdev
 	if shimmed.guard >= 0 {
-		g := &runguard.Guard{Tracepoint: treeTracepoint(sys), Log: cmd.ErrOrStderr(), TreeDirs: tracingDirs}
+		g := &runguard.Guard{Tracepoint: treeTracepoint(sys), Log: cmd.ErrOrStderr(), TreeDirs: tracingDirs, SpliceIoctl: fusefs.IoctlSplicePage}
 		defer g.Serve(shimmed.guard)()
 	} else {
 		log.Warn("perf tools inside are not kept from the tree: perf_event_open of its event ids and mounts of tracefs go to the kernel", "reason", shimmed.noGuard)
@@ -395,6 +395,9 @@ func runShim(args []string) {
 				fail("run: binding the tree over %s: %v", d, err)
 			}
 		}
+	}
+	if err := privateFtraceEnabled(); err != nil {
+		fmt.Fprintf(os.Stderr, "uetrace: run: %v; trace-cmd record may fail to enable ftrace there\n", err)
 	}
 	// The mount's st_dev goes with the descriptor: run's mount table does
 	// not have this namespace's mounts, and fusectl names the connection

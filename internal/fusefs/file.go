@@ -24,7 +24,34 @@ var (
 	_ fuse.Poller     = (*fileHandle)(nil)
 	_ fuse.Streamer   = (*fileHandle)(nil)
 	_ fuse.ReadWaiter = (*fileHandle)(nil)
+	_ fuse.Ioctler    = (*fileHandle)(nil)
 )
+
+// IoctlSplicePage asks an open per_cpu/cpuN/trace_pipe_raw of the tree for
+// its CPU's next page as splice(2) takes one — a page the writer has left
+// (ring_buffer_read_page with full set): ioctl(2) copies its 4096 bytes to
+// the argument and returns 0, or fails with EAGAIN when there is no such
+// page. Through FUSE a splice reads nothing (the package doc says why), so
+// uetrace run's guard splices for the command with it (package
+// internal/runguard). It is uetrace's own, _IOR('U', 0xe0, char[4096]);
+// tracefs, and the tree's other files, answer it ENOTTY.
+const IoctlSplicePage = 2<<30 | 4096<<16 | 'U'<<8 | 0xe0
+
+// Ioctl is IOCTL: IoctlSplicePage on trace_pipe_raw; anything else is
+// ENOTTY, as tracefs's files answer what they do not know.
+func (h *fileHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg uint64, in []byte, outSize uint32) (int32, []byte, error) {
+	if cmd != IoctlSplicePage || outSize != 4096 {
+		return 0, nil, unix.ENOTTY
+	}
+	if h.fs.o.Flush != nil {
+		h.fs.o.Flush()
+	}
+	page, err := h.h.SplicePage()
+	if err != nil {
+		return 0, nil, errnoOf(err)
+	}
+	return 0, page, nil
+}
 
 // nonblock reports whether a READ is made with O_NONBLOCK on the file now.
 func nonblock(r *fuse.Request) bool { return r.Flags&unix.O_NONBLOCK != 0 }

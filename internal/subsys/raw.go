@@ -69,6 +69,17 @@ func (r *rawReader) readRaw(ctx context.Context, p []byte, nonblock bool) (int, 
 	}
 }
 
+// splicePage is the next page of the CPU's buffer as splice(2) takes one
+// (tracing_buffers_splice_read): a page the writer has left, EAGAIN when
+// there is none.
+func (r *rawReader) splicePage() ([]byte, error) {
+	page, ok := r.t.ring.SpliceRaw(nil, r.cpu)
+	if !ok {
+		return nil, fmt.Errorf("trace_pipe_raw of cpu %d has no page the writer has left: %w", r.cpu, unix.EAGAIN)
+	}
+	return page, nil
+}
+
 // wait returns once a read would not wait (what readRaw waits for), with
 // ctx's error if ctx is done first.
 func (r *rawReader) wait(ctx context.Context, nonblock bool) error {

@@ -585,6 +585,20 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// SplicePage returns the next page of trace_pipe_raw's CPU buffer as
+// splice(2) takes one: a page the writer has left, never part of the one
+// it is on; EAGAIN when there is none. Other files are ENOTTY.
+func (h *Handle) SplicePage() ([]byte, error) {
+	if h.raw == nil {
+		return nil, h.pathErr("splice", unix.ENOTTY)
+	}
+	page, err := h.raw.splicePage()
+	if err != nil {
+		return nil, h.pathErr("splice", err)
+	}
+	return page, nil
+}
+
 // Pipe reports whether the file is trace_pipe or trace_pipe_raw, of all
 // CPUs or one: read as a stream, each read consuming what it returns, and
 // blocking while there is nothing.

@@ -34,6 +34,18 @@ func (r *Ring) ReadRawPage(dst []byte, cpu int) (out []byte, ok bool) {
 // which). The page appended is PageSize bytes whatever n is: the kernel's
 // read(2) returns it in reads of n bytes.
 func (r *Ring) ReadRaw(dst []byte, cpu, n int) (out []byte, ok bool) {
+	return r.readRaw(dst, cpu, n, false)
+}
+
+// SpliceRaw is ReadRawPage as splice(2) of trace_pipe_raw takes pages
+// (ring_buffer_read_page with full set, tracing_buffers_splice_read): a
+// page the writer is still on is not read, even in part — ok is false
+// then, as when there is nothing to read.
+func (r *Ring) SpliceRaw(dst []byte, cpu int) (out []byte, ok bool) {
+	return r.readRaw(dst, cpu, PageSize, true)
+}
+
+func (r *Ring) readRaw(dst []byte, cpu, n int, full bool) (out []byte, ok bool) {
 	if n <= PageHeaderSize {
 		return dst, false
 	}
@@ -58,7 +70,7 @@ func (r *Ring) ReadRaw(dst []byte, cpu, n int) (out []byte, ok bool) {
 		return rp.write - rp.read
 	}
 	copying := rp.read != 0 || c.tail == c.reader || room < rp.write-rp.read
-	if copying && room < next() {
+	if copying && (room < next() || full && c.tail == c.reader) {
 		return dst, false
 	}
 	base := len(dst)

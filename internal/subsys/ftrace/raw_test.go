@@ -219,3 +219,29 @@ func TestCPUMask(t *testing.T) {
 		t.Errorf("mask %q", got)
 	}
 }
+
+// splice takes whole pages the writer has left: none while it is on the
+// only page with records, then each page it leaves.
+func TestSpliceRaw(t *testing.T) {
+	r := New(Config{NCPU: 1, BufferKB: 16})
+	const payload = 1004 // four to a page
+	for ts := range uint64(3) {
+		r.Write(rawEntry(0, ts+1, 7, payload))
+	}
+	if _, ok := r.SpliceRaw(nil, 0); ok {
+		t.Fatal("spliced the page the writer is on")
+	}
+	for ts := range uint64(3) {
+		r.Write(rawEntry(0, ts+4, 7, payload))
+	}
+	page, ok := r.SpliceRaw(nil, 0)
+	if !ok || commitOf(page) != PageCapacity {
+		t.Fatalf("the first page, left by the writer: ok %v commit %d", ok, commitOf(page))
+	}
+	if _, ok := r.SpliceRaw(nil, 0); ok {
+		t.Error("spliced the second page, which the writer is on")
+	}
+	if page, ok := r.ReadRaw(nil, 0, PageSize); !ok || commitOf(page) != 2*1020 {
+		t.Errorf("read(2) takes what the writer's page has: ok %v commit %d", ok, commitOf(page))
+	}
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	bin "encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/perfdata"
+)
+
+// traceCmd is Debian's trace-cmd, which these tests run unmodified.
+func traceCmd(t *testing.T) string {
+	t.Helper()
+	tc, err := exec.LookPath("trace-cmd")
+	if err != nil {
+		t.Skip("no trace-cmd (Debian's trace-cmd package; .ci/run installs it)")
+	}
+	return tc
+}
+
+// The helper's events: what a program of the machine writes.
+const (
+	tcHello = "tc_hello u32 n; char[8] tag"
+	tcOther = "tc_other u32 m"
+)
+
+// TestHelperTraceCmdWrites is not a test of its own: TestTraceCmd runs it
+// under uetrace run (as trace-cmd record's command, and alone), where it
+// writes $UETRACE_TEST_RECORDS records of tc_hello (n=1.., tag "p<n>"),
+// and one of tc_other (m=n) after every tenth, through
+// /sys/kernel/tracing/user_events_data — while each is enabled, as a
+// program of the kernel's user_events does.
+func TestHelperTraceCmdWrites(t *testing.T) {
+	if os.Getenv(helperEnv) != "tracecmd-writes" {
+		t.Skip("run under uetrace run by TestTraceCmd")
+	}
+	n, err := strconv.Atoi(os.Getenv("UETRACE_TEST_RECORDS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open("/sys/kernel/tracing/user_events_data", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var enabled [2]uint32
+	var index [2]uint32
+	for i, cmd := range []string{tcHello, tcOther} {
+		r := abi.UserReg{Size: abi.UserRegSize, EnableBit: 0, EnableSize: 4, EnableAddr: uint64(uintptr(unsafe.Pointer(&enabled[i])))}
+		if err := abi.RegisterName(fd, &r, cmd); err != nil {
+			t.Fatalf("register %q: %v", cmd, err)
+		}
+		index[i] = r.WriteIndex
+	}
+	written := [2]int{}
+	for i := 1; i <= n; i++ {
+		if atomic.LoadUint32(&enabled[0]) != 0 {
+			rec := bin.NativeEndian.AppendUint32(nil, index[0])
+			rec = bin.NativeEndian.AppendUint32(rec, uint32(i))
+			var tag [8]byte
+			copy(tag[:7], fmt.Sprintf("p%d", i))
+			if _, err := unix.Write(fd, append(rec, tag[:]...)); err != nil {
+				t.Fatalf("write %d: %v", i, err)
+			}
+			written[0]++
+		}
+		if i%10 == 0 && atomic.LoadUint32(&enabled[1]) != 0 {
+			rec := bin.NativeEndian.AppendUint32(bin.NativeEndian.AppendUint32(nil, index[1]), uint32(i))
+			if _, err := unix.Write(fd, rec); err != nil {
+				t.Fatalf("write %d: %v", i, err)
+			}
+			written[1]++
+		}
+	}
+	runtime.KeepAlive(&enabled)
+	fmt.Printf("writer: %d tc_hello, %d tc_other\n", written[0], written[1])
+}
+
+// runLong runs uetrace with args and env, with the test's deadline, and
+// returns its combined output and exit status.
+func runLong(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	if d, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(context.Background(), d.Add(-30*time.Second))
+	}
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Env = append(append(os.Environ(), "UETRACE_SOCKET="), env...)
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("uetrace %s: %v\n%s", strings.Join(args, " "), ctx.Err(), out)
+	}
+	if cmd.ProcessState == nil {
+		t.Fatalf("uetrace %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// A reportLine is an event of trace-cmd report or of the trace file: its
+// name and fields, as "name=value" with the value as printed.
+type reportLine struct {
+	event  string
+	fields []string
+}
+
+var (
+	// trace-cmd report: "    comm-pid   [cpu]  secs.usecs: event:   fields".
+	reportRE = regexp.MustCompile(`(?m)^\s*\S+-\d+\s+\[\d+\]\s+\d+\.\d+: (tc_\w+):\s+(.*)$`)
+	// The trace file: "    comm-pid   [cpu] flags  secs.usecs: event: fields".
+	traceRE = regexp.MustCompile(`(?m)^\s*\S+-\d+\s+\[\d+\] \S+\s+\d+\.\d+: (tc_\w+): (.*)$`)
+	// A number the trace file prints as 0x1 (1): its value is the decimal.
+	traceNum = regexp.MustCompile(`=0x[0-9a-f]+ \((-?\d+)\)`)
+	lostRE   = regexp.MustCompile(`(?i)\[(?:LOST )?(\d+) EVENTS(?: DROPPED)?\]`)
+)
+
+func parseEvents(re *regexp.Regexp, text string) []reportLine {
+	var out []reportLine
+	for _, m := range re.FindAllStringSubmatch(text, -1) {
+		fields := strings.Fields(traceNum.ReplaceAllString(m[2], "=$1"))
+		out = append(out, reportLine{m[1], fields})
+	}
+	return out
+}
+
+// lost sums what trace-cmd report says was lost.
+func lost(text string) int {
+	n := 0
+	for _, m := range lostRE.FindAllStringSubmatch(text, -1) {
+		k, _ := strconv.Atoi(m[1])
+		n += k
+	}
+	return n
+}
+
+// TestTraceCmd runs Debian's trace-cmd, unmodified, under uetrace run on a
+// daemon's events: it finds the tree as libtracefs finds tracefs (the
+// guard answers its mount), records through per_cpu/cpuN/trace_pipe_raw
+// by splice (the guard splices for it), with a 16 KiB buffer that the
+// writer fills many times over, and with the default one for one event;
+// trace-cmd report prints the records with the fields and values uetrace
+// trace shows for the same writes; trace-cmd show prints the trace file as
+// uetrace trace does; trace-cmd stat describes the tree.
+func TestTraceCmd(t *testing.T) {
+	needFUSE(t)
+	tc := traceCmd(t)
+	sock, _, _ := startServe(t)
+	dir := t.TempDir()
+	const (
+		many = 3000 // tc_hello records through a 16 KiB buffer: about 18 pages of them
+		few  = 300
+	)
+	helper := fmt.Sprintf(`%s -test.run='^TestHelperTraceCmdWrites$'`, os.Args[0])
+	script := fmt.Sprintf(`set -e
+T=/sys/kernel/tracing D=%[1]s TC=%[2]s
+echo 'u:%[3]s' >> $T/dynamic_events
+echo 'u:%[4]s' >> $T/dynamic_events
+UETRACE_TEST_RECORDS=%[5]d $TC record -q -b 16 -o $D/all.dat -e user_events %[7]s > $D/all.out 2>&1
+UETRACE_TEST_RECORDS=%[6]d $TC record -q -o $D/one.dat -e user_events:tc_hello %[7]s > $D/one.out 2>&1
+$TC report -i $D/all.dat > $D/all.txt 2>&1
+$TC report -i $D/one.dat > $D/one.txt 2>&1
+$TC dump --head-page -i $D/one.dat > $D/head.txt 2>&1
+$TC start -e user_events:tc_hello > $D/start.out 2>&1
+UETRACE_TEST_RECORDS=%[6]d %[7]s > $D/show-writes.out 2>&1
+$TC show > $D/show.txt
+uetrace trace > $D/trace.txt
+$TC stat > $D/stat.txt
+$TC reset > $D/reset.out 2>&1
+`, dir, tc, tcHello, tcOther, many, few, helper)
+	env := []string{helperEnv + "=tracecmd-writes", "PATH=" + filepath.Dir(binary(t)) + ":" + os.Getenv("PATH")}
+	out, code := runLong(t, env, "--socket", sock, "run", "--", "sh", "-c", script)
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s: %v\nrun said:\n%s", name, err, out)
+		}
+		return string(b)
+	}
+	if code != 0 {
+		t.Fatalf("uetrace run: exit %d\n%s\nall.out:\n%s\none.out:\n%s", code, out, read("all.out"), read("one.out"))
+	}
+	// Nothing the guard refused but debugfs, which trace-cmd mounts when
+	// /proc/mounts lists none (for its KVM guests): refusing it changes
+	// nothing. Nothing it spliced was lost.
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line != "" && !strings.Contains(line, "mount of debugfs on /sys/kernel/debug refused") {
+			t.Errorf("uetrace run said: %s", line)
+		}
+	}
+
+	// Everything written is in the report, or counted as lost.
+	all := read("all.txt")
+	events := parseEvents(reportRE, all)
+	var hello, other int
+	last := 0
+	for _, e := range events {
+		switch e.event {
+		case "tc_hello":
+			hello++
+			var n int
+			if len(e.fields) != 2 || !strings.HasPrefix(e.fields[0], "n=") {
+				t.Fatalf("report line %v", e)
+			}
+			n, _ = strconv.Atoi(strings.TrimPrefix(e.fields[0], "n="))
+			if n <= last || e.fields[1] != "tag=p"+strconv.Itoa(n) {
+				t.Errorf("report: tc_hello %v after n=%d", e.fields, last)
+			}
+			last = n
+		case "tc_other":
+			other++
+		}
+	}
+	dropped := lost(all)
+	t.Logf("trace-cmd record -b 16 -e user_events: %d tc_hello and %d tc_other records of %d and %d, %d lost", hello, other, many, many/10, dropped)
+	if hello+other+dropped != many+many/10 || hello == 0 || other == 0 {
+		t.Errorf("trace-cmd report of -e user_events: %d tc_hello + %d tc_other + %d lost, want %d written:\n%s", hello, other, dropped, many+many/10, read("all.out"))
+	}
+
+	// One event, a buffer that holds it all: each record, in order, with
+	// the fields and values uetrace trace shows of the same writes.
+	one := parseEvents(reportRE, read("one.txt"))
+	traced := parseEvents(traceRE, read("trace.txt"))
+	if len(one) != few || len(traced) != few {
+		t.Fatalf("trace-cmd report of -e user_events:tc_hello has %d records, uetrace trace %d; want %d each\n%s", len(one), len(traced), few, read("one.out"))
+	}
+	for i := range one {
+		want := reportLine{"tc_hello", []string{"n=" + strconv.Itoa(i+1), "tag=p" + strconv.Itoa(i+1)}}
+		if one[i].event != want.event || !slices.Equal(one[i].fields, want.fields) || traced[i].event != want.event || !slices.Equal(traced[i].fields, want.fields) {
+			t.Fatalf("record %d: trace-cmd report %v, uetrace trace %v; want %v", i, one[i], traced[i], want)
+		}
+	}
+	// trace-cmd show prints the trace file, which uetrace trace prints.
+	if show, trace := read("show.txt"), read("trace.txt"); show != trace {
+		t.Errorf("trace-cmd show:\n%s\nuetrace trace:\n%s", show, trace)
+	}
+	stat := read("stat.txt")
+	for _, want := range []string{"Events:\n Individual events:\n    user_events\n        tc_hello\n", "Tracing is enabled"} {
+		if !strings.Contains(stat, want) {
+			t.Errorf("trace-cmd stat has no %q:\n%s", want, stat)
+		}
+	}
+	// The trace.dat's header_page is the tree's, the kernel's.
+	if head := read("head.txt"); !strings.Contains(head, perfdata.HeaderPage) {
+		t.Errorf("trace-cmd dump --head-page:\n%s\nwant the kernel's:\n%s", head, perfdata.HeaderPage)
+	}
+	if s := mustCLI(t, sock, "status"); !strings.Contains(s, "tc_hello") {
+		t.Errorf("the daemon has no tc_hello:\n%s", s)
+	}
+}
