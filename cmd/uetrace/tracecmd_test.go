@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/perfdata"
 )
 
@@ -100,7 +101,7 @@ func runLong(t *testing.T, env []string, args ...string) (string, int) {
 		ctx, cancel = context.WithDeadline(context.Background(), d.Add(-30*time.Second))
 	}
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd := exec.CommandContext(ctx, testutil.Uetrace(t), args...)
 	cmd.Env = append(append(os.Environ(), "UETRACE_SOCKET="), env...)
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
@@ -183,7 +184,7 @@ uetrace trace > $D/trace.txt
 $TC stat > $D/stat.txt
 $TC reset > $D/reset.out 2>&1
 `, dir, tc, tcHello, tcOther, many, few, helper)
-	env := []string{helperEnv + "=tracecmd-writes", "PATH=" + filepath.Dir(binary(t)) + ":" + os.Getenv("PATH")}
+	env := []string{helperEnv + "=tracecmd-writes", "PATH=" + filepath.Dir(testutil.Uetrace(t)) + ":" + os.Getenv("PATH")}
 	out, code := runLong(t, env, "--socket", sock, "run", "--", "sh", "-c", script)
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join(dir, name))
