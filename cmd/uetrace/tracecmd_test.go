@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/fusefs"
 	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/perfdata"
 )
@@ -262,5 +263,149 @@ $TC reset > $D/reset.out 2>&1
 	}
 	if s := mustCLI(t, sock, "status"); !strings.Contains(s, "tc_hello") {
 		t.Errorf("the daemon has no tc_hello:\n%s", s)
+	}
+}
+
+// TestHelperSpliceRaw is not a test of its own: TestRunSpliceRaw runs it
+// under uetrace run --private, where it fills CPU 0's buffer of an event
+// (records of 20 bytes, in events of 24: 170 to a page) and splices
+// per_cpu/cpu0/trace_pipe_raw into a pipe as trace-cmd record does, timing
+// it against read(2) of the same pages and against splice of a regular
+// file (the guard's round trip alone).
+func TestHelperSpliceRaw(t *testing.T) {
+	if os.Getenv(helperEnv) != "splice-raw" {
+		t.Skip("run under uetrace run by TestRunSpliceRaw")
+	}
+	const T = "/sys/kernel/tracing/"
+	runtime.LockOSThread()
+	var cpu0 unix.CPUSet
+	cpu0.Set(0)
+	if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range [][2]string{{"dynamic_events", "u:sp u32 n; char[8] pad"}, {"events/user_events/sp/enable", "1"}} {
+		if err := os.WriteFile(T+w[0], []byte(w[1]), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := unix.Open(T+"user_events_data", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enabled uint32
+	r := abi.UserReg{Size: abi.UserRegSize, EnableSize: 4, EnableAddr: uint64(uintptr(unsafe.Pointer(&enabled)))}
+	if err := abi.RegisterName(fd, &r, "sp u32 n; char[8] pad"); err != nil {
+		t.Fatal(err)
+	}
+	fill := func(pages int) {
+		rec := bin.NativeEndian.AppendUint32(nil, r.WriteIndex)
+		rec = append(rec, make([]byte, 12)...)
+		for i := range pages*170 + 1 { // and one on the next page, which the writer is then on
+			bin.NativeEndian.PutUint32(rec[4:], uint32(i))
+			if _, err := unix.Write(fd, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	raw, err := unix.Open(T+"per_cpu/cpu0/trace_pipe_raw", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	drain := make([]byte, 1<<17)
+	const pages = 128
+	// splice, as trace-cmd's recorder does: 64 KiB at a time into its
+	// pipe, which it empties.
+	fill(pages)
+	start, spliced, calls, commits := time.Now(), 0, 0, 0
+	for {
+		n, err := unix.Splice(raw, nil, p[1], nil, 1<<16, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		calls++
+		if err != nil {
+			fmt.Printf("helper: splice at the end: %s\n", errnoName(err))
+			break
+		}
+		for got := 0; got < int(n); {
+			k, err := unix.Read(p[0], drain[got:n])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += k
+		}
+		for off := 0; off+16 <= int(n); off += 4096 {
+			if bin.LittleEndian.Uint64(drain[off+8:])&(1<<27-1) == 4080 {
+				commits++
+			}
+		}
+		spliced += int(n)
+	}
+	spliceTime := time.Since(start)
+	fmt.Printf("helper: spliced %d bytes (%d full pages) in %d calls\n", spliced, commits, calls)
+	// read(2) of the same pages, one a call, as trace-cmd --nosplice.
+	unix.FcntlInt(uintptr(raw), unix.F_SETFL, unix.O_NONBLOCK)
+	for { // what the splices left: the writer's page
+		if _, err := unix.Read(raw, drain[:4096]); err != nil {
+			break
+		}
+	}
+	fill(pages)
+	start, reads := time.Now(), 0
+	for {
+		if _, err := unix.Read(raw, drain[:4096]); err != nil {
+			break
+		}
+		reads++
+	}
+	readTime := time.Since(start)
+	// The tree's ioctl alone, from this process.
+	fill(pages)
+	start, ioctls := time.Now(), 0
+	for {
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(raw), fusefs.IoctlSplicePage, uintptr(unsafe.Pointer(&drain[0]))); e != 0 {
+			break
+		}
+		ioctls++
+	}
+	ioctlTime := time.Since(start)
+	fmt.Printf("helper: ioctl %.1f µs a page (%d)\n", float64(ioctlTime.Microseconds())/float64(max(ioctls, 1)), ioctls)
+	// The guard's round trip alone: splice of a regular file, 1 byte.
+	f, err := os.CreateTemp("", "splice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	f.Write([]byte{1})
+	const trips = 200
+	start = time.Now()
+	for range trips {
+		off := int64(0)
+		if _, err := unix.Splice(int(f.Fd()), &off, p[1], nil, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		unix.Read(p[0], drain[:1])
+	}
+	tripTime := time.Since(start)
+	fmt.Printf("helper: splice %.1f µs a page, %.1f µs a call; read %.1f µs a page (%d pages); a guarded splice of a regular file %.1f µs\n",
+		float64(spliceTime.Microseconds())/float64(max(commits, 1)), float64(spliceTime.Microseconds())/float64(calls),
+		float64(readTime.Microseconds())/float64(max(reads, 1)), reads, float64(tripTime.Microseconds())/trips)
+}
+
+// TestRunSpliceRaw: under uetrace run, splice(2) of trace_pipe_raw takes
+// the full pages of the CPU's buffer, 16 to a 64 KiB pipe, and not the
+// page the writer is on: with SPLICE_F_NONBLOCK, EAGAIN then — as the
+// kernel's splice does. Its cost, and that of read(2), is logged.
+func TestRunSpliceRaw(t *testing.T) {
+	out, m := runHelper(t, "splice-raw", "TestHelperSpliceRaw", `helper: spliced (\d+) bytes \((\d+) full pages\) in (\d+) calls`)
+	if m[1] != strconv.Itoa(128*4096) || m[2] != "128" || m[3] != "9" {
+		t.Errorf("spliced %s bytes, %s full pages, in %s calls; want the 128 pages the writer left, 16 a call, then EAGAIN\n%s", m[1], m[2], m[3], out)
+	}
+	if !strings.Contains(out, "helper: splice at the end: EAGAIN\n") {
+		t.Errorf("the last splice, with only the writer's page left, did not fail with EAGAIN:\n%s", out)
+	}
+	if m := regexp.MustCompile(`helper: splice [0-9].*`).FindString(out); m != "" {
+		t.Log(m)
 	}
 }
