@@ -409,3 +409,80 @@ func TestRunSpliceRaw(t *testing.T) {
 		t.Log(m)
 	}
 }
+
+// TestRunFtraceEnabled: /proc/sys/kernel/ftrace_enabled, which trace-cmd
+// record writes "1" to (and dies if it cannot), is the command's own under
+// uetrace run: it reads what the host's says, takes writes — even where
+// the host's may not be written (a user namespace) — and the host's does
+// not change.
+func TestRunFtraceEnabled(t *testing.T) {
+	needFUSE(t)
+	host, err := os.ReadFile(ftraceEnabled)
+	if err != nil {
+		t.Skipf("this kernel has no %s (no function tracer): nothing to keep: %v", ftraceEnabled, err)
+	}
+	flip := "0"
+	if strings.TrimSpace(string(host)) == "0" {
+		flip = "1"
+	}
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", "sh", "-c",
+		fmt.Sprintf(`cat %[1]s; echo %[2]s > %[1]s && echo written; cat %[1]s`, ftraceEnabled, flip))
+	if want := string(host) + "written\n" + flip + "\n"; code != 0 || out != want {
+		t.Errorf("under uetrace run: exit %d\n%s\nwant:\n%s", code, out, want)
+	}
+	if after, _ := os.ReadFile(ftraceEnabled); string(after) != string(host) {
+		t.Errorf("the host's %s went from %q to %q", ftraceEnabled, host, after)
+	}
+}
+
+// TestTraceCmdOnMountedTree follows docs/trace-cmd.md for a tree mounted
+// with uetrace mount, where there is no guard: in a mount namespace of its
+// own, the daemon's tree mounted over the kernel's tracefs at
+// /sys/kernel/tracing — libtracefs takes the first tracefs of /proc/mounts,
+// whose directory is now the tree's — and trace-cmd record --nosplice, as
+// splice reads nothing through FUSE. Where /proc/sys/kernel/ftrace_enabled
+// cannot be written (a container), a file is bound over it first, as the
+// doc says.
+func TestTraceCmdOnMountedTree(t *testing.T) {
+	needFUSE(t)
+	tc := traceCmd(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare (util-linux)")
+	}
+	sock, _, _ := startServe(t)
+	dir := t.TempDir()
+	const records = 400
+	script := fmt.Sprintf(`set -e
+T=/sys/kernel/tracing
+grep -q " $T tracefs " /proc/mounts || mount -t tracefs nodev $T
+if ! (echo 1 > /proc/sys/kernel/ftrace_enabled) 2>/dev/null; then
+	mkdir %[1]s/sysctl && mount -t tmpfs none %[1]s/sysctl && echo 1 > %[1]s/sysctl/ftrace_enabled
+	mount --bind %[1]s/sysctl/ftrace_enabled /proc/sys/kernel/ftrace_enabled
+fi
+%[2]s --socket %[3]s mount $T
+echo 'u:%[4]s' >> $T/dynamic_events
+echo 'u:%[5]s' >> $T/dynamic_events
+UETRACE_TEST_RECORDS=%[6]d %[7]s record -q --nosplice -o %[1]s/m.dat -e user_events:tc_hello %[8]s -test.run='^TestHelperTraceCmdWrites$' > %[1]s/record.out 2>&1
+%[7]s report -i %[1]s/m.dat
+`, dir, testutil.Uetrace(t), sock, tcHello, tcOther, records, tc, os.Args[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, unshare, "-m", "--propagation", "private", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), helperEnv+"=tracecmd-writes")
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		rec, _ := os.ReadFile(filepath.Join(dir, "record.out"))
+		t.Fatalf("%v\n%s\nrecord:\n%s", err, out, rec)
+	}
+	events := parseEvents(reportRE, string(out))
+	if len(events) != records {
+		t.Fatalf("trace-cmd report has %d records, want %d:\n%s", len(events), records, out)
+	}
+	for i, e := range events {
+		if want := []string{"n=" + strconv.Itoa(i+1), "tag=p" + strconv.Itoa(i+1)}; e.event != "tc_hello" || !slices.Equal(e.fields, want) {
+			t.Fatalf("record %d: %v, want tc_hello %v", i, e, want)
+		}
+	}
+}
