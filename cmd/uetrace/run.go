@@ -68,21 +68,29 @@ registrations, this process reads and writes the command's memory
 (process_vm_readv/writev), which the kernel allows for your own processes
 unless Yama's ptrace_scope is 2 or more.
 
+trace-cmd works inside, unmodified: trace-cmd record -e user_events records
+the tree's events, and KernelShark opens the trace.dat (docs/trace-cmd.md).
+For it run hands the command's mount, splice and sendfile calls to itself (a
+seccomp filter): a mount of tracefs on /sys/kernel/tracing, which libtracefs
+makes when /proc/mounts lists none (the tree is fuse.uetrace), is answered
+as done — the tree is there — and a splice from a trace_pipe_raw, which
+reads nothing through FUSE, is done by run for the command; and
+/proc/sys/kernel/ftrace_enabled, which trace-cmd writes, is the command's own.
+
 perf record -e user_events:... cannot work inside: perf_event_open is the
 kernel's, and the kernel knows nothing of these events. Use uetrace record.
 So that no perf tool records the wrong events or loses the tree, run hands
-the command's perf_event_open, mount and fsopen calls to itself (a seccomp
-filter): opening one of the tree's event ids fails with EOPNOTSUPP, and
-mounting tracefs or debugfs (perf and trace-cmd do when they find no tracefs
-in /proc/mounts; the tree is fuse.uetrace) fails with EPERM, each said on
-standard error with the name uetrace record; every other call goes to the
-kernel. The tree's event ids are above any the kernel hands out, so even
-without the filter (a kernel before 5.5) such an open names no kernel
-tracepoint.`,
+the command's perf_event_open and fsopen calls to itself too: opening one of
+the tree's event ids fails with EOPNOTSUPP, and mounting tracefs elsewhere or
+debugfs fails with EPERM, each said on standard error with the name uetrace
+record; every other call goes to the kernel. The tree's event ids are above
+any the kernel hands out, so even without the filter (a kernel before 5.5)
+such an open names no kernel tracepoint.`,
 		Example: `  uetrace run -- sh -c 'echo "u:hello u32 n" >> /sys/kernel/tracing/dynamic_events;
                       cat /sys/kernel/tracing/user_events_status'
   uetrace run -- ./my_c_program       # opens /sys/kernel/tracing/user_events_data
-  sudo uetrace run -- ./abi_test      # the kernel's own selftest`,
+  sudo uetrace run -- ./abi_test      # the kernel's own selftest
+  sudo uetrace run -- trace-cmd record -e user_events ./my_c_program`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr(cmd, nil, "run needs a COMMAND to run")

@@ -5,7 +5,9 @@
 // consumers that make an event "enabled" (an ftrace-like trace buffer and
 // perf-like sessions), and the tracefs files user_events shows
 // (user_events_status, dynamic_events, events/*/*/{enable,filter,format,id},
-// events/*/filter, error_log, trace, trace_pipe, ...). Event filters are
+// events/*/filter, error_log, trace, trace_pipe, ...) and those trace-cmd
+// reads besides (per_cpu/cpuN/trace_pipe_raw, events/header_page,
+// trace_clock, saved_cmdlines, ...: files.go, options.go, raw.go). Event filters are
 // package tracefilter's, applied where the kernel applies them: the ftrace
 // filter of an event before its record is copied into the trace buffer, a
 // session's own filter per event (Session.SetFilter, as
@@ -92,6 +94,26 @@
 //   - The root has one file Linux does not, uetrace_event_counts
 //     ([FileCounts]): each event's records written and dropped, which the
 //     kernel does not count per event.
+//   - The files trace-cmd reads are the kernel's where this tree has what
+//     they describe (testdata/kernel-tracefs-files.json, the 6.12 VM's,
+//     replayed by TestTracefsFilesAreTheKernels; trace_pipe_raw's pages by
+//     TestTracePipeRawIsTheKernels), and differ where it does not
+//     (docs/trace-cmd.md): events/ftrace/ holds the test kernel's ftrace
+//     events' format files (and id of function and print), none of which
+//     is ever recorded; available_tracers is nop, and current_tracer takes
+//     nop alone (EINVAL otherwise); trace_clock takes local, global, perf
+//     and mono — the stamps are CLOCK_MONOTONIC, which mono is and the
+//     others approximate — and is EINVAL for counter, uptime, mono_raw,
+//     boot, tai and x86-tsc; trace_options lists the test kernel's options,
+//     of which record-cmd, record-tgid and test_nop_accept can be changed,
+//     and EINVAL says so for the others; saved_cmdlines has the threads
+//     that wrote records, saved when they write (the kernel saves at the
+//     next context switch, the task switched to as well); printk_formats
+//     is empty; there is no options/ or instances/ directory, and per_cpu
+//     directories have no snapshot files. A read of trace_pipe_raw takes
+//     the kernel's pages as ftrace.Ring.ReadRaw gives them; a splice reads
+//     nothing through FUSE (uetrace run splices for its command, package
+//     runguard, with Handle.SplicePage).
 //   - A record too long for a consumer — over the trace buffer's page, over
 //     perf's PERF_MAX_TRACE_SIZE — is dropped unvalidated and the write
 //     succeeds, as in Linux, but here the drop is counted: the event's
