@@ -109,11 +109,10 @@
 //     and EINVAL says so for the others; saved_cmdlines has the threads
 //     that wrote records, saved when they write (the kernel saves at the
 //     next context switch, the task switched to as well); printk_formats
-//     is empty; there is no options/ or instances/ directory, and per_cpu
-//     directories have no snapshot files. A read of trace_pipe_raw takes
-//     the kernel's pages as ftrace.Ring.ReadRaw gives them; a splice reads
-//     nothing through FUSE (uetrace run splices for its command, package
-//     runguard, with Handle.SplicePage).
+//     is empty; there is no options/ or instances/ directory. A read of
+//     trace_pipe_raw takes the kernel's pages as ftrace.Ring.ReadRaw gives
+//     them; a splice reads nothing through FUSE (uetrace run splices for
+//     its command, package runguard, with Handle.SplicePage).
 //   - A record too long for a consumer — over the trace buffer's page, over
 //     perf's PERF_MAX_TRACE_SIZE — is dropped unvalidated and the write
 //     succeeds, as in Linux, but here the drop is counted: the event's

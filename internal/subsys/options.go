@@ -58,10 +58,10 @@ func appendClocks(dst []byte, in int) []byte {
 // — even the one in use — empties the buffer, as the kernel does so that
 // stamps of two clocks never mix.
 func (t *traceBuffer) writeClock(p []byte) (int, error) {
-	if len(p) >= 64 {
-		return 0, fmt.Errorf("trace_clock: %d bytes written, a clock's name is under 64: %w", len(p), unix.EINVAL)
+	name, err := shortName(p, "trace_clock")
+	if err != nil {
+		return 0, err
 	}
-	name := strip(p)
 	i := -1
 	for j, c := range traceClocks {
 		if c == name {
@@ -77,6 +77,16 @@ func (t *traceBuffer) writeClock(p []byte) (int, error) {
 	t.clock.Store(int32(i))
 	t.reset()
 	return len(p), nil
+}
+
+// shortName is what a write of under 64 bytes to file names, as
+// tracing_clock_write and tracing_trace_options_write take it into a
+// 64-byte buffer: EINVAL for more, then strip.
+func shortName(p []byte, file string) (string, error) {
+	if len(p) >= 64 {
+		return "", fmt.Errorf("%s: %d bytes written, a name is under 64: %w", file, len(p), unix.EINVAL)
+	}
+	return strip(p), nil
 }
 
 // strip is strstrip on what a write gave: up to the first NUL, without
@@ -170,10 +180,10 @@ func (t *traceBuffer) appendOptions(dst []byte) []byte {
 // clear it, white space around it stripped. An unknown option is EINVAL,
 // and so is changing one this tree has only as the kernel's default.
 func (t *traceBuffer) writeOption(p []byte) (int, error) {
-	if len(p) >= 64 {
-		return 0, fmt.Errorf("trace_options: %d bytes written, an option is under 64: %w", len(p), unix.EINVAL)
+	name, err := shortName(p, "trace_options")
+	if err != nil {
+		return 0, err
 	}
-	name := strip(p)
 	on := true
 	if rest, ok := strings.CutPrefix(name, "no"); ok {
 		name, on = rest, false

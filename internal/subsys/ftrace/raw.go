@@ -172,33 +172,25 @@ func (c *cpuBuffer) dirtyPages() int {
 // ctx's error: what a poll of trace_pipe_raw waits for. percent is asked
 // at each change of the buffer (buffer_percent may be written meanwhile).
 func (r *Ring) WaitRawReady(ctx context.Context, cpu int, percent func() int) error {
-	for {
-		r.waiters.Add(1)
-		ch := r.waitChan()
-		// Asked after a waiter is counted: a record that came in before
-		// found no waiter and woke no one.
-		if r.RawReady(cpu, percent()) {
-			r.waiters.Add(-1)
-			return nil
-		}
-		select {
-		case <-ch:
-			r.waiters.Add(-1)
-		case <-ctx.Done():
-			r.waiters.Add(-1)
-			return ctx.Err()
-		}
-	}
+	return r.waitUntil(ctx, func() bool { return r.RawReady(cpu, percent()) })
 }
 
 // WaitRaw returns once cpu's buffer has something to read, or with ctx's
 // error: what a read(2) of trace_pipe_raw waits for (wait_on_pipe(iter,
 // 0) in tracing_buffers_read).
 func (r *Ring) WaitRaw(ctx context.Context, cpu int) error {
+	return r.waitUntil(ctx, func() bool { return !r.Empty(cpu) })
+}
+
+// waitUntil returns once cond holds, asking it again at each change of
+// the buffer, or with ctx's error.
+func (r *Ring) waitUntil(ctx context.Context, cond func() bool) error {
 	for {
 		r.waiters.Add(1)
 		ch := r.waitChan()
-		if !r.Empty(cpu) {
+		// Asked after a waiter is counted: a record that came in before
+		// found no waiter and woke no one.
+		if cond() {
 			r.waiters.Add(-1)
 			return nil
 		}

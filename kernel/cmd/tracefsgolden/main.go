@@ -53,6 +53,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 const (
@@ -229,7 +230,7 @@ type capture struct {
 	fd      int     // user_events_data
 	word    *uint32 // the enable word
 	index   uint32  // the event's write index
-	workers []*worker
+	workers []*vmtest.Worker
 	pid     int
 }
 
@@ -240,7 +241,7 @@ func newCapture() (*capture, error) {
 	}
 	c := &capture{fd: fd, word: new(uint32), pid: os.Getpid()}
 	for cpu := range 2 {
-		w, err := newWorker(cpu)
+		w, err := vmtest.NewWorker(cpu)
 		if err != nil {
 			return nil, fmt.Errorf("pinning a thread to CPU %d: %w", cpu, err)
 		}
@@ -331,7 +332,7 @@ func (c *capture) do(s *Step) {
 			s.Err = errnoName(err)
 		}
 	case "writes":
-		c.workers[s.CPU].do(func() {
+		c.workers[s.CPU].Do(func() {
 			var rec [8]byte
 			binary.NativeEndian.PutUint32(rec[:], c.index)
 			for i := range s.Count {
@@ -358,7 +359,7 @@ func (c *capture) do(s *Step) {
 func (c *capture) ours(path, text string) string {
 	tids := map[string]string{}
 	for i, w := range c.workers {
-		tids[strconv.Itoa(w.tid)] = "<T" + strconv.Itoa(i) + ">"
+		tids[strconv.Itoa(w.TID)] = "<T" + strconv.Itoa(i) + ">"
 	}
 	var lines []string
 	for line := range strings.Lines(text) {
@@ -375,37 +376,4 @@ func (c *capture) ours(path, text string) string {
 		slices.Sort(lines)
 	}
 	return strings.Join(lines, "")
-}
-
-// worker is a goroutine locked to an OS thread pinned to one CPU: the
-// records it writes are on that CPU's buffer, and its tid is theirs.
-type worker struct {
-	tid  int
-	jobs chan func()
-}
-
-func newWorker(cpu int) (*worker, error) {
-	w := &worker{jobs: make(chan func())}
-	errc := make(chan error)
-	go func() {
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			errc <- err
-			return
-		}
-		w.tid = unix.Gettid()
-		errc <- nil
-		for f := range w.jobs {
-			f()
-		}
-	}()
-	return w, <-errc
-}
-
-func (w *worker) do(f func()) {
-	done := make(chan struct{})
-	w.jobs <- func() { f(); close(done) }
-	<-done
 }
