@@ -210,3 +210,45 @@ func TestGuardTreeMount(t *testing.T) {
 		t.Errorf("log: want the two refusals only:\n%s", got)
 	}
 }
+
+// TestCallerPidfd: a splice's caller is a thread, which need not lead its
+// process; the guard takes its descriptors either way.
+func TestCallerPidfd(t *testing.T) {
+	tids := make(chan int)
+	done := make(chan struct{})
+	defer close(done)
+	for range 4 {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tids <- unix.Gettid()
+			<-done
+		}()
+	}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	threads := 0
+	for range 4 {
+		tid := <-tids
+		if tid == os.Getpid() {
+			continue
+		}
+		threads++
+		pidfd, err := callerPidfd(tid)
+		if err != nil {
+			t.Fatalf("thread %d of %d: %v", tid, os.Getpid(), err)
+		}
+		fd, err := unix.PidfdGetfd(pidfd, int(f.Fd()), 0)
+		unix.Close(pidfd)
+		if err != nil {
+			t.Fatalf("pidfd_getfd through thread %d: %v", tid, err)
+		}
+		unix.Close(fd)
+	}
+	if threads == 0 {
+		t.Fatal("no thread but the leader")
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // What the guard does for trace-cmd and libtracefs, besides refusing:
@@ -134,7 +136,7 @@ func (g *Guard) doSplice(listener int, n *notif) (int64, unix.Errno) {
 	if length == 0 {
 		return 0, 0
 	}
-	pidfd, err := unix.PidfdOpen(int(n.Pid), 0)
+	pidfd, err := callerPidfd(int(n.Pid))
 	if err != nil {
 		return 0, unix.ESRCH
 	}
@@ -221,6 +223,22 @@ func (g *Guard) doSplice(listener int, n *notif) (int64, unix.Errno) {
 		}
 		woken = true
 	}
+}
+
+// callerPidfd is a pidfd of the thread tid, whose descriptors pidfd_getfd
+// takes: the thread's own (PIDFD_THREAD, Linux 6.9), or its process's
+// before 6.9, where a pidfd names a process only — the same descriptors
+// but for a thread made without CLONE_FILES.
+func callerPidfd(tid int) (int, error) {
+	fd, err := unix.PidfdOpen(tid, unix.PIDFD_THREAD)
+	if err != unix.EINVAL {
+		return fd, err
+	}
+	st, err := procfs.ReadStatus(tid)
+	if err != nil || !st.Has(procfs.StatusTgid) {
+		return -1, unix.ESRCH
+	}
+	return unix.PidfdOpen(st.Tgid, 0)
 }
 
 // waitFor waits until fd polls ev, and reports false if n's caller stops
