@@ -50,7 +50,7 @@ func TestKernelShark(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	dat := filepath.Join(dir, "trace.dat")
 	helper := fmt.Sprintf(`%s -test.run='^TestHelperTraceCmdWrites$'`, os.Args[0])
-	out, code := runLong(t, []string{helperEnv + "=tracecmd-writes", "UETRACE_TEST_RECORDS=500"}, "run", "--private", "--", "sh", "-c",
+	out, code := runLong(t, []string{helperEnv + "=tracecmd-writes", "UETRACE_TEST_RECORDS=500", "UETRACE_TEST_RECORDER=1"}, "run", "--private", "--", "sh", "-c",
 		fmt.Sprintf("echo 'u:%s' >> /sys/kernel/tracing/dynamic_events && echo 'u:%s' >> /sys/kernel/tracing/dynamic_events && %s record -q -o %s -e user_events %s",
 			tcHello, tcOther, tc, dat, helper))
 	if code != 0 {

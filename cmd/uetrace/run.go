@@ -162,7 +162,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 		if err != nil {
 			return err
 		}
-		sys = subsys.New(subsys.Options{NumCPU: runtime.NumCPU()})
+		sys = subsys.New(subsys.Options{NumCPU: traceCPUs()})
 		srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log})
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // ftraceEnabled is the sysctl trace-cmd record writes "1" to before it
@@ -60,4 +63,18 @@ func privateFtraceEnabled() error {
 		return fmt.Errorf("mounting a file of the command's own over %s: %w", ftraceEnabled, err)
 	}
 	return nil
+}
+
+// traceCPUs is how many CPU buffers a subsystem of run or serve has: one
+// for each CPU online (the highest + 1), not only those this process may
+// run on (runtime.NumCPU, fewer under taskset or a cgroup's cpuset), so
+// that every CPU a writer is on has its own, and trace-cmd, which opens
+// per_cpu/cpuN for each CPU of the machine, finds them. The kernel's
+// per_cpu has each possible CPU, offline ones too; a buffer for each is
+// memory no writer uses, so here a CPU that is offline when the
+// subsystem starts has no per_cpu directory (trace-cmd record says it
+// cannot open its file, and records the others).
+func traceCPUs() int {
+	online, _ := procfs.OnlineCPUs()
+	return max(runtime.NumCPU(), procfs.MaxCPU(online)+1)
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/fusefs"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/perfdata"
 )
@@ -46,10 +47,14 @@ const (
 // writes $UETRACE_TEST_RECORDS records of tc_hello (n=1.., tag "p<n>"),
 // and one of tc_other (m=n) after every tenth, through
 // /sys/kernel/tracing/user_events_data — while each is enabled, as a
-// program of the kernel's user_events does.
+// program of the kernel's user_events does. As trace-cmd record's command
+// ($UETRACE_TEST_RECORDER set), it first waits for the recorders.
 func TestHelperTraceCmdWrites(t *testing.T) {
 	if os.Getenv(helperEnv) != "tracecmd-writes" {
 		t.Skip("run under uetrace run by TestTraceCmd")
+	}
+	if os.Getenv("UETRACE_TEST_RECORDER") != "" {
+		waitRecorders(t)
 	}
 	n, err := strconv.Atoi(os.Getenv("UETRACE_TEST_RECORDS"))
 	if err != nil {
@@ -91,6 +96,46 @@ func TestHelperTraceCmdWrites(t *testing.T) {
 	}
 	runtime.KeepAlive(&enabled)
 	fmt.Printf("writer: %d tc_hello, %d tc_other\n", written[0], written[1])
+}
+
+// recorderCalls are the system calls a trace-cmd recorder waits in for its
+// CPU's trace_pipe_raw: select(2) (pselect6 in the kernel on some
+// architectures), or splice(2) and read(2) themselves.
+var recorderCalls = map[int]bool{unix.SYS_PSELECT6: true, unix.SYS_SPLICE: true, unix.SYS_READ: true}
+
+// waitRecorders returns once trace-cmd record's recorders — a process for
+// each CPU of the tree, holding its per_cpu/cpuN/trace_pipe_raw — all wait
+// for it in a system call. trace-cmd tells a recorder to stop with a
+// signal, and one told before it got there records nothing: a recorder
+// still opening its files (which takes FUSE round trips here) when a
+// command that writes for a few milliseconds ends. That is trace-cmd
+// 3.1.6's own race; a test must not depend on winning it.
+func waitRecorders(t *testing.T) {
+	cpus, err := os.ReadDir("/sys/kernel/tracing/per_cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, "trace-cmd's recorders to wait for each CPU's trace_pipe_raw", func() bool {
+		waiting := map[string]bool{}
+		procs, _ := os.ReadDir("/proc")
+		for _, p := range procs {
+			pid, err := strconv.Atoi(p.Name())
+			if err != nil {
+				continue
+			}
+			fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+			for _, fd := range fds {
+				target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+				if !strings.HasPrefix(target, "/sys/kernel/tracing/per_cpu/") || filepath.Base(target) != "trace_pipe_raw" {
+					continue
+				}
+				if sc, err := procfs.ReadSyscall(pid); err == nil && recorderCalls[sc.Nr] {
+					waiting[target] = true
+				}
+			}
+		}
+		return len(waiting) == len(cpus)
+	})
 }
 
 // runLong runs uetrace with args and env, with the test's deadline, and
@@ -173,8 +218,8 @@ func TestTraceCmd(t *testing.T) {
 T=/sys/kernel/tracing D=%[1]s TC=%[2]s
 echo 'u:%[3]s' >> $T/dynamic_events
 echo 'u:%[4]s' >> $T/dynamic_events
-UETRACE_TEST_RECORDS=%[5]d $TC record -q -b 16 -o $D/all.dat -e user_events %[7]s > $D/all.out 2>&1
-UETRACE_TEST_RECORDS=%[6]d $TC record -q -o $D/one.dat -e user_events:tc_hello %[7]s > $D/one.out 2>&1
+UETRACE_TEST_RECORDER=1 UETRACE_TEST_RECORDS=%[5]d $TC record -q -b 16 -o $D/all.dat -e user_events %[7]s > $D/all.out 2>&1
+UETRACE_TEST_RECORDER=1 UETRACE_TEST_RECORDS=%[6]d $TC record -q -o $D/one.dat -e user_events:tc_hello %[7]s > $D/one.out 2>&1
 $TC report -i $D/all.dat > $D/all.txt 2>&1
 $TC report -i $D/one.dat > $D/one.txt 2>&1
 $TC dump --head-page -i $D/one.dat > $D/head.txt 2>&1
@@ -463,7 +508,7 @@ fi
 %[2]s --socket %[3]s mount $T
 echo 'u:%[4]s' >> $T/dynamic_events
 echo 'u:%[5]s' >> $T/dynamic_events
-UETRACE_TEST_RECORDS=%[6]d %[7]s record -q --nosplice -o %[1]s/m.dat -e user_events:tc_hello %[8]s -test.run='^TestHelperTraceCmdWrites$' > %[1]s/record.out 2>&1
+UETRACE_TEST_RECORDER=1 UETRACE_TEST_RECORDS=%[6]d %[7]s record -q --nosplice -o %[1]s/m.dat -e user_events:tc_hello %[8]s -test.run='^TestHelperTraceCmdWrites$' > %[1]s/record.out 2>&1
 %[7]s report -i %[1]s/m.dat
 `, dir, testutil.Uetrace(t), sock, tcHello, tcOther, records, tc, os.Args[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
