@@ -244,6 +244,7 @@ const maxComms = 4096
 // Attach attaches the session to ev.
 func (ss *Session) Attach(ev *Event) error {
 	s := ss.s
+	s.syncProcesses()
 	s.mu.Lock()
 	defer s.unlock()
 	return ss.attachLocked(ev)
@@ -268,6 +269,7 @@ func (ss *Session) attachLocked(ev *Event) error {
 // Detach detaches the session from ev.
 func (ss *Session) Detach(ev *Event) {
 	s := ss.s
+	s.syncProcesses()
 	s.mu.Lock()
 	defer s.unlock()
 	ss.detachLocked(ev)
@@ -310,6 +312,7 @@ func (ss *Session) AttachMatching(pattern string, follow bool) ([]*Event, error)
 	if _, err := path.Match(pattern, ""); err != nil {
 		return nil, fmt.Errorf("event pattern %q: %v: %w", pattern, err, unix.EINVAL)
 	}
+	ss.s.syncProcesses()
 	s := ss.s
 	s.mu.Lock()
 	defer s.unlock()
@@ -371,6 +374,7 @@ func (ss *Session) Events() []*Event {
 // Close detaches the session from everything and wakes its readers.
 func (ss *Session) Close() error {
 	s := ss.s
+	s.syncProcesses()
 	s.mu.Lock()
 	if !ss.closed {
 		ss.closed = true

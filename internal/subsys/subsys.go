@@ -98,6 +98,8 @@ type Subsystem struct {
 
 	stats Stats
 	dirty []*Process // processes with enable bits to write at unlock (enablewrite.go)
+
+	syncHooks syncHooks // run before a state change (enablewrite.go)
 }
 
 // Stats count what the subsystem did that no caller sees as an error.

@@ -700,6 +700,7 @@ func (h *Handle) Write(p []byte) (int, error) {
 	if closed {
 		return 0, h.pathErr("write", os.ErrClosed)
 	}
+	h.f.s.syncProcesses() // a write may change an event's state
 	n, err := h.f.write(h.n, p, h.cred)
 	if err != nil {
 		return n, h.pathErr("write", err)
