@@ -281,7 +281,7 @@ func (f *FS) newPerfNode(req *perfevent.Request) (*perfNode, error) {
 
 // deliver takes a record of the tracepoint (perf_tp_event): an event on
 // another CPU, or of another task, does not see it.
-func (n *perfNode) deliver(_ *subsys.Event, w *subsys.Writer, ts uint64, rec []byte) {
+func (n *perfNode) deliver(_ *subsys.Event, w subsys.Writer, ts uint64, rec []byte) {
 	if n.ev.CPU >= 0 && w.CPU != n.ev.CPU {
 		return
 	}

@@ -455,7 +455,7 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		return
 	}
 	if fn := ss.fn.Load(); fn != nil {
-		(*fn)(ev, w, ts, rec)
+		(*fn)(ev, *w, ts, rec)
 		return
 	}
 	// The raw data perf hands out — its u32 size and the record, 8-byte
@@ -513,8 +513,11 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 
 // DeliverFunc takes a session's records as they are written: in the
 // writer's goroutine, the record (common header and payload, rec) valid
-// only during the call, which must not block.
-type DeliverFunc func(ev *Event, w *Writer, ts uint64, rec []byte)
+// only during the call, which must not block. The writer comes as a copy:
+// a pointer handed to a function value would make every write's Writer
+// escape to the heap — an allocation a write, where the write path has
+// none.
+type DeliverFunc func(ev *Event, w Writer, ts uint64, rec []byte)
 
 // DeliverTo makes the session hand each record to fn, after its filter,
 // instead of buffering it (Read then finds nothing): a perf event of the
