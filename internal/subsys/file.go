@@ -23,6 +23,9 @@ type File struct {
 	events atomic.Pointer[[]*Event] // the write path reads it without mu
 	closed bool
 	charge Charge // told of the events the array gains and loses; nil: nothing is
+	// watches are told of the array's indices and their events' status
+	// (watch.go); under s.mu and mu.
+	watches []FileWatch
 }
 
 // Open opens user_events_data.
@@ -231,6 +234,9 @@ func (f *File) add(ev *Event) (int, error) {
 	next := append(cur, ev)
 	f.events.Store(&next)
 	ev.refs++
+	for _, w := range f.watches {
+		f.watchIndex(w, uint32(len(cur)), ev)
+	}
 	return len(cur), nil
 }
 
@@ -298,6 +304,8 @@ func (f *File) Close() error {
 	}
 	f.closed = true
 	p := f.events.Swap(nil)
+	ws := f.watches
+	f.watches = nil
 	f.mu.Unlock()
 	if p == nil {
 		return nil
@@ -306,6 +314,10 @@ func (f *File) Close() error {
 	s.mu.Lock()
 	defer s.unlock()
 	for _, ev := range *p {
+		// Watches not stopped by their owners end with the file.
+		for _, w := range ws {
+			ev.unwatch(w)
+		}
 		s.put(ev)
 	}
 	if f.charge != nil && len(*p) > 0 {

@@ -663,4 +663,5 @@ func (s *Subsystem) setStatus(ev *Event) {
 	}
 	ev.status.Store(st)
 	s.updateEnablers(ev)
+	ev.notifyWatches(st)
 }

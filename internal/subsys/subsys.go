@@ -173,6 +173,7 @@ type Event struct {
 	refs     int // under s.mu
 	deleted  bool
 	enablers map[*enabler]struct{} // every process's enablers of this event
+	watches  []indexWatch          // the FileWatches of files that have it (watch.go); under s.mu
 
 	// The write path reads these without s.mu.
 	status   atomic.Uint32 // Status* bits; non-zero means enabled
