@@ -20,8 +20,9 @@ var layers = [][]string{
 	{"internal/kctype", "internal/procfs"},
 	// The uapi, perf's and Perfetto's formats, the event model, the EventHeader format, who wrote a
 	// record, where and when, the shared-memory record ring, other processes'
-	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
-	{"internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
+	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP;
+	// the interposer preloaded into other programs (C, embedded) and its builder.
+	{"internal/preload", "internal/preload/build", "internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
 		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
 	// The daemon's protocol; the ftrace ring buffer and its text; the kernel's event filters; user

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -122,7 +121,7 @@ func (c *conn) serve() {
 	}); cerr != nil {
 		return // closed as it was accepted: the server is stopping
 	}
-	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procComm(ucred.Pid)}
+	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procfs.Comm(ucred.Pid)}
 	c.threads.init(ucred.Pid)
 	c.out = make([]byte, 0, 4096)
 
@@ -419,16 +418,6 @@ func (c *conn) closeHandle(h any) {
 	}
 }
 
-func procComm(pid int32) string {
-	if pid <= 0 {
-		return "<...>"
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/comm")
-	if err != nil {
-		return "<...>"
-	}
-	return strings.TrimSuffix(string(b), "\n")
-}
 
 // handle serves one request. It returns false when the client must go.
 func (c *conn) handle(m []byte) bool {

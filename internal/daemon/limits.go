@@ -342,17 +342,29 @@ func (c *conn) chargeRefs(n int, force bool) error {
 // the daemon map (what: "arena", "ring"), or less (bytes < 0). What would
 // go over Limits.SharedKBPerUID is refused ENOMEM.
 func (c *conn) share(what string, bytes int64) error {
-	s := c.s
+	return c.s.shareMem(c.uid, c.limited(), what, bytes)
+}
+
+// shareMem accounts to uid bytes more of client memory the daemon maps
+// (fewer when negative), checking Limits.SharedKBPerUID if limited: a
+// connection's arenas and ring, and the rings and tables of processes
+// writing through the interposer (FUSEShare).
+func (s *Server) shareMem(uid uint32, limited bool, what string, bytes int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := s.uids[c.uid]
-	if bytes > 0 && c.limited() && u.sharedBytes+bytes > int64(s.limits.SharedKBPerUID)<<10 {
+	u := s.uids[uid]
+	if u == nil {
+		u = &uidUse{}
+		s.uids[uid] = u
+	}
+	if bytes > 0 && limited && u.sharedBytes+bytes > int64(s.limits.SharedKBPerUID)<<10 {
 		hint := ""
-		if what == "ring" {
+		if what != "arena" {
 			hint = "; or share a smaller ring: $UETRACE_RING_KB"
 		}
-		return fmt.Errorf("%s: uid %d's connections share %d KiB of memory with the daemon, and %d KiB more is over the %d KiB one user may, as io_uring refuses rings over RLIMIT_MEMLOCK (`uetrace serve --shared-kb`%s): %w",
-			what, c.uid, u.sharedBytes>>10, bytes>>10, s.limits.SharedKBPerUID, hint, unix.ENOMEM)
+		s.tidy(uid, u)
+		return fmt.Errorf("%s: uid %d shares %d KiB of memory with the daemon, and %d KiB more is over the %d KiB one user may, as io_uring refuses rings over RLIMIT_MEMLOCK (`uetrace serve --shared-kb`%s): %w",
+			what, uid, u.sharedBytes>>10, bytes>>10, s.limits.SharedKBPerUID, hint, unix.ENOMEM)
 	}
 	u.sharedBytes += bytes
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/uetrace/uetrace/internal/fusefs/callers"
 	"github.com/uetrace/uetrace/internal/fusefs/fuse"
 	"github.com/uetrace/uetrace/internal/pidns"
+	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -80,6 +81,13 @@ type Options struct {
 	// Tree.Close aborts the connection through fusectl; without it, by
 	// closing the device.
 	Dev uint64
+	// Share, if set, takes the shares that processes preloaded with the
+	// interposer (package preload) set up on user_events_data: a ring and
+	// a validation table per (open file, process), served by the daemon
+	// (daemon.Server.FUSEShare; cmd/uetrace joins them). nil: the
+	// interposer's ioctls are ENOTTY, as on a kernel, and its programs
+	// write through FUSE.
+	Share func(ShareRequest) (Share, error)
 }
 
 // FS is a Subsystem's tracefs tree as a fuse.FileSystem.
@@ -243,13 +251,22 @@ func (f *FS) attr(mode fs.FileMode) fuse.Attr {
 }
 
 // Stat is LOOKUP and GETATTR. tracefs files have size 0: their text is made
-// when read.
+// when read. user_events_data and user_events_status have fixed inode
+// numbers, by which the interposer recognises them (with the mount's
+// st_dev): a node ID changes when the kernel forgets the node.
 func (f *FS) Stat(ctx context.Context, path string) (fuse.Attr, error) {
 	e, err := f.tree.Stat(path)
 	if err != nil {
 		return fuse.Attr{}, errnoOf(err)
 	}
-	return f.attr(e.Mode), nil
+	a := f.attr(e.Mode)
+	switch path {
+	case subsys.FileData:
+		a.Ino = preload.DataIno
+	case subsys.FileStatus:
+		a.Ino = preload.StatusIno
+	}
+	return a, nil
 }
 
 // ReadDir is READDIR.

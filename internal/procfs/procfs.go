@@ -44,6 +44,20 @@ func ReadFile(path string) ([]byte, error) {
 	}
 }
 
+// Comm is the command name of process pid (/proc/<pid>/comm), as the
+// trace shows a writer's, or "<...>" — the trace's name for a task it does
+// not know — when it cannot be read.
+func Comm(pid int32) string {
+	if pid <= 0 {
+		return "<...>"
+	}
+	b, err := ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/comm")
+	if err != nil {
+		return "<...>"
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
 // pathError is fs.PathError's wording, without package os.
 type pathError struct {
 	op, path string
