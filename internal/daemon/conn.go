@@ -418,7 +418,6 @@ func (c *conn) closeHandle(h any) {
 	}
 }
 
-
 // handle serves one request. It returns false when the client must go.
 func (c *conn) handle(m []byte) bool {
 	h, ok := wire.ParseHeader(m)
