@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -59,6 +60,7 @@ func main() {
 	dir := flag.String("dir", ".", "package preload's directory (the source is in its c directory)")
 	out := flag.String("o", "", "the object to write (default: DIR/libuetrace-preload_amd64.so)")
 	tc := flag.String("toolchain", "", "where to write the toolchain's versions (default: the object's name with .toolchain)")
+	symbols := flag.Bool("symbols", false, "keep the symbol table (for TestAsyncSignalSafe's disassembly; not the committed object)")
 	flag.Parse()
 	if *out == "" {
 		*out = filepath.Join(*dir, "libuetrace-preload_amd64.so")
@@ -66,7 +68,7 @@ func main() {
 	if *tc == "" {
 		*tc = strings.TrimSuffix(*out, ".so") + ".toolchain"
 	}
-	if err := build(*dir, *out, *tc); err != nil {
+	if err := build(*dir, *out, *tc, *symbols); err != nil {
 		fmt.Fprintln(os.Stderr, "preload/build:", err)
 		os.Exit(1)
 	}
@@ -95,7 +97,7 @@ func toolchain(cc string) (string, error) {
 	return strings.Join(lines, "\n") + "\n", nil
 }
 
-func build(dir, out, tcFile string) error {
+func build(dir, out, tcFile string, symbols bool) error {
 	cc := compiler()
 	if _, err := exec.LookPath(cc); err != nil {
 		return fmt.Errorf("no C compiler (%s): apt-get install gcc libc6-dev: %w", cc, err)
@@ -122,6 +124,9 @@ func build(dir, out, tcFile string) error {
 	defer os.RemoveAll(tmp)
 	obj := filepath.Join(tmp, "libuetrace-preload.so")
 	args := append([]string{}, flags...)
+	if symbols {
+		args = slices.DeleteFunc(args, func(f string) bool { return f == "-s" })
+	}
 	args = append(args, "-ffile-prefix-map="+src+"=.", "-I", src, "-o", obj,
 		filepath.Join(src, "preload.c"), filepath.Join(src, "asm_amd64.S"), "-Wl,--no-as-needed", "-l:libdl.so.2")
 	cmd := exec.Command(cc, args...)
