@@ -24,6 +24,7 @@ import (
 // connections, live and closed.
 type RingStats struct {
 	Rings     uint64 // rings clients shared
+	Released  uint64 // of them, those released: producer gone, records delivered
 	Delivered uint64 // records handed to the subsystem and accepted
 	// Rejected are records the subsystem refused as it refuses a write: a
 	// write index the connection does not have (ENOENT: no client can
@@ -86,6 +87,7 @@ type RingStats struct {
 
 func (a *RingStats) add(b RingStats) {
 	a.Rings += b.Rings
+	a.Released += b.Released
 	a.Delivered += b.Delivered
 	a.Rejected += b.Rejected
 	a.Disabled += b.Disabled
@@ -222,6 +224,7 @@ func (r *ringSource) drainWake() {
 // may read (shmring's), taken when the ring is released.
 func (r *ringSource) stats() RingStats {
 	st := r.live()
+	st.Released = 1
 	cs := r.cons.Stats()
 	st.Dropped, _ = r.cons.Dropped()
 	st.Torn, st.TooLong, st.Discarded, st.BadHead = cs.Torn, cs.TooLong, cs.Discarded, cs.BadHead

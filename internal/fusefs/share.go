@@ -57,7 +57,7 @@ type Share interface {
 type shareEntry struct {
 	sh     Share
 	mem    *procmem.Mem  // the caller's when it shared: callers makes another after an exec
-	closed chan struct{} // closed when the handle releases the share
+	closed chan struct{} // closed by whoever takes it out of the map
 }
 
 // fileIDs name the open user_events_data files for the interposer
@@ -180,16 +180,23 @@ func (h *dataHandle) watchShare(c *callers.Caller, e *shareEntry) {
 }
 
 // dropShare releases e, process tgid's share, if it is still the one held.
+// It stays in the map while it is released, so that a release of the file
+// meanwhile (closeShares) waits for it to be done before the file is
+// closed.
 func (h *dataHandle) dropShare(tgid int, e *shareEntry) {
 	h.smu.Lock()
-	if h.shares[tgid] != e {
-		h.smu.Unlock()
+	held := h.shares[tgid] == e
+	h.smu.Unlock()
+	if !held {
 		return
 	}
-	delete(h.shares, tgid)
-	close(e.closed)
-	h.smu.Unlock()
 	e.sh.Close()
+	h.smu.Lock()
+	if h.shares[tgid] == e {
+		delete(h.shares, tgid)
+		close(e.closed)
+	}
+	h.smu.Unlock()
 }
 
 // closeShares releases every share of the file: at its release, before the
