@@ -77,8 +77,8 @@ func newTestFS() *testFS {
 		ev: make(chan string, 1000),
 		files: map[string]*testFile{
 			"":          {mode: unix.S_IFDIR | 0o755},
-			"hello":     {mode: unix.S_IFREG | 0o444, data: []byte("hello world\n"), ino: fixedIno},
-			"big":       {mode: unix.S_IFREG | 0o444, data: big},
+			"hello":     {mode: unix.S_IFREG | 0o444, data: []byte("hello world\n")},
+			"big":       {mode: unix.S_IFREG | 0o444, data: big, ino: fixedIno},
 			"rw":        {mode: unix.S_IFREG | 0o666, data: []byte("initial\n")},
 			"pipe":      {mode: unix.S_IFREG | 0o666, pipe: true, ch: make(chan struct{})},
 			"slowfail":  {mode: unix.S_IFREG | 0o666, slowFail: true},
@@ -443,7 +443,7 @@ func TestStatAndReadDir(t *testing.T) {
 	}
 }
 
-// fixedIno is the test tree's Attr.Ino for hello.
+// fixedIno is the test tree's Attr.Ino for big.
 const fixedIno = 0x75657464
 
 // TestIno: a file with an Attr.Ino has it as st_ino, in stat and in a
@@ -453,19 +453,19 @@ func TestIno(t *testing.T) {
 	fs := newTestFS()
 	_, dir := mountTest(t, fs)
 	for range 2 {
-		got := strings.TrimSpace(mustRun(t, "stat", "-c", "%i", filepath.Join(dir, "hello")))
+		got := strings.TrimSpace(mustRun(t, "stat", "-c", "%i", filepath.Join(dir, "big")))
 		if got != strconv.Itoa(fixedIno) {
-			t.Errorf("st_ino of hello: %s, want %d", got, fixedIno)
+			t.Errorf("st_ino of big: %s, want %d", got, fixedIno)
 		}
 	}
 	// fstat of an open descriptor: the shell's stat -L of /dev/stdin.
-	got := strings.TrimSpace(mustRun(t, "sh", "-c", "stat -L -c %i /dev/stdin < "+filepath.Join(dir, "hello")))
+	got := strings.TrimSpace(mustRun(t, "sh", "-c", "stat -L -c %i /dev/stdin < "+filepath.Join(dir, "big")))
 	if got != strconv.Itoa(fixedIno) {
-		t.Errorf("fstat's st_ino of an open hello: %s, want %d", got, fixedIno)
+		t.Errorf("fstat's st_ino of an open big: %s, want %d", got, fixedIno)
 	}
-	other := strings.TrimSpace(mustRun(t, "stat", "-c", "%i", filepath.Join(dir, "big")))
+	other := strings.TrimSpace(mustRun(t, "stat", "-c", "%i", filepath.Join(dir, "hello")))
 	if other == strconv.Itoa(fixedIno) || other == "0" {
-		t.Errorf("st_ino of big: %s, want its node ID", other)
+		t.Errorf("st_ino of hello: %s, want its node ID", other)
 	}
 }
 
