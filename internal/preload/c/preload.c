@@ -146,6 +146,13 @@ static int (*next_fclose)(FILE *);
 static int (*next_sigaction)(int, const struct sigaction *, struct sigaction *);
 static sighandler_t (*next_signal)(int, sighandler_t);
 
+// early is libc's function name, looked up when a call comes before the
+// constructor ran — from another library's constructor (libselinux's
+// calls fclose) — for the calls that have no raw system call to start as.
+// dlsym is not async-signal-safe, but no signal handler of the program's
+// runs before the program's libraries are initialised.
+static __attribute__((noinline)) void *early(const char *name) { return dlsym(RTLD_NEXT, name); }
+
 // ---- configuration, read once by the constructor ----
 
 static int preload_off;        // UETRACE_PRELOAD=off: every call goes to libc
@@ -473,6 +480,8 @@ static void install_fault_handler(int sig)
 
 EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
+	if (unlikely(!next_sigaction))
+		next_sigaction = early("sigaction");
 	if (sig > 0 && sig < NSIG && atomic_load_explicit(&fault_installed[sig], acquire)) {
 		struct sigaction prev;
 		prog_get(sig, &prev);
@@ -499,10 +508,8 @@ EXPORT sighandler_t signal(int sig, sighandler_t h)
 		sigaction(sig, &sa, &old);
 		return old.sa_handler;
 	}
-	if (!next_signal) {
-		errno = ENOSYS;
-		return SIG_ERR;
-	}
+	if (unlikely(!next_signal))
+		next_signal = early("signal");
 	return next_signal(sig, h);
 }
 
@@ -1272,6 +1279,8 @@ EXPORT int fclose(FILE *fp)
 		spare(fd);
 		forget((unsigned)fd);
 	}
+	if (unlikely(!next_fclose))
+		next_fclose = early("fclose");
 	int r = next_fclose(fp);
 	if (fd >= 0)
 		forget((unsigned)fd);
@@ -1397,6 +1406,8 @@ EXPORT void closefrom(int lowfd)
 		before_range(a, ~0u);
 		forget_range(a, ~0u);
 	}
+	if (unlikely(!next_closefrom))
+		next_closefrom = early("closefrom");
 	if (next_closefrom)
 		next_closefrom(lowfd);
 	else
