@@ -106,14 +106,12 @@ func (h *dataHandle) interposerIoctl(r *fuse.Request, cmd uint32, in []byte, out
 // exec'd since (its new program's library starts afresh), when the old
 // one is released first.
 func (h *dataHandle) share(r *fuse.Request, in []byte, outSize uint32) (int32, []byte, error) {
-	ne := binary.NativeEndian
 	if !h.write {
 		return 0, nil, unix.EBADF
 	}
-	if len(in) != preload.ShareSize || outSize != preload.ShareSize ||
-		ne.Uint32(in[preload.ShareOffSize:]) != preload.ShareSize || ne.Uint32(in[preload.ShareOffABI:]) != preload.ABIVersion ||
-		ne.Uint32(in[preload.ShareOffFlags:]) != 0 || ne.Uint64(in[preload.ShareOffFileID:]) != h.id {
-		return 0, nil, unix.EINVAL
+	fds, err := parseShare(in, outSize, h.id)
+	if err != nil {
+		return 0, nil, err
 	}
 	tid, err := h.fs.tid(r)
 	if err != nil {
@@ -134,16 +132,13 @@ func (h *dataHandle) share(r *fuse.Request, in []byte, outSize uint32) (int32, [
 	}
 	req := ShareRequest{File: h.f, Writer: subsys.Writer{TGID: int32(c.TGID), Comm: procfs.Comm(int32(c.TGID))},
 		UID: h.fs.ident(tid, nil).uid, Cred: h.fs.o.Cred(c.TGID), Ring: -1, Table: -1, Wake: -1}
-	for _, x := range []struct {
-		dst *int
-		off int
-	}{{&req.Ring, preload.ShareOffRingFD}, {&req.Table, preload.ShareOffTableFD}, {&req.Wake, preload.ShareOffWakeFD}} {
-		fd, err := c.Mem.GetFD(int(int32(ne.Uint32(in[x.off:]))))
+	for i, dst := range []*int{&req.Ring, &req.Table, &req.Wake} {
+		fd, err := c.Mem.GetFD(fds[i])
 		if err != nil {
 			closeFDs(req.Ring, req.Table, req.Wake)
 			return 0, nil, errnoOf(fmt.Errorf("share: %w", err))
 		}
-		*x.dst = fd
+		*dst = fd
 	}
 	sh, err := h.fs.o.Share(req)
 	if err != nil {
@@ -165,8 +160,33 @@ func (h *dataHandle) share(r *fuse.Request, in []byte, outSize uint32) (int32, [
 	h.smu.Unlock()
 	go h.watchShare(c, e)
 	out := append([]byte(nil), in...)
-	ne.PutUint32(out[preload.ShareOffNSlots:], sh.Slots())
+	binary.NativeEndian.PutUint32(out[preload.ShareOffNSlots:], sh.Slots())
 	return 0, out, nil
+}
+
+// parseShare reads struct uet_share as FUSE copied it from the caller (in;
+// outSize bytes go back): the size, the ABI version, no flags, the id of
+// the file the ioctl was made on (id), and three descriptor numbers —
+// ring, table, wake — which must be descriptors (not negative) and
+// distinct. Anything else is EINVAL.
+func parseShare(in []byte, outSize uint32, id uint64) ([3]int, error) {
+	ne := binary.NativeEndian
+	var fds [3]int
+	if len(in) != preload.ShareSize || outSize != preload.ShareSize ||
+		ne.Uint32(in[preload.ShareOffSize:]) != preload.ShareSize || ne.Uint32(in[preload.ShareOffABI:]) != preload.ABIVersion ||
+		ne.Uint32(in[preload.ShareOffFlags:]) != 0 || ne.Uint64(in[preload.ShareOffFileID:]) != id {
+		return fds, unix.EINVAL
+	}
+	for i, off := range []int{preload.ShareOffRingFD, preload.ShareOffTableFD, preload.ShareOffWakeFD} {
+		fds[i] = int(int32(ne.Uint32(in[off:])))
+		if fds[i] < 0 {
+			return fds, unix.EINVAL
+		}
+	}
+	if fds[0] == fds[1] || fds[0] == fds[2] || fds[1] == fds[2] {
+		return fds, unix.EINVAL
+	}
+	return fds, nil
 }
 
 // watchShare releases e when its process exits or execs (the callers' Mem
