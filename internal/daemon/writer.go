@@ -67,7 +67,7 @@ type threadCheck struct {
 	tids map[uint32]bool
 	// ns, for a process in a pid namespace of its own, maps the ids its
 	// namespace gives its threads to the daemon's (pidns.Threads).
-	ns map[uint32]int32
+	ns   map[uint32]int32
 	last uint32 // the last thread id accepted
 	// checks are the checks left in the ration (tidCheckBurst at most),
 	// as of refilled (nanoseconds on the monotonic clock since start).
