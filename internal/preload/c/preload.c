@@ -628,11 +628,27 @@ static void lose(struct share *s, uint32_t idx)
 	}
 }
 
+// has_room says whether a record of sz bytes (aligned) would fit now, as
+// reserve decides, without reserving: while the ring stays full, writes
+// do not try to publish their losses record by record.
+static inline int has_room(struct share *s, uint64_t sz)
+{
+	uint64_t h = atomic_load_explicit(s->head, acquire);
+	uint64_t t = atomic_load_explicit(&s->tailc, relaxed);
+	if (h - t <= s->size - sz)
+		return 1;
+	t = atomic_load_explicit(s->tail, acquire);
+	atomic_store_explicit(&s->tailc, t, relaxed);
+	return h - t <= s->size - sz;
+}
+
 // publish_losses tells the daemon, in loss records, of the records the
 // full ring made us drop; what does not fit waits (TryReserve: not a drop).
 // It reports whether everything was told.
 static int publish_losses(struct share *s, int fd)
 {
+	if (!has_room(s, UET_REC_HEADER + UET_LOST_PAYLOAD))
+		return 0;
 	atomic_store_explicit(&s->lossy, 0, seqcst);
 	for (unsigned w = 0; w < UET_TABLE_SLOTS / 64; w++) {
 		uint64_t bits = atomic_load_explicit(&s->lossbits[w], relaxed);
@@ -1045,8 +1061,14 @@ static ssize_t submit(int fd, uint32_t e, const struct iovec *uv, int cnt, int k
 		return 0; // the VFS returns before user_events
 	// 2. fewer than 4 bytes, or an index that cannot be read: EFAULT
 	uint32_t idx;
-	if (total < 4 || gather((uint8_t *)&idx, &io, 0, 4))
+	if (total < 4)
 		return fail(EFAULT);
+	if (likely(io.base == 0 && io.v[0].iov_len >= 4)) {
+		if (uet_copy_from_user(&idx, io.v[0].iov_base, 4))
+			return fail(EFAULT);
+	} else if (gather((uint8_t *)&idx, &io, 0, 4)) {
+		return fail(EFAULT);
+	}
 	// 3. a negative index: EINVAL
 	if ((int32_t)idx < 0)
 		return fail(EINVAL);
