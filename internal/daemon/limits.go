@@ -164,6 +164,11 @@ type Stats struct {
 	// records cut to what their producer could have dropped, and records
 	// delivered under their process id, their thread ids unchecked.
 	LostCapped, UncheckedTID uint64
+	// Shares are the interposer's shares taken since the daemon started
+	// (FUSEShare): processes writing a FUSE user_events_data through a
+	// ring; SharesOpen those not released yet.
+	Shares     uint64
+	SharesOpen int64
 	// ByUID is each uid's share, for the uids holding anything.
 	ByUID map[uint32]UIDStats
 }
@@ -181,6 +186,8 @@ type UIDStats struct {
 type counters struct {
 	refusedUID, refusedAll, timeouts, denied, overLimit atomic.Int64
 	pending                                             atomic.Int64
+	shares                                              atomic.Uint64
+	sharesOpen                                          atomic.Int64
 }
 
 // Stats returns the daemon's counts.
@@ -192,6 +199,8 @@ func (s *Server) Stats() Stats {
 		Denied:     s.count.denied.Load(),
 		OverLimit:  s.count.overLimit.Load(),
 		Pending:    int(s.count.pending.Load()),
+		Shares:     s.count.shares.Load(),
+		SharesOpen: s.count.sharesOpen.Load(),
 		ByUID:      map[uint32]UIDStats{},
 	}
 	s.mu.Lock()
@@ -259,6 +268,8 @@ func (st Stats) AppendText(b []byte) []byte {
 	add("event_refs", st.Refs)
 	add("ring_lost_capped", st.LostCapped)
 	add("ring_unchecked_tid", st.UncheckedTID)
+	add("interposer_shares", st.Shares)
+	add("interposer_shares_open", st.SharesOpen)
 	uids := make([]uint32, 0, len(st.ByUID))
 	for u := range st.ByUID {
 		uids = append(uids, u)

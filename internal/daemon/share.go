@@ -132,6 +132,8 @@ func (s *Server) FUSEShare(f *subsys.File, w subsys.Writer, uid uint32, cred sub
 	wake = -1 // the ring's now: the merger closes it at the release
 	sh.r = r
 	ok = true
+	s.count.shares.Add(1)
+	s.count.sharesOpen.Add(1)
 	return sh, nil
 }
 
@@ -196,7 +198,12 @@ func (sh *Share) Wake() { sh.s.merger.lookNow() }
 // being written and is unmapped, and the uid gets its memory back. The FUSE
 // server calls it when the process exits or execs and at the file's
 // release, before the file is closed. Later calls do nothing.
-func (sh *Share) Close() { sh.once.Do(sh.release) }
+func (sh *Share) Close() {
+	sh.once.Do(func() {
+		sh.release()
+		sh.s.count.sharesOpen.Add(-1)
+	})
+}
 
 func (sh *Share) release() {
 	if sh.stop != nil {
