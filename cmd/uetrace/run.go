@@ -41,6 +41,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		verbose   bool
 		private   bool
 		noPreload bool
+		abiFlag   string
 		fuseDev   string
 	)
 	cmd := &cobra.Command{
@@ -92,11 +93,23 @@ tracepoint.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCommand(cmd, g, args, fuseDev, private, !noPreload, verbose)
+			v10 := false
+			switch abiFlag {
+			case "", "current":
+			case "v10":
+				if noPreload || preload.Library == nil {
+					return usageErr(cmd, nil, "--abi v10 needs the interposer (its status page is mapped by it): not with --no-preload, and on amd64 only")
+				}
+				v10, private = true, true
+			default:
+				return usageErr(cmd, nil, "--abi takes current or v10, not "+strconv.Quote(abiFlag))
+			}
+			return runCommand(cmd, g, args, fuseDev, private, !noPreload, v10, verbose)
 		},
 	}
 	cmd.Flags().BoolVar(&private, "private", false, "a subsystem of the command's own, even when a daemon is running")
 	cmd.Flags().BoolVar(&noPreload, "no-preload", false, "do not preload the interposer: every write goes through FUSE")
+	cmd.Flags().StringVar(&abiFlag, "abi", "", "v10: serve the first user_events ABI too (2022's v10 series: a 24-byte struct user_reg, a mapped status page), which no Linux release enabled; implies --private")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log the subsystem's clients and the FUSE mount to stderr")
 	cmd.Flags().StringVar(&fuseDev, "fuse-device", "/dev/fuse", "the FUSE device to open")
 	cmd.Flags().MarkHidden("fuse-device")
@@ -107,7 +120,7 @@ tracepoint.`,
 // runCommand serves a subsystem to args[0], started through the shim in new
 // namespaces, and returns its exit status: the running daemon's subsystem,
 // or one of its own.
-func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, private, interpose, verbose bool) error {
+func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, private, interpose, v10, verbose bool) error {
 	level := slog.LevelWarn
 	if verbose {
 		level = slog.LevelDebug
@@ -199,6 +212,9 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	shim := exec.Command(exe, append([]string{runShimArg, fuseDev, preloadDir, "--"}, args...)...)
 	shim.Stdin, shim.Stdout, shim.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 	shim.Env = append(os.Environ(), "UETRACE_SOCKET="+sock)
+	if v10 {
+		shim.Env = append(shim.Env, "UETRACE_ABI=v10")
+	}
 	shim.ExtraFiles = []*os.File{theirs}
 	shim.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
 	if !root {
@@ -249,7 +265,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 			return fmt.Errorf("run: the daemon at %s would not serve the tree (--private runs the command with a subsystem of its own): %w", sock, err)
 		}
 	} else {
-		opts := fusefs.Options{Flush: srv.Flush, Dev: mdev,
+		opts := fusefs.Options{Flush: srv.Flush, Dev: mdev, V10: v10,
 			Share: func(r fusefs.ShareRequest) (fusefs.Share, error) { return fuseShare(srv, r) }}
 		if !root {
 			// The subsystem is the command's own: privilege counts in

@@ -67,14 +67,14 @@ func (s *Server) FUSEShare(f *subsys.File, w subsys.Writer, uid uint32, cred sub
 		}
 	}()
 	limited := !exempt(uid) && !cred.PerfmonCapable
-	rsize, err := shmemSize(ring, "share: the ring")
+	rsize, err := preload.SharedMemfd(ring, "share: the ring")
 	if err != nil {
 		return nil, err
 	}
 	if rsize > int64(wire.MaxRing)+int64(unix.Getpagesize()) {
 		return nil, fmt.Errorf("share: the ring's memfd has %d bytes; this daemon takes rings of at most %d: %w", rsize, wire.MaxRing, unix.EINVAL)
 	}
-	tsize, err := shmemSize(table, "share: the table")
+	tsize, err := preload.SharedMemfd(table, "share: the table")
 	if err != nil {
 		return nil, err
 	}
@@ -135,40 +135,6 @@ func (s *Server) FUSEShare(f *subsys.File, w subsys.Writer, uid uint32, cred sub
 	s.count.shares.Add(1)
 	s.count.sharesOpen.Add(1)
 	return sh, nil
-}
-
-// shmemSize checks that fd is a memfd of ordinary shmem pages, sealed
-// against shrinking and growing and not against writing, and returns its
-// size. A hugetlbfs memfd takes seals too, but its owner can punch a hole
-// in it (F_SEAL_SHRINK allows that), and the daemon's next access of the
-// page then faults in a new huge page — SIGBUS, the daemon down, when the
-// pool is empty (see mapArena).
-func shmemSize(fd int, what string) (int64, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, fmt.Errorf("%s: fstat: %w", what, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, fmt.Errorf("%s is not a memfd (mode %#o): %w", what, st.Mode, unix.EINVAL)
-	}
-	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &sfs); err != nil {
-		return 0, fmt.Errorf("%s: fstatfs: %w", what, err)
-	}
-	if sfs.Type != unix.TMPFS_MAGIC {
-		return 0, fmt.Errorf("%s is not a memfd of ordinary pages (file system type %#x; a MFD_HUGETLB one is refused): %w", what, sfs.Type, unix.EINVAL)
-	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil {
-		return 0, fmt.Errorf("%s: F_GET_SEALS: %w", what, err)
-	}
-	if seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
-		return 0, fmt.Errorf("%s's memfd is not sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW): %w", what, unix.EINVAL)
-	}
-	if seals&(unix.F_SEAL_WRITE|unix.F_SEAL_FUTURE_WRITE) != 0 {
-		return 0, fmt.Errorf("%s's memfd is sealed against writing: %w", what, unix.EACCES)
-	}
-	return st.Size, nil
 }
 
 // isWakeSocket checks that fd is a Unix datagram socket: the merger waits

@@ -148,7 +148,13 @@ func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg
 	case abi.IocSReg:
 		cred := h.fs.o.Cred(c.TGID)
 		h.fs.charge(c, cred)
-		_, err = callers.Register(h.f, c, cred, arg)
+		v10 := false
+		if h.fs.o.V10 {
+			v10, err = callers.RegisterV10(h.f, c, cred, arg)
+		}
+		if !v10 {
+			_, err = callers.Register(h.f, c, cred, arg)
+		}
 	case abi.IocSUnreg:
 		err = callers.Unregister(h.f, c, arg)
 	case abi.IocSDel:

@@ -88,6 +88,12 @@ type Options struct {
 	// interposer's ioctls are ENOTTY, as on a kernel, and its programs
 	// write through FUSE.
 	Share func(ShareRequest) (Share, error)
+	// V10 serves the v10 ABI of user_events besides today's (v10.go): a
+	// DIAG_IOCSREG of a 24-byte struct user_reg — EINVAL in today's ABI —
+	// gets a status index, and the interposer's status pages are kept
+	// written. No Linux release enabled that ABI; uetrace run --abi v10
+	// asks for it.
+	V10 bool
 }
 
 // FS is a Subsystem's tracefs tree as a fuse.FileSystem.
@@ -101,6 +107,7 @@ type FS struct {
 	threads     threads // the callers' open /proc files, for writes
 	pids        *pidns.Map
 	user        caps.User
+	pages       statusPages // the v10 ABI's (v10.go)
 }
 
 var (
@@ -142,6 +149,7 @@ func New(s *subsys.Subsystem, o Options) (*FS, error) {
 
 // Close releases what New made.
 func (f *FS) Close() error {
+	f.closePages()
 	f.threads.Close()
 	if f.ownsCallers {
 		return f.callers.Close()

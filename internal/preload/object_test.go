@@ -98,7 +98,7 @@ func TestSymbols(t *testing.T) {
 	slices.Sort(exported)
 	slices.Sort(imported)
 	wantExported := []string{"close", "close_range", "closefrom", "dup", "dup2", "dup3", "fclose", "fcntl", "fcntl64",
-		"pwrite", "pwrite64", "pwritev", "pwritev2", "pwritev64", "pwritev64v2", "sigaction", "signal",
+		"mmap", "mmap64", "pwrite", "pwrite64", "pwritev", "pwritev2", "pwritev64", "pwritev64v2", "sigaction", "signal",
 		"uetrace_preload_stats", "vfork", "write", "writev"}
 	if !slices.Equal(exported, wantExported) {
 		t.Errorf("exported %q, want %q", exported, wantExported)

@@ -38,9 +38,12 @@ type tree struct {
 	lib  string // the library, written from preload.Library
 	dev  uint64 // the mount's st_dev: UETRACE_TREE
 	prog string // testdata/procs.c, built
+	cc   string
+	tmp  string
 }
 
-func newTree(t *testing.T) *tree {
+// newTree serves a tree; v10 serves the v10 ABI too (fusefs.Options.V10).
+func newTree(t *testing.T, v10 ...bool) *tree {
 	t.Helper()
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("the interposer is built for amd64 only, this is %s", runtime.GOARCH)
@@ -59,7 +62,7 @@ func newTree(t *testing.T) *tree {
 		t.Skipf("no C compiler (%s) to build the test program: apt-get install gcc libc6-dev", cc)
 	}
 	tmp := t.TempDir()
-	tr := &tree{dir: filepath.Join(tmp, "tracing"), lib: filepath.Join(tmp, preload.FileName), prog: filepath.Join(tmp, "procs")}
+	tr := &tree{dir: filepath.Join(tmp, "tracing"), lib: filepath.Join(tmp, preload.FileName), prog: filepath.Join(tmp, "procs"), cc: cc, tmp: tmp}
 	if out, err := exec.Command(cc, "-O2", "-Wall", "-Werror", "-o", tr.prog, filepath.Join("testdata", "procs.c"), "-ldl", "-lpthread").CombinedOutput(); err != nil {
 		t.Fatalf("building testdata/procs.c: %v\n%s", err, out)
 	}
@@ -73,7 +76,7 @@ func newTree(t *testing.T) *tree {
 	// The daemon warns of what each ring lost: the stress tests' rings
 	// lose much, on purpose.
 	tr.srv = daemon.New(daemon.Config{Subsystem: tr.sys, Logger: slog.New(slog.DiscardHandler)})
-	mt, err := fusefs.Mount(tr.dir, tr.sys, fusefs.Options{Flush: tr.srv.Flush,
+	mt, err := fusefs.Mount(tr.dir, tr.sys, fusefs.Options{Flush: tr.srv.Flush, V10: len(v10) > 0 && v10[0],
 		Share: func(r fusefs.ShareRequest) (fusefs.Share, error) {
 			sh, err := tr.srv.FUSEShare(r.File, r.Writer, r.UID, r.Cred, r.Ring, r.Table, r.Wake)
 			if err != nil {
@@ -182,7 +185,7 @@ func (tr *tree) traceCounts(t *testing.T, name string) map[int]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := regexp.MustCompile(`^\s*\S+-(\d+)\s+\[\d+\].*: ` + regexp.QuoteMeta(name) + `: `)
+	line := regexp.MustCompile(`^\s*\S+-(\d+)\s+\[\d+\].*: ` + regexp.QuoteMeta(name) + `:`)
 	got := map[int]int{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
@@ -422,5 +425,69 @@ func TestHostileTable(t *testing.T) {
 	}
 	if got := tr.traceCounts(t, "ue_a"); len(got) != 1 {
 		t.Errorf("ue_a in the trace: %v, want the one whole record", got)
+	}
+}
+
+// TestV10 runs a program of the first user_events ABI (testdata/v10.c:
+// the calls of the v10 series' example of typical usage) on a tree serving
+// it: the status page it maps says 0, then the event's status once
+// something attaches, and its write reaches the trace under its pid. On a
+// tree of today's ABI only, mapping the status page fails as it does on
+// any FUSE file (ENODEV).
+func TestV10(t *testing.T) {
+	tr := newTree(t, true)
+	prog := filepath.Join(tr.tmp, "v10")
+	if out, err := exec.Command(tr.cc, "-O2", "-Wall", "-Werror", "-o", prog, filepath.Join("testdata", "v10.c")).CombinedOutput(); err != nil {
+		t.Fatalf("building testdata/v10.c: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, tr.dir)
+	cmd.Env = append(tr.env(true), "UETRACE_ABI=v10")
+	cmd.WaitDelay = 10 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	next := func() string {
+		if !lines.Scan() {
+			t.Fatalf("the program's output ended: %v", lines.Err())
+		}
+		return lines.Text()
+	}
+	var si, wi int
+	if l := next(); func() bool { _, err := fmt.Sscanf(l, "status_index %d write_index %d", &si, &wi); return err != nil }() || si == 0 {
+		t.Fatalf("the program said %q", l)
+	}
+	root := subsys.Cred{PerfmonCapable: true}
+	if err := tr.sys.FS().WriteFile("events/user_events/test/enable", []byte("1"), 0, root); err != nil {
+		t.Fatal(err)
+	}
+	if l := next(); l != "wrote" {
+		t.Fatalf("the program said %q, want wrote", l)
+	}
+	if got := tr.traceCounts(t, "test"); got[cmd.Process.Pid] != 1 || len(got) != 1 {
+		t.Errorf("records of test in the trace by pid: %v, want 1 of %d", got, cmd.Process.Pid)
+	}
+	if err := tr.sys.FS().WriteFile("events/user_events/test/enable", []byte("0"), 0, root); err != nil {
+		t.Fatal(err)
+	}
+	if l := next(); l != "disabled" {
+		t.Fatalf("the program said %q, want disabled", l)
+	}
+	io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Today's ABI alone: the page cannot be mapped.
+	plain := newTree(t)
+	out, err := exec.Command(prog, plain.dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "mmap of user_events_status: ENODEV") {
+		t.Errorf("on a tree of today's ABI: %v, %q", err, out)
 	}
 }

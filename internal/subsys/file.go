@@ -176,20 +176,9 @@ func (f *File) link(p *Process, cred Cred, a RegisterArgs, addr uint64, bit, siz
 			return 0, nil, fmt.Errorf("register: bit %d at %#x is already registered by this process (for %s): %w", bit, addr, en.ev.tp, unix.EADDRINUSE)
 		}
 	}
-	if a.NameFault {
-		return 0, nil, fmt.Errorf("register: cannot read the command: %w", unix.EFAULT)
-	}
-	if len(a.Name) > eventdef.MaxCommandLen {
-		return 0, nil, fmt.Errorf("register: command of %d bytes is over %d: %w", len(a.Name), eventdef.MaxCommandLen, unix.EINVAL)
-	}
-	ev, err := s.parseCmd(a.Name, cred, flags)
+	idx, ev, err := f.addCommand(cred, a, flags)
 	if err != nil {
-		return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
-	}
-	idx, err := f.add(ev)
-	s.put(ev) // the lookup's reference; the file holds its own now
-	if err != nil {
-		return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
+		return 0, nil, err
 	}
 	if p.charge != nil {
 		// user_event_enabler_create's allocation.
@@ -205,6 +194,28 @@ func (f *File) link(p *Process, cred Cred, a RegisterArgs, addr uint64, bit, siz
 	ev.enablers[en] = struct{}{}
 	ev.refs++
 	return idx, en, nil
+}
+
+// addCommand is Register's steps 4 to 6: the name read, the command
+// parsed and found or created in the registry, the event in this file's
+// array. Called with s.mu held.
+func (f *File) addCommand(cred Cred, a RegisterArgs, flags uint16) (int, *Event, error) {
+	if a.NameFault {
+		return 0, nil, fmt.Errorf("register: cannot read the command: %w", unix.EFAULT)
+	}
+	if len(a.Name) > eventdef.MaxCommandLen {
+		return 0, nil, fmt.Errorf("register: command of %d bytes is over %d: %w", len(a.Name), eventdef.MaxCommandLen, unix.EINVAL)
+	}
+	ev, err := f.s.parseCmd(a.Name, cred, flags)
+	if err != nil {
+		return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
+	}
+	idx, err := f.add(ev)
+	f.s.put(ev) // the lookup's reference; the file holds its own now
+	if err != nil {
+		return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
+	}
+	return idx, ev, nil
 }
 
 // add is user_events_ref_add: the event's index in this file's array,

@@ -664,4 +664,5 @@ func (s *Subsystem) setStatus(ev *Event) {
 	ev.status.Store(st)
 	s.updateEnablers(ev)
 	ev.notifyWatches(st)
+	s.notifyStatusWatches(ev, st)
 }

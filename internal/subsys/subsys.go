@@ -95,6 +95,8 @@ type Subsystem struct {
 
 	stats Stats
 	dirty []*Process // processes with enable bits to write at unlock (enablewrite.go)
+
+	statusWatches []*statusWatch // v10 status pages (v10.go)
 }
 
 // Stats count what the subsystem did that no caller sees as an error.

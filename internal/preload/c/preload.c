@@ -129,6 +129,11 @@ static int raw_dup2(int a, int b) { return (int)set_errno(sys2(SYS_dup2, a, b));
 static int raw_dup3(int a, int b, int f) { return (int)set_errno(sys3(SYS_dup3, a, b, f)); }
 static int raw_fcntl(int fd, int cmd, long arg) { return (int)set_errno(sys3(SYS_fcntl, fd, cmd, arg)); }
 static int raw_close_range(unsigned a, unsigned b, int f) { return (int)set_errno(sys3(SYS_close_range, a, b, f)); }
+static void *raw_mmap(void *a, size_t n, int prot, int fl, int fd, off_t o)
+{
+	long r = sys6(SYS_mmap, (long)a, (long)n, prot, fl, fd, o);
+	return sys_failed(r) ? (errno = (int)-r, MAP_FAILED) : (void *)r;
+}
 
 static ssize_t (*next_write)(int, const void *, size_t) = raw_write;
 static ssize_t (*next_writev)(int, const struct iovec *, int) = raw_writev;
@@ -141,6 +146,7 @@ static int (*next_dup2)(int, int) = raw_dup2;
 static int (*next_dup3)(int, int, int) = raw_dup3;
 static int (*next_fcntl)(int, int, long) = raw_fcntl;
 static int (*next_close_range)(unsigned, unsigned, int) = raw_close_range;
+static void *(*next_mmap)(void *, size_t, int, int, int, off_t) = raw_mmap;
 static void (*next_closefrom)(int);
 static int (*next_fclose)(FILE *);
 static int (*next_sigaction)(int, const struct sigaction *, struct sigaction *);
@@ -156,6 +162,7 @@ static __attribute__((noinline)) void *early(const char *name) { return dlsym(RT
 // ---- configuration, read once by the constructor ----
 
 static int preload_off;        // UETRACE_PRELOAD=off: every call goes to libc
+static int abi_v10;            // UETRACE_ABI=v10: the v10 ABI's status page (uetrace run --abi v10)
 static uint64_t tree_dev;      // UETRACE_TREE: the tree's st_dev (0: any FUSE file system)
 static long page_size = 4096;
 #define RING_DEFAULT (1u << 20)
@@ -1438,6 +1445,44 @@ EXPORT void closefrom(int lowfd)
 		forget_range(a, ~0u);
 }
 
+// ---- the v10 ABI's status page ----
+//
+// The first ABI of user_events (2022's v10 series; no Linux release
+// enabled it) had processes map user_events_status — PROT_READ,
+// MAP_SHARED, one page, at offset 0 — and check the byte of their event:
+// its status. A FUSE file read with direct I/O cannot be mapped, so where
+// uetrace run serves that ABI (UETRACE_ABI=v10) the library maps a page of
+// its own in place of the file and hands it to the daemon
+// (UET_IOC_STATUS), which keeps it written. Any other mmap is libc's.
+
+static void *status_map(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	struct stat st;
+	if ((uint64_t)len != (uint64_t)page_size || off != 0 || (prot & ~PROT_READ) || !(flags & MAP_SHARED) ||
+	    sys2(SYS_fstat, fd, &st) != 0 || !is_tree(fd, &st, UET_STATUS_INO))
+		return NULL;
+	int page = make_memfd("uetrace-status", (uint64_t)page_size);
+	if (page < 0)
+		return NULL;
+	struct uet_status_page req = { .size = sizeof req, .page_fd = page };
+	void *p = NULL;
+	if (sys3(SYS_ioctl, fd, UET_IOC_STATUS, &req) == 0)
+		p = raw_mmap(addr, len, prot, flags, page, 0);
+	sys1(SYS_close, page);
+	return p;
+}
+
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	if (unlikely(abi_v10) && fd >= 0 && active()) {
+		void *p = status_map(addr, len, prot, flags, fd, off);
+		if (p)
+			return p;
+	}
+	return next_mmap(addr, len, prot, flags, fd, off);
+}
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) __attribute__((alias("mmap")));
+
 // ---- the library's counts ----
 
 // uetrace_preload_stats fills out with the library's counts in this
@@ -1521,12 +1566,15 @@ __attribute__((constructor)) static void uet_init(void)
 	NEXT(next_dup3, "dup3");
 	NEXT(next_fcntl, "fcntl");
 	NEXT(next_close_range, "close_range");
+	NEXT(next_mmap, "mmap");
 	next_closefrom = dlsym(RTLD_NEXT, "closefrom");
 	next_fclose = dlsym(RTLD_NEXT, "fclose");
 	next_sigaction = dlsym(RTLD_NEXT, "sigaction");
 	next_signal = dlsym(RTLD_NEXT, "signal");
 	const char *off = getenv("UETRACE_PRELOAD");
 	preload_off = off && strcmp(off, "off") == 0;
+	const char *abi = getenv("UETRACE_ABI");
+	abi_v10 = abi && strcmp(abi, "v10") == 0;
 	// The per-process state, wiped in every fork child. Without
 	// MADV_WIPEONFORK (Linux 4.14) a child would publish in its parent's
 	// name: the library then stays out of the way.
