@@ -2,7 +2,6 @@ package fusewrite
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/kernel/vmtest"
 	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
@@ -39,12 +39,7 @@ const event = "bench_fuse u32 a; u64 b"
 // b.N's whole run does include. Every route's event is enabled into a trace
 // buffer nobody reads. Needs root, /dev/fuse and gcc; skips without them.
 func BenchmarkWrite(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root: uetrace run mounts FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		b.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(b, "uetrace run mounts FUSE")
 	tmp := b.TempDir()
 	prog := filepath.Join(tmp, "fusewrite")
 	if err := Build(prog); err != nil {

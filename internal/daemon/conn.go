@@ -121,7 +121,7 @@ func (c *conn) serve() {
 	}); cerr != nil {
 		return // closed as it was accepted: the server is stopping
 	}
-	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procfs.Comm(ucred.Pid)}
+	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procComm(ucred.Pid)}
 	c.threads.init(ucred.Pid)
 	c.out = make([]byte, 0, 4096)
 
@@ -416,6 +416,17 @@ func (c *conn) closeHandle(h any) {
 			c.addSession(-1, -b)
 		}
 	}
+}
+
+func procComm(pid int32) string {
+	if pid <= 0 {
+		return "<...>"
+	}
+	comm, err := procfs.Comm(int(pid))
+	if err != nil {
+		return "<...>"
+	}
+	return comm
 }
 
 // handle serves one request. It returns false when the client must go.

@@ -9,6 +9,7 @@ import (
 	"weak"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,7 +72,7 @@ func TestRingReleasedUnreachable(t *testing.T) {
 		}
 		s.merger.mu.Unlock()
 		c.Close()
-		waitFor(t, "the ring to be released", func() bool {
+		testutil.Wait(t, "the ring to be released", func() bool {
 			s.merger.mu.Lock()
 			defer s.merger.mu.Unlock()
 			return len(s.merger.all) == 0
@@ -80,7 +81,7 @@ func TestRingReleasedUnreachable(t *testing.T) {
 	if len(gone) != 4 {
 		t.Fatalf("saw %d rings, want 4", len(gone))
 	}
-	waitFor(t, "the released rings to be collected", func() bool {
+	testutil.Wait(t, "the released rings to be collected", func() bool {
 		runtime.GC()
 		for _, w := range gone {
 			if w.Value() != nil {

@@ -130,7 +130,11 @@ func (h *dataHandle) share(r *fuse.Request, in []byte, outSize uint32) (int32, [
 		}
 		h.dropShare(c.TGID, old) // the process exec'd: the old program's share goes
 	}
-	req := ShareRequest{File: h.f, Writer: subsys.Writer{TGID: int32(c.TGID), Comm: procfs.Comm(int32(c.TGID))},
+	comm, err := procfs.Comm(c.TGID)
+	if err != nil {
+		comm = "<...>" // the trace's name for a task it does not know
+	}
+	req := ShareRequest{File: h.f, Writer: subsys.Writer{TGID: int32(c.TGID), Comm: comm},
 		UID: h.fs.ident(tid, nil).uid, Cred: h.fs.o.Cred(c.TGID), Ring: -1, Table: -1, Wake: -1}
 	for i, dst := range []*int{&req.Ring, &req.Table, &req.Wake} {
 		fd, err := c.Mem.GetFD(fds[i])

@@ -1,14 +1,13 @@
 package fusefs
 
 import (
-	"bytes"
 	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/procsyscall"
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // maxThreads bounds the calling threads whose /proc files stay open: two
@@ -91,7 +90,7 @@ type caller struct {
 	tgid   int
 	comm   string
 	cpu    int
-	call   procsyscall.Call
+	call   procfs.Syscall
 	callOK bool // call was read
 }
 
@@ -258,7 +257,7 @@ func (t *thread) read() (caller, bool) {
 		return caller{}, false
 	}
 	c := caller{tid: t.tid, tgid: t.tgid}
-	comm, cpu, ok := parseStat(t.buf[:n])
+	comm, cpu, ok := procfs.ParseStat(t.buf[:n])
 	if ok {
 		if string(comm) != t.comm { // no allocation when unchanged
 			t.comm = string(comm)
@@ -270,7 +269,7 @@ func (t *thread) read() (caller, bool) {
 	}
 	if t.syscall >= 0 {
 		if n, err := preadAll(t.syscall, t.buf[:]); err == nil {
-			if call, err := procsyscall.Parse(string(t.buf[:n])); err == nil {
+			if call, err := procfs.ParseSyscall(string(t.buf[:n])); err == nil {
 				c.call, c.callOK = call, true
 			}
 		}
@@ -289,40 +288,4 @@ func preadAll(fd int, buf []byte) (int, error) {
 		}
 		return n, err
 	}
-}
-
-// parseStat reads the command name and the CPU from /proc/<tid>/stat: comm
-// in parentheses (possibly with spaces and parentheses of its own), then
-// fields 3 (state) to 52, the processor being field 39.
-func parseStat(b []byte) (comm []byte, cpu int, ok bool) {
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return nil, 0, false
-	}
-	comm = b[open+1 : end]
-	rest := b[end+1:]
-	field := 2 // rest starts after field 2 (comm)
-	for len(rest) > 0 {
-		// Skip the separator, then take one field.
-		for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\n') {
-			rest = rest[1:]
-		}
-		if len(rest) == 0 {
-			break
-		}
-		i := 0
-		for i < len(rest) && rest[i] != ' ' && rest[i] != '\n' {
-			i++
-		}
-		field++
-		if field == 39 {
-			v, err := strconv.Atoi(string(rest[:i])) // no allocation: the conversion does not escape
-			if err != nil {
-				return comm, 0, true
-			}
-			return comm, v, true
-		}
-		rest = rest[i:]
-	}
-	return comm, 0, true
 }

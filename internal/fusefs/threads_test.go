@@ -12,40 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestParseStat(t *testing.T) {
-	// Fields 3 to 52 of a real stat line, processor (39) being 1.
-	tail := " S 1 2 2 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123 4096 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
-	for _, c := range []struct {
-		line, comm string
-		cpu        int
-		ok         bool
-	}{
-		{"42 (sleep)" + tail, "sleep", 1, true},
-		{"42 (a) b (c))" + tail, "a) b (c)", 1, true},
-		{"42 (x y)" + tail, "x y", 1, true},
-		{"42 (short) S 1 2\n", "short", 0, true},
-		{"42 (bad) S 1 2 2 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123 4096 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 x 0\n", "bad", 0, true},
-		{"no parentheses", "", 0, false},
-		{"42 )(", "", 0, false},
-	} {
-		comm, cpu, ok := parseStat([]byte(c.line))
-		if string(comm) != c.comm || cpu != c.cpu || ok != c.ok {
-			t.Errorf("parseStat(%q) = %q, %d, %v; want %q, %d, %v", c.line, comm, cpu, ok, c.comm, c.cpu, c.ok)
-		}
-	}
-}
-
-func FuzzParseStat(f *testing.F) {
-	f.Add([]byte("42 (sleep) S 1 2 2 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123 4096 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0\n"))
-	f.Add([]byte("1 ((() R"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		comm, _, ok := parseStat(b)
-		if ok && len(comm) > len(b) {
-			t.Fatalf("comm %q longer than the input", comm)
-		}
-	})
-}
-
 // TestThreadsKept: a thread's files are kept between looks, tell its
 // process and command name, follow a change of name, and are dropped when
 // the thread has exited — the kept stat's read fails, though a new thread

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // needCC skips a test without the C compiler the library is built with.
@@ -272,7 +274,7 @@ func TestABIHeader(t *testing.T) {
 // closefrom, write — reach libc through the interposer before the
 // interposer's constructor ran (libselinux's fclose did, and crashed ls).
 func TestEarlyCalls(t *testing.T) {
-	cc := needCC(t)
+	needCC(t)
 	dir := t.TempDir()
 	early := `#define _GNU_SOURCE
 #include <signal.h>
@@ -303,14 +305,8 @@ void early(void) {}
 	if err := os.WriteFile(lib, Library, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{
-		{"-shared", "-fPIC", "-o", filepath.Join(dir, "libearly.so"), filepath.Join(dir, "early.c")},
-		{"-o", filepath.Join(dir, "prog"), filepath.Join(dir, "prog.c"), "-L" + dir, "-learly", "-Wl,-rpath," + dir},
-	} {
-		if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s %q: %v\n%s", cc, args, err, out)
-		}
-	}
+	testutil.BuildC(t, filepath.Join(dir, "libearly.so"), filepath.Join(dir, "early.c"), "-shared", "-fPIC")
+	testutil.BuildC(t, filepath.Join(dir, "prog"), filepath.Join(dir, "prog.c"), "-L"+dir, "-Wl,-rpath,"+dir, "-Wl,--no-as-needed", filepath.Join(dir, "libearly.so"))
 	cmd := exec.Command(filepath.Join(dir, "prog"))
 	cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
 	out, err := cmd.CombinedOutput()

@@ -23,6 +23,7 @@ import (
 	"github.com/uetrace/uetrace/internal/fusefs"
 	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // These tests serve a subsystem's tree through FUSE with the daemon's
@@ -38,7 +39,6 @@ type tree struct {
 	lib  string // the library, written from preload.Library
 	dev  uint64 // the mount's st_dev: UETRACE_TREE
 	prog string // testdata/procs.c, built
-	cc   string
 	tmp  string
 }
 
@@ -48,24 +48,10 @@ func newTree(t *testing.T, v10 ...bool) *tree {
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("the interposer is built for amd64 only, this is %s", runtime.GOARCH)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounting FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "gcc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler (%s) to build the test program: apt-get install gcc libc6-dev", cc)
-	}
+	testutil.NeedFUSE(t, "mounting FUSE")
 	tmp := t.TempDir()
-	tr := &tree{dir: filepath.Join(tmp, "tracing"), lib: filepath.Join(tmp, preload.FileName), prog: filepath.Join(tmp, "procs"), cc: cc, tmp: tmp}
-	if out, err := exec.Command(cc, "-O2", "-Wall", "-Werror", "-o", tr.prog, filepath.Join("testdata", "procs.c"), "-ldl", "-lpthread").CombinedOutput(); err != nil {
-		t.Fatalf("building testdata/procs.c: %v\n%s", err, out)
-	}
+	tr := &tree{dir: filepath.Join(tmp, "tracing"), lib: filepath.Join(tmp, preload.FileName), tmp: tmp}
+	tr.prog = testutil.BuildC(t, filepath.Join(tmp, "procs"), filepath.Join("testdata", "procs.c"), "-O2", "-Wall", "-Werror", "-pthread")
 	if err := os.WriteFile(tr.lib, preload.Library, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -376,17 +362,10 @@ func TestKilledMidWrite(t *testing.T) {
 		cancel()
 	}
 	// Each share is released when the daemon learns its process exited.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testutil.Wait(t, "the killed writers' rings released", func() bool {
 		st := tr.srv.RingStats()
-		if st.Released == st.Rings && st.Rings == kills {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the killed writers' rings were not released: %+v", st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st.Released == st.Rings && st.Rings == kills
+	})
 	close(stop)
 	res := <-done
 	st := tr.srv.RingStats()
@@ -436,10 +415,7 @@ func TestHostileTable(t *testing.T) {
 // any FUSE file (ENODEV).
 func TestV10(t *testing.T) {
 	tr := newTree(t, true)
-	prog := filepath.Join(tr.tmp, "v10")
-	if out, err := exec.Command(tr.cc, "-O2", "-Wall", "-Werror", "-o", prog, filepath.Join("testdata", "v10.c")).CombinedOutput(); err != nil {
-		t.Fatalf("building testdata/v10.c: %v\n%s", err, out)
-	}
+	prog := testutil.BuildC(t, filepath.Join(tr.tmp, "v10"), filepath.Join("testdata", "v10.c"), "-O2", "-Wall", "-Werror")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, prog, tr.dir)

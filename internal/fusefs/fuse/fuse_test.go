@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // These tests mount a tree served by this process and reach it only from
@@ -268,21 +270,11 @@ func (f *testFS) makeReady() {
 	}
 }
 
-func needFUSE(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts a FUSE filesystem")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse: %v", err)
-	}
-}
-
 // mountTest mounts fs on a fresh directory; the test's cleanup unmounts it
 // (abort, then detach) before the directory is removed.
 func mountTest(t *testing.T, fs FileSystem) (*Conn, string) {
 	t.Helper()
-	needFUSE(t)
+	testutil.NeedFUSE(t, "mounts a FUSE filesystem")
 	dir := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -570,15 +562,7 @@ func TestInterrupt(t *testing.T) {
 // buildHelper compiles testdata/fusehelper.c.
 func buildHelper(t *testing.T) string {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc to build the helper")
-	}
-	bin := filepath.Join(t.TempDir(), "fusehelper")
-	if out, err := exec.Command(gcc, "-O1", "-Wall", "-o", bin, "testdata/fusehelper.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildC(t, "", "testdata/fusehelper.c", "-O1", "-Wall")
 }
 
 func TestIoctl(t *testing.T) {
@@ -674,7 +658,7 @@ func TestAbortWhileBlocked(t *testing.T) {
 }
 
 func TestServe(t *testing.T) {
-	needFUSE(t)
+	testutil.NeedFUSE(t, "mounts a FUSE filesystem")
 	dir := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@
 // the tracefs directory, the event "test" with no fields), with checks and
 // lines on stdout added for the test (tree_test.go):
 //
-//   status_index N write_index M   after registering
+//   status_index N write_index M   after registering, its byte 0
 //   wrote                          once the byte said enabled (within 10 s)
 //   disabled                       once it said disabled again (10 s)
 //
@@ -77,6 +77,11 @@ int main(int argc, char **argv)
 	}
 	int status_id = reg.status_index;
 	int write_id = reg.write_index;
+	// Nothing is attached until this line is read.
+	if (page_data[status_id]) {
+		printf("enabled before anything attached\n");
+		return 1;
+	}
 	printf("status_index %d write_index %d\n", status_id, write_id);
 
 	struct iovec io[2];
@@ -85,10 +90,6 @@ int main(int argc, char **argv)
 	io[1].iov_base = payload;
 	io[1].iov_len = sizeof(payload);
 
-	if (page_data[status_id]) {
-		printf("enabled before anything attached\n");
-		return 1;
-	}
 	if (wait_byte(&page_data[status_id], EVENT_STATUS_FTRACE) != 0) {
 		printf("the status byte did not say enabled\n");
 		return 1;
