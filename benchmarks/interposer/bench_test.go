@@ -25,6 +25,7 @@ var (
 	pacedRate = flag.Float64("paced-rate", 100000, "c-paced: writes a second")
 	pacedSecs = flag.Float64("paced-seconds", 2, "c-paced: for how long")
 	tpEvents  = flag.Int("tp-events", 3000000, "libtracepoint: events written")
+	tpRate    = flag.Float64("tp-rate", 0, "libtracepoint: events a second (0: as fast as it can)")
 )
 
 // event is ringbench's event, the one userevents' DaemonRingWrite writes.
@@ -45,9 +46,10 @@ const event = "bench_write u32 a; u64 b; u32 c; char[16] d; u16 e"
 //     straight to the write beneath it (a stub, so that only the check
 //     is timed);
 //   - libtracepoint: Microsoft's libtracepoint (TPP_FUNCTION, 4 iovecs)
-//     writing -tp-events events under `uetrace run` while `uetrace
-//     record` records them (once, whatever b.N): events/s, and the
-//     recording's count and loss beside it. Needs
+//     writing -tp-events events under `uetrace run` (at -tp-rate events a
+//     second, or as fast as it can) while `uetrace record` records them
+//     (once, whatever b.N): events/s, and the recording's count and loss
+//     beside it. Needs
 //     $UETRACE_LINUXTRACEPOINTS (see the package doc); skipped without.
 //
 // Every event is enabled into the daemon's trace buffer, which nobody
@@ -122,7 +124,8 @@ func BenchmarkInterposer(b *testing.B) {
 		data := filepath.Join(tmp, "tp.data")
 		os.Remove(data)
 		rec := startRecord(b, uetrace, sock, data)
-		v := run(b, tmp, nil, uetrace, "--socket", sock, "run", "--", filepath.Join(tmp, "tpbench"), "tpp", strconv.Itoa(*tpEvents))
+		v := run(b, tmp, nil, uetrace, "--socket", sock, "run", "--", filepath.Join(tmp, "tpbench"),
+			"-r", strconv.FormatFloat(*tpRate, 'f', -1, 64), "tpp", strconv.Itoa(*tpEvents))
 		summary := rec.stop(b)
 		recorded := countRecords(b, uetrace, data, "bench_tpp")
 		b.ReportMetric(0, "ns/op")

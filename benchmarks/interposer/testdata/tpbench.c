@@ -16,8 +16,13 @@
  * Options: -s  enable the event itself (write 1 to
  *              /sys/kernel/tracing/events/user_events/<name>/enable), for
  *              `uetrace run --private` and the VM where nobody else does;
- *          -w S wait at most S seconds for the enable bit (default 30).
- * Usage: tpbench [-s] [-w S] tpp|raw N
+ *          -w S wait at most S seconds for the enable bit (default 30);
+ *          -r R write at R events a second, in batches of 100 with
+ *              clock_nanosleep between (default: as fast as it can).
+ * Usage: tpbench [-s] [-w S] [-r R] tpp|raw N
+ *
+ * (From the issue #30 baseline's benchmarks, /work/scratch/r1-baseline;
+ * -r added for benchmarks/interposer.)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -62,11 +67,14 @@ static void self_enable(const char *name)
 int main(int argc, char **argv)
 {
 	int self = 0, waits = 30, opt;
-	while ((opt = getopt(argc, argv, "sw:")) != -1) {
+	double rate = 0;
+	while ((opt = getopt(argc, argv, "sw:r:")) != -1) {
 		if (opt == 's')
 			self = 1;
 		else if (opt == 'w')
 			waits = atoi(optarg);
+		else if (opt == 'r')
+			rate = atof(optarg);
 		else
 			goto usage;
 	}
@@ -115,8 +123,18 @@ int main(int argc, char **argv)
 	memcpy(blob.name, name, sizeof name);
 
 	uint64_t errors = 0, disabled = 0, i;
+	struct timespec due;
+	clock_gettime(CLOCK_MONOTONIC, &due);
 	uint64_t t0 = now_ns();
 	for (i = 0; i < n; i++) {
+		if (rate > 0 && i % 100 == 0 && i > 0) {
+			due.tv_nsec += (long)(100 * 1e9 / rate);
+			while (due.tv_nsec >= 1000000000) {
+				due.tv_nsec -= 1000000000;
+				due.tv_sec++;
+			}
+			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL);
+		}
 		if (tpp) {
 			if (!bench_tpp_func_enabled()) { disabled++; continue; }
 			if (bench_tpp_func((uint32_t)i, i, name))
@@ -143,6 +161,6 @@ int main(int argc, char **argv)
 		tracepoint_close_provider(&raw_provider);
 	return errors || disabled ? 1 : 0;
 usage:
-	fprintf(stderr, "usage: tpbench [-s] [-w S] tpp|raw N\n");
+	fprintf(stderr, "usage: tpbench [-s] [-w S] [-r R] tpp|raw N\n");
 	return 2;
 }
