@@ -133,16 +133,9 @@ func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg
 	default:
 		return 0, nil, unix.ENOTTY
 	}
-	// The header's id is the mounter's namespace's: the caller is found
-	// in this process's, and its memory is reached only if the user the
-	// tree is served for may (callers.SetAccess).
-	tid, err := h.fs.tid(r)
+	c, err := h.fs.caller(r)
 	if err != nil {
-		return 0, nil, errnoOf(err)
-	}
-	c, err := h.fs.callers.Get(tid)
-	if err != nil {
-		return 0, nil, errnoOf(err)
+		return 0, nil, err
 	}
 	switch uintptr(cmd) {
 	case abi.IocSReg:

@@ -337,6 +337,22 @@ func (f *FS) tid(r *fuse.Request) (int, error) {
 	return f.pids.TID(int(r.Pid))
 }
 
+// caller is the thread that made ioctl request r, with its process. The
+// header's id is the mounter's namespace's: the caller is found in this
+// process's, and its memory is reached only if the user the tree is served
+// for may (callers.SetAccess). The error is the errno to answer.
+func (f *FS) caller(r *fuse.Request) (*callers.Caller, error) {
+	tid, err := f.tid(r)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	c, err := f.callers.Get(tid)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return c, nil
+}
+
 // ident is who made a request: its thread's process and effective uid
 // (the Tgid and Uid lines of /proc/<tid>/status, as this process's user
 // namespace sees them). Where the status cannot be read, the thread is its

@@ -113,13 +113,9 @@ func (h *dataHandle) share(r *fuse.Request, in []byte, outSize uint32) (int32, [
 	if err != nil {
 		return 0, nil, err
 	}
-	tid, err := h.fs.tid(r)
+	c, err := h.fs.caller(r)
 	if err != nil {
-		return 0, nil, errnoOf(err)
-	}
-	c, err := h.fs.callers.Get(tid)
-	if err != nil {
-		return 0, nil, errnoOf(err)
+		return 0, nil, err
 	}
 	h.smu.Lock()
 	old := h.shares[c.TGID]
@@ -135,7 +131,7 @@ func (h *dataHandle) share(r *fuse.Request, in []byte, outSize uint32) (int32, [
 		comm = "<...>" // the trace's name for a task it does not know
 	}
 	req := ShareRequest{File: h.f, Writer: subsys.Writer{TGID: int32(c.TGID), Comm: comm},
-		UID: h.fs.ident(tid, nil).uid, Cred: h.fs.o.Cred(c.TGID), Ring: -1, Table: -1, Wake: -1}
+		UID: h.fs.ident(c.TID, nil).uid, Cred: h.fs.o.Cred(c.TGID), Ring: -1, Table: -1, Wake: -1}
 	for i, dst := range []*int{&req.Ring, &req.Table, &req.Wake} {
 		fd, err := c.Mem.GetFD(fds[i])
 		if err != nil {

@@ -58,13 +58,9 @@ func (h *fileHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg
 	if len(in) != preload.StatusSize || ne.Uint32(in) != preload.StatusSize || int32(ne.Uint32(in[4:])) < 0 {
 		return 0, nil, unix.EINVAL
 	}
-	tid, err := h.fs.tid(r)
+	c, err := h.fs.caller(r)
 	if err != nil {
-		return 0, nil, errnoOf(err)
-	}
-	c, err := h.fs.callers.Get(tid)
-	if err != nil {
-		return 0, nil, errnoOf(err)
+		return 0, nil, err
 	}
 	if err := h.fs.statusPage(c, int(int32(ne.Uint32(in[4:])))); err != nil {
 		return 0, nil, errnoOf(err)

@@ -220,6 +220,28 @@ func TestProcesses(t *testing.T) {
 	}
 }
 
+// readResult is what a reader of ue_a's records saw.
+type readResult struct {
+	n   int      // records read
+	bad []string // the first garbled ones, described
+}
+
+// reader attaches a session to ue_a (which follows it into existence) and
+// reads its records as they come (readRecords); stop, after the writers
+// are done and the daemon flushed, returns what it read.
+func (tr *tree) reader(t *testing.T) (*subsys.Session, func() readResult) {
+	t.Helper()
+	ss := tr.sys.NewSession(subsys.SessionOptions{BufferBytes: 64 << 20})
+	t.Cleanup(func() { ss.Close() })
+	if _, err := ss.AttachMatching("user_events:ue_a", true); err != nil {
+		t.Fatal(err)
+	}
+	quit := make(chan struct{})
+	done := make(chan readResult, 1)
+	go func() { n, bad := readRecords(ss, quit); done <- readResult{n, bad} }()
+	return ss, func() readResult { close(quit); return <-done }
+}
+
 // readRecords reads a session's records of ue_a until stop is closed and
 // the session drained, checking each payload is whole: the tag and the
 // source, the sequence's pattern, the end mark. It returns the records
@@ -279,22 +301,10 @@ func checkPayload(p []byte) string {
 // is accounted for: the event's count of records written is the program's.
 func TestSignalsAndThreads(t *testing.T) {
 	tr := newTree(t)
-	ss := tr.sys.NewSession(subsys.SessionOptions{BufferBytes: 64 << 20})
-	defer ss.Close()
-	if _, err := ss.AttachMatching("user_events:ue_a", true); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	type result struct {
-		n   int
-		bad []string
-	}
-	done := make(chan result, 1)
-	go func() { n, bad := readRecords(ss, stop); done <- result{n, bad} }()
+	ss, stop := tr.reader(t)
 	out, _ := tr.run(t, true, "stress", "2")
 	tr.srv.Flush()
-	close(stop)
-	res := <-done
+	res := stop()
 	var written, failed, dropped, fallbacks uint64
 	if _, err := fmt.Sscanf(out, "written %d failed %d dropped %d fallbacks %d", &written, &failed, &dropped, &fallbacks); err != nil {
 		t.Fatalf("stress said %q: %v", out, err)
@@ -326,18 +336,7 @@ func TestSignalsAndThreads(t *testing.T) {
 // committed before, and nothing garbled.
 func TestKilledMidWrite(t *testing.T) {
 	tr := newTree(t)
-	ss := tr.sys.NewSession(subsys.SessionOptions{BufferBytes: 64 << 20})
-	defer ss.Close()
-	if _, err := ss.AttachMatching("user_events:ue_a", true); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	type result struct {
-		n   int
-		bad []string
-	}
-	done := make(chan result, 1)
-	go func() { n, bad := readRecords(ss, stop); done <- result{n, bad} }()
+	ss, stop := tr.reader(t)
 	const kills = 8
 	for i := range kills {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -366,8 +365,7 @@ func TestKilledMidWrite(t *testing.T) {
 		st := tr.srv.RingStats()
 		return st.Released == st.Rings && st.Rings == kills
 	})
-	close(stop)
-	res := <-done
+	res := stop()
 	st := tr.srv.RingStats()
 	if len(res.bad) > 0 {
 		t.Errorf("garbled records: %q", res.bad)

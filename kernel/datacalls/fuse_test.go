@@ -18,10 +18,6 @@ type fuseDifference struct {
 	result, why string
 }
 
-func readFUSEDifferences(t *testing.T) map[string]fuseDifference {
-	return readDifferences(t, "fuse.differences")
-}
-
 // readDifferences reads a list of rows answered otherwise than on Linux.
 func readDifferences(t *testing.T, name string) map[string]fuseDifference {
 	t.Helper()
