@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -45,7 +46,7 @@ func newShareSide(t *testing.T, ringSize, tableSize int) *shareSide {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Close(sv[1]) })
+	t.Cleanup(func() { unix.Close(sv[0]); unix.Close(sv[1]) })
 	return &shareSide{ring: ring, tableFD: fd, table: table, wake: sv[0], other: sv[1]}
 }
 
@@ -78,7 +79,7 @@ func dup(t *testing.T, fd int) int {
 }
 
 // shareServer is a Server with no socket: shares come through FUSE.
-func shareServer(t *testing.T, cfg Config) *Server {
+func shareServer(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	if cfg.Subsystem == nil {
 		cfg.Subsystem = subsys.New(subsys.Options{NumCPU: 1})
@@ -239,4 +240,95 @@ func TestFUSEShareRefuses(t *testing.T) {
 	if st := s.Stats(); st.SharedKB != 0 || s.RingStats().Rings != 0 {
 		t.Errorf("refused shares left %d KiB counted, %d rings", st.SharedKB, s.RingStats().Rings)
 	}
+}
+
+// FuzzShareRing drives a share's ring — the interposer's, handed over
+// through FUSE — with arbitrary operations: records of any write index
+// (the file's, preload.VoidIndex, wire.LostIndex with any payload),
+// garbage anywhere in the ring, the head moved anywhere, records reserved
+// and never committed, datagrams on the wake socket, and scribbles over
+// the validation table (which the daemon never reads). The daemon must not
+// crash or block, a flush must return, and Close must release the ring
+// and every byte it counted. (What it delivers is checked as any write is,
+// by subsys.File.WriteStamped; TestHostileTable shows a scribbled table
+// gets nothing that breaks a layout delivered.)
+func FuzzShareRing(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add([]byte{0, 0xfe, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5, 1, 0, 0, 0, 0})
+	f.Add([]byte{1, 200, 1, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{2, 1, 2, 3, 4, 5, 0, 0, 0, 0, 6, 255, 255, 255, 255, 255})
+	holdMax = 100 * time.Microsecond // a record never committed must not slow every iteration
+	f.Cleanup(func() { holdMax = holdMaxDefault })
+	s := shareServer(f, Config{})
+	sys := s.Subsystem()
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		before := s.RingStats().Released
+		file := sys.Open()
+		defer file.Close()
+		p := sys.NewProcess(noMemory{})
+		rl := register(t, file, p, "fz_rl __rel_loc char[] s", 0)
+		if err := sys.FS().WriteFile("events/user_events/fz_rl/enable", []byte("1"), 0, subsys.Cred{PerfmonCapable: true}); err != nil {
+			t.Fatal(err)
+		}
+		sd := newShareSide(t, 1<<14, 4096)
+		sh, err := sd.take(t, s, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, err := unix.Mmap(sd.ring.Fd(), 0, unix.Getpagesize()+sd.ring.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(mem)
+		table, err := unix.Mmap(sd.tableFD, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(table)
+		data := mem[unix.Getpagesize():]
+		next := func(n int) []byte {
+			if len(ops) < n {
+				ops = append(ops, make([]byte, n-len(ops))...)
+			}
+			b := ops[:n]
+			ops = ops[n:]
+			return b
+		}
+		for len(ops) > 0 {
+			switch next(1)[0] % 6 {
+			case 0: // a record of any index: the file's, void, lost, another
+				m := next(9)
+				idx := rl
+				switch m[0] % 4 {
+				case 1:
+					idx = preload.VoidIndex
+				case 2:
+					idx = wire.LostIndex
+				case 3:
+					idx = wire.LE.Uint32(m[1:])
+				}
+				sd.ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: uint32(os.Getpid())}, m[5:5+int(m[5])%4])
+			case 1: // garbage anywhere in the data
+				m := next(5)
+				copy(data[int(wire.LE.Uint16(m))%len(data):], m[2:])
+			case 2: // head moved anywhere
+				m := next(9)
+				wire.LE.PutUint64(mem[64:], wire.LE.Uint64(m[1:])^uint64(m[0]))
+			case 3: // reserved, never committed
+				sd.ring.Reserve(shmring.Meta{WriteIndex: rl}, int(next(1)[0])%64)
+			case 4: // datagrams on the wake socket
+				for range next(1)[0] % 8 {
+					unix.Sendto(sd.other, []byte{1}, unix.MSG_DONTWAIT, nil)
+				}
+			case 5: // the table scribbled
+				m := next(3)
+				table[int(wire.LE.Uint16(m))%len(table)] = m[2]
+			}
+		}
+		s.Flush()
+		sh.Close()
+		if st := s.RingStats(); st.Released != before+1 || s.Stats().SharedKB != 0 {
+			t.Errorf("after Close: %+v, %d KiB counted", st, s.Stats().SharedKB)
+		}
+	})
 }
