@@ -63,6 +63,18 @@ children alone. Either way $UETRACE_SOCKET points them at it, so uetrace's own
 commands and Go programs using the userevents package inside share it. run
 exits with the command's status.
 
+run also preloads its interposer into the command (LD_PRELOAD, from a
+read-only tmpfs in the command's mount namespace): a dynamically linked
+program's writes to user_events_data then go into a shared-memory ring the
+daemon drains, answered as the kernel would and with no system call, instead
+of a FUSE round trip each; everything else it does is untouched. Static
+binaries, setuid programs and programs that make their system calls
+themselves are not preloaded into and write through FUSE. --no-preload (or
+UETRACE_PRELOAD=off) leaves it out; uetrace preload writes it for programs
+started another way. --abi v10 serves, beside today's ABI, the first one of
+the user_events series (a 24-byte struct user_reg and a mapped status page),
+which no Linux release enabled.
+
 As root it needs /dev/fuse. As an ordinary user it makes a user namespace in
 which the command runs as root (uid 0 there, your uid outside), which needs
 the kernel to allow unprivileged user namespaces, and /dev/fuse to be usable
