@@ -38,6 +38,7 @@ type tree struct {
 	srv  *daemon.Server
 	lib  string // the library, written from preload.Library
 	dev  uint64 // the mount's st_dev: UETRACE_TREE
+	mt   *fusefs.Tree
 	prog string // testdata/procs.c, built
 	tmp  string
 }
@@ -73,6 +74,7 @@ func newTree(t *testing.T, v10 ...bool) *tree {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tr.mt = mt
 	t.Cleanup(func() {
 		mt.Close()
 		tr.srv.Close()
@@ -464,4 +466,31 @@ func TestV10(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "mmap of user_events_status: ENODEV") {
 		t.Errorf("on a tree of today's ABI: %v, %q", err, out)
 	}
+}
+
+// TestTreeGone: when the tree stops being served while a program writes
+// through its ring — nobody drains it any more — the library gives the
+// ring up as soon as it fills and the program's writes fail as they do
+// through FUSE alone (ENOTCONN), not succeed into a ring nobody reads.
+func TestTreeGone(t *testing.T) {
+	tr := newTree(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := tr.command(ctx, true, "untilfail")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewScanner(stdout)
+	if !out.Scan() || out.Text() != "ready" {
+		t.Fatalf("the writer said %q", out.Text())
+	}
+	tr.mt.Close()
+	if !out.Scan() || out.Text() != "ENOTCONN" {
+		t.Errorf("after the tree went, the writer's write failed with %q, want ENOTCONN", out.Text())
+	}
+	cmd.Wait()
 }

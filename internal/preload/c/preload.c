@@ -287,6 +287,10 @@ struct share {
 	_Atomic uint64_t lossbits[UET_TABLE_SLOTS / 64];
 	_Atomic uint64_t lost[UET_TABLE_SLOTS];
 	_Atomic uint64_t voids, wakes_lost; // uetrace_preload_stats
+	// full is set by the first record the full ring dropped, cleared by
+	// the next one it took: at each time it fills, the library looks
+	// whether the tree is still served (drain_gone).
+	_Atomic uint32_t full;
 };
 
 // proc is this process's: one mapping with MADV_WIPEONFORK, so that a fork
@@ -962,6 +966,18 @@ static int gather(uint8_t *dst, struct iovs *s, uint64_t from, uint64_t n)
 	return 0;
 }
 
+// drain_gone says whether the tree fd belongs to is served no more (its
+// connection aborted: ENOTCONN), and if so gives up the share: this
+// process writes the file through FUSE from now on.
+static int drain_gone(struct share *s, int fd)
+{
+	struct stat st;
+	if (sys2(SYS_fstat, fd, &st) != -ENOTCONN)
+		return 0;
+	atomic_store_explicit(&s->state, SH_FAILED, release);
+	return 1;
+}
+
 // probe reads a byte of each page of the payload: a write whose record the
 // full ring drops still answers EFAULT for a bad buffer, as the kernel's.
 static int probe(struct iovs *s, uint64_t from)
@@ -1103,12 +1119,19 @@ static ssize_t submit(int fd, uint32_t e, const struct iovec *uv, int cnt, int k
 		// The ring is full: the record is dropped, counted and told
 		// later, and the write succeeds — as the kernel's with a full
 		// ring buffer. Its step 7 still applies: a bad buffer is EFAULT.
+		// But a ring nobody drains any more (the tree's server is gone:
+		// its file answers ENOTCONN) is given up, and the file written
+		// through FUSE, which says so, as without the library.
+		if (!atomic_exchange_explicit(&s->full, 1, relaxed) && drain_gone(s, fd))
+			goto fallback;
 		if (probe(&io, 4))
 			return fail(EFAULT);
 		drop(s, plen);
 		lose(s, idx);
 		return (ssize_t)total;
 	}
+	if (unlikely(atomic_load_explicit(&s->full, relaxed)))
+		atomic_store_explicit(&s->full, 0, relaxed);
 	stamp_rec(rec);
 	// 7. the payload: EFAULT where it faults; the reservation is given
 	// back as a void record.

@@ -13,6 +13,8 @@
 //                            and a signal handler storm at once; prints
 //                            "written N failed F"
 //   procs DIR forever        writes sequence-numbered records until killed
+//   procs DIR untilfail      writes until a write fails, then prints its
+//                            errno
 //   procs DIR hostile        scribbles its share's validation table, then
 //                            writes records that break their event's layout
 //
@@ -592,6 +594,13 @@ int main(int argc, char **argv)
 		printf("ready\n");
 		for (uint64_t s = 0;; s++)
 			wr_a(data_fd, 0, s);
+	} else if (strcmp(argv[2], "untilfail") == 0) {
+		printf("ready\n");
+		for (uint64_t s = 0;; s++)
+			if (wr_a(data_fd, 0, s) != 38) {
+				printf("%s\n", strerrorname_np(errno));
+				return 0;
+			}
 	} else if (strcmp(argv[2], "hostile") == 0)
 		hostile();
 	else
