@@ -595,6 +595,13 @@ int main(int argc, char **argv)
 		for (uint64_t s = 0;; s++)
 			wr_a(data_fd, 0, s);
 	} else if (strcmp(argv[2], "untilfail") == 0) {
+		// The share set up first: the ring takes the writes.
+		for (int i = 0; i < 1000; i++)
+			wr_a(data_fd, 0, 0);
+		if (stats().shares != 1 || stats().fallbacks != 0) {
+			printf("no share\n");
+			return 1;
+		}
 		printf("ready\n");
 		for (uint64_t s = 0;; s++)
 			if (wr_a(data_fd, 0, s) != 38) {
