@@ -588,6 +588,8 @@ static inline void stamp_rec(uint8_t *rec)
 }
 
 static void wake(struct share *s, int fd);
+static long send_wake(struct share *s);
+#define WAKE_LOST (-10000) // send_wake: the descriptor is not the wake socket any more
 
 // commit publishes the record (XCHG: sequentially consistent, as Go's
 // atomic store), then looks at the consumer's sleeping word.
@@ -609,16 +611,24 @@ static void wake(struct share *s, int fd)
 	uint32_t one = 1;
 	if (!atomic_compare_exchange_strong_explicit(s->sleeping, &one, 0, seqcst, relaxed))
 		return;
-	int w = atomic_load_explicit(&s->wake_fd, acquire);
-	struct stat st;
-	if (w >= 0 && sys2(SYS_fstat, w, &st) == 0 && (uint64_t)st.st_dev == s->wake_dev && (uint64_t)st.st_ino == s->wake_ino) {
-		char b = 1;
-		sys6(SYS_sendto, w, (long)&b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, 0, 0);
+	if (send_wake(s) != WAKE_LOST)
 		return;
-	}
 	atomic_fetch_add_explicit(&s->wakes_lost, 1, relaxed);
 	if (fd >= 0)
 		sys3(SYS_ioctl, fd, UET_IOC_WAKE, 0);
+}
+
+// send_wake sends one datagram on the wake socket, if the descriptor is
+// still that socket; it returns sendto's answer, or WAKE_LOST. A closed
+// peer (ECONNREFUSED) is a daemon that let the ring go, or is gone.
+static long send_wake(struct share *s)
+{
+	int w = atomic_load_explicit(&s->wake_fd, acquire);
+	struct stat st;
+	if (w < 0 || sys2(SYS_fstat, w, &st) != 0 || (uint64_t)st.st_dev != s->wake_dev || (uint64_t)st.st_ino != s->wake_ino)
+		return WAKE_LOST;
+	char b = 1;
+	return sys6(SYS_sendto, w, (long)&b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, 0, 0);
 }
 
 static void drop(struct share *s, uint64_t plen)
@@ -966,13 +976,20 @@ static int gather(uint8_t *dst, struct iovs *s, uint64_t from, uint64_t n)
 	return 0;
 }
 
-// drain_gone says whether the tree fd belongs to is served no more (its
-// connection aborted: ENOTCONN), and if so gives up the share: this
-// process writes the file through FUSE from now on.
+// drain_gone says whether nobody drains the share's ring any more, and if
+// so gives the share up: this process writes the file through FUSE from
+// now on. The wake socket tells, and wakes the daemon while at it: its
+// daemon's end is closed when the daemon lets the ring go or dies
+// (ECONNREFUSED). Without the socket, the file does: a tree no longer
+// served answers ENOTCONN (an fstat is a FUSE round trip, the rare case).
 static int drain_gone(struct share *s, int fd)
 {
-	struct stat st;
-	if (sys2(SYS_fstat, fd, &st) != -ENOTCONN)
+	long r = send_wake(s);
+	if (r == WAKE_LOST) {
+		struct stat st;
+		r = sys2(SYS_fstat, fd, &st) == -ENOTCONN ? -ECONNREFUSED : 0;
+	}
+	if (r != -ECONNREFUSED)
 		return 0;
 	atomic_store_explicit(&s->state, SH_FAILED, release);
 	return 1;
