@@ -19,16 +19,17 @@ var layers = [][]string{
 	// the files of /proc and /sys, read and parsed; what tests share
 	// (TestTestutilForTestsOnly).
 	{"internal/kctype", "internal/procfs", "internal/testutil"},
-	// The uapi, perf's and Perfetto's formats, the event model, the EventHeader format, who wrote a
-	// record, where and when, the shared-memory record ring, other processes'
+	// The uapi, Perfetto's format, the event model, the tracefs format files, the EventHeader
+	// format, who wrote a record, where and when, the shared-memory record ring, other processes'
 	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP;
 	// the interposer preloaded into other programs (C, embedded) and its builder.
 	{"internal/preload", "internal/preload/build", "internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
-		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
+		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt",
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
 	// The daemon's protocol; the ftrace ring buffer and its text; the kernel's event filters; user
-	// events counted in the kernel by a BPF program.
-	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount"},
+	// events counted in the kernel by a BPF program; perf.data files, and their sessions (events by
+	// their formats, EventHeader's among them).
+	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount", "perfdata"},
 	// The daemon's client; the user_events subsystem in user space.
 	{"internal/daemon/client", "internal/subsys"},
 	// The errors of the public packages; the processes calling in through
@@ -51,7 +52,7 @@ var layers = [][]string{
 		"eventheader/ehslog", "eventheader/ehotel"},
 	// The in-process kernel for tests and demos; the live source of export
 	// and the Collector's receiver: the kernel or the daemon, through
-	// record, as export's samples.
+	// record, as perfdata's samples.
 	{"userevents/usereventstest", "internal/export/live"},
 	// The tool.
 	{"cmd/uetrace"},

@@ -9,25 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A Sample is a PERF_RECORD_SAMPLE: the fields its attr's SampleType
-// selects. Fields the sample_type does not have are zero.
-type Sample struct {
-	Misc     uint16 // the record header's misc: the CPU mode (MiscKernel, MiscUser)
-	ID       uint64 // SampleIdentifier or SampleID: which attr the sample belongs to
-	IP       uint64
-	PID, TID uint32
-	Time     uint64 // nanoseconds of the attr's clock
-	Addr     uint64
-	StreamID uint64
-	CPU      uint32
-	Period   uint64
-	// Raw is SampleRaw: for a tracepoint, its record (the 8-byte common
-	// header and the payload). The Writer pads it with zeros so that its
-	// size word and it end on 8 bytes, as the kernel does; the size word
-	// counts the padding, so a Reader returns Raw with it.
-	Raw []byte
-}
-
 // writerBufSize is the data buffer of a Writer: large writes, few syscalls.
 const writerBufSize = 1 << 20
 

@@ -1,7 +1,8 @@
-// Package export sends trace event samples to an OpenTelemetry Collector
-// as OTLP logs, over gRPC or OTLP/HTTP (package internal/otlp): what
-// `uetrace export` does with the events it takes live from the kernel or a
-// daemon (package export/live) or reads from a perf.data file (File). The
+// Package export sends trace event samples (perfdata.Sample) to an
+// OpenTelemetry Collector as OTLP logs, over gRPC or OTLP/HTTP (package
+// internal/otlp): what `uetrace export` does with the events it takes live
+// from the kernel or a daemon (package export/live) or reads from a
+// perf.data file (File, through a perfdata.Session: in time order). The
 // mapping of samples to OTLP is a Mapper's, which the Collector's
 // userevents receiver (module otelcol/usereventsreceiver) shares.
 //
@@ -13,9 +14,11 @@
 // eventheader), with nested structs as maps, arrays as arrays, its level as
 // the severity and its keyword, opcode, id, version, tag and activity ids
 // as attributes. Records are grouped by process: each process is a resource
-// with host.name, process.pid, process.executable.name and, if given,
-// service.name. Times are wall-clock times (the source converts them);
-// observed time is when the exporter took the sample.
+// with host.name, process.pid, process.executable.name (its main thread's
+// name, else the sample's thread's) and, if given, service.name. Times are
+// wall-clock times (the sample's Wall: the source converts them; without
+// one, its Time is sent as linux.perf_time); observed time is when the
+// exporter took the sample.
 //
 // Samples are batched (Options.BatchSize records, or Options.BatchDelay
 // after a batch's first), and batches wait in a bounded queue
@@ -57,6 +60,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // Options configure an Exporter.
@@ -233,7 +237,7 @@ var ErrClosed = errors.New("export: the exporter is closed")
 // waits for room there (until ctx is done, when the batch is dropped and
 // counted); otherwise a batch that finds the queue full is dropped and
 // counted.
-func (e *Exporter) Add(ctx context.Context, s *Sample) error {
+func (e *Exporter) Add(ctx context.Context, s *perfdata.Sample) error {
 	e.enc.Reset()
 	sig, cs, metrics := encodeSample(&e.enc, s, uint64(time.Now().UnixNano()))
 	e.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // MapperOptions configure a Mapper.
@@ -48,7 +49,7 @@ func NewMapper(o MapperOptions) (*Mapper, error) {
 
 // Add maps a sample, observed at observed (ns since 1970), and returns
 // the signal it became. s.Raw need not outlive the call.
-func (m *Mapper) Add(s *Sample, observed uint64) otlp.Signal {
+func (m *Mapper) Add(s *perfdata.Sample, observed uint64) otlp.Signal {
 	m.enc.Reset()
 	sig, cs, metrics := encodeSample(&m.enc, s, observed)
 	m.batch.add(sig, m.enc.Bytes(), metrics, s, cs, m.host, m.opts.ServiceName, m.opts.Scope)
@@ -86,7 +87,7 @@ func (m *Mapper) Reset() { m.batch.reset() }
 
 // add keeps a sample encoded as signal sig: rec, a log record or span;
 // metrics, an otlp_metrics record's request.
-func (b *batch) add(sig otlp.Signal, rec, metrics []byte, s *Sample, cs csResource, host, service string, scope otlp.Scope) {
+func (b *batch) add(sig otlp.Signal, rec, metrics []byte, s *perfdata.Sample, cs csResource, host, service string, scope otlp.Scope) {
 	if sig == otlp.Metrics {
 		b.metrics = append(b.metrics, metrics...)
 		b.metricEnds = append(b.metricEnds, len(b.metrics))
@@ -141,16 +142,21 @@ func (b *batch) reset() {
 }
 
 // appendResource appends a sample's resource to kv: the host and the
-// process, and the service — the one a Common Schema record names (its
-// ext_cloud_role and ext_cloud_roleInstance, the SDK's service.name and
+// process — named by its main thread, else by the sample's thread — and
+// the service — the one a Common Schema record names (its ext_cloud_role
+// and ext_cloud_roleInstance, the SDK's service.name and
 // service.instance.id), else service.
-func appendResource(kv []otlp.KeyValue, s *Sample, cs csResource, host, service string) []otlp.KeyValue {
+func appendResource(kv []otlp.KeyValue, s *perfdata.Sample, cs csResource, host, service string) []otlp.KeyValue {
 	kv = append(kv,
 		otlp.KeyValue{Key: "host.name", Value: otlp.StringValue(host)},
 		otlp.KeyValue{Key: "process.pid", Value: otlp.IntValue(int64(s.PID))},
 	)
-	if s.Comm != "" {
-		kv = append(kv, otlp.KeyValue{Key: "process.executable.name", Value: otlp.StringValue(s.Comm)})
+	comm := s.ProcessComm
+	if comm == "" {
+		comm = s.Comm
+	}
+	if comm != "" {
+		kv = append(kv, otlp.KeyValue{Key: "process.executable.name", Value: otlp.StringValue(comm)})
 	}
 	switch {
 	case cs.role != "":

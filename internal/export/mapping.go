@@ -3,7 +3,6 @@ package export
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/tracefmt"
 )
 
@@ -37,63 +37,6 @@ const (
 	AttrUndecodable = "linux.raw" // the record's bytes, when it does not decode
 )
 
-// Event is a tracepoint as its format file describes it: what a Sample's
-// record is decoded by.
-type Event struct {
-	System, Name string
-	format       *tracefmt.Format
-	// For an EventHeader tracepoint: where the event starts in the
-	// record, and the tracepoint name to decode it by; ehOff -1 if not one.
-	ehOff  int
-	ehName string
-	full   string // "system:name"
-}
-
-// NewEvent reads a tracepoint's format file. A format that does not parse
-// is an error; nil format makes an event whose records are sent
-// undecoded (linux.raw).
-func NewEvent(system, name string, format []byte) (*Event, error) {
-	ev := &Event{System: system, Name: name, ehOff: -1, full: system + ":" + name}
-	if format == nil {
-		return ev, nil
-	}
-	f, err := tracefmt.Parse(format)
-	if err != nil {
-		return nil, fmt.Errorf("format of %s: %w", ev.full, err)
-	}
-	ev.format = f
-	ev.ehOff, ev.ehName = ehOffset(name, f)
-	return ev, nil
-}
-
-// ehOffset returns where the EventHeader event starts in a raw record of
-// an event named name with format f, or -1 when the event is not an
-// EventHeader tracepoint (eventheader.FromFormat); and the tracepoint name
-// to decode it by.
-func ehOffset(name string, f *tracefmt.Format) (int, string) {
-	if f == nil {
-		return -1, ""
-	}
-	name, ok := eventheader.FromFormat(name, len(f.Fields), func(i int) string { return f.Fields[i].Name })
-	if !ok {
-		return -1, ""
-	}
-	return f.Fields[0].Offset, name
-}
-
-// Sample is one event record to export.
-type Sample struct {
-	Event *Event
-	// Time is the wall-clock time of the sample in ns since 1970; 0 when
-	// not known, and then PerfTime is sent as an attribute.
-	Time, PerfTime uint64
-	PID, TID, CPU  uint32
-	// Comm is the process's name (its main thread's), for the resource's
-	// process.executable.name; "" when not known.
-	Comm string
-	Raw  []byte // the tracepoint's record, from its common fields on
-}
-
 // severities are EventHeader's levels as OTLP severities: the inverse of
 // OpenTelemetry's Rust user_events exporter (Fatal → 1 critical, Error →
 // 2, Warn → 3, Info → 4, Debug and Trace → 5).
@@ -118,14 +61,14 @@ func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // ExportMetricsServiceRequest — returned, not appended: it goes on as it is
 // — for an otlp_metrics record (metricsRequest), a log record for anything
 // else; and what a Common Schema record says of its resource.
-func encodeSample(e *otlp.Builder, s *Sample, observed uint64) (sig otlp.Signal, cs csResource, metrics []byte) {
+func encodeSample(e *otlp.Builder, s *perfdata.Sample, observed uint64) (sig otlp.Signal, cs csResource, metrics []byte) {
 	ev := s.Event
 	if req, ok := metricsRequest(ev, s.Raw); ok {
 		return otlp.Metrics, csResource{}, req
 	}
 	var eh *eventheader.Event
-	if ev.format != nil && ev.ehOff >= 0 {
-		if d, ok := decodeEH(ev, s.Raw); ok {
+	if ev.IsEventHeader() {
+		if d, ok := ev.EventHeader(s.Raw); ok {
 			eh = &d
 			if res, ok := csSpan(e, eh, func(e *otlp.Builder) { sampleAttrs(e, s) }); ok {
 				return otlp.Traces, res, nil
@@ -138,40 +81,40 @@ func encodeSample(e *otlp.Builder, s *Sample, observed uint64) (sig otlp.Signal,
 // sampleAttrs adds the attributes uetrace gives every record: the
 // tracepoint, the thread and the CPU, and perf's time where there is no
 // wall-clock time.
-func sampleAttrs(e *otlp.Builder, s *Sample) {
-	e.Str(AttrTracepoint, s.Event.full)
+func sampleAttrs(e *otlp.Builder, s *perfdata.Sample) {
+	e.Str(AttrTracepoint, s.Event.String())
 	e.Int(AttrThreadID, int64(s.TID))
 	e.Int(AttrCPU, int64(s.CPU))
-	if s.Time == 0 {
-		e.Int(AttrPerfTime, int64(s.PerfTime))
+	if s.Wall == 0 {
+		e.Int(AttrPerfTime, int64(s.Time))
 	}
 }
 
 // encodeRecord appends a sample as a log record to e — eh is its
 // EventHeader event, decoded, or nil — and returns what a Common Schema
 // record says of its resource (csLog).
-func encodeRecord(e *otlp.Builder, s *Sample, observed uint64, eh *eventheader.Event) csResource {
+func encodeRecord(e *otlp.Builder, s *perfdata.Sample, observed uint64, eh *eventheader.Event) csResource {
 	ev := s.Event
 	e.Record()
 	sampleAttrs(e, s)
 	switch {
-	case ev.format == nil:
-		e.Time(s.Time, observed)
+	case ev.Format == nil:
+		e.Time(s.Wall, observed)
 		e.BytesValue(AttrUndecodable, s.Raw)
 	case eh != nil:
 		if res, ok := csLog(e, eh, observed); ok {
 			e.End()
 			return res
 		}
-		e.Time(s.Time, observed)
+		e.Time(s.Wall, observed)
 		ehFields(e, eh)
 		e.End()
 		return csResource{}
 	default:
-		e.Time(s.Time, observed)
-		plainFields(e, ev.format, s.Raw)
+		e.Time(s.Wall, observed)
+		plainFields(e, ev.Format, s.Raw)
 	}
-	e.EventName(ev.full)
+	e.EventName(ev.String())
 	e.End()
 	return csResource{}
 }
@@ -221,21 +164,6 @@ func validText(b []byte) string {
 		return view(b)
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
-}
-
-// decodeEH decodes an EventHeader record whose fields all decode.
-func decodeEH(ev *Event, raw []byte) (eventheader.Event, bool) {
-	if ev.ehOff > len(raw) {
-		return eventheader.Event{}, false
-	}
-	e, err := eventheader.Decode(ev.ehName, raw[ev.ehOff:])
-	if err != nil {
-		return e, false
-	}
-	f := e.Fields()
-	for f.Next() {
-	}
-	return e, f.Err() == nil
 }
 
 // ehFields adds an EventHeader event: its name, level as severity, its

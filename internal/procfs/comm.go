@@ -29,6 +29,9 @@ func ThreadComm(pid, tid int) (string, error) {
 // ParseComm is a comm file's name: the kernel writes the task's comm and a
 // newline (proc_task_name, fs/proc/array.c). Only that one newline is
 // taken off: a name may hold any byte but NUL, a newline too.
-func ParseComm(b []byte) string {
-	return string(bytes.TrimSuffix(b, []byte("\n")))
-}
+func ParseComm(b []byte) string { return string(CommBytes(b)) }
+
+// CommBytes is ParseComm without the allocation: the name is b's bytes, for
+// a caller that reads comm at every request and keeps a name while it does
+// not change.
+func CommBytes(b []byte) []byte { return bytes.TrimSuffix(b, []byte("\n")) }

@@ -1,10 +1,10 @@
 package procfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,8 +28,16 @@ type Syscall struct {
 }
 
 // ErrNotInSyscall says the thread was running or blocked outside a system
-// call (a page fault, a stop): /proc shows "running" or an Nr of -1.
+// call (a page fault, a stop, a kernel worker such as io_uring's): /proc
+// shows "running" or an Nr of -1.
 var ErrNotInSyscall = errors.New("procfs: thread is not in a system call")
+
+// ErrRunning is ErrNotInSyscall for "running": the thread was on its way
+// (TASK_RUNNING), which the kernel's task_current_syscall answers without
+// looking (-EAGAIN). A thread known to be in a blocking call — a FUSE caller
+// whose request the server holds, which may have queued it and woken the
+// server but not yet gone to sleep — is worth reading again.
+var ErrRunning = fmt.Errorf("procfs: thread is running: %w", ErrNotInSyscall)
 
 // ReadSyscall returns the system call thread tid is in.
 func ReadSyscall(tid int) (Syscall, error) {
@@ -40,43 +48,87 @@ func ReadSyscall(tid int) (Syscall, error) {
 		}
 		return Syscall{}, fmt.Errorf("procfs: %w", err)
 	}
-	return ParseSyscall(string(b))
+	return ParseSyscall(b)
 }
 
 // ParseSyscall reads the text of /proc/<tid>/syscall: "running", "-1 sp pc",
 // or "nr a0 a1 a2 a3 a4 a5 sp pc" with the arguments in hexadecimal
-// (proc_pid_syscall, fs/proc/base.c).
-func ParseSyscall(text string) (Syscall, error) {
-	text = strings.TrimSuffix(text, "\n")
-	if text == "running" {
-		return Syscall{}, ErrNotInSyscall
+// (proc_pid_syscall, fs/proc/base.c: one space between fields, a newline at
+// the end). It
+// allocates nothing but its errors: a FUSE server parses it at every write.
+func ParseSyscall(text []byte) (Syscall, error) {
+	if n := len(text); n > 0 && text[n-1] == '\n' {
+		text = text[:n-1]
 	}
-	fields := strings.Fields(text)
-	if len(fields) == 0 {
-		return Syscall{}, fmt.Errorf("procfs: empty syscall file: %w", unix.EINVAL)
+	if string(text) == "running" {
+		return Syscall{}, ErrRunning
 	}
-	nr, err := strconv.Atoi(fields[0])
+	var fields [9][]byte
+	nf := 0
+	for rest := text; len(rest) > 0; {
+		i := 0
+		for i < len(rest) && rest[i] != ' ' {
+			i++
+		}
+		if i == 0 || nf == len(fields) {
+			return Syscall{}, fmt.Errorf("procfs: syscall %q: want a number, six arguments, sp and pc, one space apart: %w", text, unix.EINVAL)
+		}
+		fields[nf], nf = rest[:i], nf+1
+		rest = rest[i:]
+		if len(rest) > 0 {
+			rest = rest[1:]
+			if len(rest) == 0 {
+				return Syscall{}, fmt.Errorf("procfs: syscall %q: a space at the end: %w", text, unix.EINVAL)
+			}
+		}
+	}
+	if nf == 0 {
+		return Syscall{}, fmt.Errorf("procfs: syscall empty syscall file: %w", unix.EINVAL)
+	}
+	nr, err := strconv.Atoi(string(fields[0])) // no allocation: the conversion does not escape
 	if err != nil {
-		return Syscall{}, fmt.Errorf("procfs: bad system call number %q: %w", fields[0], unix.EINVAL)
+		return Syscall{}, fmt.Errorf("procfs: syscall bad system call number %q: %w", fields[0], unix.EINVAL)
 	}
 	if nr < 0 {
-		if len(fields) != 3 {
+		if nf != 3 {
 			return Syscall{}, fmt.Errorf("procfs: syscall %q: want \"-1 sp pc\": %w", text, unix.EINVAL)
 		}
 		return Syscall{}, ErrNotInSyscall
 	}
-	if len(fields) != 9 {
+	if nf != 9 {
 		return Syscall{}, fmt.Errorf("procfs: syscall %q: want a number, six arguments, sp and pc: %w", text, unix.EINVAL)
 	}
 	c := Syscall{Nr: nr}
 	for i := range c.Args {
-		v, ok := strings.CutPrefix(fields[1+i], "0x")
+		v, ok := bytes.CutPrefix(fields[1+i], []byte("0x"))
 		if !ok {
 			return Syscall{}, fmt.Errorf("procfs: syscall argument %q is not 0x-hexadecimal: %w", fields[1+i], unix.EINVAL)
 		}
-		if c.Args[i], err = strconv.ParseUint(v, 16, 64); err != nil {
+		if c.Args[i], ok = parseHex(v); !ok {
 			return Syscall{}, fmt.Errorf("procfs: syscall argument %q: %w", fields[1+i], unix.EINVAL)
 		}
 	}
 	return c, nil
+}
+
+// parseHex reads 1 to 16 lower- or upper-case hexadecimal digits.
+func parseHex(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 16 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint64(c)
+	}
+	return v, true
 }

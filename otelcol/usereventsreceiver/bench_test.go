@@ -10,6 +10,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // BenchmarkReceiver is the receiver's own work per event, source apart:
@@ -20,7 +21,7 @@ func BenchmarkReceiver(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ev, err := export.NewEvent("user_events", "bench_ev", []byte(def.Format("bench_ev", 1234)))
+	ev, err := perfdata.NewEvent("user_events", "bench_ev", []byte(def.Format("bench_ev", 1234)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func BenchmarkReceiver(b *testing.B) {
 	if r.obs, err = newObs(r); err != nil {
 		b.Fatal(err)
 	}
-	s := export.Sample{Event: ev, Time: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw}
+	s := perfdata.Sample{Event: ev, Wall: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw}
 	b.ReportAllocs()
 	for b.Loop() {
 		r.add(&s)

@@ -22,6 +22,7 @@ import (
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // format is the obsreport's name for what the receiver reads.
@@ -128,7 +129,7 @@ func newObs(r *eventsReceiver) (*receiverhelper.ObsReport, error) {
 
 // add maps a sample; a full batch goes to the pipelines at once. It runs
 // on the source's goroutine.
-func (r *eventsReceiver) add(s *export.Sample) {
+func (r *eventsReceiver) add(s *perfdata.Sample) {
 	r.mu.Lock()
 	r.mapper.Add(s, uint64(time.Now().UnixNano()))
 	full := r.mapper.Len() >= r.cfg.BatchSize

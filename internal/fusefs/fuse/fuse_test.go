@@ -68,6 +68,12 @@ type testFile struct {
 	ready    bool
 	wake     func()
 	ino      uint64 // Attr.Ino: 0 for the node ID
+	// inline: writes are answered inline (InlineWriter); a write of
+	// "stall" waits for stall to be closed, then says what Commit said
+	// on commits.
+	inline  bool
+	stall   chan struct{}
+	commits chan bool
 }
 
 func newTestFS() *testFS {
@@ -86,6 +92,7 @@ func newTestFS() *testFS {
 			"slowfail":  {mode: unix.S_IFREG | 0o666, slowFail: true},
 			"dev":       {mode: unix.S_IFREG | 0o666, ioctl: true},
 			"pollme":    {mode: unix.S_IFREG | 0o666, poll: true},
+			"inline":    {mode: unix.S_IFREG | 0o666, inline: true, stall: make(chan struct{}), commits: make(chan bool, 10)},
 			"sub":       {mode: unix.S_IFDIR | 0o755},
 			"sub/inner": {mode: unix.S_IFREG | 0o640, data: []byte("inner\n")},
 		},
@@ -199,7 +206,21 @@ func (h *testHandle) Read(ctx context.Context, r *Request, dst []byte, off int64
 	}
 }
 
+func (h *testHandle) InlineWrites() bool { return h.f.inline }
+
 func (h *testHandle) Write(ctx context.Context, r *Request, data []byte, off int64) (int, error) {
+	if h.f.inline {
+		if string(data) == "stall" {
+			h.fs.event("inline-stalled")
+			<-h.f.stall
+		}
+		ok := r.Commit()
+		h.f.commits <- ok
+		if !ok {
+			return 0, unix.EIO // dropped: the server answered
+		}
+		return len(data), nil
+	}
 	if h.f.slowFail {
 		h.fs.event("slowfail-write")
 		<-ctx.Done()
@@ -422,7 +443,7 @@ func TestStatAndReadDir(t *testing.T) {
 		t.Error("stat of a missing file succeeded")
 	}
 	names := strings.Fields(mustRun(t, "ls", "-a", dir))
-	want := []string{".", "..", "big", "dev", "hello", "pipe", "pollme", "rw", "slowfail", "sub"}
+	want := []string{".", "..", "big", "dev", "hello", "inline", "pipe", "pollme", "rw", "slowfail", "sub"}
 	if !slices.Equal(names, want) {
 		t.Errorf("ls -a: %q, want %q", names, want)
 	}
