@@ -25,16 +25,17 @@ var layers = [][]string{
 	// the interposer preloaded into other programs (C, embedded) and its builder.
 	{"internal/preload", "internal/preload/build", "internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
 		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt",
-		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
+		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon"},
 	// The daemon's protocol; the ftrace ring buffer and its text; the kernel's event filters; user
 	// events counted in the kernel by a BPF program; perf.data files, and their sessions (events by
 	// their formats, EventHeader's among them).
 	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount", "perfdata"},
-	// The daemon's client; the user_events subsystem in user space.
-	{"internal/daemon/client", "internal/subsys"},
+	// The daemon's client; the user_events subsystem in user space; a perf
+	// event of its tracepoints.
+	{"internal/daemon/client", "internal/subsys", "internal/perfevent"},
 	// The errors of the public packages; the processes calling in through
-	// FUSE, as subsys processes.
-	{"internal/uerror", "internal/fusefs/callers"},
+	// FUSE, as subsys processes; uetrace run's seccomp guard.
+	{"internal/uerror", "internal/fusefs/callers", "internal/runguard"},
 	// The kernel's tracefs found; the daemon: the subsystem served on a
 	// socket; and its tree served through FUSE.
 	{"internal/kernelfs", "internal/daemon", "internal/fusefs"},

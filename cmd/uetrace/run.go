@@ -83,21 +83,28 @@ registrations, this process reads and writes the command's memory
 (process_vm_readv/writev), which the kernel allows for your own processes
 unless Yama's ptrace_scope is 2 or more.
 
-perf record -e user_events:... cannot work inside: perf_event_open is the
-kernel's, and the kernel knows nothing of these events. Use uetrace record.
-So that no perf tool records the wrong events or loses the tree, run hands
-the command's perf_event_open, mount and fsopen calls to itself (a seccomp
-filter): opening one of the tree's event ids fails with EOPNOTSUPP, and
-mounting tracefs or debugfs (perf and trace-cmd do when they find no tracefs
-in /proc/mounts; the tree is fuse.uetrace) fails with EPERM, each said on
-standard error with the name uetrace record; every other call goes to the
-kernel. The tree's event ids are above any the kernel hands out, so even
-without the filter (a kernel before 5.5) such an open names no kernel
-tracepoint.`,
+Linux's perf sees these events: perf_event_open is the kernel's, which
+knows nothing of them, so run answers the command's perf_event_open of one
+of the tree's event ids itself (a seccomp filter hands it the call): the
+tree makes the event and run installs its file in the command, whose read,
+ioctls, poll and mmap'd ring are perf's. perf record -e user_events:x,
+perf script on its perf.data, perf stat -e user_events:x and the kernel's
+perf_test work unmodified. The ring is shared memory through FUSE
+passthrough, which needs Linux 6.9 and root (run as root, or a daemon
+running as root); without it, and for what uetrace cannot give (call
+chains, event groups, kernel and tree events in one perf record), the open
+fails with EOPNOTSUPP, said on standard error with the name uetrace record.
+Mounting tracefs or debugfs (perf and trace-cmd do when they find no
+tracefs in /proc/mounts; the tree is fuse.uetrace) fails with EPERM, so
+that the tree stays. A shared mapping of a file makes a round trip to run
+(about 11 µs), every other call goes to the kernel as it was. The tree's
+event ids are above any the kernel hands out, so even without the filter (a
+kernel before 5.5) such an open names no kernel tracepoint.`,
 		Example: `  uetrace run -- sh -c 'echo "u:hello u32 n" >> /sys/kernel/tracing/dynamic_events;
                       cat /sys/kernel/tracing/user_events_status'
   uetrace run -- ./my_c_program       # opens /sys/kernel/tracing/user_events_data
-  sudo uetrace run -- ./abi_test      # the kernel's own selftest`,
+  sudo uetrace run -- ./abi_test      # the kernel's own selftest
+  sudo uetrace run -- perf record -e user_events:hello -- ./my_c_program`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr(cmd, nil, "run needs a COMMAND to run")

@@ -217,12 +217,19 @@ func (sh *Share) Index(idx uint32, ev *subsys.Event, status uint32) {
 	sh.Status(idx, status)
 }
 
-// Status rewrites the slot's word with the event's new status.
+// Status rewrites the slot's word with the event's new status. While a
+// synchronous consumer is attached (subsys.WatchSync: a program reading a
+// perf ring it maps, which sees a record when the write returns or never),
+// the slot says SlotFUSE: the process writes the event through FUSE, whose
+// answer comes once the record is delivered.
 func (sh *Share) Status(idx uint32, status uint32) {
 	if idx >= sh.nslots {
 		return
 	}
 	w := sh.words[idx] | (status&0xff)<<8
+	if status&subsys.WatchSync != 0 {
+		w |= preload.SlotFUSE << 24
+	}
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&sh.table[preload.TableHeader+int(idx)*preload.SlotSize+preload.SlotOffWord])), w)
 }
 

@@ -184,6 +184,19 @@ func TestFUSEShareTable(t *testing.T) {
 	if word, _, _, _, _ := sd.slot(int(a)); word != preload.SlotWord(0, 0, 0) {
 		t.Errorf("disabled: word %#x", word)
 	}
+	// A synchronous consumer (a perf ring mapped by its reader) sends
+	// the process's writes of the event through FUSE while attached.
+	ss := sys.NewSession(subsys.SessionOptions{Synchronous: true})
+	if err := ss.Attach(ev); err != nil {
+		t.Fatal(err)
+	}
+	if word, _, _, _, _ := sd.slot(int(a)); word != preload.SlotWord(subsys.StatusPerf, 0, preload.SlotFUSE) {
+		t.Errorf("a synchronous consumer attached: word %#x", word)
+	}
+	ss.Close()
+	if word, _, _, _, _ := sd.slot(int(a)); word != preload.SlotWord(0, 0, 0) {
+		t.Errorf("the synchronous consumer gone: word %#x", word)
+	}
 	sh.Close()
 	sh.Close()
 	st := s.Stats()

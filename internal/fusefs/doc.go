@@ -104,6 +104,16 @@
 // account of the user the tree is served for, not the found process's uid
 // (TestHostileWrongNamespaceLendsNothing).
 //
+// # perf_event_open of the tree's events
+//
+// Hidden files of the root, perfevent.Dir, listed nowhere, are how uetrace
+// run (package runguard) answers a command's perf_event_open of one of the
+// tree's event ids: a control file that makes an event (package perfevent)
+// fed by a session of the tracepoint, and each event's file, opened by
+// uetrace run and installed in the caller, whose mmap is the event's ring
+// through FUSE passthrough and whose read, ioctls and poll are perf's. See
+// perf.go for how records reach it and when it ends.
+//
 // # Limits
 //
 // Any program that can reach the mount makes the server hold state for it.

@@ -13,6 +13,7 @@ import (
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/fusefs/callers"
 	"github.com/uetrace/uetrace/internal/fusefs/fuse"
+	"github.com/uetrace/uetrace/internal/perfevent"
 	"github.com/uetrace/uetrace/internal/pidns"
 	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/procfs"
@@ -107,6 +108,7 @@ type FS struct {
 	pids        *pidns.Map
 	user        caps.User
 	pages       statusPages // the v10 ABI's (v10.go)
+	perf        perfEvents  // perf_event_open's events of the tree (perf.go)
 }
 
 var (
@@ -192,7 +194,7 @@ func Mount(dir string, s *subsys.Subsystem, o Options) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := fuse.Mount(dir, f, fuse.Options{FSName: "uetrace", AllowOther: true})
+	c, err := fuse.Mount(dir, f, fuse.Options{FSName: "uetrace", AllowOther: true, Passthrough: true})
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -213,7 +215,7 @@ func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := fuse.Serve(dev, f, fuse.Options{FSName: "uetrace", AllowOther: true, Dev: o.Dev})
+	c, err := fuse.Serve(dev, f, fuse.Options{FSName: "uetrace", AllowOther: true, Dev: o.Dev, Passthrough: true})
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -262,6 +264,9 @@ func (f *FS) attr(mode fs.FileMode) fuse.Attr {
 // numbers, by which the interposer recognises them (with the mount's
 // st_dev): a node ID changes when the kernel forgets the node.
 func (f *FS) Stat(ctx context.Context, path string) (fuse.Attr, error) {
+	if a, ok, err := f.perfStat(path); ok {
+		return a, err
+	}
 	e, err := f.tree.Stat(path)
 	if err != nil {
 		return fuse.Attr{}, errnoOf(err)
@@ -278,6 +283,9 @@ func (f *FS) Stat(ctx context.Context, path string) (fuse.Attr, error) {
 
 // ReadDir is READDIR.
 func (f *FS) ReadDir(ctx context.Context, path string) ([]fuse.DirEntry, error) {
+	if path == perfevent.Dir {
+		return nil, nil // its files are listed nowhere
+	}
 	list, err := f.tree.ReadDir(path)
 	if err != nil && list == nil {
 		return nil, errnoOf(err)
@@ -297,6 +305,9 @@ func (f *FS) ReadDir(ctx context.Context, path string) ([]fuse.DirEntry, error) 
 // Open is OPEN: user_events_data is a fresh subsys.File, every other file
 // a subsys.Handle.
 func (f *FS) Open(ctx context.Context, r *fuse.Request, path string, flags uint32) (fuse.Handle, error) {
+	if h, ok, err := f.perfOpen(r, path); ok {
+		return h, err
+	}
 	if path == subsys.FileData && f.o.Charge == nil {
 		return f.openData(nil, flags), nil
 	}

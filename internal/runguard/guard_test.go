@@ -56,9 +56,11 @@ func perfOpen(typ uint32, config uint64) error {
 	return err
 }
 
-// TestGuardPerfEventOpen: a tracepoint of the tree is refused with
-// EOPNOTSUPP and a message naming it and uetrace record, once however
-// often it is opened; any other perf_event_open reaches the kernel.
+// TestGuardPerfEventOpen: a tracepoint of the tree, where there is no tree
+// to make its event (TreeDirs), is refused with EOPNOTSUPP and a message
+// naming it and uetrace record, once however often it is opened; any other
+// perf_event_open reaches the kernel. (With a tree, cmd/uetrace's
+// TestRunPerfEvents.)
 func TestGuardPerfEventOpen(t *testing.T) {
 	var log bytes.Buffer
 	g := &Guard{Log: &log, Tracepoint: func(pid int, id uint64) (string, bool) {
@@ -67,8 +69,20 @@ func TestGuardPerfEventOpen(t *testing.T) {
 		}
 		return "user_events:my_ev", id == 65535
 	}}
-	var ours, ours2, other, sw error
+	var ours, ours2, other, sw, shared error
+	f, err := os.CreateTemp(t.TempDir(), "mapped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Truncate(4096)
 	guarded(t, g, func() {
+		// A shared mapping of a file that is not the tree's is the
+		// kernel's.
+		var m []byte
+		if m, shared = unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); shared == nil {
+			unix.Munmap(m)
+		}
 		ours = perfOpen(unix.PERF_TYPE_TRACEPOINT, 65535)
 		ours2 = perfOpen(unix.PERF_TYPE_TRACEPOINT, 65535)
 		other = perfOpen(unix.PERF_TYPE_TRACEPOINT, 65534)
@@ -82,10 +96,13 @@ func TestGuardPerfEventOpen(t *testing.T) {
 	if errors.Is(other, unix.EOPNOTSUPP) || other == nil {
 		t.Errorf("perf_event_open of an id not the tree's: %v, want the kernel's error", other)
 	}
+	if shared != nil {
+		t.Errorf("mmap MAP_SHARED of a file: %v", shared)
+	}
 	if errors.Is(sw, unix.EOPNOTSUPP) {
 		t.Errorf("perf_event_open of a software event: %v, want the kernel's answer", sw)
 	}
-	want := "uetrace run: perf_event_open of user_events:my_ev (tracepoint id 65535) refused (EOPNOTSUPP): the kernel's perf events know none of uetrace's events; record them with uetrace record\n"
+	want := "uetrace run: perf_event_open of user_events:my_ev (tracepoint id 65535) refused (EOPNOTSUPP): the tree answers no perf events here (no tree to ask: no such file or directory); record them with uetrace record\n"
 	if got := log.String(); got != want {
 		t.Errorf("log:\n%q\nwant\n%q", got, want)
 	}
@@ -120,7 +137,7 @@ func TestGuardMount(t *testing.T) {
 		"uetrace run: mount of tracefs on " + dir + " refused (EPERM): it would hide uetrace's tracefs tree",
 		"uetrace run: mount of debugfs on " + dir + " refused (EPERM)",
 		"uetrace run: fsopen of tracefs refused (EPERM)",
-		"record them with uetrace record",
+		"record them with perf or uetrace record",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("log has no %q:\n%s", want, got)

@@ -82,6 +82,13 @@ type SessionOptions struct {
 	// receives a record of its name (Record.Comm), with the time of the
 	// record that follows. The name is the writer's Writer.Comm.
 	Comm bool
+	// Synchronous says the session's reader takes records from memory
+	// without a call the subsystem's server sees (a perf ring that the
+	// program reading it maps): a record must be the session's when its
+	// write returns, as the kernel's are. Writers that hand the server
+	// their records later — the interposer's rings — write its events
+	// synchronously while it is attached (WatchSync).
+	Synchronous bool
 }
 
 // Session is a perf-like consumer: attached to some events, it receives
@@ -92,6 +99,7 @@ type SessionOptions struct {
 type Session struct {
 	s    *Subsystem
 	kind uint32
+	sync bool // SessionOptions.Synchronous
 
 	// Under s.mu.
 	attached map[*Event]struct{}
@@ -119,11 +127,12 @@ type Session struct {
 	// With a ring (DeliverToRing), records go there instead; see
 	// session_ring.go.
 	shm         atomic.Pointer[sessionRing]
-	lostNotes   []lostNote               // under mu
-	lostPending atomic.Bool              // lostNotes is not empty
-	ringComms   sync.Map                 // thread id → *commSeen: the name the ring's reader has; with Comm
-	ringCommN   atomic.Int64             // about how many ringComms holds
-	lastComm    atomic.Pointer[commSeen] // the name of the last record's thread
+	fn          atomic.Pointer[DeliverFunc] // DeliverTo's
+	lostNotes   []lostNote                  // under mu
+	lostPending atomic.Bool                 // lostNotes is not empty
+	ringComms   sync.Map                    // thread id → *commSeen: the name the ring's reader has; with Comm
+	ringCommN   atomic.Int64                // about how many ringComms holds
+	lastComm    atomic.Pointer[commSeen]    // the name of the last record's thread
 
 	// filters are the session's filters by event (SetFilter), replaced
 	// whole under s.mu and read by the write path without a lock.
@@ -229,6 +238,7 @@ func (s *Subsystem) NewSession(opts SessionOptions) *Session {
 	if opts.Other {
 		ss.kind = StatusOther
 	}
+	ss.sync = opts.Synchronous
 	if opts.Comm {
 		ss.comms = make(map[int32]string)
 	}
@@ -259,8 +269,14 @@ func (ss *Session) attachLocked(ev *Event) error {
 		return nil
 	}
 	ss.attached[ev] = struct{}{}
+	if ss.sync {
+		ev.syncUsers++
+	}
 	ev.s.addConsumer(ev, ss.kind, +1)
 	ev.addSession(ss)
+	if ss.sync && ev.syncUsers == 1 {
+		ev.notifyWatches(ev.watchStatus())
+	}
 	return nil
 }
 
@@ -279,7 +295,13 @@ func (ss *Session) detachLocked(ev *Event) {
 	delete(ss.attached, ev)
 	ss.dropFilterLocked(ev)
 	ev.removeSession(ss)
+	if ss.sync {
+		ev.syncUsers--
+	}
 	ev.s.addConsumer(ev, ss.kind, -1)
+	if ss.sync && ev.syncUsers == 0 {
+		ev.notifyWatches(ev.watchStatus())
+	}
 }
 
 // MatchEvent reports whether pattern selects ev. A pattern is a glob
@@ -422,6 +444,9 @@ func (ss *Session) TooLarge() uint64 {
 // the kernel drops it before either.
 func (ss *Session) dropTooLarge(ev *Event, w *Writer, ts uint64) {
 	ev.shard(w.CPU).dropped.Add(1)
+	if ss.fn.Load() != nil {
+		return // the kernel's perf event counts nothing of it either
+	}
 	if ss.shm.Load() != nil {
 		ss.noteLostFlags(ev, ts, int32(w.CPU), 1, wire.RingLostTooLarge)
 		return
@@ -444,6 +469,10 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 	}
 	if r := ss.shm.Load(); r != nil {
 		ss.deliverRing(r, ev, w, ts, rec)
+		return
+	}
+	if fn := ss.fn.Load(); fn != nil {
+		(*fn)(ev, w, ts, rec)
 		return
 	}
 	// The raw data perf hands out — its u32 size and the record, 8-byte
@@ -497,6 +526,44 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 	case ss.notify <- struct{}{}:
 	default:
 	}
+}
+
+// DeliverFunc takes a session's records as they are written: in the
+// writer's goroutine, the record (common header and payload, rec) valid
+// only during the call, which must not block.
+type DeliverFunc func(ev *Event, w *Writer, ts uint64, rec []byte)
+
+// DeliverTo makes the session hand each record to fn, after its filter,
+// instead of buffering it (Read then finds nothing): a perf event of the
+// tree (package perfevent) counts and samples it itself, as the kernel's
+// perf_tp_event hands it to each event. Records too large for perf
+// (PERF_MAX_TRACE_SIZE) are dropped before fn, counted only in the
+// event's drops, as the kernel counts them nowhere. It must be called
+// before the session is attached to anything.
+func (ss *Session) DeliverTo(fn DeliverFunc) error {
+	s := ss.s
+	s.mu.Lock()
+	defer s.unlock()
+	if err := ss.mayChooseDelivery("session"); err != nil {
+		return err
+	}
+	ss.fn.Store(&fn)
+	return nil
+}
+
+// mayChooseDelivery says why the session cannot be told where to deliver
+// now (DeliverTo, DeliverToRing), or nil: it is closed, delivers elsewhere
+// already, or is attached. Called with s.mu held.
+func (ss *Session) mayChooseDelivery(what string) error {
+	switch {
+	case ss.closed:
+		return fmt.Errorf("%s: the session is closed: %w", what, unix.EBADF)
+	case ss.shm.Load() != nil || ss.fn.Load() != nil:
+		return fmt.Errorf("%s: the session already delivers elsewhere: %w", what, unix.EBUSY)
+	case len(ss.attached) > 0 || len(ss.follow) > 0:
+		return fmt.Errorf("%s: the session is already attached to events; choose where it delivers before attaching: %w", what, unix.EBUSY)
+	}
+	return nil
 }
 
 // push queues a record whose p.n bytes — rec and zero padding — fit the
@@ -663,6 +730,6 @@ func (s *Subsystem) setStatus(ev *Event) {
 	}
 	ev.status.Store(st)
 	s.updateEnablers(ev)
-	ev.notifyWatches(st)
+	ev.notifyWatches(ev.watchStatus())
 	s.notifyStatusWatches(ev, st)
 }

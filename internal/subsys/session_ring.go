@@ -2,11 +2,8 @@ package subsys
 
 import (
 	"encoding/binary"
-	"fmt"
 	"runtime"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
@@ -91,13 +88,8 @@ func (ss *Session) DeliverToRing(p *shmring.Producer) error {
 	s := ss.s
 	s.mu.Lock()
 	defer s.unlock()
-	switch {
-	case ss.closed:
-		return fmt.Errorf("session ring: the session is closed: %w", unix.EBADF)
-	case ss.shm.Load() != nil:
-		return fmt.Errorf("session ring: the session already delivers into a ring: %w", unix.EBUSY)
-	case len(ss.attached) > 0 || len(ss.follow) > 0:
-		return fmt.Errorf("session ring: the session is already attached to events; share the ring before attaching: %w", unix.EBUSY)
+	if err := ss.mayChooseDelivery("session ring"); err != nil {
+		return err
 	}
 	p.BoundTries(ringMaxTries)
 	r := &sessionRing{p: p}

@@ -135,6 +135,26 @@ func New(opts Options) *Subsystem {
 	return s
 }
 
+// Now is the trace clock (Options.Clock): the time records are stamped
+// with.
+func (s *Subsystem) Now() uint64 { return s.opts.Clock() }
+
+// NumCPU is the number of CPUs the subsystem was made for.
+func (s *Subsystem) NumCPU() int { return s.opts.NumCPU }
+
+// EventByID returns the event whose trace event type ID is id, or nil.
+func (s *Subsystem) EventByID(id int) *Event {
+	s.mu.Lock()
+	defer s.unlock()
+	var found *Event
+	s.eachEvent(func(e *Event) {
+		if e.id == id && !e.deleted {
+			found = e
+		}
+	})
+	return found
+}
+
 // Stats returns the counters.
 func (s *Subsystem) Stats() Stats {
 	s.mu.Lock()
@@ -197,6 +217,7 @@ type Event struct {
 	// Consumer counts, under s.mu.
 	perfUsers  int
 	otherUsers int
+	syncUsers  int  // of the sessions, those SessionOptions.Synchronous
 	wasEnabled bool // the ftrace probe was ever registered (EVENT_FILE_FL_WAS_ENABLED)
 }
 

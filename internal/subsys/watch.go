@@ -20,8 +20,24 @@ type FileWatch interface {
 	// to the watch before the registering process can write it.
 	Index(idx uint32, ev *Event, status uint32)
 	// Status is the new status of the event at idx (Status* bits; 0:
-	// nothing attached), at every change after its Index.
+	// nothing attached; WatchSync while a synchronous consumer is
+	// attached), at every change after its Index.
 	Status(idx uint32, status uint32)
+}
+
+// WatchSync is the bit of a FileWatch's status (never of the event's own)
+// that says a synchronous consumer is attached (SessionOptions.Synchronous):
+// a writer must not defer the event's records.
+const WatchSync = 1 << 31
+
+// watchStatus is ev's status as FileWatches are told it. Called with s.mu
+// held.
+func (ev *Event) watchStatus() uint32 {
+	st := ev.status.Load()
+	if ev.syncUsers > 0 {
+		st |= WatchSync
+	}
+	return st
 }
 
 // indexWatch is a FileWatch of the file that has an event at idx.
@@ -54,7 +70,7 @@ func (f *File) Watch(w FileWatch) (stop func()) {
 // watchIndex tells w of index idx and keeps it told of ev's status. Called
 // with s.mu held.
 func (f *File) watchIndex(w FileWatch, idx uint32, ev *Event) {
-	w.Index(idx, ev, ev.status.Load())
+	w.Index(idx, ev, ev.watchStatus())
 	ev.watches = append(ev.watches, indexWatch{w, idx})
 }
 

@@ -71,6 +71,19 @@ func TestFileWatch(t *testing.T) {
 	if want := []string{"index first", "index second"}; !slices.Equal(w.calls, want) {
 		t.Errorf("calls %q, want %q", w.calls, want)
 	}
+	// A synchronous consumer (a perf ring its reader maps) is told too.
+	ss := e.s.NewSession(SessionOptions{Synchronous: true})
+	evFirst := e.s.Lookup("user_events", "first")
+	if err := ss.Attach(evFirst); err != nil {
+		t.Fatal(err)
+	}
+	if w.state[0] != StatusPerf|WatchSync {
+		t.Errorf("a synchronous session attached: index 0 status %#x, want %#x", w.state[0], StatusPerf|WatchSync)
+	}
+	ss.Close()
+	if w.state[0] != 0 {
+		t.Errorf("the synchronous session closed: index 0 status %#x", w.state[0])
+	}
 	stop()
 	e.enable("first", true)
 	if w.state[0] != 0 {

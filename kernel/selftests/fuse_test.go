@@ -17,7 +17,8 @@ import (
 // TestSelftestsThroughFUSE runs the kernel's user_events selftests and its
 // sample, unmodified, under uetrace run — /sys/kernel/tracing being uetrace's
 // FUSE tree on this machine's kernel, which has no user_events — and requires
-// every test to pass, but perf_test's (Binary.KernelOnly says why).
+// every test to pass, perf_test's too: uetrace run answers its
+// perf_event_open of the tree's event ids itself.
 func TestSelftestsThroughFUSE(t *testing.T) {
 	runThroughTree(t, selftests.Build, false)
 }

@@ -295,12 +295,18 @@ func (f *testFS) makeReady() {
 // (abort, then detach) before the directory is removed.
 func mountTest(t *testing.T, fs FileSystem) (*Conn, string) {
 	t.Helper()
+	return mountTestOpts(t, fs, Options{FSName: "uetrace-test", Debug: debugf()})
+}
+
+// mountTestOpts is mountTest with the connection's options.
+func mountTestOpts(t *testing.T, fs FileSystem, o Options) (*Conn, string) {
+	t.Helper()
 	testutil.NeedFUSE(t, "mounts a FUSE filesystem")
 	dir := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Mount(dir, fs, Options{FSName: "uetrace-test", Debug: debugf()})
+	c, err := Mount(dir, fs, o)
 	if err != nil {
 		t.Fatal(err)
 	}

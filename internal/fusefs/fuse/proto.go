@@ -86,6 +86,10 @@ const (
 	initBigWrites     = 1 << 5
 	initWritebackCach = 1 << 16
 	initMaxPages      = 1 << 22
+	initInitExt       = 1 << 30 // flags2 is there
+
+	// flags2 (bits 32..63 of the 64-bit flags)
+	init2Passthrough = 1 << (37 - 32)
 )
 
 // Other flags.
@@ -93,6 +97,7 @@ const (
 	fopenDirectIO    = 1 << 0
 	fopenNonseekable = 1 << 2
 	fopenStream      = 1 << 4
+	fopenPassthrough = 1 << 7
 
 	ioctlUnrestricted = 1 << 1
 
