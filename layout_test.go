@@ -64,7 +64,7 @@ var layers = [][]string{
 // not even in its tests; it imports the product.
 var tooling = [][]string{
 	{"kernel/vmtest"},
-	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/cmd/filtergolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite", "benchmarks/interposer", "benchmarks/soak"},
+	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/cmd/filtergolden", "kernel/cmd/tracefsgolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite", "benchmarks/interposer", "benchmarks/soak"},
 	{"conformance/cmd/ueconform"},
 }
 

@@ -38,10 +38,10 @@ type Event struct {
 
 	full string // "system:name", or the name alone without a system
 	// For an EventHeader tracepoint: where the EventHeader event starts in
-	// a record, and the tracepoint name it is decoded by; ehOff is -1 for
-	// other events.
-	ehOff  int
-	ehName string
+	// a record, and the tracepoint name it is decoded by, parsed once;
+	// ehOff is -1 for other events.
+	ehOff int
+	ehTP  eventheader.TracepointName
 }
 
 // NewEvent makes the event system:name whose tracefs format is format
@@ -67,7 +67,11 @@ func newEvent(system, name string, f *tracefmt.Format) *Event {
 		return ev
 	}
 	if tp, ok := eventheader.FromFormat(name, len(f.Fields), func(i int) string { return f.Fields[i].Name }); ok {
-		ev.ehOff, ev.ehName = f.Fields[0].Offset, tp
+		// A name that does not parse decodes no event: the records go by
+		// the format.
+		if parsed, err := eventheader.ParseTracepointName(tp); err == nil {
+			ev.ehOff, ev.ehTP = f.Fields[0].Offset, parsed
+		}
 	}
 	return ev
 }
@@ -125,11 +129,8 @@ func (e *Event) IsEventHeader() bool { return e.ehOff >= 0 }
 // or the record does not decode whole — header, metadata and every field
 // — and should be shown by its format instead. It does not allocate.
 func (e *Event) EventHeader(raw []byte) (ev eventheader.Event, ok bool) {
-	if e.ehOff < 0 || e.ehOff > len(raw) {
-		return ev, false
-	}
-	ev, err := eventheader.Decode(e.ehName, raw[e.ehOff:])
-	if err != nil {
+	ev, ok = e.EventHeaderHead(raw)
+	if !ok {
 		return ev, false
 	}
 	// Check the whole iteration first: a consumer writes the fields as it
@@ -138,4 +139,17 @@ func (e *Event) EventHeader(raw []byte) (ev eventheader.Event, ok bool) {
 	for f.Next() {
 	}
 	return ev, f.Err() == nil
+}
+
+// EventHeaderHead is EventHeader without reading the fields first: the
+// header and metadata decoded, the fields to be checked as they are read
+// (Fields' Err). It is for a consumer that reads them once and can take
+// back what it wrote when one fails, as uetrace export does; it does not
+// allocate.
+func (e *Event) EventHeaderHead(raw []byte) (ev eventheader.Event, ok bool) {
+	if e.ehOff < 0 || e.ehOff > len(raw) {
+		return ev, false
+	}
+	ev, err := eventheader.DecodeFor(e.ehTP, raw[e.ehOff:])
+	return ev, err == nil
 }

@@ -554,9 +554,46 @@ func TestEventHeaderEvent(t *testing.T) {
 			t.Errorf("%s: a record of no EventHeader event decodes", tc.name)
 		}
 	}
+	// A record whose last field ends short: EventHeader, which reads every
+	// field first, refuses it; EventHeaderHead decodes its header and
+	// metadata, and the fields' iteration stops with an error at the last.
+	e, err := NewEvent("user_events", "MyApp_L4K1", []byte(def.Format("MyApp_L4K1", 7)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b eventheader.Builder
+	b.Reset("E", eventheader.Header{Level: 4})
+	b.AddInt32("a", 1, 0)
+	b.AddInt32("b", 2, 0)
+	whole, err := b.AppendEvent(make([]byte, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.EventHeader(whole); !ok {
+		t.Error("EventHeader of a whole record: not ok")
+	}
+	short := whole[:len(whole)-1]
+	if _, ok := e.EventHeader(short); ok {
+		t.Error("EventHeader of a record ending short: ok")
+	}
+	ev, ok := e.EventHeaderHead(short)
+	if !ok || string(ev.EventName()) != "E" {
+		t.Fatalf("EventHeaderHead of a record ending short: %v, name %q", ok, ev.EventName())
+	}
+	f, n := ev.Fields(), 0
+	for f.Next() {
+		n++
+	}
+	if n != 1 || f.Err() == nil {
+		t.Errorf("%d fields read before the short one (want 1), then %v (want an error)", n, f.Err())
+	}
+
 	plain, err := NewEvent("user_events", "MyApp_L4K1", []byte(testEvent(t).Format("MyApp_L4K1", 8)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := plain.EventHeaderHead(whole); ok {
+		t.Error("EventHeaderHead of an event of other fields: ok")
 	}
 	if plain.IsEventHeader() {
 		t.Error("an event of other fields is an EventHeader tracepoint")

@@ -94,17 +94,27 @@ passthrough, which needs Linux 6.9 and root (run as root, or a daemon
 running as root); without it, and for what uetrace cannot give (call
 chains, event groups, kernel and tree events in one perf record), the open
 fails with EOPNOTSUPP, said on standard error with the name uetrace record.
-Mounting tracefs or debugfs (perf and trace-cmd do when they find no
-tracefs in /proc/mounts; the tree is fuse.uetrace) fails with EPERM, so
-that the tree stays. A shared mapping of a file makes a round trip to run
-(about 11 µs), every other call goes to the kernel as it was. The tree's
-event ids are above any the kernel hands out, so even without the filter (a
-kernel before 5.5) such an open names no kernel tracepoint.`,
+A shared mapping of a file makes a round trip to run (about 11 µs).
+
+trace-cmd works inside, unmodified: trace-cmd record -e user_events records
+the tree's events, and KernelShark opens the trace.dat (docs/trace-cmd.md).
+For it run hands the command's mount and splice calls to itself too: a
+mount of tracefs on /sys/kernel/tracing, which libtracefs makes when
+/proc/mounts lists none (the tree is fuse.uetrace), is answered as done —
+the tree is there —, a splice from a trace_pipe_raw, which reads nothing
+through FUSE, is done by run for the command, and
+/proc/sys/kernel/ftrace_enabled, which trace-cmd writes, is the command's
+own. Mounting tracefs elsewhere or debugfs fails with EPERM, said on
+standard error, so that the tree stays. Every other call goes to the kernel
+as it was. The tree's event ids are above any the kernel hands out, so even
+without the filter (a kernel before 5.5) such an open names no kernel
+tracepoint.`,
 		Example: `  uetrace run -- sh -c 'echo "u:hello u32 n" >> /sys/kernel/tracing/dynamic_events;
                       cat /sys/kernel/tracing/user_events_status'
   uetrace run -- ./my_c_program       # opens /sys/kernel/tracing/user_events_data
   sudo uetrace run -- ./abi_test      # the kernel's own selftest
-  sudo uetrace run -- perf record -e user_events:hello -- ./my_c_program`,
+  sudo uetrace run -- perf record -e user_events:hello -- ./my_c_program
+  sudo uetrace run -- trace-cmd record -e user_events ./my_c_program`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr(cmd, nil, "run needs a COMMAND to run")
@@ -189,7 +199,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 		if err != nil {
 			return err
 		}
-		sys = subsys.New(subsys.Options{NumCPU: runtime.NumCPU()})
+		sys = subsys.New(subsys.Options{NumCPU: traceCPUs()})
 		srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log})
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
@@ -268,7 +278,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	}
 	dev, mdev := shimmed.dev, shimmed.mdev
 	if shimmed.guard >= 0 {
-		g := &runguard.Guard{Tracepoint: treeTracepoint(sys), Log: cmd.ErrOrStderr(), TreeDirs: tracingDirs}
+		g := &runguard.Guard{Tracepoint: treeTracepoint(sys), Log: cmd.ErrOrStderr(), TreeDirs: tracingDirs, SpliceIoctl: fusefs.IoctlSplicePage}
 		defer g.Serve(shimmed.guard)()
 	} else {
 		log.Warn("perf tools inside are not kept from the tree: perf_event_open of its event ids and mounts of tracefs go to the kernel", "reason", shimmed.noGuard)
@@ -398,13 +408,13 @@ func receiveDevice(sock *os.File, exited <-chan struct{}) (shimAnswer, error) {
 }
 
 // treeTracepoint returns the guard's Tracepoint: whether a tracepoint id is
-// one of the tree's, which are subsys's — at or above
-// subsys.DefaultFirstID, where no kernel hands out its own (subsys's
-// package doc) — and its name when the subsystem is this process's (sys;
-// nil when a daemon serves the tree).
+// one of the tree's, which are subsys's — subsys.DefaultFirstID to
+// DefaultLastID, where no kernel hands out its own (subsys's package doc)
+// — and its name when the subsystem is this process's (sys; nil when a
+// daemon serves the tree).
 func treeTracepoint(sys *subsys.Subsystem) func(pid int, id uint64) (string, bool) {
 	return func(_ int, id uint64) (string, bool) {
-		if id < subsys.DefaultFirstID || id > 1<<16-1 {
+		if id < subsys.DefaultFirstID || id > subsys.DefaultLastID {
 			return "", false
 		}
 		if sys != nil {
@@ -454,6 +464,9 @@ func runShim(args []string) {
 				fail("run: binding the tree over %s: %v", d, err)
 			}
 		}
+	}
+	if err := privateFtraceEnabled(); err != nil {
+		fmt.Fprintf(os.Stderr, "uetrace: run: %v; trace-cmd record may fail to enable ftrace there\n", err)
 	}
 	// The mount's st_dev goes with the descriptor: run's mount table does
 	// not have this namespace's mounts, and fusectl names the connection

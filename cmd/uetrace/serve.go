@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/user"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -164,7 +163,7 @@ shows the counts. 0 is the default; -1 no limit.`,
 			if d := daemon.SocketDirBlocks(sock, access.Mode); d != "" && (group != "" || mode != "") && !activated {
 				log.Warn("a directory above the socket keeps out whom --group/--mode let in; give it search permission", "dir", d)
 			}
-			sys := subsys.New(subsys.Options{MaxEvents: maxEvents, NumCPU: runtime.NumCPU(), BufferKB: bufferKB})
+			sys := subsys.New(subsys.Options{MaxEvents: maxEvents, NumCPU: traceCPUs(), BufferKB: bufferKB})
 			// The tree through FUSE: on --mount, and on mounts clients
 			// hand over (uetrace run, uetrace mount).
 			var srv *daemon.Server

@@ -72,12 +72,12 @@ func FuzzRecord(f *testing.F) {
 		if isEH {
 			ev = eh
 		}
-		var e otlp.Builder
-		encodeSample(&e, &perfdata.Sample{Event: ev, Raw: raw}, 1)
-		if e.Depth() != 0 {
-			t.Fatalf("%d values left open", e.Depth())
+		var w otlpWriter
+		encodeSample(&encoder{Writer: &w}, &perfdata.Sample{Event: ev, Raw: raw}, 1)
+		if w.Depth() != 0 {
+			t.Fatalf("%d values left open", w.Depth())
 		}
-		rls, err := otlp.ParseRequest(otlp.AppendEncodedRequest(nil, []otlp.EncodedResourceLogs{{Records: e.Bytes()}}))
+		rls, err := otlp.ParseRequest(otlp.AppendEncodedRequest(nil, []otlp.EncodedResourceLogs{{Records: w.Bytes()}}))
 		if err != nil || len(rls) != 1 || len(rls[0].Records) != 1 {
 			t.Fatalf("the record does not read back: %v", err)
 		}

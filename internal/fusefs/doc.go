@@ -20,6 +20,17 @@
 // fails those calls with EINVAL, so that its command reads instead (package
 // runguard); through uetrace mount they stay empty.
 //
+// per_cpu/cpuN/trace_pipe_raw is a stream (FOPEN_STREAM), as trace_pipe is:
+// a read(2) gets a page of the CPU's buffer (or what is left of one a
+// shorter read began), waiting while the buffer is empty unless the file is
+// O_NONBLOCK at that read — FUSE passes the file's flags with each READ, so
+// fcntl(F_SETFL, O_NONBLOCK) after the open counts, as trace-cmd sets it
+// before its last reads — and it polls readable at buffer_percent, as the
+// kernel's. Its splice(2) reads nothing here either; IoctlSplicePage, an
+// ioctl of uetrace's own, gives a page as the kernel's splice takes one
+// (one the writer has left), with which uetrace run's guard splices for
+// its command (TestTracePipeRawThroughFUSE).
+//
 // user_events_data is one subsys.File per open. FUSE gives a server only the
 // first _IOC_SIZE bytes of an ioctl's argument — the pointer to struct
 // user_reg — with the caller's thread id, so DIAG_IOCSREG, DIAG_IOCSUNREG and

@@ -11,7 +11,6 @@ package fusefs
 // static binary) gets mmap's ENODEV, as from any direct-I/O file.
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -45,13 +44,11 @@ func (p *statusPage) release() {
 	})
 }
 
-var _ fuse.Ioctler = (*fileHandle)(nil)
-
-// Ioctl is UET_IOC_STATUS on user_events_status of a tree serving the v10
-// ABI; every other ioctl of a file other than user_events_data is ENOTTY,
-// as tracefs answers.
-func (h *fileHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg uint64, in []byte, outSize uint32) (int32, []byte, error) {
-	if !h.fs.o.V10 || h.path != subsys.FileStatus || cmd != preload.IocStatus {
+// statusPageIoctl is UET_IOC_STATUS on user_events_status of a tree
+// serving the v10 ABI (fileHandle.Ioctl); ENOTTY anywhere else, as tracefs
+// answers.
+func (h *fileHandle) statusPageIoctl(r *fuse.Request, in []byte) (int32, []byte, error) {
+	if !h.fs.o.V10 || h.path != subsys.FileStatus {
 		return 0, nil, unix.ENOTTY
 	}
 	ne := binary.NativeEndian

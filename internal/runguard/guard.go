@@ -23,8 +23,14 @@ type Guard struct {
 	Log io.Writer
 	// TreeDirs are the tree's mount points in the command's mount
 	// namespace: sendfile(2) and splice(2) from a file under one fail with
-	// EINVAL, so that the caller reads it instead (nil: none refused).
+	// EINVAL, so that the caller reads it instead (nil: none refused),
+	// and a mount of tracefs on one is answered as done (tracing.go).
 	TreeDirs []string
+	// SpliceIoctl is the ioctl(2) with which the tree gives a page of a
+	// trace_pipe_raw as splice(2) takes one (fusefs.IoctlSplicePage): with
+	// it the guard splices from those files for the caller (tracing.go).
+	// 0: such a splice fails with EINVAL too.
+	SpliceIoctl uint32
 
 	mu   sync.Mutex
 	said map[string]bool
@@ -108,6 +114,9 @@ func (g *Guard) answer(listener int) {
 			return
 		}
 	}
+	if g.takeOver(listener, &n) {
+		return
+	}
 	resp := notifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 	if errno, msg := g.decide(&n); errno != 0 {
 		// The caller's memory was read for the decision: it must still
@@ -181,19 +190,26 @@ func (g *Guard) decide(n *notif) (unix.Errno, string) {
 // the callers read. The descriptor's path, as /proc shows it, is in the
 // command's mount namespace, where the tree is mounted on TreeDirs.
 func (g *Guard) inTree(pid int, fd int32) bool {
+	_, ok := g.treePath(pid, fd)
+	return ok
+}
+
+// treePath is the path of pid's descriptor fd, as /proc shows it, if it is
+// a file of the tree.
+func (g *Guard) treePath(pid int, fd int32) (string, bool) {
 	if len(g.TreeDirs) == 0 || fd < 0 {
-		return false
+		return "", false
 	}
 	path, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
 	if err != nil {
-		return false
+		return "", false
 	}
 	for _, dir := range g.TreeDirs {
 		if path == dir || strings.HasPrefix(path, dir+"/") {
-			return true
+			return path, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // hidesTree reports whether a file system of this type is the kernel's

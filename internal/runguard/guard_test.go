@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -192,5 +193,79 @@ func TestGuardSpliceFromTree(t *testing.T) {
 	}
 	if log.Len() != 0 {
 		t.Errorf("the guard said %q; want nothing", log.String())
+	}
+}
+
+// TestGuardTreeMount: a new tracefs on a directory of the tree, as
+// libtracefs mounts one where /proc/mounts lists none, is answered as done
+// — nothing is mounted, the directory stays the tree — without a word; on
+// another directory, or as a remount, it is refused as before.
+func TestGuardTreeMount(t *testing.T) {
+	var log bytes.Buffer
+	tree, other := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(tree+"/user_events_status", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := &Guard{Log: &log, TreeDirs: []string{tree}}
+	var onTree, unclean, onOther, remount error
+	guarded(t, g, func() {
+		onTree = unix.Mount("nodev", tree, "tracefs", 0, "")
+		unclean = unix.Mount("nodev", tree+"//../"+filepath.Base(tree)+"/", "tracefs", 0, "")
+		onOther = unix.Mount("nodev", other, "tracefs", 0, "")
+		remount = unix.Mount("nodev", tree, "tracefs", unix.MS_REMOUNT, "gid=1")
+	})
+	if onTree != nil || unclean != nil {
+		t.Errorf("tracefs on the tree's directory: %v, %v; want it answered as done", onTree, unclean)
+	}
+	if _, err := os.Stat(tree + "/user_events_status"); err != nil {
+		t.Errorf("the tree's directory after the mount: %v", err)
+	}
+	if !errors.Is(onOther, unix.EPERM) || !errors.Is(remount, unix.EPERM) {
+		t.Errorf("tracefs on another directory: %v, a remount on the tree's: %v; want EPERM", onOther, remount)
+	}
+	if got := log.String(); strings.Count(got, "\n") != 2 || !strings.Contains(got, "on "+other+" refused") {
+		t.Errorf("log: want the two refusals only:\n%s", got)
+	}
+}
+
+// TestCallerPidfd: a splice's caller is a thread, which need not lead its
+// process; the guard takes its descriptors either way.
+func TestCallerPidfd(t *testing.T) {
+	tids := make(chan int)
+	done := make(chan struct{})
+	defer close(done)
+	for range 4 {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tids <- unix.Gettid()
+			<-done
+		}()
+	}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	threads := 0
+	for range 4 {
+		tid := <-tids
+		if tid == os.Getpid() {
+			continue
+		}
+		threads++
+		pidfd, err := callerPidfd(tid)
+		if err != nil {
+			t.Fatalf("thread %d of %d: %v", tid, os.Getpid(), err)
+		}
+		fd, err := unix.PidfdGetfd(pidfd, int(f.Fd()), 0)
+		unix.Close(pidfd)
+		if err != nil {
+			t.Fatalf("pidfd_getfd through thread %d: %v", tid, err)
+		}
+		unix.Close(fd)
+	}
+	if threads == 0 {
+		t.Fatal("no thread but the leader")
 	}
 }

@@ -29,19 +29,22 @@ const (
 // DefaultMaxEvents is the default of /proc/sys/kernel/user_events_max.
 const DefaultMaxEvents = 32768
 
-// DefaultFirstID is the lowest trace event type ID a Subsystem hands out by
-// default: the upper half of the u16 range, 32768..65535, holds
-// DefaultMaxEvents events, and no kernel hands out IDs there (see the
-// package doc).
-const DefaultFirstID = 1<<16 - DefaultMaxEvents
+// DefaultFirstID and DefaultLastID bound the trace event type IDs a
+// Subsystem hands out by default, the highest free first: 16384..32767,
+// where no kernel hands out its own and KernelShark's signed 16-bit event
+// ids reach (see the package doc).
+const (
+	DefaultFirstID = 1 << 14
+	DefaultLastID  = 1<<15 - 1
+)
 
 // Options configure a Subsystem. The zero value gives Linux's defaults.
 type Options struct {
 	// MaxEvents is user_events_max (0: DefaultMaxEvents).
 	MaxEvents int
 	// LastID is the first trace event type ID handed out, the highest
-	// (0: 65535, the top of the u16 common_type's range); IDs go down
-	// from it, the highest free one first (see the package doc).
+	// (0: DefaultLastID); IDs go down from it, the highest free one first
+	// (see the package doc).
 	LastID int
 	// FirstID is the lowest ID handed out (0: DefaultFirstID).
 	FirstID int
@@ -115,7 +118,7 @@ func New(opts Options) *Subsystem {
 		opts.FirstID = DefaultFirstID
 	}
 	if opts.LastID == 0 {
-		opts.LastID = 65535
+		opts.LastID = DefaultLastID
 	}
 	if opts.UserAddrMax == 0 {
 		opts.UserAddrMax = UserAddrMax4Level

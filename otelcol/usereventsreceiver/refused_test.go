@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/export"
+	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
 	"github.com/uetrace/uetrace/perfdata"
 )
@@ -29,9 +29,7 @@ func TestRefusedCounted(t *testing.T) {
 	r := newReceiver(set, createDefaultConfig(), func() {})
 	r.logs = consumertest.NewErr(errors.New("the pipeline is full"))
 	var err error
-	if r.mapper, err = export.NewMapper(export.MapperOptions{HostName: "h"}); err != nil {
-		t.Fatal(err)
-	}
+	r.mapper = newMapper("h", "", otlp.Scope{Name: metadata.ScopeName})
 	if r.obs, err = newObs(r); err != nil {
 		t.Fatal(err)
 	}

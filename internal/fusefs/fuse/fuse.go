@@ -64,6 +64,10 @@ type Request struct {
 	Unique   uint64
 	Pid      uint32 // the calling thread's id as FUSE reports it (the tid, in the server's pid namespace)
 	Uid, Gid uint32
+	// Flags, in a READ, are the file's flags as they are at the read
+	// (fuse_read_args_fill passes f_flags): O_NONBLOCK set with fcntl
+	// after the open shows here.
+	Flags uint32
 
 	// An inline write's claim (see Commit), nil for any other request.
 	claim *atomic.Uint64

@@ -690,6 +690,7 @@ func (c *Conn) releaseFile(h *fileHandle) {
 const maxReadAlloc = 64 << 20
 
 func (c *Conn) readFile(ctx context.Context, req *Request, m *message) result {
+	req.Flags = m.flags
 	h, ok := c.fileHandle(m.fh)
 	if !ok {
 		return errResult(unix.EBADF)
