@@ -21,8 +21,9 @@ var layers = [][]string{
 	{"internal/kctype", "internal/procfs", "internal/testutil"},
 	// The uapi, Perfetto's format, the event model, the tracefs format files, the EventHeader
 	// format, who wrote a record, where and when, the shared-memory record ring, other processes'
-	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
-	{"internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
+	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP;
+	// the interposer preloaded into other programs (C, embedded) and its builder.
+	{"internal/preload", "internal/preload/build", "internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
 		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt",
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon"},
 	// The daemon's protocol; the ftrace ring buffer and its text; the kernel's event filters; user
@@ -63,7 +64,7 @@ var layers = [][]string{
 // not even in its tests; it imports the product.
 var tooling = [][]string{
 	{"kernel/vmtest"},
-	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/cmd/filtergolden", "kernel/cmd/tracefsgolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite", "benchmarks/soak"},
+	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/cmd/filtergolden", "kernel/cmd/tracefsgolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite", "benchmarks/interposer", "benchmarks/soak"},
 	{"conformance/cmd/ueconform"},
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/fusefs"
+	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/runguard"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -37,9 +38,11 @@ var tracingDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 
 func newRunCmd(g *globals) *cobra.Command {
 	var (
-		verbose bool
-		private bool
-		fuseDev string
+		verbose   bool
+		private   bool
+		noPreload bool
+		abiFlag   string
+		fuseDev   string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [--] COMMAND [ARG...]",
@@ -59,6 +62,18 @@ see the command's events, and it sees everyone else's. Otherwise, or with
 children alone. Either way $UETRACE_SOCKET points them at it, so uetrace's own
 commands and Go programs using the userevents package inside share it. run
 exits with the command's status.
+
+run also preloads its interposer into the command (LD_PRELOAD, from a
+read-only tmpfs in the command's mount namespace): a dynamically linked
+program's writes to user_events_data then go into a shared-memory ring the
+daemon drains, answered as the kernel would and with no system call, instead
+of a FUSE round trip each; everything else it does is untouched. Static
+binaries, setuid programs and programs that make their system calls
+themselves are not preloaded into and write through FUSE. --no-preload (or
+UETRACE_PRELOAD=off) leaves it out; uetrace preload writes it for programs
+started another way. --abi v10 serves, beside today's ABI, the first one of
+the user_events series (a 24-byte struct user_reg and a mapped status page),
+which no Linux release enabled.
 
 As root it needs /dev/fuse. As an ordinary user it makes a user namespace in
 which the command runs as root (uid 0 there, your uid outside), which needs
@@ -107,10 +122,23 @@ tracepoint.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCommand(cmd, g, args, fuseDev, private, verbose)
+			v10 := false
+			switch abiFlag {
+			case "", "current":
+			case "v10":
+				if noPreload || preload.Library == nil {
+					return usageErr(cmd, nil, "--abi v10 needs the interposer (its status page is mapped by it): not with --no-preload, and on amd64 only")
+				}
+				v10, private = true, true
+			default:
+				return usageErr(cmd, nil, "--abi takes current or v10, not "+strconv.Quote(abiFlag))
+			}
+			return runCommand(cmd, g, args, fuseDev, private, !noPreload, v10, verbose)
 		},
 	}
 	cmd.Flags().BoolVar(&private, "private", false, "a subsystem of the command's own, even when a daemon is running")
+	cmd.Flags().BoolVar(&noPreload, "no-preload", false, "do not preload the interposer: every write goes through FUSE")
+	cmd.Flags().StringVar(&abiFlag, "abi", "", "v10: serve the first user_events ABI too (2022's v10 series: a 24-byte struct user_reg, a mapped status page), which no Linux release enabled; implies --private")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log the subsystem's clients and the FUSE mount to stderr")
 	cmd.Flags().StringVar(&fuseDev, "fuse-device", "/dev/fuse", "the FUSE device to open")
 	cmd.Flags().MarkHidden("fuse-device")
@@ -121,7 +149,7 @@ tracepoint.`,
 // runCommand serves a subsystem to args[0], started through the shim in new
 // namespaces, and returns its exit status: the running daemon's subsystem,
 // or one of its own.
-func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, private, verbose bool) error {
+func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, private, interpose, v10, verbose bool) error {
 	level := slog.LevelWarn
 	if verbose {
 		level = slog.LevelDebug
@@ -187,14 +215,35 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	ours, theirs := os.NewFile(uintptr(pair[0]), "run-shim"), os.NewFile(uintptr(pair[1]), "run-shim")
 	defer ours.Close()
 
+	// The interposer's library goes on a tmpfs the shim mounts on this
+	// directory in the command's mount namespace: there it is the
+	// command's alone, and gone with the namespace; here the directory
+	// stays empty.
+	preloadDir := ""
+	switch {
+	case !interpose:
+	case preload.Library == nil:
+		log.Debug("no interposer for this architecture: the command's writes go through FUSE", "arch", runtime.GOARCH)
+	default:
+		d, err := os.MkdirTemp("", "uetrace-preload-")
+		if err != nil {
+			theirs.Close()
+			return fmt.Errorf("run: %w", err)
+		}
+		defer os.Remove(d)
+		preloadDir = d
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		theirs.Close()
 		return fmt.Errorf("run: finding uetrace's own executable to start the shim: %w", err)
 	}
-	shim := exec.Command(exe, append([]string{runShimArg, fuseDev, "--"}, args...)...)
+	shim := exec.Command(exe, append([]string{runShimArg, fuseDev, preloadDir, "--"}, args...)...)
 	shim.Stdin, shim.Stdout, shim.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 	shim.Env = append(os.Environ(), "UETRACE_SOCKET="+sock)
+	if v10 {
+		shim.Env = append(shim.Env, "UETRACE_ABI=v10")
+	}
 	shim.ExtraFiles = []*os.File{theirs}
 	shim.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
 	if !root {
@@ -245,7 +294,8 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 			return fmt.Errorf("run: the daemon at %s would not serve the tree (--private runs the command with a subsystem of its own): %w", sock, err)
 		}
 	} else {
-		opts := fusefs.Options{Flush: srv.Flush, Dev: mdev}
+		opts := fusefs.Options{Flush: srv.Flush, Dev: mdev, V10: v10,
+			Share: func(r fusefs.ShareRequest) (fusefs.Share, error) { return fuseShare(srv, r) }}
 		if !root {
 			// The subsystem is the command's own: privilege counts in
 			// the user namespace made for it, where it is root, as
@@ -381,18 +431,20 @@ func treeTracepoint(sys *subsys.Subsystem) func(pid int, id uint64) (string, boo
 // runShim is uetrace in the command's new mount namespace (and user
 // namespace, for an ordinary user): it mounts a fresh FUSE connection on
 // /sys/kernel/tracing, hands the device to uetrace run on descriptor 3,
-// waits for it to serve, and becomes the command. args are the device's
-// path, "--", the command and its arguments.
+// puts the interposer where the command's loader preloads it, waits for
+// run to serve, and becomes the command. args are the device's path, the
+// directory for the interposer ("" for none), "--", the command and its
+// arguments.
 func runShim(args []string) {
 	sock := os.NewFile(3, "run-shim")
 	fail := func(format string, a ...any) {
 		sock.Write([]byte(fmt.Sprintf(format, a...)))
 		os.Exit(127)
 	}
-	if len(args) < 3 || args[1] != "--" {
+	if len(args) < 4 || args[2] != "--" {
 		fail("run: shim called with %q", args)
 	}
-	devPath, argv := args[0], args[2:]
+	devPath, preloadDir, argv := args[0], args[1], args[3:]
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		fail("run: %v", err)
@@ -418,8 +470,16 @@ func runShim(args []string) {
 	}
 	// The mount's st_dev goes with the descriptor: run's mount table does
 	// not have this namespace's mounts, and fusectl names the connection
-	// by it (to abort it).
+	// by it (to abort it). The interposer recognises the tree by it.
 	mdev, _ := fusefs.MountDev(tracingDirs[0])
+	env := os.Environ()
+	if preloadDir != "" {
+		lib, err := installPreload(preloadDir)
+		if err != nil {
+			fail("run: %v", err)
+		}
+		env = preloadEnv(env, lib, mdev)
+	}
 	// The guard's filter is this thread's, and the command's once this
 	// thread execs it; its listener goes to run with the device, or the
 	// reason there is none.
@@ -443,9 +503,53 @@ func runShim(args []string) {
 		os.Exit(127)
 	}
 	sock.Close()
-	err = syscall.Exec(path, argv, os.Environ())
+	err = syscall.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "uetrace: run: exec %s: %v\n", argv[0], err)
 	os.Exit(127)
+}
+
+// installPreload mounts a small tmpfs on dir, in the shim's mount namespace,
+// writes the interposer there, and makes the mount read-only: a file the
+// command and its children load, which nobody outside the namespace sees
+// and nothing inside can change, on a file system without noexec whatever
+// /tmp's options are. It returns the library's path.
+func installPreload(dir string) (string, error) {
+	if err := unix.Mount("uetrace-preload", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=1m,mode=0755"); err != nil {
+		return "", fmt.Errorf("mounting a tmpfs for the interposer on %s: %w", dir, err)
+	}
+	lib := filepath.Join(dir, preload.FileName)
+	if err := os.WriteFile(lib, preload.Library, 0o644); err != nil {
+		return "", fmt.Errorf("writing the interposer: %w", err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return "", fmt.Errorf("making the interposer's tmpfs read-only: %w", err)
+	}
+	return lib, nil
+}
+
+// preloadEnv is env with lib preloaded — after whatever the user preloads
+// already — and the tree's st_dev (UETRACE_TREE, when known), by which the
+// interposer recognises the tree's user_events_data among FUSE files.
+func preloadEnv(env []string, lib string, treeDev uint64) []string {
+	out := make([]string, 0, len(env)+2)
+	preloadVar := "LD_PRELOAD=" + lib
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "LD_PRELOAD="):
+			if old := strings.TrimPrefix(kv, "LD_PRELOAD="); strings.TrimSpace(old) != "" {
+				preloadVar = kv + " " + lib
+			}
+			continue
+		case strings.HasPrefix(kv, "UETRACE_TREE="):
+			continue
+		}
+		out = append(out, kv)
+	}
+	out = append(out, preloadVar)
+	if treeDev != 0 {
+		out = append(out, "UETRACE_TREE="+strconv.FormatUint(treeDev, 10))
+	}
+	return out
 }
 
 // mountFUSE opens the FUSE device at devPath and mounts a fresh connection of

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -242,5 +243,38 @@ func TestPtraceScope(t *testing.T) {
 		if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "ptrace_scope is "+scope) || !strings.Contains(err.Error(), "as root") {
 			t.Errorf("ptrace_scope %s: %v; want EPERM saying what and what to do", scope, err)
 		}
+	}
+}
+
+// TestRunPreload: uetrace run with a daemon preloads the interposer into a
+// dynamically linked command, whose writes then go through a ring the
+// daemon takes (its status counts the share) and reach its trace; with
+// --no-preload they go through FUSE and reach it all the same.
+func TestRunPreload(t *testing.T) {
+	needFUSE(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the interposer is amd64's")
+	}
+	prog := testutil.BuildC(t, "", filepath.Join("testdata", "preloaded.c"), "-O2", "-Wall", "-Werror")
+	sock, _, _ := startServe(t)
+	for _, tc := range []struct {
+		flags  []string
+		want   string
+		shares string
+	}{
+		{nil, "shares 1 fallbacks 0\n", "interposer_shares 1\n"},
+		{[]string{"--no-preload"}, "no interposer\n", "interposer_shares 1\n"},
+	} {
+		args := append(append([]string{"--socket", sock, "run"}, tc.flags...), "--", prog)
+		out, code, _ := runCmd(t, testutil.Uetrace(t), nil, args...)
+		if code != 0 || out != tc.want {
+			t.Errorf("uetrace %s: exit %d, %q; want %q", strings.Join(args, " "), code, out, tc.want)
+		}
+		if st := mustCLI(t, sock, "status"); !strings.Contains(st, tc.shares) {
+			t.Errorf("after %s, the daemon's status lacks %q:\n%s", strings.Join(tc.flags, " "), tc.shares, st)
+		}
+	}
+	if n := strings.Count(mustCLI(t, sock, "trace"), "run_ip: n="); n != 20 {
+		t.Errorf("%d run_ip records in the daemon's trace, want 20", n)
 	}
 }

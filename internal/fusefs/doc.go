@@ -58,6 +58,21 @@
 // BENCHMARKS.md ("FUSE write path") has what a write costs against a FUSE
 // server that only answers.
 //
+// # The interposer
+//
+// user_events_data and user_events_status have fixed inode numbers
+// (preload.DataIno, preload.StatusIno), by which programs preloaded with
+// the interposer (package preload) recognise them, with the mount's st_dev.
+// With Options.Share, user_events_data answers the interposer's private
+// ioctls: UET_IOC_ID names the open file, UET_IOC_SHARE takes a ring, a
+// table and a wake socket from the calling process — by their numbers in
+// its descriptor table, with pidfd_getfd from the caller found as every
+// ioctl's caller is (below) — for that file and process, released when
+// the process exits or execs and at the file's release (share.go). A
+// kernel's user_events_data answers them ENOTTY, and so does this tree
+// without Options.Share. With Options.V10, the tree serves the first
+// user_events ABI too (v10.go), which no Linux release enabled.
+//
 // # Pid namespaces, and whose processes are reached
 //
 // FUSE gives a request the caller's thread id in the pid namespace of
@@ -178,6 +193,10 @@
 //     ptrace gets EPERM at DIAG_IOCSREG, DIAG_IOCSUNREG and DIAG_IOCSDEL,
 //     where Linux reaches any caller's own memory (see "Pid namespaces"
 //     above; TestHostileServedFor).
+//   - user_events_data's and user_events_status's st_ino are fixed
+//     numbers (tracefs gives every file a new one per inode); the
+//     interposer's ioctls are answered (ENOTTY on tracefs), and with
+//     Options.V10 a 24-byte struct user_reg registers (EINVAL on Linux).
 //   - The CPU a write's record carries (its ftrace buffer, [CPU] in the
 //     trace, common_cpu in filters, a perf sample's cpu) is the writer's as
 //     /proc/<tid>/stat gave it at most cpuAge (1 ms) before: a thread that

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/fusefs/fuse"
+	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -37,9 +38,13 @@ var (
 // tracefs, and the tree's other files, answer it ENOTTY.
 const IoctlSplicePage = 2<<30 | 4096<<16 | 'U'<<8 | 0xe0
 
-// Ioctl is IOCTL: IoctlSplicePage on trace_pipe_raw; anything else is
-// ENOTTY, as tracefs's files answer what they do not know.
+// Ioctl is IOCTL: IoctlSplicePage on trace_pipe_raw, the interposer's
+// UET_IOC_STATUS on user_events_status (v10.go); anything else is ENOTTY,
+// as tracefs's files answer what they do not know.
 func (h *fileHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg uint64, in []byte, outSize uint32) (int32, []byte, error) {
+	if cmd == preload.IocStatus {
+		return h.statusPageIoctl(r, in)
+	}
 	if cmd != IoctlSplicePage || outSize != 4096 {
 		return 0, nil, unix.ENOTTY
 	}

@@ -248,7 +248,9 @@ func (f *FS) newPerfNode(req *perfevent.Request) (*perfNode, error) {
 	if n.ev, err = perfevent.New(attr, int(req.CPU), f.s.Now, n.wake); err != nil {
 		return nil, err
 	}
-	n.ss = f.s.NewSession(subsys.SessionOptions{})
+	// The program reads the ring it maps without asking: its records must
+	// be there when their writes return (no interposer ring defers them).
+	n.ss = f.s.NewSession(subsys.SessionOptions{Synchronous: true})
 	if err := n.ss.DeliverTo(n.deliver); err != nil {
 		n.ev.Close()
 		return nil, err

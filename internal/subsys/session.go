@@ -82,6 +82,13 @@ type SessionOptions struct {
 	// receives a record of its name (Record.Comm), with the time of the
 	// record that follows. The name is the writer's Writer.Comm.
 	Comm bool
+	// Synchronous says the session's reader takes records from memory
+	// without a call the subsystem's server sees (a perf ring that the
+	// program reading it maps): a record must be the session's when its
+	// write returns, as the kernel's are. Writers that hand the server
+	// their records later — the interposer's rings — write its events
+	// synchronously while it is attached (WatchSync).
+	Synchronous bool
 }
 
 // Session is a perf-like consumer: attached to some events, it receives
@@ -92,6 +99,7 @@ type SessionOptions struct {
 type Session struct {
 	s    *Subsystem
 	kind uint32
+	sync bool // SessionOptions.Synchronous
 
 	// Under s.mu.
 	attached map[*Event]struct{}
@@ -230,6 +238,7 @@ func (s *Subsystem) NewSession(opts SessionOptions) *Session {
 	if opts.Other {
 		ss.kind = StatusOther
 	}
+	ss.sync = opts.Synchronous
 	if opts.Comm {
 		ss.comms = make(map[int32]string)
 	}
@@ -261,8 +270,14 @@ func (ss *Session) attachLocked(ev *Event) error {
 		return nil
 	}
 	ss.attached[ev] = struct{}{}
+	if ss.sync {
+		ev.syncUsers++
+	}
 	ev.s.addConsumer(ev, ss.kind, +1)
 	ev.addSession(ss)
+	if ss.sync && ev.syncUsers == 1 {
+		ev.notifyWatches(ev.watchStatus())
+	}
 	return nil
 }
 
@@ -282,7 +297,13 @@ func (ss *Session) detachLocked(ev *Event) {
 	delete(ss.attached, ev)
 	ss.dropFilterLocked(ev)
 	ev.removeSession(ss)
+	if ss.sync {
+		ev.syncUsers--
+	}
 	ev.s.addConsumer(ev, ss.kind, -1)
+	if ss.sync && ev.syncUsers == 0 {
+		ev.notifyWatches(ev.watchStatus())
+	}
 }
 
 // MatchEvent reports whether pattern selects ev. A pattern is a glob
@@ -716,4 +737,6 @@ func (s *Subsystem) setStatus(ev *Event) {
 	}
 	ev.status.Store(st)
 	s.updateEnablers(ev)
+	ev.notifyWatches(ev.watchStatus())
+	s.notifyStatusWatches(ev, st)
 }

@@ -99,7 +99,8 @@ type Subsystem struct {
 	stats Stats
 	dirty []*Process // processes with enable bits to write at unlock (enablewrite.go)
 
-	syncHooks syncHooks // run before a state change (enablewrite.go)
+	syncHooks     syncHooks      // run before a state change (enablewrite.go)
+	statusWatches []*statusWatch // v10 status pages (v10.go)
 }
 
 // Stats count what the subsystem did that no caller sees as an error.
@@ -198,6 +199,7 @@ type Event struct {
 	refs     int // under s.mu
 	deleted  bool
 	enablers map[*enabler]struct{} // every process's enablers of this event
+	watches  []indexWatch          // the FileWatches of files that have it (watch.go); under s.mu
 
 	// The write path reads these without s.mu.
 	status   atomic.Uint32 // Status* bits; non-zero means enabled
@@ -219,6 +221,7 @@ type Event struct {
 	// Consumer counts, under s.mu.
 	perfUsers  int
 	otherUsers int
+	syncUsers  int  // of the sessions, those SessionOptions.Synchronous
 	wasEnabled bool // the ftrace probe was ever registered (EVENT_FILE_FL_WAS_ENABLED)
 }
 

@@ -39,7 +39,14 @@ var buildScript []byte
 // running build.sh, which does nothing when outdir is up to date. It needs
 // Debian's linux-source-6.12, gcc and libc6-dev (for static linking); the
 // error says what is missing and how to install it.
-func Build(outdir string) error {
+func Build(outdir string) error { return build(outdir) }
+
+// BuildDynamic is Build linking against the machine's shared C library
+// (build.sh --dynamic): programs the loader preloads uetrace run's
+// interposer into. Use an outdir of its own.
+func BuildDynamic(outdir string) error { return build(outdir, "--dynamic") }
+
+func build(outdir string, flags ...string) error {
 	if err := os.MkdirAll(outdir, 0o755); err != nil {
 		return err
 	}
@@ -52,7 +59,7 @@ func Build(outdir string) error {
 			return err
 		}
 	}
-	cmd := exec.Command("bash", script, outdir)
+	cmd := exec.Command("bash", append(append([]string{script}, flags...), outdir)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the user_events selftests (kernel/selftests/build.sh %s): %v\n%s", outdir, err, out)
 	}

@@ -39,8 +39,13 @@ type FileSystem interface {
 }
 
 // Attr is what Stat tells of a node. Nlink 0 is reported as 1 (2 for a
-// directory). The inode number is the server's node ID.
+// directory). The inode number (st_ino) is Ino, or the server's node ID when
+// Ino is 0: a node ID changes when the kernel forgets a node and looks its
+// path up again, so a file that programs must recognise by what it is —
+// st_dev and st_ino, as the interposer recognises user_events_data — gives
+// an Ino of its own, fixed for the life of the mount.
 type Attr struct {
+	Ino      uint64
 	Mode     uint32 // S_IFREG|0644 ...
 	Size     uint64
 	Nlink    uint32

@@ -337,7 +337,7 @@ func cString(b []byte) (string, bool) {
 	return "", false
 }
 
-// putAttr writes struct fuse_attr.
+// putAttr writes struct fuse_attr of node ino: its st_ino unless a.Ino is set.
 func putAttr(b []byte, ino uint64, a Attr) {
 	sec, nsec := uint64(0), uint32(0)
 	if !a.Mtime.IsZero() {
@@ -349,6 +349,9 @@ func putAttr(b []byte, ino uint64, a Attr) {
 		if a.Mode&sIFMT == sIFDIR {
 			nlink = 2
 		}
+	}
+	if a.Ino != 0 {
+		ino = a.Ino
 	}
 	le.PutUint64(b[0:], ino)
 	le.PutUint64(b[8:], a.Size)
