@@ -58,12 +58,41 @@ var severities = [...]struct {
 // once.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// encoder is what a sample is written with: a Writer, and the scratch in
-// which the values shown as text are made. Kept by the caller, its memory
-// serves every sample.
+// encoder is what a sample is written with: a Writer, the scratch in
+// which the values shown as text are made, and what is derived once from
+// the events' layouts. Kept by the caller, its memory serves every sample.
 type encoder struct {
 	Writer
 	js []byte
+	// keep says that the Writer keeps the keys and names it is given
+	// (NewEncoder's), which then must not view the record: those not of a
+	// layout are interned in strs.
+	keep    bool
+	strs    interner
+	layouts layouts
+	lay     *ehLayout // the layout of the EventHeader event being written; nil: none
+}
+
+// kept is s, which may view the record, as a key or name given to the
+// Writer: s itself when the Writer does not keep it, else a copy that
+// does not change.
+func (e *encoder) kept(s string) string {
+	if !e.keep {
+		return s
+	}
+	if e.strs == nil {
+		e.strs = interner{}
+	}
+	return e.strs.get(s)
+}
+
+// key is the attribute key of an EventHeader item: its field's name,
+// valid UTF-8 and without attributes — its layout's, or kept.
+func (e *encoder) key(it *eventheader.Item) string {
+	if e.lay != nil {
+		return e.lay.key(it)
+	}
+	return e.kept(validText(it.FieldName()))
 }
 
 // encodeSample appends a sample to e as the signal it is and returns that
@@ -88,7 +117,14 @@ func encodeSample(e *encoder, s *perfdata.Sample, observed uint64) (sig otlp.Sig
 	}
 	// A plain event, or an EventHeader one whose fields do not all
 	// decode: the fields its format has.
-	e.Record()
+	n := 3 + 1 // sampleAttrs', and linux.raw or the fields
+	if s.Wall == 0 {
+		n++
+	}
+	if ev.Format != nil {
+		n += len(ev.Format.Fields) - 1
+	}
+	e.Record(n)
 	sampleAttrs(e, s)
 	e.Time(s.Wall, observed)
 	if ev.Format == nil {
@@ -109,21 +145,25 @@ func encodeSample(e *encoder, s *perfdata.Sample, observed uint64) (sig otlp.Sig
 // whose PartA and PartB say what to write first.
 func encodeEH(e *encoder, s *perfdata.Sample, eh *eventheader.Event, observed uint64) (otlp.Signal, csResource, bool) {
 	cs, kind := scanCS(eh)
-	switch kind {
-	case csInvalid:
+	if kind == csInvalid {
 		return 0, csResource{}, false
-	case csRecord:
-		if string(cs.typeName) == commonschema.TypeSpan {
-			if res, ok := csSpan(e, eh, &cs, s); ok {
-				return otlp.Traces, res, true
-			}
+	}
+	e.lay = e.layouts.get(eh)
+	defer func() { e.lay = nil }()
+	attrs := 0 // the room the record is given
+	if e.lay != nil {
+		attrs = e.lay.attrs
+	}
+	if kind == csRecord && string(cs.typeName) == commonschema.TypeSpan {
+		if res, ok := csSpan(e, eh, &cs, s, attrs); ok {
+			return otlp.Traces, res, true
 		}
 	}
-	e.Record()
+	e.Record(attrs)
 	sampleAttrs(e, s)
 	if kind == csRecord && string(cs.typeName) == commonschema.TypeLog {
 		if res, ok := csLog(e, eh, &cs, observed); ok {
-			e.End()
+			e.endEH()
 			return otlp.Logs, res, true
 		}
 	}
@@ -134,8 +174,19 @@ func encodeEH(e *encoder, s *perfdata.Sample, eh *eventheader.Event, observed ui
 		e.Discard()
 		return 0, csResource{}, false
 	}
-	e.End()
+	e.endEH()
 	return otlp.Logs, csResource{}, true
+}
+
+// endEH ends an EventHeader event's record or span, and has its layout
+// give the next ones the room the most of its records took: the events of
+// a layout differ only by what their headers say (an opcode, an activity
+// id: a few attributes), and too little room is grown by doubling.
+func (e *encoder) endEH() {
+	if e.lay != nil {
+		e.lay.attrs = max(e.lay.attrs, e.Len())
+	}
+	e.End()
 }
 
 // sampleAttrs adds the attributes uetrace gives every record: the
@@ -235,15 +286,15 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 		it := f.Item()
 		switch it.Kind {
 		case eventheader.ItemStructBegin:
-			e.MapStart(validText(it.FieldName()), int(it.Format)) // a struct's field count
+			e.MapStart(e.key(it), int(it.Format)) // a struct's field count
 		case eventheader.ItemArrayBegin:
-			e.ArrayStart(validText(it.FieldName()), int(it.ArrayCount))
+			e.ArrayStart(e.key(it), int(it.ArrayCount))
 		case eventheader.ItemStructEnd, eventheader.ItemArrayEnd:
 			if e.Depth() > base {
 				e.End()
 			}
 		case eventheader.ItemValue:
-			ehValue(e, validText(it.FieldName()), it)
+			ehValue(e, e.key(it), it)
 		}
 	}
 	if f.Err() != nil {
@@ -252,15 +303,14 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 	for e.Depth() > base {
 		e.End()
 	}
-	// "Provider:Event", made in the scratch: what a Writer is given may
-	// stay with it, and a string made here would be garbage each time.
-	e.js = append(append(e.js[:0], eh.Tracepoint.Provider...), ':')
-	if name := eh.EventName(); utf8.Valid(name) {
-		e.js = append(e.js, name...)
-	} else {
-		e.js = append(e.js, validText(name)...)
+	// "Provider:Event": the layout's, else made in the scratch.
+	if e.lay != nil {
+		e.EventName(e.lay.eventName)
+		return true
 	}
-	e.EventNameBytes(e.js)
+	e.js = append(append(e.js[:0], eh.Tracepoint.Provider...), ':')
+	e.js = append(e.js, validText(eh.EventName())...)
+	e.EventName(e.kept(view(e.js)))
 	return true
 }
 
