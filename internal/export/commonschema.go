@@ -174,6 +174,10 @@ const (
 	// csOther: not a Common Schema record; its fields may not all have
 	// been read.
 	csOther csKind = iota
+	// csNot: not a Common Schema record by its layout — it has no fields,
+	// or its first is not __csver__ — nor is any event of its layout; its
+	// first field's value was not read.
+	csNot
 	// csInvalid: a field does not decode.
 	csInvalid
 	// csRecord: a Common Schema record of a type, every field read.
@@ -192,7 +196,7 @@ func scanCS(eh *eventheader.Event) (cs csFields, kind csKind) {
 		name := it.FieldName()
 		if it.Depth == 0 {
 			if first && (it.Kind != eventheader.ItemValue || string(name) != commonschema.VersionField) {
-				return cs, csOther
+				return cs, csNot
 			}
 			first = false
 			part = partNone
@@ -248,7 +252,9 @@ func scanCS(eh *eventheader.Event) (cs csFields, kind csKind) {
 	switch {
 	case f.Err() != nil:
 		return cs, csInvalid
-	case first || cs.time == nil || cs.typeName == nil:
+	case first:
+		return cs, csNot
+	case cs.time == nil || cs.typeName == nil:
 		return cs, csOther
 	}
 	return cs, csRecord

@@ -11,8 +11,9 @@ import (
 // event's layout — its provider and its metadata (the event's name and
 // field definitions) — for every event of it: the record's event name,
 // its fields' names made keys (valid UTF-8, attributes cut, copied: kept
-// by a Writer as they are), and how many attributes its records or spans
-// had at most, the room the next is given. A program writes a few layouts
+// by a Writer as they are), how many attributes its records or spans had
+// at most, the room the next is given, and whether it is not Common
+// Schema's. A program writes a few layouts
 // millions of times; each field's name would otherwise be checked, cut
 // and copied (or looked up) for every event.
 type ehLayout struct {
@@ -25,6 +26,9 @@ type ehLayout struct {
 	idx   []uint16
 	keys  []string
 	attrs int
+	// notCS says that the layout is not a Common Schema record's: it has
+	// no fields, or its first is not __csver__ (scanCS's csNot).
+	notCS bool
 }
 
 // Bounds of an encoder's layouts: a program that makes layouts anew for

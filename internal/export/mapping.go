@@ -144,12 +144,23 @@ func encodeSample(e *encoder, s *perfdata.Sample, observed uint64) (sig otlp.Sig
 // written, and before that once more only for a Common Schema record,
 // whose PartA and PartB say what to write first.
 func encodeEH(e *encoder, s *perfdata.Sample, eh *eventheader.Event, observed uint64) (otlp.Signal, csResource, bool) {
-	cs, kind := scanCS(eh)
-	if kind == csInvalid {
-		return 0, csResource{}, false
-	}
 	e.lay = e.layouts.get(eh)
 	defer func() { e.lay = nil }()
+	// A layout that is not Common Schema's is not scanned again: that its
+	// first field is not __csver__ is in its metadata. (A record whose
+	// first field's value is cut short is then found by ehFields and
+	// written by its format, as when scanCS finds it.)
+	var cs csFields
+	kind := csNot
+	if e.lay == nil || !e.lay.notCS {
+		cs, kind = scanCS(eh)
+		if kind == csInvalid {
+			return 0, csResource{}, false
+		}
+		if kind == csNot && e.lay != nil {
+			e.lay.notCS = true
+		}
+	}
 	attrs := 0 // the room the record is given
 	if e.lay != nil {
 		attrs = e.lay.attrs
