@@ -71,6 +71,32 @@ type encoder struct {
 	strs    interner
 	layouts layouts
 	lay     *ehLayout // the layout of the EventHeader event being written; nil: none
+	// acts are the texts of the last activity id and related activity id
+	// written, for a Writer that keeps what it is given: the events of one
+	// activity come in runs, and each is given the same string, not a
+	// copy made anew.
+	acts [2]uuidText
+}
+
+// uuidText is a UUID and its text.
+type uuidText struct {
+	id   [16]byte
+	text string
+}
+
+// uuid adds an activity id as its text (AppendUUID's). A Writer that keeps
+// strings is given last's text, made again only when the id is not last's.
+func (e *encoder) uuid(key string, id []byte, last *uuidText) {
+	if !e.keep {
+		e.js = eventheader.AppendUUID(e.js[:0], id)
+		e.StrBytes(key, e.js)
+		return
+	}
+	if last.text == "" || string(last.id[:]) != string(id) {
+		copy(last.id[:], id)
+		last.text = string(eventheader.AppendUUID(e.js[:0], id))
+	}
+	e.StrConst(key, last.text)
 }
 
 // kept is s, which may view the record, as a key or name given to the
@@ -284,12 +310,10 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 		e.Int(AttrEHTag, int64(eh.Header.Tag))
 	}
 	if eh.ActivityID != nil {
-		e.js = eventheader.AppendUUID(e.js[:0], eh.ActivityID)
-		e.StrBytes(AttrEHActivity, e.js)
+		e.uuid(AttrEHActivity, eh.ActivityID, &e.acts[0])
 	}
 	if eh.RelatedActivityID != nil {
-		e.js = eventheader.AppendUUID(e.js[:0], eh.RelatedActivityID)
-		e.StrBytes(AttrEHRelated, e.js)
+		e.uuid(AttrEHRelated, eh.RelatedActivityID, &e.acts[1])
 	}
 	base := e.Depth()
 	f := eh.Fields()
@@ -341,9 +365,9 @@ func ehValue(e *encoder, key string, it *eventheader.Item) {
 
 // ehScalar adds, straight from its bytes, a value of the encodings and
 // formats most events use — integers, finite floats, booleans 0 and 1,
-// UTF-8 strings — as ehValueJSON would from its JSON, and says whether it
-// did; it adds nothing when the value is another (TestEHScalar compares
-// the two for every encoding and format).
+// UTF-8 strings, errnos Linux names — as ehValueJSON would from its JSON,
+// and says whether it did; it adds nothing when the value is another
+// (TestEHScalar compares the two for every encoding and format).
 func ehScalar(e *encoder, key string, it *eventheader.Item) bool {
 	v := it.Value
 	switch enc := it.Encoding; enc {
@@ -394,6 +418,14 @@ func ehScalar(e *encoder, key string, it *eventheader.Item) bool {
 			if enc != eventheader.EncodingValue64 && u <= 1 {
 				e.Bool(key, u == 1)
 				return true
+			}
+		case eventheader.FormatErrno:
+			// An errno Linux names: its text, made once.
+			if enc == eventheader.EncodingValue32 {
+				if t := eventheader.ErrnoText(uint32(u)); t != "" {
+					e.StrConst(key, t)
+					return true
+				}
 			}
 		}
 	case eventheader.EncodingZStringChar8, eventheader.EncodingStringLength16Char8:

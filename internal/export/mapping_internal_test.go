@@ -92,6 +92,9 @@ func TestEHScalar(t *testing.T) {
 			}
 		}
 	}
+	for u := range uint32(140) { // every errno Linux names, and those it does not
+		check(eventheader.EncodingValue32, eventheader.FormatErrno, binary.LittleEndian.AppendUint32(nil, u))
+	}
 	for _, enc := range []eventheader.Encoding{eventheader.EncodingZStringChar8, eventheader.EncodingStringLength16Char8} {
 		for f := eventheader.FormatDefault; f <= eventheader.FormatIPAddressObsolete+1; f++ {
 			for _, s := range texts {
