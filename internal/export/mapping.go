@@ -316,7 +316,12 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 		e.uuid(AttrEHRelated, eh.RelatedActivityID, &e.acts[1])
 	}
 	base := e.Depth()
-	f := eh.Fields()
+	var f eventheader.Fields
+	if e.lay != nil {
+		f = eh.FieldsDefs(&e.lay.defs)
+	} else {
+		f = eh.Fields()
+	}
 	for f.Next() {
 		it := f.Item()
 		switch it.Kind {
