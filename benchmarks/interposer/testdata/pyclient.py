@@ -85,6 +85,10 @@ report("write py_loc past the end", lambda: os.write(fd, idx(locs) + struct.pack
 # wants a char[] to end with one, VALIDATOR_ENSURE_NULL).
 report("write py_loc no NUL", lambda: os.write(fd, idx(locs) + struct.pack("<I", 4) + loc(8 + 12, 3) + loc(3, 2) + b"abc" + b"de"))
 
+# 1024 iovecs (UIO_MAXIOV), of a byte most: more than a FUSE request
+# carries pages, which FUSE sends in pieces; Linux takes it as one record.
+report("writev py_fixed 1024 iovecs", lambda: os.writev(fd, [idx(fixed), struct.pack("<I", 5), b"iovecs\0\0"] + [b"\x01"] * 1021))
+
 report("writev py_empty", lambda: os.writev(fd, [idx(empty)]))
 report("writev py_off (not enabled)", lambda: os.writev(fd, [idx(off), struct.pack("<I", 1)]))
 report("writev bad index", lambda: os.writev(fd, [idx(0xFFFF), struct.pack("<I", 1)]))
