@@ -3,6 +3,7 @@ package fusefs
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -35,8 +36,11 @@ const maxWhole = 1 << 20
 // pieces are the writes of a file whose first piece was taken whole, by
 // calling thread: what is still to come.
 type pieces struct {
-	mu sync.Mutex
-	m  map[int]rest
+	// waiting is len(m): a write looks no further while it is 0, as it
+	// nearly always is.
+	waiting atomic.Int32
+	mu      sync.Mutex
+	m       map[int]rest
 }
 
 // rest is what is still to come of a write taken whole: the call (a piece
@@ -67,8 +71,12 @@ const (
 // take reports whether a request of n bytes at off from thread tid in call
 // is the next piece of a write taken whole, and takes it.
 func (p *pieces) take(tid int, call procfs.Syscall, off int64, n int) bool {
+	if p.waiting.Load() == 0 {
+		return false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer func() { p.waiting.Store(int32(len(p.m))) }()
 	r, ok := p.m[tid]
 	if !ok {
 		return false
@@ -102,6 +110,7 @@ func (p *pieces) expect(tid int, call procfs.Syscall, next int64, left int) {
 		delete(p.m, oldest)
 	}
 	p.m[tid] = rest{call: call, next: next, left: left, at: time.Now()}
+	p.waiting.Store(int32(len(p.m)))
 }
 
 // whole reads the total bytes a write(2), pwrite(2), writev(2) or
