@@ -96,6 +96,7 @@ func TestThirdPartySameTrace(t *testing.T) {
 				{"its output", with.stdout, without.stdout, false},
 				{"uetrace trace", with.trace, without.trace, true},
 				{"uetrace report", with.report, without.report, true},
+				{"uetrace status's records and drops", with.counts, without.counts, true},
 			} {
 				if d := firstDifference(Normalize(k.a), Normalize(k.b)); d != "" {
 					t.Errorf("%s differs with the interposer and without (normalized): %s", k.what, d)
@@ -116,8 +117,8 @@ func TestThirdPartySameTrace(t *testing.T) {
 			if c.quiet {
 				t.Logf("its output:\n%s", with.stdout)
 			}
-			t.Logf("%d trace lines, %d report lines identical; %d interposer shares with it, none without",
-				records(with.trace), records(with.report), with.shares)
+			t.Logf("%d trace lines, %d report lines, records and drops (%s) identical; %d interposer shares with it, none without",
+				records(with.trace), records(with.report), bytes.ReplaceAll(bytes.TrimSpace(with.counts), []byte("\n"), []byte(", ")), with.shares)
 		})
 	}
 }
@@ -305,10 +306,31 @@ func (d *daemon) recording(t *testing.T, c thirdParty) bool {
 	return true
 }
 
-// captured is what one run of a client gave.
+// counts are uetrace status's RECORDS and DROPPED of every event, by name.
+func (d *daemon) counts(t *testing.T) map[string][2]int {
+	m := map[string][2]int{}
+	table, _, _ := bytes.Cut(d.run(t, "status"), []byte("\n\n"))
+	for l := range bytes.Lines(table) {
+		f := strings.Fields(string(l))
+		if len(f) < 6 {
+			continue
+		}
+		records, err1 := strconv.Atoi(f[4])
+		dropped, err2 := strconv.Atoi(f[5])
+		if err1 == nil && err2 == nil {
+			m[f[0]] = [2]int{records, dropped}
+		}
+	}
+	return m
+}
+
+// captured is what one run of a client gave: its output, the trace text,
+// the report text, what uetrace status counted of its events (records
+// written, and dropped on their way: "name records dropped" lines) and
+// the interposer's shares.
 type captured struct {
-	stdout, trace, report []byte
-	shares                int
+	stdout, trace, report, counts []byte
+	shares                        int
 }
 
 // capture runs c under `uetrace run`, with the interposer or without,
@@ -318,7 +340,7 @@ type captured struct {
 func (d *daemon) capture(t *testing.T, c thirdParty, interposer bool) captured {
 	t.Helper()
 	d.run(t, "write", "--trunc", "trace", "")
-	shares := d.shares(t)
+	shares, counts := d.shares(t), d.counts(t)
 	os.Remove(d.data)
 	rec := exec.Command(d.uetrace, "--socket", d.sock, "record", "-q", "--no-follow", "-e", "user_events:*", "-o", d.data)
 	var recErr bytes.Buffer
@@ -357,5 +379,12 @@ func (d *daemon) capture(t *testing.T, c thirdParty, interposer bool) captured {
 	if err != nil {
 		t.Fatalf("uetrace report: %v", err)
 	}
-	return captured{stdout: out, trace: d.run(t, "trace"), report: report, shares: d.shares(t) - shares}
+	cap := captured{stdout: out, trace: d.run(t, "trace"), report: report, shares: d.shares(t) - shares}
+	after := d.counts(t)
+	for _, e := range c.events {
+		name, _, _ := strings.Cut(e, " ")
+		a, b := counts[name], after[name]
+		cap.counts = fmt.Appendf(cap.counts, "%s %d %d\n", name, b[0]-a[0], b[1]-a[1])
+	}
+	return cap
 }

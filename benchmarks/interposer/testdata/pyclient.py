@@ -89,6 +89,20 @@ report("write py_loc no NUL", lambda: os.write(fd, idx(locs) + struct.pack("<I",
 # carries pages, which FUSE sends in pieces; Linux takes it as one record.
 report("writev py_fixed 1024 iovecs", lambda: os.writev(fd, [idx(fixed), struct.pack("<I", 5), b"iovecs\0\0"] + [b"\x01"] * 1021))
 
+# pwrite(2) at offset 0 is write(2); at any other, user_events' EFAULT;
+# pwritev(2)'s offset is never looked at.
+fixed_rec = lambda n, tag: [idx(fixed), struct.pack("<I", n), tag, struct.pack("<q", n)]
+report("pwrite py_fixed", lambda: os.pwrite(fd, b"".join(fixed_rec(6, b"pwrite\0\0")), 0))
+report("pwrite py_fixed at 8", lambda: os.pwrite(fd, b"".join(fixed_rec(7, b"pwrite\0\0")), 8))
+report("pwritev py_fixed at 100", lambda: os.pwritev(fd, fixed_rec(8, b"pwritev\0"), 100))
+
+# Records longer than the fields, past a trace buffer page (4 KiB), perf's
+# 8 KiB and the interposer's 64 KiB: written (the count), and dropped
+# where they do not fit, each drop counted (uetrace status).
+for size in (4000, 9000, 70000):
+    report("write py_fixed +%d" % size, lambda: os.write(fd, b"".join(fixed_rec(size, b"big\0\0\0\0\0")) + b"q" * size))
+    report("writev py_fixed +%d in %d" % (size, size // 100), lambda: os.writev(fd, fixed_rec(size + 1, b"big\0\0\0\0\0") + [b"q" * 100] * (size // 100)))
+
 report("writev py_empty", lambda: os.writev(fd, [idx(empty)]))
 report("writev py_off (not enabled)", lambda: os.writev(fd, [idx(off), struct.pack("<I", 1)]))
 report("writev bad index", lambda: os.writev(fd, [idx(0xFFFF), struct.pack("<I", 1)]))
