@@ -111,9 +111,11 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 		}
 	}
 	var all []byte // a write FUSE cut, made whole
-	if total > len(data) && !(positioned && pos != 0) {
-		if b, ok := whole(tid, c.call, total); ok {
-			all = b
+	if total > len(data) && total <= maxWhole && !(positioned && pos != 0) && tid > 0 {
+		if pc, err := h.fs.callers.GetKnown(tid, c.tgid); err == nil {
+			if b, ok := whole(pc.Mem, c.call, total); ok {
+				all = b
+			}
 		}
 	}
 	if !r.Commit() {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/procfs"
+	"github.com/uetrace/uetrace/internal/procmem"
 )
 
 // A write that FUSE sends in pieces.
@@ -114,11 +115,15 @@ func (p *pieces) expect(tid int, call procfs.Syscall, next int64, left int) {
 }
 
 // whole reads the total bytes a write(2), pwrite(2), writev(2) or
-// pwritev(2) of thread tid asked to write, from its memory; false where
-// they cannot all be read (a buffer faulted), or total is over maxWhole.
-// The reads are iovLen's, with the same reasons to need no more guard.
-func whole(tid int, call procfs.Syscall, total int) ([]byte, bool) {
-	if tid <= 0 || total <= 0 || total > maxWhole {
+// pwritev(2) asked to write from the memory of its process, blocked in the
+// call; false where they cannot all be read (a buffer faulted), or total is
+// over maxWhole. Unlike iovLen's read of the iovec array, which the kernel
+// has just read itself, the bytes past the first piece were not touched by
+// the call yet: they may be memory whose fault nobody serves, so they are
+// read through procmem, whose accesses are given up after its StallLimit
+// and refused while one of the process's stalls.
+func whole(mem *procmem.Mem, call procfs.Syscall, total int) ([]byte, bool) {
+	if total <= 0 || total > maxWhole {
 		return nil, false
 	}
 	var remote []unix.RemoteIovec
@@ -131,9 +136,7 @@ func whole(tid int, call procfs.Syscall, total int) ([]byte, bool) {
 			return nil, false
 		}
 		arr := make([]byte, 16*cnt)
-		local := []unix.Iovec{{Base: &arr[0]}}
-		local[0].SetLen(len(arr))
-		if n, err := unix.ProcessVMReadv(tid, local, []unix.RemoteIovec{{Base: uintptr(call.Args[1]), Len: len(arr)}}, 0); err != nil || n != len(arr) {
+		if _, err := mem.ReadAt(arr, call.Args[1]); err != nil {
 			return nil, false
 		}
 		for i := range cnt {
@@ -142,13 +145,14 @@ func whole(tid int, call procfs.Syscall, total int) ([]byte, bool) {
 				remote = append(remote, unix.RemoteIovec{Base: uintptr(base), Len: int(min(n, maxWhole))})
 			}
 		}
+		if len(remote) == 0 {
+			return nil, false
+		}
 	default:
 		return nil, false
 	}
 	buf := make([]byte, total)
-	local := []unix.Iovec{{Base: &buf[0]}}
-	local[0].SetLen(total)
-	if n, err := unix.ProcessVMReadv(tid, local, remote, 0); err != nil || n != total {
+	if n, err := mem.ReadV(buf, remote); err != nil || n != total {
 		return nil, false
 	}
 	return buf, true

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"os"
 	"testing"
 	"time"
 	"unsafe"
@@ -8,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/procfs"
+	"github.com/uetrace/uetrace/internal/procmem"
 )
 
 // TestPieces: the pieces of a write taken whole are taken in order, each
@@ -74,22 +76,26 @@ func TestWhole(t *testing.T) {
 	iov := []unix.Iovec{{Base: &a[0]}, {}, {Base: &b[0]}}
 	iov[0].SetLen(len(a))
 	iov[2].SetLen(len(b))
-	tid := unix.Gettid()
+	mem, err := procmem.Open(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
 	call := procfs.Syscall{Nr: unix.SYS_WRITEV, Args: [6]uint64{3, uint64(uintptr(unsafe.Pointer(&iov[0]))), 3}}
-	if got, ok := whole(tid, call, 7); !ok || string(got) != "abcdefg" {
+	if got, ok := whole(mem, call, 7); !ok || string(got) != "abcdefg" {
 		t.Errorf("whole = %q, %v; want abcdefg", got, ok)
 	}
-	if _, ok := whole(tid, call, 8); ok {
+	if _, ok := whole(mem, call, 8); ok {
 		t.Error("whole read more than the iovecs hold")
 	}
 	w := procfs.Syscall{Nr: unix.SYS_WRITE, Args: [6]uint64{3, uint64(uintptr(unsafe.Pointer(&a[0]))), 4}}
-	if got, ok := whole(tid, w, 4); !ok || string(got) != "abcd" {
+	if got, ok := whole(mem, w, 4); !ok || string(got) != "abcd" {
 		t.Errorf("whole(write) = %q, %v; want abcd", got, ok)
 	}
-	if _, ok := whole(tid, w, maxWhole+1); ok {
+	if _, ok := whole(mem, w, maxWhole+1); ok {
 		t.Error("whole read more than maxWhole")
 	}
-	if _, ok := whole(tid, procfs.Syscall{Nr: unix.SYS_READ}, 4); ok {
+	if _, ok := whole(mem, procfs.Syscall{Nr: unix.SYS_READ}, 4); ok {
 		t.Error("whole read the buffer of a read(2)")
 	}
 }
