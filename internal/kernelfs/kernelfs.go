@@ -60,10 +60,27 @@ func File(root, name string, check func(path string) error) (string, error) {
 	}
 	path := filepath.Join(root, name)
 	if err := check(path); err != nil {
-		if err == unix.ENOENT {
+		switch err {
+		case unix.ENOENT:
 			return "", &uerror.Error{Op: "open", Path: path, Errno: unix.ENOENT, Reason: "this kernel has no user_events (CONFIG_USER_EVENTS)"}
+		case unix.EACCES, unix.EPERM:
+			return "", &uerror.Error{Op: "open", Path: path, Errno: err.(unix.Errno), Reason: denied(root)}
 		}
 		return "", uerror.Wrap("open", path, "", err)
 	}
 	return root, nil
+}
+
+// denied says why a user_events file of the tracefs at root could not be
+// opened. Path lookup needs search permission on every directory, and
+// Linux checks it before it looks the name up (may_lookup in
+// link_path_walk): in a directory this user may not enter, EACCES says
+// nothing of whether the file is there. tracefs's root is 0700 unless
+// mounted with mode= or gid=, so an ordinary user cannot tell a kernel
+// with user_events from one without.
+func denied(root string) string {
+	if unix.Faccessat(unix.AT_FDCWD, root, unix.X_OK, unix.AT_EACCESS) != nil {
+		return "this user may not enter " + root + ", so whether this kernel has user_events is not known"
+	}
+	return "this kernel has user_events; this user may not open them"
 }
