@@ -194,6 +194,24 @@ awk '$5 == "/sys/kernel/tracing" {top = $(NF-2)} END {print "fstype:", top}' /pr
 	if !slices.Equal(got, want) {
 		t.Errorf("perf.data's samples:\n%q\nwant\n%q", got, want)
 	}
+	// perf script reads the file outside the tree: the event's format
+	// travels in the file's tracing data, which perf record read from the
+	// tree's events/user_events/my_ev/format, and names each field.
+	script, err := exec.Command(perf, "script", "-i", data, "-F", "trace:pid,event,trace").Output()
+	if err != nil {
+		t.Fatalf("perf script: %v\n%s", err, script)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(script)), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	want = want[:0]
+	for i := range 7 {
+		want = append(want, fmt.Sprintf("%s user_events:my_ev: n=%d", pid[1], i))
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("perf script printed:\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 // TestHelperSendfileTree is not a test of its own: TestRunSendfileFromTree

@@ -15,22 +15,28 @@ import (
 // connection.
 func (c *conn) opRing(h wire.Header, body []byte) bool {
 	fds := c.takeFDs()
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
+	err := c.takeRing(fds, body)
+	// The descriptors are closed before the reply: a client that counts
+	// its peer's descriptors once answered finds none parked.
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	return c.result(0, err)
+}
+
+// takeRing maps the ring of a Ring request; the caller closes fds.
+func (c *conn) takeRing(fds []int, body []byte) error {
 	switch {
 	case len(fds) != 2 || len(body) != 0:
-		return c.result(0, fmt.Errorf("ring: expected a memfd, an eventfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL))
+		return fmt.Errorf("ring: expected a memfd, an eventfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL)
 	case c.ring != nil:
-		return c.result(0, fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY))
+		return fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY)
 	}
 	if err := c.attachRing(fds[0], fds[1]); err != nil {
 		c.log.Warn("ring refused", "err", err)
-		return c.result(0, err)
+		return err
 	}
-	return c.result(0, nil)
+	return nil
 }
 
 // opRingFlush returns once what the connection's ring holds is delivered.

@@ -287,9 +287,11 @@ struct share {
 	_Atomic uint64_t lossbits[UET_TABLE_SLOTS / 64];
 	_Atomic uint64_t lost[UET_TABLE_SLOTS];
 	_Atomic uint64_t voids, wakes_lost; // uetrace_preload_stats
-	// full is set by the first record the full ring dropped, cleared by
-	// the next one it took: at each time it fills, the library looks
-	// whether the tree is still served (drain_gone).
+	// full counts the records dropped since the ring last took one: at
+	// the 1st, 2nd, 4th, … and then every FULL_RECHECK-th drop of a run,
+	// the library looks whether the tree is still served (drain_gone) —
+	// again and again, since a daemon that was alive when the ring filled
+	// may let the ring go a moment later, and then nothing ever empties it.
 	_Atomic uint32_t full;
 };
 
@@ -995,6 +997,20 @@ static int drain_gone(struct share *s, int fd)
 	return 1;
 }
 
+// FULL_RECHECK bounds the drops between two looks at a full ring's
+// drainer: a look is two system calls (about a microsecond), a drop tens of
+// nanoseconds, so a look every 65536 drops costs under 0.1 % and a tree
+// that went is noticed within milliseconds of writing.
+#define FULL_RECHECK 65536u
+
+// recheck_gone says whether the n-th drop of a run (n ≥ 1, counted modulo
+// 2^32) looks at the drainer: the powers of two up to FULL_RECHECK, then
+// every FULL_RECHECK-th.
+static inline int recheck_gone(uint32_t n)
+{
+	return n % FULL_RECHECK == 0 || (n < FULL_RECHECK && (n & (n - 1)) == 0);
+}
+
 // probe reads a byte of each page of the payload: a write whose record the
 // full ring drops still answers EFAULT for a bad buffer, as the kernel's.
 static int probe(struct iovs *s, uint64_t from)
@@ -1139,7 +1155,7 @@ static ssize_t submit(int fd, uint32_t e, const struct iovec *uv, int cnt, int k
 		// But a ring nobody drains any more (the tree's server is gone:
 		// its file answers ENOTCONN) is given up, and the file written
 		// through FUSE, which says so, as without the library.
-		if (!atomic_exchange_explicit(&s->full, 1, relaxed) && drain_gone(s, fd))
+		if (recheck_gone(atomic_fetch_add_explicit(&s->full, 1, relaxed) + 1) && drain_gone(s, fd))
 			goto fallback;
 		if (probe(&io, 4))
 			return fail(EFAULT);
