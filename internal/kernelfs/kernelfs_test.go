@@ -13,22 +13,28 @@ import (
 )
 
 // File's errors say what the errno means for user_events: ENOENT that the
-// kernel has none, EACCES in a directory the user may enter that it has
-// them, and EACCES in one it may not that this cannot be known — an
-// ordinary user before tracefs's 0700 root was told "the kernel has
-// user_events" on a kernel without them.
+// kernel has none; EACCES where the file is there (stat finds it) that it
+// has them, and where it is not, that it has none; and EACCES in a
+// directory the user may not enter that this cannot be known — an ordinary
+// user before tracefs's 0700 root was told "the kernel has user_events" on
+// a kernel without them.
 func TestFileErrors(t *testing.T) {
-	root := t.TempDir()
+	without, with := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(with, "user_events_data"), nil, 0o200); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
+		root  string
 		errno unix.Errno
 		want  string
 	}{
-		{unix.ENOENT, "no such file or directory (ENOENT): this kernel has no user_events (CONFIG_USER_EVENTS)"},
-		{unix.EACCES, "permission denied (EACCES): this kernel has user_events; this user may not open them"},
-		{unix.EPERM, "operation not permitted (EPERM): this kernel has user_events; this user may not open them"},
+		{without, unix.ENOENT, "no such file or directory (ENOENT): this kernel has no user_events (CONFIG_USER_EVENTS)"},
+		{with, unix.EACCES, "permission denied (EACCES): this kernel has user_events; this user may not open them"},
+		{with, unix.EPERM, "operation not permitted (EPERM): this kernel has user_events; this user may not open them"},
+		{without, unix.EACCES, "permission denied (EACCES): this kernel has no user_events (CONFIG_USER_EVENTS)"},
 	} {
-		_, err := File(root, "user_events_data", func(string) error { return c.errno })
-		want := "open " + filepath.Join(root, "user_events_data") + ": " + c.want
+		_, err := File(c.root, "user_events_data", func(string) error { return c.errno })
+		want := "open " + filepath.Join(c.root, "user_events_data") + ": " + c.want
 		if !errors.Is(err, c.errno) || err.Error() != want {
 			t.Errorf("File with %v: %v\nwant %s", c.errno, err, want)
 		}
