@@ -449,9 +449,11 @@ func (m *mapper) putResource(attrs pcommon.Map, s *perfdata.Sample, res export.R
 	}
 }
 
-// take returns the batch and starts a new one.
+// take returns the batch and starts a new one: the writer holds nothing
+// of it (what the pipelines do with it is theirs).
 func (m *mapper) take() *pdataBatch {
 	b := m.b
 	m.b = newPdataBatch()
+	m.w.dst, m.w.lr = plog.LogRecordSlice{}, m.w.scratch
 	return b
 }
