@@ -220,26 +220,48 @@ func (v Reservation) Payload() []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(v.rec, HeaderSize)), v.n)
 }
 
-// Commit publishes the record and wakes the consumer if it said it sleeps.
+// Commit publishes the record and wakes the consumer if it said it sleeps
+// and the ring now holds what it waits for: any record (a sleeping word of
+// 1), or w bytes or more (a watermark w > 1; see Consumer.SleepAt).
 func (v Reservation) Commit() {
 	// The release: every store above is visible to whoever loads this word
 	// committed.
 	atomic.StoreUint64((*uint64)(v.rec), v.word|committed)
-	// The load that pairs with the consumer's store of sleeping=1 (see the
-	// package doc): whichever of the two stores came first, either the
-	// consumer sees this record or this load sees it sleeping. A line the
-	// consumer writes only when it goes to sleep: while it is awake this
-	// is a read of a cached line, no traffic.
-	if atomic.LoadUint32(v.p.r.sleeping) != 0 {
-		v.p.wake()
+	// The load that pairs with the consumer's store of its sleeping word
+	// (see the package doc): whichever of the two stores came first, either
+	// the consumer sees this record or this load sees it sleeping. A line
+	// the consumer writes only when it goes to sleep: while it is awake
+	// this is a read of a cached line, no traffic.
+	if s := atomic.LoadUint32(v.p.r.sleeping); s != 0 && (s == 1 || v.p.due(s)) {
+		v.p.wakeFrom(s)
 	}
 }
 
-// wake is the rare path: the consumer said it sleeps. The CAS lets one
-// publisher, the first, pay the system call; the consumer clears the word
-// itself when it wakes for any other reason.
-func (p *Producer) wake() {
-	if atomic.CompareAndSwapUint32(p.r.sleeping, 1, 0) {
+// due says whether a consumer asleep until the ring holds w bytes is to be
+// woken now: head, loaded after this publisher's commit, is w or more past
+// the tail. Head, not the end of the record being committed: the record at
+// the tail may be the last one committed, behind records committed while
+// the consumer was looking — its publisher must see the ring as full as
+// it is. The producers' copy of the tail is old — it makes the ring look
+// fuller than it is — so a check it passes is made again on the shared
+// tail, which the consumer published before it said it sleeps: that line is
+// read only when a wake is likely, not per record.
+func (p *Producer) due(w uint32) bool {
+	h := atomic.LoadUint64(p.r.head)
+	if h-p.tail.Load() < uint64(w) {
+		return false
+	}
+	t := atomic.LoadUint64(p.r.tail)
+	p.tail.Store(t)
+	return h-t >= uint64(w)
+}
+
+// wakeFrom is the rare path: the consumer said it sleeps, its word saying
+// s. The CAS from s lets one publisher per sleep, the first, pay the
+// system call, whatever the watermark; the consumer clears the word itself
+// when it wakes for any other reason.
+func (p *Producer) wakeFrom(s uint32) {
+	if atomic.CompareAndSwapUint32(p.r.sleeping, s, 0) {
 		if p.wakeFd >= 0 {
 			eventfdAdd(p.wakeFd)
 		} else {

@@ -136,6 +136,22 @@
 // later records' publishers all skip the wake. While the consumer is awake,
 // publishing costs one load of a cache line that nobody writes.
 //
+// The sleeping word may hold a watermark instead of 1 (Consumer.SleepAt):
+// w > 1 says "wake me when the ring holds w bytes or more". A publisher
+// that reads w after its commit loads head and compares it with its copy
+// of the tail, and only if that passes with the shared tail, which the
+// consumer published before it stored w; if the ring holds w bytes it
+// takes the word from w to 0 by CAS and wakes. The consumer, having stored
+// w, sleeps only if the record at its tail is not committed or the ring
+// holds less than w: by the same two-store argument, either it sees the
+// record (and the head) that makes the ring full enough, or that record's
+// publisher sees its word — head, not the end of the publisher's own
+// record, so that the commit of a record at the tail behind later ones
+// wakes it too. Records below the watermark wait for the consumer's
+// timeout: the price of one wake per w bytes rather than one per burst,
+// which for a Go consumer (a wake costs it tens of microseconds of CPU) is
+// what costs most at a few million records a second.
+//
 // Wait sleeps on one ring. A consumer of many rings sleeps on all of them at
 // once with epoll instead: each producer wakes by adding 1 to an eventfd of
 // its own (Producer.WakeByEventfd) rather than by FUTEX_WAKE, and the
@@ -145,6 +161,15 @@
 // 128 rings; an epoll set has no such limit, and a consumer that never reads
 // the eventfds, edge-triggered, cannot be blocked by a producer that plays
 // with their flags.)
+//
+// # Reading in place
+//
+// Next copies a record out into the consumer's buffer. Peek finds the same
+// record with the same checks and hands it over where it lies (a View: the
+// header's words loaded once each, the payload still in the ring); the
+// caller copies the payload once, straight into its own consumer's buffer,
+// validates that copy, and Advances. Either way the tail moves only past
+// records delivered or skipped by the rules below.
 //
 // # Hostile memory
 //
@@ -168,7 +193,9 @@
 //     its stamp and check match its position, its length is 32..S and it ends
 //     at or before head; its first word and its check are loaded once each;
 //     the other header fields and the payload are taken from the consumer's
-//     copy, never read again from the ring.
+//     copy, never read again from the ring (Peek: the header fields loaded
+//     once each, the payload copied once by the caller, who reads only its
+//     copy).
 //   - Next does bounded work: each step moves the tail forward by at least 8
 //     bytes or returns, and one call skips at most S bytes before it returns
 //     ErrNotReady. With head still, a drain loop ends within S bytes; with a
