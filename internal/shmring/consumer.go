@@ -66,10 +66,15 @@ func Attach(fd int) (*Consumer, error) {
 		r.unmap()
 		return nil, err
 	}
+	return newConsumer(r), nil
+}
+
+// newConsumer is the consumer of a mapped ring whose header was checked.
+func newConsumer(r *ring) *Consumer {
 	// Resume where a previous consumer stopped. Any value is safe: every
 	// position is validated.
 	pub := atomic.LoadUint64(r.tail)
-	return &Consumer{r: r, tail: pub &^ 7, pub: pub, head: pub &^ 7}, nil
+	return &Consumer{r: r, tail: pub &^ 7, pub: pub, head: pub &^ 7}
 }
 
 // Close unmaps the ring. The caller closes the memfd.

@@ -14,10 +14,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// pairInSet, when not negative, makes pair return that ring of a set of
+// pairSetRings rings instead of a ring of its own (TestRingsOfASet).
+var pairInSet = -1
+
+const pairSetRings = 3
+
 // pair is a ring created for producing and attached for consuming, as two
 // processes would: two mappings of one memfd.
 func pair(t testing.TB, size int) (*Producer, *Consumer) {
 	t.Helper()
+	if pairInSet >= 0 {
+		return setPair(t, size, pairInSet)
+	}
 	p, err := Create(size)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,11 @@
 // and not an overwrite ring: a full ring drops the new record, as the
 // kernel's ring buffer does in its non-overwrite mode, and counts it.
 //
+// A producer process may publish into a ring set instead (set.go): R such
+// rings in one memfd, one per CPU index, so that its threads on different
+// CPUs never share a head, and a consumer per ring index drains ring k of
+// every producer — the kernel's per-CPU buffers, in shared memory.
+//
 // # Layout
 //
 // A ring is a memfd of P+S bytes, P the page size (4096 on x86-64) and S the
@@ -310,6 +315,12 @@ func align8(n uint64) uint64 { return (n + 7) &^ 7 }
 // anonymous mapping so that the three fixed mappings replace it and nothing
 // else can be mapped in between.
 func mapRing(fd int, page, size uint64, dataProt int) (*ring, error) {
+	return mapRingAt(fd, 0, page, size, dataProt)
+}
+
+// mapRingAt is mapRing for a ring whose header page is at file offset foff
+// of the memfd: ring k of a set.
+func mapRingAt(fd int, foff int64, page, size uint64, dataProt int) (*ring, error) {
 	total := uintptr(page + 2*size)
 	base, err := unix.MmapPtr(-1, 0, nil, total, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
@@ -321,9 +332,9 @@ func mapRing(fd int, page, size uint64, dataProt int) (*ring, error) {
 		len  uintptr
 		prot int
 	}{
-		{0, 0, uintptr(page), unix.PROT_READ | unix.PROT_WRITE},
-		{uintptr(page), int64(page), uintptr(size), dataProt},
-		{uintptr(page + size), int64(page), uintptr(size), dataProt},
+		{0, foff, uintptr(page), unix.PROT_READ | unix.PROT_WRITE},
+		{uintptr(page), foff + int64(page), uintptr(size), dataProt},
+		{uintptr(page + size), foff + int64(page), uintptr(size), dataProt},
 	}
 	for _, m := range maps {
 		if _, err := unix.MmapPtr(fd, m.off, unsafe.Add(base, m.at), m.len, m.prot, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
@@ -391,42 +402,58 @@ func Create(size int) (*Producer, error) {
 		unix.Close(fd)
 		return nil, err
 	}
+	r.initHeader()
+	return &Producer{r: r, fd: fd, ownFd: true, wakeFd: -1}, nil
+}
+
+// initHeader writes a new ring's header: a fresh random key, the geometry,
+// the magic last.
+func (r *ring) initHeader() {
 	var k [8]byte
 	unix.Getrandom(k[:], 0) // 8 bytes: getrandom(2) returns them whole once the pool is ready
 	r.key = binary.NativeEndian.Uint64(k[:])
 	*r.u32(offVersion) = version
-	*r.u32(offDataOffset) = uint32(p)
-	*r.u64(offSize) = s
+	*r.u32(offDataOffset) = uint32(r.page)
+	*r.u64(offSize) = r.size
 	*r.u64(offKey) = r.key
 	// The magic last: a reader of a half-initialised header sees no ring.
 	atomic.StoreUint64(r.u64(offMagic), magic)
-	return &Producer{r: r, fd: fd, ownFd: true, wakeFd: -1}, nil
+}
+
+// sealedSize is the size of memfd fd, checked to be a regular file sealed
+// against shrinking and growing: no access to a mapping of it can fault.
+func sealedSize(fd int, what string) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, fmt.Errorf("%s: fstat: %w", what, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, fmt.Errorf("%s: the descriptor is not a memfd (mode %#o): %w", what, st.Mode, unix.EINVAL)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return 0, fmt.Errorf("%s: fcntl F_GET_SEALS: %w", what, err)
+	}
+	if seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
+		return 0, fmt.Errorf("%s: the memfd is not sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW): %w", what, unix.EINVAL)
+	}
+	return st.Size, nil
 }
 
 // geometry is what Attach and Open learn from a memfd: checked against its
 // size and seals, never against the header alone.
 func geometry(fd int) (page, size uint64, err error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, 0, fmt.Errorf("ring: fstat: %w", err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, 0, fmt.Errorf("ring: the descriptor is not a memfd (mode %#o): %w", st.Mode, unix.EINVAL)
-	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	st, err := sealedSize(fd, "ring")
 	if err != nil {
-		return 0, 0, fmt.Errorf("ring: fcntl F_GET_SEALS: %w", err)
-	}
-	if seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
-		return 0, 0, fmt.Errorf("ring: the memfd is not sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW): %w", unix.EINVAL)
+		return 0, 0, err
 	}
 	page = pageSize()
-	if st.Size <= int64(page) {
-		return 0, 0, fmt.Errorf("ring: the memfd has %d bytes, not a header page and data: %w", st.Size, unix.EINVAL)
+	if st <= int64(page) {
+		return 0, 0, fmt.Errorf("ring: the memfd has %d bytes, not a header page and data: %w", st, unix.EINVAL)
 	}
-	size = uint64(st.Size) - page
+	size = uint64(st) - page
 	if err := checkSize(size); err != nil {
-		return 0, 0, fmt.Errorf("ring: the memfd's %d bytes are not a header page and a valid data area: %w", st.Size, err)
+		return 0, 0, fmt.Errorf("ring: the memfd's %d bytes are not a header page and a valid data area: %w", st, err)
 	}
 	return page, size, nil
 }
