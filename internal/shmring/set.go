@@ -176,22 +176,29 @@ func setGeometry(fd, n int) (page, size uint64, err error) {
 // checkSetHeader reads the set header's constant fields once each and
 // compares them with the geometry the memfd has.
 func checkSetHeader(fd int, page, size uint64, n int) error {
+	return checkHeaderPage(fd, page, size, n, setMagicWord, setVersion, "ring set")
+}
+
+// checkHeaderPage checks the header page of a set of n rings of size bytes
+// (a ring set, a stream set): its magic, version, ring count and size,
+// each read once.
+func checkHeaderPage(fd int, page, size uint64, n int, magic uint64, version uint32, what string) error {
 	hdr, err := unix.MmapPtr(fd, 0, nil, uintptr(page), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return fmt.Errorf("ring set: mapping its header: mmap: %w", err)
+		return fmt.Errorf("%s: mapping its header: mmap: %w", what, err)
 	}
 	defer unix.MunmapPtr(hdr, uintptr(page))
-	if m := atomic.LoadUint64((*uint64)(hdr)); m != setMagicWord {
-		return fmt.Errorf("ring set: bad magic %#x, not a uetrace ring set: %w", m, unix.EINVAL)
+	if m := atomic.LoadUint64((*uint64)(hdr)); m != magic {
+		return fmt.Errorf("%s: bad magic %#x, not a uetrace %s: %w", what, m, what, unix.EINVAL)
 	}
-	if v := atomic.LoadUint32((*uint32)(unsafe.Add(hdr, 8))); v != setVersion {
-		return fmt.Errorf("ring set: version %d, this side speaks %d: %w", v, setVersion, unix.EPROTONOSUPPORT)
+	if v := atomic.LoadUint32((*uint32)(unsafe.Add(hdr, 8))); v != version {
+		return fmt.Errorf("%s: version %d, this side speaks %d: %w", what, v, version, unix.EPROTONOSUPPORT)
 	}
 	if r := atomic.LoadUint32((*uint32)(unsafe.Add(hdr, offSetRings))); r != uint32(n) {
-		return fmt.Errorf("ring set: the header says %d rings, this side takes %d: %w", r, n, unix.EINVAL)
+		return fmt.Errorf("%s: the header says %d rings, this side takes %d: %w", what, r, n, unix.EINVAL)
 	}
 	if s := atomic.LoadUint64((*uint64)(unsafe.Add(hdr, offSetSize))); s != size {
-		return fmt.Errorf("ring set: the header says rings of %d bytes, the memfd holds %d: %w", s, size, unix.EINVAL)
+		return fmt.Errorf("%s: the header says rings of %d bytes, the memfd holds %d: %w", what, s, size, unix.EINVAL)
 	}
 	return nil
 }

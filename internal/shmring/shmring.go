@@ -461,18 +461,27 @@ func geometry(fd int) (page, size uint64, err error) {
 // checkHeader compares the header's constant fields with the memfd's
 // geometry, reading each once, and returns the key.
 func (r *ring) checkHeader() error {
-	if m := atomic.LoadUint64(r.u64(offMagic)); m != magic {
-		return fmt.Errorf("ring: bad magic %#x, not a uetrace ring: %w", m, unix.EINVAL)
-	}
-	if v := atomic.LoadUint32(r.u32(offVersion)); v != version {
-		return fmt.Errorf("ring: version %d, this side speaks %d: %w", v, version, unix.EPROTONOSUPPORT)
-	}
-	if d := atomic.LoadUint32(r.u32(offDataOffset)); uint64(d) != r.page {
-		return fmt.Errorf("ring: data offset %d, the page size here is %d: %w", d, r.page, unix.EINVAL)
-	}
-	if s := atomic.LoadUint64(r.u64(offSize)); s != r.size {
-		return fmt.Errorf("ring: the header says %d data bytes, the memfd holds %d: %w", s, r.size, unix.EINVAL)
+	if err := r.checkKind(magic, version, "ring"); err != nil {
+		return err
 	}
 	r.key = atomic.LoadUint64(r.u64(offKey))
+	return nil
+}
+
+// checkKind checks the header's magic and version (a ring's, a stream's)
+// and its geometry against the memfd's.
+func (r *ring) checkKind(magic uint64, version uint32, what string) error {
+	if m := atomic.LoadUint64(r.u64(offMagic)); m != magic {
+		return fmt.Errorf("%s: bad magic %#x, not a uetrace %s: %w", what, m, what, unix.EINVAL)
+	}
+	if v := atomic.LoadUint32(r.u32(offVersion)); v != version {
+		return fmt.Errorf("%s: version %d, this side speaks %d: %w", what, v, version, unix.EPROTONOSUPPORT)
+	}
+	if d := atomic.LoadUint32(r.u32(offDataOffset)); uint64(d) != r.page {
+		return fmt.Errorf("%s: data offset %d, the page size here is %d: %w", what, d, r.page, unix.EINVAL)
+	}
+	if s := atomic.LoadUint64(r.u64(offSize)); s != r.size {
+		return fmt.Errorf("%s: the header says %d data bytes, the memfd holds %d: %w", what, s, r.size, unix.EINVAL)
+	}
 	return nil
 }
