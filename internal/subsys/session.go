@@ -117,7 +117,9 @@ type Session struct {
 	done     chan struct{}
 
 	// With a ring (DeliverToRing), records go there instead; see
-	// session_ring.go.
+	// session_ring.go. With streams (DeliverToStreams), there; see
+	// session_stream.go.
+	streams     atomic.Pointer[sessionStreams]
 	shm         atomic.Pointer[sessionRing]
 	lostNotes   []lostNote               // under mu
 	lostPending atomic.Bool              // lostNotes is not empty
@@ -422,7 +424,7 @@ func (ss *Session) TooLarge() uint64 {
 // the kernel drops it before either.
 func (ss *Session) dropTooLarge(ev *Event, w *Writer, ts uint64) {
 	ev.shard(w.CPU).dropped.Add(1)
-	if ss.shm.Load() != nil {
+	if ss.shm.Load() != nil || ss.streams.Load() != nil {
 		ss.noteLostFlags(ev, ts, int32(w.CPU), 1, wire.RingLostTooLarge)
 		return
 	}
@@ -441,6 +443,10 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 		if flt := (*m)[ev]; flt != nil && !flt.Match(rec, &tracefilter.Env{CPU: w.CPU, Comm: w.Comm}) {
 			return
 		}
+	}
+	if r := ss.streams.Load(); r != nil {
+		ss.deliverStream(r, ev, w, ts, rec)
+		return
 	}
 	if r := ss.shm.Load(); r != nil {
 		ss.deliverRing(r, ev, w, ts, rec)
@@ -526,7 +532,7 @@ func (ss *Session) Read(ctx context.Context, buf []byte, dst []Record) ([]Record
 // its raw data, so that records and frames together fit len(buf). The raw
 // data is packed at the start of buf as Read packs it.
 func (ss *Session) ReadFramed(ctx context.Context, buf []byte, frame int, dst []Record) ([]Record, error) {
-	if ss.shm.Load() != nil {
+	if ss.shm.Load() != nil || ss.streams.Load() != nil {
 		return dst, errRingSession
 	}
 	for {

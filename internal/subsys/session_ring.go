@@ -94,8 +94,8 @@ func (ss *Session) DeliverToRing(p *shmring.Producer) error {
 	switch {
 	case ss.closed:
 		return fmt.Errorf("session ring: the session is closed: %w", unix.EBADF)
-	case ss.shm.Load() != nil:
-		return fmt.Errorf("session ring: the session already delivers into a ring: %w", unix.EBUSY)
+	case ss.shm.Load() != nil || ss.streams.Load() != nil:
+		return fmt.Errorf("session ring: the session already delivers into shared memory: %w", unix.EBUSY)
 	case len(ss.attached) > 0 || len(ss.follow) > 0:
 		return fmt.Errorf("session ring: the session is already attached to events; share the ring before attaching: %w", unix.EBUSY)
 	}
@@ -132,6 +132,10 @@ func (ss *Session) noteLostFlags(ev *Event, ts uint64, cpu int32, n uint64, flag
 	if n == 0 {
 		return
 	}
+	if r := ss.streams.Load(); r != nil {
+		ss.noteLostStreams(r, ev, ts, cpu, n, flags)
+		return
+	}
 	ss.mu.Lock()
 	if flags&wire.RingLostTooLarge != 0 {
 		ss.tooLarge = satAdd(ss.tooLarge, n)
@@ -139,28 +143,33 @@ func (ss *Session) noteLostFlags(ev *Event, ts uint64, cpu int32, n uint64, flag
 		ss.lost = satAdd(ss.lost, n)
 	}
 	if ss.shm.Load() != nil {
-		k := len(ss.lostNotes)
-		switch {
-		case k > 0 && ss.lostNotes[k-1].ev == ev && ss.lostNotes[k-1].flags == flags:
-			ss.lostNotes[k-1].n = satAdd(ss.lostNotes[k-1].n, n)
-		case k >= maxLostNotes:
-			// Into the last run of the same kind, or a new one if
-			// there is none yet (there are two kinds).
-			i := k - 1
-			for i >= 0 && ss.lostNotes[i].flags != flags {
-				i--
-			}
-			if i >= 0 {
-				ss.lostNotes[i].n = satAdd(ss.lostNotes[i].n, n)
-				break
-			}
-			fallthrough
-		default:
-			ss.lostNotes = append(ss.lostNotes, lostNote{ev: ev, ts: ts, cpu: cpu, n: n, flags: flags})
-		}
+		ss.lostNotes = addLostNote(ss.lostNotes, lostNote{ev: ev, ts: ts, cpu: cpu, n: n, flags: flags})
 		ss.lostPending.Store(true)
 	}
 	ss.mu.Unlock()
+}
+
+// addLostNote adds the run l to notes: into the last run when it is of the
+// same event and kind, else as a new run while there are fewer than
+// maxLostNotes, else into the last run of its kind — the counts stay
+// exact, the event and time are that run's.
+func addLostNote(notes []lostNote, l lostNote) []lostNote {
+	k := len(notes)
+	switch {
+	case k > 0 && notes[k-1].ev == l.ev && notes[k-1].flags == l.flags:
+		notes[k-1].n = satAdd(notes[k-1].n, l.n)
+		return notes
+	case k >= maxLostNotes:
+		// Into the last run of the same kind, or a new one if there is
+		// none yet (there are two kinds).
+		for i := k - 1; i >= 0; i-- {
+			if notes[i].flags == l.flags {
+				notes[i].n = satAdd(notes[i].n, l.n)
+				return notes
+			}
+		}
+	}
+	return append(notes, l)
 }
 
 // flushLost writes the pending lost runs into the ring, as many as fit, and
@@ -187,6 +196,9 @@ func (ss *Session) flushLost(r *sessionRing) bool {
 // not: the reader counts that itself. The daemon calls it when the reader
 // asks to be brought up to date.
 func (ss *Session) TakeLost() (n, tooLarge uint64) {
+	if st := ss.streams.Load(); st != nil {
+		return st.takeLost()
+	}
 	r := ss.shm.Load()
 	if r == nil || !ss.lostPending.Load() || ss.flushLost(r) {
 		return 0, 0
