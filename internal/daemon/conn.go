@@ -42,7 +42,8 @@ type conn struct {
 	handles map[uint32]any // *subsys.Handle or *subsys.Session
 	next    uint32
 
-	ring *ringSource // the ring the client shared, if any
+	ring *ringSource // the version-1 ring the client shared, if any
+	set  *ringSet    // the ring set it shared, if any
 	// fds are the descriptors the message read carried, until it is
 	// handled: only a Hello's, Ring's or ServeFUSE's are kept, and only
 	// when the message came whole (read).
@@ -363,6 +364,7 @@ func (c *conn) hello(u unix.Ucred) bool {
 	out = wire.LE.AppendUint32(out, wire.Version)
 	out = wire.LE.AppendUint32(out, uint32(u.Pid))
 	out = wire.LE.AppendUint32(out, flags)
+	out = wire.LE.AppendUint32(out, uint32(c.s.drainers.n))
 	if !c.reply(out) {
 		c.teardown()
 		return false
@@ -380,6 +382,11 @@ func (c *conn) teardown() {
 		c.ring.close(&c.s.merger)
 		c.share("ring", -c.ring.shared)
 		c.ring = nil
+	}
+	if c.set != nil {
+		c.s.drainers.close(c.set)
+		c.share("ring", -c.set.shared)
+		c.set = nil
 	}
 	for _, fd := range c.takeFDs() {
 		unix.Close(fd)

@@ -126,12 +126,14 @@
 //     a record that long unread. A write of that length a consumer could
 //     take would be EMSGSIZE; with Linux's limits (a record of 8 KiB at
 //     most) there is none.
-//   - Writes come two ways. A client may share a ring (the Ring request; a
-//     memfd, internal/shmring, and an eventfd) and publish its writes there
-//     without a system call, having checked them itself with the kernel's
-//     rules. One merger goroutine delivers every ring's records into their
-//     connections' user_events_data, in time order across rings as ftrace
-//     merges its per-CPU buffers (see merger), with the time the record
+//   - Writes come two ways. A client may share a ring set (the Ring
+//     request, version 2: a memfd of one ring per CPU index,
+//     internal/shmring, and an eventfd) — or, from clients before sets, one
+//     ring (version 1) — and publish its writes there without a system
+//     call, having checked them itself with the kernel's rules. Drainer k
+//     delivers ring k of every set (one merger goroutine every version-1
+//     ring) into their connections' user_events_data, in time order across
+//     rings as ftrace merges its per-CPU buffers (see merge), with the time the record
 //     carries, its thread and CPU as writer.go checks them (a live thread
 //     of another process becomes the peer's pid: RingStats.ForgedTID, and
 //     so does a new one past the ring's ration of checks:

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"container/heap"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -11,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/shmring"
-	"github.com/uetrace/uetrace/internal/stamp"
 )
 
 const (
@@ -50,28 +48,13 @@ const (
 // and its commit holds the merge as long as it takes.
 var holdMax = holdMaxDefault
 
-// merger delivers the records of every client's ring into the subsystem,
-// in one goroutine, in time order across rings: as ftrace reads its
-// per-CPU buffers merged by time stamp, consumers here see the records of
-// different processes in the order they were written.
-//
-// # The merge
-//
-// A ring's records are in the order its producer reserved them, and a
-// producer stamps a record after it reserved its space (see
-// shmring.Reservation.Stamp). Each pass the merger reads the clock, then
-// looks at every ring: one with a committed record at its tail offers that
-// record; one that is empty bounds the rest — whatever it publishes later
-// is reserved after this look and so stamped after the clock was read;
-// one whose tail record is reserved and not yet committed holds the merge
-// until it is committed, for at most holdMax. The merger delivers the
-// earliest record offered while it is no later than every bound and
-// nothing holds, takes the next record of the same ring, and goes on.
-// Records come out in time order across rings; within a ring they keep
-// the ring's order, which may differ from time order by as much as a
-// producer's goroutines raced between reserving and stamping (each is
-// counted in RingStats.OutOfOrder, and ftrace stores a record whose time
-// went backwards on a CPU with the time before it, as the kernel does).
+// merger delivers the records of every client's version-1 ring into the
+// subsystem, in one goroutine, in time order across rings (see merge): as
+// ftrace reads its per-CPU buffers merged by time stamp, consumers here
+// see the records of different processes in the order they were written.
+// A version-1 ring holds its producer's records of every CPU, so one
+// merger takes them all; ring sets go to the per-CPU drainers instead
+// (drainer.go).
 //
 // # Napping and sleeping
 //
@@ -105,11 +88,9 @@ type merger struct {
 	nudge chan struct{}
 
 	// The merger goroutine's own.
-	nap   time.Duration // the next nap's length (see napMax)
-	epfd  int
-	rings []*ringSource
-	heap  ringHeap
-	last  uint64 // the time of the last record delivered
+	nap  time.Duration // the next nap's length (see napMax)
+	epfd int
+	merge
 }
 
 func (m *merger) init(s *Server) {
@@ -118,6 +99,7 @@ func (m *merger) init(s *Server) {
 	m.nudge = make(chan struct{}, 1)
 	m.nap = napMax
 	m.all = map[*ringSource]struct{}{}
+	m.merge.outOfOrder = &m.outOfOrder
 }
 
 // add hands r to the merger, starting it if it is not running.
@@ -294,113 +276,6 @@ func (m *merger) run() {
 	}
 }
 
-// pass delivers up to mergeBatch records in time order (see merger) —
-// every one offered, without bounds, when force is set — and says how
-// many it delivered and whether a ring's uncommitted record held the rest.
-func (m *merger) pass(force bool) (n int, hold bool) {
-	now := stamp.Now()
-	bound := ^uint64(0)
-	for _, r := range m.rings {
-		if !r.have && m.fill(r, now, &bound, &hold) {
-			heap.Push(&m.heap, r)
-		}
-	}
-	for n < mergeBatch && len(m.heap) > 0 {
-		r := m.heap[0]
-		if !force && (hold || r.rec.Time > bound) {
-			break
-		}
-		if r.rec.Time < m.last {
-			m.outOfOrder.Add(1)
-		} else {
-			m.last = r.rec.Time
-		}
-		r.deliver()
-		n++
-		if r.closing {
-			r.budget--
-		}
-		// The ring stays at the top of the heap while its next record
-		// is taken: one sift down, not a pop and a push.
-		if m.fill(r, now, &bound, &hold) {
-			heap.Fix(&m.heap, 0)
-		} else {
-			heap.Pop(&m.heap)
-			r.have = false
-		}
-	}
-	return n, hold
-}
-
-// fill takes r's next record, reporting true — the caller puts r in the
-// heap, or keeps it there — or says what its emptiness means for the
-// others: see merger.
-func (m *merger) fill(r *ringSource, now uint64, bound *uint64, hold *bool) bool {
-	if r.closing && r.budget <= 0 {
-		return false
-	}
-	rec, buf, err := r.cons.NextGrow(r.buf, r.bufMax)
-	r.buf = buf
-	if err == nil {
-		if rec.Time > now {
-			// Stamped after this pass began — or later than any clock
-			// could say: a record is stamped before it is published.
-			if t := stamp.Now(); rec.Time > t {
-				rec.Time = t
-				r.future.Add(1)
-			}
-		}
-		r.rec, r.have, r.holdSince = rec, true, 0
-		return true
-	}
-	if r.closing || r.cons.Pending() == 0 {
-		// Empty: no record follows the loss records yet.
-		if len(r.losses) > 0 {
-			r.applyLosses(-1)
-		}
-		r.holdSince = 0
-		*bound = min(*bound, now)
-		return false
-	}
-	// Reserved, not committed yet.
-	if r.untrusted {
-		return false
-	}
-	t := stamp.Now()
-	if r.holdSince == 0 {
-		r.holdSince = int64(t)
-	}
-	if int64(t)-r.holdSince > int64(holdMax) {
-		r.untrusted = true
-		r.held.Add(1)
-		r.log.Warn("ring: a record reserved and not committed held the others too long; this ring holds them no more", "held", time.Duration(int64(t)-r.holdSince))
-		return false
-	}
-	*hold = true
-	return false
-}
-
-// drainAll delivers everything committed in every ring now, whatever the
-// bounds: a flush. Its work is bounded by a ring's worth of records per
-// ring, so that producers that keep publishing cannot hold it.
-func (m *merger) drainAll() {
-	limit := 0
-	for _, r := range m.rings {
-		limit += r.cons.Size()/shmring.HeaderSize + 1
-	}
-	for limit > 0 {
-		n, _ := m.pass(true)
-		limit -= n
-		if n < mergeBatch {
-			// Records still in the heap were offered and delivered;
-			// one pass more finds what was committed meanwhile.
-			if n2, _ := m.pass(true); n2 == 0 {
-				return
-			}
-		}
-	}
-}
-
 // release lets go of the closing rings that have nothing more to deliver.
 func (m *merger) release() {
 	keep := m.rings[:0]
@@ -409,10 +284,7 @@ func (m *merger) release() {
 			keep = append(keep, r)
 			continue
 		}
-		if r.have {
-			heap.Remove(&m.heap, r.heapIdx)
-			r.have = false
-		}
+		m.drop(r)
 		r.applyLosses(-1)
 		epollDel(m.epfd, r.efd)
 		st := r.stats()
@@ -508,28 +380,6 @@ func (m *merger) sleep(timeout time.Duration) {
 	for _, r := range m.rings {
 		r.cons.Awake()
 	}
-}
-
-// ringHeap orders rings with a record by its time.
-type ringHeap []*ringSource
-
-func (h ringHeap) Len() int           { return len(h) }
-func (h ringHeap) Less(i, j int) bool { return h[i].rec.Time < h[j].rec.Time }
-func (h ringHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx, h[j].heapIdx = i, j
-}
-func (h *ringHeap) Push(x any) {
-	r := x.(*ringSource)
-	r.heapIdx = len(*h)
-	*h = append(*h, r)
-}
-func (h *ringHeap) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return r
 }
 
 func epollAdd(epfd, fd int) error {

@@ -11,8 +11,10 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 )
 
-// opRing takes a client's ring: a sealed memfd and an eventfd, one per
-// connection.
+// opRing takes a client's ring — a sealed memfd and an eventfd, one per
+// connection — of the version its arg says: 0 or wire.RingV1, one ring
+// (the merger drains it); wire.RingSet, a ring set of the daemon's ring
+// count (the drainers do).
 func (c *conn) opRing(h wire.Header, body []byte) bool {
 	fds := c.takeFDs()
 	defer func() {
@@ -23,10 +25,16 @@ func (c *conn) opRing(h wire.Header, body []byte) bool {
 	switch {
 	case len(fds) != 2 || len(body) != 0:
 		return c.result(0, fmt.Errorf("ring: expected a memfd, an eventfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL))
-	case c.ring != nil:
+	case c.ring != nil || c.set != nil:
 		return c.result(0, fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY))
+	case h.Arg > wire.RingSet:
+		return c.result(0, fmt.Errorf("ring: version %d; this daemon takes versions 1 (a ring) and 2 (a ring set): %w", h.Arg, unix.EPROTONOSUPPORT))
 	}
-	if err := c.attachRing(fds[0], fds[1]); err != nil {
+	attach := c.attachRing
+	if h.Arg == wire.RingSet {
+		attach = c.attachSet
+	}
+	if err := attach(fds[0], fds[1]); err != nil {
 		c.log.Warn("ring refused", "err", err)
 		return c.result(0, err)
 	}
@@ -35,7 +43,7 @@ func (c *conn) opRing(h wire.Header, body []byte) bool {
 
 // opRingFlush returns once what the connection's ring holds is delivered.
 func (c *conn) opRingFlush(h wire.Header, body []byte) bool {
-	if c.ring == nil {
+	if c.ring == nil && c.set == nil {
 		return c.result(0, fmt.Errorf("ring flush: this connection shared no ring: %w", unix.EINVAL))
 	}
 	c.s.Flush()

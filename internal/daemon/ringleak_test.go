@@ -62,23 +62,24 @@ func TestRingReleasedUnreachable(t *testing.T) {
 	for range 4 {
 		a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 		c := a.dial(t, s.sock)
-		if err := c.ShareRing(newRing(t, 1<<16)); err != nil {
-			t.Fatal(err)
-		}
+		shareTestRing(t, c, 1<<16)
 		s.merger.mu.Lock()
 		for r := range s.merger.all {
 			gone = append(gone, weak.Make(r))
 		}
 		s.merger.mu.Unlock()
+		s.drainers.mu.Lock()
+		for set := range s.drainers.sets {
+			for _, r := range set.srcs {
+				gone = append(gone, weak.Make(r))
+			}
+		}
+		s.drainers.mu.Unlock()
 		c.Close()
-		waitFor(t, "the ring to be released", func() bool {
-			s.merger.mu.Lock()
-			defer s.merger.mu.Unlock()
-			return len(s.merger.all) == 0
-		})
+		waitFor(t, "the ring to be released", func() bool { return ringsReleased(s) })
 	}
-	if len(gone) != 4 {
-		t.Fatalf("saw %d rings, want 4", len(gone))
+	if want := 4 * max(1, s.drainers.n*int(ringVersion-1)); len(gone) != want {
+		t.Fatalf("saw %d rings, want %d", len(gone), want)
 	}
 	waitFor(t, "the released rings to be collected", func() bool {
 		runtime.GC()

@@ -386,6 +386,12 @@ func (c *Consumer) SleepAt(w uint32) bool {
 	return true
 }
 
+// Woken reports whether the consumer's sleeping word is clear: a producer
+// took it to wake the consumer (or the consumer is awake). Unlike the other
+// methods it may be called from any goroutine: a consumer of many rings
+// that sleeps on one eventfd for all learns so which rings woke it.
+func (c *Consumer) Woken() bool { return atomic.LoadUint32(c.r.sleeping) == 0 }
+
 // Awake says the consumer no longer sleeps, so that producers stop paying
 // for wakes.
 func (c *Consumer) Awake() { atomic.StoreUint32(c.r.sleeping, 0) }

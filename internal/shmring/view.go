@@ -38,8 +38,13 @@ type View struct {
 // would skip: torn records and garbage once the producer is gone. With
 // nothing committed at the tail it returns ErrNotReady. Each call does at
 // most O(Size) work, and every record it returns is wholly inside the ring.
-func (c *Consumer) Peek() (View, error) {
-	rec, n, sz, ok := c.find(c.r.size)
+func (c *Consumer) Peek() (View, error) { return c.PeekMax(int(c.r.size)) }
+
+// PeekMax is Peek for a reader that takes records of at most most bytes
+// in the ring (header and padding included), as NextGrow with most: a
+// longer committed record is skipped and counted in Stats.TooLong.
+func (c *Consumer) PeekMax(most int) (View, error) {
+	rec, n, sz, ok := c.find(uint64(max(most, 0)))
 	if !ok {
 		return View{}, ErrNotReady
 	}

@@ -140,6 +140,10 @@ func (s *Subsystem) Stats() Stats {
 	return s.stats
 }
 
+// NumCPU is the number of CPUs of the trace buffer: a writer on CPU c
+// writes into buffer c mod NumCPU.
+func (s *Subsystem) NumCPU() int { return s.trace.ring.NumCPU() }
+
 // MaxEvents is /proc/sys/kernel/user_events_max.
 func (s *Subsystem) MaxEvents() int {
 	s.mu.Lock()

@@ -69,7 +69,13 @@ import (
 //	Attach      arg: session handle; flags: 1 = follow events created later.
 //	            Body: a pattern (the subsystem's MatchEvent). Reply: Data with the
 //	            attached events' "system:tracepoint" names, NUL-terminated.
-//	Ring        no body; SCM_RIGHTS carries a ring memfd (internal/shmring)
+//	Ring        arg: the version of what is shared: RingV1 (or 0) a ring,
+//	            RingSet a ring set of R rings (the HelloOK's R), one per
+//	            CPU index, a record published into ring CPU mod R; a
+//	            daemon before sets answers EPROTONOSUPPORT or EINVAL (its
+//	            checks of a ring's memfd), and the client shares a ring
+//	            instead. Then as for a ring:
+//	            no body; SCM_RIGHTS carries a ring memfd (internal/shmring)
 //	            that the client publishes its writes into without a system
 //	            call, each record [write_index][payload] with the thread,
 //	            CPU and CLOCK_MONOTONIC time, and the eventfd the client
@@ -106,7 +112,9 @@ import (
 //	Data    body: the bytes read.
 //	HelloOK body: u32 version, u32 pid as the daemon sees it, u32 flags
 //	        (1 = the daemon counts the caller as perfmon_capable, 2 = as a
-//	        tracer: it may control tracing and read others' records).
+//	        tracer: it may control tracing and read others' records), u32
+//	        R: the rings of a ring set this daemon takes (Ring version
+//	        2); a daemon before ring sets sends no R, read as 0.
 //
 // The names of the ops below are these requests' and replies', with Op before them.
 const (
@@ -184,6 +192,12 @@ const (
 	OpResult uint16 = 0x8000 + iota
 	OpData
 	OpHelloOK
+)
+
+// The versions of the Ring request (its arg).
+const (
+	RingV1  = 1 // one ring (internal/shmring)
+	RingSet = 2 // a ring set of R rings (internal/shmring's sets)
 )
 
 // Version is the protocol version this package speaks.

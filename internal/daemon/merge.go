@@ -1,0 +1,186 @@
+package daemon
+
+import (
+	"container/heap"
+	"sync/atomic"
+	"time"
+
+	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/internal/stamp"
+)
+
+// merge delivers the records of some rings in time order across them: the
+// merger's (every version-1 ring) and each drainer's (ring k of every set).
+// It is one goroutine's.
+//
+// A ring's records are in the order its producer reserved them, and a
+// producer stamps a record after it reserved its space (see
+// shmring.Reservation.Stamp). Each pass reads the clock, then looks at
+// every ring: one with a committed record at its tail offers that record;
+// one that is empty bounds the rest — whatever it publishes later is
+// reserved after this look and so stamped after the clock was read; one
+// whose tail record is reserved and not yet committed holds the merge
+// until it is committed, for at most holdMax. The merge delivers the
+// earliest record offered while it is no later than every bound and
+// nothing holds, takes the next record of the same ring, and goes on.
+// Records come out in time order across rings; within a ring they keep
+// the ring's order, which may differ from time order by as much as a
+// producer's goroutines raced between reserving and stamping (each is
+// counted in RingStats.OutOfOrder, and ftrace stores a record whose time
+// went backwards on a CPU with the time before it, as the kernel does).
+//
+// A record is read where it lies (shmring.Consumer.Peek) and handed to the
+// connection's File as it is (subsys.File.Deliver), which copies it once
+// into each consumer's buffer and validates it there; the tail moves past
+// it after.
+type merge struct {
+	rings      []*ringSource
+	heap       ringHeap
+	last       uint64         // the time of the last record delivered
+	outOfOrder *atomic.Uint64 // where OutOfOrder is counted
+}
+
+// pass delivers up to mergeBatch records in time order (see merge) —
+// every one offered, without bounds, when force is set — and says how
+// many it delivered and whether a ring's uncommitted record held the rest.
+func (m *merge) pass(force bool) (n int, hold bool) {
+	now := stamp.Now()
+	bound := ^uint64(0)
+	for _, r := range m.rings {
+		if !r.have && m.fill(r, now, &bound, &hold) {
+			heap.Push(&m.heap, r)
+		}
+	}
+	for n < mergeBatch && len(m.heap) > 0 {
+		r := m.heap[0]
+		if !force && (hold || r.view.Time > bound) {
+			break
+		}
+		if r.view.Time < m.last {
+			m.outOfOrder.Add(1)
+		} else {
+			m.last = r.view.Time
+		}
+		r.deliver()
+		r.cons.Advance(&r.view)
+		n++
+		if r.closing {
+			r.budget--
+		}
+		// The ring stays at the top of the heap while its next record
+		// is taken: one sift down, not a pop and a push.
+		if m.fill(r, now, &bound, &hold) {
+			heap.Fix(&m.heap, 0)
+		} else {
+			heap.Pop(&m.heap)
+			r.have = false
+		}
+	}
+	return n, hold
+}
+
+// fill takes r's next record, reporting true — the caller puts r in the
+// heap, or keeps it there — or says what its emptiness means for the
+// others: see merge.
+func (m *merge) fill(r *ringSource, now uint64, bound *uint64, hold *bool) bool {
+	if r.closing && r.budget <= 0 {
+		return false
+	}
+	v, err := r.cons.PeekMax(maxRingRecord)
+	if err == nil {
+		if v.Time > now {
+			// Stamped after this pass began — or later than any clock
+			// could say: a record is stamped before it is published.
+			if t := stamp.Now(); v.Time > t {
+				v.Time = t
+				r.future.Add(1)
+			}
+		}
+		r.view, r.have, r.holdSince = v, true, 0
+		return true
+	}
+	if r.closing || r.cons.Pending() == 0 {
+		// Empty: no record follows the loss records yet.
+		if len(r.losses) > 0 {
+			r.applyLosses(-1)
+		}
+		r.holdSince = 0
+		*bound = min(*bound, now)
+		return false
+	}
+	// Reserved, not committed yet.
+	if r.untrusted {
+		return false
+	}
+	t := stamp.Now()
+	if r.holdSince == 0 {
+		r.holdSince = int64(t)
+	}
+	if int64(t)-r.holdSince > int64(holdMax) {
+		r.untrusted = true
+		r.held.Add(1)
+		r.log.Warn("ring: a record reserved and not committed held the others too long; this ring holds them no more", "held", time.Duration(int64(t)-r.holdSince))
+		return false
+	}
+	*hold = true
+	return false
+}
+
+// drainAll delivers everything committed in every ring now, whatever the
+// bounds: a flush. Its work is bounded by a ring's worth of records per
+// ring, so that producers that keep publishing cannot hold it.
+func (m *merge) drainAll() {
+	limit := 0
+	for _, r := range m.rings {
+		limit += r.cons.Size()/shmring.HeaderSize + 1
+	}
+	for limit > 0 {
+		n, _ := m.pass(true)
+		limit -= n
+		if n < mergeBatch {
+			// Records still in the heap were offered and delivered;
+			// one pass more finds what was committed meanwhile.
+			if n2, _ := m.pass(true); n2 == 0 {
+				return
+			}
+		}
+	}
+}
+
+// drop takes r out of the merge, once it is released.
+func (m *merge) drop(r *ringSource) {
+	if r.have {
+		heap.Remove(&m.heap, r.heapIdx)
+		r.have = false
+	}
+}
+
+// maxRingRecord is the longest record a ring delivers, header and padding
+// included: a write's longest (wire.MaxWrite), as over the socket. A
+// longer one is skipped and counted (RingStats.TooLong); a producer that
+// checks its writes sends such a write over the socket instead, where
+// WriteHead answers it as Linux does.
+const maxRingRecord = shmring.HeaderSize + wire.MaxWrite
+
+// ringHeap orders rings with a record by its time.
+type ringHeap []*ringSource
+
+func (h ringHeap) Len() int           { return len(h) }
+func (h ringHeap) Less(i, j int) bool { return h[i].view.Time < h[j].view.Time }
+func (h ringHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *ringHeap) Push(x any) {
+	r := x.(*ringSource)
+	r.heapIdx = len(*h)
+	*h = append(*h, r)
+}
+func (h *ringHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return r
+}
