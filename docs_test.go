@@ -15,6 +15,7 @@ import (
 
 	"github.com/uetrace/uetrace/conformance/harness"
 	"github.com/uetrace/uetrace/eventheader/eventheadertest"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/kernel/datacalls"
 	"github.com/uetrace/uetrace/kernel/selftests"
 	"github.com/uetrace/uetrace/kernel/vmtest"
@@ -22,6 +23,8 @@ import (
 
 // The README is what a newcomer reads first: short, with the two commands
 // that must always work on a fresh clone (CI runs the second as it is).
+func TestMain(m *testing.M) { os.Exit(testutil.Run(m)) }
+
 func TestREADMELength(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -176,10 +179,6 @@ func TestDocsFigures(t *testing.T) {
 // returns it and the trace line the README shows for it.
 func readmeC(t *testing.T, static bool) (bin string, shown []byte) {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc: apt-get install gcc libc6-dev")
-	}
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -196,15 +195,11 @@ func readmeC(t *testing.T, static bool) (bin string, shown []byte) {
 	if err := os.WriteFile(filepath.Join(dir, "hello.c"), src[1], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin = filepath.Join(dir, "hello")
-	args := []string{"-Wall", "-Werror", "-o", bin, filepath.Join(dir, "hello.c")}
+	flags := []string{"-Wall", "-Werror"}
 	if static {
-		args = append([]string{"-static"}, args...)
+		flags = append(flags, "-static") // libc6-dev has libc.a
 	}
-	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s (apt-get install libc6-dev): %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return bin, shown
+	return testutil.BuildC(t, "", filepath.Join(dir, "hello.c"), flags...), shown
 }
 
 var (
@@ -225,18 +220,10 @@ func TestREADMECProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs uetrace")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: uetrace run mounts FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(t, "uetrace run mounts FUSE")
 	hello, _ := readmeC(t, false)
 	dir := filepath.Dir(hello)
-	bin := filepath.Join(dir, "uetrace")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/uetrace").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/uetrace: %v\n%s", err, out)
-	}
+	bin := testutil.Uetrace(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -16,13 +16,14 @@ import (
 // must be placed here, so the picture in docs/architecture.md stays the real one.
 var layers = [][]string{
 	// The kernel's ctype table, which the parsers above split and name by;
-	// the files of /proc, read and parsed.
-	{"internal/kctype", "internal/procfs"},
+	// the files of /proc and /sys, read and parsed; what tests share
+	// (TestTestutilForTestsOnly).
+	{"internal/kctype", "internal/procfs", "internal/testutil"},
 	// The uapi, perf's and Perfetto's formats, the event model, the EventHeader format, who wrote a
 	// record, where and when, the shared-memory record ring, other processes'
 	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
 	{"internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
-		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "internal/procsyscall", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
+		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
 	// The daemon's protocol; the ftrace ring buffer and its text; the kernel's event filters; user
 	// events counted in the kernel by a BPF program.
@@ -147,6 +148,20 @@ func TestLayout(t *testing.T) {
 			if isTooling(imp) {
 				t.Errorf("%s imports the kernel-oracle tooling %s: the product must not depend on it, not even in tests", p.ImportPath, imp)
 			}
+		}
+	}
+}
+
+// TestTestutilForTestsOnly: internal/testutil is for tests — their
+// _test.go files, the test-helper packages (named …test, as httptest) and
+// the tooling — never for what ships.
+func TestTestutilForTestsOnly(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if isTooling(p.ImportPath) || strings.HasSuffix(p.ImportPath, "test") {
+			continue
+		}
+		if slices.Contains(ours(p.Imports), "internal/testutil") {
+			t.Errorf("%s imports internal/testutil outside its tests: it is for tests only", p.ImportPath)
 		}
 	}
 }

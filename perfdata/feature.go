@@ -4,9 +4,10 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // A Feature is a feature section of a file (HEADER_* in
@@ -98,8 +99,12 @@ func HostMeta(cmdline []string) Meta {
 		m.OSRelease = unix.ByteSliceToString(uts.Release[:])
 		m.Arch = unix.ByteSliceToString(uts.Machine[:])
 	}
-	m.NrCPUsAvail = cpuListMax("/sys/devices/system/cpu/present")
-	m.NrCPUsOnline = cpuListCount("/sys/devices/system/cpu/online")
+	// perf's nrcpus avail is the highest present CPU + 1
+	// (cpu__max_present_cpu); online is a count.
+	present, _ := procfs.PresentCPUs()
+	m.NrCPUsAvail = uint32(procfs.MaxCPU(present) + 1)
+	online, _ := procfs.OnlineCPUs()
+	m.NrCPUsOnline = uint32(len(online))
 	if m.NrCPUsOnline == 0 {
 		m.NrCPUsOnline = uint32(runtime.NumCPU())
 	}
@@ -117,42 +122,6 @@ func HostMeta(cmdline []string) Meta {
 		m.Cmdline = append([]string{exe}, os.Args[1:]...)
 	}
 	return m
-}
-
-// cpuRanges calls fn for each range of a cpulist file ("0-3,5").
-func cpuRanges(path string, fn func(lo, hi uint32)) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return
-	}
-	for _, r := range strings.Split(strings.TrimSpace(string(b)), ",") {
-		lo, hi, _ := strings.Cut(r, "-")
-		l, err := strconv.ParseUint(lo, 10, 32)
-		if err != nil {
-			continue
-		}
-		h := l
-		if hi != "" {
-			if h, err = strconv.ParseUint(hi, 10, 32); err != nil || h < l {
-				continue
-			}
-		}
-		fn(uint32(l), uint32(h))
-	}
-}
-
-// cpuListMax is the highest CPU of a cpulist + 1 (cpu__max_present_cpu).
-func cpuListMax(path string) uint32 {
-	var n uint32
-	cpuRanges(path, func(_, hi uint32) { n = max(n, hi+1) })
-	return n
-}
-
-// cpuListCount is the number of CPUs in a cpulist.
-func cpuListCount(path string) uint32 {
-	var n uint32
-	cpuRanges(path, func(lo, hi uint32) { n += hi - lo + 1 })
-	return n
 }
 
 // nameAlign is NAME_ALIGN: perf pads the strings of features to 64 bytes.

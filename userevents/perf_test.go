@@ -14,6 +14,7 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/perfring"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -127,7 +128,7 @@ func openKernelPerf(t *testing.T, b backend, system, tp string) perfConsumer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpus, err := perfring.OnlineCPUs()
+	cpus, err := procfs.OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}

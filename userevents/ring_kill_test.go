@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -23,9 +22,11 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -476,16 +477,6 @@ func take(t *testing.T, ss *client.Session, recs []client.Record, evID int, ps [
 // eventdefHeader is the common header before a session record's payload.
 const eventdefHeader = 8
 
-// waitFor polls cond until it holds, for up to a minute.
-func waitFor(cond func() bool) bool {
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
-}
-
 // TestRingProducersKilled kills producer processes that write through
 // their rings at random points — while they set up, mid-write from several
 // goroutines at once, stopped, holding a reservation they never commit,
@@ -516,21 +507,7 @@ func TestRingProducersKilled(t *testing.T) {
 	if testing.Short() {
 		maxRounds = minRounds
 	}
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "uetrace.sock")
-	ln, err := daemon.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := daemon.New(daemon.Config{Logger: slog.New(slog.DiscardHandler), Subsystem: subsys.New(subsys.Options{NumCPU: 2})})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		srv.Close()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	srv, sock := daemontest.Serve(t, daemon.Config{Subsystem: subsys.New(subsys.Options{NumCPU: 2})})
 
 	// The test's own registration keeps the event between producers, and
 	// a session attached to it keeps it enabled and receives every record.
@@ -550,6 +527,7 @@ func TestRingProducersKilled(t *testing.T) {
 	waitBit(t, ownEv, true)
 
 	const slots = 2
+	dir := t.TempDir()
 	ctlPath := filepath.Join(dir, "control")
 	if err := os.WriteFile(ctlPath, make([]byte, slots*slotSize), 0o600); err != nil {
 		t.Fatal(err)
@@ -613,7 +591,7 @@ func TestRingProducersKilled(t *testing.T) {
 			if err := p.waitState(stClosed); err != nil {
 				t.Fatal(err)
 			}
-			if !waitFor(func() bool { return srv.Conns() == baseConns }) {
+			if !testutil.Eventually(func() bool { return srv.Conns() == baseConns }) {
 				t.Fatalf("round %d: %v closed its File; the daemon still has %d connections, want %d", round, p, srv.Conns(), baseConns)
 			}
 			n, r := take(t, ss, recs, evID, ps, got)
@@ -631,7 +609,7 @@ func TestRingProducersKilled(t *testing.T) {
 			}
 			released := srv.RingStats()
 			after := p.slot.load(wPost)
-			if !waitFor(func() bool { return p.slot.load(wPost) >= after+5000 || p.slot.load(wState) == stFailed }) {
+			if !testutil.Eventually(func() bool { return p.slot.load(wPost) >= after+5000 || p.slot.load(wState) == stFailed }) {
 				t.Fatalf("round %d: %v did not go on writing after the close: %d records", round, p, p.slot.load(wPost))
 			}
 			if more, _ := take(t, ss, recs, evID, ps, got); more != 0 {
@@ -697,7 +675,7 @@ func TestRingProducersKilled(t *testing.T) {
 					t.Fatalf("round %d: %v", round, err)
 				}
 			}
-			if !waitFor(func() bool { return srv.Conns() == baseConns }) {
+			if !testutil.Eventually(func() bool { return srv.Conns() == baseConns }) {
 				t.Fatalf("round %d: all producers killed; the daemon still has %d connections, want %d", round, srv.Conns(), baseConns)
 			}
 			n, r := take(t, ss, recs, evID, ps, got)
@@ -747,7 +725,7 @@ func TestRingProducersKilled(t *testing.T) {
 			base = u
 			continue
 		}
-		if !waitFor(func() bool {
+		if !testutil.Eventually(func() bool {
 			u = usage(t)
 			return u.fds <= base.fds && u.memfdMaps <= base.memfdMaps && u.goroutines <= base.goroutines
 		}) {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -216,20 +216,7 @@ func TestRingFallsBackToSocket(t *testing.T) {
 // counted as dropped — by the Event, and by the daemon from the ring —
 // exactly, however far the daemon fell behind a small ring.
 func TestRingAccountsForEveryWrite(t *testing.T) {
-	sockPath := filepath.Join(t.TempDir(), "uetrace.sock")
-	ln, err := daemon.Listen(sockPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := daemon.New(daemon.Config{Logger: slog.New(slog.DiscardHandler), Subsystem: subsys.New(subsys.Options{NumCPU: 2})})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		srv.Close()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	srv, sockPath := daemontest.Serve(t, daemon.Config{Subsystem: subsys.New(subsys.Options{NumCPU: 2})})
 	o := &userevents.Options{Backend: userevents.Daemon, Socket: sockPath, Transport: userevents.RingTransport, RingKB: 4}
 	f, err := userevents.Open(o)
 	if err != nil {

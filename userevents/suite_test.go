@@ -46,7 +46,7 @@ func backends(t *testing.T) []backend {
 		t.Logf("in-process backend not tested: the suite needs CAP_PERFMON (root)")
 	}
 
-	sock := startDaemon(t, daemon.Config{Cred: func(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} }})
+	sock := startDaemon(t, daemon.Config{Cred: daemontest.Perfmon})
 	usock := startDaemon(t, daemon.Config{Cred: func(unix.Ucred) subsys.Cred { return subsys.Cred{} }})
 	out = append(out, backend{
 		name:   "daemon",

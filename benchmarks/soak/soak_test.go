@@ -52,6 +52,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/kernel/vmtest"
 	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/userevents"
@@ -246,7 +247,7 @@ func TestSoak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), *duration+10*time.Minute)
 	defer cancel()
 
-	var daemonLog syncBuffer // written by exec's copying goroutine while the daemon runs
+	var daemonLog testutil.Buffer // written by exec's copying goroutine while the daemon runs
 	serve := exec.CommandContext(ctx, uetrace, "serve", "--socket", sock)
 	serve.Stderr = &daemonLog
 	serve.WaitDelay = 10 * time.Second
@@ -254,7 +255,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
-	waitFor(t, "the daemon to listen", func() bool {
+	testutil.Wait(t, "the daemon to listen", func() bool {
 		c, err := client.Dial(sock, nil)
 		if err != nil {
 			return false
@@ -276,7 +277,7 @@ func TestSoak(t *testing.T) {
 	}
 	round(t, ctx, roundArgs{uetrace: uetrace, self: self, sock: sock, tmp: tmp, name: "warm-up", duration: warm, producers: *producers, abusers: *abusers})
 	status(t, ctx, uetrace, sock)
-	waitFor(t, "the daemon to close the warm-up's connections", func() bool {
+	testutil.Wait(t, "the daemon to close the warm-up's connections", func() bool {
 		before = measure(t, serve.Process.Pid)
 		return onlyListening(t, serve.Process.Pid)
 	})
@@ -287,7 +288,7 @@ func TestSoak(t *testing.T) {
 	// Everything given back.
 	var after proc
 	status(t, ctx, uetrace, sock) // everyone else is still served
-	waitFor(t, "the daemon's descriptors to come back to "+strconv.Itoa(before.fds), func() bool {
+	testutil.Wait(t, "the daemon's descriptors to come back to "+strconv.Itoa(before.fds), func() bool {
 		after = measure(t, serve.Process.Pid)
 		return after.fds <= before.fds
 	})
@@ -456,25 +457,6 @@ func settle(pid int, p *proc) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a process's output is
-// copied into it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // onlyListening reports whether the daemon holds exactly one socket, the
@@ -526,16 +508,5 @@ func count(t *testing.T, name string) (samples, lost uint64) {
 		case perfdata.RecordLost, perfdata.RecordLostSamples:
 			lost += rec.Lost
 		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited two minutes for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -3,51 +3,25 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds cmd/uetrace once per test run.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "uetrace-cli-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "uetrace")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building uetrace: %v", buildErr)
-	}
-	return binPath
-}
+func TestMain(m *testing.M) { os.Exit(testutil.Run(m)) }
 
 // cli runs the binary against the daemon at sock and returns stdout,
 // stderr and the exit status.
 func cli(t *testing.T, sock string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"--backend", "daemon", "--socket", sock}, args...)...)
+	cmd := exec.Command(testutil.Uetrace(t), append([]string{"--backend", "daemon", "--socket", sock}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -71,10 +45,10 @@ func mustCLI(t *testing.T, sock string, args ...string) string {
 }
 
 // background starts the binary and returns it with its stdout.
-func background(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
+func background(t *testing.T, args ...string) (*exec.Cmd, *testutil.Buffer) {
 	t.Helper()
-	cmd := exec.Command(binary(t), args...)
-	out := &syncBuffer{}
+	cmd := exec.Command(testutil.Uetrace(t), args...)
+	out := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -86,49 +60,10 @@ func background(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
 	return cmd, out
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute) // generous: ends when cond holds
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// needPerfmon skips a test that creates events through dynamic_events
-// ("u:" lines are persistent events, which need CAP_PERFMON or
-// CAP_SYS_ADMIN on the daemon as on the kernel) when this process has
-// neither.
-func needPerfmon(t *testing.T) {
-	t.Helper()
-	if !caps.PerfmonCapable(0) {
-		t.Skip("needs CAP_PERFMON or CAP_SYS_ADMIN (root): it writes u: lines to dynamic_events")
-	}
-}
-
-func startServe(t *testing.T) (string, *exec.Cmd, *syncBuffer) {
+func startServe(t *testing.T) (string, *exec.Cmd, *testutil.Buffer) {
 	sock := filepath.Join(t.TempDir(), "uetrace.sock")
 	srv, log := background(t, "serve", "--socket", sock)
-	eventually(t, "the daemon to answer", func() bool {
+	testutil.Wait(t, "the daemon to answer", func() bool {
 		c, err := client.Dial(sock, nil)
 		if err == nil {
 			c.Close()
@@ -142,7 +77,7 @@ func TestCLIAgainstDaemon(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	needPerfmon(t)
+	testutil.NeedPerfmon(t, "it writes u: lines to dynamic_events")
 	sock, srv, srvLog := startServe(t)
 
 	if out := mustCLI(t, sock, "status"); !strings.Contains(out, "EVENT") || !strings.Contains(out, "Active: 0, Busy: 0") {
@@ -151,7 +86,7 @@ func TestCLIAgainstDaemon(t *testing.T) {
 
 	const cmdText = "cli_req u32 status; __rel_loc char[] path"
 	holder, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", cmdText)
-	eventually(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
+	testutil.Wait(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
 
 	out := mustCLI(t, sock, "status")
 	if !strings.Contains(out, "cli_req") || !strings.Contains(out, "u32 status; __rel_loc char[] path") {
@@ -167,7 +102,7 @@ func TestCLIAgainstDaemon(t *testing.T) {
 	if out := mustCLI(t, sock, "trace"); !strings.Contains(out, want) && !strings.Contains(followOut.String(), want) {
 		t.Errorf("neither trace nor trace -f shows %q:\n%s", want, out)
 	}
-	eventually(t, "trace -f to print the record", func() bool { return strings.Contains(followOut.String(), want) })
+	testutil.Wait(t, "trace -f to print the record", func() bool { return strings.Contains(followOut.String(), want) })
 	follower.Process.Signal(syscall.SIGINT)
 	if err := follower.Wait(); err != nil {
 		t.Errorf("trace -f after SIGINT: %v\n%s", err, followOut.String())
@@ -209,7 +144,7 @@ func TestCLIAgainstDaemon(t *testing.T) {
 	mustCLI(t, sock, "disable", "user_events:cli_req")
 	holder.Process.Signal(syscall.SIGINT)
 	holder.Wait()
-	eventually(t, "cli_req to be deleted", func() bool {
+	testutil.Wait(t, "cli_req to be deleted", func() bool {
 		return !strings.Contains(mustCLI(t, sock, "cat", "user_events_status"), "cli_req")
 	})
 
@@ -231,7 +166,7 @@ func TestCLINoDaemon(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, sock) {
 		t.Errorf("status without a daemon: exit %d, %q", code, errs)
 	}
-	cmd := exec.Command(binary(t), "--socket", sock, "status")
+	cmd := exec.Command(testutil.Uetrace(t), "--socket", sock, "status")
 	cmd.Env = append(os.Environ(), "UETRACE_SOCKET=")
 	out, _ := cmd.CombinedOutput()
 	if _, err := os.Stat("/sys/kernel/tracing/user_events_data"); err != nil && !strings.Contains(string(out), "uetrace serve") {
@@ -245,7 +180,7 @@ func TestCLIDemo(t *testing.T) {
 	}
 	// The producer writes a request every 150 ms or so; the trace must
 	// show some even when a loaded machine stalls it for a while.
-	out, err := exec.Command(binary(t), "demo", "--duration", "3s").CombinedOutput()
+	out, err := exec.Command(testutil.Uetrace(t), "demo", "--duration", "3s").CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
@@ -260,4 +195,45 @@ func TestCLIDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// exitOf is how a finished command ended: its exit code, or the signal
+// that killed it.
+func exitOf(ps *os.ProcessState) (int, syscall.Signal) {
+	ws := ps.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return -1, ws.Signal()
+	}
+	return ws.ExitStatus(), 0
+}
+
+// copyBinary puts the binary where another user can run it.
+func copyBinary(t *testing.T, dir string) string {
+	t.Helper()
+	src, err := os.Open(testutil.Uetrace(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	p := filepath.Join(dir, "uetrace")
+	dst, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func statOf(t *testing.T, path string) syscall.Stat_t {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // TestContainerRecipe follows dist/README.md's recipe for giving a
@@ -21,22 +23,14 @@ func TestContainerRecipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounting FUSE, and namespaces as a container runtime makes them")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(t, "mounting FUSE, and namespaces as a container runtime makes them")
 	for _, tool := range []string{"unshare", "gcc"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("no %s", tool)
 		}
 	}
 	work := t.TempDir()
-	producer := filepath.Join(work, "fusewrite")
-	if out, err := exec.Command("gcc", "-O2", "-o", producer, "../../benchmarks/fusewrite/testdata/fusewrite.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	producer := testutil.BuildC(t, filepath.Join(work, "fusewrite"), "../../benchmarks/fusewrite/testdata/fusewrite.c", "-O2")
 
 	// The host: the daemon, its tree on a directory, and an event the
 	// container's Go client will find enabled.
@@ -45,7 +39,7 @@ func TestContainerRecipe(t *testing.T) {
 	sock := filepath.Join(sockDir, "uetrace.sock")
 	tree := filepath.Join(work, "tracing")
 	_, log := background(t, "serve", "--socket", sock, "--mount", tree)
-	eventually(t, "the daemon to serve its tree", func() bool {
+	testutil.Wait(t, "the daemon to serve its tree", func() bool {
 		_, err := os.Stat(filepath.Join(tree, "user_events_status"))
 		return err == nil && strings.Contains(log.String(), "serving user_events")
 	})
@@ -61,13 +55,13 @@ func TestContainerRecipe(t *testing.T) {
 		"mkdir /run/uetrace",
 		"mount --bind " + sockDir + " /run/uetrace",
 		producer + " 10 0",
-		binary(t) + " --backend daemon --socket /run/uetrace/uetrace.sock emit 'ctr_go u32 n' --field n=7",
+		testutil.Uetrace(t) + " --backend daemon --socket /run/uetrace/uetrace.sock emit 'ctr_go u32 n' --field n=7",
 	}, "\n")
 	out, err := exec.Command("unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc", "sh", "-c", script).CombinedOutput()
 	if err != nil {
 		t.Fatalf("the container: %v\n%s\ndaemon:\n%s", err, out, log.String())
 	}
-	eventually(t, "both producers' records in the host's trace", func() bool {
+	testutil.Wait(t, "both producers' records in the host's trace", func() bool {
 		trace := mustCLI(t, sock, "cat", "trace")
 		// fusewrite writes 1000 warm-up records, then the 10 asked for.
 		return strings.Count(trace, "bench_fuse:") == 1000+10 && strings.Contains(trace, "ctr_go: n=0x7 (7)")

@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // The README and docs/ show commands to paste and what they print. These
@@ -380,7 +382,7 @@ func TestDocsConsoleOutput(t *testing.T) {
 			switch {
 			case strings.Contains(b.text, "demo_"):
 				if demo == nil {
-					out, err := exec.Command(binary(t), "demo", "--duration", "2s").CombinedOutput()
+					out, err := exec.Command(testutil.Uetrace(t), "demo", "--duration", "2s").CombinedOutput()
 					if err != nil {
 						t.Fatalf("demo: %v\n%s", err, out)
 					}
@@ -395,7 +397,7 @@ func TestDocsConsoleOutput(t *testing.T) {
 					}
 				}
 			case isUetrace && len(args) > 0 && (args[0] == "write" || args[0] == "describe"):
-				cmd := exec.Command(binary(t), append([]string{"--backend", "inprocess"}, args...)...)
+				cmd := exec.Command(testutil.Uetrace(t), append([]string{"--backend", "inprocess"}, args...)...)
 				out, _ := cmd.CombinedOutput()
 				checked++
 				if got, want := strings.TrimRight(string(out), "\n"), strings.Join(s.output, "\n"); got != want {

@@ -9,6 +9,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -148,7 +149,7 @@ func TestEmitEventHeaderDaemon(t *testing.T) {
 	}
 	holder, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", tp.Command())
 	defer holder.Process.Kill()
-	eventually(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
+	testutil.Wait(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
 
 	c, err := client.Dial(sock, nil)
 	if err != nil {
@@ -164,7 +165,7 @@ func TestEmitEventHeaderDaemon(t *testing.T) {
 	}
 	mustCLI(t, sock, "emit", "--eventheader", tpName, "--name", "Started", "--field", "pid=pid:42", "--field", "msg=string:hello")
 	var recs []client.Record
-	eventually(t, "the event to reach the session", func() bool {
+	testutil.Wait(t, "the event to reach the session", func() bool {
 		got, _, _, err := ss.Poll(nil)
 		if err != nil {
 			t.Fatal(err)

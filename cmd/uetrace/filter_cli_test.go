@@ -5,6 +5,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // TestCLIFilter runs trace --filter and record --filter against a daemon:
@@ -17,16 +19,16 @@ func TestCLIFilter(t *testing.T) {
 	sock, _, _ := startServe(t)
 	const cmdText = "flt_req u32 status; __rel_loc char[] path"
 	_, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", cmdText)
-	eventually(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
+	testutil.Wait(t, "the held registration", func() bool { return strings.Contains(holdOut.String(), "holding it") })
 
 	follower, followOut := background(t, "--backend", "daemon", "--socket", sock, "trace", "-e", "flt_req", "--filter", `status >= 500 && path ~ "/api/*"`)
-	eventually(t, "trace to set the filter", func() bool {
+	testutil.Wait(t, "trace to set the filter", func() bool {
 		return strings.Contains(mustCLI(t, sock, "cat", "events/user_events/flt_req/filter"), "status >= 500")
 	})
 	mustCLI(t, sock, "emit", cmdText, "--field", "status=200", "--field", "path=/api/a")
 	mustCLI(t, sock, "emit", cmdText, "--field", "status=503", "--field", "path=/img/b")
 	mustCLI(t, sock, "emit", cmdText, "--field", "status=504", "--field", "path=/api/c")
-	eventually(t, "trace -e --filter to print the passing record", func() bool { return strings.Contains(followOut.String(), "path=/api/c") })
+	testutil.Wait(t, "trace -e --filter to print the passing record", func() bool { return strings.Contains(followOut.String(), "path=/api/c") })
 	if out := followOut.String(); strings.Contains(out, "path=/api/a") || strings.Contains(out, "path=/img/b") {
 		t.Errorf("filtered records were printed:\n%s", out)
 	}
@@ -53,7 +55,7 @@ func TestCLIFilter(t *testing.T) {
 	}
 
 	data := filepath.Join(t.TempDir(), "f.data")
-	emit := binary(t) + " --backend daemon --socket " + sock + " emit '" + cmdText + "' --field "
+	emit := testutil.Uetrace(t) + " --backend daemon --socket " + sock + " emit '" + cmdText + "' --field "
 	mustCLI(t, sock, "record", "-q", "-e", "flt_req", "--filter", "status >= 500", "-o", data, "--",
 		"sh", "-c", emit+"status=200 --field path=/x && "+emit+"status=500 --field path=/y")
 	out := mustCLI(t, sock, "report", data)

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -23,7 +24,7 @@ func TestCLIUnnamableEvent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	needPerfmon(t)
+	testutil.NeedPerfmon(t, "it writes u: lines to dynamic_events")
 	sock, _, _ := startServe(t)
 	f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
 	if err != nil {
@@ -57,13 +58,13 @@ func TestCLIUnnamableEvent(t *testing.T) {
 	}
 
 	// trace -e enables what it selects until interrupted.
-	tr := exec.Command(binary(t), "--backend", "daemon", "--socket", sock, "trace", "-e", "user_events:*")
-	trOut := &syncBuffer{}
+	tr := exec.Command(testutil.Uetrace(t), "--backend", "daemon", "--socket", sock, "trace", "-e", "user_events:*")
+	trOut := &testutil.Buffer{}
 	tr.Stdout, tr.Stderr = trOut, trOut
 	if err := tr.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "trace -e to enable ok_ev, or to fail", func() bool {
+	testutil.Wait(t, "trace -e to enable ok_ev, or to fail", func() bool {
 		if tr.ProcessState != nil {
 			return true
 		}
@@ -79,8 +80,8 @@ func TestCLIUnnamableEvent(t *testing.T) {
 	// record: the usable event is recorded, the other skipped and said so.
 	dir := t.TempDir()
 	data := filepath.Join(dir, "ok.data")
-	rec := exec.Command(binary(t), "--backend", "daemon", "--socket", sock, "record", "-e", "user_events:*", "-o", data,
-		"--", binary(t), "--backend", "daemon", "--socket", sock, "emit", "ok_ev u32 a", "--field", "a=7")
+	rec := exec.Command(testutil.Uetrace(t), "--backend", "daemon", "--socket", sock, "record", "-e", "user_events:*", "-o", data,
+		"--", testutil.Uetrace(t), "--backend", "daemon", "--socket", sock, "emit", "ok_ev u32 a", "--field", "a=7")
 	b, _ := rec.CombinedOutput()
 	if code, _ := exitOf(rec.ProcessState); code != 0 || !strings.Contains(string(b), "1 samples of 1 events") || !strings.Contains(string(b), "uetrace record: "+skip) ||
 		!strings.Contains(string(b), "warning: 1 events that match were skipped") {
@@ -89,15 +90,15 @@ func TestCLIUnnamableEvent(t *testing.T) {
 
 	// Records of the event no path names cannot be decoded: said, and a
 	// failure.
-	rec = exec.Command(binary(t), "--backend", "daemon", "--socket", sock, "record", "-e", "user_events:*", "-o", filepath.Join(dir, "empty.data"),
-		"--", binary(t), "--backend", "daemon", "--socket", sock, "emit", " u32 a", "--field", "a=7")
+	rec = exec.Command(testutil.Uetrace(t), "--backend", "daemon", "--socket", sock, "record", "-e", "user_events:*", "-o", filepath.Join(dir, "empty.data"),
+		"--", testutil.Uetrace(t), "--backend", "daemon", "--socket", sock, "emit", " u32 a", "--field", "a=7")
 	b, _ = rec.CombinedOutput()
 	if code, _ := exitOf(rec.ProcessState); code != 1 || !strings.Contains(string(b), "input/output error (EIO): 1 samples cannot be decoded") {
 		t.Errorf("record -e 'user_events:*' -- emit ' u32 a': exit %d\n%s", code, b)
 	}
 
 	// A recording that matched nothing says so and fails.
-	rec = exec.Command(binary(t), "--backend", "daemon", "--socket", sock, "record", "-e", "atk_*", "-o", filepath.Join(dir, "none.data"), "--", "true")
+	rec = exec.Command(testutil.Uetrace(t), "--backend", "daemon", "--socket", sock, "record", "-e", "atk_*", "-o", filepath.Join(dir, "none.data"), "--", "true")
 	b, _ = rec.CombinedOutput()
 	if code, _ := exitOf(rec.ProcessState); code != 1 || !strings.Contains(string(b), `record "atk_*": no such file or directory (ENOENT): nothing recorded: no event matched`) {
 		t.Errorf("record -e 'atk_*' matching nothing: exit %d\n%s", code, b)
@@ -111,7 +112,7 @@ func TestCLIManyEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	needPerfmon(t)
+	testutil.NeedPerfmon(t, "it writes u: lines to dynamic_events")
 	for _, tc := range []struct {
 		n    int
 		name func(i int) string
@@ -140,7 +141,7 @@ func TestCLIManyEvents(t *testing.T) {
 			t.Fatalf("%d events: enable 'atk_*': exit %d, %d enabled\n%s", tc.n, code, n+1, errs)
 		}
 		mustCLI(t, sock, "disable", "atk_*")
-		rec := exec.Command(binary(t), "--backend", "daemon", "--socket", sock, "record", "-e", "atk_*", "-o", filepath.Join(t.TempDir(), "many.data"), "--", "true")
+		rec := exec.Command(testutil.Uetrace(t), "--backend", "daemon", "--socket", sock, "record", "-e", "atk_*", "-o", filepath.Join(t.TempDir(), "many.data"), "--", "true")
 		b, _ := rec.CombinedOutput()
 		if code, _ := exitOf(rec.ProcessState); code != 0 || !strings.Contains(string(b), fmt.Sprintf("0 samples of %d events", tc.n)) {
 			t.Errorf("%d events: record -e 'atk_*': exit %d\n%.2000s", tc.n, code, b)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // TestDebianPackage builds the Debian package as dist/README.md says —
@@ -18,9 +20,7 @@ func TestDebianPackage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and a package")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: dpkg --root installs as root")
-	}
+	testutil.NeedRoot(t, "dpkg --root installs as root")
 	nfpm := os.Getenv("UETRACE_NFPM")
 	if nfpm == "" {
 		var err error
@@ -79,12 +79,12 @@ func TestDebianPackage(t *testing.T) {
 	installed := filepath.Join(root, "usr/bin/uetrace")
 	sock := filepath.Join(work, "uetrace.sock")
 	srv := exec.Command(installed, "serve", "--socket", sock)
-	var log syncBuffer
+	var log testutil.Buffer
 	srv.Stdout, srv.Stderr = &log, &log
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the installed daemon to listen", func() bool { _, err := os.Stat(sock); return err == nil })
+	testutil.Wait(t, "the installed daemon to listen", func() bool { _, err := os.Stat(sock); return err == nil })
 	out := run(".", nil, installed, "--backend", "daemon", "--socket", sock, "status")
 	if !strings.Contains(out, "Active: 0") {
 		t.Errorf("the installed uetrace's status:\n%s", out)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -20,7 +21,7 @@ func TestReportStdin(t *testing.T) {
 	const pipeFile = "../../perfdata/testdata/sched_switch_pipe.data"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	fromFile, err := exec.CommandContext(ctx, binary(t), "report", pipeFile, "--format", "json").Output()
+	fromFile, err := exec.CommandContext(ctx, testutil.Uetrace(t), "report", pipeFile, "--format", "json").Output()
 	if err != nil {
 		t.Fatalf("report %s: %v", pipeFile, err)
 	}
@@ -29,7 +30,7 @@ func TestReportStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	cmd := exec.CommandContext(ctx, binary(t), "report", "-", "--format", "json")
+	cmd := exec.CommandContext(ctx, testutil.Uetrace(t), "report", "-", "--format", "json")
 	cmd.Stdin = in
 	fromStdin, err := cmd.Output()
 	if err != nil {
@@ -45,7 +46,7 @@ func TestReportStdin(t *testing.T) {
 func TestReportWallTime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), "report", "--time", "wall", "../../perfdata/testdata/sched_switch_pipe.data")
+	cmd := exec.CommandContext(ctx, testutil.Uetrace(t), "report", "--time", "wall", "../../perfdata/testdata/sched_switch_pipe.data")
 	cmd.Env = append(os.Environ(), "TZ=UTC")
 	out, err := cmd.Output()
 	if err != nil {
@@ -55,7 +56,7 @@ func TestReportWallTime(t *testing.T) {
 	if want := "[000] 2026-11-25 17:57:03.293108  5806.460070: sched:sched_switch:"; !bytes.Contains(out, []byte(want)) {
 		t.Errorf("no %q in:\n%s", want, out)
 	}
-	out, err = exec.CommandContext(ctx, binary(t), "report", "--time", "wall", "../../perfdata/testdata/sched_switch.data").CombinedOutput()
+	out, err = exec.CommandContext(ctx, testutil.Uetrace(t), "report", "--time", "wall", "../../perfdata/testdata/sched_switch.data").CombinedOutput()
 	if err == nil || !bytes.Contains(out, []byte("no clock data")) {
 		t.Errorf("a file without clock data: %v\n%s", err, out)
 	}
@@ -86,7 +87,7 @@ func TestReportEventHeaderThroughDaemon(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "eh.data")
 	rec, recOut := background(t, "--backend", "daemon", "--socket", sock, "record", "-q", "-e", tp.String(), "-o", out)
-	eventually(t, "the recording to enable "+tp.String(), ev.Enabled)
+	testutil.Wait(t, "the recording to enable "+tp.String(), ev.Enabled)
 
 	var b eventheader.Builder
 	b.Reset("Request", eventheader.Header{Level: eventheader.LevelInformation})
@@ -130,7 +131,7 @@ func TestReportEventHeaderThroughDaemon(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	js, err := exec.CommandContext(ctx, binary(t), "report", "--format", "json", out).CombinedOutput()
+	js, err := exec.CommandContext(ctx, testutil.Uetrace(t), "report", "--format", "json", out).CombinedOutput()
 	if err != nil {
 		t.Fatalf("report: %v\n%s", err, js)
 	}
@@ -140,7 +141,7 @@ func TestReportEventHeaderThroughDaemon(t *testing.T) {
 	}
 
 	var stderr bytes.Buffer
-	pf := exec.CommandContext(ctx, binary(t), "report", "--format", "perfetto", "-o", filepath.Join(t.TempDir(), "eh.pftrace"), out)
+	pf := exec.CommandContext(ctx, testutil.Uetrace(t), "report", "--format", "perfetto", "-o", filepath.Join(t.TempDir(), "eh.pftrace"), out)
 	pf.Stderr = &stderr
 	if err := pf.Run(); err != nil {
 		t.Fatalf("report --format perfetto: %v\n%s", err, stderr.Bytes())

@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // helperEnv makes this test binary, started under uetrace run, the program
@@ -69,7 +71,7 @@ func runHelper(t *testing.T, what, helper, pattern string) (string, []string) {
 	t.Helper()
 	needFUSE(t)
 	t.Setenv(helperEnv, what)
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", os.Args[0], "-test.run=^"+helper+"$")
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", os.Args[0], "-test.run=^"+helper+"$")
 	if code != 0 {
 		t.Fatalf("exit status %d:\n%s", code, out)
 	}
@@ -96,30 +98,32 @@ func TestRunPerfEventOpenOfTreeID(t *testing.T) {
 }
 
 // TestRunLinuxPerfRecord runs Linux's perf record on a user event inside
-// uetrace run: it finds no tracefs in /proc/mounts (the tree is
-// fuse.uetrace) and tries to mount one over the tree. It must fail with run's
-// words naming uetrace record, and the command must keep its tree.
+// uetrace run. Where the host has no tracefs at /sys/kernel/tracing, perf
+// finds none in /proc/mounts (the tree is fuse.uetrace) and tries to mount
+// one over the tree; where the host has one (under the tree), perf takes
+// the tree's files and opens the event's id. Either way it must fail with
+// run's words naming uetrace record, and the command must keep its tree:
+// the mount on top at /sys/kernel/tracing is still the tree.
 func TestRunLinuxPerfRecord(t *testing.T) {
 	needFUSE(t)
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("no perf (Debian's linux-perf)")
-	}
+	perf := testutil.NeedPerf(t)
 	data := t.TempDir() + "/perf.data"
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
 `+perf+` record -e user_events:my_ev -o `+data+` -- true >/dev/null 2>&1; echo "perf: $?"
 grep -c '^my_ev' /sys/kernel/tracing/user_events_status
-awk '$5 == "/sys/kernel/tracing" {print "fstype:", $(NF-2)}' /proc/self/mountinfo`)
+awk '$5 == "/sys/kernel/tracing" {top = $(NF-2)} END {print "fstype:", top}' /proc/self/mountinfo`)
 	if code != 0 {
 		t.Fatalf("exit status %d:\n%s", code, out)
 	}
 	if strings.Contains(out, "perf: 0\n") {
 		t.Errorf("perf record succeeded: it recorded something else than user_events:my_ev\n%s", out)
 	}
-	if !strings.Contains(out, "uetrace run: mount of tracefs on /sys/kernel/tracing refused (EPERM)") || !strings.Contains(out, "uetrace record") {
-		t.Errorf("run did not say that it refused the mount and what to use:\n%s", out)
+	refused := strings.Contains(out, "uetrace run: mount of tracefs on /sys/kernel/tracing refused (EPERM)") ||
+		strings.Contains(out, "uetrace run: perf_event_open of user_events:my_ev")
+	if !refused || !strings.Contains(out, "uetrace record") {
+		t.Errorf("run did not say what it refused and what to use:\n%s", out)
 	}
-	if !strings.Contains(out, "\n1\nfstype: fuse.uetrace\n") || strings.Contains(out, "fstype: tracefs") {
+	if !strings.Contains(out, "\n1\nfstype: fuse.uetrace\n") {
 		t.Errorf("after perf, the tree is not the command's any more:\n%s", out)
 	}
 }
@@ -182,7 +186,7 @@ func TestRunBusyboxCat(t *testing.T) {
 	if err != nil {
 		t.Skip("no busybox (Debian's busybox-static)")
 	}
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", "sh", "-c", `echo 'u:my_ev u32 n' >> /sys/kernel/tracing/dynamic_events
 echo "busybox:"; `+busybox+` cat /sys/kernel/tracing/user_events_status
 echo "read:"; while IFS= read -r line; do echo "$line"; done < /sys/kernel/tracing/user_events_status`)
 	if code != 0 {

@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // FUSE gives a caller's pid in the pid namespace of whoever mounted the
@@ -39,22 +42,9 @@ func newPidnsEnv(t *testing.T) *pidnsEnv {
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("no unshare(1)")
 	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc to build testdata/pidns.c")
-	}
-	dir, err := os.MkdirTemp("", "uetrace-pidns")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testutil.SharedDir(t)
 	e := &pidnsEnv{dir: dir, sock: filepath.Join(dir, "uetrace.sock"), uetrace: copyBinary(t, dir), prog: filepath.Join(dir, "pidns")}
-	if out, err := exec.Command(gcc, "-Wall", "-O2", "-o", e.prog, filepath.Join("testdata", "pidns.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc testdata/pidns.c: %v\n%s", err, out)
-	}
+	testutil.BuildC(t, e.prog, filepath.Join("testdata", "pidns.c"), "-Wall", "-O2")
 	// A FUSE device an ordinary user may open (this machine's is root's
 	// alone; distributions make it 0666).
 	e.fuseDev = filepath.Join(dir, "fuse")
@@ -65,7 +55,7 @@ func newPidnsEnv(t *testing.T) *pidnsEnv {
 		t.Fatal(err)
 	}
 	srv := exec.Command(e.uetrace, "serve", "--socket", e.sock, "--mode", "0666", "--tracers", "65534")
-	log := &syncBuffer{}
+	log := &testutil.Buffer{}
 	srv.Stdout, srv.Stderr = log, log
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -77,7 +67,7 @@ func newPidnsEnv(t *testing.T) *pidnsEnv {
 			t.Logf("daemon's log:\n%s", log)
 		}
 	})
-	eventually(t, "the daemon to answer", func() bool {
+	testutil.Wait(t, "the daemon to answer", func() bool {
 		_, err := os.Stat(e.sock)
 		return err == nil
 	})
@@ -237,17 +227,12 @@ func TestRunInPidns(t *testing.T) {
 			if pid <= 0 {
 				t.Fatalf("no pidns_ev record in the trace:\n%s", trace)
 			}
-			st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+			st, err := procfs.ReadStatus(pid)
 			if err != nil {
 				t.Fatalf("the record's pid %d is no process: %v\n%s", pid, err, trace)
 			}
-			var ids []string
-			for l := range strings.Lines(string(st)) {
-				if v, ok := strings.CutPrefix(l, "NSpid:"); ok {
-					ids = strings.Fields(v)
-				}
-			}
-			if len(ids) < 2 || ids[len(ids)-1] != nspid || ids[0] != strconv.Itoa(pid) {
+			ids := st.NSpid
+			if len(ids) < 2 || strconv.Itoa(ids[len(ids)-1]) != nspid || ids[0] != pid {
 				t.Errorf("the record's pid %d has NSpid %v; want the producer's, whose own is %s", pid, ids, nspid)
 			}
 			if want := "pidns_ev: pid=0x" + decToHex(nspid) + " (" + nspid + ")"; !strings.Contains(trace, want) {

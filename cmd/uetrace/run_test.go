@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // needFUSE skips unless this test can mount FUSE: root, and /dev/fuse.
@@ -20,12 +22,7 @@ func needFUSE(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounting FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(t, "mounting FUSE")
 }
 
 // runCmd runs uetrace with args under a deadline and returns its combined
@@ -60,7 +57,7 @@ func runCmd(t *testing.T, bin string, cred *syscall.Credential, args ...string) 
 // nothing of uetrace.
 func TestRunShell(t *testing.T) {
 	needFUSE(t)
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", "sh", "-c", `cd /sys/kernel/tracing
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", "sh", "-c", `cd /sys/kernel/tracing
 echo 'u:test u32 count' >> dynamic_events
 cat dynamic_events
 cat user_events_status
@@ -96,13 +93,13 @@ Busy: 0
 // run passes on the command's status, as perf record does its workload's.
 func TestRunExitStatus(t *testing.T) {
 	needFUSE(t)
-	if _, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", "sh", "-c", "exit 7"); code != 7 {
+	if _, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", "sh", "-c", "exit 7"); code != 7 {
 		t.Errorf("exit 7 came back as %d", code)
 	}
-	if _, code, sig := runCmd(t, binary(t), nil, "run", "--private", "--", "sh", "-c", "kill -TERM $$"); code != -1 || sig != syscall.SIGTERM {
+	if _, code, sig := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", "sh", "-c", "kill -TERM $$"); code != -1 || sig != syscall.SIGTERM {
 		t.Errorf("a command killed by SIGTERM: exit %d, signal %v", code, sig)
 	}
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--", "no-such-command-here")
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--", "no-such-command-here")
 	if code != 127 || !strings.Contains(out, "no-such-command-here") {
 		t.Errorf("a missing command: exit %d, %q; want 127 and its name", code, out)
 	}
@@ -113,7 +110,7 @@ func TestRunExitStatus(t *testing.T) {
 func TestRunUsesDaemon(t *testing.T) {
 	needFUSE(t)
 	sock, _, _ := startServe(t)
-	out, code, _ := runCmd(t, binary(t), nil, "--socket", sock, "run", "--", "sh", "-c",
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "--socket", sock, "run", "--", "sh", "-c",
 		`echo 'u:from_run u32 x' >> /sys/kernel/tracing/dynamic_events && echo "$UETRACE_SOCKET"`)
 	if code != 0 || out != sock+"\n" {
 		t.Fatalf("run against the daemon: exit %d, %q", code, out)
@@ -122,7 +119,7 @@ func TestRunUsesDaemon(t *testing.T) {
 		t.Errorf("the daemon does not have the event the command created:\n%s", status)
 	}
 	// --private keeps the command to itself.
-	out, code, _ = runCmd(t, binary(t), nil, "--socket", sock, "run", "--private", "--", "sh", "-c",
+	out, code, _ = runCmd(t, testutil.Uetrace(t), nil, "--socket", sock, "run", "--private", "--", "sh", "-c",
 		`cat /sys/kernel/tracing/user_events_status`)
 	if code != 0 || strings.Contains(out, "from_run") {
 		t.Errorf("--private saw the daemon's events: exit %d\n%s", code, out)
@@ -170,7 +167,7 @@ func TestRunUnprivileged(t *testing.T) {
 
 func TestRunNoDevice(t *testing.T) {
 	needFUSE(t)
-	out, code, _ := runCmd(t, binary(t), nil, "run", "--private", "--fuse-device", "/nonexistent/fuse", "--", "true")
+	out, code, _ := runCmd(t, testutil.Uetrace(t), nil, "run", "--private", "--fuse-device", "/nonexistent/fuse", "--", "true")
 	if code == 0 || !strings.Contains(out, "no FUSE device") {
 		t.Errorf("exit %d, %q; want the missing device explained", code, out)
 	}
@@ -185,7 +182,7 @@ func TestServeMount(t *testing.T) {
 	}
 	sock := filepath.Join(t.TempDir(), "uetrace.sock")
 	srv, log := background(t, "serve", "--socket", sock, "--mount", mnt)
-	eventually(t, "the tree to be mounted", func() bool { return strings.Contains(log.String(), "through FUSE") })
+	testutil.Wait(t, "the tree to be mounted", func() bool { return strings.Contains(log.String(), "through FUSE") })
 	mustCLI(t, sock, "write", "dynamic_events", "u:mounted u32 a")
 	// Only child processes look at the mount.
 	out, code, _ := runCmd(t, "/bin/cat", nil, filepath.Join(mnt, "user_events_status"))

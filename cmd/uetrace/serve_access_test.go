@@ -2,13 +2,18 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/uetrace/uetrace/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,24 +46,11 @@ func TestCLITracers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to connect as another user")
-	}
-	base, err := os.MkdirTemp("", "uetrace-tracers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testutil.NeedRoot(t, "connect as another user")
+	base := testutil.SharedDir(t)
 	bin := copyBinary(t, base)
 	serve := func(dir string, args ...string) string {
-		sock := filepath.Join(base, dir, "uetrace.sock")
-		srv, _ := background(t, append([]string{"serve", "--socket", sock, "--mode", "0666"}, args...)...)
-		eventually(t, "the daemon to answer", func() bool { _, _, code := cli(t, sock, "status"); return code == 0 })
-		t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
-		return sock
+		return serveAt(t, filepath.Join(base, dir, "uetrace.sock"), append([]string{"--mode", "0666"}, args...)...)
 	}
 	sock := serve("default")
 	out, code := asNobody(t, bin, "--backend", "daemon", "--socket", sock, "status")
@@ -105,4 +97,121 @@ func FuzzParseTracers(f *testing.F) {
 			t.Fatalf("%q parsed %+v, printed %q, read back %+v, %v", s, tr, tr.String(), back, err)
 		}
 	})
+}
+
+// asNobody runs the binary as uid/gid 65534 and returns its stderr and
+// exit code.
+func asNobody(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "UETRACE_SOCKET="}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// serve --mode and --group set who may connect; a client refused says
+// whose socket it is and what to do.
+func TestCLISocketAccess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	testutil.NeedRoot(t, "connect as another user")
+	// A directory other users can reach, for the binary and the daemons.
+	base := testutil.SharedDir(t)
+	bin := copyBinary(t, base)
+	serve := func(dir string, args ...string) string {
+		return serveAt(t, filepath.Join(base, dir, "uetrace.sock"), args...)
+	}
+	rootName, rootGroup := nameOf(t, 0, false), nameOf(t, 0, true)
+
+	// The default, 0660 and root's group: a stranger is told whose it is.
+	sock := serve("default")
+	want := fmt.Sprintf("uetrace: permission denied on %s (owned by %s:%s, mode 0660): ask to be added to its group, or start your own with uetrace serve\n", sock, rootName, rootGroup)
+	if out, code := asNobody(t, bin, "--socket", sock, "status"); code != 1 || out != want {
+		t.Errorf("uid 65534 on root's default daemon: exit %d\n got %q\nwant %q", code, out, want)
+	}
+
+	// 0600: the other user is refused by the socket, and told so.
+	sock = serve("private", "--mode", "0600")
+	st := statOf(t, sock)
+	if st.Mode&0o777 != 0o600 {
+		t.Errorf("--mode 0600: socket mode %04o", st.Mode&0o777)
+	}
+	if dst := statOf(t, filepath.Dir(sock)); dst.Mode&0o777 != 0o700 {
+		t.Errorf("--mode 0600: directory mode %04o, want 0700", dst.Mode&0o777)
+	}
+	// The directory keeps nobody out: 0600 is the socket's own refusal.
+	os.Chmod(filepath.Dir(sock), 0o755)
+	want = fmt.Sprintf("uetrace: permission denied on %s (owned by %s:%s, mode 0600): ask to be added to its group, or start your own with uetrace serve\n", sock, rootName, rootGroup)
+	for _, backend := range []string{"daemon", "auto"} {
+		out, code := asNobody(t, bin, "--backend", backend, "--socket", sock, "status")
+		if code != 1 || out != want {
+			t.Errorf("--backend %s as uid 65534 on a 0600 socket: exit %d\n got %q\nwant %q", backend, code, out, want)
+		}
+	}
+	out, code := asNobody(t, bin, "--backend", "daemon", "--socket", sock, "register", "x u32 a")
+	if code != 1 || out != want {
+		t.Errorf("register as uid 65534 on a 0600 socket: exit %d\n got %q\nwant %q", code, out, want)
+	}
+	// A directory that refuses is named instead.
+	os.Chmod(filepath.Dir(sock), 0o700)
+	out, _ = asNobody(t, bin, "--backend", "daemon", "--socket", sock, "status")
+	if want := fmt.Sprintf("uetrace: permission denied on %s (owned by %s:%s, mode 0700): ask to be added to its group, or start your own with uetrace serve\n", filepath.Dir(sock), rootName, rootGroup); out != want {
+		t.Errorf("refused by the directory:\n got %q\nwant %q", out, want)
+	}
+
+	// --group: the socket and its directory get the group, whose members
+	// may connect.
+	group := nameOf(t, 65534, true)
+	sock = serve("shared", "--group", group)
+	if st := statOf(t, sock); st.Gid != 65534 || st.Mode&0o777 != 0o660 {
+		t.Errorf("--group %s: socket gid %d mode %04o, want 65534 0660", group, st.Gid, st.Mode&0o777)
+	}
+	if st := statOf(t, filepath.Dir(sock)); st.Gid != 65534 || st.Mode&0o777 != 0o750 {
+		t.Errorf("--group %s: directory gid %d mode %04o, want 65534 0750", group, st.Gid, st.Mode&0o777)
+	}
+	if out, code := asNobody(t, bin, "--backend", "daemon", "--socket", sock, "status"); code != 0 {
+		t.Errorf("a member of --group %s: exit %d\n%s", group, code, out)
+	}
+
+	// --mode 0666: everyone.
+	sock = serve("open", "--mode", "0666")
+	if st := statOf(t, sock); st.Mode&0o777 != 0o666 {
+		t.Errorf("--mode 0666: socket mode %04o", st.Mode&0o777)
+	}
+	if out, code := asNobody(t, bin, "--backend", "daemon", "--socket", sock, "status"); code != 0 {
+		t.Errorf("anyone on a 0666 socket: exit %d\n%s", code, out)
+	}
+}
+
+// nameOf is the user or group name of an id, as the error shows it.
+func nameOf(t *testing.T, id int, group bool) string {
+	t.Helper()
+	s := strconv.Itoa(id)
+	if group {
+		if g, err := user.LookupGroupId(s); err == nil {
+			return g.Name
+		}
+		return s
+	}
+	if u, err := user.LookupId(s); err == nil {
+		return u.Username
+	}
+	return s
+}
+
+// serveAt runs uetrace serve with args on the socket sock until the test
+// ends (then SIGTERM), and returns sock once the daemon answers.
+func serveAt(t *testing.T, sock string, args ...string) string {
+	t.Helper()
+	srv, _ := background(t, append([]string{"serve", "--socket", sock}, args...)...)
+	testutil.Wait(t, "the daemon to answer", func() bool { _, _, code := cli(t, sock, "status"); return code == 0 })
+	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+	return sock
 }

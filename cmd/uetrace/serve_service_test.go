@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,14 +59,14 @@ func TestServeAsService(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "uetrace.sock")
 	notify, nfd := notifySocket(t, dir)
-	cmd := exec.Command(activate, "--seqpacket", "-l", sock, "-E", "NOTIFY_SOCKET="+notify, binary(t), "serve")
-	var log syncBuffer
+	cmd := exec.Command(activate, "--seqpacket", "-l", sock, "-E", "NOTIFY_SOCKET="+notify, testutil.Uetrace(t), "serve")
+	var log testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	eventually(t, "systemd-socket-activate to listen", func() bool { _, err := os.Stat(sock); return err == nil })
+	testutil.Wait(t, "systemd-socket-activate to listen", func() bool { _, err := os.Stat(sock); return err == nil })
 
 	// The first connection starts the daemon, which serves it.
 	out, stderr, code := cli(t, sock, "status")
@@ -121,7 +122,7 @@ func TestSystemdUnits(t *testing.T) {
 		t.Fatalf("uetrace.service: ExecStart=%q, want /usr/bin/uetrace serve …", execStart)
 	}
 	// serve's flags as the unit gives them: --help after them parses them.
-	if out, err := exec.Command(binary(t), append(execStart[1:], "--help")...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(testutil.Uetrace(t), append(execStart[1:], "--help")...).CombinedOutput(); err != nil {
 		t.Errorf("uetrace %s: %v\n%s", strings.Join(execStart[1:], " "), err, out)
 	}
 	analyze, err := exec.LookPath("systemd-analyze")
@@ -130,7 +131,7 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "uetrace.socket"), socket, 0o644)
-	os.WriteFile(filepath.Join(dir, "uetrace.service"), []byte(strings.ReplaceAll(string(service), "/usr/bin/uetrace", binary(t))), 0o644)
+	os.WriteFile(filepath.Join(dir, "uetrace.service"), []byte(strings.ReplaceAll(string(service), "/usr/bin/uetrace", testutil.Uetrace(t))), 0o644)
 	cmd := exec.Command(analyze, "verify", "--man=no", filepath.Join(dir, "uetrace.socket"), filepath.Join(dir, "uetrace.service"))
 	out, err := cmd.CombinedOutput()
 	if err != nil || len(out) > 0 {

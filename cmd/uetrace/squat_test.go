@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // A user's command as uid, with env (besides PATH): its combined output
@@ -36,13 +38,13 @@ func runAsUser(t *testing.T, uid uint32, env []string, bin string, args ...strin
 }
 
 // A daemon of uid in the background, and how to stop it.
-func serveAsUser(t *testing.T, uid uint32, env []string, bin string, args ...string) (*exec.Cmd, *syncBuffer) {
+func serveAsUser(t *testing.T, uid uint32, env []string, bin string, args ...string) (*exec.Cmd, *testutil.Buffer) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	cmd.Dir = "/"
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -62,16 +64,9 @@ func TestCLISocketSquat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to act as two other users")
-	}
+	testutil.NeedRoot(t, "act as two other users")
 	const victim, attacker = 65534, 65533
-	base, err := os.MkdirTemp("", "uetrace-squat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
+	base := testutil.SharedDir(t)
 	bin := copyBinary(t, base)
 	tmp := filepath.Join(base, "tmp") // a /tmp: everyone's, sticky
 	if err := os.Mkdir(tmp, 0o777); err != nil {
@@ -102,7 +97,7 @@ func TestCLISocketSquat(t *testing.T) {
 	// The attacker serves there: the victim's client finds out who runs
 	// it before it sends a thing, and refuses.
 	srv, srvOut := serveAsUser(t, attacker, env, bin, "--socket", sock, "--mode", "0666")
-	eventually(t, "the attacker's daemon to answer", func() bool {
+	testutil.Wait(t, "the attacker's daemon to answer", func() bool {
 		_, code := runAsUser(t, attacker, nil, bin, "--socket", sock, "status")
 		return code == 0
 	})
@@ -170,7 +165,7 @@ func TestCLISocketSquat(t *testing.T) {
 		if e[0] == xenv[0] {
 			want = filepath.Join(xdg, "uetrace")
 		}
-		eventually(t, "the victim's daemon to answer", func() bool {
+		testutil.Wait(t, "the victim's daemon to answer", func() bool {
 			_, code := runAsUser(t, victim, e, bin, "status")
 			return code == 0
 		})
@@ -193,15 +188,8 @@ func TestCLIDaemonUnmapped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to map a user namespace")
-	}
-	base, err := os.MkdirTemp("", "uetrace-unmapped") // in /tmp: anyone may write there
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
+	testutil.NeedRoot(t, "map a user namespace")
+	base := testutil.SharedDir(t)
 	bin := copyBinary(t, base)
 	owned, err := os.MkdirTemp("/run", "uetrace-unmapped")
 	if err != nil {
@@ -238,7 +226,7 @@ func TestCLIDaemonUnmapped(t *testing.T) {
 	} {
 		sock := filepath.Join(tc.dir, "uetrace.sock")
 		srv, _ := serveAsUser(t, 0, nil, bin, "--socket", sock, "--mode", "0666")
-		eventually(t, "the daemon to answer", func() bool {
+		testutil.Wait(t, "the daemon to answer", func() bool {
 			_, code := runAsUser(t, 0, nil, bin, "--socket", sock, "status")
 			return code == 0
 		})

@@ -6,14 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/bpfcount"
 	"github.com/uetrace/uetrace/internal/export/live"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
@@ -138,8 +137,8 @@ func (b *bpfTop) Stats() record.Stats {
 	slices.SortFunc(st.Events, func(x, y record.EventStats) int { return x.ID - y.ID })
 	for pid, n := range perPID {
 		comm, ok := b.comms[pid]
-		if c, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/comm"); err == nil {
-			comm = strings.TrimSuffix(string(c), "\n")
+		if c, err := procfs.Comm(int(pid)); err == nil {
+			comm = c
 			b.comms[pid] = comm
 		} else if !ok {
 			comm = "?"

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -175,7 +176,7 @@ func TestTopPlainSignal(t *testing.T) {
 	sock, _, _ := startServe(t)
 	produceDaemon(t, sock, "topsig_x")
 	cmd, out := background(t, "--backend", "daemon", "--socket", sock, "top", "-d", "100ms")
-	eventually(t, "a block with topsig_x", func() bool { return strings.Contains(out.String(), "event user_events:topsig_x ") })
+	testutil.Wait(t, "a block with topsig_x", func() bool { return strings.Contains(out.String(), "event user_events:topsig_x ") })
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("top after SIGTERM: %v\n%s", err, out.String())
@@ -256,7 +257,7 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]`)
 // stdin, stdout and stderr.
 func (p *pty) start(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(binary(t), args...)
+	cmd := exec.Command(testutil.Uetrace(t), args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.slave, p.slave, p.slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
@@ -291,7 +292,7 @@ func TestTopTerminal(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := p.start(t, "--backend", "daemon", "--socket", sock, "top", "-d", "200ms", "-e", "toptty_*")
-			eventually(t, "a refresh showing toptty_x at a non-zero rate", func() bool {
+			testutil.Wait(t, "a refresh showing toptty_x at a non-zero rate", func() bool {
 				m := row.FindStringSubmatch(p.screen())
 				return m != nil && m[1] != "0.0"
 			})
@@ -302,7 +303,7 @@ func TestTopTerminal(t *testing.T) {
 			}
 			// The p key shows the processes: this one.
 			p.master.WriteString("p")
-			eventually(t, "the per-process view", func() bool {
+			testutil.Wait(t, "the per-process view", func() bool {
 				return strings.Contains(p.screen(), fmt.Sprintf(" %d  ", os.Getpid()))
 			})
 			p.master.WriteString(c.key)
@@ -317,7 +318,7 @@ func TestTopTerminal(t *testing.T) {
 				t.Fatalf("top still runs 10 s after %q:\n%s", c.key, p.screen())
 			}
 			// What top wrote last may still be on its way through the pty.
-			eventually(t, "the alternate screen left", func() bool {
+			testutil.Wait(t, "the alternate screen left", func() bool {
 				return strings.Contains(p.output(), "\x1b[?25h\x1b[?1049l")
 			})
 			if out := p.output(); !strings.HasPrefix(out, "\x1b[?1049h\x1b[?25l") {

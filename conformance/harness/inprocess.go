@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -179,11 +180,11 @@ func writer() subsys.Writer {
 
 // comm is this process's name as the kernel's trace shows it.
 var comm = sync.OnceValue(func() string {
-	b, err := os.ReadFile("/proc/self/comm")
+	c, err := procfs.Comm(os.Getpid())
 	if err != nil {
 		return "ueconform"
 	}
-	return strings.TrimSuffix(string(b), "\n")
+	return c
 })
 
 func (d *subsysData) writev(iov []iovec) (int, error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/perfring"
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // TracefsRoot is where the kernel backend finds tracefs.
@@ -263,7 +264,7 @@ func (k *kernelProc) perf(system, name string) (perfReader, error) {
 			id = id*10 + uint64(c-'0')
 		}
 	}
-	cpus, err := perfring.OnlineCPUs()
+	cpus, err := procfs.OnlineCPUs()
 	if err != nil {
 		return nil, err
 	}

@@ -17,12 +17,13 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // newExporter is NewExporter on e's File, shut down when the test ends.
 func newExporter(t testing.TB, e *env, name string) *ehotel.Exporter {
 	t.Helper()
-	x, err := ehotel.NewExporter(name, ehotel.WithFile(e.f))
+	x, err := ehotel.NewExporter(name, &ehotel.Options{File: e.f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func marker(t *testing.T, e *env, ss *subsys.Session) got {
 	if _, err := ss.AttachMatching("user_events:MarkerProv_*", true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, m.Tracepoint(log.SeverityInfo).Enabled)
+	testutil.Wait(t, "the INFO tracepoint to be enabled", m.Tracepoint(log.SeverityInfo).Enabled)
 	var lr log.Record
 	lr.SetSeverity(log.SeverityInfo)
 	lr.SetBody(attribute.StringValue("marker"))
@@ -250,7 +251,7 @@ func TestProcessorEnabled(t *testing.T) {
 		25: false, -1: false,
 	})
 	ss.Close()
-	waitFor(t, func() bool { return !p.Exporter().Tracepoint(log.SeverityError).Enabled() })
+	testutil.Wait(t, "the ERROR tracepoint to be disabled", func() bool { return !p.Exporter().Tracepoint(log.SeverityError).Enabled() })
 	check("detached", map[log.Severity]bool{log.SeverityError: false, 0: false})
 
 	e.attach(t, "user_events:EnProv_*", p.Exporter().Tracepoint(log.SeverityError))
@@ -372,7 +373,7 @@ func TestBatchProcessor(t *testing.T) {
 func TestProviderName(t *testing.T) {
 	e := newEnv(t)
 	for _, name := range []string{"ValidName", "valid_name", "Valid123", "valid_123", "_valid_name", "VALID_NAME", strings.Repeat("a", 233)} {
-		p, err := ehotel.NewProcessor(name, ehotel.WithFile(e.f))
+		p, err := ehotel.NewProcessor(name, &ehotel.Options{File: e.f})
 		if err != nil {
 			t.Errorf("%q: %v", name, err)
 			continue
@@ -383,18 +384,18 @@ func TestProviderName(t *testing.T) {
 		"InvalidName!", "InvalidName@", "Invalid+Name", "Invalid&Name", "Invalid#Name", "Invalid%Name",
 		"Invalid/Name", "Invalid\\Name", "Invalid=Name", "Invalid?Name", "Invalid;Name", "Invalid,Name", "Ünicode"}
 	for _, name := range invalid {
-		if _, err := ehotel.NewProcessor(name, ehotel.WithFile(e.f)); !errors.Is(err, unix.EINVAL) {
+		if _, err := ehotel.NewProcessor(name, &ehotel.Options{File: e.f}); !errors.Is(err, unix.EINVAL) {
 			t.Errorf("%q: %v, want EINVAL", name, err)
 		}
 	}
 }
 
-// TestOwnFile: without WithFile the exporter opens user_events itself and
+// TestOwnFile: without Options.File the exporter opens user_events itself and
 // closes it on Shutdown; when it cannot (no kernel user_events, no
 // daemon), it is made all the same, writes nothing and says why in Err.
 func TestOwnFile(t *testing.T) {
 	t.Setenv("UETRACE_SOCKET", t.TempDir()+"/none.sock")
-	x, err := ehotel.NewExporter("OwnFileProv")
+	x, err := ehotel.NewExporter("OwnFileProv", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@
 //	PartC                   struct   of the attributes, when there is at least one
 //	  <attribute key>       <value>               every attribute in the record's order, except an
 //	                                              "event_id" of type int64; then the resource attributes
-//	                                              named by WithResourceAttributes, in key order (never
+//	                                              named by Options.ResourceAttributes, in key order (never
 //	                                              service.name or service.instance.id); at most 127;
 //	                                              a key's ';' and NUL bytes written as '_'
 //	PartB                   struct of the fields below that are present

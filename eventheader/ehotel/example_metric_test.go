@@ -15,7 +15,7 @@ import (
 // each as an otlp_metrics record while something listens (`perf record -e
 // user_events:otlp_metrics`, or uetrace).
 func Example_metrics() {
-	exp := ehotel.NewMetricExporter()
+	exp := ehotel.NewMetricExporter(nil)
 	if err := exp.Err(); err != nil {
 		fmt.Println("metrics go nowhere:", err) // no user_events, no daemon
 	}

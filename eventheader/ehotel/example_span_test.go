@@ -17,7 +17,7 @@ import (
 // while something listens, to MyCompany_MyComponent_L4K1, as
 // OpenTelemetry's Rust user_events trace exporter does.
 func Example_spans() {
-	proc, err := ehotel.NewSpanProcessor("MyCompany_MyComponent")
+	proc, err := ehotel.NewSpanProcessor("MyCompany_MyComponent", nil)
 	if err != nil {
 		panic(err) // an invalid provider name
 	}

@@ -22,7 +22,7 @@ import (
 // user_events exporter does; `perf record -e
 // user_events:MyCompany_MyComponent_L2K1` or uetrace records the errors.
 func Example_program() {
-	proc, err := ehotel.NewProcessor("MyCompany_MyComponent")
+	proc, err := ehotel.NewProcessor("MyCompany_MyComponent", nil)
 	if err != nil {
 		panic(err) // an invalid provider name
 	}
@@ -50,7 +50,7 @@ func Example() {
 	k := usereventstest.NewKernel(nil)
 	f, _ := userevents.Open(k.Options())
 	defer f.Close()
-	proc, _ := ehotel.NewProcessor("MyProvider", ehotel.WithFile(f))
+	proc, _ := ehotel.NewProcessor("MyProvider", &ehotel.Options{File: f})
 	ss, _ := k.NewSession("user_events:MyProvider_L2K1")
 	defer ss.Close() // errors only
 

@@ -32,36 +32,44 @@ const maxProviderName = 234
 // so that the record fits perf's 16-bit sample size with its headers.
 const maxPayload = 65535 - (52 + 16)
 
-// Option configures an Exporter or a Processor.
-type Option func(*config)
+// Options configures an Exporter, a Processor and the span and metric
+// exporters, as slog.HandlerOptions does a handler: nil is the zero
+// Options, the defaults.
+type Options struct {
+	// File is what the exporter writes through: the caller keeps it and
+	// closes it after Shutdown. Without it the exporter opens user_events
+	// with userevents.Open(nil) — the kernel, else the uetrace daemon —
+	// and closes it on Shutdown.
+	File *userevents.File
+	// ResourceAttributes names the resource attributes written with every
+	// log record, at the end of PartC, as the Rust builder's
+	// with_resource_attributes does. service.name and service.instance.id
+	// are always written, in PartA (ext_cloud_role,
+	// ext_cloud_roleInstance), and never in PartC. Logs only: the span
+	// exporter writes no other resource attribute (as the Rust trace
+	// exporter), the metric exporter the whole resource.
+	ResourceAttributes []string
+}
 
 type config struct {
 	file     *userevents.File
 	resource map[string]bool
 }
 
-// WithFile writes through f, which the caller keeps and closes after
-// Shutdown. Without it the exporter opens user_events with
-// userevents.Open(nil) — the kernel, else the uetrace
-// daemon — and closes it on Shutdown.
-func WithFile(f *userevents.File) Option {
-	return func(c *config) { c.file = f }
-}
-
-// WithResourceAttributes names the resource attributes written with every
-// record, at the end of PartC, as the Rust builder's
-// with_resource_attributes does. service.name and service.instance.id are
-// always written, in PartA (ext_cloud_role, ext_cloud_roleInstance), and
-// never in PartC.
-func WithResourceAttributes(keys ...string) Option {
-	return func(c *config) {
+// config is what the exporters keep of o (nil: the defaults).
+func (o *Options) config() config {
+	var c config
+	if o == nil {
+		return c
+	}
+	c.file = o.File
+	for _, k := range o.ResourceAttributes {
 		if c.resource == nil {
 			c.resource = map[string]bool{}
 		}
-		for _, k := range keys {
-			c.resource[k] = true
-		}
+		c.resource[k] = true
 	}
+	return c
 }
 
 // Exporter is an sdklog.Exporter writing each record as an EventHeader
@@ -90,11 +98,8 @@ type Exporter struct {
 // error of NewExporter: as in Rust, logging must not fail for want of a
 // listener. The exporter then writes nothing to the tracepoints concerned,
 // and Err says why.
-func NewExporter(name string, opts ...Option) (*Exporter, error) {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
+func NewExporter(name string, opts *Options) (*Exporter, error) {
+	c := opts.config()
 	e := &Exporter{res: resourceCache{keys: c.resource}}
 	e.pool.New = func() any { return new(writer) }
 	if err := e.open(name, c); err != nil {

@@ -78,7 +78,7 @@ func emitGolden(t *testing.T, p sdklog.Processor) {
 // resource attribute in PartC; no trace ids without a span.
 func TestGoldenJSON(t *testing.T) {
 	e := newEnv(t)
-	p := newProcessor(t, e, "GoldenProv", ehotel.WithResourceAttributes("deployment", "service.name"))
+	p := newProcessor(t, e, "GoldenProv", "deployment", "service.name")
 	ss := e.attach(t, "user_events:GoldenProv_*", p.Exporter().Tracepoint(log.SeverityInfo), p.Exporter().Tracepoint(log.SeverityWarn))
 	emitGolden(t, p)
 	want := []got{
@@ -164,7 +164,7 @@ func (r *rustEvent) bytes(level byte) []byte {
 // eventheader_dynamic write, built here without package eventheader.
 func TestBytesAsRust(t *testing.T) {
 	e := newEnv(t)
-	p := newProcessor(t, e, "BytesProv", ehotel.WithResourceAttributes("deployment"))
+	p := newProcessor(t, e, "BytesProv", "deployment")
 	ss := e.attach(t, "user_events:BytesProv_*", p.Exporter().Tracepoint(log.SeverityInfo), p.Exporter().Tracepoint(log.SeverityWarn))
 	emitGolden(t, p)
 

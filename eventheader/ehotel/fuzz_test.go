@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/log"
 
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // FuzzRecord writes records of arbitrary keys, strings, numbers, times and
@@ -27,7 +28,7 @@ func FuzzRecord(f *testing.F) {
 	p := newProcessor(f, e, "FuzzProv")
 	ss := e.attach(f, "user_events:FuzzProv_*")
 	for _, s := range []log.Severity{log.SeverityTrace, log.SeverityInfo, log.SeverityWarn, log.SeverityError, log.SeverityFatal} {
-		waitFor(f, p.Exporter().Tracepoint(s).Enabled)
+		testutil.Wait(f, "the tracepoint to be enabled", p.Exporter().Tracepoint(s).Enabled)
 	}
 	f.Fuzz(func(t *testing.T, body, key, sval string, ival int64, fval float64, name, sevText string, sev int8, ns int64) {
 		var lr log.Record

@@ -13,6 +13,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -45,25 +46,12 @@ func (e *env) attach(t testing.TB, pattern string, wait ...ehotelTP) *subsys.Ses
 		t.Fatal(err)
 	}
 	for _, tp := range wait {
-		waitFor(t, tp.Enabled)
+		testutil.Wait(t, "the tracepoint to be enabled", tp.Enabled)
 	}
 	return ss
 }
 
 type ehotelTP = interface{ Enabled() bool }
-
-// waitFor waits for cond with a deadline; the in-process backend sets
-// enable bits synchronously, so it is true at once there.
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30 s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // got is one record read back.
 type got struct {
@@ -121,10 +109,11 @@ func (c *collector) OnEmit(_ context.Context, r *sdklog.Record) error {
 func (c *collector) Shutdown(context.Context) error   { return nil }
 func (c *collector) ForceFlush(context.Context) error { return nil }
 
-// newProcessor is NewProcessor on e's File, shut down when the test ends.
-func newProcessor(t testing.TB, e *env, name string, opts ...ehotel.Option) *ehotel.Processor {
+// newProcessor is NewProcessor on e's File, writing the resource
+// attributes named, shut down when the test ends.
+func newProcessor(t testing.TB, e *env, name string, resource ...string) *ehotel.Processor {
 	t.Helper()
-	p, err := ehotel.NewProcessor(name, append([]ehotel.Option{ehotel.WithFile(e.f)}, opts...)...)
+	p, err := ehotel.NewProcessor(name, &ehotel.Options{File: e.f, ResourceAttributes: resource})
 	if err != nil {
 		t.Fatal(err)
 	}

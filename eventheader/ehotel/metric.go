@@ -60,16 +60,13 @@ type MetricExporter struct {
 }
 
 // NewMetricExporter returns an exporter that registers otlp_metrics at
-// once, so that a listener can attach before the first export. WithFile
-// applies; WithResourceAttributes does not (the whole resource goes in
-// every request). That user_events cannot be opened, or the event
+// once, so that a listener can attach before the first export. Options.File
+// applies; ResourceAttributes does not (the whole resource goes in every
+// request). That user_events cannot be opened, or the event
 // registered, is not an error: the exporter then writes nothing, and Err
 // says why.
-func NewMetricExporter(opts ...Option) *MetricExporter {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
+func NewMetricExporter(opts *Options) *MetricExporter {
+	c := opts.config()
 	e := &MetricExporter{file: c.file}
 	if e.file == nil {
 		f, err := userevents.Open(nil)

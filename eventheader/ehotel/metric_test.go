@@ -185,7 +185,7 @@ func readMetrics(t *testing.T, ss *subsys.Session, n int) [][]byte {
 // test ends.
 func newMetricExporter(t testing.TB, e *env) *ehotel.MetricExporter {
 	t.Helper()
-	x := ehotel.NewMetricExporter(ehotel.WithFile(e.f))
+	x := ehotel.NewMetricExporter(&ehotel.Options{File: e.f})
 	if err := x.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,9 @@ type Processor struct {
 }
 
 // NewProcessor returns a processor writing through NewExporter(name,
-// opts...).
-func NewProcessor(name string, opts ...Option) (*Processor, error) {
-	e, err := NewExporter(name, opts...)
+// opts).
+func NewProcessor(name string, opts *Options) (*Processor, error) {
+	e, err := NewExporter(name, opts)
 	if err != nil {
 		return nil, err
 	}

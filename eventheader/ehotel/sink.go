@@ -44,7 +44,7 @@ func (s *sink) open(name string, c config) error {
 		}
 		s.file, s.ownsFile = f, true
 	}
-	p, err := ehprovider.New(s.file, name)
+	p, err := ehprovider.New(s.file, name, nil)
 	if err != nil {
 		s.closeFile()
 		return fmt.Errorf("ehotel: %w", err)
@@ -109,7 +109,7 @@ type resourceFields struct {
 // resourceCache keeps the fields of the last resource seen: a program has
 // one, so this is computed once.
 type resourceCache struct {
-	keys map[string]bool // WithResourceAttributes
+	keys map[string]bool // Options.ResourceAttributes
 	cur  atomic.Pointer[resourceFields]
 }
 

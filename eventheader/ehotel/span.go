@@ -47,14 +47,11 @@ type SpanExporter struct {
 // tracepoint "<name>_L4K1" at once, so that a listener can attach before
 // the first span ends. As with NewExporter, that user_events cannot be
 // opened is not its error: the exporter then writes nothing, and Err says
-// why. WithFile applies; WithResourceAttributes does not (the Rust trace
+// why. Options.File applies; ResourceAttributes does not (the Rust trace
 // exporter writes only service.name and service.instance.id of the
 // resource, in PartA).
-func NewSpanExporter(name string, opts ...Option) (*SpanExporter, error) {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
+func NewSpanExporter(name string, opts *Options) (*SpanExporter, error) {
+	c := opts.config()
 	e := &SpanExporter{}
 	e.pool.New = func() any { return new(writer) }
 	if err := e.open(name, c); err != nil {
@@ -285,9 +282,9 @@ type SpanProcessor struct {
 }
 
 // NewSpanProcessor returns a processor writing through
-// NewSpanExporter(name, opts...).
-func NewSpanProcessor(name string, opts ...Option) (*SpanProcessor, error) {
-	e, err := NewSpanExporter(name, opts...)
+// NewSpanExporter(name, opts).
+func NewSpanProcessor(name string, opts *Options) (*SpanProcessor, error) {
+	e, err := NewSpanExporter(name, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func (g *fixedIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID {
 // ends.
 func newSpanProcessor(t testing.TB, e *env, name string) *ehotel.SpanProcessor {
 	t.Helper()
-	p, err := ehotel.NewSpanProcessor(name, ehotel.WithFile(e.f))
+	p, err := ehotel.NewSpanProcessor(name, &ehotel.Options{File: e.f})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func benchProvider(b *testing.B, on bool) (*ehprovider.Provider, *ehprovider.Eve
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { f.Close() })
-	p, err := ehprovider.New(f, "BenchProvider")
+	p, err := ehprovider.New(f, "BenchProvider", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func Example_program() {
 		log.Fatal(err)
 	}
 	defer f.Close()
-	p, err := ehprovider.New(f, "MyProvider")
+	p, err := ehprovider.New(f, "MyProvider", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func Example() {
 		return
 	}
 	defer f.Close()
-	p, _ := ehprovider.New(f, "MyProvider")
+	p, _ := ehprovider.New(f, "MyProvider", nil)
 	defer p.Close()
 	request := ehprovider.Define3[uint32, string, float64](p, "Request",
 		eventheader.LevelInformation, 0x1, "status", "path", "dur_ms")
@@ -87,7 +87,7 @@ func ExampleTracepoint_Write() {
 	k := usereventstest.NewKernel(nil)
 	f, _ := userevents.Open(k.Options())
 	defer f.Close()
-	p, _ := ehprovider.New(f, "MyProvider", ehprovider.WithGroup("myapp"))
+	p, _ := ehprovider.New(f, "MyProvider", &ehprovider.Options{Group: "myapp"})
 	tp := p.Tracepoint(eventheader.LevelWarning, 0x4)
 	ss, _ := k.NewSession("user_events:MyProvider_*")
 	defer ss.Close()
@@ -122,7 +122,7 @@ func ExampleEvent1_WriteActivity() {
 	k := usereventstest.NewKernel(nil)
 	f, _ := userevents.Open(k.Options())
 	defer f.Close()
-	p, _ := ehprovider.New(f, "MyProvider")
+	p, _ := ehprovider.New(f, "MyProvider", nil)
 	defer p.Close()
 	ss, _ := k.NewSession("user_events:MyProvider_*")
 	defer ss.Close()
@@ -162,7 +162,7 @@ func ExampleDefine5() {
 	k := usereventstest.NewKernel(nil)
 	f, _ := userevents.Open(k.Options())
 	defer f.Close()
-	p, _ := ehprovider.New(f, "MyProvider")
+	p, _ := ehprovider.New(f, "MyProvider", nil)
 	defer p.Close()
 	ss, _ := k.NewSession("user_events:MyProvider_*")
 	defer ss.Close()

@@ -29,7 +29,7 @@ func FuzzTypedRoundTrip(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer uf.Close()
-	p, _ := ehprovider.New(uf, "Fuzz")
+	p, _ := ehprovider.New(uf, "Fuzz", nil)
 	ev := ehprovider.Define4[uint32, string, float64, []byte](p, "E", eventheader.LevelInformation, 1, "u", "s", "f", "b")
 	ev2 := ehprovider.Define2[int8, bool](p, "F", eventheader.LevelInformation, 1, "i", "t")
 	ss := sys.NewSession(subsys.SessionOptions{})

@@ -14,6 +14,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 	"github.com/uetrace/uetrace/internal/perfring"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -34,7 +35,7 @@ func TestKernelReadBack(t *testing.T) {
 	}
 	defer fs.Close()
 	prov := fmt.Sprintf("KernProv%d", os.Getpid())
-	p, err := ehprovider.New(f, prov)
+	p, err := ehprovider.New(f, prov, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestKernelReadBack(t *testing.T) {
 			r.Close()
 		}
 	}()
-	cpus, err := perfring.OnlineCPUs()
+	cpus, err := procfs.OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,28 +39,28 @@ func (t *tpTable) find(level eventheader.Level, keyword uint64) *Tracepoint {
 	return nil
 }
 
-// Option configures a Provider.
-type Option func(*Provider)
-
-// WithGroup puts the provider in a provider group: its tracepoints are
-// named "<name>_L<level>K<keyword>G<group>" (the C library's
-// EHD_PROVIDER_OPTIONS "G..."). A group is lowercase letters and digits.
-func WithGroup(group string) Option {
-	return func(p *Provider) { p.group = group }
+// Options configures a Provider, as slog.HandlerOptions does a handler:
+// nil is the zero Options, the defaults.
+type Options struct {
+	// Group puts the provider in a provider group: its tracepoints are
+	// named "<name>_L<level>K<keyword>G<group>" (the C library's
+	// EHD_PROVIDER_OPTIONS "G..."). A group is lowercase letters and
+	// digits; "" is none.
+	Group string
 }
 
 // New returns the provider name writing through f. It registers nothing
 // yet: each tracepoint is registered when first asked for (Tracepoint,
 // Define0 ... Define6). The name follows eventheader.ValidateProvider;
 // only [A-Za-z0-9_] is portable to every tracefs.
-func New(f *userevents.File, name string, opts ...Option) (*Provider, error) {
+func New(f *userevents.File, name string, opts *Options) (*Provider, error) {
 	if f == nil {
 		return nil, errors.New("ehprovider: New needs an open userevents.File")
 	}
 	p := &Provider{f: f, name: name}
 	p.tps.Store(new(tpTable))
-	for _, o := range opts {
-		o(p)
+	if opts != nil {
+		p.group = opts.Group
 	}
 	if err := eventheader.ValidateProvider(name); err != nil {
 		return nil, err

@@ -93,7 +93,7 @@ func TestWriteReadBack(t *testing.T) {
 				t.Fatalf("transport %v, want %v: %v", f.Transport(), want, f.RingError())
 			}
 			prov := "TestProv_" + strings.ReplaceAll(b.name, "-", "_")
-			p, err := ehprovider.New(f, prov)
+			p, err := ehprovider.New(f, prov, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +183,7 @@ func TestLazyRegistration(t *testing.T) {
 		return string(b)
 	}
 
-	p, err := ehprovider.New(f, "LazyProv", ehprovider.WithGroup("grp1"))
+	p, err := ehprovider.New(f, "LazyProv", &ehprovider.Options{Group: "grp1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,14 +232,14 @@ func TestInvalid(t *testing.T) {
 	}
 	defer f.Close()
 	for _, name := range []string{"", "a b", "a:b"} {
-		if _, err := ehprovider.New(f, name); !errors.Is(err, eventheader.ErrName) {
+		if _, err := ehprovider.New(f, name, nil); !errors.Is(err, eventheader.ErrName) {
 			t.Errorf("New(%q): %v, want ErrName", name, err)
 		}
 	}
-	if _, err := ehprovider.New(f, "P", ehprovider.WithGroup("Bad")); !errors.Is(err, eventheader.ErrName) {
+	if _, err := ehprovider.New(f, "P", &ehprovider.Options{Group: "Bad"}); !errors.Is(err, eventheader.ErrName) {
 		t.Errorf("group Bad: %v, want ErrName", err)
 	}
-	p, err := ehprovider.New(f, "P")
+	p, err := ehprovider.New(f, "P", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestWriteOtherTracepoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p, _ := ehprovider.New(f, "Other")
+	p, _ := ehprovider.New(f, "Other", nil)
 	a := p.Tracepoint(eventheader.LevelInformation, 1)
 	c := p.Tracepoint(eventheader.LevelInformation, 2)
 	ss := sys.NewSession(subsys.SessionOptions{})
@@ -285,7 +285,7 @@ func TestConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p, _ := ehprovider.New(f, "Conc")
+	p, _ := ehprovider.New(f, "Conc", nil)
 	defer p.Close()
 	ss := sys.NewSession(subsys.SessionOptions{BufferBytes: 16 << 20})
 	defer ss.Close()
@@ -333,7 +333,7 @@ func TestManyTracepoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p, _ := ehprovider.New(f, "Many")
+	p, _ := ehprovider.New(f, "Many", nil)
 	defer p.Close()
 	got := map[string]*ehprovider.Tracepoint{}
 	for _, lv := range []eventheader.Level{1, 4, 5, 255} {

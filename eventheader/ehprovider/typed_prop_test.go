@@ -38,7 +38,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	p, err := ehprovider.New(f, "Prop")
+	p, err := ehprovider.New(f, "Prop", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestTypedIsBuilder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p, err := ehprovider.New(f, "Typed")
+	p, err := ehprovider.New(f, "Typed", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestTypedWriteAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p, _ := ehprovider.New(f, "Allocs")
+	p, _ := ehprovider.New(f, "Allocs", nil)
 	ev := ehprovider.Define3[uint32, string, float64](p, "Request", eventheader.LevelInformation, 1, "status", "path", "dur")
 	ev2 := ehprovider.Define4[time.Time, ehprovider.UUID, ehprovider.Errno, []byte](p, "Other", eventheader.LevelInformation, 1, "t", "id", "err", "b")
 	ev3 := ehprovider.Define6[[]uint64, []string, []ehprovider.UUID, []time.Time, []bool, int8](p, "Arrays", eventheader.LevelInformation, 1,

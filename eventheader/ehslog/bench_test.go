@@ -24,7 +24,7 @@ func benchHandler(b *testing.B, on bool) *ehslog.Handler {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { f.Close() })
-	p, err := ehprovider.New(f, "BenchSlog")
+	p, err := ehprovider.New(f, "BenchSlog", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

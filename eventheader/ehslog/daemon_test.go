@@ -2,15 +2,15 @@ package ehslog_test
 
 import (
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 	"github.com/uetrace/uetrace/eventheader/ehslog"
 	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -19,20 +19,7 @@ import (
 // Handler's Enabled following a session attaching there.
 func TestDaemon(t *testing.T) {
 	sys := subsys.New(subsys.Options{NumCPU: 1})
-	sock := filepath.Join(t.TempDir(), "uetrace.sock")
-	ln, err := daemon.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := daemon.New(daemon.Config{Subsystem: sys, Logger: slog.New(slog.DiscardHandler)})
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	sock := daemontest.Start(t, daemon.Config{Subsystem: sys})
 	for _, tr := range []struct {
 		name string
 		t    userevents.Transport
@@ -43,7 +30,7 @@ func TestDaemon(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			p, err := ehprovider.New(f, "SlogDaemon_"+tr.name)
+			p, err := ehprovider.New(f, "SlogDaemon_"+tr.name, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +48,7 @@ func TestDaemon(t *testing.T) {
 			if _, err := r.ss.AttachMatching("user_events:"+p.Name()+"_L3K1", true); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { return h.Enabled(t.Context(), slog.LevelWarn) })
+			testutil.Wait(t, "the Handler to be enabled once the session attached", func() bool { return h.Enabled(t.Context(), slog.LevelWarn) })
 			l := slog.New(checked{h, t}).With("svc", "api").WithGroup("req")
 			l.Info("not attached")
 			l.Warn("slow", "ms", 812)
@@ -73,18 +60,5 @@ func TestDaemon(t *testing.T) {
 				t.Errorf("%s: %s", ev.tracepoint, ev.json)
 			}
 		})
-	}
-}
-
-// waitFor polls cond until it holds, failing after 30 s: the daemon
-// updates a client's enable word on its own time.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("not enabled 30 s after the session attached")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -27,7 +27,7 @@ func Example_program() {
 		log.Fatal(err)
 	}
 	defer f.Close()
-	p, err := ehprovider.New(f, "MyApp")
+	p, err := ehprovider.New(f, "MyApp", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func Example() {
 		return
 	}
 	defer f.Close()
-	p, _ := ehprovider.New(f, "MyApp")
+	p, _ := ehprovider.New(f, "MyApp", nil)
 	defer p.Close()
 	h, _ := ehslog.New(p, nil)
 	logger := slog.New(h)
@@ -97,7 +97,7 @@ func ExampleHandler_WithGroup() {
 	k := usereventstest.NewKernel(nil)
 	f, _ := userevents.Open(k.Options())
 	defer f.Close()
-	p, _ := ehprovider.New(f, "MyApp")
+	p, _ := ehprovider.New(f, "MyApp", nil)
 	h, _ := ehslog.New(p, &ehslog.Options{EventName: "Http", Keyword: 0x4})
 	ss, _ := k.NewSession("user_events:MyApp_*")
 	defer ss.Close()

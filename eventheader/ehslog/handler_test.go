@@ -38,7 +38,7 @@ func newRig(t testing.TB, provider string) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	p, err := ehprovider.New(f, provider)
+	p, err := ehprovider.New(f, provider, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader/ehprovider"
 	"github.com/uetrace/uetrace/eventheader/ehslog"
 	"github.com/uetrace/uetrace/internal/perfring"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -38,7 +39,7 @@ func TestKernelSlogtest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fs.Close()
-	p, err := ehprovider.New(f, fmt.Sprintf("KernSlog%d", os.Getpid()))
+	p, err := ehprovider.New(f, fmt.Sprintf("KernSlog%d", os.Getpid()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestKernelSlogtest(t *testing.T) {
 
 	// Every level's tracepoint on every CPU, samples with their time so
 	// that the records of all rings can be put back in order.
-	cpus, err := perfring.OnlineCPUs()
+	cpus, err := procfs.OnlineCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}

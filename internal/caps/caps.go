@@ -20,9 +20,10 @@ import (
 	"bytes"
 	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // Capability bits (include/uapi/linux/capability.h).
@@ -36,7 +37,7 @@ const (
 // be read, or that exits while it is read, is not.
 func PerfmonCapable(pid int) bool {
 	if pid == 0 || pid == os.Getpid() {
-		st, err := os.ReadFile("/proc/self/status")
+		st, err := procfs.ReadFile("/proc/self/status")
 		if err != nil {
 			return false
 		}
@@ -87,7 +88,7 @@ func perfmonCapable(userNS, pidfd, pid int) bool {
 	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil && err != unix.EPERM {
 		return false
 	}
-	st, err := readAt(dir, "status")
+	st, err := procfs.ReadFileAt(dir, "status")
 	if err != nil {
 		return false
 	}
@@ -106,32 +107,12 @@ type creds struct {
 
 func (c creds) perfmon() bool { return c.capEff&(1<<capPerfmon|1<<capSysAdmin) != 0 }
 
-// parseStatus reads the Uid and CapEff lines of /proc/<pid>/status. Uids
-// there are shown in the reader's user namespace, as NS_GET_OWNER_UID
+// parseStatus takes the effective uid and CapEff of /proc/<pid>/status.
+// Uids there are shown in the reader's user namespace, as NS_GET_OWNER_UID
 // gives owners.
 func parseStatus(status []byte) (creds, bool) {
-	var c creds
-	var haveUID, haveCap bool
-	for line := range strings.Lines(string(status)) {
-		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
-			f := strings.Fields(v)
-			if len(f) < 2 {
-				return c, false
-			}
-			u, err := strconv.ParseUint(f[1], 10, 32)
-			if err != nil {
-				return c, false
-			}
-			c.euid, haveUID = uint32(u), true
-		} else if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				return c, false
-			}
-			c.capEff, haveCap = eff, true
-		}
-	}
-	return c, haveUID && haveCap
+	st := procfs.ParseStatus(status)
+	return creds{euid: st.Uid[1], capEff: st.CapEff}, st.Has(procfs.StatusUid | procfs.StatusCapEff)
 }
 
 // nsID names a namespace: its nsfs inode.
@@ -217,11 +198,11 @@ func taskUserNS(dir int) (nsID, bool) {
 		defer unix.Close(fd)
 		return nsOf(fd)
 	}
-	theirs, err := readAt(dir, "uid_map")
+	theirs, err := procfs.ReadFileAt(dir, "uid_map")
 	if err != nil {
 		return nsID{}, false
 	}
-	ours, err := os.ReadFile("/proc/self/uid_map")
+	ours, err := procfs.ReadFile("/proc/self/uid_map")
 	if err != nil || !bytes.Equal(theirs, ours) {
 		return nsID{}, false
 	}
@@ -231,17 +212,4 @@ func taskUserNS(dir int) (nsID, bool) {
 	}
 	defer unix.Close(self)
 	return nsOf(self)
-}
-
-// readAt reads a small procfs file below dir.
-func readAt(dir int, name string) ([]byte, error) {
-	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	var b bytes.Buffer
-	_, err = b.ReadFrom(f)
-	return b.Bytes(), err
 }

@@ -32,9 +32,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // capSysPtrace is CAP_SYS_PTRACE (include/uapi/linux/capability.h).
@@ -52,13 +53,8 @@ type User struct {
 // whether it has CAP_SYS_PTRACE.
 func Self() User {
 	u := User{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
-	if st, err := os.ReadFile("/proc/self/status"); err == nil {
-		for line := range strings.Lines(string(st)) {
-			if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-				eff, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-				u.Privileged = err == nil && eff&(1<<capSysPtrace) != 0
-			}
-		}
+	if st, err := procfs.ReadStatus(os.Getpid()); err == nil {
+		u.Privileged = st.Has(procfs.StatusCapEff) && st.CapEff&(1<<capSysPtrace) != 0
 	}
 	return u
 }
@@ -78,7 +74,7 @@ func (u User) Check(pid int) error {
 		return nil
 	}
 	dir := "/proc/" + strconv.Itoa(pid)
-	st, err := os.ReadFile(dir + "/status")
+	st, err := procfs.ReadFile(dir + "/status")
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
 			return fmt.Errorf("process %d has exited: %w", pid, unix.ESRCH)
@@ -154,29 +150,9 @@ func (u User) ownsNamespaceOf(dir string) bool {
 
 // ids reads the real, effective and saved uids and gids of a status file.
 func ids(status []byte) (uids, gids [3]uint32, ok bool) {
-	var haveU, haveG bool
-	for line := range strings.Lines(string(status)) {
-		if v, found := strings.CutPrefix(line, "Uid:"); found {
-			haveU = parse3(v, &uids)
-		} else if v, found := strings.CutPrefix(line, "Gid:"); found {
-			haveG = parse3(v, &gids)
-			break // Gid comes after Uid
-		}
+	st := procfs.ParseStatus(status)
+	if !st.Has(procfs.StatusUid | procfs.StatusGid) {
+		return uids, gids, false
 	}
-	return uids, gids, haveU && haveG
-}
-
-func parse3(v string, out *[3]uint32) bool {
-	f := strings.Fields(v)
-	if len(f) < 3 {
-		return false
-	}
-	for i := range 3 {
-		n, err := strconv.ParseUint(f[i], 10, 32)
-		if err != nil {
-			return false
-		}
-		out[i] = uint32(n)
-	}
-	return true
+	return [3]uint32(st.Uid[:3]), [3]uint32(st.Gid[:3]), true
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // startAs starts args with cred, its stdout's first line awaited: it runs
@@ -37,9 +39,7 @@ func startAs(t *testing.T, cred *syscall.Credential, args ...string) int {
 }
 
 func TestCheck(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: processes of other users")
-	}
+	testutil.NeedRoot(t, "processes of other users")
 	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
 	pid := startAs(t, nobody, "sh", "-c", "echo ready; exec cat")
 	self := os.Getpid()
@@ -67,9 +67,7 @@ func TestCheck(t *testing.T) {
 // A process of the user's that is not dumpable (PR_SET_DUMPABLE 0, as a
 // process that changed credentials is) is refused, as ptrace refuses it.
 func TestCheckNotDumpable(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a process of another user")
-	}
+	testutil.NeedRoot(t, "a process of another user")
 	// The system's python3: one in root's home the other user cannot run.
 	py := "/usr/bin/python3"
 	if _, err := os.Stat(py); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,9 +36,7 @@ const (
 // test binary for children that run as them; the socket goes there too.
 func childDir(t *testing.T) (dir, exe string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("running clients as other users needs root")
-	}
+	testutil.NeedRoot(t, "running clients as other users")
 	dir, err := os.MkdirTemp("", "uetrace-adversary")
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -430,11 +429,11 @@ func procComm(pid int32) string {
 	if pid <= 0 {
 		return "<...>"
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/comm")
+	comm, err := procfs.Comm(int(pid))
 	if err != nil {
 		return "<...>"
 	}
-	return strings.TrimSuffix(string(b), "\n")
+	return comm
 }
 
 // handle serves one request. It returns false when the client must go.

@@ -23,29 +23,13 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type testServer struct {
 	*Server
 	sock string
-	log  *syncBuf
+	log  *testutil.Buffer
 }
 
 func serve(t testing.TB, cfg Config) *testServer {
@@ -60,7 +44,7 @@ func serveIn(t testing.TB, cfg Config, dir string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &syncBuf{}
+	log := &testutil.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.Subsystem == nil {
 		cfg.Subsystem = subsys.New(subsys.Options{NumCPU: 1})
@@ -267,7 +251,7 @@ func TestKilledProcess(t *testing.T) {
 	s := serve(t, Config{})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledProcess$", "-test.v")
 	cmd.Env = append(os.Environ(), "UETRACE_TEST_CHILD=register", "UETRACE_TEST_SOCK="+s.sock)
-	out := &syncBuf{}
+	out := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 func subsysSessionOptions(bytes int) subsys.SessionOptions {
@@ -88,16 +89,6 @@ func (rc *ringClient) publishSlowly(idx uint32, payload []byte, delay time.Durat
 	return true
 }
 
-// waitFor polls cond for up to a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for start := time.Now(); !cond(); time.Sleep(time.Millisecond) {
-		if time.Since(start) > time.Minute {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // TestMergeOrderAcrossRings: producers in two connections publish at the
 // same time, some of their records taking 50 µs between stamp and commit
 // (a preempted producer); the merger, with no flush to force it, delivers
@@ -133,7 +124,7 @@ func TestMergeOrderAcrossRings(t *testing.T) {
 	}
 	wg.Wait()
 	// No Flush: the merger delivers on its own.
-	waitFor(t, "every record delivered", func() bool { return s.RingStats().Delivered == 2*n })
+	testutil.Wait(t, "every record delivered", func() bool { return s.RingStats().Delivered == 2*n })
 	recs := readSession(t, ss, 2*n)
 	for i := 1; i < len(recs); i++ {
 		if recs[i].TS < recs[i-1].TS {
@@ -237,7 +228,7 @@ func TestRingThreadIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone := exitedThread()
-	waitFor(t, "the locked thread to exit", func() bool {
+	testutil.Wait(t, "the locked thread to exit", func() bool {
 		return unix.Access(fmt.Sprintf("/proc/%d/task/%d", os.Getpid(), gone), unix.F_OK) != nil
 	})
 	me := uint32(unix.Gettid())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -79,7 +80,7 @@ func TestFailedRegistrationsCounted(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("child: %v", err)
 	}
-	waitFor(t, "the child's events to go", func() bool {
+	testutil.Wait(t, "the child's events to go", func() bool {
 		_, counted := s.Stats().ByUID[nobodyUID]
 		return !counted && len(s.Subsystem().Events()) == 0
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // FuzzRingMerge drives a client's ring with arbitrary operations — valid
@@ -77,12 +78,12 @@ func FuzzRingMerge(f *testing.F) {
 			}
 		}
 		s.Flush()
-		waitFor(t, "the honest ring's records", func() bool {
+		testutil.Wait(t, "the honest ring's records", func() bool {
 			s.Flush()
 			return s.RingStats().Delivered-before >= uint64(honestN)
 		})
 		hostile.c.Close()
 		honest.c.Close()
-		waitFor(t, "both rings released", func() bool { return ringsReleased(s) })
+		testutil.Wait(t, "both rings released", func() bool { return ringsReleased(s) })
 	})
 }

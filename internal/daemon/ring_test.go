@@ -17,6 +17,7 @@ import (
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // newRing makes a ring of size data bytes, closed at the test's end.
@@ -340,7 +341,7 @@ func TestRingRecordSizes(t *testing.T) {
 		}
 	}
 	var got []int
-	waitFor(t, "the records", func() bool {
+	testutil.Wait(t, "the records", func() bool {
 		recs, _, _, err := ss.Poll(nil) // flushes the rings first
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"weak"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -76,12 +77,12 @@ func TestRingReleasedUnreachable(t *testing.T) {
 		}
 		s.drainers.mu.Unlock()
 		c.Close()
-		waitFor(t, "the ring to be released", func() bool { return ringsReleased(s) })
+		testutil.Wait(t, "the ring to be released", func() bool { return ringsReleased(s) })
 	}
 	if want := 4 * max(1, s.drainers.n*int(ringVersion-1)); len(gone) != want {
 		t.Fatalf("saw %d rings, want %d", len(gone), want)
 	}
-	waitFor(t, "the released rings to be collected", func() bool {
+	testutil.Wait(t, "the released rings to be collected", func() bool {
 		runtime.GC()
 		for _, w := range gone {
 			if w.Value() != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // ringVersion is what the ring tests share: a ring (wire.RingV1), the
@@ -344,7 +345,7 @@ func TestSetDescriptors(t *testing.T) {
 		exchange(t, fd, wire.AppendHeader(nil, wire.OpRingFlush, 0, 0))
 		held := fdLinks(t)
 		unix.Close(fd)
-		waitFor(t, "the connection gone", func() bool { return s.Conns() == 2 })
+		testutil.Wait(t, "the connection gone", func() bool { return s.Conns() == 2 })
 		after := fdLinks(t)
 		// What the daemon took is one eventfd (and the memfd, closed once
 		// mapped); what it gave back is that and its socket.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
@@ -25,7 +26,7 @@ import (
 // Linux's defaults.
 type Config struct {
 	// Subsystem is what the daemon serves (nil: subsys.New with defaults
-	// and one CPU per online CPU).
+	// and one CPU per CPU this process may run on, procfs.AllowedCPUs).
 	Subsystem *subsys.Subsystem
 	// Logger receives connection events and client misbehaviour (nil:
 	// slog.Default()).
@@ -138,7 +139,7 @@ func New(cfg Config) *Server {
 	}
 	s.merger.init(s)
 	if s.sys == nil {
-		s.sys = subsys.New(subsys.Options{NumCPU: onlineCPUs()})
+		s.sys = subsys.New(subsys.Options{NumCPU: procfs.AllowedCPUs()})
 	}
 	rings := cfg.Rings
 	if rings <= 0 {
@@ -179,14 +180,6 @@ func defaultMaxConns() int {
 
 // Subsystem returns the subsystem the server serves.
 func (s *Server) Subsystem() *subsys.Subsystem { return s.sys }
-
-func onlineCPUs() int {
-	var set unix.CPUSet
-	if unix.SchedGetaffinity(0, &set) == nil && set.Count() > 0 {
-		return set.Count()
-	}
-	return 1
-}
 
 // Listen creates the socket at path — its directory too, mode 0755 — with
 // mode 0660. A socket file nobody answers at is stale and replaced; one a

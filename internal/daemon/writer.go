@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // Who wrote a record. The kernel knows: common_pid is current's thread id
@@ -139,24 +141,12 @@ var pidMax = sync.OnceValue(func() int {
 	return 4 << 20
 })
 
-// possibleCPUs is the number of CPUs this machine can have
-// (/sys/devices/system/cpu/possible: "0-N"), at least runtime.NumCPU.
+// possibleCPUs is the number of CPUs this machine can have: nr_cpu_ids,
+// the highest possible CPU + 1 (procfs.PossibleCPUs), at least
+// runtime.NumCPU.
 var possibleCPUs = sync.OnceValue(func() int {
-	n := runtime.NumCPU()
-	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
-	if err != nil {
-		return n
-	}
-	for r := range strings.SplitSeq(strings.TrimSpace(string(b)), ",") {
-		_, hi, _ := strings.Cut(r, "-")
-		if hi == "" {
-			hi = r
-		}
-		if v, err := strconv.Atoi(hi); err == nil && v+1 > n {
-			n = v + 1
-		}
-	}
-	return n
+	cpus, _ := procfs.PossibleCPUs()
+	return max(runtime.NumCPU(), procfs.MaxCPU(cpus)+1)
 })
 
 // writerCPU is the CPU a client reported, as a CPU that can exist.

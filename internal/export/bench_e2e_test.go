@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -122,14 +123,14 @@ func BenchmarkExportLive(b *testing.B) {
 					cmd := exec.Command(uetrace, "--backend", "daemon", "--socket", sock, "export", "-q",
 						"-e", "x", "-e", "UetraceTest_*", "--protocol", proto, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", port),
 						"--service-name", "export-test", "--queue", "1024", "--buffer-kb", "65536")
-					var stderr syncBuffer
+					var stderr testutil.Buffer
 					cmd.Stderr = &stderr
 					if err := cmd.Start(); err != nil {
 						b.Fatal(err)
 					}
 					exited := make(chan error, 1)
 					go func() { exited <- cmd.Wait() }()
-					eventually(b, "export to enable the events", enabled)
+					testutil.Wait(b, "export to enable the events", enabled)
 					dStart, cStart := cpuTicks(daemonPID), cpuTicks(c.cmd.Process.Pid)
 					start := time.Now()
 					for i := range count {

@@ -24,22 +24,23 @@ import (
 
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/perfdata"
 )
 
 // The binaries the tests run: the Collector distribution of otelcol/distribution
-// (a module of its own, built as its builder would), and uetrace. Built
-// once per test binary, on first use, into binDir.
+// (a module of its own, built as its builder would), built once per test
+// binary, on first use, into binDir; and uetrace (testutil.Uetrace).
 var (
-	binDir                 string
-	buildOnce              sync.Once
-	buildErr               error
-	noGo                   bool
-	otelcolBin, uetraceBin string
+	binDir     string
+	buildOnce  sync.Once
+	buildErr   error
+	noGo       bool
+	otelcolBin string
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testutil.Run(m)
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -63,20 +64,14 @@ func binaries(t testing.TB) (otelcol, uetrace string) {
 		if buildErr != nil {
 			return
 		}
-		otelcolBin, uetraceBin = filepath.Join(binDir, "otelcol"), filepath.Join(binDir, "uetrace")
+		otelcolBin = filepath.Join(binDir, "otelcol")
 		// The first build downloads the Collector's modules: minutes.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
-		for _, args := range [][]string{
-			{"build", "-C", "../../otelcol/distribution", "-o", otelcolBin, "."},
-			{"build", "-o", uetraceBin, "github.com/uetrace/uetrace/cmd/uetrace"},
-		} {
-			cmd := exec.CommandContext(ctx, "go", args...)
-			cmd.WaitDelay = 10 * time.Second
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-				return
-			}
+		cmd := exec.CommandContext(ctx, "go", "build", "-C", "../../otelcol/distribution", "-o", otelcolBin, ".")
+		cmd.WaitDelay = 10 * time.Second
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build -C ../../otelcol/distribution: %v\n%s", err, out)
 		}
 	})
 	if noGo {
@@ -85,7 +80,7 @@ func binaries(t testing.TB) (otelcol, uetrace string) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return otelcolBin, uetraceBin
+	return otelcolBin, testutil.Uetrace(t)
 }
 
 // freePort is a port nobody listens on now.
@@ -105,25 +100,8 @@ type collector struct {
 	grpcPort, httpPort int
 	out                string
 	cmd                *exec.Cmd
-	log                *syncBuffer
+	log                *testutil.Buffer
 	exited             chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 const collectorConfig = `receivers:
@@ -158,7 +136,7 @@ func startCollector(t testing.TB, bin string, grpcPort, httpPort int, out string
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, collectorConfig, grpcPort, httpPort, out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &collector{grpcPort: grpcPort, httpPort: httpPort, out: out, log: &syncBuffer{}, exited: make(chan struct{})}
+	c := &collector{grpcPort: grpcPort, httpPort: httpPort, out: out, log: &testutil.Buffer{}, exited: make(chan struct{})}
 	c.cmd = exec.Command(bin, "--config="+cfg)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	if err := c.cmd.Start(); err != nil {
@@ -489,7 +467,7 @@ func TestCollectorOutage(t *testing.T) {
 			if p == otlp.HTTP {
 				port = hp
 			}
-			var notes syncBuffer
+			var notes testutil.Buffer
 			e, err := export.New(export.Options{
 				Protocol: p, Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), ServiceName: "export-test",
 				BatchSize: 100, QueueSize: 4, Senders: 1, BatchDelay: time.Hour,
@@ -503,13 +481,13 @@ func TestCollectorOutage(t *testing.T) {
 			// delivered.
 			for i := 0; i < n/3; i += 100 {
 				addAll(t, e, wants[i:i+100])
-				eventually(t, "a batch to be delivered", func() bool { return e.Stats().Delivered == uint64(i+100) })
+				testutil.Wait(t, "a batch to be delivered", func() bool { return e.Stats().Delivered == uint64(i+100) })
 			}
 			c.stop(t)
 			// A third while it is down: a batch retried, four queued, the
 			// rest dropped for the full queue.
 			addAll(t, e, wants[n/3:2*n/3])
-			eventually(t, "retries", func() bool { return e.Stats().Retries >= 3 })
+			testutil.Wait(t, "retries", func() bool { return e.Stats().Retries >= 3 })
 			startCollector(t, otelcol, gp, hp, out2)
 			// A third after it is back.
 			addAll(t, e, wants[2*n/3:])
@@ -547,14 +525,14 @@ func TestCLIInterruptCounts(t *testing.T) {
 	cmd := exec.CommandContext(ctx, uetrace, "export", "-i", path, "--endpoint", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
 		"--batch-size", "100", "--queue", "2", "--shutdown-timeout", "200ms")
 	cmd.WaitDelay = 5 * time.Second
-	var stderr syncBuffer
+	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	eventually(t, "export to retry", func() bool { return strings.Contains(stderr.String(), "retrying") })
+	testutil.Wait(t, "export to retry", func() bool { return strings.Contains(stderr.String(), "retrying") })
 	cmd.Process.Signal(syscall.SIGINT)
 	err := <-exited
 	var ee *exec.ExitError

@@ -73,7 +73,7 @@ func TestCommonSchemaLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	proc, err := ehotel.NewProcessor("CSProv", ehotel.WithFile(f))
+	proc, err := ehotel.NewProcessor("CSProv", &ehotel.Options{File: f})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // server is an OTLP test server (gRPC over h2c and OTLP/HTTP) whose
@@ -276,7 +277,7 @@ func TestQueueFullDrops(t *testing.T) {
 	}
 	e := newExporter(t, s, otlp.GRPC, export.Options{BatchSize: 10, QueueSize: 1, Senders: 1, BatchDelay: time.Hour})
 	addAll(t, e, wants[:10])
-	eventually(t, "the first batch to be in flight", func() bool { return s.requests() == 1 })
+	testutil.Wait(t, "the first batch to be in flight", func() bool { return s.requests() == 1 })
 	addAll(t, e, wants[10:20]) // queued
 	addAll(t, e, wants[20:50]) // three batches: no room
 	if st := e.Stats(); st.DroppedQueueFull != 30 || st.Queued != 1 {
@@ -309,7 +310,7 @@ func TestCloseTimeout(t *testing.T) {
 	s.answer = func(int, *http.Request) (int, int64, string) { return http.StatusServiceUnavailable, 0, "" }
 	e := newExporter(t, s, otlp.GRPC, export.Options{BatchSize: 10, InitialBackoff: 10 * time.Millisecond})
 	addAll(t, e, wants)
-	eventually(t, "a retry", func() bool { return e.Stats().Retries > 0 })
+	testutil.Wait(t, "a retry", func() bool { return e.Stats().Retries > 0 })
 	start := time.Now()
 	st := closeAndCheck(t, e, 100*time.Millisecond)
 	if st.DroppedShutdown != 40 {
@@ -329,7 +330,7 @@ func TestBatchDelay(t *testing.T) {
 	s := newServer(t)
 	e := newExporter(t, s, otlp.HTTP, export.Options{BatchDelay: 10 * time.Millisecond})
 	addAll(t, e, wants)
-	eventually(t, "the batch to be sent", func() bool { return e.Stats().Delivered == 1 })
+	testutil.Wait(t, "the batch to be sent", func() bool { return e.Stats().Delivered == 1 })
 	closeAndCheck(t, e, time.Minute)
 }
 

@@ -15,27 +15,16 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
-
-// eventually waits for cond, failing after a minute.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // startDaemon runs `uetrace serve` on a socket of its own.
 func startDaemon(t testing.TB, uetrace string) (sock string, pid int) {
 	t.Helper()
 	sock = filepath.Join(t.TempDir(), "uetrace.sock")
 	cmd := exec.Command(uetrace, "serve", "--socket", sock)
-	log := &syncBuffer{}
+	log := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -51,7 +40,7 @@ func startDaemon(t testing.TB, uetrace string) (sock string, pid int) {
 			<-exited
 		}
 	})
-	eventually(t, "the daemon to answer", func() bool {
+	testutil.Wait(t, "the daemon to answer", func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("the daemon exited:\n%s", log.String())
@@ -151,7 +140,7 @@ func testLive(t *testing.T, n int, backend []string, uo userevents.Options) {
 				"--service-name", "export-test", "--batch-size", "256")
 			cmd := exec.CommandContext(ctx, uetrace, args...)
 			cmd.WaitDelay = 5 * time.Second
-			var stderr syncBuffer
+			var stderr testutil.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -163,10 +152,10 @@ func testLive(t *testing.T, n int, backend []string, uo userevents.Options) {
 			// bit is set when its first CPU's perf event opens, before the
 			// others': export's notice that it is sending them comes once
 			// every CPU's is.
-			eventually(t, "export to attach the events", func() bool {
+			testutil.Wait(t, "export to attach the events", func() bool {
 				return strings.Contains(stderr.String(), "uetrace export: sending ")
 			})
-			eventually(t, "the events to be enabled", enabled)
+			testutil.Wait(t, "the events to be enabled", enabled)
 
 			times := make([][2]uint64, n)
 			for i, w := range wants {
@@ -246,14 +235,14 @@ func TestCLIOutageLive(t *testing.T) {
 				"--service-name", "export-test", "--batch-size", "100", "--batch-delay", "20ms", "--queue", "64", "--senders", "1",
 				"--initial-backoff", "20ms", "--max-backoff", "200ms", "--retry-for", "5m", "--shutdown-timeout", "1m")
 			cmd.WaitDelay = 5 * time.Second
-			var stderr syncBuffer
+			var stderr testutil.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
-			eventually(t, "export to enable the events", enabled)
+			testutil.Wait(t, "export to enable the events", enabled)
 			times := make([][2]uint64, n)
 			writeAll := func(from, to int) {
 				for i := from; i < to; i++ {
@@ -268,16 +257,16 @@ func TestCLIOutageLive(t *testing.T) {
 			waitOutput(t, n/3, out1)
 			c.stop(t)
 			writeAll(n/3, 2*n/3)
-			eventually(t, "export to retry", func() bool { return strings.Contains(stderr.String(), "retrying") })
+			testutil.Wait(t, "export to retry", func() bool { return strings.Contains(stderr.String(), "retrying") })
 			startCollector(t, otelcol, gp, hp, out2)
-			eventually(t, "export to send again", func() bool { return strings.Contains(stderr.String(), "again") })
+			testutil.Wait(t, "export to send again", func() bool { return strings.Contains(stderr.String(), "again") })
 			writeAll(2*n/3, n)
 			if d := dropped(); d != 0 {
 				t.Fatalf("the writer dropped %d records", d)
 			}
 			// Let the last third be taken before Ctrl-C: the Collector
 			// has it, or export has counted it dropped.
-			eventually(t, "the last event to reach the Collector", func() bool {
+			testutil.Wait(t, "the last event to reach the Collector", func() bool {
 				for _, g := range readOutput(t, out2) {
 					if g.attrs["seq"].AsInt() == n-1 {
 						return true
@@ -331,13 +320,13 @@ func TestCollectorRecordedFile(t *testing.T) {
 	defer cancel()
 	rec := exec.CommandContext(ctx, uetrace, "--backend", "daemon", "--socket", sock, "record", "-q", "-k", "CLOCK_MONOTONIC",
 		"-e", "x", "-e", "UetraceTest_*", "-o", path)
-	var recOut syncBuffer
+	var recOut testutil.Buffer
 	rec.Stdout, rec.Stderr = &recOut, &recOut
 	rec.WaitDelay = 5 * time.Second
 	if err := rec.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "record to enable the events", enabled)
+	testutil.Wait(t, "record to enable the events", enabled)
 	times := make([][2]uint64, n)
 	for i, w := range wants {
 		times[i][0] = uint64(time.Now().UnixNano())

@@ -31,6 +31,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -66,13 +67,13 @@ service:
 // startReceiverCollector runs the Collector with the userevents receiver
 // on source (its config: "source: kernel", or the daemon and its socket);
 // stop ends it as its operator would.
-func startReceiverCollector(t *testing.T, bin, source, events, out string) (stop func(), log *syncBuffer, exited <-chan struct{}) {
+func startReceiverCollector(t *testing.T, bin, source, events, out string) (stop func(), log *testutil.Buffer, exited <-chan struct{}) {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, receiverConfig, source, events, out), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	log = &syncBuffer{}
+	log = &testutil.Buffer{}
 	cmd := exec.Command(bin, "--config="+cfg)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -327,15 +328,15 @@ func testReceiverCollector(t *testing.T, otelcolBin, source string, writer usere
 		t.Fatal(err)
 	}
 	defer f.Close()
-	proc, err := ehotel.NewProcessor("RecvCol", ehotel.WithFile(f))
+	proc, err := ehotel.NewProcessor("RecvCol", &ehotel.Options{File: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := ehotel.NewSpanProcessor("RecvCol", ehotel.WithFile(f))
+	sp, err := ehotel.NewSpanProcessor("RecvCol", &ehotel.Options{File: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	me := &teeMetrics{MetricExporter: ehotel.NewMetricExporter(ehotel.WithFile(f))}
+	me := &teeMetrics{MetricExporter: ehotel.NewMetricExporter(&ehotel.Options{File: f})}
 	// The tracepoints the writers write, registered again to see when the
 	// Collector has attached them: the same name and fields are the same
 	// tracepoint, with one enable bit.
@@ -345,7 +346,7 @@ func testReceiverCollector(t *testing.T, otelcolBin, source string, writer usere
 			t.Fatalf("register %q: %v", cmd, err)
 		}
 		defer ev.Close()
-		eventually(t, "the Collector to attach "+strings.Fields(cmd)[0], func() bool {
+		testutil.Wait(t, "the Collector to attach "+strings.Fields(cmd)[0], func() bool {
 			select {
 			case <-exited:
 				t.Fatalf("the Collector exited:\n%s", collectorLog.String())
@@ -399,7 +400,7 @@ func testReceiverCollector(t *testing.T, otelcolBin, source string, writer usere
 	var logs []cmpLog
 	var spans []cmpSpan
 	var points []cmpPoint
-	eventually(t, "2 log records, 2 spans and a point in the Collector's file", func() bool {
+	testutil.Wait(t, "2 log records, 2 spans and a point in the Collector's file", func() bool {
 		logs, spans, points = readSignals(t, out)
 		return len(logs) >= 2 && len(spans) >= 2 && len(points) >= 1
 	})

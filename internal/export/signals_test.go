@@ -53,11 +53,11 @@ func TestExportSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	sp, err := ehotel.NewSpanProcessor("SigProv", ehotel.WithFile(f))
+	sp, err := ehotel.NewSpanProcessor("SigProv", &ehotel.Options{File: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	me := ehotel.NewMetricExporter(ehotel.WithFile(f))
+	me := ehotel.NewMetricExporter(&ehotel.Options{File: f})
 	ss := sys.NewSession(subsys.SessionOptions{})
 	defer ss.Close()
 	for _, pat := range []string{"user_events:SigProv_*", "user_events:otlp_metrics"} {

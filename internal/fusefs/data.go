@@ -36,6 +36,15 @@ func (h *dataHandle) Read(ctx context.Context, r *fuse.Request, dst []byte, off 
 	return 0, unix.EINVAL
 }
 
+var _ fuse.InlineWriter = (*dataHandle)(nil)
+
+// InlineWrites: a write of user_events_data is answered on the goroutine
+// that read the request. It reads the caller's /proc files and its iovecs
+// and writes the record, none of which waits but for the iovec read of a
+// caller that remapped them meanwhile (see iovLen), which the fuse server
+// bounds.
+func (h *dataHandle) InlineWrites() bool { return true }
+
 // Write is write(2), pwrite(2), writev(2) or pwritev(2) of
 // [write_index][payload]. The request has the bytes and an offset; which call
 // it was, and how many bytes the caller asked to write, are read from the
@@ -47,9 +56,12 @@ func (h *dataHandle) Read(ctx context.Context, r *fuse.Request, dst []byte, off 
 //     unmapped page arrives short, and is answered as user_events_write
 //     answers a fault (subsys.File.WriteFaulted).
 //
-// Where the call cannot be read (no right to ptrace the caller) the request
-// is taken as a complete write(2). A caller that cannot be found in this
-// process's /proc (Options.PIDs) writes as thread 0.
+// Nothing in the request tells either, so the call is read at every write:
+// it is what is left of a write's cost here besides the round trip itself
+// (BENCHMARKS.md, "FUSE write path"). Where the call cannot be read (no
+// right to ptrace the caller) the request is taken as a complete write(2).
+// A caller that cannot be found in this process's /proc (Options.PIDs)
+// writes as thread 0.
 func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, off int64) (int, error) {
 	if !h.write {
 		return 0, unix.EBADF
@@ -57,6 +69,12 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 	total, pos, positioned := len(data), int64(0), false
 	c, _ := h.fs.threads.look(int(r.Pid), h.fs.resolve)
 	tid := c.tid
+	if c.first && c.callOK {
+		// Its process is known from its thread's first write on (a
+		// fork's child gets its parent's enablers, package callers),
+		// as from its first ioctl: once per thread, not per write.
+		h.fs.callers.GetKnown(tid, c.tgid)
+	}
 	if c.callOK {
 		switch call := c.call; call.Nr {
 		case unix.SYS_WRITE:
@@ -64,13 +82,18 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 		case unix.SYS_PWRITE64:
 			total, pos, positioned = int(call.Args[2]), int64(call.Args[3]), true
 		case unix.SYS_WRITEV, unix.SYS_PWRITEV, unix.SYS_PWRITEV2:
-			if n, ok := h.iovLen(tid, c.tgid, call.Args[1], call.Args[2]); ok && tid > 0 {
+			if n, ok := iovLen(tid, call.Args[1], call.Args[2]); ok && tid > 0 {
 				total = n
 			}
 			// pwritev's offset is not checked: the kernel's write_iter
 			// path (user_events_write_iter) ignores it, unlike
 			// user_events_write's *ppos check for write and pwrite.
 		}
+	}
+	if !r.Commit() {
+		// The server answered the write itself: it took too long
+		// (fuse.InlineWriter).
+		return 0, unix.EFAULT
 	}
 	w := subsys.Writer{PID: int32(tid), TGID: int32(c.tgid), Comm: c.comm, CPU: c.cpu}
 	if positioned && pos != 0 {
@@ -84,12 +107,34 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 
 // iovLen adds up the lengths of the caller's iovecs; false where they cannot
 // be read (the caller's own EFAULT would have come before FUSE's request).
-func (h *dataHandle) iovLen(tid, tgid int, iov, cnt uint64) (int, bool) {
+//
+// One process_vm_readv, on this goroutine, without what procmem puts
+// around every other access to a caller's memory: a check that the process
+// did not exec since it was first seen (AT_RANDOM), and a goroutine and a
+// timer that give the access up after procmem.StallLimit. They are not
+// needed here:
+//   - The check keeps an enable bit, whose address was given by a program,
+//     from being written into the program it exec'd. Here the address is the
+//     one the thread's current system call passes, read from its
+//     /proc/<tid>/syscall just now, and the thread is blocked in that call
+//     until this request is answered — even a SIGKILL waits for the answer
+//     (FUSE's request_wait_answer), unless the connection is aborted — so
+//     tid is still that thread and its memory the call's.
+//   - The stall guard is for memory whose page fault nobody serves: a
+//     userfaultfd, a file on a FUSE mount that does not answer. The kernel
+//     read this very iovec array in the caller's context (import_iovec)
+//     before it sent the request, so the read finds it in memory — unless
+//     another thread of the caller unmapped it and mapped such memory in its
+//     place meanwhile, or evicted a file-backed page of it. That can only be
+//     done on purpose, and stalls only the writer's own request: the fuse
+//     server hands the reading to another goroutine within milliseconds and
+//     answers the write EFAULT after fuse.StallLimit (fuse.InlineWriter),
+//     which also frees a writer killed meanwhile.
+//
+// Like the /proc reads, it reaches only callers whose syscall file this
+// server may read: callOK is false for any other (threads.look).
+func iovLen(tid int, iov, cnt uint64) (int, bool) {
 	if cnt == 0 || cnt > 1024 { // UIO_MAXIOV
-		return 0, false
-	}
-	c, err := h.fs.callers.GetKnown(tid, tgid)
-	if err != nil {
 		return 0, false
 	}
 	var small [16 * 8]byte
@@ -98,7 +143,13 @@ func (h *dataHandle) iovLen(tid, tgid int, iov, cnt uint64) (int, bool) {
 		buf = make([]byte, 16*cnt)
 	}
 	buf = buf[:16*cnt]
-	if n, err := c.Mem.ReadAt(buf, iov); err != nil || n != len(buf) {
+	local := [1]unix.Iovec{{Base: &buf[0]}}
+	local[0].SetLen(len(buf))
+	remote := [1]unix.RemoteIovec{{Base: uintptr(iov), Len: len(buf)}}
+	// Not a raw system call (unlike the /proc reads): it may wait for a
+	// page fault, and a raw one would hold its P, and the garbage
+	// collector's stop of the world, for as long.
+	if n, err := unix.ProcessVMReadv(tid, local[:], remote[:], 0); err != nil || n != len(buf) {
 		return 0, false
 	}
 	total := uint64(0)

@@ -28,12 +28,24 @@
 // through package callers (process_vm_readv/writev: the daemon must be allowed
 // to ptrace its callers). Which system call a write came from (write(2) or
 // pwrite(2)) and how long it was are read from /proc/<tid>/syscall, since the
-// FUSE request says neither; the writer's command name and CPU from
-// /proc/<tid>/stat. Both stay open per calling thread between its writes and
-// are read again at offset 0 (an open /proc file fails once its thread is
-// gone, so a kept one is never another thread's), and the thread's process id
-// is read once: opening three /proc files per write cost most of the server's
-// time in it.
+// FUSE request says neither (for writev(2), with its iovecs, one
+// process_vm_readv); the writer's command name from /proc/<tid>/comm and its
+// CPU from /proc/<tid>/stat. They stay open per calling thread between its
+// writes and are read again at offset 0 (an open /proc file fails once its
+// thread is gone, so a kept one is never another thread's), and the thread's
+// process id is read once (threads.go).
+//
+// That is the FUSE write path of the programs uetrace run's interposer
+// cannot reach (static binaries, raw system calls, setuid programs), and it
+// is kept short: a write is answered on the goroutine that read it
+// (fuse.InlineWriter), and the server waits for the next as a libfuse
+// thread does (package fuse's reader); /proc is read with raw system calls
+// (the runtime's entersyscall would wake sysmon at each), the stat file only
+// when the CPU it gave is older than cpuAge. /proc/<tid>/syscall can say
+// "running" when the writer has queued its request but is not asleep yet:
+// it is read again until the writer sleeps in its call (thread.readCall).
+// BENCHMARKS.md ("FUSE write path") has what a write costs against a FUSE
+// server that only answers.
 //
 // # Pid namespaces, and whose processes are reached
 //
@@ -145,6 +157,18 @@
 //     ptrace gets EPERM at DIAG_IOCSREG, DIAG_IOCSUNREG and DIAG_IOCSDEL,
 //     where Linux reaches any caller's own memory (see "Pid namespaces"
 //     above; TestHostileServedFor).
+//   - The CPU a write's record carries (its ftrace buffer, [CPU] in the
+//     trace, common_cpu in filters, a perf sample's cpu) is the writer's as
+//     /proc/<tid>/stat gave it at most cpuAge (1 ms) before: a thread that
+//     writes more often and moves to another CPU meanwhile has records on the
+//     CPU it left, for up to 1 ms. Linux records the CPU the write ran on.
+//     Reading stat at every write would cost as much as the rest of the
+//     server's answer (TestThreadsCPUAge).
+//   - A write whose iovecs another thread of the caller unmapped, or backed
+//     with memory whose page fault nobody serves, after the kernel read them
+//     in the caller's context, waits for that fault — as long as it takes,
+//     not interruptible — until fuse.StallLimit (1 s), when it is answered
+//     EFAULT (fuse.InlineWriter). Linux never reads them again.
 //   - Fork, exec and exit of callers are learnt from the proc connector
 //     (root) after the fact, or, without it, when the caller is next seen; a
 //     forked child's enable bits are right from the moment the daemon hears of

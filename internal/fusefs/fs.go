@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,6 +14,7 @@ import (
 	"github.com/uetrace/uetrace/internal/fusefs/callers"
 	"github.com/uetrace/uetrace/internal/fusefs/fuse"
 	"github.com/uetrace/uetrace/internal/pidns"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -333,25 +332,15 @@ func (f *FS) ident(tid int, err error) ident {
 		return ident{tgid: -1, uid: overflowUID}
 	}
 	id := ident{tgid: tid, uid: overflowUID}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	st, err := procfs.ReadStatus(tid)
 	if err != nil {
 		return id
 	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				id.tgid = n
-			}
-		}
-		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
-			// Real, effective, saved, filesystem.
-			if f := strings.Fields(v); len(f) >= 2 {
-				if n, err := strconv.ParseUint(f[1], 10, 32); err == nil {
-					id.uid = uint32(n)
-				}
-			}
-			break // Uid comes after Tgid
-		}
+	if st.Has(procfs.StatusTgid) {
+		id.tgid = st.Tgid
+	}
+	if st.Has(procfs.StatusUid) {
+		id.uid = st.Uid[1] // real, effective, saved, filesystem
 	}
 	return id
 }

@@ -16,8 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/fusefs"
-	"github.com/uetrace/uetrace/internal/procsyscall"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // mount serves a fresh subsystem's tree on a temporary directory. This
@@ -25,12 +26,7 @@ import (
 // own mount cannot be ended — so the tests look at it through sh and cat.
 func mount(t *testing.T) (*subsys.Subsystem, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounting FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(t, "mounting FUSE")
 	s := subsys.New(subsys.Options{NumCPU: 2})
 	dir := filepath.Join(t.TempDir(), "tracing")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -200,14 +196,7 @@ func regArgs(cmd string) subsys.RegisterArgs {
 // poll(2) on trace_pipe: not ready while empty, woken by a record.
 func TestTracePipePoll(t *testing.T) {
 	s, dir := mount(t)
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc")
-	}
-	bin := filepath.Join(t.TempDir(), "pollpipe")
-	if out, err := exec.Command(gcc, "-O1", "-Wall", "-o", bin, "testdata/pollpipe.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := testutil.BuildC(t, "", "testdata/pollpipe.c", "-O1", "-Wall")
 	sh(t, dir, `cd $T && echo 'u:pp u32 n' >> dynamic_events && echo 1 > events/user_events/pp/enable`)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -228,7 +217,7 @@ func TestTracePipePoll(t *testing.T) {
 	// Once it waits in poll(2) — the FUSE request answered "not ready" and
 	// a wake-up armed — a record must wake it.
 	for {
-		c, err := procsyscall.Read(cmd.Process.Pid)
+		c, err := procfs.ReadSyscall(cmd.Process.Pid)
 		// Its first poll returned before it printed: this is the second.
 		// (amd64 has poll(2) itself, 7; every architecture ppoll.)
 		if err == nil && (c.Nr == unix.SYS_PPOLL || runtime.GOARCH == "amd64" && c.Nr == 7) {

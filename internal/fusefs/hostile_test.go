@@ -20,6 +20,7 @@ import (
 	"github.com/uetrace/uetrace/internal/fusefs"
 	"github.com/uetrace/uetrace/internal/fusefs/callers"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // The hostile callers of the check: unmapped and read-only user_reg
@@ -56,22 +57,8 @@ func newHostile(t *testing.T) *hostileEnv { return newHostileWith(t, fusefs.Opti
 // the env's).
 func newHostileWith(t *testing.T, o fusefs.Options) *hostileEnv {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounting FUSE, and reading the callers' memory")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc to build testdata/hostile.c")
-	}
-	e := &hostileEnv{t: t, bin: filepath.Join(t.TempDir(), "hostile")}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, gcc, "-Wall", "-O2", "-pthread", "-o", e.bin, filepath.Join("testdata", "hostile.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc testdata/hostile.c: %v\n%s", err, out)
-	}
+	testutil.NeedFUSE(t, "mounting FUSE, and reading the callers' memory")
+	e := &hostileEnv{t: t, bin: testutil.BuildC(t, "", filepath.Join("testdata", "hostile.c"), "-Wall", "-O2", "-pthread")}
 	e.s = subsys.New(subsys.Options{NumCPU: 2})
 	e.cs = callers.New(e.s)
 	_ = e.cs.Follow() // without it callers are noticed lazily; both must hold
@@ -80,6 +67,7 @@ func newHostileWith(t *testing.T, o fusefs.Options) *hostileEnv {
 		t.Fatal(err)
 	}
 	o.Callers = e.cs
+	var err error
 	e.tree, err = fusefs.Mount(e.dir, e.s, o)
 	if err != nil {
 		e.cs.Close()
@@ -104,7 +92,7 @@ func newHostileWith(t *testing.T, o fusefs.Options) *hostileEnv {
 func (e *hostileEnv) cmd(ctx context.Context, args ...string) *exec.Cmd {
 	c := exec.CommandContext(ctx, e.bin, args...)
 	c.WaitDelay = 5 * time.Second
-	c.Stderr = &lockedBuffer{}
+	c.Stderr = &testutil.Buffer{}
 	return c
 }
 
@@ -259,23 +247,6 @@ func fdCount(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(d)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // goldenRows reads the rows of the kernel's answers (kernel/datacalls,

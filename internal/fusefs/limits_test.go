@@ -16,6 +16,7 @@ import (
 	"github.com/uetrace/uetrace/internal/fusefs"
 	"github.com/uetrace/uetrace/internal/fusefs/callers"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 const (
@@ -37,29 +38,10 @@ const (
 // account is back to nothing. (Before, the FUSE tree bounded none of it.)
 // All mount access is from child processes under deadlines.
 func TestFUSELimitsPerUID(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounting FUSE, running callers as other users")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc to build testdata/hostile.c")
-	}
+	testutil.NeedFUSE(t, "mounting FUSE, running callers as other users")
 	// A directory the other users can reach: the program, and the mount.
-	top, err := os.MkdirTemp("", "uetrace-fuselimits")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(top) })
-	os.Chmod(top, 0o755)
-	bin := filepath.Join(top, "hostile")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, gcc, "-Wall", "-O2", "-pthread", "-o", bin, filepath.Join("testdata", "hostile.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc testdata/hostile.c: %v\n%s", err, out)
-	}
+	top := testutil.SharedDir(t)
+	bin := testutil.BuildC(t, filepath.Join(top, "hostile"), filepath.Join("testdata", "hostile.c"), "-Wall", "-O2", "-pthread")
 	os.Chmod(bin, 0o755)
 
 	s := subsys.New(subsys.Options{NumCPU: 1})

@@ -20,6 +20,7 @@ import (
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/fusefs"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // A tree served for a user (Options.For) reaches a caller's memory only
@@ -38,7 +39,7 @@ func TestHostileServedFor(t *testing.T) {
 	c := e.cmd(ctx, "client", e.dir, "served_for_other")
 	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: 65534}}
 	out, err := c.Output()
-	stderr := c.Stderr.(*lockedBuffer).String()
+	stderr := c.Stderr.(*testutil.Buffer).String()
 	if err == nil || !strings.Contains(stderr, "DIAG_IOCSREG") || !strings.Contains(stderr, "EPERM") {
 		t.Errorf("a caller of gid 65534 in a tree served for gid 0: %v, %q, %q; want DIAG_IOCSREG's EPERM", err, out, stderr)
 	}
@@ -161,12 +162,7 @@ func TestHostileWrongNamespaceLendsNothing(t *testing.T) {
 // read, and the system's python3 (ctypes), which other users may run.
 func wrongNamespaceScript(t *testing.T) (py, script string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: pid namespaces, mounting FUSE, another user's process")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
-	}
+	testutil.NeedFUSE(t, "pid namespaces, mounting FUSE, another user's process")
 	py = "/usr/bin/python3"
 	if _, err := os.Stat(py); err != nil {
 		t.Skip("no /usr/bin/python3 for testdata/wrongns.py")
@@ -212,7 +208,7 @@ func serveFromChildNamespace(t *testing.T, ctx context.Context, s *subsys.Subsys
 	mounter := exec.CommandContext(ctx, py, append([]string{script, mode, dir}, args...)...)
 	mounter.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
 	mounter.ExtraFiles = []*os.File{theirs}
-	var out lockedBuffer
+	var out testutil.Buffer
 	mounter.Stdout, mounter.Stderr = &out, &out
 	if err := mounter.Start(); err != nil {
 		t.Skipf("a new pid namespace: %v", err)
@@ -263,9 +259,7 @@ func TestServeRefusesOtherDescriptors(t *testing.T) {
 		}
 		t.Errorf("Serve of a pipe: %v, want EINVAL", err)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: /dev/fuse")
-	}
+	testutil.NeedRoot(t, "/dev/fuse")
 	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
 	if err != nil {
 		t.Skipf("no /dev/fuse: %v", err)

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -11,40 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-func TestParseStat(t *testing.T) {
-	// Fields 3 to 52 of a real stat line, processor (39) being 1.
-	tail := " S 1 2 2 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123 4096 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
-	for _, c := range []struct {
-		line, comm string
-		cpu        int
-		ok         bool
-	}{
-		{"42 (sleep)" + tail, "sleep", 1, true},
-		{"42 (a) b (c))" + tail, "a) b (c)", 1, true},
-		{"42 (x y)" + tail, "x y", 1, true},
-		{"42 (short) S 1 2\n", "short", 0, true},
-		{"42 (bad) S 1 2 2 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123 4096 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 x 0\n", "bad", 0, true},
-		{"no parentheses", "", 0, false},
-		{"42 )(", "", 0, false},
-	} {
-		comm, cpu, ok := parseStat([]byte(c.line))
-		if string(comm) != c.comm || cpu != c.cpu || ok != c.ok {
-			t.Errorf("parseStat(%q) = %q, %d, %v; want %q, %d, %v", c.line, comm, cpu, ok, c.comm, c.cpu, c.ok)
-		}
-	}
-}
-
-func FuzzParseStat(f *testing.F) {
-	f.Add([]byte("42 (sleep) S 1 2 2 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123 4096 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0\n"))
-	f.Add([]byte("1 ((() R"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		comm, _, ok := parseStat(b)
-		if ok && len(comm) > len(b) {
-			t.Fatalf("comm %q longer than the input", comm)
-		}
-	})
-}
 
 // TestThreadsKept: a thread's files are kept between looks, tell its
 // process and command name, follow a change of name, and are dropped when
@@ -173,4 +140,142 @@ func BenchmarkThreadsLook(b *testing.B) {
 			ts.Close()
 		}
 	})
+}
+
+// TestThreadsLookWhileRunning: a thread whose system call is read while it
+// still runs — a FUSE writer between queueing its request and sleeping in
+// request_wait_answer, which the kernel shows as "running" — is read again
+// until it sleeps in its call, and its call is the one it sleeps in: taken
+// as no call, a pwrite's offset and a faulted buffer would go unchecked.
+// The thread here (a shell's) runs until the reader has seen it running and
+// signalled it, then blocks in read(2) on its stdin.
+func TestThreadsLookWhileRunning(t *testing.T) {
+	var ts threads
+	defer ts.Close()
+	resolve := func(tid int) (resolved, error) {
+		return resolved{tid: tid, tgid: tid, mayTrace: true}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", `trap 'stop=1' USR1; echo spinning; while [ -z "$stop" ]; do :; done; read x`)
+	cmd.WaitDelay = 10 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var line [9]byte
+	if _, err := io.ReadFull(stdout, line[:]); err != nil || string(line[:]) != "spinning\n" {
+		t.Fatalf("the shell said %q, %v", line, err)
+	}
+	go func() {
+		// Once the reader has found the shell running, stop its loop.
+		for ts.running.Load() == 0 && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		cmd.Process.Signal(unix.SIGUSR1)
+	}()
+	c, ok := ts.look(cmd.Process.Pid, resolve)
+	if !ok || !c.callOK {
+		t.Fatalf("look: %+v, %v; want the call read", c, ok)
+	}
+	if c.call.Nr != unix.SYS_READ || c.call.Args[0] != 0 {
+		t.Errorf("the call read is %d(%#x, ...), want read(0, ...)", c.call.Nr, c.call.Args[0])
+	}
+	if ts.running.Load() == 0 {
+		t.Error("the shell was never seen running")
+	}
+	t.Logf("%d reads found the shell running", ts.running.Load())
+	stdin.Write([]byte("\n"))
+}
+
+// TestThreadsCPUAge: the CPU a write carries is its thread's as stat last
+// said, read again once cpuAge has passed — here after the thread moved to
+// another CPU. (Within cpuAge it may still be the CPU it left, where Linux
+// records the CPU of each write: the package doc's difference.)
+func TestThreadsCPUAge(t *testing.T) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for cpu := 0; cpu < 1024 && len(cpus) < 2; cpu++ {
+		if set.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	if len(cpus) < 2 {
+		t.Skip("needs two CPUs to move a thread between")
+	}
+	var ts threads
+	defer ts.Close()
+	resolve := func(tid int) (resolved, error) {
+		return resolved{tid: tid, tgid: os.Getpid(), mayTrace: true}, nil
+	}
+	// The thread moves to CPU cpus[i] and sleeps in a read of pipe i.
+	var pipes [2][2]*os.File
+	for i := range pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		defer w.Close()
+		pipes[i] = [2]*os.File{r, w}
+	}
+	fds := [2]int{int(pipes[0][0].Fd()), int(pipes[1][0].Fd())}
+	moved := make(chan int)
+	go func() {
+		// Locked for good: the thread, its affinity changed, ends with
+		// the goroutine.
+		runtime.LockOSThread()
+		var b [1]byte
+		for i, cpu := range cpus {
+			var one unix.CPUSet
+			one.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &one); err != nil {
+				t.Error(err)
+			}
+			moved <- unix.Gettid()
+			unix.Read(fds[i], b[:])
+		}
+	}()
+	// lookAsleep looks at the thread once it sleeps in read(2) on fd.
+	lookAsleep := func(tid, fd int) caller {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			c, ok := ts.look(tid, resolve)
+			if !ok {
+				t.Fatal("look failed while the thread lives")
+			}
+			if c.callOK && c.call.Nr == unix.SYS_READ && c.call.Args[0] == uint64(fd) {
+				return c
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the thread did not sleep in read(%d) within a minute: %+v", fd, c)
+			}
+		}
+	}
+	tid := <-moved
+	c := lookAsleep(tid, fds[0])
+	if c.cpu != cpus[0] {
+		t.Fatalf("on CPU %d, the write carries CPU %d", cpus[0], c.cpu)
+	}
+	first := time.Now()
+	pipes[0][1].Write([]byte{1})
+	<-moved
+	for time.Since(first) <= cpuAge {
+		time.Sleep(cpuAge)
+	}
+	if c = lookAsleep(tid, fds[1]); c.cpu != cpus[1] {
+		t.Errorf("moved to CPU %d more than %v ago, the write carries CPU %d", cpus[1], cpuAge, c.cpu)
+	}
+	pipes[1][1].Write([]byte{1})
 }

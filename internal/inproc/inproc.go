@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/caps"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/tracefs"
@@ -145,8 +145,7 @@ func (t treeFS) ReadDir(name string) ([]tracefs.DirEntry, error) {
 var pid = int32(os.Getpid())
 
 var comm = sync.OnceValue(func() string {
-	b, _ := os.ReadFile("/proc/self/comm")
-	if s := strings.TrimSuffix(string(b), "\n"); s != "" {
+	if s, _ := procfs.Comm(os.Getpid()); s != "" {
 		return s
 	}
 	return "<...>"

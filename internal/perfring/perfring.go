@@ -10,8 +10,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -152,39 +150,4 @@ func (r *Ring) Close() error {
 		r.FD = -1
 	}
 	return err
-}
-
-// OnlineCPUs lists the online CPUs (/sys/devices/system/cpu/online, a list
-// of ranges like "0-3,8").
-func OnlineCPUs() ([]int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return nil, err
-	}
-	return ParseCPUList(strings.TrimSpace(string(b)))
-}
-
-// ParseCPUList parses the kernel's CPU list format ("0-3,8,10-11").
-func ParseCPUList(s string) ([]int, error) {
-	var cpus []int
-	if s == "" {
-		return nil, nil
-	}
-	for part := range strings.SplitSeq(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("cpu list %q: %w", s, unix.EINVAL)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1<<16 {
-				return nil, fmt.Errorf("cpu list %q: %w", s, unix.EINVAL)
-			}
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
 }

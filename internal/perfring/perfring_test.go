@@ -9,45 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 )
-
-func TestParseCPUList(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []int
-	}{
-		{"", nil},
-		{"0", []int{0}},
-		{"0-3", []int{0, 1, 2, 3}},
-		{"0-1,4,6-7", []int{0, 1, 4, 6, 7}},
-	} {
-		got, err := ParseCPUList(tc.in)
-		if err != nil {
-			t.Errorf("ParseCPUList(%q): %v", tc.in, err)
-			continue
-		}
-		if d := cmp.Diff(tc.want, got); d != "" {
-			t.Errorf("ParseCPUList(%q): %s", tc.in, d)
-		}
-	}
-	for _, bad := range []string{"x", "1-", "3-1", "-1", "0,,1", "0-99999999"} {
-		if _, err := ParseCPUList(bad); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("ParseCPUList(%q) = %v, want EINVAL", bad, err)
-		}
-	}
-}
-
-func FuzzParseCPUList(f *testing.F) {
-	f.Add("0-3,8")
-	f.Fuzz(func(t *testing.T, s string) {
-		cpus, err := ParseCPUList(s)
-		if err == nil && len(cpus) > 1<<20 {
-			t.Fatalf("%d cpus from %q", len(cpus), s)
-		}
-	})
-}
 
 // A kernel tracepoint that fires on its own: sched_switch on CPU 0, read
 // through a ring small enough to wrap.

@@ -21,7 +21,6 @@
 package pidns
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -29,6 +28,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 // ErrNotVisible is Map.TID's error for a thread id that names no task of the
@@ -80,12 +81,11 @@ func Self() (*Map, error) {
 func OfPidfd(pidfd int) (*Map, error) {
 	// The pidfd's fdinfo has the process's ids from /proc's namespace
 	// down to its own (NSpid), or -1 where /proc's cannot see it.
-	info, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
+	ids, err := procfs.PidfdNSpid(pidfd)
 	if err != nil {
 		return nil, fmt.Errorf("pidns: reading the pidfd's fdinfo: %w", err)
 	}
-	ids, ok := field(info, "NSpid:")
-	if !ok || len(ids) == 0 || ids[0] <= 0 {
+	if len(ids) == 0 || ids[0] <= 0 {
 		return nil, fmt.Errorf("pidns: the process is in a pid namespace this process's /proc cannot see (or has exited): %w", unix.ESRCH)
 	}
 	pid := ids[0]
@@ -155,7 +155,6 @@ func (m *Map) scan(id int) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	var buf [4096]byte
 	for _, p := range procs {
 		if p[0] < '0' || p[0] > '9' {
 			continue
@@ -165,7 +164,7 @@ func (m *Map) scan(id int) (int, bool) {
 			continue
 		}
 		for _, t := range tasks {
-			ids, ok := nspid("/proc/"+p+"/task/"+t+"/status", buf[:])
+			ids, ok := nspid("/proc/" + p + "/task/" + t + "/status")
 			if !ok || len(ids) <= m.level || ids[m.level] != id {
 				continue
 			}
@@ -180,8 +179,7 @@ func (m *Map) scan(id int) (int, bool) {
 
 // is reports whether /proc's task tid has id in the Map's namespace.
 func (m *Map) is(tid, id int) bool {
-	var buf [4096]byte
-	ids, ok := nspid("/proc/"+strconv.Itoa(tid)+"/status", buf[:])
+	ids, ok := nspid("/proc/" + strconv.Itoa(tid) + "/status")
 	if !ok || len(ids) <= m.level || ids[m.level] != id {
 		return false
 	}
@@ -208,49 +206,18 @@ func (m *Map) is(tid, id int) bool {
 	// The status read and the namespace opened were the same task's if
 	// its id is still id there: a thread id is not reused while its
 	// thread lives.
-	ids, ok = nspid("/proc/"+strconv.Itoa(tid)+"/status", buf[:])
+	ids, ok = nspid("/proc/" + strconv.Itoa(tid) + "/status")
 	return ok && len(ids) > m.level && ids[m.level] == id
 }
 
 // nspid reads the NSpid line of a status file.
-func nspid(path string, buf []byte) ([]int, bool) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+func nspid(path string) ([]int, bool) {
+	b, err := procfs.ReadFile(path)
 	if err != nil {
 		return nil, false
 	}
-	defer unix.Close(fd)
-	n, err := unix.Read(fd, buf)
-	if err != nil || n <= 0 {
-		return nil, false
-	}
-	ids, ok := field(buf[:n], "NSpid:")
-	return ids, ok && len(ids) > 0
-}
-
-// field parses a line "name\tN\tN..." of a status or fdinfo file.
-func field(b []byte, name string) ([]int, bool) {
-	i := bytes.Index(b, []byte("\n"+name))
-	switch {
-	case bytes.HasPrefix(b, []byte(name)):
-		i = 0
-	case i >= 0:
-		i++
-	default:
-		return nil, false
-	}
-	line := b[i+len(name):]
-	if j := bytes.IndexByte(line, '\n'); j >= 0 {
-		line = line[:j]
-	}
-	var ids []int
-	for _, f := range bytes.Fields(line) {
-		n, err := strconv.Atoi(string(f))
-		if err != nil {
-			return nil, false
-		}
-		ids = append(ids, n)
-	}
-	return ids, true
+	st := procfs.ParseStatus(b)
+	return st.NSpid, st.Has(procfs.StatusNSpid)
 }
 
 // readNames lists a directory.

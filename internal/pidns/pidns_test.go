@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/procfs"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 func TestSelf(t *testing.T) {
@@ -59,9 +62,7 @@ func mapOf(t *testing.T, pid int) *Map {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: pid namespaces")
-	}
+	testutil.NeedRoot(t, "pid namespaces")
 	if m, err := Self(); err != nil || !m.Same() {
 		t.Skip("this test's /proc is not its own pid namespace's")
 	}
@@ -124,57 +125,15 @@ func TestNested(t *testing.T) {
 	if tid, err := m2.TID(1); err != nil || tid != inner {
 		t.Errorf("inner namespace's 1: %d, %v; want %d", tid, err, inner)
 	}
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(inner) + "/status")
-	var ids []string
-	for l := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(l, "NSpid:"); ok {
-			ids = strings.Fields(v)
-		}
-	}
-	if len(ids) != 3 {
+	st, _ := procfs.ReadStatus(inner)
+	if ids := st.NSpid; len(ids) != 3 {
 		t.Fatalf("the inner process's NSpid: %v", ids)
 	}
-	mid, _ := strconv.Atoi(ids[1])
+	mid := st.NSpid[1]
 	if tid, err := m1.TID(mid); err != nil || tid != inner {
 		t.Errorf("outer namespace's %d: %d, %v; want %d", mid, tid, err, inner)
 	}
 	if tid, err := m1.TID(1); err != nil || tid != outer {
 		t.Errorf("outer namespace's 1: %d, %v; want %d", tid, err, outer)
 	}
-}
-
-func TestField(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []int
-		ok   bool
-	}{
-		{"Name:\tx\nNSpid:\t10\t2\t1\nUid:\t0\n", []int{10, 2, 1}, true},
-		{"NSpid:\t7\n", []int{7}, true},
-		{"Pid:\t-1\nNSpid:\t-1\n", []int{-1}, true},
-		{"Name:\tNSpid:\t3\n", nil, false},
-		{"NSpid:\tx\n", nil, false},
-	} {
-		got, ok := field([]byte(tc.in), "NSpid:")
-		if ok != tc.ok || len(got) != len(tc.want) {
-			t.Errorf("field(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
-			continue
-		}
-		for i := range got {
-			if got[i] != tc.want[i] {
-				t.Errorf("field(%q) = %v, want %v", tc.in, got, tc.want)
-			}
-		}
-	}
-}
-
-func FuzzField(f *testing.F) {
-	f.Add([]byte("Name:\tx\nNSpid:\t10\t2\t1\n"))
-	f.Add([]byte("NSpid:"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ids, ok := field(b, "NSpid:")
-		if !ok && ids != nil {
-			t.Fatalf("not ok with ids %v", ids)
-		}
-	})
 }

@@ -1,11 +1,25 @@
-// Package procfs reads what uetrace needs of /proc, as prometheus/procfs
-// does: one parser per file, each with fixtures and a fuzz target. It reads
-// and parses; what the numbers mean to uetrace is its callers'.
+// Package procfs reads what uetrace needs of /proc and /sys, as
+// prometheus/procfs does: one parser per file, each with fixtures in
+// testdata and a fuzz target —
+//
+//   - /proc/<pid>/status (status.go): Tgid, PPid, Uid, Gid, CapEff, NSpid;
+//     and the NSpid line of a pidfd's fdinfo (fdinfo.go);
+//   - /proc/<pid>/comm (comm.go) and /proc/<tid>/stat (stat.go): a task's
+//     command name, and the CPU it last ran on;
+//   - /proc/<tid>/syscall (syscall.go): the system call a blocked thread is
+//     in and its arguments;
+//   - /proc/self/mountinfo (mountinfo.go);
+//   - the CPU lists of /sys/devices/system/cpu (cpulist.go), each meaning
+//     under its own name: the CPUs online now, possible and present; and
+//     the CPUs this process may run on, its affinity.
+//
+// It reads and parses; what the numbers mean to uetrace — which process to
+// trust, when to read again, a pidfd pinning what was read — is its
+// callers'.
 package procfs
 
 import (
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,12 +31,20 @@ import (
 // with it time's formatting and time zones into every program that reads
 // one — a producer linking package userevents too — for nothing.
 func ReadFile(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	return ReadFileAt(unix.AT_FDCWD, path)
+}
+
+// ReadFileAt is ReadFile of name below the directory open at dir
+// (openat(2)): a /proc/<pid> directory held open pins the process it was
+// opened for — once that process has gone, reads below it fail with ESRCH
+// even if its pid is another's by then.
+func ReadFileAt(dir int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	for err == unix.EINTR {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	}
 	if err != nil {
-		return nil, &pathError{"open", path, err}
+		return nil, &pathError{"open", name, err}
 	}
 	defer unix.Close(fd)
 	b := make([]byte, 0, 512)
@@ -35,7 +57,7 @@ func ReadFile(path string) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, &pathError{"read", path, err}
+			return nil, &pathError{"read", name, err}
 		}
 		if n == 0 {
 			return b, nil
@@ -53,79 +75,7 @@ type pathError struct {
 func (e *pathError) Error() string { return e.op + " " + e.path + ": " + e.err.Error() }
 func (e *pathError) Unwrap() error { return e.err }
 
-// Mount is one line of mountinfo (proc(5)): ID PARENT MAJ:MIN ROOT
-// MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS.
-type Mount struct {
-	Dev        uint64 // MAJ:MIN as a dev_t (unix.Mkdev)
-	MountPoint string
-	FSType     string // "tracefs", "fuse.uetrace"
-	Source     string
-}
-
-// Mounts are this process's mounts, /proc/self/mountinfo, in its order:
-// the later of two on one mount point is the one on top.
-func Mounts() ([]Mount, error) {
-	b, err := ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	return ParseMountinfo(b), nil
-}
-
-// ParseMountinfo parses mountinfo's lines; a line it cannot read is
-// skipped.
-func ParseMountinfo(b []byte) []Mount {
-	var out []Mount
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) < 7 {
-			continue
-		}
-		sep := -1
-		for i := 6; i < len(f); i++ {
-			if f[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+2 >= len(f) {
-			continue
-		}
-		maj, min, ok := strings.Cut(f[2], ":")
-		if !ok {
-			continue
-		}
-		ma, err1 := strconv.ParseUint(maj, 10, 32)
-		mi, err2 := strconv.ParseUint(min, 10, 32)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		out = append(out, Mount{
-			Dev:        unix.Mkdev(uint32(ma), uint32(mi)),
-			MountPoint: unescape(f[4]),
-			FSType:     f[sep+1],
-			Source:     unescape(f[sep+2]),
-		})
-	}
-	return out
-}
-
-// unescape undoes the kernel's octal escapes of space, tab, newline and
-// backslash in mountinfo's paths (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+// pidPath is /proc/<pid>/<name>.
+func pidPath(pid int, name string) string {
+	return "/proc/" + strconv.Itoa(pid) + "/" + name
 }

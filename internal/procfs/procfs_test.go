@@ -5,36 +5,9 @@ import (
 	"io/fs"
 	"os"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
-
-func TestParseMountinfo(t *testing.T) {
-	b, err := os.ReadFile("testdata/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms := ParseMountinfo(b)
-	if len(ms) != 3 {
-		t.Fatalf("%d mounts: %+v", len(ms), ms)
-	}
-	if m := ms[1]; m.MountPoint != "/tmp/a b/mnt" || m.FSType != "fuse.uetrace" || m.Source != "uetrace x" || m.Dev != 39 {
-		t.Errorf("%+v", m)
-	}
-	if m := ms[2]; m.MountPoint != "/sys/kernel/tracing" || m.FSType != "tracefs" {
-		t.Errorf("%+v", m)
-	}
-}
-
-func FuzzMountinfo(f *testing.F) {
-	f.Add([]byte("42 27 0:39 / /tmp/a\\040b rw shared:5 - fuse.uetrace s rw\n"))
-	f.Add([]byte("1 2 3:4 / / rw - ext4 /dev/sda rw\n\\\n- - -"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, m := range ParseMountinfo(b) {
-			if m.FSType == "" || m.MountPoint == "" {
-				t.Fatalf("an empty field taken: %+v", m)
-			}
-		}
-	})
-}
 
 func TestReadFile(t *testing.T) {
 	b, err := ReadFile("/proc/self/status")
@@ -49,6 +22,26 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("ReadFile = %q, %v; want %q", got, err, want)
 	}
 	if _, err := ReadFile("testdata/none"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// TestReadFileAt: below a /proc/<pid> directory held open, the process it
+// was opened for — and, once that process has gone, ESRCH.
+func TestReadFileAt(t *testing.T) {
+	dir, err := unix.Open("/proc/self", unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dir)
+	b, err := ReadFileAt(dir, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ParseStatus(b); s.Tgid != os.Getpid() {
+		t.Errorf("status below /proc/self: Tgid %d, want %d", s.Tgid, os.Getpid())
+	}
+	if _, err := ReadFileAt(dir, "none"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a missing file: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/procmem"
 	"github.com/uetrace/uetrace/internal/procmem/procmemtest"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -513,9 +514,7 @@ func TestLeaderExited(t *testing.T) {
 // access to the process is refused at once; once the fault is served (the
 // userfaultfd closed) and StallCooldown passed, the memory answers again.
 func TestStalled(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a userfaultfd that catches the kernel's own accesses needs CAP_SYS_PTRACE (or vm.unprivileged_userfaultfd)")
-	}
+	testutil.NeedRoot(t, "a userfaultfd that catches the kernel's own accesses needs CAP_SYS_PTRACE (or vm.unprivileged_userfaultfd)")
 	const (
 		uffdAPI           = 0xAA
 		uffdioAPI         = 0xc018aa3f // _IOWR(0xAA, 0x3F, struct uffdio_api)

@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -114,7 +113,7 @@ func benchServe(spec string) {
 	srv := daemon.New(daemon.Config{
 		Logger:    slog.New(slog.DiscardHandler),
 		Subsystem: sys,
-		Cred:      func(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} },
+		Cred:      daemontest.Perfmon,
 	})
 	go srv.Serve(ln)
 	ev, payload := benchEvent(sys)
@@ -210,18 +209,7 @@ func BenchmarkRecordDaemonDrain(b *testing.B) {
 // recording of it over the socket.
 func benchDaemon(b *testing.B, bufferKB int) (*userevents.Event, []byte, *record.Recorder) {
 	sys := subsys.New(subsys.Options{NumCPU: 2})
-	sock := filepath.Join(b.TempDir(), "uetrace.sock")
-	ln, err := daemon.Listen(sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := daemon.New(daemon.Config{
-		Logger:    slog.New(slog.DiscardHandler),
-		Subsystem: sys,
-		Cred:      func(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} },
-	})
-	go srv.Serve(ln)
-	b.Cleanup(func() { srv.Close() })
+	sock := daemontest.Start(b, daemon.Config{Subsystem: sys, Cred: daemontest.Perfmon})
 
 	ev, payload := benchEvent(sys)
 	c, err := client.Dial(sock, nil)

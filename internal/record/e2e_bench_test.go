@@ -20,6 +20,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/perfdata"
@@ -171,7 +172,7 @@ func e2eServe(sock string) int {
 	srv := daemon.New(daemon.Config{
 		Logger:    slog.New(slog.DiscardHandler),
 		Subsystem: subsys.New(subsys.Options{}),
-		Cred:      func(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} },
+		Cred:      daemontest.Perfmon,
 	})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -250,7 +251,7 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 		srv = daemon.New(daemon.Config{
 			Logger:    slog.New(slog.DiscardHandler),
 			Subsystem: subsys.New(subsys.Options{}),
-			Cred:      func(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} },
+			Cred:      daemontest.Perfmon,
 		})
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()

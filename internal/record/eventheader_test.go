@@ -26,7 +26,7 @@ func TestRecordEventHeader(t *testing.T) {
 		}
 		defer f.Close()
 		provider := fmt.Sprintf("RecEH%d", time.Now().UnixNano()%1_000_000_007)
-		p, err := ehprovider.New(f, provider)
+		p, err := ehprovider.New(f, provider, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

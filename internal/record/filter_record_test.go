@@ -17,6 +17,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -129,7 +130,7 @@ func TestRecordEventFilterRefused(t *testing.T) {
 // event's filter file for the trace, so the buffer takes only what passes,
 // and sets it back; a refused filter fails with the kernel's error text.
 func TestTraceFilterCommand(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "trf", "u32 i")
 		fs, err := tracefs.Open(&tg.opts)
@@ -144,14 +145,20 @@ func TestTraceFilterCommand(t *testing.T) {
 			}
 			return string(b)
 		}
+		// The buffer is the machine's: earlier tests' records stay in it,
+		// and a deleted event's id is the next event's, so its records
+		// would print under this event's name. Start with it empty.
+		if err := fs.WriteFile("trace", nil, os.O_TRUNC); err != nil {
+			t.Fatal(err)
+		}
 		tr := exec.Command(bin, append(backendArgs(tg), "trace", "-e", name, "--filter", "i >= 5")...)
-		var out, errs lockedBuffer
+		var out, errs testutil.Buffer
 		tr.Stdout, tr.Stderr = &out, &errs
 		if err := tr.Start(); err != nil {
 			t.Fatal(err)
 		}
 		defer tr.Process.Kill()
-		waitFor(t, "trace to enable the event", func() bool {
+		testutil.Wait(t, "trace to enable the event", func() bool {
 			return strings.Contains(errs.String(), "enabled user_events:"+name+" until the trace ends")
 		})
 		if f := filter(); f != "i >= 5\n" {
@@ -161,7 +168,7 @@ func TestTraceFilterCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		last := time.Now()
-		waitFor(t, "the passing record", func() bool {
+		testutil.Wait(t, "the passing record", func() bool {
 			if strings.Contains(out.String(), name+": i=0x7 (7)") {
 				return true
 			}

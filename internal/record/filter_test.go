@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -27,7 +28,7 @@ func writeSeeker(w *os.File) io.WriteSeeker {
 // come from another process with a name of its own.
 func producer(t *testing.T) string {
 	t.Helper()
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	p := filepath.Join(t.TempDir(), "ueprodx")
 	data, err := os.ReadFile(bin)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -20,10 +21,7 @@ import (
 // event names from HEADER_EVENT_DESC, the fields by name from the format
 // files in the tracing data, the task names from the COMM records.
 func TestPerfScriptReadsRecording(t *testing.T) {
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf is not installed (Debian: apt-get install linux-perf); not checking that perf script reads uetrace's files")
-	}
+	perf := testutil.NeedPerf(t)
 	tg := targets(t)[0] // the daemon: this machine need not have user_events
 	f, name, ev := openEvent(t, tg, "ps", "u32 count; s64 delta; char[8] tag; __rel_loc char[] msg")
 	multi, err := f.Register(name+"_m u16 code", userevents.MultiFormat)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,11 +13,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/report"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -75,23 +74,7 @@ func targets(t *testing.T) []target {
 
 func startDaemon(t *testing.T) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "uetrace.sock")
-	ln, err := daemon.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := daemon.New(daemon.Config{
-		Logger:    slog.New(slog.DiscardHandler),
-		Subsystem: subsys.New(subsys.Options{NumCPU: 2}),
-		Cred:      func(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} },
-	})
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		<-done
-	})
-	return sock
+	return daemontest.Start(t, daemon.Config{Subsystem: subsys.New(subsys.Options{NumCPU: 2}), Cred: daemontest.Perfmon})
 }
 
 func forEach(t *testing.T, fn func(t *testing.T, tg target)) {

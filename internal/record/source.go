@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/perfring"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/perfdata"
 )
 
@@ -82,7 +81,7 @@ type kernelSource struct {
 }
 
 func newKernelSource(root string, bufferKB int) (*kernelSource, error) {
-	cpus, err := perfring.OnlineCPUs()
+	cpus, err := procfs.OnlineCPUs()
 	if err != nil {
 		return nil, fmt.Errorf("online CPUs: %w", err)
 	}
@@ -478,9 +477,6 @@ var ne = binary.NativeEndian
 // taskComm reads a task's name from /proc, as perf record does for the
 // tasks that were running before it started.
 func taskComm(pid, tid int32) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/task/" + strconv.Itoa(int(tid)) + "/comm")
-	if err != nil {
-		return "", false
-	}
-	return strings.TrimSuffix(string(b), "\n"), true
+	comm, err := procfs.ThreadComm(int(pid), int(tid))
+	return comm, err == nil
 }

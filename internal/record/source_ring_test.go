@@ -3,16 +3,14 @@ package record_test
 import (
 	"context"
 	"encoding/binary"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -35,18 +33,7 @@ func TestRecordSessionTransports(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			sys := subsys.New(subsys.Options{NumCPU: 2})
-			sock := filepath.Join(t.TempDir(), "uetrace.sock")
-			ln, err := daemon.Listen(sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := daemon.New(daemon.Config{
-				Logger:    slog.New(slog.DiscardHandler),
-				Subsystem: sys,
-				Cred:      func(unix.Ucred) subsys.Cred { return subsys.Cred{PerfmonCapable: true} },
-			})
-			go srv.Serve(ln)
-			t.Cleanup(func() { srv.Close() })
+			sock := daemontest.Start(t, daemon.Config{Subsystem: sys, Cred: daemontest.Perfmon})
 			f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
 			if err != nil {
 				t.Fatal(err)

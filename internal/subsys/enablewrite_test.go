@@ -1,10 +1,13 @@
 package subsys
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // stallingMem is memory whose writes, once stall is set, block until
@@ -92,11 +95,11 @@ func TestEnableDoesNotWaitForStalledMemory(t *testing.T) {
 	// And the well-behaved process's bit is set and its writer gone (the
 	// enable wrote it in parallel), so that the disable finds it idle and
 	// writes it itself.
-	waitUntil(t, func() bool {
+	testutil.Wait(t, "the well-behaved process's bit to be written", func() bool {
 		e.p.wmu.Lock()
 		defer e.p.wmu.Unlock()
 		return !e.p.writing && e.mem.u32(check) != 0
-	}, "the well-behaved process's bit to be written")
+	})
 	others := make(chan struct{})
 	go func() {
 		defer close(others)
@@ -121,16 +124,6 @@ func TestEnableDoesNotWaitForStalledMemory(t *testing.T) {
 	// The disable queued the stalled processes' bits for their writers:
 	// they end cleared.
 	for i, m := range stalled {
-		waitUntil(t, func() bool { return m.u32(check) == 0 }, "stalled process %d's bit to be cleared", i)
-	}
-}
-
-// waitUntil polls cond for up to a minute.
-func waitUntil(t *testing.T, cond func() bool, what string, args ...any) {
-	t.Helper()
-	for start := time.Now(); !cond(); time.Sleep(time.Millisecond) {
-		if time.Since(start) > time.Minute {
-			t.Fatalf("timed out waiting for "+what, args...)
-		}
+		testutil.Wait(t, fmt.Sprintf("stalled process %d's bit to be cleared", i), func() bool { return m.u32(check) == 0 })
 	}
 }

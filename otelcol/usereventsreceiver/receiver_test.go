@@ -26,20 +26,10 @@ import (
 	"github.com/uetrace/uetrace/eventheader/ehotel"
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
 	"github.com/uetrace/uetrace/userevents"
 )
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func TestConfigValidate(t *testing.T) {
 	if err := createDefaultConfig().Validate(); err != nil {
@@ -118,15 +108,15 @@ func TestReceiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer uf.Close()
-	proc, err := ehotel.NewProcessor("RecvProv", ehotel.WithFile(uf))
+	proc, err := ehotel.NewProcessor("RecvProv", &ehotel.Options{File: uf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := ehotel.NewSpanProcessor("RecvProv", ehotel.WithFile(uf))
+	sp, err := ehotel.NewSpanProcessor("RecvProv", &ehotel.Options{File: uf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	me := ehotel.NewMetricExporter(ehotel.WithFile(uf))
+	me := ehotel.NewMetricExporter(&ehotel.Options{File: uf})
 	res := resource.NewSchemaless(attribute.String("service.name", "checkout"))
 	lp := sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(proc))
 	defer lp.Shutdown(context.Background())
@@ -140,7 +130,7 @@ func TestReceiver(t *testing.T) {
 	logger := lp.Logger("recv")
 	c, _ := mp.Meter("m").Int64Counter("orders")
 	sent := map[trace.SpanID]trace.SpanContext{}
-	eventually(t, "a log record, a span and a data point", func() bool {
+	testutil.Wait(t, "a log record, a span and a data point", func() bool {
 		ctx, span := tp.Tracer("t").Start(context.Background(), "GET /orders", trace.WithSpanKind(trace.SpanKindServer))
 		span.SetStatus(codes.Error, "boom")
 		var rec log.Record

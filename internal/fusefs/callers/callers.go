@@ -51,15 +51,13 @@
 package callers
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/uetrace/uetrace/internal/procevents"
+	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/procmem"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"golang.org/x/sys/unix"
@@ -187,28 +185,17 @@ func (cs *Callers) SetAccess(allow func(pid int) error) {
 // status reads a thread's TGID and its process's parent's (PPid) from
 // /proc/<tid>/status (which resolves any thread id, not only listed ones).
 func status(tid int) (tgid, ppid int, err error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(tid) + "/status")
+	st, err := procfs.ReadStatus(tid)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return 0, 0, fmt.Errorf("callers: thread %d does not exist: %w", tid, unix.ESRCH)
 		}
 		return 0, 0, fmt.Errorf("callers: thread %d: %w", tid, err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), ":")
-		switch k {
-		case "Tgid":
-			tgid, _ = strconv.Atoi(strings.TrimSpace(v))
-		case "PPid":
-			ppid, _ = strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	if tgid <= 0 {
+	if !st.Has(procfs.StatusTgid) || st.Tgid <= 0 {
 		return 0, 0, fmt.Errorf("callers: thread %d: no Tgid in its status (it is exiting?): %w", tid, unix.ESRCH)
 	}
-	return tgid, ppid, nil
+	return st.Tgid, st.PPid, nil
 }
 
 // Get returns the caller tid: its process, created (or copied from its

@@ -6,13 +6,13 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/fusefs/callers"
 	"github.com/uetrace/uetrace/internal/procmem"
 	"github.com/uetrace/uetrace/internal/procmem/procmemtest"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,18 +85,6 @@ func (e *env) register(c *callers.Caller, bit uint8, cmd string) int32 {
 }
 
 func (e *env) event(name string) *subsys.Event { return e.s.Lookup("user_events", name) }
-
-// waitFor waits until cond holds, failing the test after a deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(procmemtest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 func wantErrno(t *testing.T, what string, err error, want unix.Errno) {
 	t.Helper()
@@ -285,7 +273,7 @@ func TestExitMidway(t *testing.T) {
 	if !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.EBADF) {
 		t.Errorf("Register by a dead caller: %v", err)
 	}
-	waitFor(t, "the exit to be seen", func() bool {
+	testutil.Wait(t, "the exit to be seen", func() bool {
 		st := e.cs.Stats()
 		return st.Exits == 1 && st.Processes == 0
 	})
@@ -305,7 +293,7 @@ func TestExitReleases(t *testing.T) {
 		t.Fatal("the event went with the file")
 	}
 	e.child.Kill()
-	waitFor(t, "the event to go", func() bool { return e.event("callers_e") == nil })
+	testutil.Wait(t, "the event to go", func() bool { return e.event("callers_e") == nil })
 	if st := string(e.s.AppendStatus(nil)); !strings.Contains(st, "Active: 0") {
 		t.Errorf("user_events_status:\n%s", st)
 	}
@@ -467,7 +455,7 @@ func TestFollowFork(t *testing.T) {
 	e.write(c, rw+offWord, make([]byte, 8))
 	e.register(c, 6, "callers_ff u32 a")
 	gpid := e.child.Fork(false)
-	waitFor(t, "the fork to be seen", func() bool { return e.cs.Stats().Forks == 1 })
+	testutil.Wait(t, "the fork to be seen", func() bool { return e.cs.Stats().Forks == 1 })
 	gm, err := procmem.Open(gpid)
 	if err != nil {
 		t.Fatal(err)
@@ -490,12 +478,12 @@ func TestFollowFork(t *testing.T) {
 	// The child goes; the grandchild's copy holds the event.
 	e.f.Close()
 	e.child.Kill()
-	waitFor(t, "the child's exit", func() bool { return e.cs.Stats().Exits == 1 })
+	testutil.Wait(t, "the child's exit", func() bool { return e.cs.Stats().Exits == 1 })
 	if e.event("callers_ff") == nil {
 		t.Fatal("the event went with the child, though the grandchild holds it")
 	}
 	unix.Kill(gpid, unix.SIGKILL)
-	waitFor(t, "the event to go with the grandchild", func() bool { return e.event("callers_ff") == nil })
+	testutil.Wait(t, "the event to go with the grandchild", func() bool { return e.event("callers_ff") == nil })
 }
 
 // TestFollowExec: with Follow, an exec releases the process's enablers when
@@ -519,7 +507,7 @@ func TestFollowExec(t *testing.T) {
 		t.Fatalf("user_events_status:\n%s", st)
 	}
 	e.child.Exec()
-	waitFor(t, "the exec to be seen", func() bool { return e.cs.Stats().Execs == 1 })
+	testutil.Wait(t, "the exec to be seen", func() bool { return e.cs.Stats().Execs == 1 })
 	ss.Detach(ev) // the session's reference was the last
 	if e.event("callers_fe") != nil {
 		t.Fatal("the exec'd process's enabler still holds the event")
@@ -533,7 +521,7 @@ func TestFollowCloneVM(t *testing.T) {
 	c := e.get(e.child.Pid)
 	e.register(c, 0, "callers_vm u32 a")
 	vpid := e.child.Fork(true)
-	waitFor(t, "the clone to be seen", func() bool { return e.cs.Stats().Clones == 1 })
+	testutil.Wait(t, "the clone to be seen", func() bool { return e.cs.Stats().Clones == 1 })
 	v := e.get(vpid)
 	if v.Process != c.Process || v.TGID != vpid {
 		t.Fatalf("the CLONE_VM child: %+v", v)
@@ -541,12 +529,12 @@ func TestFollowCloneVM(t *testing.T) {
 	// The parent exits; the address space lives on in the clone.
 	e.f.Close()
 	e.child.Kill()
-	waitFor(t, "the parent's exit", func() bool { return e.cs.Stats().Exits == 1 })
+	testutil.Wait(t, "the parent's exit", func() bool { return e.cs.Stats().Exits == 1 })
 	if e.event("callers_vm") == nil {
 		t.Fatal("the event went with the parent, though the clone shares its memory")
 	}
 	unix.Kill(vpid, unix.SIGKILL)
-	waitFor(t, "the event to go with the clone", func() bool { return e.event("callers_vm") == nil })
+	testutil.Wait(t, "the event to go with the clone", func() bool { return e.event("callers_vm") == nil })
 }
 
 func TestClose(t *testing.T) {

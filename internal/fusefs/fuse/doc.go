@@ -4,6 +4,14 @@
 // trace_pipe's, stalls nothing else), with INTERRUPT cancelling the
 // request's context and FUSE_NOTIFY_POLL waking pollers.
 //
+// The writes of a Handle that promises they never wait (InlineWriter) are
+// answered on the goroutine that read them, as libfuse's threads answer
+// theirs, and the reading goroutine waits for the next request in the
+// kernel rather than in the runtime's poller (reader.go): a write round trip
+// then costs what a bare FUSE server's does, plus the handler's own time
+// (BENCHMARKS.md, "FUSE write path"). One that waits anyway is bounded
+// (StallLimit).
+//
 // It speaks the protocol of include/uapi/linux/fuse.h, 7.28 or later:
 // INIT with FUSE_ATOMIC_O_TRUNC, FUSE_MAX_PAGES (1 MiB writes),
 // FUSE_BIG_WRITES and FUSE_ASYNC_READ, not the writeback cache; LOOKUP,

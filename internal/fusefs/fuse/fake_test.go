@@ -142,7 +142,7 @@ func TestFakeOldKernel(t *testing.T) {
 }
 
 // lookupOpen looks name up and opens it, returning node and fh.
-func (k *fakeKernel) lookupOpen(t *testing.T, unique uint64, name string) (uint64, uint64) {
+func (k *fakeKernel) lookupOpen(t testing.TB, unique uint64, name string) (uint64, uint64) {
 	t.Helper()
 	e, entry := k.call(t, req(opLookup, unique, rootID, fields(name)))
 	if e != 0 {
@@ -290,7 +290,7 @@ func TestFakeReaddir(t *testing.T) {
 			out = out[(24+nl+7)&^7:]
 		}
 	}
-	if len(names) != 10 || names[0] != "." || names[1] != ".." {
+	if len(names) != 11 || names[0] != "." || names[1] != ".." {
 		t.Errorf("READDIR in 80-byte pieces: %q", names)
 	}
 }

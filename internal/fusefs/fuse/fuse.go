@@ -59,6 +59,10 @@ type Request struct {
 	Unique   uint64
 	Pid      uint32 // the calling thread's id as FUSE reports it (the tid, in the server's pid namespace)
 	Uid, Gid uint32
+
+	// An inline write's claim (see Commit), nil for any other request.
+	claim *atomic.Uint64
+	seq   uint64
 }
 
 // Handle is one open file. Every open gets FOPEN_DIRECT_IO (no page cache:
@@ -171,8 +175,24 @@ type Conn struct {
 
 	devNum   atomic.Uint64
 	handlers sync.WaitGroup
+	ended    chan error // the reader that saw the connection end says why
 	done     chan struct{}
 	err      error
+
+	// Requests answered inline (inline.go): the readers, under mu;
+	// whether the watchdog runs, and its end; the requests being
+	// answered, for Stats.
+	readers    []*reader
+	watching   atomic.Bool
+	unwatch    chan struct{}
+	inlineBusy atomic.Int64
+
+	// Ending the readers (reader.go): closing, and c.wake (an eventfd,
+	// -1 once closed) written, wakes one in ppoll; idle is the device's
+	// duplicate one waits on in the poller, closed to wake it.
+	closing atomic.Bool
+	wake    int
+	idle    *os.File
 }
 
 // Mount mounts fs on dir and serves it. It needs root (CAP_SYS_ADMIN) and
@@ -279,11 +299,27 @@ func fsName(o Options) string {
 }
 
 func newConn(fd int, fs FileSystem, o Options) (*Conn, error) {
+	// The device is kept out of the runtime's poller (see reader): an
+	// os.File of a blocking descriptor is not added to it, and the
+	// descriptor is made non-blocking again for the readers' reads.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("fuse: %w", err)
+	}
 	f := os.NewFile(uintptr(fd), "/dev/fuse")
+	if err := unix.SetNonblock(fd, true); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fuse: %w", err)
+	}
 	raw, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("fuse: %w", err)
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fuse: eventfd: %w", err)
 	}
 	mw := o.MaxWrite
 	if mw == 0 {
@@ -291,7 +327,7 @@ func newConn(fd int, fs FileSystem, o Options) (*Conn, error) {
 	}
 	mw = max(mw, 4096)
 	c := &Conn{
-		fs: fs, opts: o, dev: f, raw: raw,
+		fs: fs, opts: o, dev: f, raw: raw, wake: wake,
 		maxWrite: mw,
 		bufSize:  int(mw) + 4096,
 		nodes:    map[uint64]*node{rootID: {path: "", typ: sIFDIR, nlookup: 1}},
@@ -300,7 +336,9 @@ func newConn(fd int, fs FileSystem, o Options) (*Conn, error) {
 		handles:  map[uint64]any{},
 		nextFH:   1,
 		inflight: map[uint64]*inflight{},
+		ended:    make(chan error, 1),
 		done:     make(chan struct{}),
+		unwatch:  make(chan struct{}),
 	}
 	c.bigPool.New = func() any { b := make([]byte, c.bufSize); return &b }
 	c.smlPool.New = func() any { b := make([]byte, smallBuf); return &b }
@@ -322,9 +360,10 @@ const unmountWait = 10 * time.Second
 // Unmount ends the connection without ever blocking on the kernel: it
 // aborts the connection through fusectl (when its number is known and
 // fusectl is mounted), detaches the mount (MNT_DETACH, when Mount made it),
-// closes the device (the last descriptor's close aborts the connection as
-// well, so this ends it even without fusectl), and then waits, bounded, for
-// the serving to end.
+// stops the readers, which closes the device once the requests being
+// handled have returned (the last descriptor's close aborts the connection
+// as well, so this ends it even without fusectl), and then waits, bounded,
+// for the serving to end.
 func (c *Conn) Unmount() error {
 	select {
 	case <-c.done:
@@ -343,7 +382,7 @@ func (c *Conn) Unmount() error {
 			errs = append(errs, fmt.Errorf("fuse: umount %s: %w", c.dir, err))
 		}
 	}
-	c.dev.Close() // wakes the reader
+	c.stopReading()
 	t := time.NewTimer(unmountWait)
 	defer t.Stop()
 	select {
@@ -434,5 +473,5 @@ type Stats struct {
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{Handles: len(c.handles), Nodes: len(c.nodes), InFlight: len(c.inflight)}
+	return Stats{Handles: len(c.handles), Nodes: len(c.nodes), InFlight: len(c.inflight) + int(c.inlineBusy.Load())}
 }

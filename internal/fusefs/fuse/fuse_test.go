@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // These tests mount a tree served by this process and reach it only from
@@ -65,6 +67,12 @@ type testFile struct {
 	poll     bool
 	ready    bool
 	wake     func()
+	// inline: writes are answered inline (InlineWriter); a write of
+	// "stall" waits for stall to be closed, then says what Commit said
+	// on commits.
+	inline  bool
+	stall   chan struct{}
+	commits chan bool
 }
 
 func newTestFS() *testFS {
@@ -83,6 +91,7 @@ func newTestFS() *testFS {
 			"slowfail":  {mode: unix.S_IFREG | 0o666, slowFail: true},
 			"dev":       {mode: unix.S_IFREG | 0o666, ioctl: true},
 			"pollme":    {mode: unix.S_IFREG | 0o666, poll: true},
+			"inline":    {mode: unix.S_IFREG | 0o666, inline: true, stall: make(chan struct{}), commits: make(chan bool, 10)},
 			"sub":       {mode: unix.S_IFDIR | 0o755},
 			"sub/inner": {mode: unix.S_IFREG | 0o640, data: []byte("inner\n")},
 		},
@@ -196,7 +205,21 @@ func (h *testHandle) Read(ctx context.Context, r *Request, dst []byte, off int64
 	}
 }
 
+func (h *testHandle) InlineWrites() bool { return h.f.inline }
+
 func (h *testHandle) Write(ctx context.Context, r *Request, data []byte, off int64) (int, error) {
+	if h.f.inline {
+		if string(data) == "stall" {
+			h.fs.event("inline-stalled")
+			<-h.f.stall
+		}
+		ok := r.Commit()
+		h.f.commits <- ok
+		if !ok {
+			return 0, unix.EIO // dropped: the server answered
+		}
+		return len(data), nil
+	}
 	if h.f.slowFail {
 		h.fs.event("slowfail-write")
 		<-ctx.Done()
@@ -267,21 +290,11 @@ func (f *testFS) makeReady() {
 	}
 }
 
-func needFUSE(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts a FUSE filesystem")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse: %v", err)
-	}
-}
-
 // mountTest mounts fs on a fresh directory; the test's cleanup unmounts it
 // (abort, then detach) before the directory is removed.
 func mountTest(t *testing.T, fs FileSystem) (*Conn, string) {
 	t.Helper()
-	needFUSE(t)
+	testutil.NeedFUSE(t, "mounts a FUSE filesystem")
 	dir := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -429,7 +442,7 @@ func TestStatAndReadDir(t *testing.T) {
 		t.Error("stat of a missing file succeeded")
 	}
 	names := strings.Fields(mustRun(t, "ls", "-a", dir))
-	want := []string{".", "..", "big", "dev", "hello", "pipe", "pollme", "rw", "slowfail", "sub"}
+	want := []string{".", "..", "big", "dev", "hello", "inline", "pipe", "pollme", "rw", "slowfail", "sub"}
 	if !slices.Equal(names, want) {
 		t.Errorf("ls -a: %q, want %q", names, want)
 	}
@@ -543,15 +556,7 @@ func TestInterrupt(t *testing.T) {
 // buildHelper compiles testdata/fusehelper.c.
 func buildHelper(t *testing.T) string {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc to build the helper")
-	}
-	bin := filepath.Join(t.TempDir(), "fusehelper")
-	if out, err := exec.Command(gcc, "-O1", "-Wall", "-o", bin, "testdata/fusehelper.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildC(t, "", "testdata/fusehelper.c", "-O1", "-Wall")
 }
 
 func TestIoctl(t *testing.T) {
@@ -647,7 +652,7 @@ func TestAbortWhileBlocked(t *testing.T) {
 }
 
 func TestServe(t *testing.T) {
-	needFUSE(t)
+	testutil.NeedFUSE(t, "mounts a FUSE filesystem")
 	dir := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

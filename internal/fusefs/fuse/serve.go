@@ -81,9 +81,11 @@ func errResult(e unix.Errno) result { return result{errno: e} }
 // flight, waits for it, releases the handles the kernel never released and
 // closes the device.
 func (c *Conn) serve() {
-	err := c.readLoop()
+	go c.readLoop(c.newReader())
+	err := <-c.ended
 	c.cancel()
 	c.handlers.Wait()
+	c.stopWatch()
 	c.mu.Lock()
 	hs := c.handles
 	c.handles = map[uint64]any{}
@@ -97,29 +99,26 @@ func (c *Conn) serve() {
 		}
 	}
 	c.dev.Close()
+	c.mu.Lock()
+	unix.Close(c.wake)
+	c.wake = -1
+	c.mu.Unlock()
 	c.err = err
 	close(c.done)
 }
 
-// read reads one request; closed says the device was closed (Unmount).
-func (c *Conn) read(buf []byte) (n int, err error, closed bool) {
-	rerr := c.raw.Read(func(fd uintptr) bool {
-		n, err = unix.Read(int(fd), buf)
-		return err != unix.EAGAIN
-	})
-	if rerr != nil {
-		return 0, rerr, true
-	}
-	return n, err, false
-}
-
-func (c *Conn) readLoop() error {
+// readLoop reads requests until the connection ends — then it says so on
+// c.ended — or until r is retired (the watchdog gave the reading to another
+// reader while r handled a request inline).
+func (c *Conn) readLoop(r *reader) {
+	defer c.dropReader(r)
 	for {
 		bp := c.bigPool.Get().(*[]byte)
-		n, err, closed := c.read(*bp)
+		n, waited, err, closed := r.read(*bp)
 		if closed {
 			c.bigPool.Put(bp)
-			return nil
+			c.end(nil)
+			return
 		}
 		if err != nil {
 			c.bigPool.Put(bp)
@@ -127,48 +126,68 @@ func (c *Conn) readLoop() error {
 			case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EINTR):
 				continue // the request was interrupted before we read it
 			case errors.Is(err, unix.ENODEV):
-				return nil // unmounted or aborted
+				c.end(nil) // unmounted or aborted
+				return
 			}
-			return fmt.Errorf("fuse: read /dev/fuse: %w", err)
+			c.end(fmt.Errorf("fuse: read /dev/fuse: %w", err))
+			return
 		}
 		if n == 0 {
 			// /dev/fuse never reads 0 bytes; a socket standing in for it
 			// does when its peer is gone.
 			c.bigPool.Put(bp)
-			return nil
+			c.end(nil)
+			return
 		}
-		owner, pool := bp, &c.bigPool
-		if n <= smallBuf {
-			sp := c.smlPool.Get().(*[]byte)
-			copy(*sp, (*bp)[:n])
-			c.bigPool.Put(bp)
-			owner, pool = sp, &c.smlPool
+		end, retired, err := c.dispatch(r, (*bp)[:n], bp, waited)
+		if end {
+			c.end(err)
+			return
 		}
-		if end, err := c.dispatch((*owner)[:n], owner, pool); end {
-			return err
+		if retired {
+			return
 		}
 	}
 }
 
+// end says the connection ended, with why (nil: unmounted or aborted): once.
+func (c *Conn) end(err error) {
+	select {
+	case c.ended <- err:
+	default:
+	}
+}
+
 // dispatch answers INIT, INTERRUPT and FORGET at once (they must be seen in
-// order) and starts a goroutine for anything else; the request is known to
-// INTERRUPT before the next one is read.
-func (c *Conn) dispatch(b []byte, owner *[]byte, pool *sync.Pool) (end bool, err error) {
+// order), a WRITE that may be answered inline (see reader) at once too, and
+// starts a goroutine for anything else; the request is known to INTERRUPT
+// before the next one is read. b is in the big buffer *bp, which dispatch
+// gives back to the pool once b is no longer used. retired: r handled the
+// request inline and lost the reading meanwhile.
+func (c *Conn) dispatch(r *reader, b []byte, bp *[]byte, waited bool) (end, retired bool, err error) {
 	m, derr := decode(b)
 	if derr == errBadHeader {
 		c.debugf("fuse: dropped a request with a bad header (%d bytes)", len(b))
-		pool.Put(owner)
-		return false, nil
+		c.bigPool.Put(bp)
+		return false, false, nil
 	}
+	var inline Handle
 	if m.op != opInterrupt {
 		c.mu.Lock()
 		c.maxUnique = max(c.maxUnique, m.unique)
 		inited := c.inited
+		if m.op == opWrite && derr == nil && r.inline(m.pid, waited) {
+			if h, ok := c.handles[m.fh].(*fileHandle); ok {
+				if iw, ok := h.h.(InlineWriter); ok && iw.InlineWrites() {
+					inline = h.h
+				}
+			}
+		}
 		c.mu.Unlock()
 		if !inited && m.op != opInit {
 			c.reply(m.unique, unix.EIO)
-			pool.Put(owner)
-			return false, nil
+			c.bigPool.Put(bp)
+			return false, false, nil
 		}
 	}
 	if derr != nil {
@@ -176,23 +195,42 @@ func (c *Conn) dispatch(b []byte, owner *[]byte, pool *sync.Pool) (end bool, err
 		if m.op != opForget && m.op != opBatchForget && m.op != opNotifyReply {
 			c.reply(m.unique, unix.EIO)
 		}
-		pool.Put(owner)
-		return false, nil
+		c.bigPool.Put(bp)
+		return false, false, nil
+	}
+	if inline != nil {
+		retired = r.writeInline(&m, inline)
+		c.bigPool.Put(bp)
+		return false, retired, nil
+	}
+	// What is handled in a goroutine may wait, holding its buffer: a
+	// short request is copied out of the big one.
+	owner, pool := bp, &c.bigPool
+	if len(b) <= smallBuf {
+		sp := c.smlPool.Get().(*[]byte)
+		copy(*sp, b)
+		if m.data != nil { // WRITE's and IOCTL's, a slice of b
+			off := cap(b) - cap(m.data)
+			m.data = (*sp)[off : off+len(m.data)]
+		}
+		c.bigPool.Put(bp)
+		owner, pool = sp, &c.smlPool
 	}
 	switch m.op {
 	case opInit:
 		pool.Put(owner)
-		return c.init(&m)
+		end, err := c.init(&m)
+		return end, false, err
 	case opInterrupt:
 		c.interrupt(&m)
 		pool.Put(owner)
-		return false, nil
+		return false, false, nil
 	case opForget:
 		c.mu.Lock()
 		c.forget(m.node, m.nlookup)
 		c.mu.Unlock()
 		pool.Put(owner)
-		return false, nil
+		return false, false, nil
 	case opBatchForget:
 		c.mu.Lock()
 		for _, f := range m.forgets {
@@ -200,15 +238,23 @@ func (c *Conn) dispatch(b []byte, owner *[]byte, pool *sync.Pool) (end bool, err
 		}
 		c.mu.Unlock()
 		pool.Put(owner)
-		return false, nil
+		return false, false, nil
 	case opNotifyReply:
 		pool.Put(owner) // we never ask for one; it wants no answer
-		return false, nil
+		return false, false, nil
 	case opDestroy:
 		c.reply(m.unique, 0)
 		pool.Put(owner)
-		return false, nil // the kernel ends the connection: the next read is ENODEV
+		return false, false, nil // the kernel ends the connection: the next read is ENODEV
 	}
+	c.spawn(m, owner, pool)
+	return false, false, nil
+}
+
+// spawn handles m in a goroutine of its own, then gives its buffer back to
+// pool. (A function of its own, so that the message of a request answered
+// inline is not moved to the heap for the goroutine's sake.)
+func (c *Conn) spawn(m message, owner *[]byte, pool *sync.Pool) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	inf := &inflight{cancel: cancel}
 	c.mu.Lock()
@@ -233,7 +279,6 @@ func (c *Conn) dispatch(b []byte, owner *[]byte, pool *sync.Pool) (end bool, err
 		cancel()
 		pool.Put(owner)
 	}()
-	return false, nil
 }
 
 func (c *Conn) init(m *message) (bool, error) {
@@ -393,19 +438,12 @@ func (c *Conn) handle(ctx context.Context, m *message) result {
 		if !ok {
 			return errResult(unix.EBADF)
 		}
-		if m.offset > math.MaxInt64 {
-			return errResult(unix.EINVAL)
-		}
-		n, err := h.Write(ctx, req, m.data, int64(m.offset))
-		if n < 0 || n > len(m.data) {
-			c.debugf("fuse: Write returned %d of %d bytes", n, len(m.data))
-			return errResult(unix.EIO)
-		}
-		if err != nil && n == 0 {
-			return errResult(errnoOf(err))
+		n, e := c.writeOp(ctx, req, h, m)
+		if e != 0 {
+			return errResult(e)
 		}
 		out := make([]byte, writeOutSize)
-		le.PutUint32(out, uint32(n))
+		le.PutUint32(out, n)
 		return result{body: [][]byte{out}}
 	case opFlush:
 		h, ok := c.fileHandle(m.fh)
@@ -445,6 +483,23 @@ func (c *Conn) handle(ctx context.Context, m *message) result {
 	// xattrs, and everything that would change the tree: ENOSYS, which the
 	// kernel remembers for most of them and stops asking.
 	return errResult(unix.ENOSYS)
+}
+
+// writeOp is WRITE's answer from h: the count the caller's write returns, or
+// its errno.
+func (c *Conn) writeOp(ctx context.Context, req *Request, h Handle, m *message) (uint32, unix.Errno) {
+	if m.offset > math.MaxInt64 {
+		return 0, unix.EINVAL
+	}
+	n, err := h.Write(ctx, req, m.data, int64(m.offset))
+	if n < 0 || n > len(m.data) {
+		c.debugf("fuse: Write returned %d of %d bytes", n, len(m.data))
+		return 0, unix.EIO
+	}
+	if err != nil && n == 0 {
+		return 0, errnoOf(err)
+	}
+	return uint32(n), 0
 }
 
 func (c *Conn) lookup(ctx context.Context, m *message) result {

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 //go:embed testdata/child.c
@@ -33,22 +35,11 @@ const Timeout = 30 * time.Second
 // path. It skips the test when gcc is missing.
 func Build(t testing.TB) string {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found: the test needs it to build its child process")
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "child.c")
-	bin := filepath.Join(dir, "child")
+	src := filepath.Join(t.TempDir(), "child.c")
 	if err := os.WriteFile(src, childSource, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*Timeout)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, gcc, "-O1", "-Wall", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	return bin
+	return testutil.BuildC(t, "", src, "-O1", "-Wall", "-pthread")
 }
 
 // Child is a running child process.

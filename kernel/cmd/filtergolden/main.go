@@ -72,6 +72,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/perfring"
+	"github.com/uetrace/uetrace/internal/procfs"
 )
 
 const (
@@ -356,11 +357,7 @@ func run(casesPath, tfs string) error {
 	if err := unix.Uname(&uts); err != nil {
 		return err
 	}
-	possible, err := os.ReadFile("/sys/devices/system/cpu/possible")
-	if err != nil {
-		return err
-	}
-	cpus, err := perfring.ParseCPUList(strings.TrimSpace(string(possible)))
+	cpus, err := procfs.PossibleCPUs()
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // trace -e enables what was disabled for the trace only, leaves what was
@@ -22,7 +24,7 @@ func TestTraceEnableRestores(t *testing.T) {
 	sock, _, _ := startServe(t)
 	for _, ev := range []string{"hab_off u32 x", "hab_on u32 x"} {
 		_, out := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", ev)
-		eventually(t, "the held registration", func() bool { return strings.Contains(out.String(), "holding it") })
+		testutil.Wait(t, "the held registration", func() bool { return strings.Contains(out.String(), "holding it") })
 	}
 	mustCLI(t, sock, "enable", "hab_on")
 	enabled := func(name string) string {
@@ -30,7 +32,7 @@ func TestTraceEnableRestores(t *testing.T) {
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		tr, out := background(t, "--backend", "daemon", "--socket", sock, "trace", "-e", "hab_*", "-e", "user_events:hab_off")
-		eventually(t, "trace to enable hab_off", func() bool {
+		testutil.Wait(t, "trace to enable hab_off", func() bool {
 			return strings.Contains(out.String(), "uetrace trace: enabled user_events:hab_off until the trace ends\n") &&
 				strings.Contains(out.String(), "uetrace trace: user_events:hab_on already enabled, left so\n")
 		})
@@ -38,7 +40,7 @@ func TestTraceEnableRestores(t *testing.T) {
 			t.Fatalf("during the trace: hab_off %q, hab_on %q", enabled("hab_off"), enabled("hab_on"))
 		}
 		mustCLI(t, sock, "emit", "hab_off u32 x", "--field", "x=3")
-		eventually(t, "the record", func() bool { return strings.Contains(out.String(), "hab_off: x=0x3 (3)\n") })
+		testutil.Wait(t, "the record", func() bool { return strings.Contains(out.String(), "hab_off: x=0x3 (3)\n") })
 		tr.Process.Signal(sig)
 		if err := tr.Wait(); err != nil {
 			t.Errorf("trace -e after %v: %v\n%s", sig, err, out.String())
@@ -69,7 +71,7 @@ func TestTraceFiltersAndStatusCounts(t *testing.T) {
 	sock, _, _ := startServe(t)
 	const ev = "habf u32 x"
 	_, out := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", ev)
-	eventually(t, "the held registration", func() bool { return strings.Contains(out.String(), "holding it") })
+	testutil.Wait(t, "the held registration", func() bool { return strings.Contains(out.String(), "holding it") })
 
 	status := regexp.MustCompile(`(?m)^habf\s+user_events\s+\d+\s+(\S+)\s+(\S+)\s+(\S+)\s+u32 x$`)
 	counts := func() (string, string) {
@@ -86,14 +88,14 @@ func TestTraceFiltersAndStatusCounts(t *testing.T) {
 	mustCLI(t, sock, "enable", "habf")
 	// The binary under another name writes too: another comm.
 	other := filepath.Join(t.TempDir(), "habother")
-	data, err := os.ReadFile(binary(t))
+	data, err := os.ReadFile(testutil.Uetrace(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(other, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for i, bin := range []string{binary(t), binary(t), other} {
+	for i, bin := range []string{testutil.Uetrace(t), testutil.Uetrace(t), other} {
 		out, err := execOut(bin, "--backend", "daemon", "--socket", sock, "emit", ev, "--field", fmt.Sprintf("x=%d", i))
 		if err != nil {
 			t.Fatalf("emit: %v\n%s", err, out)

@@ -1,6 +1,8 @@
 package record_test
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,41 +18,171 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/tracefs"
 )
 
-// The perf habits of the uetrace command on each target: record and report
-// with --pid/--comm, trace -e with --comm, top's plain output.
+// The uetrace command on each target, as perf's habits have it: record
+// (and report) with --pid and --comm, short-lived tasks' names, top's plain
+// output, trace -e with --comm, status.
 
-// lockedBuffer collects a process's output for polling.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(benchServeEnv); spec != "" {
+		benchServe(spec)
+		return
 	}
+	os.Exit(testutil.Run(m))
 }
+
+// `uetrace record` runs while this process writes known events; Ctrl-C
+// (SIGINT) stops it and the file holds them; `uetrace report --format
+// json` shows exactly those values.
+func TestRecordCommand(t *testing.T) {
+	bin := testutil.Uetrace(t)
+	forEach(t, func(t *testing.T, tg target) {
+		_, name, ev := openEvent(t, tg, "cli", "u32 i; __rel_loc char[] s")
+		backend := backendArgs(tg)
+		data := filepath.Join(t.TempDir(), "cli.data")
+		rec := startRecording(t, bin, append(backend, "record", "-e", name, "-o", data)...)
+		if !ev.Enabled() {
+			t.Fatal("recording, but the event is not enabled")
+		}
+		const n = 100
+		for i := range n {
+			s := fmt.Sprintf("value %d", i)
+			payload := append(le32(uint32(i)), le32(uint32(len(s)+1)<<16)...)
+			payload = append(append(payload, s...), 0)
+			if err := ev.Write(payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // past the kernel's 100 ms poll
+		summary := rec.stop(t)
+		if !strings.Contains(summary, fmt.Sprintf("[ uetrace record: %d samples of 1 events", n)) ||
+			!strings.Contains(summary, "user_events:"+name) {
+			t.Errorf("summary:\n%s", summary)
+		}
+
+		out, err := exec.Command(bin, "report", data, "--format", "json").Output()
+		if err != nil {
+			t.Fatalf("uetrace report: %v", err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+		if len(lines) != n {
+			t.Fatalf("report has %d lines, want %d:\n%s", len(lines), n, out)
+		}
+		for i, line := range lines {
+			var s jsonSample
+			if err := json.Unmarshal([]byte(line), &s); err != nil {
+				t.Fatalf("line %d %q: %v", i, line, err)
+			}
+			want := map[string]any{"i": float64(i), "s": fmt.Sprintf("value %d", i)}
+			if s.Name != name || fmt.Sprint(s.Fields) != fmt.Sprint(want) {
+				t.Fatalf("line %d: %s %v, want %s %v", i, s.Name, s.Fields, name, want)
+			}
+		}
+		text, err := exec.Command(bin, "report", data).Output()
+		if err != nil {
+			t.Fatalf("uetrace report: %v", err)
+		}
+		if !strings.Contains(string(text), fmt.Sprintf("user_events:%s: i=7 s=value 7\n", name)) {
+			t.Errorf("text report:\n%s", text)
+		}
+	})
+}
+
+// recording is a `uetrace record` process.
+type recording struct {
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+	copied chan struct{}
+}
+
+// startRecording starts `uetrace args...` and returns once it says it is
+// recording.
+func startRecording(t *testing.T, bin string, args ...string) *recording {
+	t.Helper()
+	rec := &recording{cmd: exec.Command(bin, args...), copied: make(chan struct{})}
+	pipe, err := rec.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel sets the bit when the first CPU's perf event opens;
+	// "recording" is said once every CPU's is enabled.
+	attached := make(chan struct{})
+	go func() {
+		defer close(rec.copied)
+		sc := bufio.NewScanner(pipe)
+		said := false
+		for sc.Scan() {
+			rec.stderr.Write(append(sc.Bytes(), '\n'))
+			if !said && strings.HasPrefix(sc.Text(), "uetrace record: recording ") {
+				said = true
+				close(attached)
+			}
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(waitLimit):
+		rec.cmd.Process.Kill()
+		<-rec.copied
+		t.Fatalf("uetrace record did not say it was recording in %v:\n%s", waitLimit, rec.stderr.String())
+	}
+	return rec
+}
+
+// stop stops the recording as Ctrl-C does and returns what it printed.
+func (rec *recording) stop(t *testing.T) string {
+	t.Helper()
+	rec.cmd.Process.Signal(syscall.SIGINT)
+	<-rec.copied
+	if err := rec.cmd.Wait(); err != nil {
+		t.Fatalf("uetrace record: %v\n%s", err, rec.stderr.String())
+	}
+	return rec.stderr.String()
+}
+
+// A task that writes and exits before the recording could look it up in
+// /proc is still named in the report: on the kernel by perf's COMM record
+// of its exec, on the daemon by the session's record of the writer's name.
+// The recording is stopped (SIGSTOP) while the task runs and is reaped.
+func TestRecordShortLivedTask(t *testing.T) {
+	bin := testutil.Uetrace(t)
+	forEach(t, func(t *testing.T, tg target) {
+		_, name, _ := openEvent(t, tg, "short", "u32 i")
+		command := name + " u32 i"
+		backend := backendArgs(tg)
+		data := filepath.Join(t.TempDir(), "short.data")
+		rec := startRecording(t, bin, append(backend, "record", "-e", name, "-o", data)...)
+		rec.cmd.Process.Signal(syscall.SIGSTOP)
+		emit := exec.Command(bin, append(backend, "emit", command, "--field", "i=7")...)
+		out, err := emit.CombinedOutput()
+		rec.cmd.Process.Signal(syscall.SIGCONT)
+		if err != nil {
+			rec.stop(t)
+			t.Fatalf("uetrace emit: %v\n%s", err, out)
+		}
+		time.Sleep(300 * time.Millisecond) // past the kernel's 100 ms poll
+		rec.stop(t)
+		out, err = exec.Command(bin, "report", data, "--format", "json").Output()
+		if err != nil {
+			t.Fatalf("uetrace report: %v", err)
+		}
+		var s jsonSample
+		if err := json.Unmarshal(out, &s); err != nil {
+			t.Fatalf("report %q: %v", out, err)
+		}
+		if s.Name != name || s.Fields["i"] != float64(7) || s.Comm != filepath.Base(bin)[:min(15, len(filepath.Base(bin)))] {
+			t.Errorf("report: %s", out)
+		}
+	})
+}
+
+func le32(x uint32) []byte { return []byte{byte(x), byte(x >> 8), byte(x >> 16), byte(x >> 24)} }
 
 // reportLines runs uetrace report --format json with args on data.
 func reportLines(t *testing.T, bin, data string, args ...string) []jsonSample {
@@ -77,7 +209,7 @@ func reportLines(t *testing.T, bin, data string, args ...string) []jsonSample {
 // many it left out; `record --pid` only this process's; `report --pid` and
 // `--comm` pick from a file holding both.
 func TestRecordCommandFilters(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	prod := producer(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "clifilt", "u32 i")
@@ -151,11 +283,11 @@ var topEventLine = regexp.MustCompile(`(?m)^event (\S+) events/s=([0-9.]+) event
 // kernel counts lost records per event, BPF and the daemon do not. SIGINT
 // ends it.
 func TestTopCommand(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "top", "u32 i")
 		cmd := exec.Command(bin, append(backendArgs(tg), "top", "-e", name, "-d", "200ms", "--by", "pid")...)
-		var out, errs lockedBuffer
+		var out, errs testutil.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -188,7 +320,7 @@ func TestTopCommand(t *testing.T) {
 			}
 			return lost == "-"
 		}
-		waitFor(t, "a block with the event at a non-zero rate and this process", func() bool {
+		testutil.Wait(t, "a block with the event at a non-zero rate and this process", func() bool {
 			for _, b := range strings.Split(out.String(), "\n\n") {
 				m := topEventLine.FindStringSubmatch(b)
 				if m != nil && m[1] == "user_events:"+name && m[2] != "0.0" && wantLost(m[4]) && strings.Contains(b, me) {
@@ -214,7 +346,7 @@ func TestTopCommand(t *testing.T) {
 // record: a line read from trace_pipe at once can show "<...>". So this
 // process writes from one thread until a line shows its name.
 func TestTraceCommand(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	prod := producer(t)
 	self, err := os.ReadFile("/proc/self/comm")
 	if err != nil {
@@ -242,13 +374,13 @@ func TestTraceCommand(t *testing.T) {
 			t.Fatalf("enable %q before the trace", e)
 		}
 		tr := exec.Command(bin, append(backendArgs(tg), "trace", "-e", name, "--comm", comm)...)
-		var out, errs lockedBuffer
+		var out, errs testutil.Buffer
 		tr.Stdout, tr.Stderr = &out, &errs
 		if err := tr.Start(); err != nil {
 			t.Fatal(err)
 		}
 		defer tr.Process.Kill()
-		waitFor(t, "trace to enable the event", func() bool {
+		testutil.Wait(t, "trace to enable the event", func() bool {
 			return strings.Contains(errs.String(), "enabled user_events:"+name+" until the trace ends")
 		})
 		if e := enable(); e != "1\n" {
@@ -260,7 +392,7 @@ func TestTraceCommand(t *testing.T) {
 		emit(t, prod, tg, cmd)
 		mine := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(comm) + `-\d+\s.*\] .* ` + name + `: i=0x2 \(2\)$`)
 		last := time.Now()
-		waitFor(t, "a line of this process", func() bool {
+		testutil.Wait(t, "a line of this process", func() bool {
 			if mine.MatchString(out.String()) {
 				return true
 			}
@@ -293,7 +425,7 @@ func TestTraceCommand(t *testing.T) {
 // `uetrace status` counts each event's records on the daemon; the kernel
 // keeps no such count, and status says so rather than show a number.
 func TestStatusCommand(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "stat", "u32 i")
 		uetrace := func(args ...string) string {
@@ -329,7 +461,7 @@ func TestStatusCommand(t *testing.T) {
 // keeps every thread of a process: the producer, a Go program, writes from
 // any of its threads.
 func TestTracePIDThreads(t *testing.T) {
-	bin := uetraceBinary(t)
+	bin := testutil.Uetrace(t)
 	prod := producer(t)
 	forEach(t, func(t *testing.T, tg target) {
 		if tg.name != "kernel" {

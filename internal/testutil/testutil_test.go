@@ -1,0 +1,33 @@
+package testutil
+
+import (
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+)
+
+func TestEventually(t *testing.T) {
+	var n atomic.Int32
+	if !Eventually(func() bool { return n.Add(1) == 5 }) {
+		t.Fatal("a condition that holds at the fifth poll: not met")
+	}
+	if n.Load() != 5 {
+		t.Errorf("polled %d times, want 5: it must stop once the condition holds", n.Load())
+	}
+	Wait(t, "a condition that holds at once", func() bool { return true })
+}
+
+func TestBuildC(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "ok.c")
+	if err := os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := BuildC(t, "", src, "-O1", "-Wall")
+	if filepath.Base(bin) != "ok" {
+		t.Errorf("built %s, want it named ok", bin)
+	}
+	if st, err := os.Stat(bin); err != nil || st.Mode()&0o111 == 0 {
+		t.Fatalf("%s: %v, %v", bin, st, err)
+	}
+}
