@@ -374,7 +374,7 @@ func (c *Consumer) Sleep() bool { return c.SleepAt(1) }
 // The watermark is measured from the tail the consumer publishes here to
 // the head a producer loads after its commit: a producer decides on the
 // shared tail, so its older copy of it never wakes the consumer early (see
-// Producer.due).
+// Producer.wake).
 func (c *Consumer) SleepAt(w uint32) bool {
 	w = max(w, 1)
 	c.publish()

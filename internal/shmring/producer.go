@@ -1,7 +1,6 @@
 package shmring
 
 import (
-	"fmt"
 	"sync/atomic"
 	"unsafe"
 
@@ -62,17 +61,7 @@ func Open(fd int) (*Producer, error) {
 // cannot do. It returns the eventfd, to send to the consumer with the
 // ring's memfd; the Producer owns it and closes it in Close. Call it once,
 // before the first Reserve.
-func (p *Producer) WakeByEventfd() (int, error) {
-	if p.wakeFd >= 0 {
-		return -1, fmt.Errorf("the ring already wakes its consumer by eventfd %d: %w", p.wakeFd, unix.EBUSY)
-	}
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return -1, fmt.Errorf("eventfd: %w", err)
-	}
-	p.wakeFd = fd
-	return fd, nil
-}
+func (p *Producer) WakeByEventfd() (int, error) { return newWakeFd(&p.wakeFd) }
 
 // Fd is the ring's memfd, to send to the consumer.
 func (p *Producer) Fd() int { return p.fd }
@@ -232,36 +221,38 @@ func (v Reservation) Commit() {
 	// the consumer sees this record or this load sees it sleeping. A line
 	// the consumer writes only when it goes to sleep: while it is awake
 	// this is a read of a cached line, no traffic.
-	if s := atomic.LoadUint32(v.p.r.sleeping); s != 0 && (s == 1 || v.p.due(s)) {
-		v.p.wakeFrom(s)
+	if atomic.LoadUint32(v.p.r.sleeping) != 0 {
+		v.p.wake()
 	}
 }
 
-// due says whether a consumer asleep until the ring holds w bytes is to be
-// woken now: head, loaded after this publisher's commit, is w or more past
-// the tail. Head, not the end of the record being committed: the record at
-// the tail may be the last one committed, behind records committed while
-// the consumer was looking — its publisher must see the ring as full as
-// it is. The producers' copy of the tail is old — it makes the ring look
-// fuller than it is — so a check it passes is made again on the shared
-// tail, which the consumer published before it said it sleeps: that line is
-// read only when a wake is likely, not per record.
-func (p *Producer) due(w uint32) bool {
-	h := atomic.LoadUint64(p.r.head)
-	if h-p.tail.Load() < uint64(w) {
-		return false
+// wake is the rare path of a commit that found the consumer asleep: the
+// word is read again (a line the commit just read: kept out of Commit, so
+// that Commit stays small enough to be inlined), and the consumer is woken
+// if the ring holds what it waits for — any record (1), or w bytes (w > 1).
+// For a watermark the producers' copy of the tail is old — it makes the
+// ring look fuller than it is — so a check it passes is made again on the
+// shared tail, which the consumer published before it said it sleeps:
+// that line is read only when a wake is likely, not per record. The ring's
+// fill is head, loaded after this commit, not the end of this record: the
+// record at the tail may be the last one committed, behind records
+// committed while the consumer was looking. The CAS from the word read
+// lets one publisher per sleep, the first, pay the system call; the
+// consumer clears the word itself when it wakes for any other reason.
+func (p *Producer) wake() {
+	s := atomic.LoadUint32(p.r.sleeping)
+	if s > 1 {
+		h := atomic.LoadUint64(p.r.head)
+		if h-p.tail.Load() < uint64(s) {
+			return
+		}
+		t := atomic.LoadUint64(p.r.tail)
+		p.tail.Store(t)
+		if h-t < uint64(s) {
+			return
+		}
 	}
-	t := atomic.LoadUint64(p.r.tail)
-	p.tail.Store(t)
-	return h-t >= uint64(w)
-}
-
-// wakeFrom is the rare path: the consumer said it sleeps, its word saying
-// s. The CAS from s lets one publisher per sleep, the first, pay the
-// system call, whatever the watermark; the consumer clears the word itself
-// when it wakes for any other reason.
-func (p *Producer) wakeFrom(s uint32) {
-	if atomic.CompareAndSwapUint32(p.r.sleeping, s, 0) {
+	if s != 0 && atomic.CompareAndSwapUint32(p.r.sleeping, s, 0) {
 		if p.wakeFd >= 0 {
 			eventfdAdd(p.wakeFd)
 		} else {

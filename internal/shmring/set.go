@@ -16,25 +16,20 @@ import (
 // process on different CPUs never share a head line, and a consumer — the
 // daemon's drainer of ring index k — takes ring k of every producer. Each
 // ring is, byte for byte, the ring described above, at file offset
-// P + k·(P+S); the set's first page says what the memfd is:
-//
-//	offset  size  field
-//	     0     8  magic          "UETRSET" and a 1
-//	     8     4  version        2
-//	    12     4  rings          R
-//	    16     8  ring data size S
-//	    24  P-24  zero
+// P + k·(P+S), after a first page the set keeps reserved (zero): P +
+// R·(P+S) bytes in all.
 //
 // R is the consumer's choice (the daemon says it in its Hello reply), and
-// the consumer takes the geometry from the memfd's size and its own R,
-// never from this header, as it takes a ring's: P + R·(P+S) bytes, sealed
-// against growing and shrinking, S a valid data size (AttachSet). With
-// fewer rings than CPUs a ring holds the records of CPUs k, k+R, …: still
-// correct for a consumer that merges its rings by time, since each ring is
-// in its producer's reservation order. A migration between the CPU read and
-// the reservation puts a record in another CPU's ring: harmless, the ring
-// takes any number of producers, and the record's CPU field says where it
-// was stamped.
+// the consumer takes the geometry from the memfd's size and its own R —
+// the memfd sealed against growing and shrinking, S a valid data size —
+// and checks every ring's header as it checks a ring's (AttachSet): the
+// set has no header of its own to believe or not. With fewer rings than
+// CPUs a ring holds the records of CPUs k, k+R, …: still correct for a
+// consumer that merges its rings by time, since each ring is in its
+// producer's reservation order. A migration between the CPU read and the
+// reservation puts a record in another CPU's ring: harmless, the ring
+// takes any number of producers, and the record's CPU field says where
+// its producer read it.
 //
 // Every ring keeps its own drop counters, sleeping word and key: a
 // producer's losses are per ring (and told in band in that ring, by the
@@ -44,10 +39,9 @@ import (
 // MaxSetRings bounds the rings of a set.
 const MaxSetRings = 1024
 
+// The header page of a stream set (stream.go): its magic and version at 0
+// and 8, then these.
 const (
-	setMagicWord = 0x0154455352544555 // "UETRSET\x01", little-endian
-	setVersion   = 2
-
 	offSetRings = 12
 	offSetSize  = 16
 )
@@ -64,19 +58,10 @@ func ringOffset(page, size uint64, k int) int64 {
 type SetProducer struct {
 	fd     int
 	ownFd  bool
-	hdr    unsafe.Pointer // the set's header page
 	rings  []*Producer
-	mask   uint32 // len(rings)-1 when that is a power of two; else 0
+	mask   uint32 // len(rings)-1 when that is a power of two
 	pow2   bool
 	wakeFd int // the eventfd every ring wakes by, or -1
-}
-
-// checkSetGeometry says whether n rings of size data bytes make a valid set.
-func checkSetGeometry(n int, size uint64) error {
-	if n < 1 || n > MaxSetRings {
-		return fmt.Errorf("a ring set of %d rings: want 1 to %d: %w", n, MaxSetRings, unix.EINVAL)
-	}
-	return checkSize(size)
 }
 
 // CreateSet makes a set of n rings of size data bytes each in a new memfd,
@@ -85,69 +70,43 @@ func checkSetGeometry(n int, size uint64) error {
 // when first written: the rings of CPUs the process never runs on cost
 // address space, not memory.
 func CreateSet(n, size int) (*SetProducer, error) {
-	if size < 0 {
-		size = 0
+	s := uint64(max(size, 0))
+	if n < 1 || n > MaxSetRings {
+		return nil, fmt.Errorf("a ring set of %d rings: want 1 to %d: %w", n, MaxSetRings, unix.EINVAL)
 	}
-	s := uint64(size)
-	if err := checkSetGeometry(n, s); err != nil {
+	if err := checkSize(s); err != nil {
 		return nil, err
 	}
 	p := pageSize()
-	total := p + uint64(n)*(p+s)
-	fd, err := unix.MemfdCreate("uetrace-ringset", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := sealedMemfd("uetrace-ringset", p+uint64(n)*(p+s))
 	if err != nil {
-		return nil, fmt.Errorf("creating the ring set's memory: memfd_create: %w", err)
-	}
-	if err := unix.Ftruncate(fd, int64(total)); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("sizing the ring set's memfd to %d bytes: ftruncate: %w", total, err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("sealing the ring set's memfd: fcntl F_ADD_SEALS: %w", err)
-	}
-	sp, err := mapSet(fd, n, p, s, true)
-	if err != nil {
-		unix.Close(fd)
 		return nil, err
 	}
-	sp.ownFd = true
-	*(*uint32)(unsafe.Add(sp.hdr, 8)) = setVersion
-	*(*uint32)(unsafe.Add(sp.hdr, offSetRings)) = uint32(n)
-	*(*uint64)(unsafe.Add(sp.hdr, offSetSize)) = s
-	// The magic last: a reader of a half-initialised header sees no set.
-	atomic.StoreUint64((*uint64)(sp.hdr), setMagicWord)
+	sp := &SetProducer{fd: fd, ownFd: true, wakeFd: -1}
+	if err := sp.mapRings(n, p, s); err != nil {
+		return nil, err
+	}
+	for _, r := range sp.rings {
+		r.r.initHeader()
+	}
 	return sp, nil
 }
 
-// mapSet maps the set's header page and its n rings for producing; with
-// fresh, it writes each ring's header (a new key each), else checks it.
-func mapSet(fd, n int, page, size uint64, fresh bool) (*SetProducer, error) {
-	hdr, err := unix.MmapPtr(fd, 0, nil, uintptr(page), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mapping the ring set's header: mmap: %w", err)
-	}
-	sp := &SetProducer{fd: fd, hdr: hdr, rings: make([]*Producer, 0, n), wakeFd: -1}
+// mapRings maps the n rings of the set for producing; on failure it
+// closes the set.
+func (sp *SetProducer) mapRings(n int, page, size uint64) error {
+	sp.rings = make([]*Producer, 0, n)
 	for k := range n {
-		r, err := mapRingAt(fd, ringOffset(page, size, k), page, size, unix.PROT_READ|unix.PROT_WRITE)
-		if err == nil {
-			if fresh {
-				r.initHeader()
-			} else if err = r.checkHeader(); err != nil {
-				r.unmap()
-			}
-		}
+		r, err := mapRingAt(sp.fd, ringOffset(page, size, k), page, size, unix.PROT_READ|unix.PROT_WRITE)
 		if err != nil {
-			sp.unmap()
-			return nil, fmt.Errorf("ring set: ring %d: %w", k, err)
+			sp.Close()
+			return err
 		}
 		sp.rings = append(sp.rings, &Producer{r: r, fd: -1, wakeFd: -1})
 	}
 	sp.pow2 = n&(n-1) == 0
-	if sp.pow2 {
-		sp.mask = uint32(n - 1)
-	}
-	return sp, nil
+	sp.mask = uint32(n - 1)
+	return nil
 }
 
 // setGeometry is what AttachSet and OpenSet learn from a memfd that is to
@@ -173,15 +132,8 @@ func setGeometry(fd, n int) (page, size uint64, err error) {
 	return page, size, nil
 }
 
-// checkSetHeader reads the set header's constant fields once each and
-// compares them with the geometry the memfd has.
-func checkSetHeader(fd int, page, size uint64, n int) error {
-	return checkHeaderPage(fd, page, size, n, setMagicWord, setVersion, "ring set")
-}
-
-// checkHeaderPage checks the header page of a set of n rings of size bytes
-// (a ring set, a stream set): its magic, version, ring count and size,
-// each read once.
+// checkHeaderPage checks the header page of a stream set of n streams of
+// size bytes: its magic, version, ring count and size, each read once.
 func checkHeaderPage(fd int, page, size uint64, n int, magic uint64, version uint32, what string) error {
 	hdr, err := unix.MmapPtr(fd, 0, nil, uintptr(page), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
@@ -211,10 +163,17 @@ func OpenSet(fd, n int) (*SetProducer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSetHeader(fd, page, size, n); err != nil {
+	sp := &SetProducer{fd: fd, wakeFd: -1}
+	if err := sp.mapRings(n, page, size); err != nil {
 		return nil, err
 	}
-	return mapSet(fd, n, page, size, false)
+	for k, p := range sp.rings {
+		if err := p.r.checkHeader(); err != nil {
+			sp.Close()
+			return nil, fmt.Errorf("ring set: ring %d: %w", k, err)
+		}
+	}
+	return sp, nil
 }
 
 // AttachSet maps for consuming the set of n rings in memfd fd: n is the
@@ -226,9 +185,6 @@ func OpenSet(fd, n int) (*SetProducer, error) {
 func AttachSet(fd, n int) ([]*Consumer, error) {
 	page, size, err := setGeometry(fd, n)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkSetHeader(fd, page, size, n); err != nil {
 		return nil, err
 	}
 	out := make([]*Consumer, 0, n)
@@ -262,12 +218,15 @@ func (sp *SetProducer) Size() int { return int(sp.rings[0].r.size) }
 // Ring is the producer of ring k.
 func (sp *SetProducer) Ring(k int) *Producer { return sp.rings[k] }
 
-// For is the ring of CPU cpu: ring cpu mod Len.
-func (sp *SetProducer) For(cpu uint32) *Producer {
+// For is the ring of CPU cpu: ring Index(cpu).
+func (sp *SetProducer) For(cpu uint32) *Producer { return sp.rings[sp.Index(cpu)] }
+
+// Index is the index of CPU cpu's ring: cpu mod Len.
+func (sp *SetProducer) Index(cpu uint32) int {
 	if sp.pow2 {
-		return sp.rings[cpu&sp.mask]
+		return int(cpu & sp.mask)
 	}
-	return sp.rings[cpu%uint32(len(sp.rings))]
+	return int(cpu % uint32(len(sp.rings)))
 }
 
 // Dropped is what the set's rings counted as dropped, all together.
@@ -301,36 +260,16 @@ func (sp *SetProducer) BoundTries(n int) {
 // netpoller. It returns the eventfd, to send with the set's memfd; the
 // SetProducer owns it. Call it once, before the first Reserve.
 func (sp *SetProducer) WakeByEventfd() (int, error) {
-	if sp.wakeFd >= 0 {
-		return -1, fmt.Errorf("the ring set already wakes its consumer by eventfd %d: %w", sp.wakeFd, unix.EBUSY)
-	}
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return -1, fmt.Errorf("eventfd: %w", err)
-	}
-	sp.wakeFd = fd
+	fd, err := newWakeFd(&sp.wakeFd)
 	for _, p := range sp.rings {
-		p.wakeFd = fd
+		p.wakeFd = sp.wakeFd
 	}
-	return fd, nil
+	return fd, err
 }
 
-// CloseFd closes the set's memfd once it has been handed to the consumer,
-// keeping the mappings.
-func (sp *SetProducer) CloseFd() error {
-	if sp.fd < 0 {
-		return nil
-	}
-	var err error
-	if sp.ownFd {
-		err = unix.Close(sp.fd)
-	}
-	sp.fd = -1
-	return err
-}
-
-// unmap unmaps the header and every ring mapped so far.
-func (sp *SetProducer) unmap() error {
+// Close unmaps the set, closes its eventfd and, if CreateSet made it, its
+// memfd. No method may be running or be called after.
+func (sp *SetProducer) Close() error {
 	var err error
 	for _, p := range sp.rings {
 		if e := p.r.unmap(); e != nil && err == nil {
@@ -338,25 +277,15 @@ func (sp *SetProducer) unmap() error {
 		}
 	}
 	sp.rings = nil
-	if sp.hdr != nil {
-		if e := unix.MunmapPtr(sp.hdr, uintptr(pageSize())); e != nil && err == nil {
-			err = fmt.Errorf("unmapping the ring set's header: munmap: %w", e)
-		}
-		sp.hdr = nil
-	}
-	return err
-}
-
-// Close unmaps the set, closes its eventfd and, if CreateSet made it, its
-// memfd. No method may be running or be called after.
-func (sp *SetProducer) Close() error {
-	err := sp.unmap()
 	if sp.wakeFd >= 0 {
 		unix.Close(sp.wakeFd)
 		sp.wakeFd = -1
 	}
-	if cerr := sp.CloseFd(); cerr != nil && err == nil {
-		err = cerr
+	if sp.ownFd && sp.fd >= 0 {
+		if e := unix.Close(sp.fd); e != nil && err == nil {
+			err = e
+		}
 	}
+	sp.fd = -1
 	return err
 }

@@ -385,17 +385,9 @@ func Create(size int) (*Producer, error) {
 		return nil, err
 	}
 	p := pageSize()
-	fd, err := unix.MemfdCreate("uetrace-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := sealedMemfd("uetrace-ring", p+s)
 	if err != nil {
-		return nil, fmt.Errorf("creating the ring's memory: memfd_create: %w", err)
-	}
-	if err := unix.Ftruncate(fd, int64(p+s)); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("sizing the ring's memfd to %d bytes: ftruncate: %w", p+s, err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("sealing the ring's memfd: fcntl F_ADD_SEALS: %w", err)
+		return nil, err
 	}
 	r, err := mapRing(fd, p, s, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
@@ -404,6 +396,38 @@ func Create(size int) (*Producer, error) {
 	}
 	r.initHeader()
 	return &Producer{r: r, fd: fd, ownFd: true, wakeFd: -1}, nil
+}
+
+// sealedMemfd makes a memfd of size bytes, sealed against shrinking and
+// growing (and further sealing), for a ring or a set: no mapping of it can
+// fault, whatever the other side does.
+func sealedMemfd(name string, size uint64) (int, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, fmt.Errorf("creating shared memory for a ring: memfd_create: %w", err)
+	}
+	if err = unix.Ftruncate(fd, int64(size)); err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("sizing and sealing a ring's memfd (ftruncate, F_ADD_SEALS): %w", err)
+	}
+	return fd, nil
+}
+
+// newWakeFd makes the eventfd a producer wakes its consumer by, unless
+// *fd is one already.
+func newWakeFd(fd *int) (int, error) {
+	if *fd >= 0 {
+		return -1, fmt.Errorf("the ring already wakes its consumer by eventfd %d: %w", *fd, unix.EBUSY)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return -1, fmt.Errorf("eventfd: %w", err)
+	}
+	*fd = efd
+	return efd, nil
 }
 
 // initHeader writes a new ring's header: a fresh random key, the geometry,

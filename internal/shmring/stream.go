@@ -57,8 +57,13 @@ const (
 	streamWakeFrac = 8 // 1/8 of the stream
 )
 
-// streamClock is the writer's clock for the wake gap.
-var streamClock = time.Now()
+// streamClock is the writer's clock for the wake gap: CLOCK_MONOTONIC,
+// read only when a wake is due.
+func streamClock() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
+}
 
 // A StreamWriter writes into one stream. It is for one goroutine at a time.
 type StreamWriter struct {
@@ -94,7 +99,10 @@ func CreateStreamSet(n, size int) (*StreamSet, error) {
 		size = 0
 	}
 	s := uint64(size)
-	if err := checkSetGeometry(n, s); err != nil {
+	if n < 1 || n > MaxSetRings {
+		return nil, fmt.Errorf("a stream set of %d streams: want 1 to %d: %w", n, MaxSetRings, unix.EINVAL)
+	}
+	if err := checkSize(s); err != nil {
 		return nil, err
 	}
 	p := pageSize()
@@ -255,7 +263,7 @@ func (w *StreamWriter) Publish() bool {
 		}
 	}
 	if w.head-w.wakeHead < w.r.size/streamWakeFrac {
-		if now := time.Since(streamClock); now-w.lastWake < streamWakeGap {
+		if now := streamClock(); now-w.lastWake < streamWakeGap {
 			w.noWakeGap++
 			return false
 		}
@@ -268,7 +276,7 @@ func (w *StreamWriter) Publish() bool {
 	} else {
 		futexWake(w.r.sleeping)
 	}
-	w.lastWake, w.wakeHead = time.Since(streamClock), w.head
+	w.lastWake, w.wakeHead = streamClock(), w.head
 	w.wakes++
 	return true
 }

@@ -520,12 +520,12 @@ func (c *Conn) ShareRing(p *shmring.Producer) error {
 // must have Rings rings; it wakes the daemon through an eventfd, made
 // here.
 func (c *Conn) ShareRingSet(sp *shmring.SetProducer) error {
-	if c.rings == 0 || sp.Len() != c.rings {
-		return fmt.Errorf("sharing a ring set of %d rings: the daemon takes sets of %d (0: none): %w", sp.Len(), c.rings, unix.EINVAL)
-	}
 	efd, err := sp.WakeByEventfd()
+	if err == nil && sp.Len() != c.rings {
+		err = unix.EINVAL // the daemon would say why
+	}
 	if err != nil {
-		return fmt.Errorf("sharing the ring set: %w", err)
+		return fmt.Errorf("sharing %d rings (the daemon takes %d): %w", sp.Len(), c.rings, err)
 	}
 	return c.shareRing(wire.RingSet, sp.Fd(), efd)
 }

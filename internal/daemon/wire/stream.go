@@ -1,10 +1,6 @@
 package wire
 
-import (
-	"encoding/binary"
-
-	"github.com/uetrace/uetrace/perfdata"
-)
+import "encoding/binary"
 
 // The records of a session's streams (SessionStreams): finished perf.data
 // records, laid out as perf.data stores them and as the kernel writes them
@@ -34,10 +30,19 @@ import (
 
 // StreamSampleType is what every sample of a session stream carries: perf
 // record's choice for tracepoints, less the IP and period that mean
-// nothing for them; PERF_SAMPLE_IDENTIFIER first, where any reader finds
-// it.
-const StreamSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.SampleTime |
-	perfdata.SampleCPU | perfdata.SampleRaw
+// nothing for them — PERF_SAMPLE_IDENTIFIER (first, where any reader
+// finds it), TID, TIME, CPU and RAW. (The numbers are perf_event.h's,
+// spelled here rather than taken from package perfdata, which a producer
+// that links this package does not need; TestStreamRecordsArePerfdatas
+// checks them against it.)
+const StreamSampleType = 1<<16 | 1<<1 | 1<<2 | 1<<7 | 1<<10
+
+// The perf.data record types of a stream (perf_event.h).
+const (
+	recordLost   = 2
+	recordComm   = 3
+	recordSample = 9
+)
 
 // SampleID is the sample id of the samples of the event of type id typeID
 // in a session's streams: typeID+1, never 0, which perf reads as none.
@@ -56,7 +61,7 @@ func SampleSize(rawLen int) int { return SampleHeadSize + (rawLen+4+7)&^7 - 4 }
 func PutSample(b []byte, id uint64, pid, tid uint32, time uint64, cpu uint32, rawLen int) {
 	ne := perfdataEndian
 	n := len(b)
-	ne.PutUint32(b[0:], uint32(perfdata.RecordSample))
+	ne.PutUint32(b[0:], recordSample)
 	ne.PutUint16(b[4:], 0)
 	ne.PutUint16(b[6:], uint16(n))
 	ne.PutUint64(b[8:], id)
@@ -81,7 +86,7 @@ const streamTrailerSize = 8 + 8 + 8 + 8
 // at time on cpu.
 func PutLost(b []byte, id, n uint64, pid, tid uint32, time uint64, cpu uint32) {
 	ne := perfdataEndian
-	ne.PutUint32(b[0:], uint32(perfdata.RecordLost))
+	ne.PutUint32(b[0:], recordLost)
 	ne.PutUint16(b[4:], 0)
 	ne.PutUint16(b[6:], LostSize)
 	ne.PutUint64(b[8:], id)
@@ -108,7 +113,7 @@ func PutComm(b []byte, pid, tid uint32, name string, id uint64, time uint64, cpu
 		name = name[:maxComm]
 	}
 	n := len(b)
-	ne.PutUint32(b[0:], uint32(perfdata.RecordComm))
+	ne.PutUint32(b[0:], recordComm)
 	ne.PutUint16(b[4:], 0)
 	ne.PutUint16(b[6:], uint16(n))
 	ne.PutUint32(b[8:], pid)

@@ -120,6 +120,10 @@ func (r *streamRecord) put(b []byte) []byte {
 // as a reader that writes them as they lie would — and perfdata's Reader
 // reads them back as written.
 func TestStreamRecordsArePerfdatas(t *testing.T) {
+	if StreamSampleType != perfdata.SampleIdentifier|perfdata.SampleTID|perfdata.SampleTime|perfdata.SampleCPU|perfdata.SampleRaw ||
+		recordSample != perfdata.RecordSample || recordLost != perfdata.RecordLost || recordComm != perfdata.RecordComm {
+		t.Fatal("the numbers of perf_event.h here are not perfdata's")
+	}
 	recs := roundTripRecords()
 	want := writeFile(t, "perfdata.data", func(w *perfdata.Writer) {
 		for _, r := range recs {
