@@ -479,6 +479,8 @@ var ops = map[uint16]func(c *conn, h wire.Header, body []byte) bool{
 	wire.OpSessionRing: (*conn).sessionRing,
 	wire.OpSessionSync: (*conn).sessionSync,
 
+	wire.OpSessionStreams: (*conn).opSessionStreams,
+
 	wire.OpRing:      (*conn).opRing,
 	wire.OpRingFlush: (*conn).opRingFlush,
 

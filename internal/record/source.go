@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/perfring"
 	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/perfdata"
@@ -58,6 +59,9 @@ type sink interface {
 	// comm takes the name of task tid of process pid, which holds from
 	// the time of trailer, a sample_id_all trailer.
 	comm(pid, tid uint32, name string, trailer *perfdata.Sample)
+	// records takes a run of finished records of a daemon session's
+	// stream, as it lies (source_stream.go).
+	records(b []byte)
 }
 
 // ---- kernel ----
@@ -307,8 +311,10 @@ type daemonSource struct {
 	// names are task names the session gave, by tid, waiting for the
 	// task's next sample: its trailer names the event it belongs to.
 	names map[int32]string
-	// ring is the session's shared-memory ring (source_ring.go); nil when
-	// the session is read over the socket.
+	// streams are the session's streams (source_stream.go), ring its
+	// shared-memory ring (source_ring.go) when it has no streams; both
+	// nil when the session is read over the socket.
+	streams *streamState
 	ring    *ringState
 	noRing  bool  // Options.SessionSocket
 	ringErr error // why the session is read over the socket
@@ -320,6 +326,9 @@ func newDaemonSource(c *client.Conn, bufferKB int, noRing bool) (*daemonSource, 
 		return nil, fmt.Errorf("daemon session: %w", err)
 	}
 	d := &daemonSource{c: c, s: s, byType: make(map[int]*event), names: make(map[int32]string), noRing: noRing}
+	if d.shareStreams(bufferKB << 10) {
+		return d, nil
+	}
 	if err := d.shareRing(bufferKB << 10); err != nil {
 		s.Close()
 		return nil, err
@@ -361,8 +370,9 @@ func (d *daemonSource) attach(ev *event) error {
 		ev.attr.Bits |= unix.PerfBitUseClockID
 		ev.attr.Clockid = unix.CLOCK_MONOTONIC
 	}
-	// One sample id per event; the kernel's are per event and CPU.
-	ev.ids = []uint64{uint64(ev.id) + 1}
+	// One sample id per event (the daemon's, as its streams carry it);
+	// the kernel's are per event and CPU.
+	ev.ids = []uint64{wire.SampleID(ev.id)}
 	if ev.filter != "" {
 		if err := d.s.SetFilter(ev.system+":"+ev.name, ev.filter); err != nil {
 			return fmt.Errorf("record %s:%s: filter %q: %w", ev.system, ev.name, ev.filter, err)
@@ -373,6 +383,10 @@ func (d *daemonSource) attach(ev *event) error {
 }
 
 func (d *daemonSource) wait(timeout time.Duration) {
+	if d.streams != nil {
+		d.streamWait(timeout)
+		return
+	}
 	if d.ring != nil {
 		d.ringWait(timeout)
 		return
@@ -384,6 +398,9 @@ func (d *daemonSource) wait(timeout time.Duration) {
 }
 
 func (d *daemonSource) drain(to sink) error {
+	if d.streams != nil {
+		return d.streamDrain(to)
+	}
 	if d.ring != nil {
 		return d.ringDrain(to)
 	}
@@ -459,6 +476,9 @@ func (d *daemonSource) anyID() uint64 {
 }
 
 func (d *daemonSource) stop() {
+	if d.streams != nil {
+		d.streams.stopped = true
+	}
 	if d.ring != nil {
 		d.ringStop()
 	}
@@ -466,6 +486,9 @@ func (d *daemonSource) stop() {
 
 func (d *daemonSource) close() error {
 	err := d.s.Close()
+	if d.streams != nil {
+		d.streams.st.Close()
+	}
 	if d.ring != nil {
 		d.ring.r.Close()
 	}

@@ -23,13 +23,28 @@ import (
 // caller serialises others), so nothing is ever "reserved, not yet
 // committed" for the reader to wait on.
 //
-// A stream is a memfd of P+S bytes laid out as a ring is (see Layout) with
-// its own magic ("UETSTRM" and a 1), or ring k of a stream set — R streams
-// in one memfd behind a set header page ("UETSSET" and a 1), as a ring set
-// is laid out. The words used are head (64: the writer's, bytes ever
-// written), tail (128: the reader's, bytes ever consumed) and sleeping
-// (192: the reader's watermark, see StreamReader.SleepAt). The data area is
-// mapped twice, so [tail, head) is always one slice, whatever the wrap.
+// Streams come in sets: R streams in one memfd, each laid out as a ring
+// is (see Layout) with its own magic ("UETSTRM" and a 1), at file offset
+// P + k·(P+S) as in a ring set, behind a set header page:
+//
+//	offset  size  field
+//	     0     8  magic          "UETSSET" and a 1
+//	     8     4  version        1
+//	    12     4  streams        R
+//	    16     8  data size      S
+//	    64     4  sleeping       the reader: 1 while it sleeps on the set
+//
+// A stream's words are head (64: the writer's, bytes ever written), tail
+// (128: the reader's, bytes ever consumed) and sleeping (192: the reader's
+// watermark, see StreamReader.SleepAt). The data area is mapped twice, so
+// [tail, head) is always one slice, whatever the wrap. The reader of R
+// streams sleeps on all at once (Streams.Wait): it says so in the set's
+// word, then sets each stream's watermark and looks; a writer whose stream
+// reached its watermark takes that stream's word, clears the set's and
+// FUTEX_WAKEs it — the Dekker pattern of a ring (see Sleeping and waking)
+// with the set's word stored first, so that a writer who sees a stream's
+// watermark also sees the reader asleep. No descriptor is needed for it,
+// and none is kept.
 //
 // The reader trusts the writer as perf trusts the kernel, but still never
 // reads outside its window: a head more than S past its tail is not
@@ -68,12 +83,12 @@ func streamClock() time.Duration {
 // A StreamWriter writes into one stream. It is for one goroutine at a time.
 type StreamWriter struct {
 	r    *ring
-	head uint64 // ours: bytes written, published or not
-	pub  uint64 // the head last published
-	tail uint64 // the reader's tail, as last believed
+	set  *uint32 // the set's sleeping word
+	head uint64  // ours: bytes written, published or not
+	pub  uint64  // the head last published
+	tail uint64  // the reader's tail, as last believed
 
-	wakeFd    int           // the set's eventfd, or -1: FUTEX_WAKE
-	lastWake  time.Duration // streamClock-relative, at the last wake
+	lastWake  time.Duration // streamClock's, at the last wake
 	wakeHead  uint64        // head at the last wake
 	wakes     uint64
 	badTail   uint64
@@ -81,24 +96,21 @@ type StreamWriter struct {
 }
 
 // A StreamSet is the writer's side of a set of streams: one StreamWriter
-// per ring index, the memfd to send, and the eventfd they wake the reader
-// by.
+// per ring index, and the memfd to send.
 type StreamSet struct {
 	fd      int
 	hdr     unsafe.Pointer
 	writers []*StreamWriter
-	wakeFd  int
 }
 
+// offSetSleeping is the set's sleeping word, in its header page.
+const offSetSleeping = 64
+
 // CreateStreamSet makes a set of n streams of size data bytes each in a new
-// memfd, sealed against shrinking and growing, maps it for writing, and
-// makes the eventfd every stream wakes the reader by. The caller sends Fd
-// and WakeFd to the reader.
+// memfd, sealed against shrinking and growing, and maps it for writing.
+// The caller sends Fd to the reader.
 func CreateStreamSet(n, size int) (*StreamSet, error) {
-	if size < 0 {
-		size = 0
-	}
-	s := uint64(size)
+	s := uint64(max(size, 0))
 	if n < 1 || n > MaxSetRings {
 		return nil, fmt.Errorf("a stream set of %d streams: want 1 to %d: %w", n, MaxSetRings, unix.EINVAL)
 	}
@@ -106,40 +118,28 @@ func CreateStreamSet(n, size int) (*StreamSet, error) {
 		return nil, err
 	}
 	p := pageSize()
-	total := p + uint64(n)*(p+s)
-	fd, err := unix.MemfdCreate("uetrace-stream", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := sealedMemfd("uetrace-stream", p+uint64(n)*(p+s))
 	if err != nil {
-		return nil, fmt.Errorf("creating the streams' memory: memfd_create: %w", err)
-	}
-	ss := &StreamSet{fd: fd, wakeFd: -1}
-	fail := func(err error) (*StreamSet, error) {
-		ss.Close()
 		return nil, err
 	}
-	if err := unix.Ftruncate(fd, int64(total)); err != nil {
-		return fail(fmt.Errorf("sizing the streams' memfd to %d bytes: ftruncate: %w", total, err))
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
-		return fail(fmt.Errorf("sealing the streams' memfd: fcntl F_ADD_SEALS: %w", err))
-	}
-	if ss.wakeFd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		ss.wakeFd = -1
-		return fail(fmt.Errorf("eventfd: %w", err))
-	}
+	ss := &StreamSet{fd: fd}
 	if ss.hdr, err = unix.MmapPtr(fd, 0, nil, uintptr(p), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
 		ss.hdr = nil
-		return fail(fmt.Errorf("mapping the streams' header: mmap: %w", err))
+		ss.Close()
+		return nil, fmt.Errorf("mapping the streams' header: mmap: %w", err)
 	}
+	set := (*uint32)(unsafe.Add(ss.hdr, offSetSleeping))
 	for k := range n {
 		r, err := mapRingAt(fd, ringOffset(p, s, k), p, s, unix.PROT_READ|unix.PROT_WRITE)
 		if err != nil {
-			return fail(fmt.Errorf("stream %d: %w", k, err))
+			ss.Close()
+			return nil, fmt.Errorf("stream %d: %w", k, err)
 		}
 		*r.u32(offVersion) = streamVersion
 		*r.u32(offDataOffset) = uint32(p)
 		*r.u64(offSize) = s
 		atomic.StoreUint64(r.u64(offMagic), streamMagic)
-		ss.writers = append(ss.writers, &StreamWriter{r: r, wakeFd: ss.wakeFd, lastWake: -streamWakeGap})
+		ss.writers = append(ss.writers, &StreamWriter{r: r, set: set, lastWake: -streamWakeGap})
 	}
 	*(*uint32)(unsafe.Add(ss.hdr, 8)) = streamVersion
 	*(*uint32)(unsafe.Add(ss.hdr, offSetRings)) = uint32(n)
@@ -151,35 +151,22 @@ func CreateStreamSet(n, size int) (*StreamSet, error) {
 // Fd is the set's memfd, to send to the reader.
 func (ss *StreamSet) Fd() int { return ss.fd }
 
-// WakeFd is the eventfd the streams wake the reader by, to send with Fd.
-func (ss *StreamSet) WakeFd() int { return ss.wakeFd }
-
 // Len is the number of streams.
 func (ss *StreamSet) Len() int { return len(ss.writers) }
 
 // Writer is the writer of stream k.
 func (ss *StreamSet) Writer(k int) *StreamWriter { return ss.writers[k] }
 
-// CloseFds closes the memfd and the eventfd once they have been handed to
-// the reader, keeping the mappings; the writers' wakes then go by
-// FUTEX_WAKE on the sleeping word — which wakes nobody who waits on the
-// eventfd, so close them only when the reader has them or is gone.
-func (ss *StreamSet) CloseFds() {
-	for _, w := range ss.writers {
-		w.wakeFd = -1
-	}
+// CloseFd closes the memfd once it has been handed to the reader, keeping
+// the mappings.
+func (ss *StreamSet) CloseFd() {
 	if ss.fd >= 0 {
 		unix.Close(ss.fd)
 		ss.fd = -1
 	}
-	if ss.wakeFd >= 0 {
-		unix.Close(ss.wakeFd)
-		ss.wakeFd = -1
-	}
 }
 
-// Close unmaps the set and closes its descriptors. No writer may be in
-// use.
+// Close unmaps the set and closes its memfd. No writer may be in use.
 func (ss *StreamSet) Close() error {
 	var err error
 	for _, w := range ss.writers {
@@ -192,7 +179,7 @@ func (ss *StreamSet) Close() error {
 		unix.MunmapPtr(ss.hdr, uintptr(pageSize()))
 		ss.hdr = nil
 	}
-	ss.CloseFds()
+	ss.CloseFd()
 	return err
 }
 
@@ -271,11 +258,10 @@ func (w *StreamWriter) Publish() bool {
 	if !atomic.CompareAndSwapUint32(w.r.sleeping, s, 0) {
 		return false
 	}
-	if w.wakeFd >= 0 {
-		eventfdAdd(w.wakeFd)
-	} else {
-		futexWake(w.r.sleeping)
-	}
+	// The reader stored the set's word before this stream's: clear it
+	// and wake whoever waits on it.
+	atomic.StoreUint32(w.set, 0)
+	futexWake(w.set)
 	w.lastWake, w.wakeHead = streamClock(), w.head
 	w.wakes++
 	return true
@@ -300,19 +286,29 @@ type StreamReader struct {
 	badHead uint64
 }
 
+// Streams are the reader's side of a set of streams.
+type Streams struct {
+	rs   []*StreamReader
+	hdr  unsafe.Pointer
+	word *uint32 // the set's sleeping word
+}
+
 // AttachStreams maps for reading the set of n streams in memfd fd, as the
 // writer made it: the geometry from the memfd's size and n, the set's and
-// each stream's header checked. Reader k reads stream k; each is closed on
-// its own.
-func AttachStreams(fd, n int) ([]*StreamReader, error) {
+// each stream's header checked. The mappings do not keep fd.
+func AttachStreams(fd, n int) (*Streams, error) {
 	page, size, err := setGeometry(fd, n)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStreamSetHeader(fd, page, size, n); err != nil {
+	if err := checkHeaderPage(fd, page, size, n, streamSetMagic, streamVersion, "stream set"); err != nil {
 		return nil, err
 	}
-	out := make([]*StreamReader, 0, n)
+	hdr, err := unix.MmapPtr(fd, 0, nil, uintptr(page), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping the streams' header: mmap: %w", err)
+	}
+	st := &Streams{hdr: hdr, word: (*uint32)(unsafe.Add(hdr, offSetSleeping))}
 	for k := range n {
 		r, err := mapRingAt(fd, ringOffset(page, size, k), page, size, unix.PROT_READ)
 		if err == nil {
@@ -321,20 +317,65 @@ func AttachStreams(fd, n int) ([]*StreamReader, error) {
 			}
 		}
 		if err != nil {
-			for _, sr := range out {
-				sr.Close()
-			}
+			st.Close()
 			return nil, fmt.Errorf("stream %d: %w", k, err)
 		}
-		t := atomic.LoadUint64(r.tail)
-		out = append(out, &StreamReader{r: r, tail: t})
+		st.rs = append(st.rs, &StreamReader{r: r, tail: atomic.LoadUint64(r.tail)})
 	}
-	return out, nil
+	return st, nil
 }
 
-// checkStreamSetHeader is checkSetHeader for a stream set.
-func checkStreamSetHeader(fd int, page, size uint64, n int) error {
-	return checkHeaderPage(fd, page, size, n, streamSetMagic, streamVersion, "stream set")
+// Len is the number of streams.
+func (st *Streams) Len() int { return len(st.rs) }
+
+// Reader is the reader of stream k.
+func (st *Streams) Reader(k int) *StreamReader { return st.rs[k] }
+
+// Wait sleeps until a stream holds w bytes or more (w ≥ 1), or for at most
+// timeout, and reports whether it slept: false when a stream held that
+// much already. It may return early (a signal, a writer clearing the
+// word); callers loop.
+func (st *Streams) Wait(w uint32, timeout time.Duration) bool {
+	// The set's word first: a writer that sees a stream's watermark then
+	// sees it too (see Streams in the package doc).
+	atomic.StoreUint32(st.word, 1)
+	slept := true
+	for i, r := range st.rs {
+		if !r.SleepAt(w) {
+			for _, q := range st.rs[:i] {
+				q.Awake()
+			}
+			slept = false
+			break
+		}
+	}
+	if slept {
+		err := futexWait(st.word, 1, timeout)
+		if err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.ETIMEDOUT) {
+			time.Sleep(timeout) // cannot fail on a mapped word; never spin if it did
+		}
+		for _, r := range st.rs {
+			r.Awake()
+		}
+	}
+	atomic.StoreUint32(st.word, 0)
+	return slept
+}
+
+// Close unmaps the streams.
+func (st *Streams) Close() error {
+	var err error
+	for _, r := range st.rs {
+		if e := r.r.unmap(); e != nil && err == nil {
+			err = e
+		}
+	}
+	st.rs = nil
+	if st.hdr != nil {
+		unix.MunmapPtr(st.hdr, uintptr(pageSize()))
+		st.hdr = nil
+	}
+	return err
 }
 
 // Size is the stream's data size.
@@ -369,7 +410,7 @@ func (sr *StreamReader) BadHead() uint64 { return sr.badHead }
 // SleepAt says the reader sleeps until the stream holds w bytes or more
 // (w ≥ 1), then looks: it reports false, the word cleared again, when the
 // stream already holds that much — do not sleep. After the sleep (on the
-// set's eventfd, or Wait), Awake.
+// set (Streams.Wait)), Awake.
 func (sr *StreamReader) SleepAt(w uint32) bool {
 	w = max(w, 1)
 	atomic.StoreUint32(sr.r.sleeping, w)
@@ -382,16 +423,3 @@ func (sr *StreamReader) SleepAt(w uint32) bool {
 
 // Awake says the reader no longer sleeps.
 func (sr *StreamReader) Awake() { atomic.StoreUint32(sr.r.sleeping, 0) }
-
-// Wait sleeps on the stream's word until the writer wakes it (a writer
-// without an eventfd) or timeout, after SleepAt said to sleep.
-func (sr *StreamReader) Wait(w uint32, timeout time.Duration) {
-	err := futexWait(sr.r.sleeping, max(w, 1), timeout)
-	if err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.ETIMEDOUT) {
-		time.Sleep(timeout) // cannot fail on a mapped word; never spin if it did
-	}
-	sr.Awake()
-}
-
-// Close unmaps the stream.
-func (sr *StreamReader) Close() error { return sr.r.unmap() }

@@ -14,24 +14,22 @@ import (
 
 // streamPair is a stream set of n streams of size bytes, written here and
 // attached for reading as another process would.
-func streamPair(t testing.TB, n, size int) (*StreamSet, []*StreamReader) {
+func streamPair(t testing.TB, n, size int) (*StreamSet, *Streams) {
 	t.Helper()
 	ss, err := CreateStreamSet(n, size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := AttachStreams(ss.Fd(), n)
+	st, err := AttachStreams(ss.Fd(), n)
 	if err != nil {
 		ss.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, r := range rs {
-			r.Close()
-		}
+		st.Close()
 		ss.Close()
 	})
-	return ss, rs
+	return ss, st
 }
 
 // putFrame writes a test record of n bytes (8-aligned, ≥ 16): its length
@@ -72,8 +70,8 @@ func checkFrames(t *testing.T, b []byte, next uint64) uint64 {
 // refuses a record and takes it once the reader has freed room.
 func TestStreamRoundTrip(t *testing.T) {
 	const size = 4096
-	ss, rs := streamPair(t, 2, size)
-	w, r := ss.Writer(1), rs[1]
+	ss, st := streamPair(t, 2, size)
+	w, r := ss.Writer(1), st.Reader(1)
 	rng := rand.New(rand.NewPCG(3, 4))
 	var seq, next uint64
 	full := 0
@@ -104,7 +102,7 @@ func TestStreamRoundTrip(t *testing.T) {
 	if next != seq || full == 0 {
 		t.Fatalf("read %d of %d records; the stream was found full %d times", next, seq, full)
 	}
-	if len(rs[0].Available()) != 0 {
+	if len(st.Reader(0).Available()) != 0 {
 		t.Fatal("stream 0 has bytes: stream 1's writes leaked")
 	}
 }
@@ -124,14 +122,18 @@ func TestStreamReserveBounds(t *testing.T) {
 	}
 }
 
-// TestStreamWatermark: a reader asleep until its stream holds w bytes is
-// woken by the Publish that brings it there, once, through the set's
-// eventfd — not by the ones before.
+// TestStreamWatermark: a reader asleep until a stream holds w bytes is
+// woken by the Publish that brings one there, once — not by the ones
+// before — through the set's word, whichever stream it is.
 func TestStreamWatermark(t *testing.T) {
-	ss, rs := streamPair(t, 2, 1<<16)
-	w, r := ss.Writer(0), rs[0]
-	if !r.SleepAt(4096) {
-		t.Fatal("SleepAt on an empty stream: must sleep")
+	ss, st := streamPair(t, 2, 1<<16)
+	w := ss.Writer(1)
+	done := make(chan bool)
+	go func() { done <- st.Wait(4096, time.Hour) }()
+	// The reader says it sleeps before any write can wake it: wait for
+	// its word.
+	for atomic.LoadUint32(st.word) != 1 || atomic.LoadUint32(st.Reader(1).r.sleeping) != 4096 {
+		time.Sleep(time.Millisecond)
 	}
 	for i := range 200 {
 		b := w.Reserve(64)
@@ -142,12 +144,11 @@ func TestStreamWatermark(t *testing.T) {
 			t.Fatalf("publish %d (%d bytes held): woke %v, want %v", i, (i+1)*64, woke, want)
 		}
 	}
-	var cnt [8]byte
-	if n, err := unix.Read(ss.WakeFd(), cnt[:]); n != 8 || err != nil || binary.NativeEndian.Uint64(cnt[:]) != 1 {
-		t.Fatalf("the set's eventfd: %d %v %x, want one wake", n, err, cnt)
+	if slept := <-done; !slept {
+		t.Fatal("Wait did not sleep on empty streams")
 	}
-	if r.SleepAt(4096) {
-		t.Fatal("SleepAt on a stream holding 12 KiB at a 4 KiB watermark: must not sleep")
+	if st.Wait(4096, time.Hour) {
+		t.Fatal("Wait slept on a stream holding 12 KiB at a 4 KiB watermark")
 	}
 }
 
@@ -158,8 +159,8 @@ func TestStreamWatermark(t *testing.T) {
 // fit.
 func TestStreamHostileReader(t *testing.T) {
 	const size = 1 << 16
-	ss, rs := streamPair(t, 1, size)
-	w, r := ss.Writer(0), rs[0]
+	ss, st := streamPair(t, 1, size)
+	w, r := ss.Writer(0), st.Reader(0)
 	start := time.Now()
 	written, dropped := 0, 0
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -184,16 +185,16 @@ func TestStreamHostileReader(t *testing.T) {
 		written += 64
 		w.Publish()
 	}
-	st := w.Stats()
+	ws := w.Stats()
 	elapsed := time.Since(start)
 	most := uint64(written/(size/streamWakeFrac)) + uint64(elapsed/streamWakeGap) + 1
-	if st.Wakes > most {
-		t.Fatalf("%d wakes for %d bytes in %v: at most %d", st.Wakes, written, elapsed, most)
+	if ws.Wakes > most {
+		t.Fatalf("%d wakes for %d bytes in %v: at most %d", ws.Wakes, written, elapsed, most)
 	}
-	if st.BadTail == 0 || dropped == 0 {
-		t.Fatalf("stats %+v, %d dropped: the garbage tails were believed", st, dropped)
+	if ws.BadTail == 0 || dropped == 0 {
+		t.Fatalf("stats %+v, %d dropped: the garbage tails were believed", ws, dropped)
 	}
-	t.Logf("%d bytes written, %d dropped, in %v: %+v", written, dropped, elapsed, st)
+	t.Logf("%d bytes written, %d dropped, in %v: %+v", written, dropped, elapsed, ws)
 }
 
 // FuzzStreamWriter drives a writer with a reader whose tail and sleeping
@@ -211,7 +212,7 @@ func FuzzStreamWriter(f *testing.F) {
 	defer ss.Close()
 	f.Fuzz(func(t *testing.T, ops []byte, tail uint64, sleep uint32) {
 		w := ss.Writer(0)
-		*w = StreamWriter{r: w.r, wakeFd: ss.WakeFd(), lastWake: -streamWakeGap}
+		*w = StreamWriter{r: w.r, set: w.set, lastWake: -streamWakeGap}
 		atomic.StoreUint64(w.r.head, 0)
 		lo := uintptr(w.r.data)
 		start := time.Now()
@@ -257,13 +258,13 @@ func FuzzStreamReader(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer ss.Close()
-	rs, err := AttachStreams(ss.Fd(), 1)
+	st, err := AttachStreams(ss.Fd(), 1)
 	if err != nil {
 		f.Fatal(err)
 	}
-	defer rs[0].Close()
+	defer st.Close()
 	f.Fuzz(func(t *testing.T, tail, head uint64) {
-		r := rs[0]
+		r := st.Reader(0)
 		r.tail = tail
 		atomic.StoreUint64(ss.Writer(0).r.head, head)
 		a := r.Available()
@@ -316,8 +317,8 @@ func TestAttachStreamsRejects(t *testing.T) {
 // of a 64-byte payload), published per batch of 64, with the reader
 // freeing what it finds.
 func BenchmarkStream(b *testing.B) {
-	ss, rs := streamPair(b, 1, 1<<20)
-	w, r := ss.Writer(0), rs[0]
+	ss, st := streamPair(b, 1, 1<<20)
+	w, r := ss.Writer(0), st.Reader(0)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {

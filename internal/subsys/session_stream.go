@@ -67,7 +67,7 @@ type streamRing struct {
 // c mod set.Len(). Read then returns EINVAL. It must be called before the
 // session is attached to anything. The session owns set from then on: it
 // is unmapped when nothing can deliver into it any more (the caller closes
-// its descriptors, with set.CloseFds, once it has handed them over).
+// its memfd, with set.CloseFd, once it has handed it over).
 func (ss *Session) DeliverToStreams(set *shmring.StreamSet) error {
 	s := ss.s
 	s.mu.Lock()
@@ -91,6 +91,9 @@ func (ss *Session) DeliverToStreams(set *shmring.StreamSet) error {
 	ss.streams.Store(r)
 	return nil
 }
+
+// DeliversToStreams reports whether the session delivers into streams.
+func (ss *Session) DeliversToStreams() bool { return ss.streams.Load() != nil }
 
 // ring is the stream of a writer on cpu.
 func (r *sessionStreams) ring(cpu int) *streamRing {

@@ -31,15 +31,15 @@ func streamSession(t testing.TB, s *Subsystem, n, size int, opts SessionOptions)
 	if err := ss.DeliverToStreams(set); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := shmring.AttachStreams(set.Fd(), n)
+	st, err := shmring.AttachStreams(set.Fd(), n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, r := range rs {
-			r.Close()
-		}
-	})
+	t.Cleanup(func() { st.Close() })
+	rs := make([]*shmring.StreamReader, n)
+	for k := range rs {
+		rs[k] = st.Reader(k)
+	}
 	return ss, rs
 }
 

@@ -194,37 +194,12 @@ const ringReadBuf = 16 << 10
 // rings answers EPROTO and one that refuses the ring another errno: the
 // session is then unchanged and is read with Read and Poll.
 func (s *Session) ShareRing(size int) (*SessionRing, error) {
-	if size < 0 || size > wire.MaxSessionRing {
-		return nil, fmt.Errorf("session ring: %d bytes asked, at most %d: %w", size, wire.MaxSessionRing, unix.EINVAL)
-	}
-	c := s.c
-	msg := wire.LE.AppendUint32(wire.AppendHeader(make([]byte, 0, wire.HeaderSize+4), wire.OpSessionRing, 0, s.handle), uint32(size))
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, unix.EBADF
-	}
-	if err := c.send(msg); err != nil {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("session ring: %w", err)
-	}
-	r, fds, err := c.recvRights(c.rbuf[:])
-	c.mu.Unlock()
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
+	fd, err := s.shareShm(wire.OpSessionRing, "session ring", size)
 	if err != nil {
-		return nil, fmt.Errorf("session ring: %w", err)
-	}
-	if _, _, err := wire.ParseResult(r); err != nil {
 		return nil, err
 	}
-	if len(fds) != 1 {
-		return nil, fmt.Errorf("session ring: the reply carried %d descriptors: %w", len(fds), wire.ErrProtocol)
-	}
-	cons, err := shmring.Attach(fds[0])
+	defer unix.Close(fd)
+	cons, err := shmring.Attach(fd)
 	if err != nil {
 		return nil, fmt.Errorf("session ring: %w", err)
 	}
@@ -251,6 +226,86 @@ func (c *Conn) recvRights(buf []byte) ([]byte, []int, error) {
 		}
 		return buf[:n], fds, nil
 	}
+}
+
+// shareShm sends a request of op for the session's shared memory with the
+// u32 size, and returns the descriptor its reply carries.
+func (s *Session) shareShm(op uint16, what string, size int) (int, error) {
+	if size < 0 || size > wire.MaxSessionRing {
+		return -1, fmt.Errorf("%s: %d bytes asked, at most %d: %w", what, size, wire.MaxSessionRing, unix.EINVAL)
+	}
+	c := s.c
+	msg := wire.LE.AppendUint32(wire.AppendHeader(make([]byte, 0, wire.HeaderSize+4), op, 0, s.handle), uint32(size))
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return -1, unix.EBADF
+	}
+	if err := c.send(msg); err != nil {
+		c.mu.Unlock()
+		return -1, fmt.Errorf("%s: %w", what, err)
+	}
+	r, fds, err := c.recvRights(c.rbuf[:])
+	c.mu.Unlock()
+	if err == nil {
+		_, _, err = wire.ParseResult(r)
+		if err == nil && len(fds) != 1 {
+			err = fmt.Errorf("%s: the reply carried %d descriptors: %w", what, len(fds), wire.ErrProtocol)
+		}
+	} else {
+		err = fmt.Errorf("%s: %w", what, err)
+	}
+	if err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return -1, err
+	}
+	return fds[0], nil
+}
+
+// SessionStreams are the reading end of a session's streams (ShareStreams):
+// finished perf.data records, one stream per ring index of the daemon's,
+// which the reader writes to its file as they lie.
+type SessionStreams struct {
+	s *Session
+	*shmring.Streams
+}
+
+// ShareStreams asks the daemon to deliver the session's records into
+// streams of size bytes each, one per ring index of the daemon's
+// (Conn.Rings), shared with this process, and maps them. It must come
+// before the session is attached to anything. A daemon that predates
+// streams answers EPROTO (and one without ring sets has no ring count:
+// EPROTONOSUPPORT here); one that refuses them another errno: the session
+// is then unchanged.
+func (s *Session) ShareStreams(size int) (*SessionStreams, error) {
+	n := s.c.Rings()
+	if n == 0 {
+		return nil, fmt.Errorf("session streams: the daemon has no ring count (it predates ring sets): %w", unix.EPROTONOSUPPORT)
+	}
+	fd, err := s.shareShm(wire.OpSessionStreams, "session streams", size)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	st, err := shmring.AttachStreams(fd, n)
+	if err != nil {
+		return nil, fmt.Errorf("session streams: %w", err)
+	}
+	return &SessionStreams{s: s, Streams: st}, nil
+}
+
+// Sync returns once what clients published into their rings before the
+// call is in the streams, with what the session lost that is not in them
+// (no room for the LOST record): the caller counts that. tooLarge is the
+// session's count of records too large for perf, all of them, which the
+// streams' LOST records counted without saying so.
+func (st *SessionStreams) Sync() (lost, tooLarge uint64, err error) { return st.s.sync(0) }
+
+// TakeLost is Sync without the delivery (see SessionRing.TakeLost).
+func (st *SessionStreams) TakeLost() (lost, tooLarge uint64, err error) {
+	return st.s.sync(wire.FlagNoFlush)
 }
 
 // Next returns the next record, or ErrRingEmpty. Its Raw is valid until
@@ -334,7 +389,12 @@ func (r *SessionRing) TakeLost() (lost, tooLarge uint64, err error) {
 }
 
 func (r *SessionRing) sync(flags uint16) (lost, tooLarge uint64, err error) {
-	_, rest, err := r.s.c.call(wire.AppendHeader(nil, wire.OpSessionSync, flags, r.s.handle))
+	return r.s.sync(flags)
+}
+
+// sync is SessionSync.
+func (s *Session) sync(flags uint16) (lost, tooLarge uint64, err error) {
+	_, rest, err := s.c.call(wire.AppendHeader(nil, wire.OpSessionSync, flags, s.handle))
 	if err != nil {
 		return 0, 0, fmt.Errorf("session sync: %w", err)
 	}

@@ -152,11 +152,11 @@ func TestStreamRecordsArePerfdatas(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ss.Close()
-	rs, err := shmring.AttachStreams(ss.Fd(), 1)
+	st, err := shmring.AttachStreams(ss.Fd(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rs[0].Close()
+	defer st.Close()
 	sw := ss.Writer(0)
 	for _, r := range recs {
 		b := r.put(nil)
@@ -168,7 +168,7 @@ func TestStreamRecordsArePerfdatas(t *testing.T) {
 		sw.Commit(len(b))
 	}
 	sw.Publish()
-	data := append([]byte(nil), rs[0].Available()...)
+	data := append([]byte(nil), st.Reader(0).Available()...)
 	got := writeFile(t, "stream.data", func(w *perfdata.Writer) {
 		for b := data; len(b) > 0; {
 			n := int(binary.NativeEndian.Uint16(b[6:]))

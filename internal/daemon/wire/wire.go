@@ -160,11 +160,28 @@ const (
 //	             that fits: a reader whose ring stays empty asks, so that
 //	             its counts do not wait for a record that may never come.
 //
+//	SessionStreams
+//	             arg: session handle. Body: u32 each stream's data bytes
+//	             (rounded up to a power of two from the page size; at
+//	             most MaxSessionRing). Before the session is attached to
+//	             anything. The daemon makes the session deliver into R
+//	             streams (R is the HelloOK's; internal/shmring's streams):
+//	             finished perf.data records, the records of CPU c in
+//	             stream c mod R, which the reader writes to its file as
+//	             they lie (stream.go has their layouts). Reply: Result,
+//	             and on success SCM_RIGHTS with the streams' memfd. A
+//	             daemon before streams answers EPROTO; the reader then
+//	             asks for a SessionRing. SessionSync answers for such a
+//	             session with the losses not told in the streams, and
+//	             in the too-large field the session's whole count of
+//	             records too large for perf (told in the streams as lost).
+//
 // The numbers are apart from the other requests' so that requests added
 // there do not collide with them.
 const (
 	OpSessionRing uint16 = 32 + iota
 	OpSessionSync
+	OpSessionStreams
 )
 
 // OpServeFUSE hands the daemon a /dev/fuse descriptor already mounted
