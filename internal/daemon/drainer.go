@@ -78,6 +78,9 @@ type drainers struct {
 
 	outOfOrder atomic.Uint64
 	lowLatency atomic.Int32 // readers waiting in a trace read
+	// sleeps, woken and timeouts count the drainers' sleeps, and those
+	// ended by a producer's wake and by the timeout (RingStats).
+	sleeps, woken, timeouts atomic.Uint64
 }
 
 // drainerCount is R for a trace buffer of ncpu CPUs (see drainers).
@@ -355,6 +358,7 @@ func (g *drainers) stats() RingStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t := g.totals
+	t.Sleeps, t.Woken, t.Timeouts = g.sleeps.Load(), g.woken.Load(), g.timeouts.Load()
 	for set := range g.sets {
 		set.mu.Lock()
 		t.add(set.stats)
@@ -551,11 +555,14 @@ func (d *drainer) sleep() {
 		d.timer.Reset(wait)
 	}
 	poked := false
+	d.g.sleeps.Add(1)
 	select {
 	case <-d.nudge:
 		poked = true
+		d.g.woken.Add(1)
 		d.timer.Stop()
 	case <-d.timer.C:
+		d.g.timeouts.Add(1)
 	}
 	d.asleep.Store(false)
 	pending := false

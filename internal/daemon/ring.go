@@ -75,6 +75,10 @@ type RingStats struct {
 	// shmring.Stats): records a dead producer never committed, records
 	// longer than a ring, bytes skipped, heads not believed.
 	Torn, TooLong, Discarded, BadHead uint64
+	// Sleeps are the times the drainers of ring sets slept, Woken those a
+	// producer's wake (or a request) ended, Timeouts those their timeout
+	// ended (drainer.go): what they cost is per wake, not per record.
+	Sleeps, Woken, Timeouts uint64
 }
 
 func (a *RingStats) add(b RingStats) {
@@ -97,6 +101,9 @@ func (a *RingStats) add(b RingStats) {
 	a.TooLong += b.TooLong
 	a.Discarded += b.Discarded
 	a.BadHead += b.BadHead
+	a.Sleeps += b.Sleeps
+	a.Woken += b.Woken
+	a.Timeouts += b.Timeouts
 }
 
 // attachRing checks and maps the ring memfd and the wake eventfd a client

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -145,10 +144,11 @@ type e2eResult struct {
 	elapsed                  time.Duration // from the recording's start to its end
 	produce                  time.Duration // the producer's writing
 	// cpu is the CPU time the daemon and the recording spent from the
-	// recording's start to its end (a daemon process: all its life): on a
-	// machine shared with other work, the cost per record that the wall
-	// clock hides.
-	cpu time.Duration
+	// recording's start to its end (a daemon process: from its start of
+	// serving to its close): on a machine shared with other work, the
+	// cost per record that the wall clock hides. daemonCPU is the daemon
+	// process's part, with daemonProcess.
+	cpu, daemonCPU time.Duration
 }
 
 // processCPU is this process's user and system time so far.
@@ -176,13 +176,17 @@ func e2eServe(sock string) int {
 	})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	// Its CPU from here to its close: what serving costs, its start-up
+	// left out.
+	cpu0 := processCPU()
 	fmt.Println("ready")
 	var b [1]byte
 	os.Stdin.Read(b[:])
 	srv.Close()
 	<-served
 	st := srv.RingStats()
-	fmt.Printf("rings %d %d %d %d %d\n", st.Delivered, st.Rejected, st.Disabled, st.Torn, st.Discarded)
+	fmt.Printf("rings %d %d %d %d %d %d %d %d %d\n", st.Delivered, st.Rejected, st.Disabled, st.Torn, st.Discarded,
+		(processCPU() - cpu0).Nanoseconds(), st.Sleeps, st.Woken, st.Timeouts)
 	return 0
 }
 
@@ -320,16 +324,16 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 		dstdin.Close()
 		s, err := dout.ReadString('\n')
 		r := &res.rings
-		if _, serr := fmt.Sscanf(s, "rings %d %d %d %d %d", &r.Delivered, &r.Rejected, &r.Disabled, &r.Torn, &r.Discarded); err != nil || serr != nil {
+		var dns int64
+		if _, serr := fmt.Sscanf(s, "rings %d %d %d %d %d %d %d %d %d", &r.Delivered, &r.Rejected, &r.Disabled, &r.Torn, &r.Discarded,
+			&dns, &r.Sleeps, &r.Woken, &r.Timeouts); err != nil || serr != nil {
 			tb.Fatalf("daemon said %q: %v, %v", s, err, serr)
 		}
 		if err := dcmd.Wait(); err != nil {
 			tb.Fatalf("daemon: %v", err)
 		}
-		// Its CPU time, all of its life: setting up and closing are small.
-		if ru, ok := dcmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			res.cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
+		res.daemonCPU = time.Duration(dns)
+		res.cpu += res.daemonCPU
 	}
 
 	f, err := perfdata.Open(path)
@@ -337,7 +341,11 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 		tb.Fatal(err)
 	}
 	defer f.Close()
-	next := uint64(0) // the sequence numbers must increase: one producer thread
+	// The sequence numbers of each producer's one writing thread increase
+	// on each CPU — the streams hold each CPU's records apart, and readers
+	// merge them by time — and none comes twice.
+	next := map[[2]uint32]uint64{} // by pid and CPU
+	seen := map[uint32][]uint64{}  // by pid: a bit per sequence number
 	for {
 		r, err := f.Next()
 		if err != nil {
@@ -351,10 +359,20 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 				tb.Fatalf("sample at %d: raw data of %d bytes", r.Offset, len(raw))
 			}
 			seq := binary.NativeEndian.Uint64(raw[8:])
-			if seq < next {
-				tb.Fatalf("sample at %d: seq %d after %d", r.Offset, seq, next-1)
+			k := [2]uint32{r.Sample.PID, r.Sample.CPU}
+			if seq < next[k] {
+				tb.Fatalf("sample at %d: seq %d after %d on CPU %d", r.Offset, seq, next[k]-1, r.Sample.CPU)
 			}
-			next = seq + 1
+			next[k] = seq + 1
+			bits := seen[r.Sample.PID]
+			for uint64(len(bits)) <= seq/64 {
+				bits = append(bits, 0)
+			}
+			if bits[seq/64]&(1<<(seq%64)) != 0 {
+				tb.Fatalf("sample at %d: seq %d of pid %d twice", r.Offset, seq, r.Sample.PID)
+			}
+			bits[seq/64] |= 1 << (seq % 64)
+			seen[r.Sample.PID] = bits
 		case perfdata.RecordLost:
 			res.fileLost += r.Lost
 		}
@@ -440,7 +458,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 
 func benchEndToEnd(b *testing.B, cfg e2eConfig) {
 	var samples, written, lost, dropped uint64
-	var elapsed, produce, cpu time.Duration
+	var elapsed, produce, cpu, daemonCPU time.Duration
+	var sleeps, woken uint64
 	b.ReportAllocs()
 	for b.Loop() {
 		r := e2eRun(b, cfg)
@@ -452,6 +471,9 @@ func benchEndToEnd(b *testing.B, cfg e2eConfig) {
 		elapsed += r.elapsed
 		produce += r.produce
 		cpu += r.cpu
+		daemonCPU += r.daemonCPU
+		sleeps += r.rings.Sleeps
+		woken += r.rings.Woken
 	}
 	b.ReportMetric(float64(samples)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(written)/produce.Seconds(), "written/s")
@@ -460,4 +482,9 @@ func benchEndToEnd(b *testing.B, cfg e2eConfig) {
 	// Per record the daemon took from the producer's ring: the producer
 	// ring's drops, in the lost count, cost the daemon nothing.
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(samples+lost-dropped), "cpu-ns/delivered")
+	if cfg.daemonProcess {
+		b.ReportMetric(float64(daemonCPU.Nanoseconds())/float64(samples+lost-dropped), "daemon-ns/delivered")
+		b.ReportMetric(float64(sleeps)/float64(b.N), "sleeps/run")
+		b.ReportMetric(float64(woken)/float64(b.N), "woken/run")
+	}
 }
