@@ -205,15 +205,15 @@ func e2eServe(sock string) int {
 
 // e2eConfig is one end-to-end setup.
 type e2eConfig struct {
-	count    int  // records the producers write, together
-	bufferKB int  // the session's streams (or ring, or buffer), together
+	count    int // records the producers write, together
+	bufferKB int // the session's streams (or ring, or buffer), together
 	// producers is how many producer processes write, each count/producers
 	// records at rate/producers (0: one).
 	producers int
 	// ringKB is each of a producer's rings' KiB (UETRACE_RING_KB; 0: the
 	// default share).
 	ringKB int
-	socket   bool // read the session over the socket, as before session rings
+	socket bool // read the session over the socket, as before session rings
 	// daemonProcess runs the daemon in a process of its own, as `uetrace
 	// serve`; otherwise it runs in this one, beside the recording.
 	daemonProcess bool
