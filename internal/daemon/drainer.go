@@ -440,7 +440,9 @@ func (d *drainer) askFlush() chan struct{} {
 func (d *drainer) requests() (flushes []chan struct{}, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.rings = append(d.rings, d.adds...)
+	for _, r := range d.adds {
+		d.adopt(r)
+	}
 	clear(d.adds)
 	d.adds = d.adds[:0]
 	for _, r := range d.closes {

@@ -8,6 +8,7 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // merge delivers the records of some rings in time order across them: the
@@ -33,18 +34,34 @@ import (
 // A record is read where it lies (shmring.Consumer.Peek) and handed to the
 // connection's File as it is (subsys.File.Deliver), which copies it once
 // into each consumer's buffer and validates it there; the tail moves past
-// it after.
+// it after. The merge's Batch keeps the stream a run of records goes to
+// locked from one to the next (see subsys.Batch): it is flushed every
+// batchRun records, at the end of each pass, and before loss records are
+// handed over.
 type merge struct {
 	rings      []*ringSource
 	heap       ringHeap
 	last       uint64         // the time of the last record delivered
 	outOfOrder *atomic.Uint64 // where OutOfOrder is counted
+	batch      subsys.Batch
+}
+
+// batchRun is the most records a merge delivers into a stream before it
+// publishes them: the readers see them, and the stream's other writers
+// (the socket's) wait for no more than that.
+const batchRun = 256
+
+// adopt takes r into the merge.
+func (m *merge) adopt(r *ringSource) {
+	r.batch = &m.batch
+	m.rings = append(m.rings, r)
 }
 
 // pass delivers up to mergeBatch records in time order (see merge) —
 // every one offered, without bounds, when force is set — and says how
 // many it delivered and whether a ring's uncommitted record held the rest.
 func (m *merge) pass(force bool) (n int, hold bool) {
+	defer m.batch.Flush()
 	now := stamp.Now()
 	bound := ^uint64(0)
 	for _, r := range m.rings {
@@ -65,13 +82,19 @@ func (m *merge) pass(force bool) (n int, hold bool) {
 		r.deliver()
 		r.cons.Advance(&r.view)
 		n++
+		if n%batchRun == 0 {
+			m.batch.Flush()
+		}
 		if r.closing {
 			r.budget--
 		}
 		// The ring stays at the top of the heap while its next record
-		// is taken: one sift down, not a pop and a push.
+		// is taken: one sift down, not a pop and a push — none when it
+		// is the only one.
 		if m.fill(r, now, &bound, &hold) {
-			heap.Fix(&m.heap, 0)
+			if len(m.heap) > 1 {
+				heap.Fix(&m.heap, 0)
+			}
 		} else {
 			heap.Pop(&m.heap)
 			r.have = false

@@ -194,7 +194,7 @@ func (m *merger) requests() (flushes []chan struct{}, ok bool) {
 			// sleep's timeout.
 			r.log.Warn("ring: epoll_ctl on its eventfd", "err", err)
 		}
-		m.rings = append(m.rings, r)
+		m.adopt(r)
 	}
 	// Cleared before reuse: a ring left in the backing array past the
 	// slice's length stays reachable, and with it its buffer and its

@@ -17,28 +17,29 @@ import (
 // count (the drainers do).
 func (c *conn) opRing(h wire.Header, body []byte) bool {
 	fds := c.takeFDs()
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
+	var err error
 	switch {
 	case len(fds) != 2 || len(body) != 0:
-		return c.result(0, fmt.Errorf("ring: expected a memfd, an eventfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL))
+		err = fmt.Errorf("ring: expected a memfd, an eventfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL)
 	case c.ring != nil || c.set != nil:
-		return c.result(0, fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY))
+		err = fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY)
 	case h.Arg > wire.RingSet:
-		return c.result(0, fmt.Errorf("ring: version %d; this daemon takes versions 1 (a ring) and 2 (a ring set): %w", h.Arg, unix.EPROTONOSUPPORT))
+		err = fmt.Errorf("ring: version %d; this daemon takes versions 1 (a ring) and 2 (a ring set): %w", h.Arg, unix.EPROTONOSUPPORT)
+	default:
+		attach := c.attachRing
+		if h.Arg == wire.RingSet {
+			attach = c.attachSet
+		}
+		if err = attach(fds[0], fds[1]); err != nil {
+			c.log.Warn("ring refused", "err", err)
+		}
 	}
-	attach := c.attachRing
-	if h.Arg == wire.RingSet {
-		attach = c.attachSet
+	// Closed before the answer (attach keeps duplicates): a client that
+	// has it finds none of its descriptors held.
+	for _, fd := range fds {
+		unix.Close(fd)
 	}
-	if err := attach(fds[0], fds[1]); err != nil {
-		c.log.Warn("ring refused", "err", err)
-		return c.result(0, err)
-	}
-	return c.result(0, nil)
+	return c.result(0, err)
 }
 
 // opRingFlush returns once what the connection's ring holds is delivered.

@@ -171,7 +171,8 @@ type ringSource struct {
 	// Limits.SharedKBPerUID until the connection's teardown (a set
 	// counts its own).
 	shared int64
-	set    *ringSet // the set the ring is of, or nil
+	set    *ringSet      // the set the ring is of, or nil
+	batch  *subsys.Batch // its merge's (merge.adopt)
 
 	// The drainer's own.
 	view      shmring.View // the ring's next record, in place, when have
@@ -292,7 +293,7 @@ func (r *ringSource) deliver() {
 		return
 	}
 	r.applyLosses(w.CPU)
-	_, err := r.file.Deliver(w, v.Time, v)
+	_, err := r.file.Deliver(w, v.Time, v, r.batch)
 	switch {
 	case err == nil:
 		r.delivered.Add(1)
@@ -343,6 +344,10 @@ const maxLosses = 64
 // record on its CPU). With cpu < 0 — no record follows yet — each keeps
 // its own.
 func (r *ringSource) applyLosses(cpu int) {
+	if len(r.losses) == 0 {
+		return
+	}
+	r.batch.Flush() // WriteLost takes the streams' locks itself
 	for _, l := range r.losses {
 		if cpu >= 0 {
 			l.w.CPU = cpu

@@ -196,7 +196,7 @@ func BenchmarkDeliver(b *testing.B) {
 				for range batch {
 					if c.inPlace {
 						v, _ := cons.Peek()
-						f.Deliver(w, 1, &v)
+						f.Deliver(w, 1, &v, nil)
 						cons.Advance(&v)
 					} else {
 						rec, _ := cons.Next(buf)

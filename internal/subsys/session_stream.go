@@ -42,6 +42,7 @@ import (
 type sessionStreams struct {
 	set   *shmring.StreamSet
 	rings []streamRing
+	mask  int  // len(rings)-1 when a power of two, else -1
 	comm  bool // names before samples (SessionOptions.Comm)
 }
 
@@ -80,7 +81,10 @@ func (ss *Session) DeliverToStreams(set *shmring.StreamSet) error {
 	case len(ss.attached) > 0 || len(ss.follow) > 0:
 		return fmt.Errorf("session streams: the session is already attached to events; share the streams before attaching: %w", unix.EBUSY)
 	}
-	r := &sessionStreams{set: set, rings: make([]streamRing, set.Len()), comm: ss.comms != nil}
+	r := &sessionStreams{set: set, rings: make([]streamRing, set.Len()), mask: -1, comm: ss.comms != nil}
+	if n := set.Len(); n&(n-1) == 0 {
+		r.mask = n - 1
+	}
 	for k := range r.rings {
 		r.rings[k].w = set.Writer(k)
 		if r.comm {
@@ -95,8 +99,12 @@ func (ss *Session) DeliverToStreams(set *shmring.StreamSet) error {
 // DeliversToStreams reports whether the session delivers into streams.
 func (ss *Session) DeliversToStreams() bool { return ss.streams.Load() != nil }
 
-// ring is the stream of a writer on cpu.
+// ring is the stream of a writer on cpu: cpu mod the streams, by a mask
+// when their count is a power of two.
 func (r *sessionStreams) ring(cpu int) *streamRing {
+	if r.mask >= 0 {
+		return &r.rings[cpu&r.mask]
+	}
 	return &r.rings[uint(cpu)%uint(len(r.rings))]
 }
 
@@ -121,15 +129,56 @@ func (ss *Session) StreamWakes() (wakes uint64) {
 	return wakes
 }
 
-// reserve takes the stream of w's CPU — locked — and room in it for a
-// sample of rawLen raw bytes of ev, laid out but for the raw data, after
-// what must come before it: the stream's lost runs, and the thread's name
-// when the reader does not have it. With no room for all of it, the
-// sample's room is nil; the caller then counts the record lost (lose) —
-// or not, if it fails validation — and unlocks.
-func (r *sessionStreams) reserve(ev *Event, w *Writer, ts uint64, rawLen int) (*streamRing, []byte) {
-	sr := r.ring(w.CPU)
+// A Batch is a deliverer's hold on the stream it delivered into last: a
+// goroutine that delivers many records — a daemon's drainer, whose records
+// of one CPU go to one stream of each session — keeps that stream locked
+// and its head unpublished from one record to the next, taking the lock
+// and publishing once per run of records, not once per record (the lock,
+// the publish's store and its load of the reader's word were a sixth of
+// the daemon's cost per record). Flush publishes and unlocks; the
+// deliverer calls it after each run — and before anything else of the
+// subsystem that may take a stream's lock on its goroutine (File.WriteLost)
+// — and Deliver calls it itself before any other path. While a Batch
+// holds a stream, other writers of it (the socket's, FUSE's) wait for the
+// run's end. A Batch is one goroutine's; the zero Batch holds nothing.
+type Batch struct {
+	held *streamRing
+	// of is held's streams, kept reachable while held is: the streams'
+	// mappings are unmapped by a cleanup once their sessionStreams is
+	// unreachable, which a pointer into its rings would not prevent.
+	of *sessionStreams
+}
+
+// Flush publishes what the Batch's stream holds and unlocks it. It is
+// safe on a nil Batch.
+func (b *Batch) Flush() {
+	if b != nil && b.held != nil {
+		b.held.publish()
+		b.held, b.of = nil, nil
+	}
+}
+
+// lock locks sr, a stream of r, or finds it locked already by b.
+func (b *Batch) lock(r *sessionStreams, sr *streamRing) {
+	if b != nil {
+		if b.held == sr {
+			return
+		}
+		b.Flush()
+		b.held, b.of = sr, r
+	}
 	sr.mu.Lock()
+}
+
+// reserve takes the stream of w's CPU — locked, or held by b — and room
+// in it for a sample of rawLen raw bytes of ev, laid out but for the raw
+// data, after what must come before it: the stream's lost runs, and the
+// thread's name when the reader does not have it. With no room for all of
+// it, the sample's room is nil; the caller then counts the record lost
+// (lose) — or not, if it fails validation — and unlocks (done).
+func (r *sessionStreams) reserve(ev *Event, w *Writer, ts uint64, rawLen int, bt *Batch) (*streamRing, []byte) {
+	sr := r.ring(w.CPU)
+	bt.lock(r, sr)
 	if len(sr.lost) > 0 && !sr.flushLost() {
 		return sr, nil
 	}
@@ -161,11 +210,18 @@ func (r *sessionStreams) reserve(ev *Event, w *Writer, ts uint64, rawLen int) (*
 	return sr, b
 }
 
-// commit publishes the sample b reserved and unlocks the stream.
-func (sr *streamRing) commit(b []byte) {
+// commit publishes the sample b reserved and unlocks the stream — or
+// leaves both to the Batch that holds it.
+func (sr *streamRing) commit(b []byte, bt *Batch) {
 	sr.w.Commit(len(b))
-	sr.w.Publish()
-	sr.mu.Unlock()
+	sr.done(bt)
+}
+
+// done publishes and unlocks the stream, unless a Batch holds it.
+func (sr *streamRing) done(b *Batch) {
+	if b == nil {
+		sr.publish()
+	}
 }
 
 // publish publishes what was committed before (a name, lost runs) and
@@ -176,25 +232,26 @@ func (sr *streamRing) publish() {
 }
 
 // lose counts a record of ev by w that found no room in its stream sr
-// (locked, and unlocked here): the event's dropped count, the session's
-// lost count, and a lost run told in the stream before its next record.
-func (ss *Session) lose(sr *streamRing, ev *Event, w *Writer, ts uint64) {
+// (locked, or held by bt; done here): the event's dropped count, the
+// session's lost count, and a lost run told in the stream before its next
+// record.
+func (ss *Session) lose(sr *streamRing, ev *Event, w *Writer, ts uint64, bt *Batch) {
 	ev.shard(w.CPU).dropped.Add(1)
 	ss.countLost(1, 0)
 	sr.note(lostNote{ev: ev, ts: ts, cpu: int32(w.CPU), n: 1})
-	sr.publish()
+	sr.done(bt)
 }
 
 // deliverStream is deliver for a session with streams: rec, the record
 // validated (and filtered) in a scratch copy, is copied into its sample.
 func (ss *Session) deliverStream(r *sessionStreams, ev *Event, w *Writer, ts uint64, rec []byte) {
-	sr, b := r.reserve(ev, w, ts, len(rec))
+	sr, b := r.reserve(ev, w, ts, len(rec), nil)
 	if b == nil {
-		ss.lose(sr, ev, w, ts)
+		ss.lose(sr, ev, w, ts, nil)
 		return
 	}
 	copy(b[wire.SampleHeadSize:], rec)
-	sr.commit(b)
+	sr.commit(b, nil)
 }
 
 // deliverStreamFrom delivers a record of size bytes (header and payload)
@@ -204,7 +261,8 @@ func (ss *Session) deliverStream(r *sessionStreams, ev *Event, w *Writer, ts uin
 // copy, then counted lost if it is valid. It counts the record written
 // when valid.
 func (ss *Session) deliverStreamFrom(r *sessionStreams, ev *Event, w *Writer, ts uint64, size int, p payload) error {
-	sr, b := r.reserve(ev, w, ts, size)
+	bt := p.batch
+	sr, b := r.reserve(ev, w, ts, size, bt)
 	if b == nil {
 		bp := scratch.Get().(*[]byte)
 		rec := *bp
@@ -218,11 +276,11 @@ func (ss *Session) deliverStreamFrom(r *sessionStreams, ev *Event, w *Writer, ts
 		*bp = rec[:0]
 		scratch.Put(bp)
 		if err != nil {
-			sr.publish()
+			sr.done(bt)
 			return err
 		}
 		ev.shard(w.CPU).written.Add(1)
-		ss.lose(sr, ev, w, ts)
+		ss.lose(sr, ev, w, ts, bt)
 		return nil
 	}
 	rec := b[wire.SampleHeadSize : wire.SampleHeadSize+size]
@@ -231,11 +289,11 @@ func (ss *Session) deliverStreamFrom(r *sessionStreams, ev *Event, w *Writer, ts
 	if err := ev.def.Validate(rec); err != nil {
 		// Discarded: the stream is as it was, its room unwritten for the
 		// reader (the head does not move).
-		sr.publish()
+		sr.done(bt)
 		return err
 	}
 	ev.shard(w.CPU).written.Add(1)
-	sr.commit(b)
+	sr.commit(b, bt)
 	return nil
 }
 

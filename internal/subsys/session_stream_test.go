@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 )
@@ -247,10 +248,12 @@ func deliverCases() []deliverCase {
 // session the only consumer (the sample assembled in its stream), with
 // the trace buffer too, and with a filter (through a scratch copy); and
 // the streams hold the samples a session of today's ring format holds,
-// each in the stream of its CPU.
+// each in the stream of its CPU. Deliver with a Batch — flushed every few
+// records, as a drainer's merge does — gives the same again.
 func TestDeliverSameAsWriteStamped(t *testing.T) {
-	stamped, deliver, old := newDeliverEnv(t, false), newDeliverEnv(t, false), newDeliverEnv(t, true)
-	envs := []*deliverEnv{stamped, deliver, old}
+	stamped, deliver, old, batched := newDeliverEnv(t, false), newDeliverEnv(t, false), newDeliverEnv(t, true), newDeliverEnv(t, false)
+	envs := []*deliverEnv{stamped, deliver, old, batched}
+	var bt Batch
 	p, c := ringPair(t)
 	cases := deliverCases()
 	for i, cs := range cases {
@@ -287,12 +290,17 @@ func TestDeliverSameAsWriteStamped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, errD := deliver.f.Deliver(cs.w, ts, &v)
+		_, errD := deliver.f.Deliver(cs.w, ts, &v, nil)
+		_, errB := batched.f.Deliver(cs.w, ts, &v, &bt)
 		c.Advance(&v)
-		if !errors.Is(errD, errnoOf(errS)) || !errors.Is(errO, errnoOf(errS)) || (errS == nil) != (errD == nil) {
-			t.Fatalf("record %d: WriteStamped %v, Deliver %v, today's ring session %v", i, errS, errD, errO)
+		if i%11 == 10 {
+			bt.Flush()
+		}
+		if !errors.Is(errD, errnoOf(errS)) || !errors.Is(errO, errnoOf(errS)) || (errS == nil) != (errD == nil) || !errors.Is(errB, errnoOf(errS)) || (errS == nil) != (errB == nil) {
+			t.Fatalf("record %d: WriteStamped %v, Deliver %v, with a Batch %v, today's ring session %v", i, errS, errD, errB, errO)
 		}
 	}
+	bt.Flush()
 	for _, f := range []string{FileTrace, FileCounts, FileStatus} {
 		want := stamped.read(f)
 		for _, d := range envs[1:] {
@@ -309,12 +317,15 @@ func TestDeliverSameAsWriteStamped(t *testing.T) {
 			}
 		}
 	}
-	if want := readPipe(t, stamped.s); readPipe(t, deliver.s) != want || readPipe(t, old.s) != want {
+	if want := readPipe(t, stamped.s); readPipe(t, deliver.s) != want || readPipe(t, old.s) != want || readPipe(t, batched.s) != want {
 		t.Error("trace_pipe differs")
 	}
 	a, b := readStreams(t, stamped.stream), readStreams(t, deliver.stream)
 	if !slices.EqualFunc(a, b, slices.Equal) {
 		t.Fatalf("the streams differ:\n%v\n%v", a, b)
+	}
+	if bb := readStreams(t, batched.stream); !slices.EqualFunc(a, bb, slices.Equal) {
+		t.Fatalf("the streams delivered with a Batch differ:\n%v\n%v", a, bb)
 	}
 	// Today's ring session: the same samples, each CPU's in its stream.
 	today := samplesOf(ringRecs(t, old.ring))
@@ -509,7 +520,7 @@ func TestDeliverWhileResizing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := d.f.Deliver(w, uint64(i), &v); err != nil {
+		if _, err := d.f.Deliver(w, uint64(i), &v, nil); err != nil {
 			t.Fatal(err)
 		}
 		c.Advance(&v)
@@ -537,7 +548,7 @@ func TestDeliverNoAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(1000, func() {
 			p.Write(shmring.Meta{WriteIndex: d.idx[1]}, pl)
 			v, _ := c.Peek()
-			d.f.Deliver(w, 1, &v)
+			d.f.Deliver(w, 1, &v, nil)
 			c.Advance(&v)
 			d.stream[1].Consume(len(d.stream[1].Available()))
 		}); n != 0 {
@@ -585,7 +596,7 @@ func FuzzDeliver(f *testing.F) {
 			}()
 		}
 		w := Writer{PID: 3, TGID: 3, Comm: "fz", CPU: int(cpu)}
-		e.f.Deliver(w, 5, &v)
+		e.f.Deliver(w, 5, &v, nil)
 		stop.Store(true)
 		wg.Wait()
 		e.c.Advance(&v)
@@ -696,5 +707,79 @@ func TestStreamProducerLossesAndTooLarge(t *testing.T) {
 	}
 	if r := recs[2][1]; r.kind != "lost" || r.lost != 1 || r.ts != 80 || r.typ != typ {
 		t.Fatalf("second LOST %+v", r)
+	}
+}
+
+// TestBatchBesideOtherWriters: while a deliverer's Batch holds a stream
+// across its runs, another goroutine's writes into the same stream wait
+// for the run's end and none is lost or torn: every record of both is in
+// the stream once, each writer's in its order (run with -race).
+func TestBatchBesideOtherWriters(t *testing.T) {
+	var now uint64 = 1
+	e := newTraceEnv(t, &now)
+	f := e.s.Open()
+	t.Cleanup(func() { f.Close() })
+	idx, err := e.reg(f, "__dbb u64 x", 30, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, rs := streamSession(t, e.s, 2, 4<<20, SessionOptions{})
+	if err := ss.Attach(e.s.Lookup("user_events", "__dbb")); err != nil {
+		t.Fatal(err)
+	}
+	p, c := ringPair(t)
+	const n = 5000
+	w := Writer{PID: 7, TGID: 7, Comm: "t", CPU: 1}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range n {
+			if _, err := f.WriteStamped(w, uint64(i+1), idx, binary.NativeEndian.AppendUint64(nil, uint64(n+i))); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var bt Batch
+	for i := range n {
+		for !p.Write(shmring.Meta{Time: uint64(i + 1), WriteIndex: idx}, binary.NativeEndian.AppendUint64(nil, uint64(i))) {
+			t.Fatal("the test's ring is full")
+		}
+		v, err := c.Peek()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Deliver(w, v.Time, &v, &bt); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(&v)
+		if i%64 == 63 {
+			bt.Flush()
+		}
+	}
+	bt.Flush()
+	wg.Wait()
+	streams := readStreams(t, rs)
+	if len(streams[0]) != 0 {
+		t.Fatalf("stream 0 has %d records; every writer was on CPU 1", len(streams[0]))
+	}
+	next := [2]uint64{0, n}
+	for _, r := range streams[1] {
+		if r.kind != "sample" {
+			t.Fatalf("a %s record", r.kind)
+		}
+		x := binary.NativeEndian.Uint64([]byte(r.data[eventdef.HeaderSize:]))
+		k := 0
+		if x >= n {
+			k = 1
+		}
+		if x != next[k] {
+			t.Fatalf("writer %d's record %d where %d was next", k, x, next[k])
+		}
+		next[k]++
+	}
+	if next != [2]uint64{n, 2 * n} {
+		t.Fatalf("records up to %v, want %d and %d", next, n, 2*n)
 	}
 }

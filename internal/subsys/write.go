@@ -70,8 +70,10 @@ func (f *File) WriteStamped(w Writer, ts uint64, idx uint32, payload []byte) (in
 // that takes it, as the kernel's trace_buffered_event and perf_trace_buf
 // do: a record a filter rejects takes no consumer's space. The checks,
 // their order and their errors are a write's.
-func (f *File) Deliver(w Writer, ts uint64, v *shmring.View) (int, error) {
-	return f.write(w, payload{v: v}, v.WriteIndex, 4+v.Len, ts, true)
+//
+// b, when not nil, is the deliverer's Batch: see Batch.
+func (f *File) Deliver(w Writer, ts uint64, v *shmring.View, b *Batch) (int, error) {
+	return f.write(w, payload{v: v, batch: b}, v.WriteIndex, 4+v.Len, ts, true)
 }
 
 // Write is write(2) or pwrite(2) at offset off: a non-zero offset is EFAULT
@@ -92,8 +94,9 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 // payload is where a write's payload is: the bytes of iov after the write
 // index (a writev's vectors), or the record v in a client's ring.
 type payload struct {
-	iov [][]byte
-	v   *shmring.View
+	iov   [][]byte
+	v     *shmring.View
+	batch *Batch // the deliverer's, or nil
 }
 
 // copyTo copies the payload into dst, once.
@@ -175,6 +178,7 @@ func (f *File) write(w Writer, p payload, index uint32, total int, ts uint64, st
 
 	if !ftraceTakes && !sessionsTake {
 		// No probe reserved the record, so none copied or validated it.
+		p.batch.Flush() // a session may count it: its stream's lock
 		f.dropUntaken(ev, &w, ts, stamped, size, toFtrace, ss)
 		return total, nil
 	}
@@ -196,6 +200,8 @@ func (f *File) write(w Writer, p payload, index uint32, total int, ts uint64, st
 			}
 		}
 	}
+	// What follows takes the streams' locks itself.
+	p.batch.Flush()
 
 	bp := scratch.Get().(*[]byte)
 	rec := *bp
