@@ -456,7 +456,7 @@ func (c *conn) handle(m []byte) bool {
 // a Result or a reply — and reports whether the connection goes on. ops is
 // the daemon's table of them, as a kernel has its system call table, with
 // a file per family: ops_data.go (user_events_data), ops_files.go
-// (tracefs files), ops_sessions.go and session_ring.go (perf-like
+// (tracefs files), ops_sessions.go and session_stream.go (perf-like
 // sessions), ops_rings.go (shared rings), and the server's own (Stats,
 // ServeFUSE: limits.go, fuse.go). Hello is the handshake's (hello); after it, it is EPROTO.
 var ops = map[uint16]func(c *conn, h wire.Header, body []byte) bool{
@@ -476,7 +476,6 @@ var ops = map[uint16]func(c *conn, h wire.Header, body []byte) bool{
 	wire.OpAttach:      (*conn).opAttach,
 	wire.OpSetFilter:   (*conn).opSetFilter,
 	wire.OpSessionRead: (*conn).opSessionRead,
-	wire.OpSessionRing: (*conn).sessionRing,
 	wire.OpSessionSync: (*conn).sessionSync,
 
 	wire.OpSessionStreams: (*conn).opSessionStreams,

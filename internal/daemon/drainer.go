@@ -377,9 +377,7 @@ type drainer struct {
 
 	mu      sync.Mutex
 	running bool
-	adds    []*ringSource
-	closes  []*ringSource
-	flushes []chan struct{}
+	ringRequests
 
 	nudge  chan struct{} // requests and the waker's pokes
 	asleep atomic.Bool   // says in its rings it sleeps
@@ -440,24 +438,7 @@ func (d *drainer) askFlush() chan struct{} {
 func (d *drainer) requests() (flushes []chan struct{}, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, r := range d.adds {
-		d.adopt(r)
-	}
-	clear(d.adds)
-	d.adds = d.adds[:0]
-	for _, r := range d.closes {
-		if !r.closing {
-			r.closing = true
-			// What the producer had not committed by now never will
-			// be; a producer that goes on publishing gets one ring's
-			// worth more delivered at most.
-			r.cons.ProducerGone()
-			r.budget = r.cons.Size()/shmring.HeaderSize + 1
-		}
-	}
-	clear(d.closes)
-	d.closes = d.closes[:0]
-	flushes, d.flushes = d.flushes, nil
+	flushes = d.take(&d.merge, nil)
 	if len(d.rings) == 0 && len(flushes) == 0 {
 		d.running = false
 		return flushes, false

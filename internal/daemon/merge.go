@@ -57,6 +57,47 @@ func (m *merge) adopt(r *ringSource) {
 	m.rings = append(m.rings, r)
 }
 
+// ringRequests are what others ask of a goroutine that drains rings (the
+// merger, a drainer), queued under its mutex and taken between passes.
+type ringRequests struct {
+	adds    []*ringSource
+	closes  []*ringSource
+	flushes []chan struct{}
+}
+
+// take moves the requests into m — each ring added adopted, after added
+// when not nil; each closing ring given its last budget — and returns the
+// flushes asked for. The caller holds the queue's mutex.
+func (q *ringRequests) take(m *merge, added func(*ringSource)) []chan struct{} {
+	for _, r := range q.adds {
+		if added != nil {
+			added(r)
+		}
+		m.adopt(r)
+	}
+	// Cleared before reuse: a ring left in the backing array past the
+	// slice's length stays reachable, and with it its buffer and its
+	// connection's File, long after the connection is gone.
+	clear(q.adds)
+	q.adds = q.adds[:0]
+	for _, r := range q.closes {
+		if !r.closing {
+			r.closing = true
+			// What the producer had not committed by now never will
+			// be, for this connection; and a producer that goes on
+			// publishing into its old ring gets one ring's worth more
+			// delivered at most.
+			r.cons.ProducerGone()
+			r.budget = r.cons.Size()/shmring.HeaderSize + 1
+		}
+	}
+	clear(q.closes)
+	q.closes = q.closes[:0]
+	flushes := q.flushes
+	q.flushes = nil
+	return flushes
+}
+
 // pass delivers up to mergeBatch records in time order (see merge) —
 // every one offered, without bounds, when force is set — and says how
 // many it delivered and whether a ring's uncommitted record held the rest.

@@ -8,8 +8,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/uetrace/uetrace/internal/shmring"
 )
 
 const (
@@ -71,11 +69,9 @@ var holdMax = holdMaxDefault
 type merger struct {
 	s *Server
 
-	mu       sync.Mutex
-	running  bool
-	adds     []*ringSource
-	closes   []*ringSource
-	flushes  []chan struct{}
+	mu      sync.Mutex
+	running bool
+	ringRequests
 	shutdown bool
 	kick     int // the running merger's eventfd; -1 when none runs
 	all      map[*ringSource]struct{}
@@ -187,34 +183,14 @@ func (m *merger) requests() (flushes []chan struct{}, ok bool) {
 	defer m.mu.Unlock()
 	var cnt [8]byte
 	unix.Read(m.kick, cnt[:]) // ours: keep its counter from growing
-	for _, r := range m.adds {
+	flushes = m.take(&m.merge, func(r *ringSource) {
 		if err := epollAdd(m.epfd, r.efd); err != nil {
 			// The eventfd cannot be watched (it was checked to be
 			// one): the ring is drained on every pass and on the
 			// sleep's timeout.
 			r.log.Warn("ring: epoll_ctl on its eventfd", "err", err)
 		}
-		m.adopt(r)
-	}
-	// Cleared before reuse: a ring left in the backing array past the
-	// slice's length stays reachable, and with it its buffer and its
-	// connection's File, long after the connection is gone.
-	clear(m.adds)
-	m.adds = m.adds[:0]
-	for _, r := range m.closes {
-		if !r.closing {
-			r.closing = true
-			// What the producer had not committed by now never will
-			// be, for this connection; and a producer that goes on
-			// publishing into its old ring gets one ring's worth more
-			// delivered at most.
-			r.cons.ProducerGone()
-			r.budget = r.cons.Size()/shmring.HeaderSize + 1
-		}
-	}
-	clear(m.closes)
-	m.closes = m.closes[:0]
-	flushes, m.flushes = m.flushes, nil
+	})
 	if len(m.rings) == 0 && len(flushes) == 0 {
 		m.running = false
 		unix.Close(m.epfd)

@@ -21,32 +21,24 @@ func ringMappings(t *testing.T) int {
 	return strings.Count(string(maps), "memfd:uetrace-ring") + strings.Count(string(maps), "memfd:uetrace-stream")
 }
 
-// TestSessionRingUnmapped: a session ring, and a session's streams, the
+// TestSessionStreamsUnmapped: a session's streams the
 // daemon made are unmapped once their client has gone — the daemon keeps
 // no mapping of a dead session.
-func TestSessionRingUnmapped(t *testing.T) {
+func TestSessionStreamsUnmapped(t *testing.T) {
 	s := serve(t, Config{Rings: 2})
 	base := ringMappings(t)
-	for i := range 4 {
+	for range 4 {
 		a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 		c := a.dial(t, s.sock)
 		ss, err := c.NewSession(client.SessionOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i%2 == 0 {
-			r, err := ss.ShareRing(1 << 20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Close()
-		} else {
-			st, err := ss.ShareStreams(1 << 20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st.Close()
+		st, err := ss.ShareStreams(1 << 20)
+		if err != nil {
+			t.Fatal(err)
 		}
+		st.Close()
 		c.Close()
 	}
 	waitConns(t, &testServer{Server: s.Server}, 0)

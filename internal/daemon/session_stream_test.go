@@ -161,3 +161,67 @@ func TestSessionStreamsRefused(t *testing.T) {
 	}
 	healthy(t, s)
 }
+
+// FuzzSessionStreamsRequest sends SessionStreams and SessionSync requests
+// with arbitrary arguments and bodies, after a session was made: the
+// daemon answers (with the streams or an error) or drops the connection,
+// and keeps serving others.
+func FuzzSessionStreamsRequest(f *testing.F) {
+	f.Add(true, uint32(1), wire.LE.AppendUint32(nil, 4096))
+	f.Add(true, uint32(1), wire.LE.AppendUint32(nil, 1<<31))
+	f.Add(true, uint32(2), []byte{1})
+	f.Add(false, uint32(1), []byte{})
+	f.Add(false, uint32(0), []byte{0, 0, 0, 0})
+	sock := fuzzServer(f)
+	probe, err := client.Dial(sock, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, streams bool, arg uint32, body []byte) {
+		c := rawConn(t, sock)
+		exchange(t, c, helloMsg(0, 0))
+		if _, _, err := wire.ParseResult(exchange(t, c, wire.LE.AppendUint32(wire.AppendHeader(nil, wire.OpSession, 0, 0), 0))); err != nil {
+			t.Fatal(err)
+		}
+		op := wire.OpSessionSync
+		if streams {
+			op = wire.OpSessionStreams
+		}
+		err := sendRetry(c, append(wire.AppendHeader(nil, op, 0, arg), body...), nil)
+		var fds []int
+		var r []byte
+		if err == nil {
+			r, fds, err = recvRights(c)
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		if err == nil {
+			if h, ok := wire.ParseHeader(r); !ok || h.Op != wire.OpResult {
+				t.Fatalf("reply %x", r)
+			}
+			if _, _, err := wire.ParseResult(r); err == nil && streams != (len(fds) == 1) {
+				t.Fatalf("success with %d descriptors", len(fds))
+			}
+		}
+		if _, err := probe.ReadDir("events"); err != nil {
+			t.Fatalf("the daemon no longer serves: %v", err)
+		}
+	})
+}
+
+// recvRights receives a reply that may carry descriptors.
+func recvRights(fd int) ([]byte, []int, error) {
+	buf := make([]byte, wire.MaxMessage)
+	var oob [64]byte
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob[:], unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return buf[:n], wire.Rights(oob[:oobn]), nil
+	}
+}

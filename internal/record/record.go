@@ -5,8 +5,7 @@
 // daemon's session is read through its streams (source_stream.go): one per
 // ring index of the daemon's, of finished perf.data records the recording
 // writes to its file as they lie, a run at a time; from a daemon before
-// streams through its session ring (source_ring.go), or over its socket
-// from one before rings.
+// streams, or one that refuses them, over its socket.
 //
 // The file has one attribute per event, named in HEADER_EVENT_DESC, and the
 // tracing data (HEADER_TRACING_DATA) with every recorded event's format
@@ -827,15 +826,15 @@ func (r *Recorder) Source() string {
 }
 
 // SharedMemory reports whether a daemon recording takes its session's
-// records from shared memory (the session's streams, or its ring) rather
-// than over the socket, and if not, why not (nil when it was not asked
+// records from shared memory (the session's streams) rather than over
+// the socket, and if not, why not (nil when it was not asked
 // to, or on the kernel).
 func (r *Recorder) SharedMemory() (bool, error) {
 	d, ok := r.src.(*daemonSource)
 	if !ok {
 		return false, nil
 	}
-	return d.streams != nil || d.ring != nil, d.ringErr
+	return d.streams != nil, d.ringErr
 }
 
 // Stats returns the counts so far.

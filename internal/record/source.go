@@ -311,11 +311,9 @@ type daemonSource struct {
 	// names are task names the session gave, by tid, waiting for the
 	// task's next sample: its trailer names the event it belongs to.
 	names map[int32]string
-	// streams are the session's streams (source_stream.go), ring its
-	// shared-memory ring (source_ring.go) when it has no streams; both
-	// nil when the session is read over the socket.
+	// streams are the session's streams (source_stream.go); nil when
+	// the session is read over the socket.
 	streams *streamState
-	ring    *ringState
 	noRing  bool  // Options.SessionSocket
 	ringErr error // why the session is read over the socket
 }
@@ -326,13 +324,7 @@ func newDaemonSource(c *client.Conn, bufferKB int, noRing bool) (*daemonSource, 
 		return nil, fmt.Errorf("daemon session: %w", err)
 	}
 	d := &daemonSource{c: c, s: s, byType: make(map[int]*event), names: make(map[int32]string), noRing: noRing}
-	if d.shareStreams(bufferKB << 10) {
-		return d, nil
-	}
-	if err := d.shareRing(bufferKB << 10); err != nil {
-		s.Close()
-		return nil, err
-	}
+	d.shareStreams(bufferKB << 10)
 	return d, nil
 }
 
@@ -387,10 +379,6 @@ func (d *daemonSource) wait(timeout time.Duration) {
 		d.streamWait(timeout)
 		return
 	}
-	if d.ring != nil {
-		d.ringWait(timeout)
-		return
-	}
 	// Polling the session costs a round trip; back off while it is empty.
 	if d.idle > 0 {
 		time.Sleep(time.Duration(min(d.idle, 10)) * time.Millisecond)
@@ -400,9 +388,6 @@ func (d *daemonSource) wait(timeout time.Duration) {
 func (d *daemonSource) drain(to sink) error {
 	if d.streams != nil {
 		return d.streamDrain(to)
-	}
-	if d.ring != nil {
-		return d.ringDrain(to)
 	}
 	for {
 		recs, lost, big, err := d.s.Poll(d.recs[:0])
@@ -479,18 +464,12 @@ func (d *daemonSource) stop() {
 	if d.streams != nil {
 		d.streams.stopped = true
 	}
-	if d.ring != nil {
-		d.ringStop()
-	}
 }
 
 func (d *daemonSource) close() error {
 	err := d.s.Close()
 	if d.streams != nil {
 		d.streams.st.Close()
-	}
-	if d.ring != nil {
-		d.ring.r.Close()
 	}
 	return err
 }

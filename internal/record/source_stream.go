@@ -32,15 +32,12 @@ import (
 // (internal/daemon): so a round ends only after the daemon delivered
 // everything published before (SessionSync), every streamRound.
 //
-// A daemon without streams is read through its session ring
-// (source_ring.go), or over its socket.
+// A daemon without streams, or one that refuses them, is read over its
+// socket.
 
 // streamRound is how often the recording has the daemon deliver what was
 // published and ends a round (see above).
 const streamRound = 100 * time.Millisecond
-
-// noStreams is set by the tests of the session ring (SetNoStreams).
-var noStreams bool
 
 // streamWaitMax bounds a wait on the streams: records below the watermark
 // wait no longer.
@@ -61,10 +58,10 @@ type streamState struct {
 // shareStreams asks the daemon for the session's streams, each of about
 // bytes/R (at least a page; rounded up to a power of two by the daemon),
 // unless told not to. A daemon that cannot give them leaves the session
-// as it was (it answered before it changed anything): the caller tries
-// the session ring.
+// as it was (it answered before it changed anything): the session is then
+// read over the socket, and ringErr says why.
 func (d *daemonSource) shareStreams(bytes int) bool {
-	if d.noRing || noStreams || d.c.Rings() == 0 {
+	if d.noRing || d.c.Rings() == 0 {
 		return false
 	}
 	st, err := d.s.ShareStreams(min(bytes/d.c.Rings(), wire.MaxSessionRing))

@@ -19,8 +19,7 @@
 // with the client, tests use a byte slice. Callers' privileges come as a
 // [Cred]. A [Session] buffers its records in memory for Session.Read, or
 // hands them to a reader in another process through shared memory, as the
-// kernel hands perf its records: a ring of its own format
-// ([Session.DeliverToRing]), or one stream per CPU index of finished
+// kernel hands perf its records: one stream per CPU index of finished
 // perf.data records the reader writes to its file as they lie
 // ([Session.DeliverToStreams]).
 //

@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys/tracefilter"
 )
 
@@ -99,7 +98,7 @@ type Session struct {
 	closed   bool
 
 	mu       sync.Mutex
-	bufBytes int               // the buffer's size, mapped at the first record (a ring session has none)
+	bufBytes int               // the buffer's size, mapped at the first record (a session with streams has none)
 	mem      *sessionMem       // the mapping ring and queue are in; nil before the first record and once freed
 	shut     bool              // Close was called: nothing more is buffered, and the mapping goes once read
 	ring     []byte            // raw bytes of buffered records, circular
@@ -116,16 +115,9 @@ type Session struct {
 	notify   chan struct{}
 	done     chan struct{}
 
-	// With a ring (DeliverToRing), records go there instead; see
-	// session_ring.go. With streams (DeliverToStreams), there; see
+	// With streams (DeliverToStreams), records go there instead; see
 	// session_stream.go.
-	streams     atomic.Pointer[sessionStreams]
-	shm         atomic.Pointer[sessionRing]
-	lostNotes   []lostNote               // under mu
-	lostPending atomic.Bool              // lostNotes is not empty
-	ringComms   sync.Map                 // thread id → *commSeen: the name the ring's reader has; with Comm
-	ringCommN   atomic.Int64             // about how many ringComms holds
-	lastComm    atomic.Pointer[commSeen] // the name of the last record's thread
+	streams atomic.Pointer[sessionStreams]
 
 	// filters are the session's filters by event (SetFilter), replaced
 	// whole under s.mu and read by the write path without a lock.
@@ -396,7 +388,7 @@ func (ss *Session) Close() error {
 // removeSession removes ss from list in place. The vacated slot is
 // cleared (slices.Delete): the collector scans a slice's whole array, so a
 // pointer left past its length would keep a closed session — its buffer,
-// its ring's mapping — alive until another took the slot.
+// its streams' mappings — alive until another took the slot.
 func removeSession(list []*Session, ss *Session) []*Session {
 	if i := slices.Index(list, ss); i >= 0 {
 		return slices.Delete(list, i, i+1)
@@ -424,8 +416,8 @@ func (ss *Session) TooLarge() uint64 {
 // the kernel drops it before either.
 func (ss *Session) dropTooLarge(ev *Event, w *Writer, ts uint64) {
 	ev.shard(w.CPU).dropped.Add(1)
-	if ss.shm.Load() != nil || ss.streams.Load() != nil {
-		ss.noteLostFlags(ev, ts, int32(w.CPU), 1, wire.RingLostTooLarge)
+	if ss.streams.Load() != nil {
+		ss.noteLostFlags(ev, ts, int32(w.CPU), 1, lostTooLarge)
 		return
 	}
 	ss.mu.Lock()
@@ -446,10 +438,6 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 	}
 	if r := ss.streams.Load(); r != nil {
 		ss.deliverStream(r, ev, w, ts, rec)
-		return
-	}
-	if r := ss.shm.Load(); r != nil {
-		ss.deliverRing(r, ev, w, ts, rec)
 		return
 	}
 	// The raw data perf hands out — its u32 size and the record, 8-byte
@@ -532,8 +520,8 @@ func (ss *Session) Read(ctx context.Context, buf []byte, dst []Record) ([]Record
 // its raw data, so that records and frames together fit len(buf). The raw
 // data is packed at the start of buf as Read packs it.
 func (ss *Session) ReadFramed(ctx context.Context, buf []byte, frame int, dst []Record) ([]Record, error) {
-	if ss.shm.Load() != nil || ss.streams.Load() != nil {
-		return dst, errRingSession
+	if ss.streams.Load() != nil {
+		return dst, errStreamSession
 	}
 	for {
 		ss.mu.Lock()
@@ -565,8 +553,9 @@ func (ss *Session) ReadFramed(ctx context.Context, buf []byte, frame int, dst []
 	}
 }
 
-// errRingSession is Read's answer for a session that delivers into a ring.
-var errRingSession = fmt.Errorf("read session: its records go to its shared-memory ring, read them there: %w", unix.EINVAL)
+// errStreamSession is Read's answer for a session that delivers into
+// streams.
+var errStreamSession = fmt.Errorf("read session: its records go to its shared-memory streams, read them there: %w", unix.EINVAL)
 
 // ErrClosed is returned by reads of a closed consumer that has nothing left.
 var ErrClosed = fmt.Errorf("consumer closed: %w", unix.EBADF)

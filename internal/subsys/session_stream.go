@@ -76,7 +76,7 @@ func (ss *Session) DeliverToStreams(set *shmring.StreamSet) error {
 	switch {
 	case ss.closed:
 		return fmt.Errorf("session streams: the session is closed: %w", unix.EBADF)
-	case ss.shm.Load() != nil || ss.streams.Load() != nil:
+	case ss.streams.Load() != nil:
 		return fmt.Errorf("session streams: the session already delivers into shared memory: %w", unix.EBUSY)
 	case len(ss.attached) > 0 || len(ss.follow) > 0:
 		return fmt.Errorf("session streams: the session is already attached to events; share the streams before attaching: %w", unix.EBUSY)
@@ -338,10 +338,10 @@ func (ss *Session) noteLostStreams(r *sessionStreams, ev *Event, ts uint64, cpu 
 }
 
 // countLost adds n records to the session's lost counts: too large for
-// perf with flags RingLostTooLarge, lost otherwise.
+// perf with flags lostTooLarge, lost otherwise.
 func (ss *Session) countLost(n uint64, flags uint32) {
 	ss.mu.Lock()
-	if flags&wire.RingLostTooLarge != 0 {
+	if flags&lostTooLarge != 0 {
 		ss.tooLarge = satAdd(ss.tooLarge, n)
 	} else {
 		ss.lost = satAdd(ss.lost, n)
@@ -358,7 +358,7 @@ func (r *sessionStreams) takeLost() (n, tooLarge uint64) {
 		if !sr.flushLost() {
 			for _, l := range sr.lost {
 				n = satAdd(n, l.n)
-				if l.flags&wire.RingLostTooLarge != 0 {
+				if l.flags&lostTooLarge != 0 {
 					tooLarge = satAdd(tooLarge, l.n)
 				}
 			}

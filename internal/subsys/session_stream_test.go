@@ -2,6 +2,7 @@ package subsys
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -55,13 +56,6 @@ type sessRec struct {
 	lost     uint64
 }
 
-// padRaw pads a raw record as perf's raw data is: its u32 size and it end
-// on 8 bytes.
-func padRaw(raw []byte) string {
-	n := (len(raw)+4+7)&^7 - 4
-	return string(append(append([]byte(nil), raw...), make([]byte, n-len(raw))...))
-}
-
 // decodeStream walks the perf.data records of a stream's bytes.
 func decodeStream(t testing.TB, b []byte) []sessRec {
 	t.Helper()
@@ -113,18 +107,21 @@ func readStreams(t testing.TB, rs []*shmring.StreamReader) [][]sessRec {
 	return out
 }
 
-// ringRecs is drainRing's records as sessRecs.
-func ringRecs(t testing.TB, c *shmring.Consumer) []sessRec {
+// bufferRecs reads what a session holds in its buffer, as sessRecs.
+func bufferRecs(t testing.TB, ss *Session) []sessRec {
+	t.Helper()
+	buf := make([]byte, 4<<20)
+	recs, err := ss.Read(context.Background(), buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []sessRec
-	for _, r := range drainRing(t, c) {
-		switch r.kind {
-		case wire.RingSample:
-			out = append(out, sessRec{kind: "sample", ts: r.ts, pid: r.pid, tid: r.tid, cpu: r.cpu, typ: int(r.id), data: padRaw(r.raw)})
-		case wire.RingComm:
-			out = append(out, sessRec{kind: "comm", ts: r.ts, pid: r.pid, tid: r.tid, cpu: r.cpu, typ: -1, data: string(r.raw)})
-		case wire.RingLost:
-			out = append(out, sessRec{kind: "lost", ts: r.ts, cpu: r.cpu, typ: int(r.id), lost: r.lost})
+	for _, r := range recs {
+		sr := sessRec{kind: "sample", ts: r.TS, pid: uint32(r.PID), tid: uint32(r.TID), cpu: uint32(r.CPU), typ: r.ID, data: string(r.Raw)}
+		if name, ok := r.Comm(); ok {
+			sr.kind, sr.typ, sr.data = "comm", -1, name
 		}
+		out = append(out, sr)
 	}
 	return out
 }
@@ -161,15 +158,14 @@ type deliverEnv struct {
 	idx    [2]uint32
 	now    uint64
 	stream []*shmring.StreamReader
-	ring   *shmring.Consumer
 	ss     *Session
 }
 
 // newDeliverEnv makes a subsystem with events __da (validated: a
 // __data_loc string) and __db (not), a session on both — into streams, or
-// with ringSession into a ring of today's format — and the trace buffer
-// small enough to overwrite.
-func newDeliverEnv(t *testing.T, ringSession bool) *deliverEnv {
+// with buffered into its in-memory buffer, as read by Read — and the
+// trace buffer small enough to overwrite.
+func newDeliverEnv(t *testing.T, buffered bool) *deliverEnv {
 	d := &deliverEnv{now: 1_000_000_000}
 	d.tenv = newTraceEnv(t, &d.now)
 	d.f = d.s.Open()
@@ -181,8 +177,9 @@ func newDeliverEnv(t *testing.T, ringSession bool) *deliverEnv {
 		}
 		d.idx[i] = idx
 	}
-	if ringSession {
-		d.ss, d.ring = ringSessionFor(t, d.s)
+	if buffered {
+		d.ss = d.s.NewSession(SessionOptions{Comm: true, BufferBytes: 1 << 20})
+		t.Cleanup(func() { d.ss.Close() })
 	} else {
 		d.ss, d.stream = streamSession(t, d.s, 3, 1<<16, SessionOptions{Comm: true})
 	}
@@ -195,10 +192,6 @@ func newDeliverEnv(t *testing.T, ringSession bool) *deliverEnv {
 		t.Fatal(err)
 	}
 	return d
-}
-
-func ringSessionFor(t *testing.T, s *Subsystem) (*Session, *shmring.Consumer) {
-	return ringSession(t, s, 1<<20, SessionOptions{Comm: true})
 }
 
 // deliverCase is one record of the equivalence test.
@@ -248,7 +241,8 @@ func deliverCases() []deliverCase {
 // session the only consumer (the sample assembled in its stream), with
 // the trace buffer too, and with a filter (through a scratch copy); and
 // the streams hold the samples a session of today's ring format holds,
-// each in the stream of its CPU. Deliver with a Batch — flushed every few
+// each in the stream of its CPU (the in-memory buffer's records, which
+// Read gives). Deliver with a Batch — flushed every few
 // records, as a drainer's merge does — gives the same again.
 func TestDeliverSameAsWriteStamped(t *testing.T) {
 	stamped, deliver, old, batched := newDeliverEnv(t, false), newDeliverEnv(t, false), newDeliverEnv(t, true), newDeliverEnv(t, false)
@@ -297,7 +291,7 @@ func TestDeliverSameAsWriteStamped(t *testing.T) {
 			bt.Flush()
 		}
 		if !errors.Is(errD, errnoOf(errS)) || !errors.Is(errO, errnoOf(errS)) || (errS == nil) != (errD == nil) || !errors.Is(errB, errnoOf(errS)) || (errS == nil) != (errB == nil) {
-			t.Fatalf("record %d: WriteStamped %v, Deliver %v, with a Batch %v, today's ring session %v", i, errS, errD, errB, errO)
+			t.Fatalf("record %d: WriteStamped %v, Deliver %v, with a Batch %v, a buffered session %v", i, errS, errD, errB, errO)
 		}
 	}
 	bt.Flush()
@@ -327,8 +321,8 @@ func TestDeliverSameAsWriteStamped(t *testing.T) {
 	if bb := readStreams(t, batched.stream); !slices.EqualFunc(a, bb, slices.Equal) {
 		t.Fatalf("the streams delivered with a Batch differ:\n%v\n%v", a, bb)
 	}
-	// Today's ring session: the same samples, each CPU's in its stream.
-	today := samplesOf(ringRecs(t, old.ring))
+	// The session's buffer: the same samples, each CPU's in its stream.
+	today := samplesOf(bufferRecs(t, old.ss))
 	n := 0
 	for k, recs := range a {
 		var want []sessRec
@@ -338,7 +332,7 @@ func TestDeliverSameAsWriteStamped(t *testing.T) {
 			}
 		}
 		if got := samplesOf(recs); !slices.Equal(got, want) {
-			t.Fatalf("stream %d: samples\n%v\nwant today's\n%v", k, got, want)
+			t.Fatalf("stream %d: samples\n%v\nwant the buffer's\n%v", k, got, want)
 		}
 		n += len(want)
 		// Each thread's name before its first sample in each stream,
@@ -781,5 +775,44 @@ func TestBatchBesideOtherWriters(t *testing.T) {
 	}
 	if next != [2]uint64{n, 2 * n} {
 		t.Fatalf("records up to %v, want %d and %d", next, n, 2*n)
+	}
+}
+
+// TestStreamLostRuns: losses of many events, more runs than a stream
+// keeps, still add up exactly, each kind (too large or not) apart, and
+// each in the stream of its CPU.
+func TestStreamLostRuns(t *testing.T) {
+	e := newEnv(t)
+	ss, rs := streamSession(t, e.s, 2, 1<<16, SessionOptions{})
+	for i := range 40 {
+		ss.noteLost(&Event{id: 1000 + i}, uint64(i), 0, uint64(i+1))
+		if i%10 == 9 {
+			ss.noteLostFlags(&Event{id: 2000 + i}, uint64(i), 1, 2, lostTooLarge)
+		}
+	}
+	if lost, big := ss.TakeLost(); lost != 0 || big != 0 {
+		t.Fatalf("TakeLost with room: %d, %d", lost, big)
+	}
+	streams := readStreams(t, rs)
+	var lost [2]uint64
+	for k, recs := range streams {
+		if len(recs) > maxLostNotes {
+			t.Errorf("stream %d: %d lost records, more than %d", k, len(recs), maxLostNotes)
+		}
+		for _, r := range recs {
+			if r.kind != "lost" || r.cpu != uint32(k) {
+				t.Fatalf("stream %d: %+v", k, r)
+			}
+			lost[k] += r.lost
+		}
+	}
+	if lost != [2]uint64{40 * 41 / 2, 8} {
+		t.Errorf("the streams tell %v lost, want %d and 8", lost, 40*41/2)
+	}
+	if r := streams[0][0]; r.typ != 1000 || r.ts != 0 || r.lost != 1 {
+		t.Errorf("first lost record %+v, want 1 of event 1000 at 0", r)
+	}
+	if ss.Lost() != 40*41/2 || ss.TooLarge() != 8 {
+		t.Errorf("Lost %d, TooLarge %d", ss.Lost(), ss.TooLarge())
 	}
 }

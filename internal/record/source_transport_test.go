@@ -19,8 +19,8 @@ import (
 )
 
 // TestRecordSessionTransports records the same writes through the
-// session's streams, through its shared-memory ring as with a daemon that
-// predates streams, and over the socket as with one that predates rings:
+// session's streams and over the socket (as with a daemon that predates
+// streams, or Options.SessionSocket):
 // every file holds every record written or counts it lost — the file's
 // PERF_RECORD_LOST records add up to Stats.Lost — each sample with its
 // writer's name before it and the values written, in order on each CPU
@@ -28,12 +28,9 @@ import (
 // by time). The session's buffer is 32 KiB, so that it overflows while the
 // writer runs in the daemon's process at full speed.
 func TestRecordSessionTransports(t *testing.T) {
-	for _, name := range []string{"streams", "ring", "socket"} {
+	for _, name := range []string{"streams", "socket"} {
 		socket := name == "socket"
 		t.Run(name, func(t *testing.T) {
-			if name == "ring" {
-				defer record.SetNoStreams()()
-			}
 			sys := subsys.New(subsys.Options{NumCPU: 2})
 			sock := daemontest.Start(t, daemon.Config{Subsystem: sys, Cred: daemontest.Perfmon})
 			f, err := userevents.Open(&userevents.Options{OpenData: inproc.New(sys).OpenData})
