@@ -19,20 +19,23 @@ var layers = [][]string{
 	// the files of /proc and /sys, read and parsed; what tests share
 	// (TestTestutilForTestsOnly).
 	{"internal/kctype", "internal/procfs", "internal/testutil"},
-	// The uapi, perf's and Perfetto's formats, the event model, the EventHeader format, who wrote a
-	// record, where and when, the shared-memory record ring, other processes'
-	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP.
-	{"internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
-		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt", "perfdata",
-		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon", "internal/runguard"},
+	// The uapi, Perfetto's format, the event model, the tracefs format files, the EventHeader
+	// format, who wrote a record, where and when, the shared-memory record ring, other processes'
+	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP;
+	// the interposer preloaded into other programs (C, embedded) and its builder.
+	{"internal/preload", "internal/preload/build", "internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
+		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt",
+		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon"},
 	// The daemon's protocol; the ftrace ring buffer and its text; the kernel's event filters; user
-	// events counted in the kernel by a BPF program.
-	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount"},
-	// The daemon's client; the user_events subsystem in user space.
-	{"internal/daemon/client", "internal/subsys"},
+	// events counted in the kernel by a BPF program; perf.data files, and their sessions (events by
+	// their formats, EventHeader's among them).
+	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount", "perfdata"},
+	// The daemon's client; the user_events subsystem in user space; a perf
+	// event of its tracepoints.
+	{"internal/daemon/client", "internal/subsys", "internal/perfevent"},
 	// The errors of the public packages; the processes calling in through
-	// FUSE, as subsys processes.
-	{"internal/uerror", "internal/fusefs/callers"},
+	// FUSE, as subsys processes; uetrace run's seccomp guard.
+	{"internal/uerror", "internal/fusefs/callers", "internal/runguard"},
 	// The kernel's tracefs found; the daemon: the subsystem served on a
 	// socket; and its tree served through FUSE.
 	{"internal/kernelfs", "internal/daemon", "internal/fusefs"},
@@ -50,7 +53,7 @@ var layers = [][]string{
 		"eventheader/ehslog", "eventheader/ehotel"},
 	// The in-process kernel for tests and demos; the live source of export
 	// and the Collector's receiver: the kernel or the daemon, through
-	// record, as export's samples.
+	// record, as perfdata's samples.
 	{"userevents/usereventstest", "internal/export/live"},
 	// The tool.
 	{"cmd/uetrace"},
@@ -61,7 +64,7 @@ var layers = [][]string{
 // not even in its tests; it imports the product.
 var tooling = [][]string{
 	{"kernel/vmtest"},
-	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/cmd/filtergolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite", "benchmarks/soak"},
+	{"kernel/cmd/eventgolden", "kernel/cmd/ftracegolden", "kernel/cmd/filtergolden", "kernel/cmd/tracefsgolden", "kernel/datacalls", "kernel/selftests", "kernel/suites", "conformance/harness", "benchmarks/fusewrite", "benchmarks/interposer", "benchmarks/soak"},
 	{"conformance/cmd/ueconform"},
 }
 

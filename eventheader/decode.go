@@ -57,11 +57,18 @@ func (e *Event) Payload() []byte { return e.data }
 // 4-byte write index) for the tracepoint named tracepointName. It does not
 // allocate. The fields are read with Fields.
 func Decode(tracepointName string, b []byte) (Event, error) {
-	var e Event
 	tp, err := ParseTracepointName(tracepointName)
 	if err != nil {
-		return e, fmt.Errorf("%w: %w", ErrNotEventHeader, err)
+		return Event{}, fmt.Errorf("%w: %w", ErrNotEventHeader, err)
 	}
+	return DecodeFor(tp, b)
+}
+
+// DecodeFor is Decode for a tracepoint whose name is parsed already: what
+// a reader of many events of one tracepoint calls, without parsing the
+// name each time.
+func DecodeFor(tp TracepointName, b []byte) (Event, error) {
+	var e Event
 	e.Tracepoint = tp
 	if len(b) < HeaderSize {
 		return e, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrInvalidData, len(b), HeaderSize)

@@ -133,3 +133,90 @@ func BenchmarkReadSamples(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSession is a sample read through a Session: a file of two
+// CPUs' rings, each round the two runs of 500 samples one after the
+// other, as uetrace record writes them; delivered in time order with its
+// event and its task's names (four threads, named). Mapped, and read into
+// memory (unmapped: the session copies what it holds).
+func BenchmarkSession(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "bench.data")
+	w, err := Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := testAttr()
+	a.SampleType = SampleIdentifier | SampleTID | SampleTime | SampleCPU | SampleRaw
+	if _, err := w.AddAttr(a); err != nil {
+		b.Fatal(err)
+	}
+	w.SetTracingData(testTracingData(testEvent(b)))
+	for tid := uint32(11); tid <= 14; tid++ {
+		w.WriteComm(10, tid, "worker", nil)
+	}
+	const n, round = 200_000, 1000
+	for base := 0; base < n; base += round {
+		for cpu := range uint32(2) {
+			for i := base + int(cpu); i < base+round; i += 2 {
+				s := Sample{ID: testIDBase + uint64(cpu), PID: 10, TID: 11 + uint32(i%4), Time: uint64(i) * 1000, CPU: cpu, Raw: benchRaw}
+				if err := w.WriteSample(&s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		w.WriteFinishedRound()
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mapped := range []bool{true, false} {
+		name := "mapped"
+		if !mapped {
+			name = "unmapped"
+		}
+		b.Run(name, func(b *testing.B) {
+			open := func() *Reader {
+				if mapped {
+					r, err := Open(path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return r
+				}
+				return openBytes(b, file)
+			}
+			r := open()
+			s, err := NewSession(r, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			var sum uint64
+			for b.Loop() {
+				smp, err := s.Next()
+				if err == io.EOF {
+					// Again, from the start: a session per n samples.
+					r.Close()
+					r = open()
+					if s, err = NewSession(r, nil); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum += smp.Time + uint64(len(smp.Comm))
+			}
+			r.Close()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+			if sum == 0 {
+				b.Fatal("read nothing")
+			}
+		})
+	}
+}

@@ -1,5 +1,11 @@
-// Package perfdata reads and writes perf.data files: the PERFILE2 file format
-// of `perf record`, as tools/perf/util/header.c lays it out.
+// Package perfdata reads and writes perf.data files — the PERFILE2 file
+// format of `perf record`, as tools/perf/util/header.c lays it out — and
+// reads them as a perf session does (tools/perf/util/session.c): samples in
+// time order, each with its event, its task's name and its wall-clock
+// time. It is what every uetrace tool that reads or writes perf.data is
+// built on: `uetrace record` writes with it, `uetrace report` and
+// `uetrace export` read through its Session, and a live recording gives
+// its consumers the same Sample.
 //
 // A file is a 104-byte header, a data section of records (samples, COMM,
 // LOST, ...), the perf_event_attr of every event with the sample ids that
@@ -21,6 +27,16 @@
 // trailer of other kernel records is decoded too. Records perfdata does
 // not know are returned as they are.
 //
+// [Session] reads a Reader's samples as perf script is given them: an
+// [Event] of every attr (its name, and its tracefs format parsed by
+// package tracefmt, from the tracing data), the names of tasks from COMM
+// and FORK records ([Threads]), time order by perf's ordered events
+// (flushed at each PERF_RECORD_FINISHED_ROUND, so that a file of many
+// rings or a pipe-mode stream is read in order with bounded memory), and
+// the records the recording lost. An Event tells whether it is an
+// EventHeader tracepoint and decodes its records (package eventheader);
+// printing them is the tools' business.
+//
 // Attrs are read as perf-decode reads them, not as perf does: the header's
 // attr_size is the size of each attr's slot, which perf's read_attr
 // ignores, stepping by each attr's own size instead. Files perf writes have
@@ -36,10 +52,9 @@
 // FeatureData answer as for a file. Next returns those records too, and
 // takes in an attr that comes later (Attrs then grows).
 //
-// perfdata is not a perf session: it does not sort records by time (perf
-// orders them in rounds between FINISHED_ROUND records), does not resolve
-// symbols, and does not format tracepoint records; package eventdef knows
-// the tracefs format text. Its limits:
+// perfdata does not resolve symbols or mappings (MMAP records are returned
+// as they are), and does not format tracepoint records; package tracefmt
+// knows the tracefs format text. Its limits:
 //
 //   - The Writer writes only file mode.
 //   - Only files in the machine's byte order. Perf can swap a file recorded
@@ -53,6 +68,9 @@
 //     that perf 6.1 reads), or VER8 (136) if an attr sets Config3.
 //   - A COMM or LOST written before the first attr is refused: the first
 //     attr decides the layout of their sample_id trailer.
+//   - A Session's samples have their ID, PID, TID, Time, CPU and Raw, not
+//     their IP, Addr, StreamID, Period or Misc (which mean nothing for a
+//     tracepoint): the Reader gives those.
 //
-// A Writer or a Reader is not safe for concurrent use.
+// A Writer, a Reader or a Session is not safe for concurrent use.
 package perfdata

@@ -249,7 +249,10 @@ func (a *Attr) encodedSize() int {
 	return AttrSizeVer7
 }
 
-// appendAttr appends the struct perf_event_attr of a, size bytes long.
+// AppendAttr appends the struct perf_event_attr of a, size bytes long (at
+// most AttrSizeVer8), its size field size.
+func AppendAttr(b []byte, a *Attr, size int) []byte { return appendAttr(b, a, size) }
+
 func appendAttr(b []byte, a *Attr, size int) []byte {
 	var s [AttrSizeVer8]byte
 	ne.PutUint32(s[0:], a.Type)
@@ -277,9 +280,12 @@ func appendAttr(b []byte, a *Attr, size int) []byte {
 	return append(b, s[:size]...)
 }
 
-// decodeAttr decodes a struct perf_event_attr of any size: fields beyond b
+// DecodeAttr decodes a struct perf_event_attr of any size: fields beyond b
 // are zero and bytes beyond the fields known here are ignored, as perf
-// reads an older or a newer struct.
+// reads an older or a newer struct (the kernel's copy_struct_from_user
+// refuses non-zero ones: its caller checks them).
+func DecodeAttr(b []byte) Attr { return decodeAttr(b) }
+
 func decodeAttr(b []byte) Attr {
 	var s [AttrSizeVer8]byte
 	copy(s[:], b)

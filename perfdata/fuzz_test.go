@@ -2,9 +2,11 @@ package perfdata
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -180,4 +182,101 @@ func tracingEqual(a, b *TracingData) bool {
 		}
 	}
 	return true
+}
+
+// FuzzSession reads any bytes as a perf.data file through a Session, with
+// the default queue and with one so small that it flushes all the time:
+// no panic or loop; what reads to the end gives every sample the Reader
+// gives, once, in time order but for those counted as unordered (and
+// those without a time); with Retain the samples' Raw stay as they were;
+// the names given are those of the samples.
+func FuzzSession(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s)
+	}
+	ring, _ := ringFile(f, nil)
+	f.Add(ring)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// The Reader's samples, as the session must give them.
+		r, err := NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return
+		}
+		var want []string
+		for i := 0; ; i++ {
+			if i > len(data) {
+				t.Fatalf("%d records from %d bytes", i, len(data))
+			}
+			rec, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return // the session stops at the same error
+			}
+			if rec.Type == RecordSample {
+				s := &rec.Sample
+				want = append(want, fmt.Sprint(s.ID, s.PID, s.TID, s.Time, s.CPU, s.Raw))
+			}
+		}
+		slices.Sort(want)
+		for _, o := range []SessionOptions{{Retain: true}, {MaxQueue: 1}} {
+			r, err := NewReader(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatalf("the file opened once, then not: %v", err)
+			}
+			var names []string
+			o.Comm = func(pid, tid uint32, comm string) error {
+				names = append(names, comm)
+				return nil
+			}
+			s, err := NewSession(r, &o)
+			if err != nil {
+				return // a format that does not parse
+			}
+			var got []string
+			var raws, copies [][]byte
+			var last uint64
+			for i := 0; ; i++ {
+				if i > len(data) {
+					t.Fatalf("%d samples from %d bytes", i, len(data))
+				}
+				smp, err := s.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("the Reader read the file whole, the session did not: %v", err)
+				}
+				got = append(got, fmt.Sprint(smp.ID, smp.PID, smp.TID, smp.Time, smp.CPU, smp.Raw))
+				if o.Retain {
+					raws, copies = append(raws, smp.Raw), append(copies, bytes.Clone(smp.Raw))
+				}
+				if smp.Time != 0 {
+					if smp.Time < last && s.Stats().Unordered == 0 {
+						t.Fatalf("sample at %d after one at %d, none counted as unordered", smp.Time, last)
+					}
+					last = smp.Time
+				}
+				if smp.Comm != "" && !slices.Contains(names, smp.Comm) {
+					t.Fatalf("a sample's task is named %q, a name never given", smp.Comm)
+				}
+				if smp.Event != nil && (smp.Event.Index >= len(s.Events()) || s.Events()[smp.Event.Index] != smp.Event) {
+					t.Fatalf("a sample's event is not the session's")
+				}
+			}
+			for i := range raws {
+				if !bytes.Equal(raws[i], copies[i]) {
+					t.Fatalf("sample %d's Raw changed, with Retain", i)
+				}
+			}
+			if s.Stats().Samples != uint64(len(got)) {
+				t.Fatalf("%d samples delivered, %d counted", len(got), s.Stats().Samples)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("the session gave %d samples, the Reader %d, or others", len(got), len(want))
+			}
+		}
+	})
 }

@@ -610,23 +610,33 @@ func decodeEventDesc(r *featReader) []string {
 // The results are named so that the record is built in place, not copied
 // out of a local: that is a quarter of the time of a sample.
 func (r *Reader) Next() (rec Record, err error) {
+	if err = r.next(&rec); err != nil {
+		return Record{}, err
+	}
+	return rec, nil
+}
+
+// next reads the next record into rec, which must be zero. A Session
+// reads into a record of its own, for the same reason as Next's results
+// are named.
+func (r *Reader) next(rec *Record) (err error) {
 	if r.err != nil {
-		return rec, r.err
+		return r.err
 	}
 	if r.end-r.start < recordHeaderSize {
 		if err := r.fill(recordHeaderSize); err != nil {
-			return rec, err
+			return err
 		}
 	}
 	off := r.bufOff + int64(r.start)
 	size := int(ne.Uint16(r.buf[r.start+6:]))
 	if size < recordHeaderSize {
 		r.err = formatErr(off, "record size %d is less than its 8-byte header", size)
-		return rec, r.err
+		return r.err
 	}
 	if r.end-r.start < size {
 		if err := r.fill(size); err != nil {
-			return rec, err
+			return err
 		}
 	}
 	b := r.buf[r.start : r.start+size : r.start+size]
@@ -638,16 +648,13 @@ func (r *Reader) Next() (rec Record, err error) {
 	rec.Data = b[recordHeaderSize:]
 	switch {
 	case rec.Type == RecordSample:
-		err = r.sample(&rec)
+		return r.sample(rec)
 	case rec.Type < RecordUserTypeStart:
-		err = r.kernelRecord(&rec)
+		return r.kernelRecord(rec)
 	case r.pipe:
-		err = r.pipeNext(&rec)
+		return r.pipeNext(rec)
 	}
-	if err != nil {
-		return Record{}, err
-	}
-	return rec, nil
+	return nil
 }
 
 // pipeNext handles a header record of a pipe-mode stream as Next meets

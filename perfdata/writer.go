@@ -9,25 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A Sample is a PERF_RECORD_SAMPLE: the fields its attr's SampleType
-// selects. Fields the sample_type does not have are zero.
-type Sample struct {
-	Misc     uint16 // the record header's misc: the CPU mode (MiscKernel, MiscUser)
-	ID       uint64 // SampleIdentifier or SampleID: which attr the sample belongs to
-	IP       uint64
-	PID, TID uint32
-	Time     uint64 // nanoseconds of the attr's clock
-	Addr     uint64
-	StreamID uint64
-	CPU      uint32
-	Period   uint64
-	// Raw is SampleRaw: for a tracepoint, its record (the 8-byte common
-	// header and the payload). The Writer pads it with zeros so that its
-	// size word and it end on 8 bytes, as the kernel does; the size word
-	// counts the padding, so a Reader returns Raw with it.
-	Raw []byte
-}
-
 // writerBufSize is the data buffer of a Writer: large writes, few syscalls.
 const writerBufSize = 1 << 20
 
@@ -340,12 +321,7 @@ func (w *Writer) WriteSample(s *Sample) error {
 		return fmt.Errorf("perfdata: attr %d (%s): WriteSample cannot encode sample_type %s (only %s); use WriteRecord: %w",
 			ai, w.attrs[ai].Name, sampleTypeString(st&^writableBits), sampleTypeString(writableBits), unix.EINVAL)
 	}
-	size := recordHeaderSize + info.fixed
-	rawSize := 0
-	if st&SampleRaw != 0 {
-		rawSize = (4 + len(s.Raw) + 7) &^ 7 // the kernel's round_up(sum + sizeof(u32), 8)
-		size += rawSize
-	}
+	size := SampleSize(st, len(s.Raw))
 	if size > maxRecordSize {
 		return fmt.Errorf("perfdata: sample of %d bytes (raw %d) is larger than a record can be (%d): %w", size, len(s.Raw), maxRecordSize, unix.E2BIG)
 	}
@@ -353,6 +329,30 @@ func (w *Writer) WriteSample(s *Sample) error {
 	if err != nil {
 		return err
 	}
+	PutSample(p, st, s)
+	return nil
+}
+
+// SampleSize is the size of a PERF_RECORD_SAMPLE of sample_type st — of
+// the bits WriteSample encodes — whose raw data is n bytes: the header, the
+// one-u64 fields, and the raw data's u32 size and bytes padded to 8, as the
+// kernel rounds them (round_up(n + sizeof(u32), 8)). It may exceed what a
+// record can hold (64 KiB); the caller checks.
+func SampleSize(st uint64, n int) int {
+	size := recordHeaderSize + 8*u64s(st, fixedBits)
+	if st&SampleRaw != 0 {
+		size += (4 + n + 7) &^ 7
+	}
+	return size
+}
+
+// PutSample lays out the PERF_RECORD_SAMPLE of s, header included, in p,
+// which is SampleSize(st, len(s.Raw)) bytes: the fields st selects (of
+// those WriteSample encodes), in the kernel's order (perf_output_sample).
+// It is the one encoder of a sample's layout: the Writer's, and that of a
+// perf mmap ring uetrace fills itself.
+func PutSample(p []byte, st uint64, s *Sample) {
+	size := len(p)
 	putHeader(p, RecordSample, s.Misc, size)
 	i := recordHeaderSize
 	if st&SampleIdentifier != 0 {
@@ -394,12 +394,28 @@ func (w *Writer) WriteSample(s *Sample) error {
 		i += 8
 	}
 	if st&SampleRaw != 0 {
-		ne.PutUint32(p[i:], uint32(rawSize-4))
+		ne.PutUint32(p[i:], uint32(size-i-4))
 		n := copy(p[i+4:], s.Raw)
-		clear(p[i+4+n : i+rawSize])
+		clear(p[i+4+n:])
 	}
-	return nil
 }
+
+// SampleWritable reports whether PutSample (and WriteSample) encode every
+// field of sample_type st, and the bits they encode.
+func SampleWritable(st uint64) (ok bool, bits uint64) { return st&^writableBits == 0, writableBits }
+
+// TrailerSize is the size of the sample_id trailer (struct sample_id) that
+// non-sample records of an attr with sample_id_all and sample_type st end
+// with.
+func TrailerSize(st uint64) int { return 8 * u64s(st, trailerBits) }
+
+// PutTrailer writes the sample_id trailer of t into p (TrailerSize(st)
+// bytes): TID, Time, ID, StreamID, CPU, and ID again as the identifier, as
+// st selects them (__perf_event__output_id_sample).
+func PutTrailer(p []byte, st uint64, t *Sample) { putTrailer(p, st, t) }
+
+// PutRecordHeader writes a perf_event_header: type, misc, size.
+func PutRecordHeader(p []byte, typ RecordType, misc uint16, size int) { putHeader(p, typ, misc, size) }
 
 // trailerAttr returns the attr whose sample_type lays out the sample_id
 // trailer of a non-sample record with this id, or -1 when records have no

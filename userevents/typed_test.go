@@ -50,7 +50,7 @@ func TestTypedWrite(t *testing.T) {
 		}
 		got := p.payloads(t)
 		if len(got) != 2 {
-			t.Fatalf("%d records, want 2", len(got))
+			t.Fatalf("%d records, want 2: % x", len(got), got)
 		}
 		def := ev.Event().Def()
 		want := [][6]string{

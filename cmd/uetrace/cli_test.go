@@ -185,7 +185,7 @@ func TestCLIDemo(t *testing.T) {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		"demo_http_request  user_events  65535  -      0        0        u32 status; u64 duration_ns; __rel_loc char[] path",
+		"demo_http_request  user_events  32767  -      0        0        u32 status; u64 duration_ns; __rel_loc char[] path",
 		"enabled user_events:demo_http_request",
 		"demo_http_request: status=",
 		"demo_cache_lookup: hit=",

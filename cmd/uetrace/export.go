@@ -56,7 +56,8 @@ from the kernel's perf events when it has user_events, else from the uetrace
 daemon; -e, --pid, --comm, --buffer-kb and --no-follow select as for record.
 It runs until interrupted (Ctrl-C) or until --duration has passed. With -i it
 sends the samples of a perf.data file ("-": a pipe-mode stream on standard
-input) and exits when they are delivered.
+input) in time order, as report reads them, and exits when they are
+delivered.
 
 Each event is a log record: its name (system:name, or Provider:Event for
 EventHeader events) as the event name, its fields as attributes — an
@@ -279,7 +280,8 @@ func openPerfData(cmd *cobra.Command, in string) (*perfdata.Reader, error) {
 
 // exportLive sends events live through a recording's Sink until ctx is
 // done. Times: the daemon's samples are CLOCK_MONOTONIC, and the kernel's
-// are made so (use_clockid); the wall clock's offset is read once.
+// are made so (use_clockid); the recording gives them their wall-clock
+// times, by the clocks' offset read once.
 func exportLive(ctx context.Context, cmd *cobra.Command, g *globals, a exportArgs, exp *export.Exporter,
 	notify func(string), startStatus func(string)) (record.Stats, error) {
 	if err := checkPIDs("export", a.pids); err != nil {
@@ -291,7 +293,7 @@ func exportLive(ctx context.Context, cmd *cobra.Command, g *globals, a exportArg
 	}
 	var addErr error
 	opts := record.Options{Events: a.events, BufferKB: a.bufferKB, NoFollow: a.noFollow, PIDs: a.pids, Comms: a.comms}
-	src, err := live.Open(live.Where{Source: o.Backend, Socket: o.Socket, Tracefs: o.Tracefs}, opts, func(s *export.Sample) {
+	src, err := live.Open(live.Where{Source: o.Backend, Socket: o.Socket, Tracefs: o.Tracefs}, opts, func(s *perfdata.Sample) {
 		if err := exp.Add(ctx, s); err != nil && addErr == nil {
 			addErr = err
 		}

@@ -138,6 +138,7 @@ flag ("uetrace write dynamic_events -- '-:myev'").`,
 		newEmitCmd(g),
 		newRunCmd(g),
 		newMountCmd(g),
+		newPreloadCmd(g),
 		newDemoCmd(),
 		newVersionCmd(),
 	)

@@ -22,6 +22,7 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/fusefs"
+	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/runguard"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/userevents"
@@ -37,9 +38,11 @@ var tracingDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
 
 func newRunCmd(g *globals) *cobra.Command {
 	var (
-		verbose bool
-		private bool
-		fuseDev string
+		verbose   bool
+		private   bool
+		noPreload bool
+		abiFlag   string
+		fuseDev   string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] [--] COMMAND [ARG...]",
@@ -60,6 +63,18 @@ children alone. Either way $UETRACE_SOCKET points them at it, so uetrace's own
 commands and Go programs using the userevents package inside share it. run
 exits with the command's status.
 
+run also preloads its interposer into the command (LD_PRELOAD, from a
+read-only tmpfs in the command's mount namespace): a dynamically linked
+program's writes to user_events_data then go into a shared-memory ring the
+daemon drains, answered as the kernel would and with no system call, instead
+of a FUSE round trip each; everything else it does is untouched. Static
+binaries, setuid programs and programs that make their system calls
+themselves are not preloaded into and write through FUSE. --no-preload (or
+UETRACE_PRELOAD=off) leaves it out; uetrace preload writes it for programs
+started another way. --abi v10 serves, beside today's ABI, the first one of
+the user_events series (a 24-byte struct user_reg and a mapped status page),
+which no Linux release enabled.
+
 As root it needs /dev/fuse. As an ordinary user it makes a user namespace in
 which the command runs as root (uid 0 there, your uid outside), which needs
 the kernel to allow unprivileged user namespaces, and /dev/fuse to be usable
@@ -68,21 +83,38 @@ registrations, this process reads and writes the command's memory
 (process_vm_readv/writev), which the kernel allows for your own processes
 unless Yama's ptrace_scope is 2 or more.
 
-perf record -e user_events:... cannot work inside: perf_event_open is the
-kernel's, and the kernel knows nothing of these events. Use uetrace record.
-So that no perf tool records the wrong events or loses the tree, run hands
-the command's perf_event_open, mount and fsopen calls to itself (a seccomp
-filter): opening one of the tree's event ids fails with EOPNOTSUPP, and
-mounting tracefs or debugfs (perf and trace-cmd do when they find no tracefs
-in /proc/mounts; the tree is fuse.uetrace) fails with EPERM, each said on
-standard error with the name uetrace record; every other call goes to the
-kernel. The tree's event ids are above any the kernel hands out, so even
+Linux's perf sees these events: perf_event_open is the kernel's, which
+knows nothing of them, so run answers the command's perf_event_open of one
+of the tree's event ids itself (a seccomp filter hands it the call): the
+tree makes the event and run installs its file in the command, whose read,
+ioctls, poll and mmap'd ring are perf's. perf record -e user_events:x,
+perf script on its perf.data, perf stat -e user_events:x and the kernel's
+perf_test work unmodified. The ring is shared memory through FUSE
+passthrough, which needs Linux 6.9 and root (run as root, or a daemon
+running as root); without it, and for what uetrace cannot give (call
+chains, event groups, kernel and tree events in one perf record), the open
+fails with EOPNOTSUPP, said on standard error with the name uetrace record.
+A shared mapping of a file makes a round trip to run (about 11 µs).
+
+trace-cmd works inside, unmodified: trace-cmd record -e user_events records
+the tree's events, and KernelShark opens the trace.dat (docs/trace-cmd.md).
+For it run hands the command's mount and splice calls to itself too: a
+mount of tracefs on /sys/kernel/tracing, which libtracefs makes when
+/proc/mounts lists none (the tree is fuse.uetrace), is answered as done —
+the tree is there —, a splice from a trace_pipe_raw, which reads nothing
+through FUSE, is done by run for the command, and
+/proc/sys/kernel/ftrace_enabled, which trace-cmd writes, is the command's
+own. Mounting tracefs elsewhere or debugfs fails with EPERM, said on
+standard error, so that the tree stays. Every other call goes to the kernel
+as it was. The tree's event ids are above any the kernel hands out, so even
 without the filter (a kernel before 5.5) such an open names no kernel
 tracepoint.`,
 		Example: `  uetrace run -- sh -c 'echo "u:hello u32 n" >> /sys/kernel/tracing/dynamic_events;
                       cat /sys/kernel/tracing/user_events_status'
   uetrace run -- ./my_c_program       # opens /sys/kernel/tracing/user_events_data
-  sudo uetrace run -- ./abi_test      # the kernel's own selftest`,
+  sudo uetrace run -- ./abi_test      # the kernel's own selftest
+  sudo uetrace run -- perf record -e user_events:hello -- ./my_c_program
+  sudo uetrace run -- trace-cmd record -e user_events ./my_c_program`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr(cmd, nil, "run needs a COMMAND to run")
@@ -90,10 +122,23 @@ tracepoint.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCommand(cmd, g, args, fuseDev, private, verbose)
+			v10 := false
+			switch abiFlag {
+			case "", "current":
+			case "v10":
+				if noPreload || preload.Library == nil {
+					return usageErr(cmd, nil, "--abi v10 needs the interposer (its status page is mapped by it): not with --no-preload, and on amd64 only")
+				}
+				v10, private = true, true
+			default:
+				return usageErr(cmd, nil, "--abi takes current or v10, not "+strconv.Quote(abiFlag))
+			}
+			return runCommand(cmd, g, args, fuseDev, private, !noPreload, v10, verbose)
 		},
 	}
 	cmd.Flags().BoolVar(&private, "private", false, "a subsystem of the command's own, even when a daemon is running")
+	cmd.Flags().BoolVar(&noPreload, "no-preload", false, "do not preload the interposer: every write goes through FUSE")
+	cmd.Flags().StringVar(&abiFlag, "abi", "", "v10: serve the first user_events ABI too (2022's v10 series: a 24-byte struct user_reg, a mapped status page), which no Linux release enabled; implies --private")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log the subsystem's clients and the FUSE mount to stderr")
 	cmd.Flags().StringVar(&fuseDev, "fuse-device", "/dev/fuse", "the FUSE device to open")
 	cmd.Flags().MarkHidden("fuse-device")
@@ -104,7 +149,7 @@ tracepoint.`,
 // runCommand serves a subsystem to args[0], started through the shim in new
 // namespaces, and returns its exit status: the running daemon's subsystem,
 // or one of its own.
-func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, private, verbose bool) error {
+func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, private, interpose, v10, verbose bool) error {
 	level := slog.LevelWarn
 	if verbose {
 		level = slog.LevelDebug
@@ -154,7 +199,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 		if err != nil {
 			return err
 		}
-		sys = subsys.New(subsys.Options{NumCPU: runtime.NumCPU()})
+		sys = subsys.New(subsys.Options{NumCPU: traceCPUs()})
 		srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log})
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
@@ -170,14 +215,35 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	ours, theirs := os.NewFile(uintptr(pair[0]), "run-shim"), os.NewFile(uintptr(pair[1]), "run-shim")
 	defer ours.Close()
 
+	// The interposer's library goes on a tmpfs the shim mounts on this
+	// directory in the command's mount namespace: there it is the
+	// command's alone, and gone with the namespace; here the directory
+	// stays empty.
+	preloadDir := ""
+	switch {
+	case !interpose:
+	case preload.Library == nil:
+		log.Debug("no interposer for this architecture: the command's writes go through FUSE", "arch", runtime.GOARCH)
+	default:
+		d, err := os.MkdirTemp("", "uetrace-preload-")
+		if err != nil {
+			theirs.Close()
+			return fmt.Errorf("run: %w", err)
+		}
+		defer os.Remove(d)
+		preloadDir = d
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		theirs.Close()
 		return fmt.Errorf("run: finding uetrace's own executable to start the shim: %w", err)
 	}
-	shim := exec.Command(exe, append([]string{runShimArg, fuseDev, "--"}, args...)...)
+	shim := exec.Command(exe, append([]string{runShimArg, fuseDev, preloadDir, "--"}, args...)...)
 	shim.Stdin, shim.Stdout, shim.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
 	shim.Env = append(os.Environ(), "UETRACE_SOCKET="+sock)
+	if v10 {
+		shim.Env = append(shim.Env, "UETRACE_ABI=v10")
+	}
 	shim.ExtraFiles = []*os.File{theirs}
 	shim.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
 	if !root {
@@ -212,7 +278,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 	}
 	dev, mdev := shimmed.dev, shimmed.mdev
 	if shimmed.guard >= 0 {
-		g := &runguard.Guard{Tracepoint: treeTracepoint(sys), Log: cmd.ErrOrStderr(), TreeDirs: tracingDirs}
+		g := &runguard.Guard{Tracepoint: treeTracepoint(sys), Log: cmd.ErrOrStderr(), TreeDirs: tracingDirs, SpliceIoctl: fusefs.IoctlSplicePage}
 		defer g.Serve(shimmed.guard)()
 	} else {
 		log.Warn("perf tools inside are not kept from the tree: perf_event_open of its event ids and mounts of tracefs go to the kernel", "reason", shimmed.noGuard)
@@ -228,7 +294,8 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 			return fmt.Errorf("run: the daemon at %s would not serve the tree (--private runs the command with a subsystem of its own): %w", sock, err)
 		}
 	} else {
-		opts := fusefs.Options{Flush: srv.Flush, Dev: mdev}
+		opts := fusefs.Options{Flush: srv.Flush, Dev: mdev, V10: v10,
+			Share: func(r fusefs.ShareRequest) (fusefs.Share, error) { return fuseShare(srv, r) }}
 		if !root {
 			// The subsystem is the command's own: privilege counts in
 			// the user namespace made for it, where it is root, as
@@ -341,13 +408,13 @@ func receiveDevice(sock *os.File, exited <-chan struct{}) (shimAnswer, error) {
 }
 
 // treeTracepoint returns the guard's Tracepoint: whether a tracepoint id is
-// one of the tree's, which are subsys's — at or above
-// subsys.DefaultFirstID, where no kernel hands out its own (subsys's
-// package doc) — and its name when the subsystem is this process's (sys;
-// nil when a daemon serves the tree).
+// one of the tree's, which are subsys's — subsys.DefaultFirstID to
+// DefaultLastID, where no kernel hands out its own (subsys's package doc)
+// — and its name when the subsystem is this process's (sys; nil when a
+// daemon serves the tree).
 func treeTracepoint(sys *subsys.Subsystem) func(pid int, id uint64) (string, bool) {
 	return func(_ int, id uint64) (string, bool) {
-		if id < subsys.DefaultFirstID || id > 1<<16-1 {
+		if id < subsys.DefaultFirstID || id > subsys.DefaultLastID {
 			return "", false
 		}
 		if sys != nil {
@@ -364,18 +431,20 @@ func treeTracepoint(sys *subsys.Subsystem) func(pid int, id uint64) (string, boo
 // runShim is uetrace in the command's new mount namespace (and user
 // namespace, for an ordinary user): it mounts a fresh FUSE connection on
 // /sys/kernel/tracing, hands the device to uetrace run on descriptor 3,
-// waits for it to serve, and becomes the command. args are the device's
-// path, "--", the command and its arguments.
+// puts the interposer where the command's loader preloads it, waits for
+// run to serve, and becomes the command. args are the device's path, the
+// directory for the interposer ("" for none), "--", the command and its
+// arguments.
 func runShim(args []string) {
 	sock := os.NewFile(3, "run-shim")
 	fail := func(format string, a ...any) {
 		sock.Write([]byte(fmt.Sprintf(format, a...)))
 		os.Exit(127)
 	}
-	if len(args) < 3 || args[1] != "--" {
+	if len(args) < 4 || args[2] != "--" {
 		fail("run: shim called with %q", args)
 	}
-	devPath, argv := args[0], args[2:]
+	devPath, preloadDir, argv := args[0], args[1], args[3:]
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		fail("run: %v", err)
@@ -396,10 +465,21 @@ func runShim(args []string) {
 			}
 		}
 	}
+	if err := privateFtraceEnabled(); err != nil {
+		fmt.Fprintf(os.Stderr, "uetrace: run: %v; trace-cmd record may fail to enable ftrace there\n", err)
+	}
 	// The mount's st_dev goes with the descriptor: run's mount table does
 	// not have this namespace's mounts, and fusectl names the connection
-	// by it (to abort it).
+	// by it (to abort it). The interposer recognises the tree by it.
 	mdev, _ := fusefs.MountDev(tracingDirs[0])
+	env := os.Environ()
+	if preloadDir != "" {
+		lib, err := installPreload(preloadDir)
+		if err != nil {
+			fail("run: %v", err)
+		}
+		env = preloadEnv(env, lib, mdev)
+	}
 	// The guard's filter is this thread's, and the command's once this
 	// thread execs it; its listener goes to run with the device, or the
 	// reason there is none.
@@ -423,9 +503,53 @@ func runShim(args []string) {
 		os.Exit(127)
 	}
 	sock.Close()
-	err = syscall.Exec(path, argv, os.Environ())
+	err = syscall.Exec(path, argv, env)
 	fmt.Fprintf(os.Stderr, "uetrace: run: exec %s: %v\n", argv[0], err)
 	os.Exit(127)
+}
+
+// installPreload mounts a small tmpfs on dir, in the shim's mount namespace,
+// writes the interposer there, and makes the mount read-only: a file the
+// command and its children load, which nobody outside the namespace sees
+// and nothing inside can change, on a file system without noexec whatever
+// /tmp's options are. It returns the library's path.
+func installPreload(dir string) (string, error) {
+	if err := unix.Mount("uetrace-preload", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=1m,mode=0755"); err != nil {
+		return "", fmt.Errorf("mounting a tmpfs for the interposer on %s: %w", dir, err)
+	}
+	lib := filepath.Join(dir, preload.FileName)
+	if err := os.WriteFile(lib, preload.Library, 0o644); err != nil {
+		return "", fmt.Errorf("writing the interposer: %w", err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return "", fmt.Errorf("making the interposer's tmpfs read-only: %w", err)
+	}
+	return lib, nil
+}
+
+// preloadEnv is env with lib preloaded — after whatever the user preloads
+// already — and the tree's st_dev (UETRACE_TREE, when known), by which the
+// interposer recognises the tree's user_events_data among FUSE files.
+func preloadEnv(env []string, lib string, treeDev uint64) []string {
+	out := make([]string, 0, len(env)+2)
+	preloadVar := "LD_PRELOAD=" + lib
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "LD_PRELOAD="):
+			if old := strings.TrimPrefix(kv, "LD_PRELOAD="); strings.TrimSpace(old) != "" {
+				preloadVar = kv + " " + lib
+			}
+			continue
+		case strings.HasPrefix(kv, "UETRACE_TREE="):
+			continue
+		}
+		out = append(out, kv)
+	}
+	out = append(out, preloadVar)
+	if treeDev != 0 {
+		out = append(out, "UETRACE_TREE="+strconv.FormatUint(treeDev, 10))
+	}
+	return out
 }
 
 // mountFUSE opens the FUSE device at devPath and mounts a fresh connection of

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,7 +77,7 @@ test
 Active: 1
 Busy: 0
 name: test
-ID: 65535
+ID: 32767
 format:
 1
 0
@@ -150,11 +151,14 @@ func TestRunUnprivileged(t *testing.T) {
 	}
 	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
 	out, code, _ := runCmd(t, bin, nobody, "run", "--private", "--fuse-device", dev, "--", "sh", "-c",
-		`id -u; cd /sys/kernel/tracing && echo 'u:mine u32 a' >> dynamic_events && cat user_events_status && stat -c '%U %a' user_events_data`)
+		`id -u; cd /sys/kernel/tracing && echo 'u:mine u32 a' >> dynamic_events && cat user_events_status && stat -c '%U %a' user_events_data
+if [ -e /proc/sys/kernel/ftrace_enabled ]; then echo 1 > /proc/sys/kernel/ftrace_enabled && echo written; else echo written; fi`)
 	if strings.Contains(out, "user namespace") {
 		t.Skipf("this kernel keeps ordinary users out of user namespaces: %s", out)
 	}
-	want := "0\nmine\n\nActive: 1\nBusy: 0\nroot 640\n"
+	// ftrace_enabled is the command's own, which it may write as root of
+	// its user namespace (trace-cmd record does; the host's it may not).
+	want := "0\nmine\n\nActive: 1\nBusy: 0\nroot 640\nwritten\n"
 	if code != 0 || out != want {
 		t.Errorf("as nobody: exit %d\n%s\nwant:\n%s", code, out, want)
 	}
@@ -239,5 +243,38 @@ func TestPtraceScope(t *testing.T) {
 		if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "ptrace_scope is "+scope) || !strings.Contains(err.Error(), "as root") {
 			t.Errorf("ptrace_scope %s: %v; want EPERM saying what and what to do", scope, err)
 		}
+	}
+}
+
+// TestRunPreload: uetrace run with a daemon preloads the interposer into a
+// dynamically linked command, whose writes then go through a ring the
+// daemon takes (its status counts the share) and reach its trace; with
+// --no-preload they go through FUSE and reach it all the same.
+func TestRunPreload(t *testing.T) {
+	needFUSE(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the interposer is amd64's")
+	}
+	prog := testutil.BuildC(t, "", filepath.Join("testdata", "preloaded.c"), "-O2", "-Wall", "-Werror")
+	sock, _, _ := startServe(t)
+	for _, tc := range []struct {
+		flags  []string
+		want   string
+		shares string
+	}{
+		{nil, "shares 1 fallbacks 0\n", "interposer_shares 1\n"},
+		{[]string{"--no-preload"}, "no interposer\n", "interposer_shares 1\n"},
+	} {
+		args := append(append([]string{"--socket", sock, "run"}, tc.flags...), "--", prog)
+		out, code, _ := runCmd(t, testutil.Uetrace(t), nil, args...)
+		if code != 0 || out != tc.want {
+			t.Errorf("uetrace %s: exit %d, %q; want %q", strings.Join(args, " "), code, out, tc.want)
+		}
+		if st := mustCLI(t, sock, "status"); !strings.Contains(st, tc.shares) {
+			t.Errorf("after %s, the daemon's status lacks %q:\n%s", strings.Join(tc.flags, " "), tc.shares, st)
+		}
+	}
+	if n := strings.Count(mustCLI(t, sock, "trace"), "run_ip: n="); n != 20 {
+		t.Errorf("%d run_ip records in the daemon's trace, want 20", n)
 	}
 }

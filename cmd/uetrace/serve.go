@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/user"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -164,7 +163,7 @@ shows the counts. 0 is the default; -1 no limit.`,
 			if d := daemon.SocketDirBlocks(sock, access.Mode); d != "" && (group != "" || mode != "") && !activated {
 				log.Warn("a directory above the socket keeps out whom --group/--mode let in; give it search permission", "dir", d)
 			}
-			sys := subsys.New(subsys.Options{MaxEvents: maxEvents, NumCPU: runtime.NumCPU(), BufferKB: bufferKB})
+			sys := subsys.New(subsys.Options{MaxEvents: maxEvents, NumCPU: traceCPUs(), BufferKB: bufferKB})
 			// The tree through FUSE: on --mount, and on mounts clients
 			// hand over (uetrace run, uetrace mount).
 			var srv *daemon.Server
@@ -176,7 +175,8 @@ shows the counts. 0 is the default; -1 no limit.`,
 				},
 				ChargeRefs: func(uid uint32, cred subsys.Cred, n int, force bool) error {
 					return srv.FUSEChargeRefs(uid, cred, n, force)
-				}}
+				},
+				Share: func(r fusefs.ShareRequest) (fusefs.Share, error) { return fuseShare(srv, r) }}
 			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log, Tracers: who, Limits: limits, MaxConns: maxConns,
 				ServeFUSE: func(dev *os.File, from daemon.FUSEMounter) (daemon.FUSETree, error) {
 					o, err := handedOver(treeOpts, from)
@@ -331,6 +331,16 @@ func parseTracers(list string) (daemon.Tracers, error) {
 		}
 	}
 	return t, nil
+}
+
+// fuseShare gives srv the share a process preloaded with the interposer set
+// up on a FUSE tree of its subsystem (fusefs.Options.Share).
+func fuseShare(srv *daemon.Server, r fusefs.ShareRequest) (fusefs.Share, error) {
+	sh, err := srv.FUSEShare(r.File, r.Writer, r.UID, r.Cred, r.Ring, r.Table, r.Wake)
+	if err != nil {
+		return nil, err
+	}
+	return sh, nil
 }
 
 // handedOver is the options of a tree on a FUSE mount a client handed over:

@@ -41,7 +41,8 @@ of a Hello in time), open files and sessions, registrations, sessions and
 their buffers, buffer_size_kb, requests held ahead of a blocking read,
 requests refused by the access model (EACCES, EPERM) and by a limit, the
 clients' memory it maps (shared_kb: arenas and rings), the files of its FUSE
-tree held open — and per user: all users' for a tracer, your own for anyone
+tree held open, the processes writing through the interposer's rings
+(interposer_shares: since it started; _open: now) — and per user: all users' for a tracer, your own for anyone
 else.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -136,9 +136,9 @@ func TestNormalise(t *testing.T) {
 	if got := normalise(raw, []string{"__m"}); got != want {
 		t.Errorf("normalise:\n%s\nwant\n%s", got, want)
 	}
-	// uetrace's IDs count down from the top of the u16 range: the first
+	// uetrace's IDs count down from subsys.DefaultLastID: the first
 	// handed out is the highest.
-	if got, want := normalise("| ID: ⟪ID 65535⟫\n| ⟪ID 65533⟫\n| ⟪ID 65534⟫\n", nil), "| ID: <ID+0>\n| <ID+2>\n| <ID+1>\n"; got != want {
+	if got, want := normalise("| ID: ⟪ID 32767⟫\n| ⟪ID 32765⟫\n| ⟪ID 32766⟫\n", nil), "| ID: <ID+0>\n| <ID+2>\n| <ID+1>\n"; got != want {
 		t.Errorf("normalise of uetrace's IDs:\n%s\nwant\n%s", got, want)
 	}
 	line := "       ueconform-48      [001] .N...     1.492780: __t: a=1"

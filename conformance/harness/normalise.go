@@ -96,8 +96,8 @@ func isMulti(flags string) bool {
 // first one handed out (both come from global counters whose starting
 // points differ between the kernel and uetrace). A kernel hands out type
 // IDs upwards from its built-in ones, the lowest free first, so k counts up
-// from the lowest ID the scenario printed; uetrace hands them out from the
-// top of the u16 range down, the highest free first (subsys's package doc
+// from the lowest ID the scenario printed; uetrace hands them out from
+// subsys.DefaultLastID down, the highest free first (subsys's package doc
 // says why), so for IDs at or above subsys.DefaultFirstID, where no
 // kernel's are, k counts down from the highest.
 func normalise(raw string, multi []string) string {

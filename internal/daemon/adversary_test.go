@@ -422,7 +422,7 @@ func TestListedTracer(t *testing.T) {
 	out := runChild(t, exe, "TestListedTracer", "tracer", s.sock, nobodyUID)
 	wantLines(t, out,
 		"tracer: true", "enable: ok", "read trace: ok", "buffer_size_kb 4096: ENOMEM", "buffer_size_kb 2048: ok",
-		"session 2M: ok", "session 2M more: EPERM", "session 1M: ok", "session 1M more: EPERM",
+		"per_cpu/cpu0/buffer_size_kb 4096: ENOMEM", "session 2M: ok", "session 2M more: EPERM", "session 1M: ok", "session 1M more: EPERM",
 		"session after close: ok", "session 4K: ok", "session 4K more: EMFILE",
 		"stats: ok",
 	)
@@ -455,9 +455,11 @@ func tracerChild(t *testing.T) {
 		f.Close()
 	}
 	fmt.Printf("read trace: %s\n", errnoName(err))
-	for _, kb := range []string{"4096", "2048"} {
-		err := writeFile(c, "buffer_size_kb", kb)
-		fmt.Printf("buffer_size_kb %s: %s\n", kb, errnoName(err))
+	for _, size := range []struct{ file, kb string }{
+		{"buffer_size_kb", "4096"}, {"buffer_size_kb", "2048"}, {"per_cpu/cpu0/buffer_size_kb", "4096"},
+	} {
+		err := writeFile(c, size.file, size.kb)
+		fmt.Printf("%s %s: %s\n", size.file, size.kb, errnoName(err))
 		if err != nil {
 			fmt.Printf("%v\n", err)
 		}

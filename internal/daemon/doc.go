@@ -148,14 +148,16 @@
 // trace_pipe read or a flush makes it delivered at once).
 //
 // Beside the drainers, one merger goroutine (merger.go) drains version-1
-// rings — one ring per producer for every CPU — which the C interposer
-// (internal/preload) publishes, as it has no ring count to route by. A
-// version-1 ring holds all of its producer's CPUs in one time order, so
-// its records cannot be given to per-CPU drainers without a merge across
-// all of them: the merger is that merge, with the same code (merge,
-// subsys.File.Deliver) and the same checks; only its single goroutine
-// makes it the older path's ceiling. The Go producer (package userevents)
-// publishes sets only.
+// rings: one ring per producer for all of its CPUs. The C interposer
+// (package preload) publishes one — its share (FUSEShare, share.go) is a
+// ring per open user_events_data, woken by a datagram socket, and its C
+// code has no ring count to route by — and so may a client before ring
+// sets (the Ring request, version 1). A version-1 ring holds all of its
+// producer's CPUs in one order, so its records cannot be handed to
+// per-CPU drainers without a merge across all of them: the merger is that
+// merge, with the same code (merge, subsys.File.Deliver) and the same
+// checks; its single goroutine is that path's ceiling. The Go producer
+// (package userevents) publishes sets only.
 //
 // # Differences from Linux
 //
@@ -201,6 +203,18 @@
 //     lower or hide another's losses. Without a ring, each write is
 //     a round trip on the socket, so that the writer gets the kernel's
 //     errno; it costs a context switch each way.
+//   - Programs that are not uetrace's reach rings too: a process preloaded
+//     with the interposer (package preload) hands a ring per open FUSE
+//     user_events_data to the FUSE tree, which takes its descriptors from
+//     the calling process itself (pidfd_getfd) and gives them to FUSEShare
+//     (share.go). Such a ring is one more ringSource — drained, checked
+//     and merged as a connection's, its records resolved in that file
+//     only and delivered under the FUSE caller's process, its thread ids
+//     mapped from the process's pid namespace — woken by a datagram
+//     socket the merger drains. With it comes a validation table the
+//     daemon writes and never reads (each write index's enabled state,
+//     size and __data_loc/__rel_loc rules, kept by subsys.File.Watch),
+//     from which the process answers its writes as the kernel would.
 //   - Writes are writev(2): there is no write(2) with a file position, so
 //     pwrite's EFAULT for a non-zero offset and write(2)'s EFAULT for 0 bytes
 //     (a 0-byte writev is 0) have no counterpart.

@@ -164,6 +164,11 @@ type Stats struct {
 	// records cut to what their producer could have dropped, and records
 	// delivered under their process id, their thread ids unchecked.
 	LostCapped, UncheckedTID uint64
+	// Shares are the interposer's shares taken since the daemon started
+	// (FUSEShare): processes writing a FUSE user_events_data through a
+	// ring; SharesOpen those not released yet.
+	Shares     uint64
+	SharesOpen int64
 	// ByUID is each uid's share, for the uids holding anything.
 	ByUID map[uint32]UIDStats
 }
@@ -181,6 +186,8 @@ type UIDStats struct {
 type counters struct {
 	refusedUID, refusedAll, timeouts, denied, overLimit atomic.Int64
 	pending                                             atomic.Int64
+	shares                                              atomic.Uint64
+	sharesOpen                                          atomic.Int64
 }
 
 // Stats returns the daemon's counts.
@@ -192,6 +199,8 @@ func (s *Server) Stats() Stats {
 		Denied:     s.count.denied.Load(),
 		OverLimit:  s.count.overLimit.Load(),
 		Pending:    int(s.count.pending.Load()),
+		Shares:     s.count.shares.Load(),
+		SharesOpen: s.count.sharesOpen.Load(),
 		ByUID:      map[uint32]UIDStats{},
 	}
 	s.mu.Lock()
@@ -259,6 +268,8 @@ func (st Stats) AppendText(b []byte) []byte {
 	add("event_refs", st.Refs)
 	add("ring_lost_capped", st.LostCapped)
 	add("ring_unchecked_tid", st.UncheckedTID)
+	add("interposer_shares", st.Shares)
+	add("interposer_shares_open", st.SharesOpen)
 	uids := make([]uint32, 0, len(st.ByUID))
 	for u := range st.ByUID {
 		uids = append(uids, u)
@@ -342,17 +353,29 @@ func (c *conn) chargeRefs(n int, force bool) error {
 // the daemon map (what: "arena", "ring"), or less (bytes < 0). What would
 // go over Limits.SharedKBPerUID is refused ENOMEM.
 func (c *conn) share(what string, bytes int64) error {
-	s := c.s
+	return c.s.shareMem(c.uid, c.limited(), what, bytes)
+}
+
+// shareMem accounts to uid bytes more of client memory the daemon maps
+// (fewer when negative), checking Limits.SharedKBPerUID if limited: a
+// connection's arenas and ring, and the rings and tables of processes
+// writing through the interposer (FUSEShare).
+func (s *Server) shareMem(uid uint32, limited bool, what string, bytes int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := s.uids[c.uid]
-	if bytes > 0 && c.limited() && u.sharedBytes+bytes > int64(s.limits.SharedKBPerUID)<<10 {
+	u := s.uids[uid]
+	if u == nil {
+		u = &uidUse{}
+		s.uids[uid] = u
+	}
+	if bytes > 0 && limited && u.sharedBytes+bytes > int64(s.limits.SharedKBPerUID)<<10 {
 		hint := ""
-		if what == "ring" {
+		if what != "arena" {
 			hint = "; or share a smaller ring: $UETRACE_RING_KB"
 		}
-		return fmt.Errorf("%s: uid %d's connections share %d KiB of memory with the daemon, and %d KiB more is over the %d KiB one user may, as io_uring refuses rings over RLIMIT_MEMLOCK (`uetrace serve --shared-kb`%s): %w",
-			what, c.uid, u.sharedBytes>>10, bytes>>10, s.limits.SharedKBPerUID, hint, unix.ENOMEM)
+		s.tidy(uid, u)
+		return fmt.Errorf("%s: uid %d shares %d KiB of memory with the daemon, and %d KiB more is over the %d KiB one user may, as io_uring refuses rings over RLIMIT_MEMLOCK (`uetrace serve --shared-kb`%s): %w",
+			what, uid, u.sharedBytes>>10, bytes>>10, s.limits.SharedKBPerUID, hint, unix.ENOMEM)
 	}
 	u.sharedBytes += bytes
 	return nil

@@ -144,6 +144,13 @@ func (m *merger) wake() {
 	}
 }
 
+// lookNow has the merger look at its rings now.
+func (m *merger) lookNow() {
+	m.mu.Lock()
+	m.wake()
+	m.mu.Unlock()
+}
+
 // closeRing asks the merger to release r once it has delivered what r's
 // producer committed.
 func (m *merger) closeRing(r *ringSource) {
@@ -355,6 +362,7 @@ func (m *merger) sleep(timeout time.Duration) {
 	unix.EpollWait(m.epfd, evs[:], int(max(timeout/time.Millisecond, 1)))
 	for _, r := range m.rings {
 		r.cons.Awake()
+		r.drainWake()
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -35,7 +34,7 @@ func (c *conn) opOpen(h wire.Header, body []byte) bool {
 		return c.result(0, err)
 	}
 	hn := c.add(fh)
-	if strings.Trim(string(body), "/") == subsys.FileBufferSizeKB && int(h.Arg)&(os.O_WRONLY|os.O_RDWR) != 0 {
+	if subsys.SizesBuffer(string(body)) && int(h.Arg)&(os.O_WRONLY|os.O_RDWR) != 0 {
 		c.bufHandles[hn] = true
 	}
 	return c.result(int64(hn), nil)

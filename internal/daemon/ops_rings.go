@@ -17,29 +17,36 @@ import (
 // count (the drainers do).
 func (c *conn) opRing(h wire.Header, body []byte) bool {
 	fds := c.takeFDs()
-	var err error
-	switch {
-	case len(fds) != 2 || len(body) != 0:
-		err = fmt.Errorf("ring: expected a memfd, an eventfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL)
-	case c.ring != nil || c.set != nil:
-		err = fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY)
-	case h.Arg > wire.RingSet:
-		err = fmt.Errorf("ring: version %d; this daemon takes versions 1 (a ring) and 2 (a ring set): %w", h.Arg, unix.EPROTONOSUPPORT)
-	default:
-		attach := c.attachRing
-		if h.Arg == wire.RingSet {
-			attach = c.attachSet
-		}
-		if err = attach(fds[0], fds[1]); err != nil {
-			c.log.Warn("ring refused", "err", err)
-		}
-	}
-	// Closed before the answer (attach keeps duplicates): a client that
-	// has it finds none of its descriptors held.
+	err := c.takeRing(h, fds, body)
+	// The descriptors are closed before the reply (attach keeps
+	// duplicates): a client that counts its peer's descriptors once
+	// answered finds none parked.
 	for _, fd := range fds {
 		unix.Close(fd)
 	}
 	return c.result(0, err)
+}
+
+// takeRing maps the ring or ring set of a Ring request; the caller closes
+// fds.
+func (c *conn) takeRing(h wire.Header, fds []int, body []byte) error {
+	switch {
+	case len(fds) != 2 || len(body) != 0:
+		return fmt.Errorf("ring: expected a memfd, an eventfd and no body, got %d descriptors and %d bytes: %w", len(fds), len(body), unix.EINVAL)
+	case c.ring != nil || c.set != nil:
+		return fmt.Errorf("ring: this connection already shared one: %w", unix.EBUSY)
+	case h.Arg > wire.RingSet:
+		return fmt.Errorf("ring: version %d; this daemon takes versions 1 (a ring) and 2 (a ring set): %w", h.Arg, unix.EPROTONOSUPPORT)
+	}
+	attach := c.attachRing
+	if h.Arg == wire.RingSet {
+		attach = c.attachSet
+	}
+	if err := attach(fds[0], fds[1]); err != nil {
+		c.log.Warn("ring refused", "err", err)
+		return err
+	}
+	return nil
 }
 
 // opRingFlush returns once what the connection's ring holds is delivered.

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
@@ -21,6 +22,7 @@ import (
 // connections, live and closed.
 type RingStats struct {
 	Rings     uint64 // rings clients shared
+	Released  uint64 // of them, those released: producer gone, records delivered
 	Delivered uint64 // records handed to the subsystem and accepted
 	// Rejected are records the subsystem refused as it refuses a write: a
 	// write index the connection does not have (ENOENT: no client can
@@ -34,6 +36,10 @@ type RingStats struct {
 	// when they were delivered: written while enabled, delivered to no
 	// one, as a kernel write racing with a disable is.
 	Disabled uint64
+	// Voided are records a producer reserved and gave up (write index
+	// preload.VoidIndex): the interposer's, for a write whose buffer
+	// faulted or that the daemon had to answer through FUSE. Skipped.
+	Voided uint64
 	// Lost is the records clients said, in loss records, that they
 	// dropped because their ring was full; LostRecords the loss records
 	// that said so. Every one of those records counts in its event's
@@ -83,9 +89,11 @@ type RingStats struct {
 
 func (a *RingStats) add(b RingStats) {
 	a.Rings += b.Rings
+	a.Released += b.Released
 	a.Delivered += b.Delivered
 	a.Rejected += b.Rejected
 	a.Disabled += b.Disabled
+	a.Voided += b.Voided
 	// Lost and Dropped are the sums of clients' claims: they saturate
 	// rather than wrap.
 	a.Lost = min(a.Lost, math.MaxUint64-b.Lost) + b.Lost
@@ -165,8 +173,12 @@ type ringSource struct {
 	file *subsys.File
 	w    subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
 	cons *shmring.Consumer
-	efd  int           // a version-1 ring's wake eventfd, our duplicate; -1 in a set
-	done chan struct{} // closed once released
+	efd  int // a version-1 ring's wake eventfd, our duplicate, or a share's wake socket; -1 in a set
+	// wakeSocket says efd is a share's Unix datagram socket (FUSEShare),
+	// which the merger drains after each sleep: its datagrams would pile
+	// up where an eventfd's count does not.
+	wakeSocket bool
+	done       chan struct{} // closed once released
 	// shared is a version-1 ring's memfd size, counted in the uid's
 	// Limits.SharedKBPerUID until the connection's teardown (a set
 	// counts its own).
@@ -188,14 +200,30 @@ type ringSource struct {
 	claimed   uint64      // the records its loss records claimed, as cut
 
 	// Counted by the merger; read by Stats at any time.
-	delivered, rejected, disabled, lost, lostRecs atomic.Uint64
-	future, held, lostCapped                      atomic.Uint64
+	delivered, rejected, disabled, voided, lost, lostRecs atomic.Uint64
+	future, held, lostCapped                              atomic.Uint64
+}
+
+// drainWake reads the datagrams a share's producer sent to wake the merger,
+// a bounded number, never waiting (MSG_DONTWAIT: the socket's own flags
+// are the process's to change).
+func (r *ringSource) drainWake() {
+	if !r.wakeSocket {
+		return
+	}
+	var b [16]byte
+	for range 64 {
+		if _, _, err := unix.Recvfrom(r.efd, b[:], unix.MSG_DONTWAIT); err != nil {
+			return
+		}
+	}
 }
 
 // stats are all of the ring's counts: live's and those only the merger
 // may read (shmring's), taken when the ring is released.
 func (r *ringSource) stats() RingStats {
 	st := r.live()
+	st.Released = 1
 	cs := r.cons.Stats()
 	st.Dropped, _ = r.cons.Dropped()
 	st.Torn, st.TooLong, st.Discarded, st.BadHead = cs.Torn, cs.TooLong, cs.Discarded, cs.BadHead
@@ -205,7 +233,7 @@ func (r *ringSource) stats() RingStats {
 // live are the counts of a ring the merger still drains.
 func (r *ringSource) live() RingStats {
 	return RingStats{
-		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(),
+		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(), Voided: r.voided.Load(),
 		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(), LostCapped: r.lostCapped.Load(),
 		ForgedTID: r.threads.forged.Load(), UncheckedTID: r.threads.unchecked.Load(), Future: r.future.Load(), Held: r.held.Load(),
 	}
@@ -262,7 +290,7 @@ func (r *ringSource) logRelease(st RingStats) {
 		lvl = slog.LevelWarn
 	}
 	r.log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
-		"lost", st.Lost, "lost_capped", st.LostCapped, "rejected", st.Rejected, "disabled", st.Disabled, "torn", st.Torn, "too_long", st.TooLong,
+		"lost", st.Lost, "lost_capped", st.LostCapped, "rejected", st.Rejected, "disabled", st.Disabled, "voided", st.Voided, "torn", st.Torn, "too_long", st.TooLong,
 		"discarded_bytes", st.Discarded, "bad_head", st.BadHead, "forged_tid", st.ForgedTID, "unchecked_tid", st.UncheckedTID, "future", st.Future,
 		"held", st.Held)
 }
@@ -274,6 +302,10 @@ func (r *ringSource) deliver() {
 	w := r.w
 	w.PID = r.threads.thread(v.TID)
 	w.CPU = writerCPU(v.CPU)
+	if v.WriteIndex == preload.VoidIndex {
+		r.voided.Add(1)
+		return
+	}
 	if v.WriteIndex == wire.LostIndex {
 		var p [wire.LostPayload]byte
 		if v.Len != wire.LostPayload {

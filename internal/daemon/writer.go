@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/pidns"
 	"github.com/uetrace/uetrace/internal/procfs"
 )
 
@@ -34,6 +35,13 @@ import (
 //     (RingStats.UncheckedTID) — made-up thread ids cost their producer
 //     its records' thread ids, never the merger's time (cycling 8 000 of
 //     them slowed it to ~200 000 records a second, every writer's);
+//   - a writer in a pid namespace of its own (a container, uetrace run
+//     inside one) stamps its records with the ids its namespace gives its
+//     threads: each is looked up among the process's threads by its
+//     NSpid (pidns.Threads) and delivered under the daemon's id for it,
+//     as Linux's trace shows the global pid; an id that is none of the
+//     process's threads goes under the process id, counted as unchecked
+//     (the thread may have exited before its record was read);
 //   - a CPU cannot be checked (the CPU a thread last ran on says nothing
 //     of where it wrote): it is what the client reports, taken modulo the
 //     machine's possible CPUs, so no consumer sees a CPU that cannot
@@ -58,6 +66,9 @@ const (
 type threadCheck struct {
 	tgid int32
 	tids map[uint32]bool
+	// ns, for a process in a pid namespace of its own, maps the ids its
+	// namespace gives its threads to the daemon's (pidns.Threads).
+	ns   map[uint32]int32
 	last uint32 // the last thread id accepted
 	// checks are the checks left in the ration (tidCheckBurst at most),
 	// as of refilled (nanoseconds on the monotonic clock since start).
@@ -77,6 +88,9 @@ var start = time.Now()
 func (t *threadCheck) init(tgid int32) {
 	t.tgid, t.tids = tgid, map[uint32]bool{}
 	t.checks, t.refilled = tidCheckBurst, int64(time.Since(start))
+	if _, own, _ := pidns.Threads(int(tgid)); own && tgid > 0 {
+		t.ns = map[uint32]int32{}
+	}
 }
 
 // spend takes a check from the ration, refilled at tidCheckRate a second
@@ -100,6 +114,9 @@ func (t *threadCheck) spend(now int64) bool {
 
 // thread returns the thread id a record of thread tid is delivered under.
 func (t *threadCheck) thread(tid uint32) int32 {
+	if t.ns != nil {
+		return t.nsThread(tid)
+	}
 	if int32(tid) == t.tgid {
 		return t.tgid
 	}
@@ -127,6 +144,32 @@ func (t *threadCheck) thread(tid uint32) int32 {
 	}
 	t.last = tid
 	return int32(tid)
+}
+
+// nsThread is thread for a process in a pid namespace of its own: tid is
+// that namespace's. One look at the process's threads (rationed as a
+// check) maps every thread it has then.
+func (t *threadCheck) nsThread(tid uint32) int32 {
+	if g, ok := t.ns[tid]; ok {
+		return g
+	}
+	if !t.spend(int64(time.Since(start))) {
+		t.unchecked.Add(1)
+		return t.tgid
+	}
+	t.checked.Add(1)
+	ids, _, _ := pidns.Threads(int(t.tgid))
+	if len(t.ns)+len(ids) > maxTIDs {
+		clear(t.ns)
+	}
+	for nsid, g := range ids {
+		t.ns[uint32(nsid)] = int32(g)
+	}
+	if g, ok := t.ns[tid]; ok {
+		return g
+	}
+	t.unchecked.Add(1)
+	return t.tgid
 }
 
 // pidMax is /proc/sys/kernel/pid_max: thread ids are below it. The

@@ -131,12 +131,21 @@ service:
 // accept connections.
 func startCollector(t testing.TB, bin string, grpcPort, httpPort int, out string) *collector {
 	t.Helper()
+	c := runCollector(t, bin, fmt.Sprintf(collectorConfig, grpcPort, httpPort, out), grpcPort, httpPort)
+	c.grpcPort, c.httpPort, c.out = grpcPort, httpPort, out
+	return c
+}
+
+// runCollector starts the Collector with a config and waits until it
+// accepts connections on the ports.
+func runCollector(t testing.TB, bin, config string, ports ...int) *collector {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, collectorConfig, grpcPort, httpPort, out), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &collector{grpcPort: grpcPort, httpPort: httpPort, out: out, log: &testutil.Buffer{}, exited: make(chan struct{})}
+	c := &collector{log: &testutil.Buffer{}, exited: make(chan struct{})}
 	c.cmd = exec.Command(bin, "--config="+cfg)
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	if err := c.cmd.Start(); err != nil {
@@ -145,7 +154,7 @@ func startCollector(t testing.TB, bin string, grpcPort, httpPort int, out string
 	go func() { c.cmd.Wait(); close(c.exited) }()
 	t.Cleanup(func() { c.stop(t) })
 	deadline := time.Now().Add(2 * time.Minute)
-	for _, port := range []int{grpcPort, httpPort} {
+	for _, port := range ports {
 		for {
 			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 			if err == nil {
@@ -391,7 +400,7 @@ func checkRecords(t *testing.T, all []got, wants []want, src source) map[int64]b
 // summary is uetrace export's summary line.
 type summary struct{ events, delivered, rejected, dropped int }
 
-func parseSummary(t *testing.T, stderr string) summary {
+func parseSummary(t testing.TB, stderr string) summary {
 	t.Helper()
 	for _, line := range strings.Split(stderr, "\n") {
 		if !strings.HasPrefix(line, "[ uetrace export: ") {

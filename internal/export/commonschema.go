@@ -1,15 +1,17 @@
 package export
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/eventheader/commonschema"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // OpenTelemetry's user_events exporters (the Rust crates of
@@ -57,16 +59,12 @@ type csResource struct {
 	role, instance string
 }
 
-// csLog maps eh, when it is a Common Schema log record, into e's open
-// record — after the attributes the caller added — and returns what it
-// says of the resource. ok is false, and nothing is written, when eh is
-// not one.
-func csLog(e *otlp.Builder, eh *eventheader.Event, observed uint64) (res csResource, ok bool) {
-	cs, ok := scanCS(eh)
-	if !ok || string(cs.typeName) != commonschema.TypeLog {
-		return res, false
-	}
-	t, err := time.Parse(time.RFC3339Nano, string(cs.time))
+// csLog maps eh, a Common Schema record of type Log (scanned into cs),
+// into e's open record — after the attributes the caller added — and
+// returns what it says of the resource. ok is false, and nothing is
+// written, when its time does not parse.
+func csLog(e *encoder, eh *eventheader.Event, cs *csFields, observed uint64) (res csResource, ok bool) {
+	t, err := time.Parse(time.RFC3339Nano, view(cs.time))
 	if err != nil {
 		return res, false
 	}
@@ -79,20 +77,20 @@ func csLog(e *otlp.Builder, eh *eventheader.Event, observed uint64) (res csResou
 	hexID(tid[:], cs.traceID)
 	hexID(sid[:], cs.spanID)
 	e.TraceContext(tid, sid, 0)
-	e.Str(AttrEHProvider, eh.Tracepoint.Provider)
+	e.StrConst(AttrEHProvider, eh.Tracepoint.Provider)
 
 	// PartC's fields are the attributes, PartB's body the body.
 	base := e.Depth()
-	js := make([]byte, 0, 64)
-	eachInPart(eh, func(part string, it *eventheader.Item) {
-		switch {
-		case part == commonschema.PartC:
-			csValue(e, it, &js, base)
-		case part == commonschema.PartB && it.Depth == 1 && bytes.Equal(it.FieldName(), []byte("body")) && it.Kind == eventheader.ItemValue:
+	parts := partItems{fs: eh.Fields()}
+	for it := parts.next(); it != nil; it = parts.next() {
+		switch part := parts.part; {
+		case part == partC:
+			csValue(e, it, base)
+		case part == partB && it.Depth == 1 && string(it.FieldName()) == "body" && it.Kind == eventheader.ItemValue:
 			e.Body()
-			csValue(e, it, &js, base)
+			csValue(e, it, base)
 		}
-	})
+	}
 	if cs.hasEventID {
 		e.Int("event_id", cs.eventID)
 	}
@@ -102,22 +100,49 @@ func csLog(e *otlp.Builder, eh *eventheader.Event, observed uint64) (res csResou
 	return cs.resource(), true
 }
 
-// eachInPart calls f with every item inside eh's top-level structs — the
-// parts — and the name of the part it is in.
-func eachInPart(eh *eventheader.Event, f func(part string, it *eventheader.Item)) {
-	part := ""
-	fs := eh.Fields()
-	for fs.Next() {
-		it := fs.Item()
-		if it.Depth == 0 {
-			part = ""
-			if it.Kind == eventheader.ItemStructBegin {
-				part = string(it.FieldName())
-			}
-			continue
-		}
-		f(part, it)
+// csPart is a Common Schema part: a top-level struct of the record.
+type csPart uint8
+
+const (
+	partNone csPart = iota // not in a part, or in a struct of another name
+	partA
+	partB
+	partC
+)
+
+// partOf is the part a top-level struct's name names.
+func partOf(name []byte) csPart {
+	switch string(name) {
+	case commonschema.PartA:
+		return partA
+	case commonschema.PartB:
+		return partB
+	case commonschema.PartC:
+		return partC
 	}
+	return partNone
+}
+
+// partItems iterates over the items inside an event's top-level structs
+// — the parts — and says which part each is in.
+type partItems struct {
+	fs   eventheader.Fields
+	part csPart
+}
+
+// next returns the next item in a part; nil at the end.
+func (p *partItems) next() *eventheader.Item {
+	for p.fs.Next() {
+		it := p.fs.Item()
+		if it.Depth > 0 {
+			return it
+		}
+		p.part = partNone
+		if it.Kind == eventheader.ItemStructBegin {
+			p.part = partOf(it.FieldName())
+		}
+	}
+	return nil
 }
 
 // hexID decodes a trace or span id's hex text into dst, when it has the
@@ -142,23 +167,37 @@ func (cs *csFields) resource() (res csResource) {
 	return res
 }
 
+// csKind is what scanCS found an event to be.
+type csKind uint8
+
+const (
+	// csOther: not a Common Schema record; its fields may not all have
+	// been read.
+	csOther csKind = iota
+	// csInvalid: a field does not decode.
+	csInvalid
+	// csRecord: a Common Schema record of a type, every field read.
+	csRecord
+)
+
 // scanCS reads eh's PartA and PartB, and says whether eh is a Common
 // Schema record of a type: __csver__ first, a PartA with a time, a PartB
-// with a _typeName.
-func scanCS(eh *eventheader.Event) (cs csFields, ok bool) {
+// with a _typeName. It stops at the first field of an event that is not
+// one.
+func scanCS(eh *eventheader.Event) (cs csFields, kind csKind) {
 	f := eh.Fields()
-	part, first := "", true
+	part, first := partNone, true
 	for f.Next() {
 		it := f.Item()
 		name := it.FieldName()
 		if it.Depth == 0 {
-			if first && (it.Kind != eventheader.ItemValue || string(name) != "__csver__") {
-				return cs, false
+			if first && (it.Kind != eventheader.ItemValue || string(name) != commonschema.VersionField) {
+				return cs, csOther
 			}
 			first = false
-			part = ""
+			part = partNone
 			if it.Kind == eventheader.ItemStructBegin {
-				part = string(name)
+				part = partOf(name)
 			}
 			continue
 		}
@@ -166,7 +205,7 @@ func scanCS(eh *eventheader.Event) (cs csFields, ok bool) {
 			continue
 		}
 		switch part {
-		case "PartA":
+		case partA:
 			switch string(name) {
 			case "time":
 				cs.time = it.Value
@@ -179,7 +218,7 @@ func scanCS(eh *eventheader.Event) (cs csFields, ok bool) {
 			case "ext_cloud_roleInstance":
 				cs.instance, cs.hasInstance = it.Value, true
 			}
-		case "PartB":
+		case partB:
 			switch string(name) {
 			case "_typeName":
 				cs.typeName = it.Value
@@ -206,19 +245,25 @@ func scanCS(eh *eventheader.Event) (cs csFields, ok bool) {
 			}
 		}
 	}
-	return cs, f.Err() == nil && !first && cs.time != nil && cs.typeName != nil
+	switch {
+	case f.Err() != nil:
+		return cs, csInvalid
+	case first || cs.time == nil || cs.typeName == nil:
+		return cs, csOther
+	}
+	return cs, csRecord
 }
 
 // csValue adds one item of a part — a value, or the begin or end of a
 // struct or array inside it — as ehFields adds an event's; a StringJSON
 // string as the value its JSON is.
-func csValue(e *otlp.Builder, it *eventheader.Item, js *[]byte, base int) {
+func csValue(e *encoder, it *eventheader.Item, base int) {
 	key := validText(it.FieldName())
 	switch it.Kind {
 	case eventheader.ItemStructBegin:
-		e.MapStart(key)
+		e.MapStart(key, int(it.Format))
 	case eventheader.ItemArrayBegin:
-		e.ArrayStart(key)
+		e.ArrayStart(key, int(it.ArrayCount))
 	case eventheader.ItemStructEnd, eventheader.ItemArrayEnd:
 		if e.Depth() > base {
 			e.End()
@@ -227,91 +272,136 @@ func csValue(e *otlp.Builder, it *eventheader.Item, js *[]byte, base int) {
 		if it.Format == eventheader.FormatStringJSON && jsonValue(e, key, it.Value) {
 			return
 		}
-		*js = it.AppendJSON((*js)[:0])
-		ehValue(e, key, it, *js)
+		ehValue(e, key, it)
 	}
 }
 
 // jsonValue adds the value JSON text js is — objects as maps in their
-// keys' order, arrays as arrays, numbers as ints or doubles, null as an
-// empty value — and says whether js was JSON; nothing is added when not.
-func jsonValue(e *otlp.Builder, key string, js []byte) bool {
+// keys' order, arrays as arrays, strings, numbers as ints (or doubles, or
+// their text when they are neither), booleans, null as an empty value —
+// and says whether js was JSON; nothing is added when not. It reads the
+// text as encoding/json's Decoder did (TestJSONValue compares them), without
+// a token allocated at a time and an error made to find each number's end.
+func jsonValue(e Writer, key string, js []byte) bool {
 	if !json.Valid(js) {
 		return false
 	}
-	d := json.NewDecoder(bytes.NewReader(js))
-	d.UseNumber()
-	var add func(key string) bool
-	add = func(key string) bool {
-		tok, err := d.Token()
-		if err != nil {
-			return false
-		}
-		switch v := tok.(type) {
-		case json.Delim:
-			if v == '{' {
-				e.MapStart(key)
-				for d.More() {
-					k, err := d.Token()
-					if err != nil {
-						return false
-					}
-					if !add(k.(string)) {
-						return false
-					}
-				}
-			} else {
-				e.ArrayStart(key)
-				for d.More() {
-					if !add("") {
-						return false
-					}
-				}
-			}
-			d.Token() // the closing delimiter
-			e.End()
-		case string:
-			e.Str(key, v)
-		case bool:
-			e.Bool(key, v)
-		case json.Number:
-			if i, err := strconv.ParseInt(v.String(), 10, 64); err == nil {
-				e.Int(key, i)
-			} else if f, err := v.Float64(); err == nil {
-				e.Double(key, f)
-			} else {
-				e.Str(key, v.String())
-			}
-		case nil:
-			e.Empty(key)
-		}
-		return true
-	}
-	return add(key)
+	p := jsonText{e: e, b: js}
+	p.value(key)
+	return true
 }
 
-// csSpan maps eh, when it is a Common Schema span — what OpenTelemetry's
-// Rust trace exporter and ehotel's span writer make of a span: PartA
-// {time (the end), ext_dt_traceId, ext_dt_spanId, ext_cloud_role,
-// ext_cloud_roleInstance}, PartB {_typeName "Span", name, startTime,
-// success, kind, parentId, links (JSON), the well-known attributes under
-// PartB names, statusMessage}, PartC {the other attributes} — into a span
-// in e, attrs adding uetrace's own attributes first, and returns what it
-// says of its resource. ok is false, and nothing is written, when eh is
-// not one.
+// jsonText reads valid JSON into a Writer.
+type jsonText struct {
+	e Writer
+	b []byte
+	i int
+}
+
+func (p *jsonText) space() {
+	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\t' || p.b[p.i] == '\n' || p.b[p.i] == '\r') {
+		p.i++
+	}
+}
+
+// value adds the value at p.i.
+func (p *jsonText) value(key string) {
+	p.space()
+	switch c := p.b[p.i]; c {
+	case '{', '[':
+		p.i++
+		if c == '{' {
+			p.e.MapStart(key, 0)
+		} else {
+			p.e.ArrayStart(key, 0)
+		}
+		for {
+			p.space()
+			if p.b[p.i] == '}' || p.b[p.i] == ']' {
+				p.i++
+				break
+			}
+			if p.b[p.i] == ',' {
+				p.i++
+				p.space()
+			}
+			k := ""
+			if c == '{' {
+				k = p.str()
+				p.space()
+				p.i++ // ':'
+			}
+			p.value(k)
+		}
+		p.e.End()
+	case '"':
+		p.e.Str(key, p.str())
+	case 't':
+		p.i += len("true")
+		p.e.Bool(key, true)
+	case 'f':
+		p.i += len("false")
+		p.e.Bool(key, false)
+	case 'n':
+		p.i += len("null")
+		p.e.Empty(key)
+	default:
+		start := p.i
+		for p.i < len(p.b) && strings.IndexByte("+-.0123456789eE", p.b[p.i]) >= 0 {
+			p.i++
+		}
+		num := view(p.b[start:p.i])
+		if i, err := strconv.ParseInt(num, 10, 64); err == nil {
+			p.e.Int(key, i)
+		} else if f, err := strconv.ParseFloat(num, 64); err == nil {
+			p.e.Double(key, f)
+		} else {
+			p.e.Str(key, num)
+		}
+	}
+}
+
+// str reads the string at p.i: a view of the text when it has no escapes
+// and is UTF-8, else what encoding/json makes of it (escapes undone,
+// invalid UTF-8 replaced).
+func (p *jsonText) str() string {
+	start := p.i
+	p.i++
+	plain := true
+	for p.b[p.i] != '"' {
+		if p.b[p.i] == '\\' {
+			plain = false
+			p.i++
+		}
+		p.i++
+	}
+	p.i++
+	if text := p.b[start+1 : p.i-1]; plain && utf8.Valid(text) {
+		return view(text)
+	}
+	var s string
+	json.Unmarshal(p.b[start:p.i], &s)
+	return s
+}
+
+// csSpan maps eh, a Common Schema record of type Span (scanned into cs)
+// — what OpenTelemetry's Rust trace exporter and ehotel's span writer
+// make of a span: PartA {time (the end), ext_dt_traceId, ext_dt_spanId,
+// ext_cloud_role, ext_cloud_roleInstance}, PartB {_typeName "Span", name,
+// startTime, success, kind, parentId, links (JSON), the well-known
+// attributes under PartB names, statusMessage}, PartC {the other
+// attributes} — into a span in e, with uetrace's own attributes of s
+// first, and returns what it says of its resource. ok is false, and
+// nothing is written, when its times do not parse.
 //
 // What the layout does not keep does not come back: the trace state and
 // flags, the span's events, the links' attributes, dropped counts, the
 // scope; a status Ok (it is "success" as Unset is: both come back Unset);
 // the order of the well-known attributes among the others (they come
 // first).
-func csSpan(e *otlp.Builder, eh *eventheader.Event, attrs func(*otlp.Builder)) (res csResource, ok bool) {
-	cs, ok := scanCS(eh)
-	if !ok || string(cs.typeName) != commonschema.TypeSpan {
-		return res, false
-	}
-	end, err1 := time.Parse(time.RFC3339Nano, string(cs.time))
-	start, err2 := time.Parse(time.RFC3339Nano, string(cs.startTime))
+func csSpan(e *encoder, eh *eventheader.Event, cs *csFields, s *perfdata.Sample) (res csResource, ok bool) {
+	end, err1 := time.Parse(time.RFC3339Nano, view(cs.time))
+	start, err2 := time.Parse(time.RFC3339Nano, view(cs.startTime))
 	if err1 != nil || err2 != nil {
 		return res, false
 	}
@@ -334,26 +424,25 @@ func csSpan(e *otlp.Builder, eh *eventheader.Event, attrs func(*otlp.Builder)) (
 	for _, l := range csLinks(cs.links) {
 		e.SpanLink(l.trace, l.span)
 	}
-	attrs(e)
-	e.Str(AttrEHProvider, eh.Tracepoint.Provider)
+	sampleAttrs(e, s)
+	e.StrConst(AttrEHProvider, eh.Tracepoint.Provider)
 
 	// PartB's well-known fields back under their attributes' names, then
 	// PartC's.
 	base := e.Depth()
-	js := make([]byte, 0, 64)
-	eachInPart(eh, func(part string, it *eventheader.Item) {
-		switch part {
-		case commonschema.PartB:
+	parts := partItems{fs: eh.Fields()}
+	for it := parts.next(); it != nil; it = parts.next() {
+		switch parts.part {
+		case partB:
 			if it.Depth == 1 && it.Kind == eventheader.ItemValue {
 				if attr := commonschema.SpanAttributeOf(string(it.FieldName())); attr != "" {
-					js = it.AppendJSON(js[:0])
-					ehValue(e, attr, it, js)
+					ehValue(e, attr, it)
 				}
 			}
-		case commonschema.PartC:
-			csValue(e, it, &js, base)
+		case partC:
+			csValue(e, it, base)
 		}
-	})
+	}
 	e.End()
 	return cs.resource(), true
 }

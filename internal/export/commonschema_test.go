@@ -18,6 +18,7 @@ import (
 	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -119,14 +120,14 @@ func TestCommonSchemaLogs(t *testing.T) {
 		t.Fatalf("read %d records: %v", len(recs), err)
 	}
 	for _, r := range recs {
-		ev, err := export.NewEvent("user_events", r.Event.Name(), []byte(r.Event.Def().Format(r.Event.Name(), r.Event.ID())))
+		ev, err := perfdata.NewEvent("user_events", r.Event.Name(), []byte(r.Event.Def().Format(r.Event.Name(), r.Event.ID())))
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Raw need not outlive Add: a live source's ring is written over
 		// at once.
 		raw := append([]byte(nil), r.Raw...)
-		if err := exp.Add(context.Background(), &export.Sample{Event: ev, Time: 1, PID: 4242, TID: 4243, CPU: 0, Raw: raw}); err != nil {
+		if err := exp.Add(context.Background(), &perfdata.Sample{Event: ev, Wall: 1, PID: 4242, TID: 4243, CPU: 0, Raw: raw}); err != nil {
 			t.Fatal(err)
 		}
 		for j := range raw {

@@ -1,9 +1,11 @@
-// Package export sends trace event samples to an OpenTelemetry Collector
-// as OTLP logs, over gRPC or OTLP/HTTP (package internal/otlp): what
-// `uetrace export` does with the events it takes live from the kernel or a
-// daemon (package export/live) or reads from a perf.data file (File). The
-// mapping of samples to OTLP is a Mapper's, which the Collector's
-// userevents receiver (module otelcol/usereventsreceiver) shares.
+// Package export sends trace event samples (perfdata.Sample) to an
+// OpenTelemetry Collector as OTLP logs, over gRPC or OTLP/HTTP (package
+// internal/otlp): what `uetrace export` does with the events it takes live
+// from the kernel or a daemon (package export/live) or reads from a
+// perf.data file (File, through a perfdata.Session: in time order). The
+// mapping of a sample is one (Encoder), written into a Writer: into OTLP
+// protobuf here (Mapper, which the Exporter sends), into the Collector's
+// pdata by its userevents receiver (module otelcol/usereventsreceiver).
 //
 // Each sample is a log record: its event's name ("system:name", or
 // "Provider:Event" for EventHeader) as the record's event_name, the
@@ -13,9 +15,11 @@
 // eventheader), with nested structs as maps, arrays as arrays, its level as
 // the severity and its keyword, opcode, id, version, tag and activity ids
 // as attributes. Records are grouped by process: each process is a resource
-// with host.name, process.pid, process.executable.name and, if given,
-// service.name. Times are wall-clock times (the source converts them);
-// observed time is when the exporter took the sample.
+// with host.name, process.pid, process.executable.name (its main thread's
+// name, else the sample's thread's) and, if given, service.name. Times are
+// wall-clock times (the sample's Wall: the source converts them; without
+// one, its Time is sent as linux.perf_time); observed time is when the
+// exporter took the sample.
 //
 // Samples are batched (Options.BatchSize records, or Options.BatchDelay
 // after a batch's first), and batches wait in a bounded queue
@@ -49,7 +53,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +60,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // Options configure an Exporter.
@@ -123,19 +127,11 @@ type batch struct {
 	// Per signal: logs and spans grouped by resource; metrics requests,
 	// as they came, one after the other (a request's resource_metrics
 	// are a repeated field: requests joined are one request).
-	res        [2][]otlp.EncodedResourceLogs
-	byRes      [2]map[resourceKey]int
-	metrics    []byte
-	metricEnds []int  // where each record's request ends in metrics
-	count      [3]int // samples, per signal
-	n          int
-}
-
-// resourceKey tells resources apart: a process, and the service a Common
-// Schema record names.
-type resourceKey struct {
-	pid uint32
-	cs  csResource
+	res     [2][]otlp.EncodedResourceLogs
+	byRes   [2]map[Resource]int
+	metrics []byte
+	count   [3]int // samples, per signal
+	n       int
 }
 
 // Exporter batches samples and sends them. Add is for one goroutine at a
@@ -143,17 +139,18 @@ type resourceKey struct {
 type Exporter struct {
 	opts   Options
 	client *otlp.Client
-	enc    otlp.Builder // Add's
-	host   string
-	scope  otlp.Scope
 
-	mu      sync.Mutex // guards cur and closed
+	mu      sync.Mutex // guards m and closed
 	flushMu sync.Mutex // held by flushTimer while it enqueues
-	cur     *batch
+	m       *Mapper    // its batch is the one being filled
 	timer   *time.Timer
 	closed  bool
 	queue   chan *batch
-	wg      sync.WaitGroup
+	// free holds batches sent, their memory kept for the next ones: a
+	// batch grows to hundreds of KiB, and one made anew each time would
+	// grow again by copying, and be garbage to collect.
+	free chan *batch
+	wg   sync.WaitGroup
 	// sendCtx is cancelled when Close's time runs out: the senders stop
 	// retrying and count what they hold as dropped.
 	sendCtx    context.Context
@@ -200,16 +197,14 @@ func New(o Options) (*Exporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	host := o.HostName
-	if host == "" {
-		if host, err = os.Hostname(); err != nil {
-			return nil, fmt.Errorf("host name for host.name: %w", err)
-		}
+	m, err := NewMapper(MapperOptions{ServiceName: o.ServiceName, HostName: o.HostName})
+	if err != nil {
+		return nil, fmt.Errorf("host name for host.name: %w", err)
 	}
 	e := &Exporter{
-		opts: o, client: c, host: host,
-		scope: otlp.Scope{Name: "github.com/uetrace/uetrace/internal/export", Version: Version},
+		opts: o, client: c, m: m,
 		queue: make(chan *batch, o.QueueSize),
+		free:  make(chan *batch, o.Senders+1),
 	}
 	e.lastErr.Store("")
 	e.sendCtx, e.cancelSend = context.WithCancel(context.Background())
@@ -233,25 +228,21 @@ var ErrClosed = errors.New("export: the exporter is closed")
 // waits for room there (until ctx is done, when the batch is dropped and
 // counted); otherwise a batch that finds the queue full is dropped and
 // counted.
-func (e *Exporter) Add(ctx context.Context, s *Sample) error {
-	e.enc.Reset()
-	sig, cs, metrics := encodeSample(&e.enc, s, uint64(time.Now().UnixNano()))
+func (e *Exporter) Add(ctx context.Context, s *perfdata.Sample) error {
+	observed := uint64(time.Now().UnixNano())
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return fmt.Errorf("%w: %w", ErrClosed, unix.EPIPE)
 	}
 	e.received.Add(1)
-	b := e.cur
-	if b == nil {
-		b = &batch{}
-		e.cur = b
+	if e.m.Len() == 0 {
 		e.timer.Reset(e.opts.BatchDelay)
 	}
-	b.add(sig, e.enc.Bytes(), metrics, s, cs, e.host, e.opts.ServiceName, e.scope)
+	e.m.Add(s, observed)
 	var full *batch
-	if b.n >= e.opts.BatchSize {
-		full, e.cur = b, nil
+	if e.m.Len() >= e.opts.BatchSize {
+		full = e.take()
 		e.timer.Stop()
 	}
 	e.mu.Unlock()
@@ -261,6 +252,18 @@ func (e *Exporter) Add(ctx context.Context, s *Sample) error {
 	return nil
 }
 
+// take returns the batch being filled, and has the mapper fill another:
+// one sent before, if there is one. mu is held.
+func (e *Exporter) take() *batch {
+	var next *batch
+	select {
+	case next = <-e.free:
+	default:
+		next = &batch{}
+	}
+	return e.m.take(next)
+}
+
 // flushTimer sends the current batch when it has waited BatchDelay. It
 // runs on the timer's own goroutine, so with Block it may wait for room.
 // flushMu keeps Close from closing the queue while it enqueues.
@@ -268,12 +271,11 @@ func (e *Exporter) flushTimer() {
 	e.flushMu.Lock()
 	defer e.flushMu.Unlock()
 	e.mu.Lock()
-	b := e.cur
-	if e.closed || b == nil {
+	if e.closed || e.m.Len() == 0 {
 		e.mu.Unlock()
 		return
 	}
-	e.cur = nil
+	b := e.take()
 	e.mu.Unlock()
 	e.enqueue(e.sendCtx, b, e.opts.Block)
 }
@@ -309,14 +311,19 @@ func (e *Exporter) sender() {
 			if b.count[sig] == 0 {
 				continue
 			}
-			buf = b.appendRequest(buf[:0], sig)
+			buf = b.appendRequest(append(buf[:0], make([]byte, otlp.Headroom)...), sig)
 			e.send(sig, b.count[sig], buf)
+		}
+		b.reset()
+		select {
+		case e.free <- b:
+		default:
 		}
 	}
 }
 
-// send sends one request of n samples, retrying while the failures are
-// retryable and RetryFor lasts.
+// send sends one request of n samples, after otlp.Headroom bytes in req,
+// retrying while the failures are retryable and RetryFor lasts.
 func (e *Exporter) send(sig otlp.Signal, count int, req []byte) {
 	n := uint64(count)
 	if e.sendCtx.Err() != nil {
@@ -330,8 +337,8 @@ func (e *Exporter) send(sig otlp.Signal, count int, req []byte) {
 			e.retries.Add(1)
 		}
 		e.requests.Add(1)
-		e.bytes.Add(uint64(len(req)))
-		ps, err := e.client.ExportSignal(e.sendCtx, sig, req)
+		e.bytes.Add(uint64(len(req) - otlp.Headroom))
+		ps, err := e.client.ExportFramed(e.sendCtx, sig, req)
 		if err == nil {
 			rej := uint64(max(min(ps.RejectedLogRecords, int64(n)), 0))
 			e.rejected.Add(rej)
@@ -389,8 +396,10 @@ func (e *Exporter) notify(format string, args ...any) {
 // Flush sends the batch being filled now, without waiting for BatchDelay.
 func (e *Exporter) Flush(ctx context.Context) {
 	e.mu.Lock()
-	b := e.cur
-	e.cur = nil
+	var b *batch
+	if e.m.Len() > 0 {
+		b = e.take()
+	}
 	e.timer.Stop()
 	e.mu.Unlock()
 	if b != nil {
@@ -408,8 +417,10 @@ func (e *Exporter) Close(ctx context.Context) error {
 		return nil
 	}
 	e.closed = true
-	b := e.cur
-	e.cur = nil
+	var b *batch
+	if e.m.Len() > 0 {
+		b = e.take()
+	}
 	e.timer.Stop()
 	e.mu.Unlock()
 	if b != nil {

@@ -159,7 +159,7 @@ func TestDeliverGroupsByProcess(t *testing.T) {
 			e := newExporter(t, s, p, export.Options{BatchSize: 100})
 			addAll(t, e, wants[:5])
 			other := wants[5].sample
-			other.PID, other.Comm = 7, "other"
+			other.PID, other.ProcessComm = 7, "other"
 			e.Add(context.Background(), &other)
 			st := closeAndCheck(t, e, time.Minute)
 			if st.Delivered != 6 || st.Requests != 1 {

@@ -7,6 +7,7 @@ import (
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // FuzzRecord maps arbitrary records of a plain user event and of an
@@ -17,7 +18,7 @@ func FuzzRecord(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	plain, err := NewEvent("user_events", "x", []byte(x.Format("x", 1)))
+	plain, err := perfdata.NewEvent("user_events", "x", []byte(x.Format("x", 1)))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func FuzzRecord(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	eh, err := NewEvent("user_events", "P_L4K1", []byte(ehDef.Format("P_L4K1", 2)))
+	eh, err := perfdata.NewEvent("user_events", "P_L4K1", []byte(ehDef.Format("P_L4K1", 2)))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -71,12 +72,12 @@ func FuzzRecord(f *testing.F) {
 		if isEH {
 			ev = eh
 		}
-		var e otlp.Builder
-		encodeSample(&e, &Sample{Event: ev, Raw: raw}, 1)
-		if e.Depth() != 0 {
-			t.Fatalf("%d values left open", e.Depth())
+		var w otlpWriter
+		encodeSample(&encoder{Writer: &w}, &perfdata.Sample{Event: ev, Raw: raw}, 1)
+		if w.Depth() != 0 {
+			t.Fatalf("%d values left open", w.Depth())
 		}
-		rls, err := otlp.ParseRequest(otlp.AppendEncodedRequest(nil, []otlp.EncodedResourceLogs{{Records: e.Bytes()}}))
+		rls, err := otlp.ParseRequest(otlp.AppendEncodedRequest(nil, []otlp.EncodedResourceLogs{{Records: w.Bytes()}}))
 		if err != nil || len(rls) != 1 || len(rls[0].Records) != 1 {
 			t.Fatalf("the record does not read back: %v", err)
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/eventheader"
-	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/perfdata"
@@ -42,7 +41,7 @@ type want struct {
 	severity  int32
 	sevText   string
 	attrs     map[string]otlp.Value
-	sample    export.Sample // as File gives it to the exporter
+	sample    perfdata.Sample // as File gives it to the exporter
 }
 
 // testFile writes a perf.data file, as uetrace record would with perf
@@ -66,10 +65,10 @@ func testFile(tb testing.TB, n int) (string, []want) {
 			[]byte(x.Format("x", xID)), []byte(ehEv.Format(ehInfo, ehInfoID)), []byte(ehEv.Format(ehErr, ehErrID)),
 		}}},
 	}
-	events := map[uint16]*export.Event{}
+	events := map[uint16]*perfdata.Event{}
 	for i, f := range td.Systems[0].Formats {
 		name := []string{"x", ehInfo, ehErr}[i]
-		if events[uint16([]int{xID, ehInfoID, ehErrID}[i])], err = export.NewEvent(eventdef.System, name, f); err != nil {
+		if events[uint16([]int{xID, ehInfoID, ehErrID}[i])], err = perfdata.NewEvent(eventdef.System, name, f); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -180,7 +179,10 @@ func testFile(tb testing.TB, n int) (string, []want) {
 		if i%100 == 99 {
 			check(w.WriteFinishedRound())
 		}
-		wt.sample = export.Sample{Event: events[id], Time: wt.time, PID: testPID, TID: tid, CPU: uint32(i % 2), Comm: testComm, Raw: raw}
+		wt.sample = perfdata.Sample{ID: uint64(id), Event: events[id], Time: ts, Wall: wt.time, PID: testPID, TID: tid, CPU: uint32(i % 2), ProcessComm: testComm, Raw: raw}
+		if tid == testPID {
+			wt.sample.Comm = testComm
+		}
 		wants = append(wants, wt)
 	}
 	check(w.Close())

@@ -6,6 +6,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // TestMapper: the mapping the Exporter and the Collector's receiver share
@@ -14,7 +15,7 @@ import (
 // Reset (its memory reused).
 func TestMapper(t *testing.T) {
 	_, wants := testFile(t, 6)
-	raw, err := export.NewEvent("user_events", "noformat", nil)
+	raw, err := perfdata.NewEvent("user_events", "noformat", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,7 @@ func TestMapper(t *testing.T) {
 				t.Fatalf("sample %d became signal %v, want logs", i, sig)
 			}
 		}
-		other := export.Sample{Event: raw, PID: testPID + 1000, TID: testPID + 1000, Time: 5, Raw: []byte{1, 2, 3}}
+		other := perfdata.Sample{Event: raw, PID: testPID + 1000, TID: testPID + 1000, Wall: 5, Raw: []byte{1, 2, 3}}
 		m.Add(&other, 1)
 	}
 	add()

@@ -2,8 +2,8 @@ package export
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -11,7 +11,9 @@ import (
 	"unsafe"
 
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/eventheader/commonschema"
 	"github.com/uetrace/uetrace/internal/otlp"
+	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/tracefmt"
 )
 
@@ -37,63 +39,6 @@ const (
 	AttrUndecodable = "linux.raw" // the record's bytes, when it does not decode
 )
 
-// Event is a tracepoint as its format file describes it: what a Sample's
-// record is decoded by.
-type Event struct {
-	System, Name string
-	format       *tracefmt.Format
-	// For an EventHeader tracepoint: where the event starts in the
-	// record, and the tracepoint name to decode it by; ehOff -1 if not one.
-	ehOff  int
-	ehName string
-	full   string // "system:name"
-}
-
-// NewEvent reads a tracepoint's format file. A format that does not parse
-// is an error; nil format makes an event whose records are sent
-// undecoded (linux.raw).
-func NewEvent(system, name string, format []byte) (*Event, error) {
-	ev := &Event{System: system, Name: name, ehOff: -1, full: system + ":" + name}
-	if format == nil {
-		return ev, nil
-	}
-	f, err := tracefmt.Parse(format)
-	if err != nil {
-		return nil, fmt.Errorf("format of %s: %w", ev.full, err)
-	}
-	ev.format = f
-	ev.ehOff, ev.ehName = ehOffset(name, f)
-	return ev, nil
-}
-
-// ehOffset returns where the EventHeader event starts in a raw record of
-// an event named name with format f, or -1 when the event is not an
-// EventHeader tracepoint (eventheader.FromFormat); and the tracepoint name
-// to decode it by.
-func ehOffset(name string, f *tracefmt.Format) (int, string) {
-	if f == nil {
-		return -1, ""
-	}
-	name, ok := eventheader.FromFormat(name, len(f.Fields), func(i int) string { return f.Fields[i].Name })
-	if !ok {
-		return -1, ""
-	}
-	return f.Fields[0].Offset, name
-}
-
-// Sample is one event record to export.
-type Sample struct {
-	Event *Event
-	// Time is the wall-clock time of the sample in ns since 1970; 0 when
-	// not known, and then PerfTime is sent as an attribute.
-	Time, PerfTime uint64
-	PID, TID, CPU  uint32
-	// Comm is the process's name (its main thread's), for the resource's
-	// process.executable.name; "" when not known.
-	Comm string
-	Raw  []byte // the tracepoint's record, from its common fields on
-}
-
 // severities are EventHeader's levels as OTLP severities: the inverse of
 // OpenTelemetry's Rust user_events exporter (Fatal → 1 critical, Error →
 // 2, Warn → 3, Info → 4, Debug and Trace → 5).
@@ -113,75 +58,103 @@ var severities = [...]struct {
 // once.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
+// encoder is what a sample is written with: a Writer, and the scratch in
+// which the values shown as text are made. Kept by the caller, its memory
+// serves every sample.
+type encoder struct {
+	Writer
+	js []byte
+}
+
 // encodeSample appends a sample to e as the signal it is and returns that
 // signal: a span for a Common Schema span (csSpan), an
 // ExportMetricsServiceRequest — returned, not appended: it goes on as it is
 // — for an otlp_metrics record (metricsRequest), a log record for anything
-// else; and what a Common Schema record says of its resource.
-func encodeSample(e *otlp.Builder, s *Sample, observed uint64) (sig otlp.Signal, cs csResource, metrics []byte) {
+// else; and the resource it is of: its process, and the service a Common
+// Schema record names.
+func encodeSample(e *encoder, s *perfdata.Sample, observed uint64) (sig otlp.Signal, res Resource, metrics []byte) {
 	ev := s.Event
+	res.PID = s.PID
 	if req, ok := metricsRequest(ev, s.Raw); ok {
-		return otlp.Metrics, csResource{}, req
+		return otlp.Metrics, res, req
 	}
-	var eh *eventheader.Event
-	if ev.format != nil && ev.ehOff >= 0 {
-		if d, ok := decodeEH(ev, s.Raw); ok {
-			eh = &d
-			if res, ok := csSpan(e, eh, func(e *otlp.Builder) { sampleAttrs(e, s) }); ok {
-				return otlp.Traces, res, nil
+	// The header and metadata only: the fields are read once, as they are
+	// written (encodeEH).
+	if eh, ok := ev.EventHeaderHead(s.Raw); ok {
+		if sig, cs, ok := encodeEH(e, s, &eh, observed); ok {
+			res.Role, res.Instance = cs.role, cs.instance
+			return sig, res, nil
+		}
+	}
+	// A plain event, or an EventHeader one whose fields do not all
+	// decode: the fields its format has.
+	e.Record()
+	sampleAttrs(e, s)
+	e.Time(s.Wall, observed)
+	if ev.Format == nil {
+		e.BytesValue(AttrUndecodable, s.Raw)
+	} else {
+		plainFields(e, ev.Format, s.Raw)
+	}
+	e.EventName(ev.String())
+	e.End()
+	return otlp.Logs, res, nil
+}
+
+// encodeEH appends an EventHeader event: a Common Schema span or log
+// record as what it was made from (csSpan, csLog), any other as a log
+// record of its fields (ehFields). ok is false, and nothing is written,
+// when its fields do not all decode. The fields are read once to be
+// written, and before that once more only for a Common Schema record,
+// whose PartA and PartB say what to write first.
+func encodeEH(e *encoder, s *perfdata.Sample, eh *eventheader.Event, observed uint64) (otlp.Signal, csResource, bool) {
+	cs, kind := scanCS(eh)
+	switch kind {
+	case csInvalid:
+		return 0, csResource{}, false
+	case csRecord:
+		if string(cs.typeName) == commonschema.TypeSpan {
+			if res, ok := csSpan(e, eh, &cs, s); ok {
+				return otlp.Traces, res, true
 			}
 		}
 	}
-	return otlp.Logs, encodeRecord(e, s, observed, eh), nil
+	e.Record()
+	sampleAttrs(e, s)
+	if kind == csRecord && string(cs.typeName) == commonschema.TypeLog {
+		if res, ok := csLog(e, eh, &cs, observed); ok {
+			e.End()
+			return otlp.Logs, res, true
+		}
+	}
+	e.Time(s.Wall, observed)
+	if !ehFields(e, eh) {
+		// Found part way: what was written goes, and the caller writes
+		// the record by its format.
+		e.Discard()
+		return 0, csResource{}, false
+	}
+	e.End()
+	return otlp.Logs, csResource{}, true
 }
 
 // sampleAttrs adds the attributes uetrace gives every record: the
 // tracepoint, the thread and the CPU, and perf's time where there is no
 // wall-clock time.
-func sampleAttrs(e *otlp.Builder, s *Sample) {
-	e.Str(AttrTracepoint, s.Event.full)
+func sampleAttrs(e *encoder, s *perfdata.Sample) {
+	e.StrConst(AttrTracepoint, s.Event.String())
 	e.Int(AttrThreadID, int64(s.TID))
 	e.Int(AttrCPU, int64(s.CPU))
-	if s.Time == 0 {
-		e.Int(AttrPerfTime, int64(s.PerfTime))
+	if s.Wall == 0 {
+		e.Int(AttrPerfTime, int64(s.Time))
 	}
-}
-
-// encodeRecord appends a sample as a log record to e — eh is its
-// EventHeader event, decoded, or nil — and returns what a Common Schema
-// record says of its resource (csLog).
-func encodeRecord(e *otlp.Builder, s *Sample, observed uint64, eh *eventheader.Event) csResource {
-	ev := s.Event
-	e.Record()
-	sampleAttrs(e, s)
-	switch {
-	case ev.format == nil:
-		e.Time(s.Time, observed)
-		e.BytesValue(AttrUndecodable, s.Raw)
-	case eh != nil:
-		if res, ok := csLog(e, eh, observed); ok {
-			e.End()
-			return res
-		}
-		e.Time(s.Time, observed)
-		ehFields(e, eh)
-		e.End()
-		return csResource{}
-	default:
-		e.Time(s.Time, observed)
-		plainFields(e, ev.format, s.Raw)
-	}
-	e.EventName(ev.full)
-	e.End()
-	return csResource{}
 }
 
 // plainFields adds a record's fields by their format's types: integers
 // as ints (an unsigned 64-bit value past int64 as its decimal text),
 // strings as strings (invalid UTF-8 replaced: OTLP strings are UTF-8),
 // anything else as bytes. A field outside the record is left out.
-func plainFields(e *otlp.Builder, f *tracefmt.Format, raw []byte) {
-	var num [20]byte
+func plainFields(e *encoder, f *tracefmt.Format, raw []byte) {
 	for i := range f.Fields {
 		fd := &f.Fields[i]
 		v := fd.Value(raw)
@@ -194,7 +167,8 @@ func plainFields(e *otlp.Builder, f *tracefmt.Format, raw []byte) {
 			if fd.Signed {
 				e.Int(key, v.Int())
 			} else if u := v.Uint(); u > math.MaxInt64 {
-				e.Str(key, view(strconv.AppendUint(num[:0], u, 10)))
+				e.js = strconv.AppendUint(e.js[:0], u, 10)
+				e.StrBytes(key, e.js)
 			} else {
 				e.Int(key, int64(u))
 			}
@@ -223,31 +197,18 @@ func validText(b []byte) string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
-// decodeEH decodes an EventHeader record whose fields all decode.
-func decodeEH(ev *Event, raw []byte) (eventheader.Event, bool) {
-	if ev.ehOff > len(raw) {
-		return eventheader.Event{}, false
-	}
-	e, err := eventheader.Decode(ev.ehName, raw[ev.ehOff:])
-	if err != nil {
-		return e, false
-	}
-	f := e.Fields()
-	for f.Next() {
-	}
-	return e, f.Err() == nil
-}
-
 // ehFields adds an EventHeader event: its name, level as severity, its
-// metadata and its fields (structs as maps, arrays as arrays).
-func ehFields(e *otlp.Builder, eh *eventheader.Event) {
+// metadata and its fields (structs as maps, arrays as arrays). It says
+// whether every field decoded; when one did not, what it wrote is for the
+// caller to take back.
+func ehFields(e *encoder, eh *eventheader.Event) bool {
 	lvl := int(eh.Header.Level)
 	if lvl < len(severities) {
 		e.Severity(severities[lvl].num, severities[lvl].text)
 	} else {
 		e.Severity(otlp.SeverityTrace, "VERBOSE")
 	}
-	e.Str(AttrEHProvider, eh.Tracepoint.Provider)
+	e.StrConst(AttrEHProvider, eh.Tracepoint.Provider)
 	e.Int(AttrEHLevel, int64(lvl))
 	e.Int(AttrEHKeyword, int64(eh.Tracepoint.Keyword))
 	if eh.Header.Opcode != 0 {
@@ -260,48 +221,148 @@ func ehFields(e *otlp.Builder, eh *eventheader.Event) {
 	if eh.Header.Tag != 0 {
 		e.Int(AttrEHTag, int64(eh.Header.Tag))
 	}
-	var scratch [64]byte
 	if eh.ActivityID != nil {
-		e.Str(AttrEHActivity, view(eventheader.AppendUUID(scratch[:0], eh.ActivityID)))
+		e.js = eventheader.AppendUUID(e.js[:0], eh.ActivityID)
+		e.StrBytes(AttrEHActivity, e.js)
 	}
 	if eh.RelatedActivityID != nil {
-		e.Str(AttrEHRelated, view(eventheader.AppendUUID(scratch[:0], eh.RelatedActivityID)))
+		e.js = eventheader.AppendUUID(e.js[:0], eh.RelatedActivityID)
+		e.StrBytes(AttrEHRelated, e.js)
 	}
 	base := e.Depth()
-	js := scratch[:0]
 	f := eh.Fields()
 	for f.Next() {
 		it := f.Item()
 		switch it.Kind {
 		case eventheader.ItemStructBegin:
-			e.MapStart(validText(it.FieldName()))
+			e.MapStart(validText(it.FieldName()), int(it.Format)) // a struct's field count
 		case eventheader.ItemArrayBegin:
-			e.ArrayStart(validText(it.FieldName()))
+			e.ArrayStart(validText(it.FieldName()), int(it.ArrayCount))
 		case eventheader.ItemStructEnd, eventheader.ItemArrayEnd:
 			if e.Depth() > base {
 				e.End()
 			}
 		case eventheader.ItemValue:
-			js = it.AppendJSON(js[:0])
-			ehValue(e, validText(it.FieldName()), it, js)
+			ehValue(e, validText(it.FieldName()), it)
 		}
+	}
+	if f.Err() != nil {
+		return false
 	}
 	for e.Depth() > base {
 		e.End()
 	}
-	name := eh.EventName()
-	if utf8.Valid(name) {
-		e.EventNameBytes(eh.Tracepoint.Provider+":", name)
+	// "Provider:Event", made in the scratch: what a Writer is given may
+	// stay with it, and a string made here would be garbage each time.
+	e.js = append(append(e.js[:0], eh.Tracepoint.Provider...), ':')
+	if name := eh.EventName(); utf8.Valid(name) {
+		e.js = append(e.js, name...)
 	} else {
-		e.EventName(eh.Tracepoint.Provider + ":" + validText(name))
+		e.js = append(e.js, validText(name)...)
 	}
+	e.EventNameBytes(e.js)
+	return true
 }
 
 // ehValue adds an EventHeader value: integers as ints, floats as
 // doubles, booleans as bools, binary as bytes, and everything else as the
 // text Microsoft's decoder shows for it (strings, UUIDs, IP addresses,
-// errno names, times, hex), of which js is the JSON.
-func ehValue(e *otlp.Builder, key string, it *eventheader.Item, js []byte) {
+// errno names, times, hex). The values most events hold are taken from
+// their bytes (ehScalar); the others from their JSON (ehValueJSON), made
+// in e.js.
+func ehValue(e *encoder, key string, it *eventheader.Item) {
+	if ehScalar(e, key, it) {
+		return
+	}
+	e.js = it.AppendJSON(e.js[:0])
+	ehValueJSON(e, key, it, e.js)
+}
+
+// ehScalar adds, straight from its bytes, a value of the encodings and
+// formats most events use — integers, finite floats, booleans 0 and 1,
+// UTF-8 strings — as ehValueJSON would from its JSON, and says whether it
+// did; it adds nothing when the value is another (TestEHScalar compares
+// the two for every encoding and format).
+func ehScalar(e *encoder, key string, it *eventheader.Item) bool {
+	v := it.Value
+	switch enc := it.Encoding; enc {
+	case eventheader.EncodingValue8, eventheader.EncodingValue16, eventheader.EncodingValue32, eventheader.EncodingValue64:
+		u, _ := it.Uint()
+		switch it.Format {
+		case eventheader.FormatDefault, eventheader.FormatUnsignedInt, eventheader.FormatPid, eventheader.FormatPort:
+			// Unsigned, but for a 32-bit pid (signed) and a 16-bit port
+			// (network byte order); a 64-bit value past int64 is text.
+			switch {
+			case enc == eventheader.EncodingValue32 && it.Format == eventheader.FormatPid:
+				e.Int(key, int64(int32(u)))
+			case enc == eventheader.EncodingValue16 && it.Format == eventheader.FormatPort:
+				e.Int(key, int64(binary.BigEndian.Uint16(v)))
+			case u > math.MaxInt64:
+				return false
+			default:
+				e.Int(key, int64(u))
+			}
+			return true
+		case eventheader.FormatSignedInt:
+			n, _ := it.Int()
+			e.Int(key, n)
+			return true
+		case eventheader.FormatFloat:
+			var x float64
+			switch enc {
+			case eventheader.EncodingValue64:
+				x = math.Float64frombits(u)
+			case eventheader.EncodingValue32:
+				// The decimal a float32 is shown as, read as a float64:
+				// 0.1f is 0.1, not 0.100000001490116.
+				var buf [32]byte
+				f := math.Float32frombits(uint32(u))
+				if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+					return false
+				}
+				x, _ = strconv.ParseFloat(view(strconv.AppendFloat(buf[:0], float64(f), 'e', -1, 32)), 64)
+			default:
+				return false
+			}
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return false // shown as text: "nan", "inf"
+			}
+			e.Double(key, x)
+			return true
+		case eventheader.FormatBoolean:
+			if enc != eventheader.EncodingValue64 && u <= 1 {
+				e.Bool(key, u == 1)
+				return true
+			}
+		}
+	case eventheader.EncodingZStringChar8, eventheader.EncodingStringLength16Char8:
+		if (it.Format == eventheader.FormatDefault || it.Format == eventheader.FormatStringUTF) && utf8.Valid(v) {
+			e.StrBytes(key, v)
+			return true
+		}
+	}
+	return false
+}
+
+// number says whether JSON text starts as a number does.
+func number(js []byte) bool { return len(js) > 0 && (js[0] == '-' || js[0] >= '0' && js[0] <= '9') }
+
+// fitsInt64 says whether JSON text, as AppendJSON writes an integer value
+// of at most 64 bits, is an int64: a negative one (of a signed value), or
+// one of fewer digits than, or as many as and not more than,
+// math.MaxInt64. It keeps ParseInt from the values past int64 (a u64
+// over 2^63), whose error would be allocated to be dropped.
+func fitsInt64(js []byte) bool {
+	const maxInt64 = "9223372036854775807"
+	if !number(js) {
+		return false
+	}
+	return js[0] == '-' || len(js) < len(maxInt64) || len(js) == len(maxInt64) && string(js) <= maxInt64
+}
+
+// ehValueJSON adds an EventHeader value by its JSON, js: what ehValue
+// says, for any encoding and format.
+func ehValueJSON(e *encoder, key string, it *eventheader.Item, js []byte) {
 	enc := it.Encoding & eventheader.EncodingValueMask
 	switch it.Format {
 	case eventheader.FormatBoolean:
@@ -314,9 +375,13 @@ func ehValue(e *otlp.Builder, key string, it *eventheader.Item, js []byte) {
 			return
 		}
 	case eventheader.FormatFloat:
-		if x, err := strconv.ParseFloat(view(js), 64); err == nil {
-			e.Double(key, x)
-			return
+		// Only a number is: "nan" and "inf" are shown quoted, and a
+		// failed parse would be an error allocated to be dropped.
+		if number(js) {
+			if x, err := strconv.ParseFloat(view(js), 64); err == nil {
+				e.Double(key, x)
+				return
+			}
 		}
 	case eventheader.FormatHexBytes:
 		e.BytesValue(key, it.Value)
@@ -326,7 +391,7 @@ func ehValue(e *otlp.Builder, key string, it *eventheader.Item, js []byte) {
 			e.BytesValue(key, it.Value)
 			return
 		}
-		if enc >= eventheader.EncodingValue8 && enc <= eventheader.EncodingValue64 {
+		if enc >= eventheader.EncodingValue8 && enc <= eventheader.EncodingValue64 && fitsInt64(js) {
 			if n, err := strconv.ParseInt(view(js), 10, 64); err == nil {
 				e.Int(key, n)
 				return

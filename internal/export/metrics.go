@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"strings"
 
+	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/tracefmt"
 )
 
@@ -23,11 +24,11 @@ const MetricsEvent = "otlp_metrics"
 //
 // ok is false when the record holds none of these (a protocol other than
 // 0, protobuf, too).
-func metricsRequest(ev *Event, raw []byte) ([]byte, bool) {
-	if ev.format == nil || (ev.Name != MetricsEvent && !strings.HasPrefix(ev.Name, MetricsEvent+".")) {
+func metricsRequest(ev *perfdata.Event, raw []byte) ([]byte, bool) {
+	if ev.Format == nil || (ev.Name != MetricsEvent && !strings.HasPrefix(ev.Name, MetricsEvent+".")) {
 		return nil, false
 	}
-	f := ev.format
+	f := ev.Format
 	if fd := f.Field("buffer"); fd != nil && fd.Kind != tracefmt.Int {
 		if p := f.Field("protocol"); p != nil {
 			if v := p.Value(raw); v.Overflow || v.Uint() != 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // TestMetricsRequestLayouts reads the request out of the three layouts
@@ -22,13 +23,13 @@ func TestMetricsRequestLayouts(t *testing.T) {
 		p = binary.NativeEndian.AppendUint32(p, uint32(size)<<16)
 		return append(p, req...)
 	}
-	event := func(cmd string) *Event {
+	event := func(cmd string) *perfdata.Event {
 		t.Helper()
 		def, err := eventdef.Parse(cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := NewEvent("user_events", def.Name, []byte(def.Format(def.Name, 1)))
+		ev, err := perfdata.NewEvent("user_events", def.Name, []byte(def.Format(def.Name, 1)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +42,7 @@ func TestMetricsRequestLayouts(t *testing.T) {
 	sized := binary.NativeEndian.AppendUint32(bytes.Clone(head), uint32(len(req)))
 	for _, c := range []struct {
 		name string
-		ev   *Event
+		ev   *perfdata.Event
 		raw  []byte
 		ok   bool
 	}{

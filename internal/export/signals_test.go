@@ -23,6 +23,7 @@ import (
 	"github.com/uetrace/uetrace/internal/inproc"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -108,20 +109,20 @@ func TestExportSignals(t *testing.T) {
 	}
 	var metricsBuf []byte
 	for _, r := range recs {
-		ev, err := export.NewEvent("user_events", r.Event.Name(), []byte(r.Event.Def().Format(r.Event.Name(), r.Event.ID())))
+		ev, err := perfdata.NewEvent("user_events", r.Event.Name(), []byte(r.Event.Def().Format(r.Event.Name(), r.Event.ID())))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.Event.Name() == export.MetricsEvent {
 			metricsBuf = r.Raw[8+16:] // the buffer after protocol, version and its __rel_loc
 		}
-		if err := exp.Add(context.Background(), &export.Sample{Event: ev, Time: 1, PID: 7, TID: 8, Raw: r.Raw}); err != nil {
+		if err := exp.Add(context.Background(), &perfdata.Sample{Event: ev, Wall: 1, PID: 7, TID: 8, Raw: r.Raw}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A plain event: a log record.
-	ev, _ := export.NewEvent("user_events", "plain_ev", []byte(sys.Lookup("user_events", "plain_ev").Def().Format("plain_ev", 1)))
-	exp.Add(context.Background(), &export.Sample{Event: ev, Time: 1, PID: 7, TID: 8, Raw: append(make([]byte, 8), 1, 0, 0, 0)})
+	ev, _ := perfdata.NewEvent("user_events", "plain_ev", []byte(sys.Lookup("user_events", "plain_ev").Def().Format("plain_ev", 1)))
+	exp.Add(context.Background(), &perfdata.Sample{Event: ev, Wall: 1, PID: 7, TID: 8, Raw: append(make([]byte, 8), 1, 0, 0, 0)})
 	closeAndCheck(t, exp, time.Minute)
 
 	if got := srv.byPath["/v1/metrics"]; len(got) != 1 || !bytes.Equal(got[0], metricsBuf) {

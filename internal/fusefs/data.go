@@ -3,12 +3,14 @@ package fusefs
 import (
 	"context"
 	"encoding/binary"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
 	"github.com/uetrace/uetrace/internal/fusefs/callers"
 	"github.com/uetrace/uetrace/internal/fusefs/fuse"
+	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -18,6 +20,12 @@ type dataHandle struct {
 	f     *subsys.File
 	write bool // opened for writing: O_RDONLY writes are the VFS's EBADF
 	acct  *account
+	id    uint64 // the interposer's name for the open file (share.go)
+	// shares are the interposer's, by process (share.go); none are
+	// taken once the file is released.
+	smu      sync.Mutex
+	shares   map[int]*shareEntry
+	released bool
 }
 
 var _ fuse.Ioctler = (*dataHandle)(nil)
@@ -27,7 +35,7 @@ func (f *FS) openData(acct *account, flags uint32) fuse.Handle {
 	if acct != nil && f.o.ChargeRefs != nil {
 		file = f.s.OpenCharged(func(n int, force bool) error { return f.o.ChargeRefs(acct.uid, acct.cred, n, force) })
 	}
-	return &dataHandle{fs: f, f: file, write: flags&unix.O_ACCMODE != unix.O_RDONLY, acct: acct}
+	return &dataHandle{fs: f, f: file, write: flags&unix.O_ACCMODE != unix.O_RDONLY, acct: acct, id: fileIDs.Add(1)}
 }
 
 // Read is user_events_data's: it has no read method, so read(2) is EINVAL
@@ -171,25 +179,26 @@ func iovLen(tid int, iov, cnt uint64) (int, bool) {
 func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg uint64, in []byte, outSize uint32) (int32, []byte, error) {
 	switch uintptr(cmd) {
 	case abi.IocSReg, abi.IocSUnreg, abi.IocSDel:
+	case preload.IocID, preload.IocShare, preload.IocWake, preload.IocFlush:
+		return h.interposerIoctl(r, cmd, in, outSize)
 	default:
 		return 0, nil, unix.ENOTTY
 	}
-	// The header's id is the mounter's namespace's: the caller is found
-	// in this process's, and its memory is reached only if the user the
-	// tree is served for may (callers.SetAccess).
-	tid, err := h.fs.tid(r)
+	c, err := h.fs.caller(r)
 	if err != nil {
-		return 0, nil, errnoOf(err)
-	}
-	c, err := h.fs.callers.Get(tid)
-	if err != nil {
-		return 0, nil, errnoOf(err)
+		return 0, nil, err
 	}
 	switch uintptr(cmd) {
 	case abi.IocSReg:
 		cred := h.fs.o.Cred(c.TGID)
 		h.fs.charge(c, cred)
-		_, err = callers.Register(h.f, c, cred, arg)
+		v10 := false
+		if h.fs.o.V10 {
+			v10, err = callers.RegisterV10(h.f, c, cred, arg)
+		}
+		if !v10 {
+			_, err = callers.Register(h.f, c, cred, arg)
+		}
 	case abi.IocSUnreg:
 		err = callers.Unregister(h.f, c, arg)
 	case abi.IocSDel:
@@ -203,8 +212,11 @@ func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg
 
 func (h *dataHandle) Flush(ctx context.Context, r *fuse.Request) error { return nil }
 
-// Release is the last close: the file's events lose its references.
+// Release is the last close: the interposer's shares of the file deliver
+// what their processes published, then the file's events lose its
+// references.
 func (h *dataHandle) Release() error {
+	h.closeShares()
 	h.acct.release()
 	return h.f.Close()
 }

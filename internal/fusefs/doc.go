@@ -20,6 +20,17 @@
 // fails those calls with EINVAL, so that its command reads instead (package
 // runguard); through uetrace mount they stay empty.
 //
+// per_cpu/cpuN/trace_pipe_raw is a stream (FOPEN_STREAM), as trace_pipe is:
+// a read(2) gets a page of the CPU's buffer (or what is left of one a
+// shorter read began), waiting while the buffer is empty unless the file is
+// O_NONBLOCK at that read — FUSE passes the file's flags with each READ, so
+// fcntl(F_SETFL, O_NONBLOCK) after the open counts, as trace-cmd sets it
+// before its last reads — and it polls readable at buffer_percent, as the
+// kernel's. Its splice(2) reads nothing here either; IoctlSplicePage, an
+// ioctl of uetrace's own, gives a page as the kernel's splice takes one
+// (one the writer has left), with which uetrace run's guard splices for
+// its command (TestTracePipeRawThroughFUSE).
+//
 // user_events_data is one subsys.File per open. FUSE gives a server only the
 // first _IOC_SIZE bytes of an ioctl's argument — the pointer to struct
 // user_reg — with the caller's thread id, so DIAG_IOCSREG, DIAG_IOCSUNREG and
@@ -46,6 +57,21 @@
 // it is read again until the writer sleeps in its call (thread.readCall).
 // BENCHMARKS.md ("FUSE write path") has what a write costs against a FUSE
 // server that only answers.
+//
+// # The interposer
+//
+// user_events_data and user_events_status have fixed inode numbers
+// (preload.DataIno, preload.StatusIno), by which programs preloaded with
+// the interposer (package preload) recognise them, with the mount's st_dev.
+// With Options.Share, user_events_data answers the interposer's private
+// ioctls: UET_IOC_ID names the open file, UET_IOC_SHARE takes a ring, a
+// table and a wake socket from the calling process — by their numbers in
+// its descriptor table, with pidfd_getfd from the caller found as every
+// ioctl's caller is (below) — for that file and process, released when
+// the process exits or execs and at the file's release (share.go). A
+// kernel's user_events_data answers them ENOTTY, and so does this tree
+// without Options.Share. With Options.V10, the tree serves the first
+// user_events ABI too (v10.go), which no Linux release enabled.
 //
 // # Pid namespaces, and whose processes are reached
 //
@@ -88,6 +114,16 @@
 // CAP_PERFMON would delete persistent events) and its files count in the
 // account of the user the tree is served for, not the found process's uid
 // (TestHostileWrongNamespaceLendsNothing).
+//
+// # perf_event_open of the tree's events
+//
+// Hidden files of the root, perfevent.Dir, listed nowhere, are how uetrace
+// run (package runguard) answers a command's perf_event_open of one of the
+// tree's event ids: a control file that makes an event (package perfevent)
+// fed by a session of the tracepoint, and each event's file, opened by
+// uetrace run and installed in the caller, whose mmap is the event's ring
+// through FUSE passthrough and whose read, ioctls and poll are perf's. See
+// perf.go for how records reach it and when it ends.
 //
 // # Limits
 //
@@ -157,6 +193,10 @@
 //     ptrace gets EPERM at DIAG_IOCSREG, DIAG_IOCSUNREG and DIAG_IOCSDEL,
 //     where Linux reaches any caller's own memory (see "Pid namespaces"
 //     above; TestHostileServedFor).
+//   - user_events_data's and user_events_status's st_ino are fixed
+//     numbers (tracefs gives every file a new one per inode); the
+//     interposer's ioctls are answered (ENOTTY on tracefs), and with
+//     Options.V10 a 24-byte struct user_reg registers (EINVAL on Linux).
 //   - The CPU a write's record carries (its ftrace buffer, [CPU] in the
 //     trace, common_cpu in filters, a perf sample's cpu) is the writer's as
 //     /proc/<tid>/stat gave it at most cpuAge (1 ms) before: a thread that

@@ -13,7 +13,9 @@ import (
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/fusefs/callers"
 	"github.com/uetrace/uetrace/internal/fusefs/fuse"
+	"github.com/uetrace/uetrace/internal/perfevent"
 	"github.com/uetrace/uetrace/internal/pidns"
+	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
@@ -79,6 +81,19 @@ type Options struct {
 	// Tree.Close aborts the connection through fusectl; without it, by
 	// closing the device.
 	Dev uint64
+	// Share, if set, takes the shares that processes preloaded with the
+	// interposer (package preload) set up on user_events_data: a ring and
+	// a validation table per (open file, process), served by the daemon
+	// (daemon.Server.FUSEShare; cmd/uetrace joins them). nil: the
+	// interposer's ioctls are ENOTTY, as on a kernel, and its programs
+	// write through FUSE.
+	Share func(ShareRequest) (Share, error)
+	// V10 serves the v10 ABI of user_events besides today's (v10.go): a
+	// DIAG_IOCSREG of a 24-byte struct user_reg — EINVAL in today's ABI —
+	// gets a status index, and the interposer's status pages are kept
+	// written. No Linux release enabled that ABI; uetrace run --abi v10
+	// asks for it.
+	V10 bool
 }
 
 // FS is a Subsystem's tracefs tree as a fuse.FileSystem.
@@ -92,6 +107,8 @@ type FS struct {
 	threads     threads // the callers' open /proc files, for writes
 	pids        *pidns.Map
 	user        caps.User
+	pages       statusPages // the v10 ABI's (v10.go)
+	perf        perfEvents  // perf_event_open's events of the tree (perf.go)
 }
 
 var (
@@ -133,6 +150,7 @@ func New(s *subsys.Subsystem, o Options) (*FS, error) {
 
 // Close releases what New made.
 func (f *FS) Close() error {
+	f.closePages()
 	f.threads.Close()
 	if f.ownsCallers {
 		return f.callers.Close()
@@ -176,7 +194,7 @@ func Mount(dir string, s *subsys.Subsystem, o Options) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := fuse.Mount(dir, f, fuse.Options{FSName: "uetrace", AllowOther: true})
+	c, err := fuse.Mount(dir, f, fuse.Options{FSName: "uetrace", AllowOther: true, Passthrough: true})
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -197,7 +215,7 @@ func Serve(dev *os.File, s *subsys.Subsystem, o Options) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := fuse.Serve(dev, f, fuse.Options{FSName: "uetrace", AllowOther: true, Dev: o.Dev})
+	c, err := fuse.Serve(dev, f, fuse.Options{FSName: "uetrace", AllowOther: true, Dev: o.Dev, Passthrough: true})
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -242,17 +260,32 @@ func (f *FS) attr(mode fs.FileMode) fuse.Attr {
 }
 
 // Stat is LOOKUP and GETATTR. tracefs files have size 0: their text is made
-// when read.
+// when read. user_events_data and user_events_status have fixed inode
+// numbers, by which the interposer recognises them (with the mount's
+// st_dev): a node ID changes when the kernel forgets the node.
 func (f *FS) Stat(ctx context.Context, path string) (fuse.Attr, error) {
+	if a, ok, err := f.perfStat(path); ok {
+		return a, err
+	}
 	e, err := f.tree.Stat(path)
 	if err != nil {
 		return fuse.Attr{}, errnoOf(err)
 	}
-	return f.attr(e.Mode), nil
+	a := f.attr(e.Mode)
+	switch path {
+	case subsys.FileData:
+		a.Ino = preload.DataIno
+	case subsys.FileStatus:
+		a.Ino = preload.StatusIno
+	}
+	return a, nil
 }
 
 // ReadDir is READDIR.
 func (f *FS) ReadDir(ctx context.Context, path string) ([]fuse.DirEntry, error) {
+	if path == perfevent.Dir {
+		return nil, nil // its files are listed nowhere
+	}
 	list, err := f.tree.ReadDir(path)
 	if err != nil && list == nil {
 		return nil, errnoOf(err)
@@ -272,6 +305,9 @@ func (f *FS) ReadDir(ctx context.Context, path string) ([]fuse.DirEntry, error) 
 // Open is OPEN: user_events_data is a fresh subsys.File, every other file
 // a subsys.Handle.
 func (f *FS) Open(ctx context.Context, r *fuse.Request, path string, flags uint32) (fuse.Handle, error) {
+	if h, ok, err := f.perfOpen(r, path); ok {
+		return h, err
+	}
 	if path == subsys.FileData && f.o.Charge == nil {
 		return f.openData(nil, flags), nil
 	}
@@ -310,6 +346,22 @@ func (f *FS) OpenDir(ctx context.Context, r *fuse.Request, path string) (func(),
 // another task — in this one's.
 func (f *FS) tid(r *fuse.Request) (int, error) {
 	return f.pids.TID(int(r.Pid))
+}
+
+// caller is the thread that made ioctl request r, with its process. The
+// header's id is the mounter's namespace's: the caller is found in this
+// process's, and its memory is reached only if the user the tree is served
+// for may (callers.SetAccess). The error is the errno to answer.
+func (f *FS) caller(r *fuse.Request) (*callers.Caller, error) {
+	tid, err := f.tid(r)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	c, err := f.callers.Get(tid)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	return c, nil
 }
 
 // ident is who made a request: its thread's process and effective uid

@@ -75,7 +75,7 @@ shell_ev
 
 Active: 1
 Busy: 0
-65535
+32767
 1
 shell_ev # Used by ftrace
 
@@ -105,7 +105,7 @@ dynamic_events 640 0 0 regular empty file
 	if got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
-	if got := sh(t, dir, `ls $T/events`); got != "enable\n" {
+	if got := sh(t, dir, `ls $T/events`); got != "enable\nftrace\nheader_event\nheader_page\n" {
 		t.Errorf("events/ of an empty subsystem: %q", got)
 	}
 }

@@ -88,6 +88,12 @@ func TestBuilderMatchesRecord(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("built records (-want +got):\n%s", diff)
 	}
+	// The same fields (in another order: the Builder writes them as they
+	// are given) in the same number of bytes: every length in the fewest,
+	// whether the Builder knew it before the value (scalars) or after.
+	if b, w := AppendEncodedRequest(nil, enc), AppendRequest(nil, want); len(b) != len(w) {
+		t.Errorf("the Builder's request is %d bytes, AppendRequest's %d", len(b), len(w))
+	}
 }
 
 func BenchmarkBuilder(b *testing.B) {
@@ -97,5 +103,34 @@ func BenchmarkBuilder(b *testing.B) {
 	for b.Loop() {
 		e.Reset()
 		build(&e, &r)
+	}
+}
+
+// TestAppendEncodedRequestBytes: records encoded as AppendRequest encodes
+// them, put in a request by AppendEncodedRequest, make AppendRequest's
+// request byte for byte: the resources, scopes and lengths around them
+// are the same, in the fewest bytes.
+func TestAppendEncodedRequestBytes(t *testing.T) {
+	rls := sampleRequest()
+	// A resource whose records take more than 2^14 bytes: a 3-byte length.
+	big := rls[0]
+	big.Records = nil
+	for range 100 {
+		big.Records = append(big.Records, rls[0].Records...)
+	}
+	rls = append(rls, big, ResourceLogs{Scope: Scope{Name: "empty"}})
+	var enc []EncodedResourceLogs
+	for _, rl := range rls {
+		var recs []byte
+		for i := range rl.Records {
+			recs = appendMessage(recs, fScopeLogsLogRecords, func(b []byte) []byte { return appendRecord(b, &rl.Records[i]) })
+		}
+		enc = append(enc, EncodedResourceLogs{Resource: rl.Resource, Scope: rl.Scope, Records: recs})
+	}
+	prefix := []byte("kept")
+	got := AppendEncodedRequest(bytes.Clone(prefix), enc)
+	want := AppendRequest(bytes.Clone(prefix), rls)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("AppendEncodedRequest wrote %d bytes, AppendRequest %d; they differ", len(got), len(want))
 	}
 }

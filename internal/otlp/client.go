@@ -309,12 +309,47 @@ func (c *Client) Export(ctx context.Context, req []byte) (PartialSuccess, error)
 // other signals, whose responses have the same shape); on failure an
 // *Error.
 func (c *Client) ExportSignal(ctx context.Context, s Signal, req []byte) (PartialSuccess, error) {
+	return c.export(ctx, s, nil, req)
+}
+
+// Headroom is the room ExportFramed wants before a request: a gRPC
+// frame's header.
+const Headroom = 5
+
+// ExportFramed is ExportSignal of the request in buf[Headroom:]. The
+// first Headroom bytes are the client's to write: a gRPC request's frame
+// header goes there, and the request, of hundreds of KiB, is not copied to
+// be framed.
+func (c *Client) ExportFramed(ctx context.Context, s Signal, buf []byte) (PartialSuccess, error) {
+	if len(buf) < Headroom {
+		return PartialSuccess{}, &Error{GRPCCode: -1, Err: fmt.Errorf("a request buffer of %d bytes, without the %d of headroom: %w", len(buf), Headroom, unix.EINVAL)}
+	}
+	return c.export(ctx, s, buf, buf[Headroom:])
+}
+
+// export sends req; framed, if not nil, is req with Headroom bytes before
+// it.
+func (c *Client) export(ctx context.Context, s Signal, framed, req []byte) (PartialSuccess, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if c.proto == GRPC {
-		return c.exportGRPC(ctx, c.urls[s], req)
+	if c.proto == HTTP {
+		return c.exportHTTP(ctx, c.urls[s], req)
 	}
-	return c.exportHTTP(ctx, c.urls[s], req)
+	// A gRPC message is framed: a compressed flag byte, its length as a
+	// big-endian u32, then the message.
+	var body []byte
+	switch {
+	case c.gzip:
+		body = AppendGRPCFrame(nil, gzipped(req))
+		body[0] = 1 // compressed, by the grpc-encoding
+	case framed != nil:
+		body = framed
+		body[0] = 0
+		binary.BigEndian.PutUint32(body[1:], uint32(len(req)))
+	default:
+		body = AppendGRPCFrame(make([]byte, 0, Headroom+len(req)), req)
+	}
+	return c.exportGRPC(ctx, c.urls[s], body)
 }
 
 func (c *Client) newRequest(ctx context.Context, url string, body []byte) (*http.Request, error) {
@@ -415,16 +450,8 @@ func parseRetryAfter(h string, now time.Time) time.Duration {
 	return 0
 }
 
-func (c *Client) exportGRPC(ctx context.Context, to string, msg []byte) (PartialSuccess, error) {
-	// A gRPC message is framed: a compressed flag byte, its length as a
-	// big-endian u32, then the message.
-	var body []byte
-	if c.gzip {
-		body = AppendGRPCFrame(nil, gzipped(msg))
-		body[0] = 1 // compressed, by the grpc-encoding
-	} else {
-		body = AppendGRPCFrame(make([]byte, 0, 5+len(msg)), msg)
-	}
+// exportGRPC sends a framed request.
+func (c *Client) exportGRPC(ctx context.Context, to string, body []byte) (PartialSuccess, error) {
 	req, err := c.newRequest(ctx, to, body)
 	if err != nil {
 		return PartialSuccess{}, err

@@ -177,13 +177,13 @@ func AppendRequest(b []byte, rls []ResourceLogs) []byte {
 // length takes fewer bytes — at most 4 bytes copied back per byte of
 // length saved, once per message.
 func appendMessage(b []byte, num protowire.Number, body func([]byte) []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = appendTag(b, num, protowire.BytesType)
 	at := len(b)
 	b = append(b, 0, 0, 0, 0, 0)
 	b = body(b)
 	n := len(b) - at - 5
 	size := protowire.SizeVarint(uint64(n))
-	protowire.AppendVarint(b[at:at], uint64(n))
+	appendVarint(b[at:at], uint64(n))
 	if size < 5 {
 		copy(b[at+size:], b[at+5:])
 		b = b[:len(b)-(5-size)]
@@ -214,12 +214,12 @@ func AppendRecord(b []byte, r *Record) []byte { return appendRecord(b, r) }
 
 func appendRecord(b []byte, r *Record) []byte {
 	if r.Time != 0 {
-		b = protowire.AppendTag(b, fLogTime, protowire.Fixed64Type)
+		b = appendTag(b, fLogTime, protowire.Fixed64Type)
 		b = protowire.AppendFixed64(b, r.Time)
 	}
 	if r.SeverityNumber != 0 {
-		b = protowire.AppendTag(b, fLogSeverityNumber, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(int64(r.SeverityNumber)))
+		b = appendTag(b, fLogSeverityNumber, protowire.VarintType)
+		b = appendVarint(b, uint64(int64(r.SeverityNumber)))
 	}
 	b = appendString(b, fLogSeverityText, r.SeverityText)
 	if r.Body.Kind != Empty {
@@ -227,19 +227,19 @@ func appendRecord(b []byte, r *Record) []byte {
 	}
 	b = appendKeyValues(b, fLogAttributes, r.Attributes)
 	if r.Flags != 0 {
-		b = protowire.AppendTag(b, fLogFlags, protowire.Fixed32Type)
+		b = appendTag(b, fLogFlags, protowire.Fixed32Type)
 		b = protowire.AppendFixed32(b, r.Flags)
 	}
 	if len(r.TraceID) > 0 {
-		b = protowire.AppendTag(b, fLogTraceID, protowire.BytesType)
-		b = protowire.AppendBytes(b, r.TraceID)
+		b = appendTag(b, fLogTraceID, protowire.BytesType)
+		b = appendBytesValue(b, r.TraceID)
 	}
 	if len(r.SpanID) > 0 {
-		b = protowire.AppendTag(b, fLogSpanID, protowire.BytesType)
-		b = protowire.AppendBytes(b, r.SpanID)
+		b = appendTag(b, fLogSpanID, protowire.BytesType)
+		b = appendBytesValue(b, r.SpanID)
 	}
 	if r.ObservedTime != 0 {
-		b = protowire.AppendTag(b, fLogObservedTime, protowire.Fixed64Type)
+		b = appendTag(b, fLogObservedTime, protowire.Fixed64Type)
 		b = protowire.AppendFixed64(b, r.ObservedTime)
 	}
 	return appendString(b, fLogEventName, r.EventName)
@@ -250,8 +250,8 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	b = appendTag(b, num, protowire.BytesType)
+	return appendStringValue(b, s)
 }
 
 func appendKeyValues(b []byte, num protowire.Number, kvs []KeyValue) []byte {
@@ -269,20 +269,20 @@ func appendKeyValues(b []byte, num protowire.Number, kvs []KeyValue) []byte {
 func appendAny(b []byte, v *Value) []byte {
 	switch v.Kind {
 	case String:
-		b = protowire.AppendTag(b, fAnyString, protowire.BytesType)
-		b = protowire.AppendString(b, v.Str)
+		b = appendTag(b, fAnyString, protowire.BytesType)
+		b = appendStringValue(b, v.Str)
 	case Bool:
-		b = protowire.AppendTag(b, fAnyBool, protowire.VarintType)
-		b = protowire.AppendVarint(b, v.Num&1)
+		b = appendTag(b, fAnyBool, protowire.VarintType)
+		b = appendVarint(b, v.Num&1)
 	case Int:
-		b = protowire.AppendTag(b, fAnyInt, protowire.VarintType)
-		b = protowire.AppendVarint(b, v.Num)
+		b = appendTag(b, fAnyInt, protowire.VarintType)
+		b = appendVarint(b, v.Num)
 	case Double:
-		b = protowire.AppendTag(b, fAnyDouble, protowire.Fixed64Type)
+		b = appendTag(b, fAnyDouble, protowire.Fixed64Type)
 		b = protowire.AppendFixed64(b, v.Num)
 	case Bytes:
-		b = protowire.AppendTag(b, fAnyBytes, protowire.BytesType)
-		b = protowire.AppendBytes(b, v.Bytes)
+		b = appendTag(b, fAnyBytes, protowire.BytesType)
+		b = appendBytesValue(b, v.Bytes)
 	case Array:
 		b = appendMessage(b, fAnyArray, func(b []byte) []byte {
 			for i := range v.Array {
@@ -294,4 +294,30 @@ func appendAny(b []byte, v *Value) []byte {
 		b = appendMessage(b, fAnyKVList, func(b []byte) []byte { return appendKeyValues(b, fValues, v.Map) })
 	}
 	return b
+}
+
+// appendTag appends a field's tag: one byte, for every field these
+// encoders write has a number under 16 (the decoders of the tests read
+// each back by its number).
+func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
+	return append(b, byte(num)<<3|byte(typ))
+}
+
+// appendVarint appends v as a varint; the lengths of most of a record's
+// fields, under 128, without protowire's call.
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
+// appendStringValue and appendBytesValue append a length-delimited value:
+// its length, then its bytes.
+func appendStringValue(b []byte, s string) []byte {
+	return append(appendVarint(b, uint64(len(s))), s...)
+}
+
+func appendBytesValue(b []byte, p []byte) []byte {
+	return append(appendVarint(b, uint64(len(p))), p...)
 }

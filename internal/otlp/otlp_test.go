@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -220,11 +221,24 @@ func TestExportDelivers(t *testing.T) {
 			if err != nil || ps != (PartialSuccess{}) {
 				t.Fatalf("Export: %+v, %v", ps, err)
 			}
-			if len(s.got) != 1 {
-				t.Fatalf("server got %d requests", len(s.got))
+			// The same request after headroom for the client, twice:
+			// as a retry sends it again.
+			framed := AppendRequest(make([]byte, Headroom), want)
+			for range 2 {
+				if ps, err := c.ExportFramed(context.Background(), Logs, framed); err != nil || ps != (PartialSuccess{}) {
+					t.Fatalf("ExportFramed: %+v, %v", ps, err)
+				}
 			}
-			if diff := cmp.Diff(want, s.got[0]); diff != "" {
-				t.Errorf("server got (-want +got):\n%s", diff)
+			if len(s.got) != 3 {
+				t.Fatalf("server got %d requests, want 3", len(s.got))
+			}
+			for i := range s.got {
+				if diff := cmp.Diff(want, s.got[i]); diff != "" {
+					t.Errorf("request %d: server got (-want +got):\n%s", i, diff)
+				}
+			}
+			if _, err := c.ExportFramed(context.Background(), Logs, make([]byte, Headroom-1)); !errors.Is(err, unix.EINVAL) {
+				t.Errorf("ExportFramed without the headroom: %v, want EINVAL", err)
 			}
 		})
 	}

@@ -53,16 +53,16 @@ func (e *Builder) Span() {
 // unless zero.
 func (e *Builder) SpanIDs(traceID [16]byte, spanID, parent [8]byte) {
 	if traceID != ([16]byte{}) {
-		e.b = protowire.AppendTag(e.b, fSpanTraceID, protowire.BytesType)
-		e.b = protowire.AppendBytes(e.b, traceID[:])
+		e.b = appendTag(e.b, fSpanTraceID, protowire.BytesType)
+		e.b = appendBytesValue(e.b, traceID[:])
 	}
 	if spanID != ([8]byte{}) {
-		e.b = protowire.AppendTag(e.b, fSpanSpanID, protowire.BytesType)
-		e.b = protowire.AppendBytes(e.b, spanID[:])
+		e.b = appendTag(e.b, fSpanSpanID, protowire.BytesType)
+		e.b = appendBytesValue(e.b, spanID[:])
 	}
 	if parent != ([8]byte{}) {
-		e.b = protowire.AppendTag(e.b, fSpanParentSpanID, protowire.BytesType)
-		e.b = protowire.AppendBytes(e.b, parent[:])
+		e.b = appendTag(e.b, fSpanParentSpanID, protowire.BytesType)
+		e.b = appendBytesValue(e.b, parent[:])
 	}
 }
 
@@ -72,19 +72,19 @@ func (e *Builder) SpanName(s string) { e.b = appendString(e.b, fSpanName, s) }
 // SpanKind adds the span's kind, unless unspecified.
 func (e *Builder) SpanKind(k int32) {
 	if k != 0 {
-		e.b = protowire.AppendTag(e.b, fSpanKind, protowire.VarintType)
-		e.b = protowire.AppendVarint(e.b, uint64(k))
+		e.b = appendTag(e.b, fSpanKind, protowire.VarintType)
+		e.b = appendVarint(e.b, uint64(k))
 	}
 }
 
 // SpanTimes adds the span's start and end, in ns since 1970.
 func (e *Builder) SpanTimes(start, end uint64) {
 	if start != 0 {
-		e.b = protowire.AppendTag(e.b, fSpanStart, protowire.Fixed64Type)
+		e.b = appendTag(e.b, fSpanStart, protowire.Fixed64Type)
 		e.b = protowire.AppendFixed64(e.b, start)
 	}
 	if end != 0 {
-		e.b = protowire.AppendTag(e.b, fSpanEnd, protowire.Fixed64Type)
+		e.b = appendTag(e.b, fSpanEnd, protowire.Fixed64Type)
 		e.b = protowire.AppendFixed64(e.b, end)
 	}
 }
@@ -97,8 +97,8 @@ func (e *Builder) SpanStatus(code int32, message string) {
 	e.open(fSpanStatus)
 	e.b = appendString(e.b, fStatusMessage, message)
 	if code != 0 {
-		e.b = protowire.AppendTag(e.b, fStatusCode, protowire.VarintType)
-		e.b = protowire.AppendVarint(e.b, uint64(code))
+		e.b = appendTag(e.b, fStatusCode, protowire.VarintType)
+		e.b = appendVarint(e.b, uint64(code))
 	}
 	e.close()
 }
@@ -106,10 +106,10 @@ func (e *Builder) SpanStatus(code int32, message string) {
 // SpanLink adds a link to the span of traceID and spanID.
 func (e *Builder) SpanLink(traceID [16]byte, spanID [8]byte) {
 	e.open(fSpanLinks)
-	e.b = protowire.AppendTag(e.b, fLinkTraceID, protowire.BytesType)
-	e.b = protowire.AppendBytes(e.b, traceID[:])
-	e.b = protowire.AppendTag(e.b, fLinkSpanID, protowire.BytesType)
-	e.b = protowire.AppendBytes(e.b, spanID[:])
+	e.b = appendTag(e.b, fLinkTraceID, protowire.BytesType)
+	e.b = appendBytesValue(e.b, traceID[:])
+	e.b = appendTag(e.b, fLinkSpanID, protowire.BytesType)
+	e.b = appendBytesValue(e.b, spanID[:])
 	e.close()
 }
 

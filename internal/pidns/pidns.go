@@ -229,3 +229,34 @@ func readNames(dir string) ([]string, error) {
 	defer f.Close()
 	return f.Readdirnames(-1)
 }
+
+// Threads is what a process's own pid namespace calls its threads: for each
+// thread of process tgid (a /proc id), its id in the namespace the process
+// lives in — the last of its NSpid — mapped to /proc's. own is false when
+// that namespace is /proc's: the ids are /proc's already, and ids is nil. A
+// writer that stamps its records with gettid(2) stamps the first; records
+// are shown under the second.
+func Threads(tgid int) (ids map[int]int, own bool, err error) {
+	main, ok := nspid("/proc/" + strconv.Itoa(tgid) + "/status")
+	if !ok {
+		return nil, false, fmt.Errorf("pidns: process %d: %w", tgid, unix.ESRCH)
+	}
+	if len(main) == 1 {
+		return nil, false, nil
+	}
+	tasks, err := readNames("/proc/" + strconv.Itoa(tgid) + "/task")
+	if err != nil {
+		return nil, true, fmt.Errorf("pidns: the threads of process %d: %w", tgid, err)
+	}
+	ids = make(map[int]int, len(tasks))
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t)
+		if err != nil {
+			continue
+		}
+		if n, ok := nspid("/proc/" + strconv.Itoa(tgid) + "/task/" + t + "/status"); ok && len(n) == len(main) {
+			ids[n[len(n)-1]] = tid
+		}
+	}
+	return ids, true, nil
+}

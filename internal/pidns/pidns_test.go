@@ -137,3 +137,35 @@ func TestNested(t *testing.T) {
 		t.Errorf("outer namespace's 1: %d, %v; want %d", tid, err, outer)
 	}
 }
+
+// TestThreads: a process in a pid namespace of its own calls its first
+// thread 1; Threads maps that to /proc's id. In /proc's own namespace
+// there is nothing to map.
+func TestThreads(t *testing.T) {
+	if ids, own, err := Threads(os.Getpid()); err != nil || own || ids != nil {
+		if m, _ := Self(); m != nil && m.Same() {
+			t.Errorf("Threads of this process: %v, own %v, %v; want /proc's namespace", ids, own, err)
+		}
+	}
+	needRoot(t)
+	cmd, _ := startInPidns(t, "sleep", "60")
+	pid := cmd.Process.Pid
+	var ids map[int]int
+	var own bool
+	var err error
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		// The child is in its namespace once it has exec'd sleep.
+		if ids, own, err = Threads(pid); err == nil && len(ids) == 1 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("Threads(%d): %v, own %v, %v", pid, ids, own, err)
+		}
+	}
+	if !own || ids[1] != pid {
+		t.Errorf("Threads(%d) = %v, own %v; want 1 → %d", pid, ids, own, pid)
+	}
+	if _, _, err := Threads(1 << 30); !errors.Is(err, unix.ESRCH) {
+		t.Errorf("Threads of no process: %v", err)
+	}
+}

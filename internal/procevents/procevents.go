@@ -203,6 +203,58 @@ func (l *Listener) Read() ([]Event, error) {
 	}
 }
 
+// Wait waits until a datagram is there to read, the deadline passes
+// (os.ErrDeadlineExceeded) or the listener is closed (os.ErrClosed).
+func (l *Listener) Wait() error {
+	rc, err := l.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var one [1]byte
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, rerr := unix.Recvfrom(int(fd), one[:], unix.MSG_PEEK)
+		return rerr != unix.EAGAIN
+	})
+	if err != nil && l.closed.Load() {
+		return fmt.Errorf("procevents: %w", os.ErrClosed)
+	}
+	return err
+}
+
+// ReadNow is Read without the wait: the events of the next datagram the
+// kernel has queued, or ok false when none is (the socket is
+// non-blocking). It is what a caller that must have seen every event sent
+// before some moment calls, until ok is false.
+func (l *Listener) ReadNow() (evs []Event, ok bool, err error) {
+	rc, err := l.f.SyscallConn()
+	if err != nil {
+		return nil, false, err
+	}
+	for {
+		var n int
+		var from unix.Sockaddr
+		var rerr error
+		if err := rc.Control(func(fd uintptr) { n, from, rerr = unix.Recvfrom(int(fd), l.buf, 0) }); err != nil {
+			return nil, false, fmt.Errorf("procevents: %w", err)
+		}
+		switch {
+		case rerr == unix.EAGAIN:
+			return nil, false, nil
+		case rerr == unix.EINTR:
+			continue
+		case rerr == unix.ENOBUFS:
+			return nil, true, ErrOverrun
+		case rerr != nil:
+			return nil, false, fmt.Errorf("procevents: recvfrom: %w", rerr)
+		}
+		if sa, ok := from.(*unix.SockaddrNetlink); !ok || sa.Pid != 0 {
+			continue // not the kernel's
+		}
+		evs, err := Decode(l.buf[:n])
+		return evs, true, err
+	}
+}
+
 // Close stops listening; a Read in progress returns.
 func (l *Listener) Close() error {
 	l.closed.Store(true)

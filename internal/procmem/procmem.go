@@ -277,6 +277,42 @@ func (m *Mem) Check() error {
 	return nil
 }
 
+// GetFD duplicates the process's descriptor fd into this one
+// (pidfd_getfd(2), close-on-exec), for a server that takes what its caller
+// shares by descriptor number — the interposer's ring and table memfds —
+// from the caller itself, so that nothing the caller says about who it is
+// counts. It needs the access ReadAt needs (PTRACE_MODE_ATTACH_REALCREDS),
+// and Linux 5.6. The process is checked afterwards to run still the
+// program m was opened on (Check): a descriptor of a program it exec'd
+// since is refused (ErrReplaced), and so is one of an exited process
+// (ErrExited). A number the process has no descriptor for is EBADF.
+func (m *Mem) GetFD(fd int) (int, error) {
+	m.mu.RLock()
+	if m.pidfd < 0 {
+		m.mu.RUnlock()
+		return -1, ErrClosed
+	}
+	nfd, err := unix.PidfdGetfd(m.pidfd, fd, 0)
+	m.mu.RUnlock()
+	switch {
+	case errors.Is(err, unix.EPERM):
+		return -1, m.permError("take a descriptor", err)
+	case errors.Is(err, unix.ESRCH):
+		return -1, fmt.Errorf("procmem: process %d: %w", m.pid, ErrExited)
+	case errors.Is(err, unix.EBADF):
+		return -1, fmt.Errorf("procmem: process %d has no descriptor %d: %w", m.pid, fd, err)
+	case errors.Is(err, unix.ENOSYS):
+		return -1, fmt.Errorf("procmem: pidfd_getfd needs Linux 5.6: %w", err)
+	case err != nil:
+		return -1, fmt.Errorf("procmem: pidfd_getfd(%d, %d): %w", m.pid, fd, err)
+	}
+	if err := m.Check(); err != nil {
+		unix.Close(nfd)
+		return -1, err
+	}
+	return nfd, nil
+}
+
 // ReadAt reads len(p) bytes at addr in the process. A read that stops at
 // memory it cannot read returns the bytes read before it and an EFAULT
 // error.

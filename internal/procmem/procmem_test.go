@@ -293,6 +293,48 @@ func TestExitedAndReplaced(t *testing.T) {
 	}
 }
 
+// TestGetFD: a descriptor of the process, taken by its number, is the same
+// open file; a number it has no descriptor for is EBADF; after an exec the
+// process's descriptors are refused.
+func TestGetFD(t *testing.T) {
+	self := open(t, os.Getpid())
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	fd, err := self.GetFD(p[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(fd, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	var b [1]byte
+	if n, err := unix.Read(p[0], b[:]); n != 1 || err != nil || b[0] != 'x' {
+		t.Fatalf("read %d %q %v: the taken descriptor is not the pipe's", n, b[:n], err)
+	}
+	if fd, err := self.GetFD(1 << 20); !errors.Is(err, unix.EBADF) {
+		t.Errorf("GetFD of no descriptor: %d, %v", fd, err)
+	}
+	c, m := start(t)
+	if fd, err := m.GetFD(0); err != nil {
+		t.Fatalf("GetFD(0) of the child: %v", err)
+	} else {
+		unix.Close(fd)
+	}
+	c.Exec()
+	if fd, err := m.GetFD(0); !errors.Is(err, procmem.ErrReplaced) {
+		t.Errorf("GetFD after exec: %d, %v", fd, err)
+	}
+	m.Close()
+	if _, err := m.GetFD(0); !errors.Is(err, procmem.ErrClosed) {
+		t.Errorf("GetFD after Close: %v", err)
+	}
+}
+
 func TestSameVM(t *testing.T) {
 	c, m := start(t)
 	self := open(t, os.Getpid())

@@ -161,8 +161,8 @@ func (r *Recorder) flushPending() {
 
 // renamed notes a task's name given by the source (a COMM record).
 func (r *Recorder) renamed(pid, tid uint32, name string) {
-	if r.comms != nil {
-		r.comms[tid] = name
+	if r.sinking {
+		r.comms.SetComm(tid, name)
 	}
 	if r.filter != nil {
 		r.filter.rename(tid, name)

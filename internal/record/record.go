@@ -43,7 +43,9 @@
 // --pid and perf script --comm select them; the rest are left out as they
 // are drained, and counted. A recording given no file only counts — per
 // event, per process and, on the kernel, each event's lost samples — for
-// uetrace top's live view.
+// uetrace top's live view. Options.Sink gives its samples, as they are
+// drained, to a live consumer (export) as the perfdata.Sample that a
+// perf.data file's session gives, with their perfdata.Event.
 //
 // It is not the reader of perf.data files (package perfdata) nor the
 // decoder (package report).
@@ -117,36 +119,22 @@ type Options struct {
 	// drained and before it is written to the file (if there is one):
 	// what uetrace export sends on. It is called on the goroutine that
 	// runs Run; the Sample and its Raw are valid only during the call.
-	Sink func(s *Sample)
+	// A sample has its ID, PID, TID, Time, CPU and Raw; its Event (its
+	// Format nil when the format file does not parse, which Notify is
+	// told); the names of its task (Comm) and of its process's main
+	// thread (ProcessComm), as far as they are known; and with
+	// ClockMonotonic its Wall time. Samples come as the rings or the
+	// session are drained, not in time order.
+	Sink func(s *perfdata.Sample)
 	// ClockMonotonic times a kernel recording's samples by
 	// CLOCK_MONOTONIC (perf's use_clockid, perf record -k CLOCK_MONOTONIC)
 	// instead of perf's own clock, so that they can be turned into
 	// wall-clock times; the file then says so in its attrs and holds the
 	// clock data (HEADER_CLOCK_DATA) that perf record -k writes. A daemon's
 	// samples are CLOCK_MONOTONIC always: with ClockMonotonic its file
-	// says so too.
+	// says so too. The samples Sink is given then have their wall-clock
+	// time, by the clocks' offset read when the recording is made.
 	ClockMonotonic bool
-}
-
-// Sample is one sample as Options.Sink is given it.
-type Sample struct {
-	Event    *SampleEvent
-	PID, TID uint32
-	CPU      uint32
-	Time     uint64 // the kernel's or daemon's time of the sample, in ns
-	// Comm is the task's name, and ProcessComm the name of the
-	// process's main thread (tid = pid), as far as they are known; "" when
-	// not.
-	Comm, ProcessComm string
-	Raw               []byte // the tracepoint's record: the format lays it out
-}
-
-// SampleEvent is the event of a Sample: its tracefs name, id and format
-// file text.
-type SampleEvent struct {
-	System, Name string
-	ID           int
-	Format       []byte
 }
 
 // Stats are a recording's counts so far. Safe to read while it runs.
@@ -210,10 +198,10 @@ type event struct {
 	ids          []uint64
 	late         bool
 	samples      atomic.Uint64
-	lost         atomic.Uint64 // by PERF_FORMAT_LOST, kernel only
-	fds          []int         // the perf events, kernel only
-	filter       string        // its filter (Options.Filters), "" for none
-	sink         *SampleEvent  // with Options.Sink
+	lost         atomic.Uint64   // by PERF_FORMAT_LOST, kernel only
+	fds          []int           // the perf events, kernel only
+	filter       string          // its filter (Options.Filters), "" for none
+	sink         *perfdata.Event // with Options.Sink
 }
 
 // filterFor is the filter of the first selection that picks the event and
@@ -260,10 +248,12 @@ type Recorder struct {
 	wrote      bool // records since the last FINISHED_ROUND
 	err        error
 
-	// With Options.Sink: the names of the tasks, by tid, and the sample
-	// it is given.
-	comms map[uint32]string
-	smp   Sample
+	// With Options.Sink: the names of the tasks, the sample it is given,
+	// and with ClockMonotonic the wall clock's offset from CLOCK_MONOTONIC.
+	sinking bool
+	comms   perfdata.Threads
+	smp     perfdata.Sample
+	wallOff int64
 }
 
 // Kernel starts a recording of the kernel's events under the tracefs
@@ -361,7 +351,12 @@ func newRecorder(src source, w io.WriteSeeker, opts Options) (*Recorder, error) 
 		r.procs = newProcessCounts()
 	}
 	if opts.Sink != nil {
-		r.comms = make(map[uint32]string)
+		r.sinking = true
+		if opts.ClockMonotonic {
+			var mono unix.Timespec
+			unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
+			r.wallOff = time.Now().UnixNano() - mono.Nano()
+		}
 	}
 	if w == nil {
 		return r, nil // counting only
@@ -511,29 +506,37 @@ func (r *Recorder) add(system, name string, late bool) error {
 		return err
 	}
 	ev := &event{system: system, name: name, id: id, format: format, late: late, filter: r.filterFor(system, name)}
-	if r.opts.Sink != nil {
-		ev.sink = &SampleEvent{System: system, Name: name, ID: id, Format: format}
-	}
 	if err := r.src.attach(ev); err != nil {
 		return err
+	}
+	attr := perfdata.Attr{
+		Name:         system + ":" + name,
+		Type:         ev.attr.Type,
+		Config:       ev.attr.Config,
+		SamplePeriod: ev.attr.Sample,
+		SampleType:   ev.attr.Sample_type,
+		ReadFormat:   ev.attr.Read_format,
+		Flags:        ev.attr.Bits,
+		Wakeup:       ev.attr.Wakeup,
+		ClockID:      ev.attr.Clockid,
+		IDs:          ev.ids,
 	}
 	// The attr goes in now: the records that follow need it to be written
 	// (a recording that only counts has no file).
 	if r.w != nil {
-		if _, err := r.w.AddAttr(perfdata.Attr{
-			Name:         system + ":" + name,
-			Type:         ev.attr.Type,
-			Config:       ev.attr.Config,
-			SamplePeriod: ev.attr.Sample,
-			SampleType:   ev.attr.Sample_type,
-			ReadFormat:   ev.attr.Read_format,
-			Flags:        ev.attr.Bits,
-			Wakeup:       ev.attr.Wakeup,
-			ClockID:      ev.attr.Clockid,
-			IDs:          ev.ids,
-		}); err != nil {
+		if _, err := r.w.AddAttr(attr); err != nil {
 			return err
 		}
+	}
+	if r.sinking {
+		pe, err := perfdata.NewEvent(system, name, format)
+		if err != nil {
+			// Its samples go on undecoded.
+			r.notify("%v", err)
+			pe, _ = perfdata.NewEvent(system, name, nil)
+		}
+		pe.Attr, pe.Index = attr, len(r.events)
+		ev.sink = pe
 	}
 	r.mu.Lock()
 	r.events = append(r.events, ev)
@@ -634,7 +637,7 @@ func (r *Recorder) sample(s *perfdata.Sample) {
 		return
 	}
 	r.seen(s.ID, s.PID, s.TID)
-	if r.comms != nil {
+	if r.sinking {
 		r.sinkSample(s.ID, s.PID, s.TID, s.CPU, s.Time, s.Raw)
 	}
 	if r.w != nil {
@@ -688,8 +691,8 @@ func (r *Recorder) seen(id uint64, pid, tid uint32) {
 	if !ok {
 		return // gone: perf shows such tasks as ":<tid>"
 	}
-	if r.comms != nil {
-		r.comms[tid] = comm
+	if r.sinking {
+		r.comms.SetComm(tid, comm)
 	}
 	if r.procs != nil {
 		r.procs.rename(pid, tid, comm)
@@ -706,7 +709,7 @@ func (r *Recorder) seen(id uint64, pid, tid uint32) {
 // sinkRecord gives Options.Sink a sample of a kernel ring, laid out by
 // SampleType: identifier, pid/tid, time, cpu/res, raw size and data.
 func (r *Recorder) sinkRecord(rec []byte) {
-	if r.comms == nil || len(rec) < 44 {
+	if !r.sinking || len(rec) < 44 {
 		return
 	}
 	n := int(ne.Uint32(rec[40:]))
@@ -722,11 +725,15 @@ func (r *Recorder) sinkSample(id uint64, pid, tid, cpu uint32, time uint64, raw 
 	if ev == nil || ev.sink == nil {
 		return
 	}
-	r.smp = Sample{Event: ev.sink, PID: pid, TID: tid, CPU: cpu, Time: time, Raw: raw,
-		Comm: r.comms[tid], ProcessComm: r.comms[pid]}
+	r.smp = perfdata.Sample{Event: ev.sink, ID: id, PID: pid, TID: tid, CPU: cpu, Time: time, Raw: raw}
+	if r.opts.ClockMonotonic {
+		r.smp.Wall = uint64(int64(time) + r.wallOff)
+	}
+	r.smp.Comm, _ = r.comms.Comm(tid)
+	r.smp.ProcessComm, _ = r.comms.Comm(pid)
 	if r.smp.ProcessComm == "" && pid != tid {
 		if comm, ok := taskComm(int32(pid), int32(pid)); ok {
-			r.comms[pid] = comm
+			r.comms.SetComm(pid, comm)
 			r.smp.ProcessComm = comm
 		}
 	}

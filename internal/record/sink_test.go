@@ -18,15 +18,15 @@ import (
 
 // TestRecordSink: Options.Sink is given every sample the file gets, with
 // its event, task, raw record and time — CLOCK_MONOTONIC with
-// ClockMonotonic, between the write's start and end — and the process's
-// name.
+// ClockMonotonic, between the write's start and end, and its wall-clock
+// time — and the process's name.
 func TestRecordSink(t *testing.T) {
 	forEach(t, func(t *testing.T, tg target) {
 		_, name, ev := openEvent(t, tg, "sink", "u32 n; __rel_loc char[] msg")
 		type got struct {
 			system, name  string
 			pid, tid      uint32
-			time          uint64
+			time, wall    uint64
 			comm, process string
 			raw           []byte
 		}
@@ -42,9 +42,9 @@ func TestRecordSink(t *testing.T) {
 		defer out.Close()
 		rec := tg.start(t, out, record.Options{
 			Events: []string{name}, ClockMonotonic: true,
-			Sink: func(s *record.Sample) {
+			Sink: func(s *perfdata.Sample) {
 				mu.Lock()
-				gots = append(gots, got{s.Event.System, s.Event.Name, s.PID, s.TID, s.Time, s.Comm, s.ProcessComm, bytes.Clone(s.Raw)})
+				gots = append(gots, got{s.Event.System, s.Event.Name, s.PID, s.TID, s.Time, s.Wall, s.Comm, s.ProcessComm, bytes.Clone(s.Raw)})
 				mu.Unlock()
 			},
 		})
@@ -91,6 +91,10 @@ func TestRecordSink(t *testing.T) {
 			}
 			if g.time < spans[i][0] || g.time > spans[i][1] {
 				t.Errorf("sample %d at %d, not within its write's %d..%d (CLOCK_MONOTONIC)", i, g.time, spans[i][0], spans[i][1])
+			}
+			// Wall is the time by the offset the recording read when made.
+			if w := int64(g.wall); w < wallStart-5e6 || w > wallEnd+5e6 {
+				t.Errorf("sample %d's wall-clock time %d is outside the writes' %d..%d", i, w, wallStart, wallEnd)
 			}
 		}
 		// The file has the same samples.

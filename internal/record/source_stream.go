@@ -156,7 +156,7 @@ func (r *Recorder) records(b []byte) {
 	if r.err != nil {
 		return
 	}
-	whole := r.w != nil && r.filter == nil && r.comms == nil && r.procs == nil
+	whole := r.w != nil && r.filter == nil && !r.sinking && r.procs == nil
 	for p := b; len(p) > 0; {
 		n := 0
 		if len(p) >= 8 {

@@ -6,52 +6,17 @@ import (
 
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/internal/report/perfetto"
-	"github.com/uetrace/uetrace/tracefmt"
 )
 
 // EventHeader events (package eventheader) are written to tracepoints
 // whose format holds only the 8-byte header (eventheader_flags, version,
 // id, tag, opcode, level) and whose name is "<provider>_L<n>K<hex>…":
-// their name and fields are in the record's own metadata. The report
-// decodes them from the record and shows the event name, its fields
-// formatted as Microsoft's decoder formats them (hex, errno, IP, UUID,
-// time, booleans, strings, nested structs and arrays) and its metadata.
-// A record that does not decode as EventHeader is shown by its format,
-// like any tracepoint.
-
-// ehOffset returns where the EventHeader event starts in a raw record of
-// an event named name with format f, or -1 when the event is not an
-// EventHeader tracepoint (eventheader.FromFormat); and the tracepoint name
-// to decode it by.
-func ehOffset(name string, f *tracefmt.Format) (int, string) {
-	if f == nil {
-		return -1, ""
-	}
-	name, ok := eventheader.FromFormat(name, len(f.Fields), func(i int) string { return f.Fields[i].Name })
-	if !ok {
-		return -1, ""
-	}
-	return f.Fields[0].Offset, name
-}
-
-// decodeEH decodes the EventHeader record of a sample, if its event is
-// one and the record decodes.
-func decodeEH(it *item) (eventheader.Event, bool) {
-	ev := it.ev
-	if ev.ehOff < 0 || ev.ehOff > len(it.data) {
-		return eventheader.Event{}, false
-	}
-	e, err := eventheader.Decode(ev.ehName, it.data[ev.ehOff:])
-	if err != nil {
-		return e, false
-	}
-	// A record whose fields do not decode is shown by its format: check
-	// the whole iteration first (it does not allocate).
-	f := e.Fields()
-	for f.Next() {
-	}
-	return e, f.Err() == nil
-}
+// their name and fields are in the record's own metadata. perfdata's
+// Event finds out which events are and decodes their records; the report
+// shows the event name, its fields formatted as Microsoft's decoder
+// formats them (hex, errno, IP, UUID, time, booleans, strings, nested
+// structs and arrays) and its metadata. A record that does not decode as
+// EventHeader is shown by its format, like any tracepoint.
 
 // appendEHName appends "Provider:Event".
 func appendEHName(b []byte, e *eventheader.Event, json bool) []byte {

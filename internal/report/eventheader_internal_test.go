@@ -10,7 +10,7 @@ import (
 	"github.com/uetrace/uetrace/eventheader"
 	"github.com/uetrace/uetrace/internal/report/perfetto"
 	"github.com/uetrace/uetrace/internal/report/perfetto/perfettotest"
-	"github.com/uetrace/uetrace/tracefmt"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // ehTestEvent is the event of tracepoint MyApp_L4K1 as a file's format
@@ -22,14 +22,14 @@ func ehTestEvent(tb testing.TB) *event {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f, err := tracefmt.Parse([]byte(def.Format(name, 1001)))
+	pe, err := perfdata.NewEvent("user_events", name, []byte(def.Format(name, 1001)))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ev := newEvent("user_events", name, f)
+	ev := newEvent(pe)
 	ev.textName = []byte("user_events:" + name + ":")
-	if ev.ehOff != 8 {
-		tb.Fatalf("EventHeader offset %d, want 8", ev.ehOff)
+	if !ev.eh {
+		tb.Fatalf("%s is not an EventHeader event", name)
 	}
 	return ev
 }
@@ -37,8 +37,7 @@ func ehTestEvent(tb testing.TB) *event {
 // ehTestItem is a sample of ev whose EventHeader event is data.
 func ehTestItem(ev *event, data []byte) item {
 	raw := append(make([]byte, 8, 8+len(data)), data...)
-	t := &thread{comm: "worker-1001"}
-	return item{time: 1_004_242_000_123, cpu: 1, pid: 1000, tid: 1001, ev: ev, data: raw, heads: t.headsFor(1000, 1001)}
+	return item{time: 1_004_242_000_123, cpu: 1, pid: 1000, tid: 1001, ev: ev, data: raw, heads: newHeads(1000, 1001, "worker-1001")}
 }
 
 // ehSeeds are a few events made with the Builder.
@@ -97,8 +96,8 @@ func FuzzEventHeaderLine(f *testing.F) {
 			t.Fatalf("JSON line %q", js)
 		}
 		var out bytes.Buffer
-		rp := &reporter{pf: perfetto.NewWriter(&out), threads: map[int32]*thread{}}
-		if err := rp.instant(&it, rp.thread(it.tid)); err != nil {
+		rp := &reporter{pf: perfetto.NewWriter(&out), described: map[int32]bool{}}
+		if err := rp.instant(&it, "worker-1001", ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := rp.pf.Flush(); err != nil {
@@ -142,34 +141,15 @@ func BenchmarkEventHeaderPerfetto(b *testing.B) {
 	ev := ehTestEvent(b)
 	it := ehTestItem(ev, ehSeeds(b)[0])
 	var out bytes.Buffer
-	rp := &reporter{pf: perfetto.NewWriter(&out), threads: map[int32]*thread{}}
-	t := rp.thread(it.tid)
+	rp := &reporter{pf: perfetto.NewWriter(&out), described: map[int32]bool{}}
 	b.ReportAllocs()
 	for b.Loop() {
 		it.time++
-		if err := rp.instant(&it, t); err != nil {
+		if err := rp.instant(&it, "worker-1001", ""); err != nil {
 			b.Fatal(err)
 		}
 		if out.Len() > 1<<20 {
 			out.Reset()
-		}
-	}
-}
-
-func TestEHOffsetMultiFormat(t *testing.T) {
-	ev := ehTestEvent(t)
-	for _, tc := range []struct {
-		name, tracepoint string
-	}{
-		{"MyApp_L4K1", "MyApp_L4K1"},
-		{"MyApp_L4K1.1f", "MyApp_L4K1"},
-		{"MyApp_L4K1Gg.2", "MyApp_L4K1Gg"},
-		{"MyApp_L4K1.x", ""},
-		{"not_eventheader", ""},
-	} {
-		off, tp := ehOffset(tc.name, ev.format)
-		if tp != tc.tracepoint || (off < 0) != (tc.tracepoint == "") {
-			t.Errorf("ehOffset(%q) = %d, %q; want %q", tc.name, off, tp, tc.tracepoint)
 		}
 	}
 }
@@ -193,13 +173,12 @@ func BenchmarkEventHeaderPerfettoActivity(b *testing.B) {
 		items[i] = ehTestItem(ev, data)
 	}
 	var out bytes.Buffer
-	rp := &reporter{pf: perfetto.NewWriter(&out), threads: map[int32]*thread{}}
-	t := rp.thread(items[0].tid)
+	rp := &reporter{pf: perfetto.NewWriter(&out), described: map[int32]bool{}}
 	b.ReportAllocs()
 	for b.Loop() {
 		for i := range items {
 			items[i].time++
-			if err := rp.instant(&items[i], t); err != nil {
+			if err := rp.instant(&items[i], "worker-1001", ""); err != nil {
 				b.Fatal(err)
 			}
 		}

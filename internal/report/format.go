@@ -13,6 +13,7 @@ import (
 // event is one recorded event of a file, with what printing its samples
 // needs encoded once.
 type event struct {
+	pe           *perfdata.Event // nil for samples of no known event
 	system, name string
 	full         string // "system:name"
 	// format decodes the event's records; nil when the file's tracing data
@@ -24,10 +25,7 @@ type event struct {
 	// textName is the name right-aligned in the file's name column and a
 	// colon, as perf script's "%*s:".
 	textName []byte
-	// ehOff is where an EventHeader event starts in the raw record, or -1
-	// when the event is not an EventHeader tracepoint.
-	ehOff  int
-	ehName string // the tracepoint name of an EventHeader event
+	eh       bool // an EventHeader tracepoint: pe decodes its records
 }
 
 // fieldPlan is how one field of an event is printed.
@@ -64,12 +62,10 @@ const (
 	opBytes                // anything else, printed as hex
 )
 
-func newEvent(system, name string, format *tracefmt.Format) *event {
-	ev := &event{system: system, name: name, full: system + ":" + name, format: format}
-	ev.ehOff, ev.ehName = ehOffset(name, format)
-	if system == "" {
-		ev.full = name
-	}
+// newEvent makes the report's event of a session's.
+func newEvent(pe *perfdata.Event) *event {
+	system, name, format := pe.System, pe.Name, pe.Format
+	ev := &event{pe: pe, system: system, name: name, full: pe.String(), format: format, eh: pe.IsEventHeader()}
 	ev.jsonHead = append(appendJSONString([]byte(`,"system":`), system), `,"name":`...)
 	ev.jsonHead = append(appendJSONString(ev.jsonHead, name), `,"fields":{`...)
 	if format == nil {
@@ -105,41 +101,37 @@ var ne = binary.NativeEndian
 // perf script names them "[unknown]"; in JSON their system and name are
 // empty.
 func newUnknownEvent() *event {
-	ev := newEvent("", "[unknown]", nil)
-	ev.jsonHead = []byte(`,"system":"","name":"","fields":{`)
-	return ev
+	return &event{name: "[unknown]", full: "[unknown]", jsonHead: []byte(`,"system":"","name":"","fields":{`)}
 }
 
-// thread is what a report knows of a task.
-type thread struct {
-	tid  int32
-	comm string // "" until the file names the task
-	// pid is the process heads were made for: a tid can be reused by
-	// another process.
-	pid       int32
-	heads     *heads // nil when stale
-	described bool   // given to Perfetto as a track
+// headSlot holds the heads of a task's latest sample.
+type headSlot struct {
+	pid, tid int32
+	comm     string
+	h        *heads
 }
 
-// heads are a thread's parts of a line, encoded once: they change only
-// when its name does. They are never changed once made, so lines already
-// handed to a formatter keep the name they had.
+// descrSlot says that thread tid was given to Perfetto.
+type descrSlot struct {
+	tid int32
+	ok  bool
+}
+
+// heads are a task's parts of a line, encoded once: they change only when
+// its name does.
 type heads struct {
 	json []byte // `,"pid":P,"tid":T,"comm":"…"`
 	text []byte // perf script's "%16s %7d/%-7d [" of comm, pid and tid
 }
 
-// headsFor returns t's heads for a sample of pid and tid.
-func (t *thread) headsFor(pid, tid int32) *heads {
-	if t.heads != nil && t.pid == pid {
-		return t.heads
-	}
+// newHeads makes the heads of task tid, named comm ("" if not known), of
+// process pid.
+func newHeads(pid, tid int32, comm string) *heads {
 	h := new(heads)
 	b := append(appendInt([]byte(`,"pid":`), int64(pid)), `,"tid":`...)
 	b = append(appendInt(b, int64(tid)), `,"comm":`...)
-	h.json = appendJSONString(b, t.comm)
+	h.json = appendJSONString(b, comm)
 
-	comm := t.comm
 	if comm == "" {
 		comm = ":" + string(appendInt(nil, int64(tid))) // perf's name of an unnamed task
 	}
@@ -152,7 +144,6 @@ func (t *thread) headsFor(pid, tid int32) *heads {
 		b = append(b, ' ')
 	}
 	h.text = append(b, " ["...)
-	t.pid, t.heads = pid, h
 	return h
 }
 
@@ -187,8 +178,8 @@ func appendTextWall(b []byte, it *item, wc *wallClock) []byte {
 	b = append(b, tb...)
 	b = append(b, ": "...)
 	b = append(b, ev.textName...)
-	if ev.ehOff >= 0 {
-		if e, ok := decodeEH(it); ok {
+	if ev.eh {
+		if e, ok := ev.pe.EventHeader(it.data); ok {
 			return append(appendEHText(b, &e), '\n')
 		}
 	}
@@ -278,8 +269,8 @@ func appendJSONWall(b []byte, it *item, times *timeDigits, wc *wallClock) []byte
 	b = appendUint(b, uint64(it.cpu))
 	b = append(b, it.heads.json...)
 	b = append(b, ev.jsonHead...)
-	if ev.ehOff >= 0 {
-		if e, ok := decodeEH(it); ok {
+	if ev.eh {
+		if e, ok := ev.pe.EventHeader(it.data); ok {
 			b = appendEHJSON(b, &e)
 			return append(appendEHMeta(append(b, '}'), &e), "}\n"...)
 		}

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/uetrace/uetrace/tracefmt"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // lineBenchFormat is the 5-field event of the report benchmarks.
@@ -27,11 +27,11 @@ print fmt: "a=%u b=%lld c=%s msg=%s d=%u", REC->a, REC->b, REC->c, __get_rel_str
 
 // lineBenchItem is one sample of the event, ready to print.
 func lineBenchItem(b *testing.B) item {
-	f, err := tracefmt.Parse([]byte(lineBenchFormat))
+	pe, err := perfdata.NewEvent("user_events", "x", []byte(lineBenchFormat))
 	if err != nil {
 		b.Fatal(err)
 	}
-	ev := newEvent("user_events", "x", f)
+	ev := newEvent(pe)
 	ev.textName = []byte("user_events:x:")
 	raw := make([]byte, 33, 52)
 	ne := binary.NativeEndian
@@ -43,8 +43,7 @@ func lineBenchItem(b *testing.B) item {
 	ne.PutUint32(raw[28:], uint32(len(msg))<<16|1) // rel_loc: after d
 	raw[32] = 42
 	raw = append(raw, msg...)
-	t := &thread{comm: "worker-1001"}
-	return item{time: 1_004_242_000_123, cpu: 1, pid: 1000, tid: 1001, ev: ev, data: raw, heads: t.headsFor(1000, 1001)}
+	return item{time: 1_004_242_000_123, cpu: 1, pid: 1000, tid: 1001, ev: ev, data: raw, heads: newHeads(1000, 1001, "worker-1001")}
 }
 
 // BenchmarkAppendJSON is one JSON line of a 5-field event, the formatters'

@@ -84,16 +84,22 @@ func newLines(w io.Writer, format Format, wall *wallClock) *lines {
 	return l
 }
 
-// add queues the line of a sample whose event and heads are set.
-func (l *lines) add(it *item) error {
+// next returns where the line of the next sample is queued: the caller
+// fills it in place — event and heads set — and then calls filled.
+func (l *lines) next() (*item, error) {
 	if l.failed.Load() {
-		return l.err // the writer sets err before failed, and no more after
+		return nil, l.err // the writer sets err before failed, and no more after
 	}
 	if l.cur == nil {
 		l.cur = <-l.free
 		l.cur.done = make(chan struct{})
 	}
-	l.cur.items = append(l.cur.items, *it)
+	l.cur.items = append(l.cur.items, item{})
+	return &l.cur.items[len(l.cur.items)-1], nil
+}
+
+// filled hands the current batch over once it is full.
+func (l *lines) filled() error {
 	if len(l.cur.items) < batchLen {
 		return nil
 	}

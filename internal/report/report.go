@@ -2,12 +2,13 @@
 // by uetrace record or by perf record — and writes them as text like perf
 // script, as JSON lines, or as a Perfetto trace.
 //
-// Records are decoded by the format files in the file's tracing data, so
-// the events need not exist any more. Samples are put in time order the way
-// perf does it: the file is read in rounds (PERF_RECORD_FINISHED_ROUND),
-// and at the end of a round every buffered sample older than the previous
-// round's newest is sorted and written. Task names come from the file's
-// PERF_RECORD_COMM records, applied in time order.
+// The file is read through a perfdata.Session, as perf script reads it
+// through perf's session: samples in time order (the file read in rounds,
+// PERF_RECORD_FINISHED_ROUND, and at the end of a round every sample older
+// than the previous round's newest written), each with its event — decoded
+// by the format files in the file's tracing data, so the events need not
+// exist any more — and its task's name as the file's PERF_RECORD_COMM and
+// FORK records had it then. What report does is print them.
 //
 // It does not evaluate a tracepoint's print fmt as perf script does: the
 // text shows every field as name=value by its type, which for user events
@@ -35,8 +36,9 @@
 //
 // EventHeader events (package eventheader: the format of Microsoft's
 // LinuxTracepoints and OpenTelemetry's user_events exporters) are decoded
-// from their own metadata: a tracepoint whose format holds only the
-// EventHeader header and whose name is "<provider>_L<n>K<hex>…" shows
+// from their own metadata (perfdata.Event.EventHeader): a tracepoint whose
+// format holds only the EventHeader header and whose name is
+// "<provider>_L<n>K<hex>…" shows
 // "Provider:Event" and its fields, formatted as Microsoft's decoder
 // formats them (hex, errno, IP, UUID, time, booleans, strings with invalid
 // UTF-8 shown as the Latin-1 characters of its bytes, nested structs and
@@ -153,26 +155,15 @@ func (f *Filter) keep(pid int32, comm string) bool {
 	return len(f.Comms) == 0 || slices.Contains(f.Comms, comm)
 }
 
-// item is a buffered sample or task name, waiting for its turn.
+// item is a sample as the formatters take it.
 type item struct {
 	time     uint64
-	cpu      uint32 // a sample's CPU; a fork's parent thread (ptid)
+	cpu      uint32
 	pid, tid int32
-	kind     itemKind
-	ev       *event // a sample's event
-	heads    *heads // the task's, set when the sample is emitted
-	seq      uint64 // order in the file: ties in time keep it
-	data     []byte // a sample's raw data, a COMM's name
+	ev       *event
+	heads    *heads // the task's
+	data     []byte // the raw record
 }
-
-// itemKind says what an item is.
-type itemKind uint8
-
-const (
-	sampleItem itemKind = iota
-	commItem            // a task's name: data
-	forkItem            // a new thread, tid, made by thread cpu (its ptid)
-)
 
 // reporter is one report being written.
 type reporter struct {
@@ -183,26 +174,18 @@ type reporter struct {
 	pf     *perfetto.Writer
 	pfOut  *bufio.Writer
 
-	byID    map[uint64]*event
-	formats map[uint64]*tracefmt.Format // of the tracing data, by tracefs id
-	nattrs  int                         // attrs made events of
-	width   int                         // of the text's name column
-	only    *event                      // the event of a file with one attr and no ids
+	events []*event // by perfdata.Event.Index
+	width  int      // of the text's name column
 	// unknown stands for samples of no known event.
 	unknown *event
 
-	mapped  bool   // records alias the file's mapping until it is closed
-	seq     uint64 // items pushed so far
-	runs    []int  // where the ordered runs of a round end (flush)
-	next    []int  // the next item of each run (flush)
-	queue   []item
-	arena   []byte
-	limit   uint64            // end of the previous round: what may be written
-	maxTS   uint64            // newest time seen so far
-	threads map[int32]*thread // by tid
-	recent  [64]*thread       // threads by tid % 64, a cache of threads
-	args    []perfetto.Arg
-	sum     Summary
+	heads [64]headSlot // the latest tasks' heads, by tid % 64
+	// described are the threads given to Perfetto, by tid; descr caches
+	// the latest, by tid % 64.
+	described map[int32]bool
+	descr     [64]descrSlot
+	args      []perfetto.Arg
+	sum       Summary
 
 	// EventHeader samples in Perfetto: scratch and names (eventheader.go).
 	ehText  []byte
@@ -262,26 +245,33 @@ func WriteOptions(w io.Writer, r *perfdata.Reader, o Options) (Summary, error) {
 			wall.loc = time.Local
 		}
 	}
-	rp := &reporter{
-		wall:    wall,
-		format:  format,
-		byID:    make(map[uint64]*event),
-		threads: make(map[int32]*thread),
-		mapped:  r.Mapped(),
-	}
+	rp := &reporter{wall: wall, format: format, described: make(map[int32]bool)}
 	if len(f.PIDs) > 0 || len(f.Comms) > 0 {
 		rp.filter = &f
 	}
-	if err := rp.events(r); err != nil {
+	so := perfdata.SessionOptions{Retain: format != Perfetto}
+	if format == Perfetto {
+		so.Comm = rp.renamed
+	}
+	sess, err := perfdata.NewSession(r, &so)
+	if err != nil {
 		return rp.sum, err
 	}
+	rp.unknown = newUnknownEvent()
+	// perf script right-aligns the names in the width of the longest.
+	rp.width = len(rp.unknown.full)
+	for _, pe := range sess.Events() {
+		rp.width = max(rp.width, len(pe.String()))
+	}
+	rp.unknown.textName = append(appendPadLeft(nil, rp.unknown.full, rp.width), ':')
 	if format == Perfetto {
 		rp.pfOut = bufio.NewWriterSize(w, 256<<10)
 		rp.pf = perfetto.NewWriter(rp.pfOut)
 	} else {
 		rp.lines = newLines(w, format, wall)
 	}
-	err := rp.records(r)
+	err = rp.samples(sess)
+	rp.sum.Lost = sess.Stats().Lost
 	if rp.lines != nil {
 		if cerr := rp.lines.close(); err == nil {
 			err = cerr
@@ -298,349 +288,117 @@ func WriteOptions(w io.Writer, r *perfdata.Reader, o Options) (Summary, error) {
 	return rp.sum, err
 }
 
-// records reads and handles every record of r.
-func (rp *reporter) records(r *perfdata.Reader) error {
+// samples writes the samples of the session, in time order.
+func (rp *reporter) samples(sess *perfdata.Session) error {
 	for {
-		rec, err := r.Next()
+		s, err := sess.Next()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if rec.Type == perfdata.RecordHeaderAttr {
-			if attrs := r.Attrs(); len(attrs) > rp.nattrs {
-				for _, ev := range rp.newEvents(attrs) {
-					ev.textName = append(appendPadLeft(nil, ev.full, rp.width), ':')
-				}
-			}
-		}
-		if err := rp.record(&rec); err != nil {
+		if err := rp.sample(s); err != nil {
 			return err
 		}
 	}
-	return rp.flush(^uint64(0))
 }
 
-// events makes an event of every attr, with the format its config names.
-func (rp *reporter) events(r *perfdata.Reader) error {
-	formats := make(map[uint64]*tracefmt.Format)
-	if td := r.TracingData(); td != nil {
-		for _, sys := range td.Systems {
-			for _, text := range sys.Formats {
-				f, err := tracefmt.Parse(text)
-				if err != nil {
-					return fmt.Errorf("tracing data of %s: %w", sys.Name, err)
-				}
-				f.System = sys.Name
-				formats[uint64(f.ID)] = f
-			}
-		}
+// event returns the report's event of a session's event: made when first
+// needed, a pipe-mode stream's late ones as wide in the name column as the
+// others or their own.
+func (rp *reporter) event(pe *perfdata.Event) *event {
+	if pe == nil {
+		return rp.unknown
 	}
-	rp.formats = formats
-	rp.unknown = newUnknownEvent()
-	events := append([]*event{rp.unknown}, rp.newEvents(r.Attrs())...)
-	// perf script right-aligns the names in the width of the longest.
-	for _, ev := range events {
-		rp.width = max(rp.width, len(ev.full))
+	if pe.Index < len(rp.events) && rp.events[pe.Index] != nil {
+		return rp.events[pe.Index]
 	}
-	for _, ev := range events {
-		ev.textName = append(appendPadLeft(nil, ev.full, rp.width), ':')
+	if pe.Index >= len(rp.events) {
+		rp.events = append(rp.events, make([]*event, pe.Index+1-len(rp.events))...)
 	}
-	return nil
+	ev := newEvent(pe)
+	ev.textName = append(appendPadLeft(nil, ev.full, rp.width), ':')
+	rp.events[pe.Index] = ev
+	return ev
 }
 
-// newEvents makes the events of the attrs not seen yet: at the start, and
-// when a pipe-mode stream adds one later (its name column is then as wide
-// as the others' or its own).
-func (rp *reporter) newEvents(attrs []perfdata.Attr) []*event {
-	var events []*event
-	for i := rp.nattrs; i < len(attrs); i++ {
-		a := &attrs[i]
-		var format *tracefmt.Format
-		if a.Type == unix.PERF_TYPE_TRACEPOINT {
-			format = rp.formats[a.Config]
-		}
-		// The attr's name (HEADER_EVENT_DESC) is the event's true name:
-		// uetrace record's tracing data writes a multi-format event's
-		// "name.<hexid>" as "name_<hexid>", which perf can parse.
-		var system, name string
-		switch {
-		case a.Name != "":
-			system, name = splitName(a.Name)
-		case format != nil:
-			system, name = format.System, format.Name
-		default:
-			system, name = fmt.Sprintf("type%d", a.Type), fmt.Sprintf("config%d", a.Config)
-		}
-		ev := newEvent(system, name, format)
-		events = append(events, ev)
-		for _, id := range a.IDs {
-			rp.byID[id] = ev
-		}
-	}
-	rp.only = nil
-	if len(attrs) == 1 && len(events) == 1 {
-		rp.only = events[0]
-	}
-	rp.nattrs = len(attrs)
-	return events
-}
-
-func splitName(full string) (system, name string) {
-	for i := 0; i < len(full); i++ {
-		if full[i] == ':' {
-			return full[:i], full[i+1:]
-		}
-	}
-	return "", full
-}
-
-func (rp *reporter) record(rec *perfdata.Record) error {
-	switch rec.Type {
-	case perfdata.RecordSample:
-		s := &rec.Sample
-		ev := rp.byID[s.ID]
-		if ev == nil {
-			ev = rp.only
-		}
-		if ev == nil {
-			ev = rp.unknown
-		}
-		rp.push(item{time: s.Time, cpu: s.CPU, pid: int32(s.PID), tid: int32(s.TID), ev: ev}, s.Raw)
-	case perfdata.RecordComm:
-		rp.push(item{time: rec.Sample.Time, pid: int32(rec.PID), tid: int32(rec.TID), kind: commItem}, rec.Comm)
-	case perfdata.RecordFork:
-		rp.push(item{time: rec.Time, pid: int32(rec.PID), tid: int32(rec.TID), cpu: rec.PTID, kind: forkItem}, nil)
-	case perfdata.RecordLost:
-		rp.sum.Lost += rec.Lost
-	case perfdata.RecordFinishedRound:
-		limit := rp.limit
-		rp.limit = rp.maxTS
-		return rp.flush(limit)
-	}
-	return nil
-}
-
-// push buffers an item. Its data is the file's own when the file is mapped
-// (valid until Close); otherwise it is copied into the arena, whose old
-// arrays stay alive as long as an item points into them.
-func (rp *reporter) push(it item, data []byte) {
-	if !rp.mapped {
-		start := len(rp.arena)
-		rp.arena = append(rp.arena, data...)
-		data = rp.arena[start:len(rp.arena):len(rp.arena)]
-	}
-	it.data = data
-	rp.seq++
-	it.seq = rp.seq
-	rp.maxTS = max(rp.maxTS, it.time)
-	rp.queue = append(rp.queue, it)
-}
-
-// flush writes the buffered items up to time limit, in time order (stable:
-// a task's name comes before its samples of the same time).
-//
-// A round is a few runs already in order, one per CPU ring read, so the
-// items are not sorted: each step writes the oldest of the runs' first
-// items, and what is left of each run stays queued, still in order.
-func (rp *reporter) flush(limit uint64) error {
-	q := rp.queue
-	rp.runs = rp.runs[:0]
-	for i := 1; i < len(q); i++ {
-		if byTime(q[i-1], q[i]) > 0 {
-			rp.runs = append(rp.runs, i)
-		}
-	}
-	if len(rp.runs) > 16 {
-		// Too many runs to pick from: one run.
-		slices.SortFunc(q, byTime)
-		rp.runs = rp.runs[:0]
-	}
-	rp.runs = append(rp.runs, len(q))
-	// next[r] is the first item of run r not yet written; run r ends at
-	// rp.runs[r].
-	next := slices.Grow(rp.next[:0], len(rp.runs))
-	start := 0
-	for _, end := range rp.runs {
-		next = append(next, start)
-		start = end
-	}
-	rp.next = next
-	written := 0
-	switch len(next) {
-	case 1: // in order already
-		n, err := rp.emitRun(q, limit)
-		if err != nil {
-			return err
-		}
-		next[0], written = n, n
-	case 2: // the usual round: two CPUs' rings
-		mid := rp.runs[0]
-		i, j, err := rp.emitTwo(q[:mid], q[mid:], limit)
-		if err != nil {
-			return err
-		}
-		next[0], next[1], written = i, mid+j, i+j
-	}
-	for len(next) > 2 {
-		best := -1
-		for r, i := range next {
-			if i < rp.runs[r] && (best < 0 || byTime(q[i], q[next[best]]) < 0) {
-				best = r
-			}
-		}
-		if best < 0 || q[next[best]].time > limit {
-			break
-		}
-		if err := rp.emit(&q[next[best]]); err != nil {
-			return err
-		}
-		next[best]++
-		written++
-	}
-	if written == len(q) && rp.lines == nil {
-		// Nothing points into the arena any more.
-		rp.queue, rp.arena = q[:0], rp.arena[:0]
-		return nil
-	}
-	// The rest, and lines not yet formatted, keep their data; new items
-	// go to a new arena.
-	n := 0
-	for r, i := range next {
-		n += copy(q[n:], q[i:rp.runs[r]])
-	}
-	clear(q[n:])
-	rp.queue = q[:n]
-	if !rp.mapped && written > 0 {
-		rp.arena = make([]byte, 0, cap(rp.arena))
-	}
-	return nil
-}
-
-// emitRun writes the items of run up to time limit; it returns how many.
-func (rp *reporter) emitRun(run []item, limit uint64) (int, error) {
-	for i := range run {
-		if run[i].time > limit {
-			return i, nil
-		}
-		if err := rp.emit(&run[i]); err != nil {
-			return i, err
-		}
-	}
-	return len(run), nil
-}
-
-// emitTwo merges runs a and b as it writes their items up to time limit;
-// it returns how many it took of each.
-func (rp *reporter) emitTwo(a, b []item, limit uint64) (i, j int, err error) {
-	for i < len(a) && j < len(b) {
-		from := &i
-		it := &a[i]
-		if byTime(b[j], a[i]) < 0 {
-			from, it = &j, &b[j]
-		}
-		if it.time > limit {
-			return i, j, nil
-		}
-		if err := rp.emit(it); err != nil {
-			return i, j, err
-		}
-		*from++
-	}
-	n, err := rp.emitRun(a[i:], limit)
-	i += n
-	if err != nil {
-		return i, j, err
-	}
-	n, err = rp.emitRun(b[j:], limit)
-	return i, j + n, err
-}
-
-// byTime orders items by time, then by their order in the file.
-func byTime(a, b item) int {
-	switch {
-	case a.time < b.time:
-		return -1
-	case a.time > b.time:
-		return 1
-	case a.seq < b.seq:
-		return -1
-	case a.seq > b.seq:
-		return 1
-	}
-	return 0
-}
-
-func (rp *reporter) emit(it *item) error {
-	t := rp.thread(it.tid)
-	switch it.kind {
-	case commItem:
-		return rp.rename(it, t, string(it.data))
-	case forkItem:
-		// A new thread has its parent's name (perf's thread__fork).
-		if p := rp.threads[int32(it.cpu)]; p != nil && p.comm != "" {
-			return rp.rename(it, t, p.comm)
-		}
-		return nil
-	}
-	if rp.filter != nil && !rp.filter.keep(it.pid, t.comm) {
+// sample writes a sample, or counts it filtered out.
+func (rp *reporter) sample(s *perfdata.Sample) error {
+	if rp.filter != nil && !rp.filter.keep(int32(s.PID), s.Comm) {
 		rp.sum.Filtered++
 		return nil
 	}
-	if it.ev.format == nil {
+	ev := rp.event(s.Event)
+	if ev.format == nil {
 		rp.sum.Undecoded++
 	}
 	rp.sum.Samples++
 	if rp.format == Perfetto {
-		return rp.instant(it, t)
+		it := item{time: s.Time, cpu: s.CPU, pid: int32(s.PID), tid: int32(s.TID), ev: ev, data: s.Raw}
+		return rp.instant(&it, s.Comm, s.ProcessComm)
 	}
-	it.heads = t.headsFor(it.pid, it.tid)
-	return rp.lines.add(it)
+	// Made where it is queued: copies of it cost a good part of a line.
+	it, err := rp.lines.next()
+	if err != nil {
+		return err
+	}
+	it.time, it.cpu, it.pid, it.tid = s.Time, s.CPU, int32(s.PID), int32(s.TID)
+	it.ev, it.data = ev, s.Raw
+	it.heads = rp.headsFor(it.pid, it.tid, s.Comm)
+	return rp.lines.filled()
 }
 
-// rename gives thread t of item it its name comm.
-func (rp *reporter) rename(it *item, t *thread, comm string) error {
-	t.comm = comm
-	t.heads = nil
-	if t.described {
-		return rp.pf.Thread(it.pid, it.tid, t.comm)
+// headsFor returns the heads of a sample of task tid, named comm, of
+// process pid: those of the task's latest sample when they are the same.
+// Heads are never changed once made, so lines already handed to a
+// formatter keep the name they had.
+func (rp *reporter) headsFor(pid, tid int32, comm string) *heads {
+	// Most samples come from a few busy threads: a small direct-mapped
+	// cache saves making heads again.
+	slot := &rp.heads[uint32(tid)%uint32(len(rp.heads))]
+	if slot.h != nil && slot.tid == tid && slot.pid == pid && sameString(slot.comm, comm) {
+		return slot.h
+	}
+	*slot = headSlot{pid: pid, tid: tid, comm: comm, h: newHeads(pid, tid, comm)}
+	return slot.h
+}
+
+// sameString is a == b, without comparing the bytes when they are the
+// same string: a task's name is, from one sample to the next.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
+
+// renamed is told when the session names a thread: a thread already
+// given to Perfetto is described again.
+func (rp *reporter) renamed(pid, tid uint32, comm string) error {
+	if rp.described[int32(tid)] {
+		return rp.pf.Thread(int32(pid), int32(tid), comm)
 	}
 	return nil
 }
 
-// thread returns what is known of task tid.
-func (rp *reporter) thread(tid int32) *thread {
-	// Most samples come from a few busy threads: a small direct-mapped
-	// cache in front of the map saves most lookups.
-	slot := &rp.recent[uint32(tid)%uint32(len(rp.recent))]
-	if t := *slot; t != nil && t.tid == tid {
-		return t
-	}
-	t := rp.threads[tid]
-	if t == nil {
-		t = &thread{tid: tid}
-		rp.threads[tid] = t
-	}
-	*slot = t
-	return t
-}
-
-func (rp *reporter) instant(it *item, t *thread) error {
-	if !t.described {
-		t.described = true
-		if p := rp.threads[it.pid]; p != nil && p.comm != "" {
-			if err := rp.pf.Process(it.pid, p.comm); err != nil {
+// instant writes a sample to Perfetto, its thread (named comm, of a
+// process named process) described at its first.
+func (rp *reporter) instant(it *item, comm, process string) error {
+	if slot := &rp.descr[uint32(it.tid)%uint32(len(rp.descr))]; !slot.ok || slot.tid != it.tid {
+		if !rp.described[it.tid] {
+			rp.described[it.tid] = true
+			if process != "" {
+				if err := rp.pf.Process(it.pid, process); err != nil {
+					return err
+				}
+			}
+			if err := rp.pf.Thread(it.pid, it.tid, comm); err != nil {
 				return err
 			}
 		}
-		if err := rp.pf.Thread(it.pid, it.tid, t.comm); err != nil {
-			return err
-		}
+		*slot = descrSlot{tid: it.tid, ok: true}
 	}
 	ev := it.ev
-	if ev.ehOff >= 0 {
-		if e, ok := decodeEH(it); ok {
+	if ev.eh {
+		if e, ok := ev.pe.EventHeader(it.data); ok {
 			return rp.ehEvent(it, &e, rp.ts(it))
 		}
 	}

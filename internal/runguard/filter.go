@@ -17,7 +17,20 @@ const (
 	callSendfile
 	callSendfile64 // i386's; the other ABIs have one sendfile and repeat it here
 	callSplice
+	callExecve
+	callExecveat
+	callMmap // notified only for a shared mapping of a file (mmapFlags); compared first
 	nCalls
+)
+
+// mmapFlags: an mmap is notified only when its flags' MAP_TYPE and
+// MAP_ANONYMOUS bits say a shared mapping of a file (MAP_SHARED or
+// MAP_SHARED_VALIDATE): the only mapping of a perf event's ring. Private and
+// anonymous mappings — nearly all of a program's — stay the kernel's
+// alone, decided in the filter.
+const (
+	mmapFlagsMask = 0x0f | unix.MAP_ANONYMOUS
+	offMmapFlags  = 16 + 3*8 // seccomp_data.args[3], its low word (little-endian)
 )
 
 // arch is one system call ABI the filter knows: its AUDIT_ARCH, the bits
@@ -76,9 +89,22 @@ func program() []unix.SockFilter {
 		if a.mask != 0 {
 			p = append(p, unix.SockFilter{Code: bpfAndK, K: ^a.mask})
 		}
-		for _, nr := range a.nrs {
+		// mmap first, the call of these a program makes most: over the
+		// other calls' compares and the allow to the flags check.
+		p = append(p, unix.SockFilter{Code: bpfJeqK, K: a.nrs[callMmap], Jt: uint8(nCalls - 1 + 1)})
+		for c, nr := range a.nrs {
+			if c == callMmap {
+				continue
+			}
 			p = append(p, unix.SockFilter{Code: bpfJeqK, K: nr, Jt: uint8(notify - len(p) - 1)})
 		}
+		p = append(p, unix.SockFilter{Code: bpfJa, K: uint32(allow - len(p) - 1)})
+		// mmap: notify a shared mapping of a file only.
+		p = append(p,
+			unix.SockFilter{Code: bpfLdAbsW, K: offMmapFlags},
+			unix.SockFilter{Code: bpfAndK, K: mmapFlagsMask})
+		p = append(p, unix.SockFilter{Code: bpfJeqK, K: unix.MAP_SHARED, Jt: uint8(notify - len(p) - 1)})
+		p = append(p, unix.SockFilter{Code: bpfJeqK, K: unix.MAP_SHARED_VALIDATE, Jt: uint8(notify - len(p) - 1)})
 		p = append(p, unix.SockFilter{Code: bpfJa, K: uint32(allow - len(p) - 1)})
 		if len(p)-start != blockLen(a) {
 			panic("runguard: block length")
@@ -90,7 +116,7 @@ func program() []unix.SockFilter {
 }
 
 func blockLen(a arch) int {
-	n := 3 + nCalls + 1
+	n := 3 + nCalls + 1 + 5
 	if a.mask != 0 {
 		n++
 	}

@@ -2,7 +2,6 @@ package runguard
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -24,11 +23,19 @@ type Guard struct {
 	Log io.Writer
 	// TreeDirs are the tree's mount points in the command's mount
 	// namespace: sendfile(2) and splice(2) from a file under one fail with
-	// EINVAL, so that the caller reads it instead (nil: none refused).
+	// EINVAL, so that the caller reads it instead (nil: none refused),
+	// and a mount of tracefs on one is answered as done (tracing.go).
 	TreeDirs []string
+	// SpliceIoctl is the ioctl(2) with which the tree gives a page of a
+	// trace_pipe_raw as splice(2) takes one (fusefs.IoctlSplicePage): with
+	// it the guard splices from those files for the caller (tracing.go).
+	// 0: such a splice fails with EINVAL too.
+	SpliceIoctl uint32
 
 	mu   sync.Mutex
 	said map[string]bool
+
+	perf perfState // perf_event_open answered (perf.go)
 }
 
 // struct seccomp_notif and struct seccomp_notif_resp
@@ -67,6 +74,7 @@ func (g *Guard) Serve(listener int) (stop func()) {
 	go func() {
 		defer close(done)
 		defer unix.Close(listener)
+		defer g.closePerf()
 		fds := []unix.PollFd{{Fd: int32(listener), Events: unix.POLLIN}, {Fd: int32(wake), Events: unix.POLLIN}}
 		for {
 			if _, err := unix.Poll(fds, -1); err != nil {
@@ -101,6 +109,14 @@ func (g *Guard) answer(listener int) {
 	if err := ioctlPtr(listener, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(&n)); err != nil {
 		return
 	}
+	if callOf(n.Arch, n.Nr) == callPerfEventOpen {
+		if g.perfEventOpen(listener, &n) {
+			return
+		}
+	}
+	if g.takeOver(listener, &n) {
+		return
+	}
 	resp := notifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 	if errno, msg := g.decide(&n); errno != 0 {
 		// The caller's memory was read for the decision: it must still
@@ -130,38 +146,24 @@ func ioctlPtr(fd int, req uint, arg unsafe.Pointer) error {
 func (g *Guard) decide(n *notif) (unix.Errno, string) {
 	pid := int(n.Pid)
 	switch call := callOf(n.Arch, n.Nr); call {
-	case callPerfEventOpen:
-		// struct perf_event_attr: u32 type, u32 size, u64 config.
-		var b [16]byte
-		if !readFull(pid, n.Args[0], b[:]) {
-			return 0, ""
-		}
-		typ, config := binary.NativeEndian.Uint32(b[0:]), binary.NativeEndian.Uint64(b[8:])
-		if typ != unix.PERF_TYPE_TRACEPOINT || g.Tracepoint == nil {
-			return 0, ""
-		}
-		name, ours := g.Tracepoint(pid, config)
-		if !ours {
-			return 0, ""
-		}
-		what := fmt.Sprintf("tracepoint id %d", config)
-		if name != "" {
-			what = fmt.Sprintf("%s (tracepoint id %d)", name, config)
-		}
-		return unix.EOPNOTSUPP, fmt.Sprintf("uetrace run: perf_event_open of %s refused (EOPNOTSUPP): the kernel's perf events know none of uetrace's events; record them with uetrace record", what)
+	case callMmap:
+		return g.mmap(n)
+	case callExecve, callExecveat:
+		g.exec(n)
+		return 0, ""
 	case callMount:
 		fstype, ok := readString(pid, n.Args[2])
 		if !ok || !hidesTree(fstype) {
 			return 0, ""
 		}
 		target, _ := readString(pid, n.Args[1])
-		return unix.EPERM, fmt.Sprintf("uetrace run: mount of %s on %s refused (EPERM): it would hide uetrace's tracefs tree, and the kernel's perf cannot record uetrace's events anyway; record them with uetrace record", fstype, target)
+		return unix.EPERM, fmt.Sprintf("uetrace run: mount of %s on %s refused (EPERM): it would hide uetrace's tracefs tree, whose events perf records through it (perf_event_open of them is uetrace's); record them with perf or uetrace record", fstype, target)
 	case callFsopen:
 		fstype, ok := readString(pid, n.Args[0])
 		if !ok || !hidesTree(fstype) {
 			return 0, ""
 		}
-		return unix.EPERM, fmt.Sprintf("uetrace run: fsopen of %s refused (EPERM): a new %s would hide uetrace's tracefs tree, and the kernel's perf cannot record uetrace's events anyway; record them with uetrace record", fstype, fstype)
+		return unix.EPERM, fmt.Sprintf("uetrace run: fsopen of %s refused (EPERM): a new %s would hide uetrace's tracefs tree, whose events perf records through it (perf_event_open of them is uetrace's); record them with perf or uetrace record", fstype, fstype)
 	case callSendfile, callSendfile64, callSplice:
 		// sendfile(out_fd, in_fd, ...), splice(fd_in, ...)
 		in := n.Args[0]
@@ -188,19 +190,26 @@ func (g *Guard) decide(n *notif) (unix.Errno, string) {
 // the callers read. The descriptor's path, as /proc shows it, is in the
 // command's mount namespace, where the tree is mounted on TreeDirs.
 func (g *Guard) inTree(pid int, fd int32) bool {
+	_, ok := g.treePath(pid, fd)
+	return ok
+}
+
+// treePath is the path of pid's descriptor fd, as /proc shows it, if it is
+// a file of the tree.
+func (g *Guard) treePath(pid int, fd int32) (string, bool) {
 	if len(g.TreeDirs) == 0 || fd < 0 {
-		return false
+		return "", false
 	}
 	path, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
 	if err != nil {
-		return false
+		return "", false
 	}
 	for _, dir := range g.TreeDirs {
 		if path == dir || strings.HasPrefix(path, dir+"/") {
-			return true
+			return path, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // hidesTree reports whether a file system of this type is the kernel's

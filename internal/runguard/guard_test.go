@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -56,9 +57,11 @@ func perfOpen(typ uint32, config uint64) error {
 	return err
 }
 
-// TestGuardPerfEventOpen: a tracepoint of the tree is refused with
-// EOPNOTSUPP and a message naming it and uetrace record, once however
-// often it is opened; any other perf_event_open reaches the kernel.
+// TestGuardPerfEventOpen: a tracepoint of the tree, where there is no tree
+// to make its event (TreeDirs), is refused with EOPNOTSUPP and a message
+// naming it and uetrace record, once however often it is opened; any other
+// perf_event_open reaches the kernel. (With a tree, cmd/uetrace's
+// TestRunPerfEvents.)
 func TestGuardPerfEventOpen(t *testing.T) {
 	var log bytes.Buffer
 	g := &Guard{Log: &log, Tracepoint: func(pid int, id uint64) (string, bool) {
@@ -67,8 +70,20 @@ func TestGuardPerfEventOpen(t *testing.T) {
 		}
 		return "user_events:my_ev", id == 65535
 	}}
-	var ours, ours2, other, sw error
+	var ours, ours2, other, sw, shared error
+	f, err := os.CreateTemp(t.TempDir(), "mapped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Truncate(4096)
 	guarded(t, g, func() {
+		// A shared mapping of a file that is not the tree's is the
+		// kernel's.
+		var m []byte
+		if m, shared = unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); shared == nil {
+			unix.Munmap(m)
+		}
 		ours = perfOpen(unix.PERF_TYPE_TRACEPOINT, 65535)
 		ours2 = perfOpen(unix.PERF_TYPE_TRACEPOINT, 65535)
 		other = perfOpen(unix.PERF_TYPE_TRACEPOINT, 65534)
@@ -82,10 +97,13 @@ func TestGuardPerfEventOpen(t *testing.T) {
 	if errors.Is(other, unix.EOPNOTSUPP) || other == nil {
 		t.Errorf("perf_event_open of an id not the tree's: %v, want the kernel's error", other)
 	}
+	if shared != nil {
+		t.Errorf("mmap MAP_SHARED of a file: %v", shared)
+	}
 	if errors.Is(sw, unix.EOPNOTSUPP) {
 		t.Errorf("perf_event_open of a software event: %v, want the kernel's answer", sw)
 	}
-	want := "uetrace run: perf_event_open of user_events:my_ev (tracepoint id 65535) refused (EOPNOTSUPP): the kernel's perf events know none of uetrace's events; record them with uetrace record\n"
+	want := "uetrace run: perf_event_open of user_events:my_ev (tracepoint id 65535) refused (EOPNOTSUPP): the tree answers no perf events here (no tree to ask: no such file or directory); record them with uetrace record\n"
 	if got := log.String(); got != want {
 		t.Errorf("log:\n%q\nwant\n%q", got, want)
 	}
@@ -120,7 +138,7 @@ func TestGuardMount(t *testing.T) {
 		"uetrace run: mount of tracefs on " + dir + " refused (EPERM): it would hide uetrace's tracefs tree",
 		"uetrace run: mount of debugfs on " + dir + " refused (EPERM)",
 		"uetrace run: fsopen of tracefs refused (EPERM)",
-		"record them with uetrace record",
+		"record them with perf or uetrace record",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("log has no %q:\n%s", want, got)
@@ -175,5 +193,79 @@ func TestGuardSpliceFromTree(t *testing.T) {
 	}
 	if log.Len() != 0 {
 		t.Errorf("the guard said %q; want nothing", log.String())
+	}
+}
+
+// TestGuardTreeMount: a new tracefs on a directory of the tree, as
+// libtracefs mounts one where /proc/mounts lists none, is answered as done
+// — nothing is mounted, the directory stays the tree — without a word; on
+// another directory, or as a remount, it is refused as before.
+func TestGuardTreeMount(t *testing.T) {
+	var log bytes.Buffer
+	tree, other := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(tree+"/user_events_status", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := &Guard{Log: &log, TreeDirs: []string{tree}}
+	var onTree, unclean, onOther, remount error
+	guarded(t, g, func() {
+		onTree = unix.Mount("nodev", tree, "tracefs", 0, "")
+		unclean = unix.Mount("nodev", tree+"//../"+filepath.Base(tree)+"/", "tracefs", 0, "")
+		onOther = unix.Mount("nodev", other, "tracefs", 0, "")
+		remount = unix.Mount("nodev", tree, "tracefs", unix.MS_REMOUNT, "gid=1")
+	})
+	if onTree != nil || unclean != nil {
+		t.Errorf("tracefs on the tree's directory: %v, %v; want it answered as done", onTree, unclean)
+	}
+	if _, err := os.Stat(tree + "/user_events_status"); err != nil {
+		t.Errorf("the tree's directory after the mount: %v", err)
+	}
+	if !errors.Is(onOther, unix.EPERM) || !errors.Is(remount, unix.EPERM) {
+		t.Errorf("tracefs on another directory: %v, a remount on the tree's: %v; want EPERM", onOther, remount)
+	}
+	if got := log.String(); strings.Count(got, "\n") != 2 || !strings.Contains(got, "on "+other+" refused") {
+		t.Errorf("log: want the two refusals only:\n%s", got)
+	}
+}
+
+// TestCallerPidfd: a splice's caller is a thread, which need not lead its
+// process; the guard takes its descriptors either way.
+func TestCallerPidfd(t *testing.T) {
+	tids := make(chan int)
+	done := make(chan struct{})
+	defer close(done)
+	for range 4 {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tids <- unix.Gettid()
+			<-done
+		}()
+	}
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	threads := 0
+	for range 4 {
+		tid := <-tids
+		if tid == os.Getpid() {
+			continue
+		}
+		threads++
+		pidfd, err := callerPidfd(tid)
+		if err != nil {
+			t.Fatalf("thread %d of %d: %v", tid, os.Getpid(), err)
+		}
+		fd, err := unix.PidfdGetfd(pidfd, int(f.Fd()), 0)
+		unix.Close(pidfd)
+		if err != nil {
+			t.Fatalf("pidfd_getfd through thread %d: %v", tid, err)
+		}
+		unix.Close(fd)
+	}
+	if threads == 0 {
+		t.Fatal("no thread but the leader")
 	}
 }

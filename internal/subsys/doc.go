@@ -5,7 +5,9 @@
 // consumers that make an event "enabled" (an ftrace-like trace buffer and
 // perf-like sessions), and the tracefs files user_events shows
 // (user_events_status, dynamic_events, events/*/*/{enable,filter,format,id},
-// events/*/filter, error_log, trace, trace_pipe, ...). Event filters are
+// events/*/filter, error_log, trace, trace_pipe, ...) and those trace-cmd
+// reads besides (per_cpu/cpuN/trace_pipe_raw, events/header_page,
+// trace_clock, saved_cmdlines, ...: files.go, options.go, raw.go). Event filters are
 // package tracefilter's, applied where the kernel applies them: the ftrace
 // filter of an event before its record is copied into the trace buffer, a
 // session's own filter per event (Session.SetFilter, as
@@ -52,7 +54,7 @@
 //     registrations. A process whose memory another goroutine is writing
 //     gets its bits after the enable returns, as a faulting page gets them
 //     from the kernel's worker (enablewrite.go).
-//   - Type IDs go down from 65535 (Options.LastID), not up from the
+//   - Type IDs go down from 32767 (Options.LastID), not up from the
 //     kernel's built-in types. The kernel's IDA hands out trace event
 //     types upwards from __TRACE_LAST_TYPE+1 (alloc_trace_event_type), so
 //     a kernel's tracepoints hold the bottom of the u16 range (a Debian
@@ -64,9 +66,16 @@
 //     EINVAL; uetrace run's guard, package internal/runguard, EOPNOTSUPP
 //     with words), never some syscalls:sys_exit_sync's records under x's
 //     name. So IDs are the kernel's lowest-free IDA mirrored: the
-//     highest free one of Options.FirstID..LastID (by default
-//     32768..65535, DefaultMaxEvents IDs), and a freed ID is the next one
-//     reused, as in the kernel.
+//     highest free one of Options.FirstID..LastID, and a freed ID is the
+//     next one reused, as in the kernel. By default that is
+//     16384..32767 (DefaultFirstID, DefaultLastID): KernelShark keeps an
+//     event's id in an int16_t (struct kshark_entry), so an id above
+//     32767 reads as negative there and its records show no event name
+//     and no fields; below 16384 the host kernel keeps room for 14000 more
+//     tracepoints and dynamic events than a Debian kernel has. So there
+//     are 16384 IDs, half of user_events_max's default: the 16385th event
+//     is ENODEV, as in a kernel whose trace event types are all taken
+//     (register_trace_event fails).
 //   - A Process is shared by all its threads. In Linux the user_event_mm
 //     hangs off each task and a thread shares it only if it was cloned
 //     after the process's first registration; an older thread has none and
@@ -97,6 +106,25 @@
 //   - The root has one file Linux does not, uetrace_event_counts
 //     ([FileCounts]): each event's records written and dropped, which the
 //     kernel does not count per event.
+//   - The files trace-cmd reads are the kernel's where this tree has what
+//     they describe (testdata/kernel-tracefs-files.json, the 6.12 VM's,
+//     replayed by TestTracefsFilesAreTheKernels; trace_pipe_raw's pages by
+//     TestTracePipeRawIsTheKernels), and differ where it does not
+//     (docs/trace-cmd.md): events/ftrace/ holds the test kernel's ftrace
+//     events' format files (and id of function and print), none of which
+//     is ever recorded; available_tracers is nop, and current_tracer takes
+//     nop alone (EINVAL otherwise); trace_clock takes local, global, perf
+//     and mono — the stamps are CLOCK_MONOTONIC, which mono is and the
+//     others approximate — and is EINVAL for counter, uptime, mono_raw,
+//     boot, tai and x86-tsc; trace_options lists the test kernel's options,
+//     of which record-cmd, record-tgid and test_nop_accept can be changed,
+//     and EINVAL says so for the others; saved_cmdlines has the threads
+//     that wrote records, saved when they write (the kernel saves at the
+//     next context switch, the task switched to as well); printk_formats
+//     is empty; there is no options/ or instances/ directory. A read of
+//     trace_pipe_raw takes the kernel's pages as ftrace.Ring.ReadRaw gives
+//     them; a splice reads nothing through FUSE (uetrace run splices for
+//     its command, package runguard, with Handle.SplicePage).
 //   - A record too long for a consumer — over the trace buffer's page, over
 //     perf's PERF_MAX_TRACE_SIZE — is dropped unvalidated and the write
 //     succeeds, as in Linux, but here the drop is counted: the event's

@@ -141,3 +141,49 @@ func (p *Process) drain() int {
 	}
 	return failed
 }
+
+// A sync hook brings the subsystem's processes up to date with the
+// kernel's news of forks before an event's state changes: the FUSE tree's
+// callers apply the fork events queued so far (package callers, Sync), so
+// that a child that forked before the change has its copy of the parent's
+// enablers, and its bit, when the change returns — as the kernel copies
+// them inside fork. Hooks run without s.mu held, at the start of every
+// operation that may change an event's state: a tracefs write, a session's
+// attach, detach and close, SetFtrace.
+type syncHooks struct {
+	mu    sync.Mutex
+	hooks map[int]func()
+	next  int
+}
+
+// AddSyncHook adds f to the hooks; remove takes it away again.
+func (s *Subsystem) AddSyncHook(f func()) (remove func()) {
+	h := &s.syncHooks
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hooks == nil {
+		h.hooks = map[int]func(){}
+	}
+	id := h.next
+	h.next++
+	h.hooks[id] = f
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.hooks, id)
+	}
+}
+
+// syncProcesses runs the sync hooks. s.mu is not held.
+func (s *Subsystem) syncProcesses() {
+	h := &s.syncHooks
+	h.mu.Lock()
+	fs := make([]func(), 0, len(h.hooks))
+	for _, f := range h.hooks {
+		fs = append(fs, f)
+	}
+	h.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}

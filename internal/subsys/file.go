@@ -23,6 +23,9 @@ type File struct {
 	events atomic.Pointer[[]*Event] // the write path reads it without mu
 	closed bool
 	charge Charge // told of the events the array gains and loses; nil: nothing is
+	// watches are told of the array's indices and their events' status
+	// (watch.go); under s.mu and mu.
+	watches []FileWatch
 }
 
 // Open opens user_events_data.
@@ -173,20 +176,9 @@ func (f *File) link(p *Process, cred Cred, a RegisterArgs, addr uint64, bit, siz
 			return 0, nil, fmt.Errorf("register: bit %d at %#x is already registered by this process (for %s): %w", bit, addr, en.ev.tp, unix.EADDRINUSE)
 		}
 	}
-	if a.NameFault {
-		return 0, nil, fmt.Errorf("register: cannot read the command: %w", unix.EFAULT)
-	}
-	if len(a.Name) > eventdef.MaxCommandLen {
-		return 0, nil, fmt.Errorf("register: command of %d bytes is over %d: %w", len(a.Name), eventdef.MaxCommandLen, unix.EINVAL)
-	}
-	ev, err := s.parseCmd(a.Name, cred, flags)
+	idx, ev, err := f.addCommand(cred, a, flags)
 	if err != nil {
-		return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
-	}
-	idx, err := f.add(ev)
-	s.put(ev) // the lookup's reference; the file holds its own now
-	if err != nil {
-		return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
+		return 0, nil, err
 	}
 	if p.charge != nil {
 		// user_event_enabler_create's allocation.
@@ -202,6 +194,28 @@ func (f *File) link(p *Process, cred Cred, a RegisterArgs, addr uint64, bit, siz
 	ev.enablers[en] = struct{}{}
 	ev.refs++
 	return idx, en, nil
+}
+
+// addCommand is Register's steps 4 to 6: the name read, the command
+// parsed and found or created in the registry, the event in this file's
+// array. Called with s.mu held.
+func (f *File) addCommand(cred Cred, a RegisterArgs, flags uint16) (int, *Event, error) {
+	if a.NameFault {
+		return 0, nil, fmt.Errorf("register: cannot read the command: %w", unix.EFAULT)
+	}
+	if len(a.Name) > eventdef.MaxCommandLen {
+		return 0, nil, fmt.Errorf("register: command of %d bytes is over %d: %w", len(a.Name), eventdef.MaxCommandLen, unix.EINVAL)
+	}
+	ev, err := f.s.parseCmd(a.Name, cred, flags)
+	if err != nil {
+		return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
+	}
+	idx, err := f.add(ev)
+	f.s.put(ev) // the lookup's reference; the file holds its own now
+	if err != nil {
+		return 0, nil, fmt.Errorf("register %q: %w", a.Name, err)
+	}
+	return idx, ev, nil
 }
 
 // add is user_events_ref_add: the event's index in this file's array,
@@ -231,6 +245,9 @@ func (f *File) add(ev *Event) (int, error) {
 	next := append(cur, ev)
 	f.events.Store(&next)
 	ev.refs++
+	for _, w := range f.watches {
+		f.watchIndex(w, uint32(len(cur)), ev)
+	}
 	return len(cur), nil
 }
 
@@ -298,6 +315,8 @@ func (f *File) Close() error {
 	}
 	f.closed = true
 	p := f.events.Swap(nil)
+	ws := f.watches
+	f.watches = nil
 	f.mu.Unlock()
 	if p == nil {
 		return nil
@@ -306,6 +325,10 @@ func (f *File) Close() error {
 	s.mu.Lock()
 	defer s.unlock()
 	for _, ev := range *p {
+		// Watches not stopped by their owners end with the file.
+		for _, w := range ws {
+			ev.unwatch(w)
+		}
 		s.put(ev)
 	}
 	if f.charge != nil && len(*p) > 0 {

@@ -13,7 +13,15 @@ import (
 var fuzzWritable = []string{
 	FileDynamicEvents, FileSetEvent, FileTracingOn, FileBufferSizeKB,
 	"events/enable", "events/user_events/enable", "events/user_events/a/enable", FileTrace, FileStatus,
+	FileTraceClock, FileTraceOptions, FileCurrentTracer, FileBufferPercent, FileTracingCPUMask,
+	"per_cpu/cpu0/buffer_size_kb", "per_cpu/cpu0/trace",
 }
+
+// fuzzSettings are the files a write to sets one value: one that fails
+// leaves it as it was.
+var fuzzSettings = map[string]bool{FileTraceClock: true, FileTraceOptions: true, FileCurrentTracer: true,
+	FileBufferPercent: true, FileTracingCPUMask: true, FileTracingOn: true, FileBufferSizeKB: true,
+	"per_cpu/cpu0/buffer_size_kb": true}
 
 // FuzzTracefsWrite feeds arbitrary text to every writable tracefs file and
 // arbitrary bytes to the ioctls, then checks that the subsystem is still
@@ -24,6 +32,7 @@ func FuzzTracefsWrite(f *testing.F) {
 		"u:a u32 x\nu:b char[4] s;u8 t\n!u:b char[4] s; u8 t\n", "u:a u32 x # c\n\n-:a u32 x",
 		"user_events:a\n!a", "1\n", "+0", "0x1", "u:" + strings.Repeat("x", 5000), "u:a\x00u:b",
 		"!u:user_events/a u32 x", "u:m struct s v 4294967295",
+		"mono", " local\n", "norecord-cmd", "record-tgid ", "nop", "100", "ff,ffffffff", "1\x002",
 	} {
 		for i := range fuzzWritable {
 			f.Add(i, seed, []byte(seed))
@@ -35,10 +44,14 @@ func FuzzTracefsWrite(f *testing.F) {
 		fsys := e.s.FS()
 		path := fuzzWritable[(which%len(fuzzWritable)+len(fuzzWritable))%len(fuzzWritable)]
 		for _, flags := range []int{os.O_APPEND, os.O_TRUNC} {
+			before, _ := fsys.ReadFile(path, root)
 			err := fsys.WriteFile(path, []byte(text), flags, root)
 			var errno unix.Errno
 			if err != nil && !errors.As(err, &errno) {
 				t.Fatalf("write %q to %s: %v does not wrap an errno", text, path, err)
+			}
+			if after, _ := fsys.ReadFile(path, root); err != nil && fuzzSettings[path] && string(after) != string(before) {
+				t.Fatalf("write %q to %s failed (%v) and changed it from %q to %q", text, path, err, before, after)
 			}
 		}
 		file := e.s.Open()

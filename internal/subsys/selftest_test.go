@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -475,32 +476,34 @@ func TestFtraceWriteEmptyEvents(t *testing.T) {
 }
 
 // TestTypeIDsHighestFree: IDs are the kernel's lowest-free IDA mirrored,
-// from the top of the u16 range down, so that none is a type a kernel hands
-// out (the package doc says why); a freed ID is the next one reused.
+// from DefaultLastID, 32767, down, so that none is a type a kernel hands
+// out and KernelShark's int16 ids hold each (the package doc says why); a
+// freed ID is the next one reused.
 func TestTypeIDsHighestFree(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"a", "b", "c"} {
 		e.write(FileDynamicEvents, "u:"+n)
 	}
 	id := func(n string) string { return strings.TrimSuffix(e.read("events/user_events/"+n+"/id"), "\n") }
-	if id("a") != "65535" || id("b") != "65534" || id("c") != "65533" {
-		t.Fatalf("ids %s %s %s, want 65535 65534 65533", id("a"), id("b"), id("c"))
+	if id("a") != "32767" || id("b") != "32766" || id("c") != "32765" {
+		t.Fatalf("ids %s %s %s, want 32767 32766 32765", id("a"), id("b"), id("c"))
 	}
 	e.write(FileDynamicEvents, "!u:b")
 	e.write(FileDynamicEvents, "u:d")
-	if id("d") != "65534" {
-		t.Errorf("d got %s, want the freed 65534", id("d"))
+	if id("d") != "32766" {
+		t.Errorf("d got %s, want the freed 32766", id("d"))
 	}
 	e.write(FileDynamicEvents, "u:e")
-	if id("e") != "65532" {
-		t.Errorf("e got %s, want 65532", id("e"))
+	if id("e") != "32764" {
+		t.Errorf("e got %s, want 32764", id("e"))
 	}
 }
 
 // TestTypeIDsRunOut: past Options.FirstID creation is ENODEV, as the
-// kernel's when register_trace_event finds no free type.
+// kernel's when register_trace_event finds no free type — by default at
+// the 16385th event, before user_events_max (DefaultMaxEvents).
 func TestTypeIDsRunOut(t *testing.T) {
-	s := New(Options{FirstID: 65534})
+	s := New(Options{FirstID: DefaultLastID - 1})
 	root := Cred{PerfmonCapable: true}
 	for i, n := range []string{"a", "b"} {
 		if _, err := s.WriteDynamicEvents([]byte("u:"+n), root); err != nil {
@@ -599,5 +602,28 @@ func TestSessionCommBounded(t *testing.T) {
 		if n > maxComms {
 			t.Fatalf("after %d threads the session remembers %d names, more than %d", i+1, n, maxComms)
 		}
+	}
+}
+
+// TestTypeIDsDefaultRange: the 16384 IDs of DefaultFirstID..DefaultLastID
+// are handed out, then creation is ENODEV although user_events_max is not
+// reached.
+func TestTypeIDsDefaultRange(t *testing.T) {
+	s := New(Options{})
+	root := Cred{PerfmonCapable: true}
+	n := DefaultLastID - DefaultFirstID + 1
+	if n != 16384 || DefaultMaxEvents <= n {
+		t.Fatalf("%d IDs, user_events_max %d", n, DefaultMaxEvents)
+	}
+	for i := range n {
+		if _, err := s.WriteDynamicEvents([]byte("u:e"+strconv.Itoa(i)), root); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	if _, err := s.WriteDynamicEvents([]byte("u:more"), root); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("event %d: %v, want ENODEV", n+1, err)
+	}
+	if ev := s.Lookup("user_events", "e16383"); ev == nil || ev.ID() != DefaultFirstID {
+		t.Errorf("the last event's ID: %v", ev)
 	}
 }

@@ -81,6 +81,13 @@ type SessionOptions struct {
 	// receives a record of its name (Record.Comm), with the time of the
 	// record that follows. The name is the writer's Writer.Comm.
 	Comm bool
+	// Synchronous says the session's reader takes records from memory
+	// without a call the subsystem's server sees (a perf ring that the
+	// program reading it maps): a record must be the session's when its
+	// write returns, as the kernel's are. Writers that hand the server
+	// their records later — the interposer's rings — write its events
+	// synchronously while it is attached (WatchSync).
+	Synchronous bool
 }
 
 // Session is a perf-like consumer: attached to some events, it receives
@@ -91,6 +98,7 @@ type SessionOptions struct {
 type Session struct {
 	s    *Subsystem
 	kind uint32
+	sync bool // SessionOptions.Synchronous
 
 	// Under s.mu.
 	attached map[*Event]struct{}
@@ -116,8 +124,9 @@ type Session struct {
 	done     chan struct{}
 
 	// With streams (DeliverToStreams), records go there instead; see
-	// session_stream.go.
+	// session_stream.go. With a DeliverFunc (DeliverTo), to it.
 	streams atomic.Pointer[sessionStreams]
+	fn      atomic.Pointer[DeliverFunc] // DeliverTo's
 
 	// filters are the session's filters by event (SetFilter), replaced
 	// whole under s.mu and read by the write path without a lock.
@@ -223,6 +232,7 @@ func (s *Subsystem) NewSession(opts SessionOptions) *Session {
 	if opts.Other {
 		ss.kind = StatusOther
 	}
+	ss.sync = opts.Synchronous
 	if opts.Comm {
 		ss.comms = make(map[int32]string)
 	}
@@ -237,6 +247,7 @@ const maxComms = 4096
 // Attach attaches the session to ev.
 func (ss *Session) Attach(ev *Event) error {
 	s := ss.s
+	s.syncProcesses()
 	s.mu.Lock()
 	defer s.unlock()
 	return ss.attachLocked(ev)
@@ -253,14 +264,21 @@ func (ss *Session) attachLocked(ev *Event) error {
 		return nil
 	}
 	ss.attached[ev] = struct{}{}
+	if ss.sync {
+		ev.syncUsers++
+	}
 	ev.s.addConsumer(ev, ss.kind, +1)
 	ev.addSession(ss)
+	if ss.sync && ev.syncUsers == 1 {
+		ev.notifyWatches(ev.watchStatus())
+	}
 	return nil
 }
 
 // Detach detaches the session from ev.
 func (ss *Session) Detach(ev *Event) {
 	s := ss.s
+	s.syncProcesses()
 	s.mu.Lock()
 	defer s.unlock()
 	ss.detachLocked(ev)
@@ -273,7 +291,13 @@ func (ss *Session) detachLocked(ev *Event) {
 	delete(ss.attached, ev)
 	ss.dropFilterLocked(ev)
 	ev.removeSession(ss)
+	if ss.sync {
+		ev.syncUsers--
+	}
 	ev.s.addConsumer(ev, ss.kind, -1)
+	if ss.sync && ev.syncUsers == 0 {
+		ev.notifyWatches(ev.watchStatus())
+	}
 }
 
 // MatchEvent reports whether pattern selects ev. A pattern is a glob
@@ -303,6 +327,7 @@ func (ss *Session) AttachMatching(pattern string, follow bool) ([]*Event, error)
 	if _, err := path.Match(pattern, ""); err != nil {
 		return nil, fmt.Errorf("event pattern %q: %v: %w", pattern, err, unix.EINVAL)
 	}
+	ss.s.syncProcesses()
 	s := ss.s
 	s.mu.Lock()
 	defer s.unlock()
@@ -364,6 +389,7 @@ func (ss *Session) Events() []*Event {
 // Close detaches the session from everything and wakes its readers.
 func (ss *Session) Close() error {
 	s := ss.s
+	s.syncProcesses()
 	s.mu.Lock()
 	if !ss.closed {
 		ss.closed = true
@@ -416,6 +442,9 @@ func (ss *Session) TooLarge() uint64 {
 // the kernel drops it before either.
 func (ss *Session) dropTooLarge(ev *Event, w *Writer, ts uint64) {
 	ev.shard(w.CPU).dropped.Add(1)
+	if ss.fn.Load() != nil {
+		return // the kernel's perf event counts nothing of it either
+	}
 	if ss.streams.Load() != nil {
 		ss.noteLostFlags(ev, ts, int32(w.CPU), 1, lostTooLarge)
 		return
@@ -438,6 +467,10 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 	}
 	if r := ss.streams.Load(); r != nil {
 		ss.deliverStream(r, ev, w, ts, rec)
+		return
+	}
+	if fn := ss.fn.Load(); fn != nil {
+		(*fn)(ev, *w, ts, rec)
 		return
 	}
 	// The raw data perf hands out — its u32 size and the record, 8-byte
@@ -491,6 +524,47 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 	case ss.notify <- struct{}{}:
 	default:
 	}
+}
+
+// DeliverFunc takes a session's records as they are written: in the
+// writer's goroutine, the record (common header and payload, rec) valid
+// only during the call, which must not block. The writer comes as a copy:
+// a pointer handed to a function value would make every write's Writer
+// escape to the heap — an allocation a write, where the write path has
+// none.
+type DeliverFunc func(ev *Event, w Writer, ts uint64, rec []byte)
+
+// DeliverTo makes the session hand each record to fn, after its filter,
+// instead of buffering it (Read then finds nothing): a perf event of the
+// tree (package perfevent) counts and samples it itself, as the kernel's
+// perf_tp_event hands it to each event. Records too large for perf
+// (PERF_MAX_TRACE_SIZE) are dropped before fn, counted only in the
+// event's drops, as the kernel counts them nowhere. It must be called
+// before the session is attached to anything.
+func (ss *Session) DeliverTo(fn DeliverFunc) error {
+	s := ss.s
+	s.mu.Lock()
+	defer s.unlock()
+	if err := ss.mayChooseDelivery("session"); err != nil {
+		return err
+	}
+	ss.fn.Store(&fn)
+	return nil
+}
+
+// mayChooseDelivery says why the session cannot be told where to deliver
+// now (DeliverTo, DeliverToStreams), or nil: it is closed, delivers elsewhere
+// already, or is attached. Called with s.mu held.
+func (ss *Session) mayChooseDelivery(what string) error {
+	switch {
+	case ss.closed:
+		return fmt.Errorf("%s: the session is closed: %w", what, unix.EBADF)
+	case ss.streams.Load() != nil || ss.fn.Load() != nil:
+		return fmt.Errorf("%s: the session already delivers elsewhere: %w", what, unix.EBUSY)
+	case len(ss.attached) > 0 || len(ss.follow) > 0:
+		return fmt.Errorf("%s: the session is already attached to events; choose where it delivers before attaching: %w", what, unix.EBUSY)
+	}
+	return nil
 }
 
 // push queues a record whose p.n bytes — rec and zero padding — fit the
@@ -658,4 +732,6 @@ func (s *Subsystem) setStatus(ev *Event) {
 	}
 	ev.status.Store(st)
 	s.updateEnablers(ev)
+	ev.notifyWatches(ev.watchStatus())
+	s.notifyStatusWatches(ev, st)
 }

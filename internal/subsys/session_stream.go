@@ -1,11 +1,8 @@
 package subsys
 
 import (
-	"fmt"
 	"runtime"
 	"sync"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
@@ -73,13 +70,8 @@ func (ss *Session) DeliverToStreams(set *shmring.StreamSet) error {
 	s := ss.s
 	s.mu.Lock()
 	defer s.unlock()
-	switch {
-	case ss.closed:
-		return fmt.Errorf("session streams: the session is closed: %w", unix.EBADF)
-	case ss.streams.Load() != nil:
-		return fmt.Errorf("session streams: the session already delivers into shared memory: %w", unix.EBUSY)
-	case len(ss.attached) > 0 || len(ss.follow) > 0:
-		return fmt.Errorf("session streams: the session is already attached to events; share the streams before attaching: %w", unix.EBUSY)
+	if err := ss.mayChooseDelivery("session streams"); err != nil {
+		return err
 	}
 	r := &sessionStreams{set: set, rings: make([]streamRing, set.Len()), mask: -1, comm: ss.comms != nil}
 	if n := set.Len(); n&(n-1) == 0 {

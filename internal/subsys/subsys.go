@@ -29,19 +29,22 @@ const (
 // DefaultMaxEvents is the default of /proc/sys/kernel/user_events_max.
 const DefaultMaxEvents = 32768
 
-// DefaultFirstID is the lowest trace event type ID a Subsystem hands out by
-// default: the upper half of the u16 range, 32768..65535, holds
-// DefaultMaxEvents events, and no kernel hands out IDs there (see the
-// package doc).
-const DefaultFirstID = 1<<16 - DefaultMaxEvents
+// DefaultFirstID and DefaultLastID bound the trace event type IDs a
+// Subsystem hands out by default, the highest free first: 16384..32767,
+// where no kernel hands out its own and KernelShark's signed 16-bit event
+// ids reach (see the package doc).
+const (
+	DefaultFirstID = 1 << 14
+	DefaultLastID  = 1<<15 - 1
+)
 
 // Options configure a Subsystem. The zero value gives Linux's defaults.
 type Options struct {
 	// MaxEvents is user_events_max (0: DefaultMaxEvents).
 	MaxEvents int
 	// LastID is the first trace event type ID handed out, the highest
-	// (0: 65535, the top of the u16 common_type's range); IDs go down
-	// from it, the highest free one first (see the package doc).
+	// (0: DefaultLastID); IDs go down from it, the highest free one first
+	// (see the package doc).
 	LastID int
 	// FirstID is the lowest ID handed out (0: DefaultFirstID).
 	FirstID int
@@ -95,6 +98,9 @@ type Subsystem struct {
 
 	stats Stats
 	dirty []*Process // processes with enable bits to write at unlock (enablewrite.go)
+
+	syncHooks     syncHooks      // run before a state change (enablewrite.go)
+	statusWatches []*statusWatch // v10 status pages (v10.go)
 }
 
 // Stats count what the subsystem did that no caller sees as an error.
@@ -113,7 +119,7 @@ func New(opts Options) *Subsystem {
 		opts.FirstID = DefaultFirstID
 	}
 	if opts.LastID == 0 {
-		opts.LastID = 65535
+		opts.LastID = DefaultLastID
 	}
 	if opts.UserAddrMax == 0 {
 		opts.UserAddrMax = UserAddrMax4Level
@@ -133,16 +139,33 @@ func New(opts Options) *Subsystem {
 	return s
 }
 
+// Now is the trace clock (Options.Clock): the time records are stamped
+// with.
+func (s *Subsystem) Now() uint64 { return s.opts.Clock() }
+
+// NumCPU is the number of CPUs the subsystem was made for, its trace
+// buffer's: a writer on CPU c writes into buffer c mod NumCPU.
+func (s *Subsystem) NumCPU() int { return s.opts.NumCPU }
+
+// EventByID returns the event whose trace event type ID is id, or nil.
+func (s *Subsystem) EventByID(id int) *Event {
+	s.mu.Lock()
+	defer s.unlock()
+	var found *Event
+	s.eachEvent(func(e *Event) {
+		if e.id == id && !e.deleted {
+			found = e
+		}
+	})
+	return found
+}
+
 // Stats returns the counters.
 func (s *Subsystem) Stats() Stats {
 	s.mu.Lock()
 	defer s.unlock()
 	return s.stats
 }
-
-// NumCPU is the number of CPUs of the trace buffer: a writer on CPU c
-// writes into buffer c mod NumCPU.
-func (s *Subsystem) NumCPU() int { return s.trace.ring.NumCPU() }
 
 // MaxEvents is /proc/sys/kernel/user_events_max.
 func (s *Subsystem) MaxEvents() int {
@@ -177,6 +200,7 @@ type Event struct {
 	refs     int // under s.mu
 	deleted  bool
 	enablers map[*enabler]struct{} // every process's enablers of this event
+	watches  []indexWatch          // the FileWatches of files that have it (watch.go); under s.mu
 
 	// The write path reads these without s.mu.
 	status   atomic.Uint32 // Status* bits; non-zero means enabled
@@ -198,6 +222,7 @@ type Event struct {
 	// Consumer counts, under s.mu.
 	perfUsers  int
 	otherUsers int
+	syncUsers  int  // of the sessions, those SessionOptions.Synchronous
 	wasEnabled bool // the ftrace probe was ever registered (EVENT_FILE_FL_WAS_ENABLED)
 }
 

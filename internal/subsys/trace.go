@@ -3,6 +3,7 @@ package subsys
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -32,6 +33,13 @@ type traceBuffer struct {
 	// event that was ever enabled is removed; the next dynamic_events delete
 	// or truncate then empties the buffer (tracing_reset_all_online_cpus).
 	clearArmed bool
+
+	// The instance's settings (options.go): trace_clock's clock, by its
+	// index in traceClocks; the nop tracer's test_nop_accept; and
+	// buffer_percent.
+	clock     atomic.Int32
+	nopAccept atomic.Bool
+	percent   bufferPercent
 }
 
 func newTraceBuffer(s *Subsystem) *traceBuffer {
@@ -53,13 +61,14 @@ func newTraceBuffer(s *Subsystem) *traceBuffer {
 	if n := t.ring.NumCPU(); n&(n-1) == 0 {
 		t.cpuMask = n - 1
 	}
+	t.percent.v.Store(50)
 	return t
 }
 
 // write records one write of an event whose ftrace probe is registered
 // (user_event_ftrace). The CPU is taken modulo the buffer's CPUs.
 func (t *traceBuffer) write(ev *Event, w *Writer, ts uint64, rec []byte) {
-	e := ftrace.Entry{TS: ts, CPU: t.cpu(w.CPU), PID: w.PID, Comm: w.Comm, Event: ev.def, Tracepoint: ev.tp, Record: rec}
+	e := ftrace.Entry{TS: ts, CPU: t.cpu(w.CPU), PID: w.PID, TGID: w.TGID, Comm: w.Comm, Event: ev.def, Tracepoint: ev.tp, Record: rec}
 	t.ring.Write(&e)
 }
 
@@ -80,16 +89,17 @@ func (t *traceBuffer) cpu(cpu int) int {
 const bufferedEventMax = ftrace.PageSize - 8
 
 // takes reports whether user_event_ftrace gets room for a record of n
-// bytes, header included, and so copies and validates it: a filtered
-// event's record is assembled in trace_buffered_event when it fits there
-// (bufferedEventMax), whatever tracing_on says, and is filtered before the
-// buffer sees it; any other is reserved in the buffer, which refuses it
-// while tracing is off or when it is over a page (ftrace.MaxRecordSize).
-func (t *traceBuffer) takes(n int, filtered bool) bool {
+// bytes, header included, written on cpu, and so copies and validates it:
+// a filtered event's record is assembled in trace_buffered_event when it
+// fits there (bufferedEventMax), whatever tracing_on and tracing_cpumask
+// say, and is filtered before the buffer sees it; any other is reserved in
+// the buffer, which refuses it while tracing is off, when the CPU is out of
+// tracing_cpumask, or when it is over a page (ftrace.MaxRecordSize).
+func (t *traceBuffer) takes(n int, filtered bool, cpu int) bool {
 	if filtered && n <= bufferedEventMax {
 		return true
 	}
-	return n <= ftrace.MaxRecordSize && t.tracingOn()
+	return n <= ftrace.MaxRecordSize && t.tracingOn() && t.ring.Traced(t.cpu(cpu))
 }
 
 // tooLarge reports whether the buffer drops a record of n bytes for its
@@ -107,7 +117,7 @@ func (t *traceBuffer) reserve(res *ftrace.Reservation, w *Writer, ts uint64, n i
 
 // commit stores the record reserve reserved, a write of ev by w.
 func commit(res *ftrace.Reservation, ev *Event, w *Writer) {
-	res.Commit(w.PID, w.Comm, ev.def, ev.tp)
+	res.Commit(w.PID, w.TGID, w.Comm, ev.def, ev.tp)
 }
 
 // added and removed keep the ID map. Called with s.mu held.
@@ -133,19 +143,18 @@ func (t *traceBuffer) reset()               { t.ring.Reset() }
 func (t *traceBuffer) tracingOn() bool      { return t.ring.TracingOn() }
 func (t *traceBuffer) setTracingOn(on bool) { t.ring.SetTracingOn(on) }
 
-// resize is a write to buffer_size_kb; sizes over Options.MaxBufferKB are
-// ENOMEM, as an allocation the kernel cannot make.
-func (t *traceBuffer) resize(kb int) error {
+// resize is a write to buffer_size_kb (cpu < 0) or to a CPU's in
+// per_cpu; sizes over Options.MaxBufferKB are ENOMEM, as an allocation the
+// kernel cannot make.
+func (t *traceBuffer) resize(cpu, kb int) error {
 	if kb > t.s.opts.MaxBufferKB {
 		return fmt.Errorf("buffer_size_kb %d is over this subsystem's limit of %d: %w", kb, t.s.opts.MaxBufferKB, unix.ENOMEM)
+	}
+	if cpu >= 0 {
+		return t.ring.ResizeCPU(cpu, kb)
 	}
 	return t.ring.Resize(kb)
 }
 
 // appendTrace appends the text of the trace file.
 func (t *traceBuffer) appendTrace(dst []byte) []byte { return t.ring.AppendTrace(dst, -1) }
-
-// openPipe opens trace_pipe: one reader at a time (EBUSY).
-func (t *traceBuffer) openPipe(nonblock bool) (*ftrace.Pipe, error) {
-	return t.ring.OpenPipe(-1, nonblock)
-}

@@ -37,6 +37,27 @@ const (
 	FileREADME = "README"
 	// FileCounts is uetrace's own, not Linux's (see AppendCounts).
 	FileCounts = "uetrace_event_counts"
+
+	// What trace-cmd reads and sets besides (options.go).
+	FileTraceClock       = "trace_clock"
+	FileTraceOptions     = "trace_options"
+	FileCurrentTracer    = "current_tracer"
+	FileAvailableTracers = "available_tracers"
+	FileBufferPercent    = "buffer_percent"
+	FileTracingCPUMask   = "tracing_cpumask"
+	FileSavedCmdlines    = "saved_cmdlines"
+	FileSavedTGIDs       = "saved_tgids"
+	FilePrintkFormats    = "printk_formats"
+
+	// FilePerCPU is the directory of each CPU's buffer, cpuN/ with the
+	// files FileTrace, FileTracePipe, FileTracePipeRaw, FileStats and
+	// FileBufferSizeKB of that CPU alone.
+	FilePerCPU = "per_cpu"
+	// FileTracePipeRaw is a CPU's buffer read as the ring buffer's pages
+	// (raw.go).
+	FileTracePipeRaw = "trace_pipe_raw"
+	// FileStats is a CPU's buffer's counts.
+	FileStats = "stats"
 )
 
 // readme is FileREADME's text: the lines of Linux 6.12's mini-HOWTO
@@ -91,11 +112,12 @@ type FS struct{ s *Subsystem }
 func (s *Subsystem) FS() *FS { return &FS{s} }
 
 // The directories' modes, as 6.12.117 shows them (stat in the VM): the
-// tracefs root TRACE_MODE's 0700, and eventfs's directories — events/ and
-// everything under it — 0755.
+// tracefs root TRACE_MODE's 0700, eventfs's directories — events/ and
+// everything under it — 0755, and per_cpu/ and its cpuN/ 0750.
 const (
-	rootDirMode  = 0o700
-	eventDirMode = 0o755
+	rootDirMode   = 0o700
+	eventDirMode  = 0o755
+	perCPUDirMode = 0o750
 )
 
 // node is what a path names.
@@ -103,9 +125,12 @@ type node struct {
 	dir    bool
 	mode   fs.FileMode
 	f      *file  // what the file does (files.go); nil for directories
-	name   string // root file name, or the file name inside an event or system dir
+	name   string // root file name, or the file name inside an event, system or CPU dir
 	system string // for events/<system>[/<tp>]/...
 	ev     *Event // for events/<system>/<tp>/...
+	ftrace string // for events/ftrace/<ftrace>[/...]
+	perCPU bool   // for per_cpu/cpu<cpu>[/...]
+	cpu    int
 }
 
 // lookup resolves a path as the VFS walks it: "//" and "." are nothing,
@@ -117,47 +142,87 @@ func (f *FS) lookup(name string) (node, error) {
 		return node{dir: true, mode: fs.ModeDir | rootDirMode}, nil
 	}
 	parts := strings.Split(name, "/")
-	if len(parts) == 1 {
-		if fl, ok := rootFiles[parts[0]]; ok {
-			return node{mode: fl.mode, f: fl, name: parts[0]}, nil
-		}
-		if parts[0] == "events" {
-			return node{dir: true, mode: fs.ModeDir | eventDirMode, name: "events"}, nil
-		}
-		return node{}, notExist(name)
+	switch parts[0] {
+	case "events":
+		return f.lookupEvents(name, parts[1:])
+	case FilePerCPU:
+		return f.lookupPerCPU(name, parts[1:])
 	}
-	if parts[0] != "events" {
-		return node{}, notExist(name)
+	if fl, ok := rootFiles[parts[0]]; ok && len(parts) == 1 {
+		return node{mode: fl.mode, f: fl, name: parts[0]}, nil
 	}
-	if len(parts) == 2 {
-		if fl, ok := systemFiles[parts[1]]; ok && parts[1] == "enable" {
-			// events/enable: every system's events.
-			return node{mode: fl.mode, f: fl, name: parts[1]}, nil
-		}
-		if f.systemExists(parts[1]) {
-			return node{dir: true, mode: fs.ModeDir | eventDirMode, system: parts[1]}, nil
-		}
-		return node{}, notExist(name)
+	return node{}, notExist(name)
+}
+
+// lookupEvents resolves events/<parts...>.
+func (f *FS) lookupEvents(name string, parts []string) (node, error) {
+	if len(parts) == 0 {
+		return node{dir: true, mode: fs.ModeDir | eventDirMode, name: "events"}, nil
 	}
-	sys := parts[1]
+	if parts[0] == "ftrace" {
+		return lookupFtrace(name, parts[1:])
+	}
+	if fl, ok := eventsFiles[parts[0]]; ok && len(parts) == 1 {
+		return node{mode: fl.mode, f: fl, name: parts[0]}, nil
+	}
+	sys := parts[0]
 	if !f.systemExists(sys) {
 		return node{}, notExist(name)
 	}
-	if len(parts) == 3 {
-		if fl, ok := systemFiles[parts[2]]; ok {
-			return node{mode: fl.mode, f: fl, name: parts[2], system: sys}, nil
+	if len(parts) == 1 {
+		return node{dir: true, mode: fs.ModeDir | eventDirMode, system: sys}, nil
+	}
+	if len(parts) == 2 {
+		if fl, ok := systemFiles[parts[1]]; ok {
+			return node{mode: fl.mode, f: fl, name: parts[1], system: sys}, nil
 		}
-		if ev := f.s.lookupLocked(sys, parts[2]); ev != nil && ev.tp != "." && ev.tp != ".." {
+		if ev := f.s.lookupLocked(sys, parts[1]); ev != nil && ev.tp != "." && ev.tp != ".." {
 			return node{dir: true, mode: fs.ModeDir | eventDirMode, system: sys, ev: ev}, nil
 		}
 		return node{}, notExist(name)
 	}
-	ev := f.s.lookupLocked(sys, parts[2])
-	if len(parts) != 4 || ev == nil {
+	ev := f.s.lookupLocked(sys, parts[1])
+	if len(parts) != 3 || ev == nil {
 		return node{}, notExist(name)
 	}
-	if fl, ok := eventFiles[parts[3]]; ok {
-		return node{mode: fl.mode, f: fl, name: parts[3], system: sys, ev: ev}, nil
+	if fl, ok := eventFiles[parts[2]]; ok {
+		return node{mode: fl.mode, f: fl, name: parts[2], system: sys, ev: ev}, nil
+	}
+	return node{}, notExist(name)
+}
+
+// lookupFtrace resolves events/ftrace/<parts...>.
+func lookupFtrace(name string, parts []string) (node, error) {
+	switch {
+	case len(parts) == 0:
+		return node{dir: true, mode: fs.ModeDir | eventDirMode, name: "ftrace"}, nil
+	case !ftraceEvent(parts[0]):
+	case len(parts) == 1:
+		return node{dir: true, mode: fs.ModeDir | eventDirMode, ftrace: parts[0]}, nil
+	case len(parts) == 2:
+		if fl, ok := ftraceEventFiles(parts[0])[parts[1]]; ok {
+			return node{mode: fl.mode, f: fl, name: parts[1], ftrace: parts[0]}, nil
+		}
+	}
+	return node{}, notExist(name)
+}
+
+// lookupPerCPU resolves per_cpu/<parts...>: cpuN for each CPU of the
+// buffer, N in decimal as the kernel names it.
+func (f *FS) lookupPerCPU(name string, parts []string) (node, error) {
+	if len(parts) == 0 {
+		return node{dir: true, mode: fs.ModeDir | perCPUDirMode, name: FilePerCPU}, nil
+	}
+	n, ok := strings.CutPrefix(parts[0], "cpu")
+	cpu, err := strconv.Atoi(n)
+	if !ok || err != nil || cpu < 0 || cpu >= f.s.trace.ring.NumCPU() || strconv.Itoa(cpu) != n || len(parts) > 2 {
+		return node{}, notExist(name)
+	}
+	if len(parts) == 1 {
+		return node{dir: true, mode: fs.ModeDir | perCPUDirMode, perCPU: true, cpu: cpu}, nil
+	}
+	if fl, ok := perCPUFiles[parts[1]]; ok {
+		return node{mode: fl.mode, f: fl, name: parts[1], perCPU: true, cpu: cpu}, nil
 	}
 	return node{}, notExist(name)
 }
@@ -217,15 +282,27 @@ func (f *FS) ReadDir(name string) ([]DirEntry, error) {
 			out = append(out, DirEntry{ev.tp, fs.ModeDir | eventDirMode})
 		}
 		return out, nil
+	case n.ftrace != "":
+		out = entries(ftraceEventFiles(n.ftrace))
+	case n.name == "ftrace":
+		for _, ev := range ftraceEvents() {
+			out = append(out, DirEntry{ev, fs.ModeDir | eventDirMode})
+		}
+	case n.perCPU:
+		out = entries(perCPUFiles)
+	case n.name == FilePerCPU:
+		for cpu := range s.trace.ring.NumCPU() {
+			out = append(out, DirEntry{"cpu" + strconv.Itoa(cpu), fs.ModeDir | perCPUDirMode})
+		}
 	case n.name == "events":
-		out = append(out, DirEntry{"enable", systemFiles["enable"].mode})
+		out = append(entries(eventsFiles), DirEntry{"ftrace", fs.ModeDir | eventDirMode})
 		for _, sys := range []string{eventdef.System, eventdef.MultiSystem} {
 			if f.systemExists(sys) {
 				out = append(out, DirEntry{sys, fs.ModeDir | eventDirMode})
 			}
 		}
 	default:
-		out = append(entries(rootFiles), DirEntry{"events", fs.ModeDir | eventDirMode})
+		out = append(entries(rootFiles), DirEntry{"events", fs.ModeDir | eventDirMode}, DirEntry{FilePerCPU, fs.ModeDir | perCPUDirMode})
 	}
 	slices.SortFunc(out, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -267,6 +344,7 @@ type Handle struct {
 	closed  bool
 	text    *ftrace.TextReader // trace's text, made as it is read; its iterator makes resizing EBUSY while trace is open
 	pipe    *ftrace.Pipe       // trace_pipe's reader
+	raw     *rawReader         // trace_pipe_raw's reader
 }
 
 // Open opens a tracefs file with os.O_RDONLY, O_WRONLY or O_RDWR, and
@@ -294,20 +372,26 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 	}
 	h := &Handle{f: f, path: name, n: n, flags: flags, cred: cred}
 	if write && flags&os.O_TRUNC != 0 && n.f != nil && n.f.trunc != nil {
-		if err := n.f.trunc(s, cred); err != nil {
+		if err := n.f.trunc(f, n, cred); err != nil {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
 	}
 	read := flags&(os.O_WRONLY|os.O_RDWR) != os.O_WRONLY
+	cpu := -1
+	if n.perCPU {
+		cpu = n.cpu
+	}
 	switch {
 	case n.name == FileTrace && read:
-		h.text = s.trace.ring.NewTextReader(-1)
+		h.text = s.trace.ring.NewTextReader(cpu)
 	case n.name == FileTracePipe:
-		pipe, err := s.trace.openPipe(flags&unix.O_NONBLOCK != 0)
+		pipe, err := s.trace.ring.OpenPipe(cpu, flags&unix.O_NONBLOCK != 0)
 		if err != nil {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
 		h.pipe = pipe
+	case n.name == FileTracePipeRaw:
+		h.raw = newRawReader(s.trace, cpu)
 	}
 	return h, nil
 }
@@ -348,6 +432,9 @@ func (h *Handle) Close() error {
 	if h.pipe != nil {
 		h.pipe.Close()
 	}
+	if h.raw != nil {
+		h.raw.close()
+	}
 	return nil
 }
 
@@ -355,20 +442,35 @@ func (h *Handle) pathErr(op string, err error) error {
 	return &fs.PathError{Op: op, Path: h.path, Err: err}
 }
 
-// Read reads from the file. trace_pipe blocks until a record arrives (use
-// ReadContext to give up).
+// Read reads from the file. trace_pipe and trace_pipe_raw block until a
+// record arrives (use ReadContext to give up).
 func (h *Handle) Read(p []byte) (int, error) { return h.ReadContext(context.Background(), p) }
 
 // ReadContext is Read that gives up when ctx is done.
 func (h *Handle) ReadContext(ctx context.Context, p []byte) (int, error) {
+	return h.ReadStream(ctx, p, h.flags&unix.O_NONBLOCK != 0)
+}
+
+// ReadStream is ReadContext where nonblock is whether the file is
+// O_NONBLOCK now, which trace_pipe_raw asks at each read, as the kernel
+// reads f_flags (a caller may set it with fcntl after the open, as
+// trace-cmd does before its last reads); trace_pipe keeps what it was
+// opened with.
+func (h *Handle) ReadStream(ctx context.Context, p []byte, nonblock bool) (int, error) {
 	if h.flags&(os.O_WRONLY|os.O_RDWR) == os.O_WRONLY {
 		return 0, h.pathErr("read", unix.EBADF)
 	}
 	if h.n.dir {
 		return 0, h.pathErr("read", unix.EISDIR)
 	}
-	if h.pipe != nil {
-		n, err := h.pipe.Read(ctx, p)
+	if h.pipe != nil || h.raw != nil {
+		var n int
+		var err error
+		if h.pipe != nil {
+			n, err = h.pipe.Read(ctx, p)
+		} else {
+			n, err = h.raw.readRaw(ctx, p, nonblock)
+		}
 		if err != nil && err != io.EOF {
 			err = h.pathErr("read", err)
 		}
@@ -408,6 +510,9 @@ func (h *Handle) ReadContext(ctx context.Context, p []byte) (int, error) {
 		}
 		h.content, h.made = c, true
 	}
+	if h.off == 0 && h.n.f.whole && len(p) <= len(h.content) {
+		return 0, h.pathErr("read", fmt.Errorf("a read of %d bytes cannot take the %d of the text: %w", len(p), len(h.content), unix.EINVAL))
+	}
 	if h.off >= len(h.content) {
 		return 0, io.EOF
 	}
@@ -419,10 +524,10 @@ func (h *Handle) ReadContext(ctx context.Context, p []byte) (int, error) {
 // ReadAt reads at offset off, as pread(2) — or read(2) through a file
 // system that passes the file position, like FUSE — does on a seq_file:
 // reading at 0 makes the text anew, as a fresh open would, and other
-// offsets read the text made then. trace_pipe has no offsets: it reads on
-// (Pipe says which files are like it).
+// offsets read the text made then. trace_pipe and trace_pipe_raw have no
+// offsets: they read on (Pipe says which files are like them).
 func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
-	if h.pipe != nil {
+	if h.pipe != nil || h.raw != nil {
 		return h.Read(p)
 	}
 	if h.flags&(os.O_WRONLY|os.O_RDWR) == os.O_WRONLY {
@@ -466,6 +571,9 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 		}
 		h.content, h.made = c, true
 	}
+	if off == 0 && h.n.f.whole && len(p) <= len(h.content) {
+		return 0, h.pathErr("read", fmt.Errorf("a read of %d bytes cannot take the %d of the text: %w", len(p), len(h.content), unix.EINVAL))
+	}
 	if off >= int64(len(h.content)) {
 		return 0, io.EOF
 	}
@@ -477,33 +585,56 @@ func (h *Handle) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// Pipe reports whether the file is trace_pipe: read as a stream, each read
-// consuming what it returns, and blocking while there is nothing.
-func (h *Handle) Pipe() bool { return h.pipe != nil }
+// SplicePage returns the next page of trace_pipe_raw's CPU buffer as
+// splice(2) takes one: a page the writer has left, never part of the one
+// it is on; EAGAIN when there is none. Other files are ENOTTY.
+func (h *Handle) SplicePage() ([]byte, error) {
+	if h.raw == nil {
+		return nil, h.pathErr("splice", unix.ENOTTY)
+	}
+	page, err := h.raw.splicePage()
+	if err != nil {
+		return nil, h.pathErr("splice", err)
+	}
+	return page, nil
+}
+
+// Pipe reports whether the file is trace_pipe or trace_pipe_raw, of all
+// CPUs or one: read as a stream, each read consuming what it returns, and
+// blocking while there is nothing.
+func (h *Handle) Pipe() bool { return h.pipe != nil || h.raw != nil }
 
 // WaitRead returns once a read would not block (trace_pipe's: see
-// ftrace.Pipe.Wait; every other file's at once), with ctx's error if ctx
-// is done first, so that a server need not hold a buffer for a read that
-// waits.
-func (h *Handle) WaitRead(ctx context.Context) error {
-	if h.pipe == nil {
-		return nil
+// ftrace.Pipe.Wait; trace_pipe_raw's, unless nonblock: a record to read;
+// every other file's at once), with ctx's error if ctx is done first, so
+// that a server need not hold a buffer for a read that waits.
+func (h *Handle) WaitRead(ctx context.Context, nonblock bool) error {
+	var err error
+	switch {
+	case h.pipe != nil:
+		err = h.pipe.Wait(ctx)
+	case h.raw != nil:
+		err = h.raw.wait(ctx, nonblock)
 	}
-	if err := h.pipe.Wait(ctx); err != nil {
+	if err != nil {
 		return h.pathErr("read", err)
 	}
 	return nil
 }
 
 // Poll reports whether a read would return without blocking: always, but on
-// trace_pipe (tracing_poll_pipe) only when it has something to say. If it
-// has not and wake is non-nil, wake is called once, from another goroutine,
-// when that may have changed.
+// trace_pipe (tracing_poll_pipe) only when it has something to say, and on
+// trace_pipe_raw once buffer_percent of its CPU's buffer is filled
+// (tracing_buffers_poll). If it has not and wake is non-nil, wake is called
+// once, from another goroutine, when that may have changed.
 func (h *Handle) Poll(wake func()) bool {
-	if h.pipe == nil {
-		return true
+	switch {
+	case h.pipe != nil:
+		return h.pipe.Poll(wake)
+	case h.raw != nil:
+		return h.raw.poll(wake)
 	}
-	return h.pipe.Poll(wake)
+	return true
 }
 
 // content makes the text of a readable file.
@@ -569,6 +700,7 @@ func (h *Handle) Write(p []byte) (int, error) {
 	if closed {
 		return 0, h.pathErr("write", os.ErrClosed)
 	}
+	h.f.s.syncProcesses() // a write may change an event's state
 	n, err := h.f.write(h.n, p, h.cred)
 	if err != nil {
 		return n, h.pathErr("write", err)

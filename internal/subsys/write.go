@@ -145,7 +145,7 @@ func (f *File) write(w Writer, p payload, index uint32, total int, ts uint64, st
 	toFtrace := ev.ftrace.Load()
 	flt := ev.filter.Load()
 	ss := ev.sessions.Load()
-	ftraceTakes := toFtrace && f.s.trace.takes(size, flt != nil)
+	ftraceTakes := toFtrace && f.s.trace.takes(size, flt != nil, w.CPU)
 	sessionsTake := ss != nil && perfTakes(size)
 
 	// With the trace buffer the event's only consumer, the record is
@@ -294,7 +294,7 @@ func (f *File) WriteHead(w Writer, head []byte, total int) (int, error) {
 	}
 	size := eventdef.HeaderSize + total - 4
 	toFtrace, ss := ev.ftrace.Load(), ev.sessions.Load()
-	if toFtrace && f.s.trace.takes(size, ev.filter.Load() != nil) || ss != nil && perfTakes(size) {
+	if toFtrace && f.s.trace.takes(size, ev.filter.Load() != nil, w.CPU) || ss != nil && perfTakes(size) {
 		return 0, fmt.Errorf("write of %d bytes to %s: a consumer takes a record this long, and only %d bytes came: %w", total, ev.tp, len(head), unix.EMSGSIZE)
 	}
 	f.dropUntaken(ev, &w, 0, false, size, toFtrace, ss)

@@ -116,12 +116,19 @@ func GoldenPath() string { return filepath.Join(dir(), "testdata", "kernel.golde
 
 // Build compiles the C program into a static binary at out, as the VM and a
 // FUSE tree's test both need (the guest has no C library).
-func Build(out string) error {
+func Build(out string) error { return build(out, "-static") }
+
+// BuildDynamic compiles it linked against the machine's C library, so that
+// the loader preloads uetrace run's interposer into it.
+func BuildDynamic(out string) error { return build(out) }
+
+func build(out string, flags ...string) error {
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
 		return fmt.Errorf("building datacalls needs gcc and a static C library: apt-get install gcc libc6-dev (%w)", err)
 	}
-	cmd := exec.Command(gcc, "-static", "-O2", "-Wall", "-Werror", "-o", out, SourcePath())
+	args := append(flags, "-O2", "-Wall", "-Werror", "-o", out, SourcePath())
+	cmd := exec.Command(gcc, args...)
 	msg, err := cmd.CombinedOutput()
 	if err != nil {
 		hint := ""

@@ -18,9 +18,10 @@ type fuseDifference struct {
 	result, why string
 }
 
-func readFUSEDifferences(t *testing.T) map[string]fuseDifference {
+// readDifferences reads a list of rows answered otherwise than on Linux.
+func readDifferences(t *testing.T, name string) map[string]fuseDifference {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir(), "testdata", "fuse.differences"))
+	f, err := os.Open(filepath.Join(dir(), "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func readFUSEDifferences(t *testing.T) map[string]fuseDifference {
 		label, rest, ok1 := strings.Cut(line, ": ")
 		result, why, ok2 := strings.Cut(rest, " | ")
 		if !ok1 || !ok2 || why == "" {
-			t.Fatalf("fuse.differences: %q is not \"label: result | why\"", line)
+			t.Fatalf("%s: %q is not \"label: result | why\"", name, line)
 		}
 		out[label] = fuseDifference{result, why}
 	}
@@ -48,12 +49,29 @@ func readFUSEDifferences(t *testing.T) map[string]fuseDifference {
 // TestThroughFUSE runs datacalls unmodified under uetrace run, where
 // /sys/kernel/tracing is uetrace's FUSE tree, and compares every row with
 // what Linux 6.12 answered: the same, but for the rows fuse.differences lists
-// with their reasons.
+// with their reasons. The program is static: the loader preloads nothing
+// into it, and every call reaches the tree.
 func TestThroughFUSE(t *testing.T) {
+	compareRun(t, Build, "fuse.differences")
+}
+
+// TestThroughInterposer runs datacalls linked dynamically under uetrace
+// run, which preloads its interposer: the writes go through the daemon's
+// shared-memory rings, answered from the validation tables, and the rest
+// through FUSE. The rows must be Linux's but for those
+// interposer.differences lists — FUSE's own, less the 0-byte write, which
+// the interposer answers as Linux does.
+func TestThroughInterposer(t *testing.T) {
+	compareRun(t, BuildDynamic, "interposer.differences")
+}
+
+// compareRun builds datacalls with build, runs it under uetrace run --private
+// and compares its rows with the golden, less the differences listed.
+func compareRun(t *testing.T, build func(string) error, differences string) {
 	uetrace := vmtest.Uetrace(t) // root: datacalls checks root's answers
 	tmp := t.TempDir()
 	prog := filepath.Join(tmp, "datacalls")
-	if err := Build(prog); err != nil {
+	if err := build(prog); err != nil {
 		t.Skipf("no C toolchain: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -76,29 +94,29 @@ func TestThroughFUSE(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got) != len(want) {
-		t.Fatalf("%d rows through FUSE, %d in the golden:\n%s", len(got), len(want), strings.Join(Diff(want, got), "\n"))
+		t.Fatalf("%d rows, %d in the golden:\n%s", len(got), len(want), strings.Join(Diff(want, got), "\n"))
 	}
-	known := readFUSEDifferences(t)
+	known := readDifferences(t, differences)
 	same := 0
 	for i := range want {
 		if got[i].Label != want[i].Label {
-			t.Fatalf("row %d is %q through FUSE, %q on the kernel", i, got[i].Label, want[i].Label)
+			t.Fatalf("row %d is %q here, %q on the kernel", i, got[i].Label, want[i].Label)
 		}
 		d, listed := known[want[i].Label]
 		switch {
 		case got[i].Result == want[i].Result && listed:
-			t.Errorf("%s: now answered as Linux does (%s); take it out of fuse.differences", want[i].Label, got[i].Result)
+			t.Errorf("%s: now answered as Linux does (%s); take it out of %s", want[i].Label, got[i].Result, differences)
 		case got[i].Result == want[i].Result:
 			same++
 		case !listed:
-			t.Errorf("%s: %s through FUSE, %s on Linux", want[i].Label, got[i].Result, want[i].Result)
+			t.Errorf("%s: %s here, %s on Linux", want[i].Label, got[i].Result, want[i].Result)
 		case got[i].Result != d.result:
-			t.Errorf("%s: %s through FUSE, %s listed in fuse.differences (Linux: %s)", want[i].Label, got[i].Result, d.result, want[i].Result)
+			t.Errorf("%s: %s here, %s listed in %s (Linux: %s)", want[i].Label, got[i].Result, d.result, differences, want[i].Result)
 		}
 		delete(known, want[i].Label)
 	}
 	for label := range known {
-		t.Errorf("fuse.differences lists %s, which the golden does not have", label)
+		t.Errorf("%s lists %s, which the golden does not have", differences, label)
 	}
-	t.Logf("%d of %d rows as on Linux 6.12; %d differ as fuse.differences explains", same, len(want), len(want)-same)
+	t.Logf("%d of %d rows as on Linux 6.12; %d differ as %s explains", same, len(want), len(want)-same, differences)
 }

@@ -15,7 +15,7 @@
 # into OUTDIR/src, installs the uapi headers the machine's own headers lack
 # into OUTDIR/include (as the kernel's headers_install does), and compiles with
 # the flags of the selftests' Makefile and lib.mk plus -static, so the
-# binaries run in the test VM. The binaries are OUTDIR/abi_test,
+# binaries run in the test VM (or, with --dynamic, without it). The binaries are OUTDIR/abi_test,
 # OUTDIR/dyn_test, OUTDIR/ftrace_test, OUTDIR/perf_test and OUTDIR/example.
 #
 # A second run with the same tarball, compiler and script does nothing
@@ -24,20 +24,25 @@
 # Options:
 #   -s, --source FILE   the source tarball (default: $UETRACE_KERNEL_SOURCE,
 #                       else /usr/src/linux-source-6.12.tar.xz)
+#   -d, --dynamic       link against the machine's shared C library instead
+#                       (for uetrace run's interposer, which the loader
+#                       preloads only into dynamically linked programs)
 #   -h, --help          this text
 #
 # Needs (Debian): apt-get install -y linux-source-6.12 gcc libc6-dev xz-utils
 set -euo pipefail
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "selftests/build.sh: $*" >&2; exit 1; }
 
 source_tar="${UETRACE_KERNEL_SOURCE:-/usr/src/linux-source-6.12.tar.xz}"
 apt_line="apt-get install -y linux-source-6.12 gcc libc6-dev xz-utils"
 
+link=-static
 while [ $# -gt 0 ]; do
   case "$1" in
     -s|--source) [ $# -ge 2 ] || die "$1 needs an argument"; source_tar="$2"; shift 2 ;;
+    -d|--dynamic) link=; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     -*) die "unknown option $1 (see --help)" ;;
@@ -73,7 +78,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # A static link needs libc.a (libc6-dev), not only the shared libc.
 libc_a="$(gcc -print-file-name=libc.a)"
-[ -f "$libc_a" ] || die "gcc finds no libc.a for static linking; install it with:
+[ -n "$link" ] && [ ! -f "$libc_a" ] && die "gcc finds no libc.a for static linking; install it with:
   $apt_line"
 
 mkdir -p "$outdir"
@@ -85,7 +90,7 @@ script="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[
 # 150 MB of content), the compiler, and this script.
 stamp="$(printf '%s\n' \
   "source $(cd "$(dirname "$source_tar")" && pwd)/$(basename "$source_tar") $(stat -L -c '%s %Y' "$source_tar")" \
-  "gcc $(gcc -dumpfullversion) $(gcc -dumpmachine)" \
+  "gcc $(gcc -dumpfullversion) $(gcc -dumpmachine) ${link:-dynamic}" \
   "script $(sha256sum "$script" | cut -d' ' -f1)")"
 uptodate=true
 [ -f "$outdir/.stamp" ] && [ "$(cat "$outdir/.stamp")" = "$stamp" ] || uptodate=false
@@ -160,8 +165,8 @@ done
 # CFLAGS += -Wl,-no-as-needed -Wall -I<installed headers>.
 build() { # $1 = output name, rest = gcc arguments
   local out="$outdir/$1"; shift
-  echo ">> gcc -static -o $out"
-  gcc -static "$@" -o "$out.tmp" || die "compiling $(basename "$out") failed"
+  echo ">> gcc $link -o $out"
+  gcc $link "$@" -o "$out.tmp" || die "compiling $(basename "$out") failed"
   mv "$out.tmp" "$out"
 }
 for t in "${tests[@]}"; do

@@ -142,8 +142,7 @@ func ReadRun(out []byte) (*Run, error) {
 var exampleRecord = regexp.MustCompile(`(?m)^ +example-\d+ +\[\d+\] \S+ +\d+\.\d+: test: count=0x0 \(0\)$`)
 
 // Check reports how the run differs from what it must be, or nil: each
-// selftest as Binary.Check (onKernel allows the known kernel races; off the
-// kernel, a KernelOnly program need only run to its end), its
+// selftest as Binary.Check (onKernel allows the known kernel races), its
 // exit status the harness's (0 when nothing failed, else 1), and the example
 // registered, wrote a record that the trace shows, and was still running
 // when killed.
@@ -155,11 +154,7 @@ func (r *Run) Check(onKernel bool) error {
 			errs = append(errs, fmt.Errorf("%s: no output", b.Name))
 			continue
 		}
-		if !onKernel && b.KernelOnly != "" {
-			if err := res.Complete(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: incomplete output: %w", b.Name, err))
-			}
-		} else if err := b.Check(res, onKernel); err != nil {
+		if err := b.Check(res, onKernel); err != nil {
 			errs = append(errs, err)
 		}
 		want := 0

@@ -31,13 +31,9 @@ perf_test: pass:1 fail:1 xfail:0 xpass:0 skip:0 error:0; not passed: user.perf_e
 	if got := run.Summary(); got != want {
 		t.Errorf("Summary:\n%s\nwant\n%s", got, want)
 	}
-	// Off the kernel, the races are failures — but for perf_test, which
-	// can pass on the kernel alone (KernelOnly).
+	// Off the kernel, the races are failures, perf_test's too.
 	err = run.Check(false)
-	if err != nil && strings.Contains(err.Error(), "perf_empty_events") {
-		t.Errorf("Check off the kernel judges the KernelOnly perf_test: %v", err)
-	}
-	for _, name := range []string{"user.flags", "user.basic_types", "user.loc_types"} {
+	for _, name := range []string{"user.flags", "user.basic_types", "user.loc_types", "user.perf_empty_events"} {
 		if err == nil || !strings.Contains(err.Error(), name+": fail, want pass") {
 			t.Errorf("Check off the kernel does not fail %s: %v", name, err)
 		}

@@ -2,25 +2,33 @@ package usereventsreceiver
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/export"
+	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // BenchmarkReceiver is the receiver's own work per event, source apart:
-// mapping a plain event's sample, batching, unmarshalling the batch with
-// pdata and giving it to a pipeline (one that takes it and does nothing).
+// mapping a sample into pdata, batching (512) and giving the batches to
+// pipelines that take them and do nothing:
+//
+//   - plain: a plain user event of 3 fields (u32, s64, char[16]);
+//   - eventheader: an EventHeader event of 8 fields, a struct of 1, an
+//     array of 3, and activity ids;
+//   - commonschema: OpenTelemetry's Common Schema log records and spans
+//     (PartA, PartB, PartC with a JSON array and a struct).
 func BenchmarkReceiver(b *testing.B) {
 	def, err := eventdef.Parse("bench_ev u32 n; s64 v; char[16] s")
 	if err != nil {
 		b.Fatal(err)
 	}
-	ev, err := export.NewEvent("user_events", "bench_ev", []byte(def.Format("bench_ev", 1234)))
+	ev, err := perfdata.NewEvent("user_events", "bench_ev", []byte(def.Format("bench_ev", 1234)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -29,17 +37,40 @@ func BenchmarkReceiver(b *testing.B) {
 	binary.NativeEndian.PutUint32(raw[8:], 7)
 	binary.NativeEndian.PutUint64(raw[12:], 42)
 	copy(raw[20:], "hello, world")
-	r := newReceiver(receivertest.NewNopSettings(metadata.Type), createDefaultConfig(), func() {})
-	r.logs = consumertest.NewNop()
-	if r.mapper, err = export.NewMapper(export.MapperOptions{HostName: "h"}); err != nil {
-		b.Fatal(err)
+	te := newTestEvents(b)
+	eh := ehSamples(rand.New(rand.NewPCG(1, 2)))
+	n := len(eh)
+	for _, tc := range []struct {
+		name    string
+		samples []perfdata.Sample
+	}{
+		{"plain", []perfdata.Sample{{Event: ev, Wall: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw}}},
+		{"eventheader", samplesOf(te.eh, eh[n-32:n-12])},
+		{"commonschema", samplesOf(te.eh, eh[n-12:])},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := newReceiver(receivertest.NewNopSettings(metadata.Type), createDefaultConfig(), func() {})
+			r.logs, r.traces = consumertest.NewNop(), consumertest.NewNop()
+			r.mapper = newMapper("h", "", otlp.Scope{Name: metadata.ScopeName})
+			if r.obs, err = newObs(r); err != nil {
+				b.Fatal(err)
+			}
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				r.add(&tc.samples[i])
+				if i++; i == len(tc.samples) {
+					i = 0
+				}
+			}
+		})
 	}
-	if r.obs, err = newObs(r); err != nil {
-		b.Fatal(err)
+}
+
+func samplesOf(ev *perfdata.Event, raws [][]byte) []perfdata.Sample {
+	var out []perfdata.Sample
+	for _, raw := range raws {
+		out = append(out, perfdata.Sample{Event: ev, Wall: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw})
 	}
-	s := export.Sample{Event: ev, Time: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw}
-	b.ReportAllocs()
-	for b.Loop() {
-		r.add(&s)
-	}
+	return out
 }

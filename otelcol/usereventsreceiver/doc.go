@@ -4,8 +4,10 @@
 // kernel has no user_events — and gives them to the Collector's pipelines
 // as the telemetry they were made from.
 //
-// The mapping is uetrace export's (package export's Mapper), so the
-// receiver and `uetrace export` send the same thing:
+// The mapping is uetrace export's (package export's Encoder), written
+// straight into pdata (pdataWriter) where export writes OTLP protobuf, so
+// the receiver and `uetrace export` send the same thing
+// (TestPdataSameAsOTLP):
 //
 //   - a Common Schema log record (OpenTelemetry's Rust and C++ user_events
 //     log exporters', uetrace's ehotel) → the LogRecord it was: time,
@@ -35,7 +37,9 @@
 // commonschema.go, says it in detail): the resource is the process's (the
 // SDK's other resource attributes are not written by the user_events
 // exporters), and a span's or log's instrumentation scope is this
-// receiver's.
+// receiver's. What differs from uetrace export: a key an event gives
+// twice in one record or map is one attribute here, of the last value
+// (pdata's maps hold a value a key), where export sends both.
 package usereventsreceiver
 
 //go:generate mdatagen metadata.yaml

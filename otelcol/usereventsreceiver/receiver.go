@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // format is the obsreport's name for what the receiver reads.
@@ -48,9 +50,9 @@ type eventsReceiver struct {
 	src     *live.Source
 	obs     *receiverhelper.ObsReport
 	ticker  *time.Ticker
-	lost    uint64 // records lost that were logged
-	mu      sync.Mutex
-	mapper  *export.Mapper
+	lost    uint64     // records lost that were logged
+	mu      sync.Mutex // guards mapper
+	mapper  *mapper
 	flushMu sync.Mutex // one flush consumes at a time, in order
 }
 
@@ -81,11 +83,11 @@ func (r *eventsReceiver) start() error {
 	if err != nil {
 		return err
 	}
-	r.mapper, err = export.NewMapper(export.MapperOptions{ServiceName: r.cfg.ServiceName,
-		Scope: otlp.Scope{Name: metadata.ScopeName, Version: r.set.BuildInfo.Version}})
+	host, err := os.Hostname()
 	if err != nil {
 		return fmt.Errorf("host name for host.name: %w", err)
 	}
+	r.mapper = newMapper(host, r.cfg.ServiceName, otlp.Scope{Name: metadata.ScopeName, Version: r.set.BuildInfo.Version})
 	log := r.set.Logger
 	opts := record.Options{Events: r.cfg.Events, BufferKB: r.cfg.BufferKB, NoFollow: r.cfg.NoFollow}
 	r.src, err = live.Open(live.Where{Source: b, Socket: r.cfg.Socket, Tracefs: r.cfg.Tracefs}, opts, r.add,
@@ -128,10 +130,10 @@ func newObs(r *eventsReceiver) (*receiverhelper.ObsReport, error) {
 
 // add maps a sample; a full batch goes to the pipelines at once. It runs
 // on the source's goroutine.
-func (r *eventsReceiver) add(s *export.Sample) {
+func (r *eventsReceiver) add(s *perfdata.Sample) {
 	r.mu.Lock()
-	r.mapper.Add(s, uint64(time.Now().UnixNano()))
-	full := r.mapper.Len() >= r.cfg.BatchSize
+	r.mapper.add(s, uint64(time.Now().UnixNano()))
+	full := r.mapper.b.n >= r.cfg.BatchSize
 	r.mu.Unlock()
 	if full {
 		r.flush(context.Background())
@@ -166,57 +168,28 @@ func (r *eventsReceiver) logLost() {
 	}
 }
 
-// flush gives what is batched to the pipelines: a request per signal,
-// unmarshalled by pdata.
+// flush gives what is batched to the pipelines: the logs and spans as
+// the mapping wrote them in pdata, the otlp_metrics requests read by
+// pdata.
 func (r *eventsReceiver) flush(ctx context.Context) {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 	r.mu.Lock()
-	if r.mapper.Len() == 0 {
+	if r.mapper.b.n == 0 {
 		r.mu.Unlock()
 		return
 	}
-	var reqs [3][]byte
-	var counts [3]int
-	var metricReqs [][]byte
-	for sig := otlp.Logs; sig <= otlp.Metrics; sig++ {
-		if counts[sig] = r.mapper.Count(sig); counts[sig] > 0 {
-			reqs[sig] = r.mapper.AppendRequest(nil, sig)
-		}
-	}
-	if counts[otlp.Metrics] > 0 {
-		// Each record's request, in the copy AppendRequest made: the
-		// mapper's memory is the next batch's once mu is let go.
-		joined, off := reqs[otlp.Metrics], 0
-		r.mapper.MetricsRequests(func(req []byte) {
-			metricReqs = append(metricReqs, joined[off:off+len(req):off+len(req)])
-			off += len(req)
-		})
-	}
-	r.mapper.Reset()
+	b := r.mapper.take()
 	r.mu.Unlock()
-	if counts[otlp.Logs] > 0 {
-		r.consumeLogs(ctx, reqs[otlp.Logs], counts[otlp.Logs])
+	if b.count[otlp.Logs] > 0 {
+		r.deliverLogs(ctx, b.logs)
 	}
-	if counts[otlp.Traces] > 0 {
-		r.consumeTraces(ctx, reqs[otlp.Traces], counts[otlp.Traces])
+	if b.count[otlp.Traces] > 0 {
+		r.deliverTraces(ctx, b.traces)
 	}
-	if counts[otlp.Metrics] > 0 {
-		r.consumeMetrics(ctx, metricReqs)
+	if b.count[otlp.Metrics] > 0 {
+		r.consumeMetrics(ctx, b.metrics)
 	}
-}
-
-func (r *eventsReceiver) consumeLogs(ctx context.Context, req []byte, n int) {
-	var u plog.ProtoUnmarshaler
-	ld, err := u.UnmarshalLogs(req)
-	if err != nil {
-		// The mapping wrote it: this is uetrace's bug, not the client's.
-		r.set.Logger.Error("userevents receiver: a mapped logs request does not parse", zap.Error(err), zap.Int("records", n))
-		ctx = r.obs.StartLogsOp(ctx)
-		r.obs.EndLogsOp(ctx, format, n, err)
-		return
-	}
-	r.deliverLogs(ctx, ld)
 }
 
 func (r *eventsReceiver) deliverLogs(ctx context.Context, ld plog.Logs) {
@@ -232,19 +205,11 @@ func (r *eventsReceiver) deliverLogs(ctx context.Context, ld plog.Logs) {
 	}
 }
 
-func (r *eventsReceiver) consumeTraces(ctx context.Context, req []byte, n int) {
-	var u ptrace.ProtoUnmarshaler
-	td, err := u.UnmarshalTraces(req)
-	if err == nil {
-		n = td.SpanCount()
-	}
+func (r *eventsReceiver) deliverTraces(ctx context.Context, td ptrace.Traces) {
+	n := td.SpanCount()
 	ctx = r.obs.StartTracesOp(ctx)
-	switch {
-	case err != nil:
-		r.set.Logger.Error("userevents receiver: a mapped traces request does not parse", zap.Error(err), zap.Int("spans", n))
-	case r.traces == nil:
-		err = errNoPipeline
-	default:
+	err := errNoPipeline
+	if r.traces != nil {
 		err = r.traces.ConsumeTraces(ctx, td)
 	}
 	r.obs.EndTracesOp(ctx, format, n, err)

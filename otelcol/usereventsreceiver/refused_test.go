@@ -13,8 +13,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/uetrace/uetrace/eventdef"
-	"github.com/uetrace/uetrace/internal/export"
+	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
+	"github.com/uetrace/uetrace/perfdata"
 )
 
 // TestRefusedCounted: items a pipeline refuses, and items of a signal no
@@ -28,9 +29,7 @@ func TestRefusedCounted(t *testing.T) {
 	r := newReceiver(set, createDefaultConfig(), func() {})
 	r.logs = consumertest.NewErr(errors.New("the pipeline is full"))
 	var err error
-	if r.mapper, err = export.NewMapper(export.MapperOptions{HostName: "h"}); err != nil {
-		t.Fatal(err)
-	}
+	r.mapper = newMapper("h", "", otlp.Scope{Name: metadata.ScopeName})
 	if r.obs, err = newObs(r); err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +37,14 @@ func TestRefusedCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := export.NewEvent("user_events", "refused_ev", []byte(def.Format("refused_ev", 7)))
+	ev, err := perfdata.NewEvent("user_events", "refused_ev", []byte(def.Format("refused_ev", 7)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw := make([]byte, 12)
 	binary.NativeEndian.PutUint16(raw, 7)
 	for range 3 {
-		r.add(&export.Sample{Event: ev, Time: 1, PID: 1, TID: 1, Raw: raw})
+		r.add(&perfdata.Sample{Event: ev, Wall: 1, PID: 1, TID: 1, Raw: raw})
 	}
 	r.flush(context.Background())
 

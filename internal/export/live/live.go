@@ -1,6 +1,6 @@
 // Package live takes trace events as they happen, from the kernel's perf
 // events or from a uetrace daemon's session (package record), and gives
-// them as export.Samples with wall-clock times: the live source of
+// them as perfdata.Samples with wall-clock times: the live source of
 // `uetrace export` and of the Collector's userevents receiver. It also
 // opens the recordings of `uetrace record` and `uetrace top`, so that all
 // of them choose their source the same way.
@@ -15,13 +15,12 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
-	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -98,41 +97,18 @@ type Source struct {
 // (its Sink and ClockMonotonic are Open's). sink is called with each
 // sample, on Run's goroutine; the sample and its Raw are valid only
 // during the call. notify, when set, hears what the user should know (an
-// event whose format does not parse: its samples go on undecoded).
+// event whose format does not parse: its samples go on undecoded), unless
+// opts.Notify is set.
 //
 // Times: the daemon's samples are CLOCK_MONOTONIC, and the kernel's are
-// made so (use_clockid); the wall clock's offset is read once, here.
-func Open(w Where, opts record.Options, sink func(*export.Sample), notify func(string)) (*Source, error) {
-	if notify == nil {
-		notify = func(string) {}
-	}
-	var mono unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
-	offset := time.Now().UnixNano() - mono.Nano()
-	events := make(map[*record.SampleEvent]*export.Event)
-	var s export.Sample
+// made so (use_clockid); a sample's Wall is its wall-clock time, by the
+// clocks' offset read when the recording is made (record.Options).
+func Open(w Where, opts record.Options, sink func(*perfdata.Sample), notify func(string)) (*Source, error) {
 	opts.ClockMonotonic = true
 	if opts.Notify == nil {
 		opts.Notify = notify
 	}
-	opts.Sink = func(rs *record.Sample) {
-		ev := events[rs.Event]
-		if ev == nil {
-			var err error
-			if ev, err = export.NewEvent(rs.Event.System, rs.Event.Name, rs.Event.Format); err != nil {
-				notify(err.Error())
-				ev, _ = export.NewEvent(rs.Event.System, rs.Event.Name, nil)
-			}
-			events[rs.Event] = ev
-		}
-		comm := rs.ProcessComm
-		if comm == "" {
-			comm = rs.Comm
-		}
-		s = export.Sample{Event: ev, PID: rs.PID, TID: rs.TID, CPU: rs.CPU, Comm: comm, Raw: rs.Raw,
-			Time: uint64(int64(rs.Time) + offset)}
-		sink(&s)
-	}
+	opts.Sink = sink
 	rec, closeBackend, err := OpenRecorder(w, nil, opts)
 	if err != nil {
 		return nil, err

@@ -12,16 +12,16 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
-	"github.com/uetrace/uetrace/internal/export"
 	"github.com/uetrace/uetrace/internal/export/live"
 	"github.com/uetrace/uetrace/internal/record"
+	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/userevents"
 )
 
 // TestOpenErrors: a source that cannot be is an error saying why, with
 // its errno.
 func TestOpenErrors(t *testing.T) {
-	sink := func(*export.Sample) {}
+	sink := func(*perfdata.Sample) {}
 	if _, err := live.Open(live.Where{Source: userevents.Other}, record.Options{}, sink, nil); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("inprocess: %v, want EINVAL", err)
 	}
@@ -33,7 +33,7 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-// TestDaemonSamples: a daemon's events come as export.Samples with the
+// TestDaemonSamples: a daemon's events come as perfdata.Samples with the
 // event's format, the writer's pid and a wall-clock time.
 func TestDaemonSamples(t *testing.T) {
 	sock := daemontest.Start(t, daemon.Config{})
@@ -49,11 +49,11 @@ func TestDaemonSamples(t *testing.T) {
 	defer ev.Close()
 	var (
 		mu  sync.Mutex
-		got []export.Sample
+		got []perfdata.Sample
 	)
 	before := uint64(time.Now().UnixNano())
 	src, err := live.Open(live.Where{Source: userevents.Daemon, Socket: sock}, record.Options{Events: []string{"live_test"}},
-		func(s *export.Sample) {
+		func(s *perfdata.Sample) {
 			mu.Lock()
 			c := *s
 			c.Raw = append([]byte(nil), s.Raw...)
@@ -96,8 +96,8 @@ func TestDaemonSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := got[0]
-	if s.Event.System != "user_events" || s.Event.Name != "live_test" || s.PID != uint32(unix.Getpid()) || s.Time < before {
-		t.Errorf("sample: event %s:%s pid %d time %d (before %d); want user_events:live_test, pid %d, a wall-clock time",
-			s.Event.System, s.Event.Name, s.PID, s.Time, before, unix.Getpid())
+	if s.Event.System != "user_events" || s.Event.Name != "live_test" || s.Event.Format == nil || s.PID != uint32(unix.Getpid()) || s.Wall < before {
+		t.Errorf("sample: event %s:%s (format %v) pid %d wall-clock time %d (before %d); want user_events:live_test with its format, pid %d, a wall-clock time",
+			s.Event.System, s.Event.Name, s.Event.Format != nil, s.PID, s.Wall, before, unix.Getpid())
 	}
 }

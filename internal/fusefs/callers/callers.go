@@ -31,9 +31,12 @@
 //
 //   - The kernel copies the enablers inside fork. Here the copy comes after
 //     the fact (milliseconds with Follow, the child's first call without):
-//     Process.Sync then writes the bits with the events' state of now, but
-//     until the copy an event's change does not reach the child's memory.
-//     Without Follow a child that never calls keeps the bits of its fork.
+//     Process.Sync then writes the bits with the events' state of now. With
+//     Follow, every change of an event's state first applies the fork
+//     events the kernel queued before it (Sync, a subsys sync hook), so a
+//     change made after a fork reaches the child, as in the kernel; without
+//     Follow a change before the child's first call does not, and a child
+//     that never calls keeps the bits of its fork.
 //   - Without Follow, an exec'd process's enablers (and their event
 //     references) are released at its next Get, at its exit, or at Resync,
 //     not at the exec.
@@ -99,6 +102,8 @@ type Callers struct {
 	closed   bool
 	listener *procevents.Listener
 	follow   sync.WaitGroup
+	readMu   sync.Mutex          // held while events are read and applied (catchUp)
+	unhook   func()              // takes Sync out of the subsystem's sync hooks
 	allow    func(pid int) error // who may be reached (SetAccess), or nil
 }
 
@@ -169,7 +174,9 @@ func (sp *space) isReleased() bool {
 
 // New returns an empty set of callers of s.
 func New(s *subsys.Subsystem) *Callers {
-	return &Callers{s: s, procs: make(map[int]*proc)}
+	cs := &Callers{s: s, procs: make(map[int]*proc)}
+	cs.unhook = s.AddSyncHook(cs.Sync)
+	return cs
 }
 
 // SetAccess makes allow decide, for every process before its memory is
@@ -359,11 +366,35 @@ func (cs *Callers) Follow() error {
 	return nil
 }
 
-// run reads process events until the listener is closed.
+// run reads process events until the listener is closed: it waits for a
+// datagram without holding anything, then takes what is queued (catchUp),
+// so that Sync, which takes the same lock, returns only once every event
+// queued before it is applied.
 func (cs *Callers) run(l *procevents.Listener) {
 	defer cs.follow.Done()
 	for {
-		evs, err := l.Read()
+		if err := l.Wait(); err != nil {
+			cs.mu.Lock()
+			if !cs.closed {
+				// The socket failed: fall back to lazy checks.
+				cs.stats.Failures++
+			}
+			cs.mu.Unlock()
+			return
+		}
+		if !cs.catchUp(l) {
+			return
+		}
+	}
+}
+
+// catchUp applies every event the kernel has queued on l; false when the
+// socket failed (lazy checks from then on).
+func (cs *Callers) catchUp(l *procevents.Listener) bool {
+	cs.readMu.Lock()
+	defer cs.readMu.Unlock()
+	for {
+		evs, ok, err := l.ReadNow()
 		if errors.Is(err, procevents.ErrOverrun) {
 			cs.mu.Lock()
 			cs.stats.Overruns++
@@ -374,13 +405,30 @@ func (cs *Callers) run(l *procevents.Listener) {
 		if err != nil {
 			cs.mu.Lock()
 			if !cs.closed {
-				// The socket failed: fall back to lazy checks.
 				cs.stats.Failures++
 			}
 			cs.mu.Unlock()
-			return
+			return false
+		}
+		if !ok {
+			return true
 		}
 		cs.apply(evs)
+	}
+}
+
+// Sync applies the process events the kernel has sent so far, with Follow:
+// a fork that happened before the call has been copied when it returns. The
+// subsystem calls it before it changes an event's state (subsys.SyncHook),
+// so that a child that forked and then enabled an event, as the kernel's
+// abi_test does, finds its own bit set — the kernel copies enablers inside
+// fork. Without Follow it does nothing.
+func (cs *Callers) Sync() {
+	cs.mu.Lock()
+	l := cs.listener
+	cs.mu.Unlock()
+	if l != nil {
+		cs.catchUp(l)
 	}
 }
 
@@ -459,6 +507,7 @@ func (cs *Callers) Close() error {
 	}
 	cs.closed = true
 	l := cs.listener
+	cs.unhook()
 	for _, pr := range cs.procs {
 		cs.drop(pr)
 	}

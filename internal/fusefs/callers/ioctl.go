@@ -64,16 +64,8 @@ func Register(f *subsys.File, c *Caller, cred subsys.Cred, arg uint64) (int32, e
 		// The kernel reads the name after its checks of the struct;
 		// reading it first changes nothing, as subsys decides in the
 		// kernel's order which error comes first.
-		nameArgs := binary.NativeEndian.Uint64(reg[16:])
-		name, err := c.Mem.ReadString(nameArgs, eventdef.MaxCommandLen+1)
-		switch {
-		case err == nil, errors.Is(err, procmem.ErrNoNUL):
-			// No NUL within MAX_EVENT_DESC bytes: subsys's EINVAL.
-			a.Name = name
-		case errors.Is(err, unix.EFAULT):
-			a.NameFault = true
-		default:
-			return 0, fmt.Errorf("register: %w", err)
+		if err := readName(c, binary.NativeEndian.Uint64(reg[16:]), &a); err != nil {
+			return 0, err
 		}
 	}
 	idx, err := f.Register(c.Process, cred, a)
@@ -93,6 +85,23 @@ func Register(f *subsys.File, c *Caller, cred subsys.Cred, arg uint64) (int32, e
 		c.cs.mu.Unlock()
 	}
 	return int32(idx), nil
+}
+
+// readName reads the command at nameArgs into a as strndup_user(name_args,
+// MAX_EVENT_DESC) would: no NUL within 512 bytes is subsys's EINVAL (the
+// bytes read), memory that cannot be read its EFAULT (NameFault). Only the
+// process's vanishing is an error here.
+func readName(c *Caller, nameArgs uint64, a *subsys.RegisterArgs) error {
+	name, err := c.Mem.ReadString(nameArgs, eventdef.MaxCommandLen+1)
+	switch {
+	case err == nil, errors.Is(err, procmem.ErrNoNUL):
+		a.Name = name
+	case errors.Is(err, unix.EFAULT):
+		a.NameFault = true
+	default:
+		return fmt.Errorf("register: %w", err)
+	}
+	return nil
 }
 
 // Unregister is DIAG_IOCSUNREG by caller c on f with argument arg: struct
@@ -119,4 +128,40 @@ func Delete(f *subsys.File, c *Caller, cred subsys.Cred, arg uint64) error {
 		return fmt.Errorf("delete: %w", err)
 	}
 	return f.Delete(name, cred)
+}
+
+// RegisterV10 is DIAG_IOCSREG of the v10 ABI (subsys.RegisterV10) by
+// caller c on f, when the struct at arg says it is 24 bytes long — a size
+// today's ABI refuses (EINVAL): v10 reports false for any other, which is
+// Register's to answer. It reads the struct and the name as Register
+// does, and stores status_index and write_index in the caller's struct, a
+// failure of those stores ignored as Linux ignored put_user's. Only a tree
+// serving the v10 ABI (fusefs.Options.V10) calls it.
+func RegisterV10(f *subsys.File, c *Caller, cred subsys.Cred, arg uint64) (v10 bool, err error) {
+	reg, err := readStruct(c, arg)
+	if err != nil {
+		return true, fmt.Errorf("register: %w", err)
+	}
+	if len(reg) < 4 || binary.NativeEndian.Uint32(reg) != subsys.V10RegSize {
+		return false, nil
+	}
+	a := subsys.RegisterArgs{Reg: reg}
+	if len(reg) >= subsys.V10RegSize {
+		if err := readName(c, binary.NativeEndian.Uint64(reg[8:]), &a); err != nil {
+			return true, err
+		}
+	}
+	wi, si, err := f.RegisterV10(cred, a)
+	if err != nil {
+		return true, err
+	}
+	var out [8]byte
+	binary.NativeEndian.PutUint32(out[:], si)
+	binary.NativeEndian.PutUint32(out[4:], wi)
+	if _, err := c.Mem.WriteAt(out[:], arg+16); err != nil && c.cs != nil {
+		c.cs.mu.Lock()
+		c.cs.stats.WriteIndexFaults++
+		c.cs.mu.Unlock()
+	}
+	return true, nil
 }

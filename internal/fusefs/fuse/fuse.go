@@ -39,8 +39,13 @@ type FileSystem interface {
 }
 
 // Attr is what Stat tells of a node. Nlink 0 is reported as 1 (2 for a
-// directory). The inode number is the server's node ID.
+// directory). The inode number (st_ino) is Ino, or the server's node ID when
+// Ino is 0: a node ID changes when the kernel forgets a node and looks its
+// path up again, so a file that programs must recognise by what it is —
+// st_dev and st_ino, as the interposer recognises user_events_data — gives
+// an Ino of its own, fixed for the life of the mount.
 type Attr struct {
+	Ino      uint64
 	Mode     uint32 // S_IFREG|0644 ...
 	Size     uint64
 	Nlink    uint32
@@ -59,6 +64,10 @@ type Request struct {
 	Unique   uint64
 	Pid      uint32 // the calling thread's id as FUSE reports it (the tid, in the server's pid namespace)
 	Uid, Gid uint32
+	// Flags, in a READ, are the file's flags as they are at the read
+	// (fuse_read_args_fill passes f_flags): O_NONBLOCK set with fcntl
+	// after the open shows here.
+	Flags uint32
 
 	// An inline write's claim (see Commit), nil for any other request.
 	claim *atomic.Uint64
@@ -131,6 +140,24 @@ type Streamer interface {
 	Stream() bool
 }
 
+// Backed is a Handle whose mmap(2) is another file's: a memfd the server
+// shares with the callers, mapped in place (FUSE passthrough, Linux 6.9 and
+// later). Its reads, writes, ioctls and polls still reach the Handle
+// (FOPEN_DIRECT_IO overrides passthrough for read and write); only mmap goes
+// to the backing file, as a mapping of that file. It needs
+// Options.Passthrough, and CAP_SYS_ADMIN in the initial user namespace
+// (the kernel's FUSE_DEV_IOC_BACKING_OPEN); without either the open fails
+// (EOPNOTSUPP, EPERM) and the Handle is released.
+//
+// Linux keeps one backing file per inode: every open of a path whose
+// handles are Backed must give the same file, or the open fails (EIO), so
+// a server gives each backing file a path of its own.
+type Backed interface {
+	// Backing returns the descriptor of the file mmap maps (it stays the
+	// handle's; the server duplicates what it needs).
+	Backing() int
+}
+
 // Options of a connection.
 type Options struct {
 	FSName     string // shown in mountinfo's source field; "uetrace" when empty
@@ -141,8 +168,13 @@ type Options struct {
 	// connection's name in fusectl, for Abort. 0: unknown, and Abort
 	// cannot abort (Unmount still ends the connection by closing the
 	// device). Mount learns it itself.
-	Dev   uint64
-	Debug func(format string, args ...any)
+	Dev uint64
+	// Passthrough asks the kernel for FUSE passthrough at INIT, so that
+	// Backed handles can be opened (Conn.Passthrough says whether it was
+	// granted). It makes the mount's stacking depth 1 (another stacked
+	// file system may still sit on it, as on any FUSE mount).
+	Passthrough bool
+	Debug       func(format string, args ...any)
 }
 
 const defaultMaxWrite = 1 << 20
@@ -172,6 +204,7 @@ type Conn struct {
 	inflight  map[uint64]*inflight
 	maxUnique uint64
 	inited    bool
+	passthru  bool // FUSE_PASSTHROUGH granted at INIT
 
 	devNum   atomic.Uint64
 	handlers sync.WaitGroup
@@ -423,6 +456,15 @@ func (c *Conn) Abort() error {
 		return fmt.Errorf("fuse: abort: %w", err)
 	}
 	return nil
+}
+
+// Passthrough reports whether the kernel granted FUSE passthrough at INIT
+// (Options.Passthrough, a kernel with CONFIG_FUSE_PASSTHROUGH, 6.9 or
+// later): whether Backed handles can be opened at all.
+func (c *Conn) Passthrough() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.passthru
 }
 
 // Dev is the mount's st_dev (its minor is the connection number): found by

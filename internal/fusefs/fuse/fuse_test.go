@@ -67,6 +67,7 @@ type testFile struct {
 	poll     bool
 	ready    bool
 	wake     func()
+	ino      uint64 // Attr.Ino: 0 for the node ID
 	// inline: writes are answered inline (InlineWriter); a write of
 	// "stall" waits for stall to be closed, then says what Commit said
 	// on commits.
@@ -85,7 +86,7 @@ func newTestFS() *testFS {
 		files: map[string]*testFile{
 			"":          {mode: unix.S_IFDIR | 0o755},
 			"hello":     {mode: unix.S_IFREG | 0o444, data: []byte("hello world\n")},
-			"big":       {mode: unix.S_IFREG | 0o444, data: big},
+			"big":       {mode: unix.S_IFREG | 0o444, data: big, ino: fixedIno},
 			"rw":        {mode: unix.S_IFREG | 0o666, data: []byte("initial\n")},
 			"pipe":      {mode: unix.S_IFREG | 0o666, pipe: true, ch: make(chan struct{})},
 			"slowfail":  {mode: unix.S_IFREG | 0o666, slowFail: true},
@@ -128,7 +129,7 @@ func (f *testFS) Stat(ctx context.Context, path string) (Attr, error) {
 	if !ok {
 		return Attr{}, unix.ENOENT
 	}
-	return Attr{Mode: file.mode, Size: uint64(len(file.data)), Mtime: time.Unix(1700000000, 5)}, nil
+	return Attr{Ino: file.ino, Mode: file.mode, Size: uint64(len(file.data)), Mtime: time.Unix(1700000000, 5)}, nil
 }
 
 func (f *testFS) ReadDir(ctx context.Context, path string) ([]DirEntry, error) {
@@ -294,12 +295,18 @@ func (f *testFS) makeReady() {
 // (abort, then detach) before the directory is removed.
 func mountTest(t *testing.T, fs FileSystem) (*Conn, string) {
 	t.Helper()
+	return mountTestOpts(t, fs, Options{FSName: "uetrace-test", Debug: debugf()})
+}
+
+// mountTestOpts is mountTest with the connection's options.
+func mountTestOpts(t *testing.T, fs FileSystem, o Options) (*Conn, string) {
+	t.Helper()
 	testutil.NeedFUSE(t, "mounts a FUSE filesystem")
 	dir := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Mount(dir, fs, Options{FSName: "uetrace-test", Debug: debugf()})
+	c, err := Mount(dir, fs, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,6 +459,32 @@ func TestStatAndReadDir(t *testing.T) {
 	}
 	if out := mustRun(t, "stat", "-f", "-c", "%S", dir); strings.TrimSpace(out) != "4096" {
 		t.Errorf("statfs block size %q", out)
+	}
+}
+
+// fixedIno is the test tree's Attr.Ino for big.
+const fixedIno = 0x75657464
+
+// TestIno: a file with an Attr.Ino has it as st_ino, in stat and in a
+// descriptor's fstat, however often it is looked up; the others have
+// their node IDs, none of them it.
+func TestIno(t *testing.T) {
+	fs := newTestFS()
+	_, dir := mountTest(t, fs)
+	for range 2 {
+		got := strings.TrimSpace(mustRun(t, "stat", "-c", "%i", filepath.Join(dir, "big")))
+		if got != strconv.Itoa(fixedIno) {
+			t.Errorf("st_ino of big: %s, want %d", got, fixedIno)
+		}
+	}
+	// fstat of an open descriptor: the shell's stat -L of /dev/stdin.
+	got := strings.TrimSpace(mustRun(t, "sh", "-c", "stat -L -c %i /dev/stdin < "+filepath.Join(dir, "big")))
+	if got != strconv.Itoa(fixedIno) {
+		t.Errorf("fstat's st_ino of an open big: %s, want %d", got, fixedIno)
+	}
+	other := strings.TrimSpace(mustRun(t, "stat", "-c", "%i", filepath.Join(dir, "hello")))
+	if other == strconv.Itoa(fixedIno) || other == "0" {
+		t.Errorf("st_ino of hello: %s, want its node ID", other)
 	}
 }
 

@@ -86,6 +86,10 @@ const (
 	initBigWrites     = 1 << 5
 	initWritebackCach = 1 << 16
 	initMaxPages      = 1 << 22
+	initInitExt       = 1 << 30 // flags2 is there
+
+	// flags2 (bits 32..63 of the 64-bit flags)
+	init2Passthrough = 1 << (37 - 32)
 )
 
 // Other flags.
@@ -93,6 +97,7 @@ const (
 	fopenDirectIO    = 1 << 0
 	fopenNonseekable = 1 << 2
 	fopenStream      = 1 << 4
+	fopenPassthrough = 1 << 7
 
 	ioctlUnrestricted = 1 << 1
 
@@ -332,7 +337,7 @@ func cString(b []byte) (string, bool) {
 	return "", false
 }
 
-// putAttr writes struct fuse_attr.
+// putAttr writes struct fuse_attr of node ino: its st_ino unless a.Ino is set.
 func putAttr(b []byte, ino uint64, a Attr) {
 	sec, nsec := uint64(0), uint32(0)
 	if !a.Mtime.IsZero() {
@@ -344,6 +349,9 @@ func putAttr(b []byte, ino uint64, a Attr) {
 		if a.Mode&sIFMT == sIFDIR {
 			nlink = 2
 		}
+	}
+	if a.Ino != 0 {
+		ino = a.Ino
 	}
 	le.PutUint64(b[0:], ino)
 	le.PutUint64(b[8:], a.Size)

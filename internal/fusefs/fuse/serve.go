@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +41,10 @@ type inflight struct {
 	cancel context.CancelFunc
 }
 
-type fileHandle struct{ h Handle }
+type fileHandle struct {
+	h       Handle
+	backing int32 // the backing id of a Backed handle (passthrough), 0 for none
+}
 
 type dirHandle struct {
 	mu      sync.Mutex
@@ -93,7 +97,7 @@ func (c *Conn) serve() {
 	for _, h := range hs {
 		switch h := h.(type) {
 		case *fileHandle:
-			h.h.Release()
+			c.releaseFile(h)
 		case *dirHandle:
 			h.close()
 		}
@@ -292,7 +296,17 @@ func (c *Conn) init(m *message) (bool, error) {
 	le.PutUint32(out[0:], kernelMajor)
 	le.PutUint32(out[4:], min(m.minor, ourMinor))
 	le.PutUint32(out[8:], m.maxReadahead)
-	le.PutUint32(out[12:], m.initFlags&want)
+	flags := m.initFlags & want
+	// Passthrough (fuse_init_out's flags2 and max_stack_depth, 7.40): a
+	// depth of 1 lets the backing files be on any file system that is not
+	// itself stacked (a memfd's shmem is not).
+	passthru := c.opts.Passthrough && m.initFlags&initInitExt != 0 && m.initFlags2&init2Passthrough != 0
+	if passthru {
+		flags |= initInitExt
+		le.PutUint32(out[32:], init2Passthrough)
+		le.PutUint32(out[36:], 1)
+	}
+	le.PutUint32(out[12:], flags)
 	// max_background, congestion_threshold 0: the kernel's defaults.
 	le.PutUint32(out[20:], c.maxWrite)
 	le.PutUint32(out[24:], 1) // time_gran: nanoseconds
@@ -302,6 +316,7 @@ func (c *Conn) init(m *message) (bool, error) {
 	}
 	c.mu.Lock()
 	c.inited = true
+	c.passthru = passthru
 	c.mu.Unlock()
 	c.debugf("fuse: INIT kernel %d.%d flags %#x, max_write %d", m.major, m.minor, m.initFlags, c.maxWrite)
 	return false, nil
@@ -457,9 +472,7 @@ func (c *Conn) handle(ctx context.Context, m *message) result {
 	case opRelease, opReleasedir:
 		switch h := c.takeHandle(m.fh).(type) {
 		case *fileHandle:
-			if err := h.h.Release(); err != nil {
-				c.debugf("fuse: Release: %v", err)
-			}
+			c.releaseFile(h)
 		case *dirHandle:
 			h.close()
 		}
@@ -586,22 +599,98 @@ func (c *Conn) open(ctx context.Context, req *Request, m *message) result {
 	if s, ok := h.(Streamer); ok && s.Stream() {
 		flags |= fopenStream | fopenNonseekable
 	}
-	out := make([]byte, openOutSize)
-	le.PutUint64(out[0:], fh)
-	le.PutUint32(out[8:], flags)
-	return result{body: [][]byte{out}, after: func(ok bool) {
-		if !ok { // the opener is gone: no RELEASE will come
+	backingID := int32(0)
+	if b, ok := h.(Backed); ok {
+		id, errno := c.backingOpen(b.Backing())
+		if errno != 0 {
 			if c.takeHandle(fh) != nil {
 				h.Release()
 			}
+			return errResult(errno)
+		}
+		backingID = id
+		c.setBacking(fh, id)
+		// FOPEN_DIRECT_IO overrides passthrough for read and write, so
+		// they still reach the handle; mmap maps the backing file.
+		flags = fopenDirectIO | fopenPassthrough
+	}
+	out := make([]byte, openOutSize)
+	le.PutUint64(out[0:], fh)
+	le.PutUint32(out[8:], flags)
+	le.PutUint32(out[12:], uint32(backingID))
+	return result{body: [][]byte{out}, after: func(ok bool) {
+		if !ok { // the opener is gone: no RELEASE will come
+			if fh := c.takeHandle(fh); fh != nil {
+				c.releaseFile(fh.(*fileHandle))
+			}
 		}
 	}}
+}
+
+// FUSE_DEV_IOC_BACKING_OPEN, _IOW(229, 1, struct fuse_backing_map), and
+// FUSE_DEV_IOC_BACKING_CLOSE, _IOW(229, 2, uint32_t).
+const (
+	devIocBackingOpen  = 0x4010e501
+	devIocBackingClose = 0x4004e502
+)
+
+// backingOpen registers fd as a backing file of the connection and returns
+// its id, which an OPEN answer names; the kernel holds the file until
+// backingClose.
+func (c *Conn) backingOpen(fd int) (int32, unix.Errno) {
+	if !c.Passthrough() {
+		return 0, unix.EOPNOTSUPP
+	}
+	// struct fuse_backing_map: s32 fd, u32 flags, u64 padding.
+	var m [16]byte
+	le.PutUint32(m[0:], uint32(fd))
+	var id uintptr
+	var errno unix.Errno
+	if err := c.raw.Control(func(dev uintptr) {
+		id, _, errno = unix.Syscall(unix.SYS_IOCTL, dev, devIocBackingOpen, uintptr(unsafe.Pointer(&m[0])))
+	}); err != nil {
+		return 0, unix.EIO
+	}
+	if errno != 0 {
+		c.debugf("fuse: FUSE_DEV_IOC_BACKING_OPEN: %v", errno)
+		return 0, errno
+	}
+	return int32(id), 0
+}
+
+// backingClose gives the kernel's reference to backing id back. The files
+// opened with it keep their own.
+func (c *Conn) backingClose(id int32) {
+	v := uint32(id)
+	c.raw.Control(func(dev uintptr) {
+		unix.Syscall(unix.SYS_IOCTL, dev, devIocBackingClose, uintptr(unsafe.Pointer(&v)))
+	})
+}
+
+// setBacking notes the backing id of handle fh, given back when it goes.
+func (c *Conn) setBacking(fh uint64, id int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.handles[fh].(*fileHandle); ok {
+		h.backing = id
+	}
+}
+
+// releaseFile releases a file handle and gives its backing id back.
+func (c *Conn) releaseFile(h *fileHandle) {
+	if h.backing != 0 {
+		c.backingClose(h.backing)
+	}
+	if err := h.h.Release(); err != nil {
+		c.debugf("fuse: Release: %v", err)
+	}
 }
 
 // maxReadAlloc bounds a READ buffer whatever size the request says.
 const maxReadAlloc = 64 << 20
 
 func (c *Conn) readFile(ctx context.Context, req *Request, m *message) result {
+	req.Flags = m.flags
 	h, ok := c.fileHandle(m.fh)
 	if !ok {
 		return errResult(unix.EBADF)

@@ -145,14 +145,20 @@ type cpuBuffer struct {
 	dropped      uint64 // records that never reached the buffer (Ring.Drop)
 	dropPending  uint64 // of those, the ones the next record written carries
 	resets       uint64 // Reset calls (iterators restart)
+
+	// disabled is this CPU out of tracing_cpumask: the buffer takes no
+	// record (ring_buffer_record_disable_cpu).
+	disabled bool
+	tasks    *tasks   // the Ring's saved_cmdlines and saved_tgids
+	task     lastTask // what this CPU's last record saved there
 }
 
 func newPage() *page {
 	return &page{data: make([]byte, PageCapacity), slots: make([]slot, 0, 16)}
 }
 
-func newCPUBuffer(cpu, nrPages int) *cpuBuffer {
-	c := &cpuBuffer{cpu: cpu, nrPages: nrPages}
+func newCPUBuffer(cpu, nrPages int, t *tasks) *cpuBuffer {
+	c := &cpuBuffer{cpu: cpu, nrPages: nrPages, tasks: t}
 	// Page 0 is the reader page; 1..nrPages form the ring.
 	c.pages = make([]*page, nrPages+1)
 	for i := range c.pages {
@@ -181,7 +187,7 @@ func (c *cpuBuffer) write(e *Entry) {
 		c.moveTail(s.w, s.need)
 	}
 	copy(s.tp.data[s.h:], rec)
-	c.commit(&s, e.TS, len(rec), e.PID, e.Comm, e.Event, e.Tracepoint)
+	c.commit(&s, e.TS, len(rec), e.PID, e.TGID, e.Comm, e.Event, e.Tracepoint)
 }
 
 // spot is where the next record goes on the tail page: the part of
@@ -244,8 +250,9 @@ func (c *cpuBuffer) place(s *spot, ts uint64, n int) bool {
 
 // commit writes the headers of the event place put at s for time ts,
 // whose n record bytes are already at s.h, and records it with the rest
-// of its Entry (rb_update_event, rb_commit). The caller holds c.mu.
-func (c *cpuBuffer) commit(s *spot, ts uint64, n int, pid int32, comm string, ev *eventdef.Event, tracepoint string) {
+// of its Entry (rb_update_event, rb_commit), and saves its writer for
+// saved_cmdlines and saved_tgids. The caller holds c.mu.
+func (c *cpuBuffer) commit(s *spot, ts uint64, n int, pid, tgid int32, comm string, ev *eventdef.Event, tracepoint string) {
 	tp := s.tp
 	c.writeStamp = ts
 	if s.w == 0 {
@@ -288,6 +295,9 @@ func (c *cpuBuffer) commit(s *spot, ts uint64, n int, pid int32, comm string, ev
 	c.dropPending = 0
 	c.entries++
 	c.entriesBytes += uint64(s.need)
+	if c.tasks != nil {
+		c.tasks.saveIfNew(c, pid, tgid, comm)
+	}
 }
 
 // moveTail moves the writer to the next page when an event of need bytes

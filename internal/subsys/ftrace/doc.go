@@ -28,7 +28,15 @@
 //     bytes, 16 for records of 5 to 8 bytes; an 8-byte time extend before an event more than
 //     2^27 ns after the previous one on its CPU, unless it starts a page;
 //     padding at the end of a page), so pages fill exactly as in the
-//     kernel; [Ring.ReadRawPage] returns them as trace_pipe_raw does;
+//     kernel; [Ring.ReadRawPage] and [Ring.ReadRaw] return them as a
+//     read(2) of trace_pipe_raw does, [Ring.SpliceRaw] as its splice(2)
+//     does (only pages the writer has left), and [Ring.RawReady] is its
+//     poll at buffer_percent (rb_watermark_hit);
+//   - tracing_cpumask ([Ring.SetCPUMask], [ParseCPUMask], [AppendCPUMask]):
+//     a CPU out of it takes no record;
+//   - saved_cmdlines and saved_tgids ([Ring.AppendSavedCmdlines],
+//     [Ring.AppendSavedTGIDs]) with the record-cmd and record-tgid options,
+//     in the kernel's slots (SavedCmdlines of them);
 //   - overwrite mode: when the writer needs the page holding the oldest
 //     records, those records are lost (overrun); records longer than
 //     [MaxRecordSize] (a user_events payload over 4064 bytes), and records
@@ -89,4 +97,8 @@
 //     written during a reset).
 //   - Bytes the kernel leaves stale in a page (the rounding after a
 //     record, the body of padding) are zero.
+//   - saved_cmdlines and saved_tgids save a record's writer when the record
+//     is committed; the kernel saves at the next context switch of a CPU
+//     that committed one, both the task switched from and the one switched
+//     to, so it also lists tasks that wrote nothing.
 package ftrace

@@ -3,7 +3,11 @@ package ftrace
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // FuzzRing runs a sequence of operations decoded from the input on a Ring
@@ -226,4 +230,33 @@ func (m *model) check() {
 	if got := m.r.Overruns(); got != over || written != in+over {
 		m.t.Fatalf("overruns %d, entries-written %d; the records lost are %d of %d in buffer", got, written, over, in)
 	}
+}
+
+// FuzzParseCPUMask: what tracing_cpumask takes, for any number of CPUs,
+// either fails with an errno or is a mask that prints as a text that
+// parses back to it.
+func FuzzParseCPUMask(f *testing.F) {
+	for _, seed := range []string{"3", "1\n", "ff,ffffffff", ",2\n", "000000002", "g", "", "1,1", " 0f \t", "1\x00ff"} {
+		f.Add(seed, 2)
+		f.Add(seed, 40)
+	}
+	f.Fuzz(func(t *testing.T, text string, n int) {
+		n = 1 + (n%300+300)%300
+		mask, err := ParseCPUMask([]byte(text), n)
+		if err != nil {
+			var errno unix.Errno
+			if !errors.As(err, &errno) {
+				t.Fatalf("ParseCPUMask(%q, %d): %v wraps no errno", text, n, err)
+			}
+			return
+		}
+		if len(mask) != n {
+			t.Fatalf("ParseCPUMask(%q, %d): %d CPUs", text, n, len(mask))
+		}
+		printed := AppendCPUMask(nil, mask)
+		again, err := ParseCPUMask(printed, n)
+		if err != nil || !slices.Equal(again, mask) {
+			t.Fatalf("ParseCPUMask(%q, %d) printed %q, which parses to %v, %v", text, n, printed, again, err)
+		}
+	})
 }

@@ -76,7 +76,7 @@ func runFuzzReserve(t *testing.T, ops []byte) {
 					t.Fatalf("step %d: reserved %d bytes for %d", step, len(res.Record), len(eb.Record))
 				}
 				copy(res.Record, eb.Record)
-				res.Commit(eb.PID, eb.Comm, eb.Event, eb.Tracepoint)
+				res.Commit(eb.PID, eb.TGID, eb.Comm, eb.Event, eb.Tracepoint)
 			} else {
 				okB = b.Write(eb)
 			}

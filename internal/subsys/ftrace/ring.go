@@ -23,6 +23,10 @@ type Entry struct {
 	// PID is the kernel's common_pid: the id of the thread that wrote the
 	// record. The trace prints this, not the pid in the record's header.
 	PID int32
+	// TGID is the writer's process id, which saved_tgids shows with the
+	// record-tgid option (0: not known, not saved). Entries read from a
+	// Ring leave it 0.
+	TGID int32
 	// Comm is the writing task's name ("" prints as "<...>").
 	Comm string
 	// Event decodes the record; nil prints "Unknown type <common_type>".
@@ -75,6 +79,8 @@ type Ring struct {
 	pipeAll bool
 	pipeCPU []bool
 
+	tasks *tasks // saved_cmdlines, saved_tgids
+
 	waiters atomic.Int32
 	wakeMu  sync.Mutex
 	wake    chan struct{}
@@ -95,12 +101,13 @@ func New(cfg Config) *Ring {
 		lookup:   cfg.Lookup,
 		expanded: cfg.BufferKB > 0,
 		pipeCPU:  make([]bool, cfg.NCPU),
+		tasks:    newTasks(),
 	}
 	if r.clock == nil {
 		r.clock = LocalClock
 	}
 	for i := range r.cpus {
-		r.cpus[i] = newCPUBuffer(i, n)
+		r.cpus[i] = newCPUBuffer(i, n, r.tasks)
 	}
 	return r
 }
@@ -135,7 +142,9 @@ func (r *Ring) TracingOn() bool { return !r.off.Load() }
 // Write copies e.Record into e.CPU's buffer at time e.TS and reports
 // whether it was recorded. A record is dropped, silently and without being
 // counted, when tracing is off, when it is longer than MaxRecordSize (it
-// cannot fit in a sub-buffer), or when e.CPU is not a CPU of the Ring.
+// cannot fit in a sub-buffer), when e.CPU is not a CPU of the Ring, or
+// when it is out of the CPU mask (SetCPUMask). The writer is saved for
+// saved_cmdlines (and saved_tgids) when it is not the CPU's last.
 //
 // Time stamps should not go backwards on a CPU; when one does, the
 // record is stored with the time of the one before it on its page, as the
@@ -148,6 +157,10 @@ func (r *Ring) Write(e *Entry) bool {
 	}
 	c := r.cpus[e.CPU]
 	c.mu.Lock()
+	if c.disabled {
+		c.mu.Unlock()
+		return false
+	}
 	c.write(e)
 	c.mu.Unlock()
 	if r.waiters.Load() != 0 {
@@ -182,15 +195,15 @@ type Reservation struct {
 // sub-buffer, which would overwrite the oldest one and could not be
 // undone: when the record does not fit on the sub-buffer being written,
 // it returns false, as it does when Write would drop the record (tracing
-// off, n over MaxRecordSize, cpu not a CPU of the Ring); the caller then
-// writes the record with Write.
+// off, n over MaxRecordSize, cpu not a CPU of the Ring or out of the CPU
+// mask); the caller then writes the record with Write.
 func (r *Ring) Reserve(res *Reservation, cpu int, ts uint64, n int) bool {
 	if r.off.Load() || n > MaxRecordSize || uint(cpu) >= uint(len(r.cpus)) {
 		return false
 	}
 	c := r.cpus[cpu]
 	c.mu.Lock()
-	if !c.place(&res.s, ts, n) {
+	if c.disabled || !c.place(&res.s, ts, n) {
 		c.mu.Unlock()
 		return false
 	}
@@ -200,11 +213,11 @@ func (r *Ring) Reserve(res *Reservation, cpu int, ts uint64, n int) bool {
 	return true
 }
 
-// Commit stores the reserved record as written by thread pid named comm,
-// decoded by ev and printed as tracepoint (Entry's PID, Comm, Event and
-// Tracepoint), and unlocks its CPU's buffer.
-func (res *Reservation) Commit(pid int32, comm string, ev *eventdef.Event, tracepoint string) {
-	res.c.commit(&res.s, res.ts, len(res.Record), pid, comm, ev, tracepoint)
+// Commit stores the reserved record as written by thread pid of process
+// tgid named comm, decoded by ev and printed as tracepoint (Entry's PID,
+// TGID, Comm, Event and Tracepoint), and unlocks its CPU's buffer.
+func (res *Reservation) Commit(pid, tgid int32, comm string, ev *eventdef.Event, tracepoint string) {
+	res.c.commit(&res.s, res.ts, len(res.Record), pid, tgid, comm, ev, tracepoint)
 	res.c.mu.Unlock()
 	if res.r.waiters.Load() != 0 {
 		res.r.wakeAll()
@@ -227,6 +240,10 @@ func (r *Ring) WriteNow(e *Entry) bool {
 	}
 	c := r.cpus[e.CPU]
 	c.mu.Lock()
+	if c.disabled {
+		c.mu.Unlock()
+		return false
+	}
 	e.TS = r.clock()
 	c.write(e)
 	c.mu.Unlock()

@@ -107,6 +107,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 const (
@@ -242,39 +243,6 @@ func (t tracefs) write(rel, s string, flags int) error {
 	return err
 }
 
-// worker is a goroutine locked to an OS thread pinned to one CPU.
-type worker struct {
-	cpu  int
-	tid  int
-	jobs chan func()
-}
-
-func newWorker(cpu int) (*worker, error) {
-	w := &worker{cpu: cpu, jobs: make(chan func())}
-	errc := make(chan error)
-	go func() {
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			errc <- err
-			return
-		}
-		w.tid = unix.Gettid()
-		errc <- nil
-		for f := range w.jobs {
-			f()
-		}
-	}()
-	return w, <-errc
-}
-
-func (w *worker) do(f func()) {
-	done := make(chan struct{})
-	w.jobs <- func() { f(); close(done) }
-	<-done
-}
-
 type gen struct {
 	t     tracefs
 	fd    int
@@ -286,7 +254,7 @@ type gen struct {
 	unregistered map[string]bool
 	persist      map[string]bool // events created through dynamic_events
 	nextBit      uint8
-	workers      []*worker
+	workers      []*vmtest.Worker
 	g            *golden
 	pages        pageStats // what checkPages compared, over the scenarios emitted
 }
@@ -331,7 +299,7 @@ func (g *gen) writeRaw(fd int, idx uint32, p []byte) (int, error) {
 // writes runs s (a "write" or "write_hex" step) on its CPU's worker.
 func (g *gen) writes(s *step) {
 	w := g.workers[*s.CPU]
-	s.TID = w.tid
+	s.TID = w.TID
 	idx, ok := g.index[s.Event]
 	if !ok {
 		s.Errno = "unknown event " + s.Event
@@ -350,7 +318,7 @@ func (g *gen) writes(s *step) {
 	s.Mono = make([]int64, len(ps))
 	s.N = make([]int, len(ps))
 	s.at = make([][2]int64, len(ps))
-	w.do(func() {
+	w.Do(func() {
 		var last int64
 		for i, p := range ps {
 			now := monoNow()
@@ -620,7 +588,7 @@ func (g *gen) pipe2(s *step) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			g.workers[i].do(func() { g.readPipe(out[i], 256, 0) })
+			g.workers[i].Do(func() { g.readPipe(out[i], 256, 0) })
 		}(i)
 	}
 	wg.Wait()
@@ -674,7 +642,7 @@ func run(t tracefs, outPath string) error {
 		return err
 	}
 	for cpu := 0; cpu < 2; cpu++ {
-		w, err := newWorker(cpu)
+		w, err := vmtest.NewWorker(cpu)
 		if err != nil {
 			return fmt.Errorf("worker on CPU %d: %w", cpu, err)
 		}
@@ -690,7 +658,7 @@ func run(t tracefs, outPath string) error {
 	// Warm up: one traced write and a sleep on each worker, so that both
 	// tids' comms are in saved_cmdlines; then clear the buffer.
 	for _, w := range g.workers {
-		w.do(func() {
+		w.Do(func() {
 			g.writeRaw(g.fd, g.index["ovw"], payload(4, 0))
 			time.Sleep(20 * time.Millisecond)
 		})

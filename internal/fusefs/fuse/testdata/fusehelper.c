@@ -3,6 +3,9 @@
 //
 //   fusehelper ioctl PATH   _IOWR('*', 0, uint64_t) with a pointer to a value
 //   fusehelper poll PATH    poll(2) for POLLIN, then read
+//   fusehelper mmap PATH    mmap(2) two pages shared, print the first
+//                           page's first word, write "child" at the second
+//                           page's start, then read(2) the file
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -42,6 +46,21 @@ int main(int argc, char **argv) {
 		char buf[64];
 		ssize_t n = read(fd, buf, sizeof buf);
 		printf("revents=%#x read=%.*s\n", p.revents, n > 0 ? (int)n : 0, buf);
+		return 0;
+	}
+	if (strcmp(argv[1], "mmap") == 0) {
+		long pg = sysconf(_SC_PAGESIZE);
+		char *m = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED) {
+			printf("mmap errno=%d\n", errno);
+			return 1;
+		}
+		uint64_t first;
+		memcpy(&first, m, sizeof first);
+		memcpy(m + pg, "child", 5);
+		char buf[64];
+		ssize_t n = read(fd, buf, sizeof buf);
+		printf("first=%" PRIx64 " read=%.*s\n", first, n > 0 ? (int)n : 0, buf);
 		return 0;
 	}
 	fprintf(stderr, "unknown mode %s\n", argv[1]);

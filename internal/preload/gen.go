@@ -1,0 +1,3 @@
+package preload
+
+//go:generate go run ./build
