@@ -25,10 +25,10 @@
 // perf.data records the reader writes to its file as they lie
 // ([Session.DeliverToStreams]).
 //
-// Records reach the consumers from a write (File.Writev, as write(2)), a
-// write that already happened in a client's ring and was copied out
-// (File.WriteStamped), or one still in the ring (File.Deliver): then the
-// payload is copied once, straight into the space its only consumer
+// Records reach the consumers from a write (File.Writev, as write(2)) or
+// from a write that already happened, still in a client's ring
+// (File.Deliver): then the payload is copied once, straight into the
+// space its only consumer
 // reserved — the trace buffer's page, a session's stream — and validated
 // there, as user_event_ftrace and perf_output_begin do; a record for
 // several consumers or a filter is assembled once in a scratch copy,

@@ -39,32 +39,21 @@ func (f *File) Writev(w Writer, iov ...[]byte) (int, error) {
 	return f.writeIov(w, iov, total, 0, false)
 }
 
-// WriteStamped is a write that already happened: the daemon's fast path
-// hands over records its clients published into shared memory, each with
-// the time it was written at (ts, in the subsystem's clock: the daemon's
-// is CLOCK_MONOTONIC, which the clients' rings carry) and the writer's
-// thread and CPU as the record says. It goes through every check a write
-// does, in the same order and with the same errors — the record's bytes
-// come from memory a client can scribble on — and idx is resolved against
-// this File's events only, so a record cannot reach another file's
-// events. Records of one writer reach the consumers with the times given,
-// which need not be in order across writers.
-func (f *File) WriteStamped(w Writer, ts uint64, idx uint32, payload []byte) (int, error) {
-	var ib [4]byte
-	binary.NativeEndian.PutUint32(ib[:], idx)
-	iov := [2][]byte{ib[:], payload}
-	return f.writeIov(w, iov[:], 4+len(payload), ts, true)
-}
-
-// Deliver is WriteStamped for a record still in a client's ring: the
-// daemon's drainers hand over the committed record v of a producer's ring
+// Deliver is a write that already happened, its record still in a
+// client's ring: the daemon's drainers (and its merger) hand over the
+// committed record v of a producer's ring
 // (read in place, its header's words loaded once), at time ts, by w — its
 // thread and CPU as the daemon checked them. The payload is copied once,
 // straight from the ring into the space each consumer that takes the
 // record reserved for it — the trace buffer's page, a session's stream —
 // and validated there, never in the ring, which the producer may be
 // rewriting; then committed, or discarded leaving the consumer's buffer as
-// it was (trace_event_buffer_reserve, perf_output_begin). A record some
+// it was (trace_event_buffer_reserve, perf_output_begin). The record
+// carries the time it was written at (ts, in the subsystem's clock: the
+// daemon's is CLOCK_MONOTONIC, which the clients' rings carry); records
+// of one writer reach the consumers with the times given, which need not
+// be in order across writers; idx is resolved against this File's events
+// only, so a record cannot reach another file's events. A record some
 // consumers filter, or that goes to several, is copied once into a scratch
 // buffer, validated and filtered there, then copied into each consumer
 // that takes it, as the kernel's trace_buffered_event and perf_trace_buf
