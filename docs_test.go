@@ -220,60 +220,129 @@ func TestREADMECProgram(t *testing.T) {
 	}
 	testutil.NeedFUSE(t, "uetrace run mounts FUSE")
 	hello, _ := readmeC(t, false)
-	dir := filepath.Dir(hello)
-	bin := testutil.Uetrace(t)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	env := append(os.Environ(), "UETRACE_SOCKET="+filepath.Join(dir, "uetrace.sock"))
-	start := func(args ...string) (*exec.Cmd, *bytes.Buffer) {
-		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Env, cmd.Dir = env, dir
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-		cmd.WaitDelay = 10 * time.Second
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, &out
-	}
-	stop := func(cmd *exec.Cmd, out *bytes.Buffer) {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("uetrace %s:\n%s", strings.Join(cmd.Args[1:], " "), out)
-		}
-	}
-	// until runs uetrace with args, on the daemon even where the kernel
-	// has user_events, until it succeeds and its output has a line like
-	// want, and returns that line.
-	until := func(want *regexp.Regexp, args ...string) []byte {
-		for ctx.Err() == nil {
-			cmd := exec.CommandContext(ctx, bin, append([]string{"--backend", "daemon"}, args...)...)
-			cmd.Env = env
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				if line := want.Find(out); line != nil {
-					return line
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("uetrace %s: no line like %s in time", strings.Join(args, " "), want)
-		return nil
-	}
-
-	serve, serveOut := start("serve")
-	defer stop(serve, serveOut)
-	until(regexp.MustCompile(`(?m)^EVENT`), "status")
-	run, runOut := start("run", "--", "./hello")
-	defer stop(run, runOut)
-	until(regexp.MustCompile(`(?m)^hello +user_events`), "status")
-	until(regexp.MustCompile(`(?m)^enabled user_events:hello$`), "enable", "hello")
-	if got := until(helloLine, "trace"); !helloShape.Match(got) {
+	r := startREADME(t, filepath.Dir(hello))
+	r.start("run", "--", "./hello")
+	r.until(regexp.MustCompile(`(?m)^hello +user_events`), "status")
+	r.until(regexp.MustCompile(`(?m)^enabled user_events:hello$`), "enable", "hello")
+	if got := r.until(helloLine, "trace"); !helloShape.Match(got) {
 		t.Errorf("the trace shows\n%s\nwant a line like the README's, %s", got, helloShape)
 	}
+}
+
+// TestREADMEGoProgram builds the README's Go quick start as the README
+// says — its block as main's body — and runs it on a daemon as the README
+// does, until its record is in the trace. The block once wrote one record
+// and returned: by the time `uetrace enable myapp_request` ran, the event
+// was gone with its last registration (Linux 6.6's auto-delete), and the
+// README's commands failed with ENOENT.
+func TestREADMEGoProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs uetrace")
+	}
+	if fd, err := syscall.Open("/sys/kernel/tracing/user_events_data", syscall.O_WRONLY|syscall.O_CLOEXEC, 0); err == nil {
+		syscall.Close(fd)
+		t.Skip("this kernel has user_events and this user may write them: the README's program, opening the kernel's first, would trace on this machine's kernel")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?ms)^```go\n(.*?)^```$").FindSubmatch(readme)
+	if block == nil {
+		t.Fatal("README.md has no ```go block")
+	}
+	// The imports the README names, and the block as main's body; built
+	// in this module by an overlay, as if it were a package of its own.
+	dir := t.TempDir()
+	src := "package main\n\nimport (\n\t\"log\"\n\t\"time\"\n\n\t\"github.com/uetrace/uetrace/userevents\"\n)\n\nfunc main() {\n" +
+		string(block[1]) + "}\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := fmt.Sprintf(`{"Replace":{%q:%q}}`, filepath.Join(wd, "readmego", "main.go"), filepath.Join(dir, "main.go"))
+	if err := os.WriteFile(filepath.Join(dir, "overlay.json"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("go", "build", "-overlay", filepath.Join(dir, "overlay.json"), "-o", filepath.Join(dir, "myapp"), "./readmego").CombinedOutput(); err != nil {
+		t.Fatalf("the README's Go block as main's body does not build: %v\n%s\n%s", err, out, src)
+	}
+	r := startREADME(t, dir)
+	r.start(filepath.Join(dir, "myapp"))
+	r.until(regexp.MustCompile(`(?m)^myapp_request +user_events`), "status")
+	r.until(regexp.MustCompile(`(?m)^enabled user_events:myapp_request$`), "enable", "myapp_request")
+	r.until(regexp.MustCompile(`(?m)^ +myapp-\d+ .*: myapp_request: status=0xc8 \(200\) path=/index\.html$`), "trace")
+}
+
+// readmeRun is a daemon started as the README starts it, on a socket of
+// its own in dir, and the commands the README runs beside it.
+type readmeRun struct {
+	t   *testing.T
+	ctx context.Context
+	bin string
+	env []string
+	dir string
+}
+
+// startREADME starts `uetrace serve` on a socket in dir, stopped at the
+// end of the test, and waits until it answers.
+func startREADME(t *testing.T, dir string) *readmeRun {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	r := &readmeRun{t: t, ctx: ctx, bin: testutil.Uetrace(t), dir: dir,
+		env: append(os.Environ(), "UETRACE_SOCKET="+filepath.Join(dir, "uetrace.sock"))}
+	r.start(r.bin, "serve")
+	r.until(regexp.MustCompile(`(?m)^EVENT`), "status")
+	return r
+}
+
+// start starts uetrace with args (or, when args[0] is a path, that
+// program) in the background; it is stopped by SIGTERM at the end of the
+// test, its output logged if the test failed.
+func (r *readmeRun) start(args ...string) {
+	name := r.bin
+	if filepath.IsAbs(args[0]) {
+		name, args = args[0], args[1:]
+	}
+	cmd := exec.CommandContext(r.ctx, name, args...)
+	cmd.Env, cmd.Dir = r.env, r.dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if r.t.Failed() {
+			r.t.Logf("%s:\n%s", strings.Join(cmd.Args, " "), &out)
+		}
+	})
+}
+
+// until runs uetrace with args, on the daemon even where the kernel has
+// user_events, until it succeeds and its output has a line like want, and
+// returns that line.
+func (r *readmeRun) until(want *regexp.Regexp, args ...string) []byte {
+	r.t.Helper()
+	for r.ctx.Err() == nil {
+		cmd := exec.CommandContext(r.ctx, r.bin, append([]string{"--backend", "daemon"}, args...)...)
+		cmd.Env = r.env
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			if line := want.Find(out); line != nil {
+				return line
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.t.Fatalf("uetrace %s: no line like %s in time", strings.Join(args, " "), want)
+	return nil
 }
 
 // TestREADMECProgramOnKernel runs the README's C program, built static, on

@@ -28,8 +28,9 @@ var layers = [][]string{
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon"},
 	// The daemon's protocol; the ftrace ring buffer and its text; the kernel's event filters; user
 	// events counted in the kernel by a BPF program; perf.data files, and their sessions (events by
-	// their formats, EventHeader's among them).
-	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount", "perfdata"},
+	// their formats, EventHeader's among them); the events export's tests map.
+	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount", "perfdata",
+		"internal/export/exporttest"},
 	// The daemon's client; the user_events subsystem in user space; a perf
 	// event of its tracepoints.
 	{"internal/daemon/client", "internal/subsys", "internal/perfevent"},

@@ -30,9 +30,18 @@ type Event struct {
 	ActivityID, RelatedActivityID []byte
 
 	bigEndian bool
+	meta      []byte // the metadata extension: the name, a NUL, the fields
 	fields    []byte // field definitions after the name
 	data      []byte // the payload after the header and extensions
 }
+
+// Metadata returns the event's metadata as written: its name with
+// attributes, a NUL, and its field definitions. Events of one layout —
+// the same name and fields, whatever their values — have the same
+// metadata: a reader that derives something from a layout once (its
+// field names made keys, say) can find it again by these bytes, and what
+// it derived for an item by the item's DefOffset in them.
+func (e *Event) Metadata() []byte { return e.meta }
 
 // EventName returns the event name without attributes.
 func (e *Event) EventName() []byte {
@@ -130,6 +139,7 @@ func DecodeFor(tp TracepointName, b []byte) (Event, error) {
 		return e, fmt.Errorf("%w: event name in the metadata is not NUL-terminated", ErrInvalidData)
 	}
 	e.Name = meta[:n:n]
+	e.meta = meta
 	e.fields = meta[n+1:]
 	e.data = b[pos:]
 	return e, nil
@@ -179,7 +189,15 @@ type Item struct {
 	RawEncoding, RawFormat byte
 
 	bigEndian bool
+	defOff    int32
 }
+
+// DefOffset is where the item's field definition starts in its event's
+// Metadata: the same for the same field of every event of that
+// metadata, whatever its values, and different for two fields of one
+// event. An array's elements and end have the array's, a struct's end the
+// struct's.
+func (it *Item) DefOffset() int { return int(it.defOff) }
 
 // ByteOrder returns the byte order of Value.
 func (it *Item) ByteOrder() binary.ByteOrder {
@@ -238,6 +256,7 @@ const (
 //	if err := it.Err(); err != nil { ... }
 type Fields struct {
 	meta  []byte
+	base  int32 // meta's offset in the event's Metadata
 	mpos  int
 	data  []byte
 	dpos  int
@@ -262,7 +281,7 @@ const MaxItems = 1 << 20
 
 // Fields returns an iterator over the event's fields.
 func (e *Event) Fields() Fields {
-	f := Fields{meta: e.fields, data: e.data, big: e.bigEndian}
+	f := Fields{meta: e.fields, base: int32(len(e.meta) - len(e.fields)), data: e.data, big: e.bigEndian}
 	f.stack[0] = frame{remaining: -1}
 	f.budget = MaxItems
 	return f
@@ -418,7 +437,7 @@ func (f *Fields) readValue(d *fieldDef) bool {
 func (f *Fields) setItem(kind ItemKind, d *fieldDef) {
 	f.item = Item{Kind: kind, Name: f.name(d), Encoding: Encoding(d.enc) & EncodingValueMask,
 		Format: Format(d.format) & FormatValueMask, Tag: d.tag, Depth: f.depth,
-		RawEncoding: d.enc, RawFormat: d.format, bigEndian: f.big}
+		RawEncoding: d.enc, RawFormat: d.format, bigEndian: f.big, defOff: f.base + int32(d.nameOff)}
 }
 
 // Next moves to the next item; false at the end or on an error (see Err).

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -480,18 +481,39 @@ func appendIPv6(dst []byte, v []byte) []byte {
 }
 
 func appendErrno(dst []byte, u uint32) []byte {
-	if u < 134 && u != 0 && u != 41 && u != 58 {
-		if name := unix.ErrnoName(unix.Errno(u)); name != "" {
-			dst = append(dst, name...)
-			dst = append(dst, '(')
-			dst = strconv.AppendUint(dst, uint64(u), 10)
-			return append(dst, ')')
-		}
+	if t := ErrnoText(u); t != "" {
+		return append(dst, t...)
 	}
 	dst = append(dst, "ERRNO("...)
 	dst = strconv.AppendInt(dst, int64(int32(u)), 10)
 	return append(dst, ')')
 }
+
+// ErrnoText is how a FormatErrno value u is shown when it is an errno
+// Linux names — its JSON without the quotes, "ENOENT(2)" — and "" for any
+// other (shown as "ERRNO(n)"). The texts are made once: an errno field is
+// written by most events of the programs that have one.
+func ErrnoText(u uint32) string {
+	if t := errnoTexts(); u < uint32(len(t)) {
+		return t[u]
+	}
+	return ""
+}
+
+// errnoTexts are the texts of the errnos below 134 that Linux names, as
+// Microsoft's decoder shows them: "" for 0, 41 and 58, which Linux does
+// not use (shown as "ERRNO(n)").
+var errnoTexts = sync.OnceValue(func() *[134]string {
+	var t [134]string
+	for u := range uint32(len(t)) {
+		if u != 0 && u != 41 && u != 58 {
+			if name := unix.ErrnoName(unix.Errno(u)); name != "" {
+				t[u] = name + "(" + strconv.FormatUint(uint64(u), 10) + ")"
+			}
+		}
+	}
+	return &t
+})
 
 // appendTime writes seconds since 1970 as UTC "YYYY-MM-DDThh:mm:ss", or
 // "TIME(n)" when the year does not fit a C int (as gmtime_r refuses).

@@ -12,9 +12,12 @@
 //		log.Fatal(err)
 //	}
 //
-//	// Nothing is built while nobody traces; nothing is allocated when someone does.
-//	if err := request.Write(200, "/index.html"); err != nil {
-//		log.Print(err)
+//	// A request a second until stopped: nothing is built while nobody
+//	// traces, nothing is allocated when someone does.
+//	for range time.Tick(time.Second) {
+//		if err := request.Write(200, "/index.html"); err != nil {
+//			log.Print(err)
+//		}
 //	}
 //
 // Define1 … Define6 register an event whose fields are set from Go values

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -15,9 +16,11 @@ import (
 
 // What a program does: open user_events (the kernel's where it has them,
 // else the uetrace daemon's), register an event once, and write it while
-// something traces it. This needs the kernel or a running `uetrace serve`,
-// so it is compiled but not run here; Example runs the same calls
-// in-process.
+// something traces it — for as long as it runs, since an event lives only
+// while a program has it registered (Linux 6.6's auto-delete). This needs
+// the kernel or a running `uetrace serve`, so it is compiled but not run
+// here (TestREADMEGoProgram runs it on a daemon); Example runs the same
+// calls in-process.
 func Example_program() {
 	f, err := userevents.Open(nil) // the kernel, else the daemon
 	if err != nil {
@@ -29,9 +32,12 @@ func Example_program() {
 		log.Fatal(err)
 	}
 
-	// Nothing is built while nobody traces; nothing is allocated when someone does.
-	if err := request.Write(200, "/index.html"); err != nil {
-		log.Print(err)
+	// A request a second until stopped: nothing is built while nobody
+	// traces, nothing is allocated when someone does.
+	for range time.Tick(time.Second) {
+		if err := request.Write(200, "/index.html"); err != nil {
+			log.Print(err)
+		}
 	}
 }
 

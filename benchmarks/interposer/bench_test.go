@@ -147,7 +147,7 @@ func cpuTime(b *testing.B) time.Duration {
 
 // startDaemon starts `uetrace serve` on a socket in dir and returns the
 // socket once the daemon answers; the benchmark's cleanup ends it.
-func startDaemon(b *testing.B, uetrace, dir string) string {
+func startDaemon(tb testing.TB, uetrace, dir string) string {
 	sock := filepath.Join(dir, "uetrace.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, uetrace, "serve", "--socket", sock)
@@ -156,9 +156,9 @@ func startDaemon(b *testing.B, uetrace, dir string) string {
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		cancel()
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { cancel(); cmd.Wait() })
+	tb.Cleanup(func() { cancel(); cmd.Wait() })
 	deadline := time.Now().Add(time.Minute)
 	for {
 		c, err := client.Dial(sock, nil)
@@ -167,7 +167,7 @@ func startDaemon(b *testing.B, uetrace, dir string) string {
 			return sock
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("uetrace serve did not answer on %s within a minute: %v\n%s", sock, err, stderr.String())
+			tb.Fatalf("uetrace serve did not answer on %s within a minute: %v\n%s", sock, err, stderr.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

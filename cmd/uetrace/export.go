@@ -216,7 +216,7 @@ func runExport(cmd *cobra.Command, g *globals, a exportArgs) error {
 		st, err := export.File(srcCtx, r, exp)
 		srcErr = err
 		if st.NoWallClock && st.Samples > 0 {
-			summary = append(summary, "note: the file has no clock data (perf record -k CLOCK_MONOTONIC writes it): times were sent as linux.perf_time")
+			summary = append(summary, "note: the file has no clock data (uetrace record -k CLOCK_MONOTONIC writes it, as perf record -k does): times were sent as linux.perf_time")
 		}
 		if st.Lost > 0 {
 			summary = append(summary, fmt.Sprintf("warning: the file says %d records were lost while recording", st.Lost))

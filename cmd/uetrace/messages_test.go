@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -156,4 +157,26 @@ func TestCLIEmitSaysWhy(t *testing.T) {
 		})
 	}
 	hold.Process.Kill()
+}
+
+// TestCLIPreloadMakesItsDirectory: uetrace preload into a directory that
+// does not exist yet — the README's /usr/local/lib/uetrace on a fresh
+// machine — creates it, as install -D does, and writes the library there;
+// it failed with "open …/.libuetrace-preload.so.NNN: no such file or
+// directory", naming a temporary file the user never asked for.
+func TestCLIPreloadMakesItsDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the interposer is amd64's")
+	}
+	lib := filepath.Join(t.TempDir(), "lib", "uetrace", "libuetrace-preload.so")
+	out, stderr, code := runCLI(t, nil, "preload", lib)
+	if code != 0 || !strings.HasPrefix(out, "wrote "+lib+" (") {
+		t.Fatalf("uetrace preload %s: exit %d, %q %q", lib, code, out, stderr)
+	}
+	if b, err := os.ReadFile(lib); err != nil || !bytes.HasPrefix(b, []byte("\x7fELF")) {
+		t.Errorf("%s: %v, %d bytes; want the library, an ELF file", lib, err, len(b))
+	}
 }

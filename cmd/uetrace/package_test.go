@@ -66,7 +66,12 @@ func TestDebianPackage(t *testing.T) {
 	busybox, _ := exec.LookPath("busybox")
 	run(".", nil, "cp", busybox, filepath.Join(root, "bin/busybox"))
 	os.Symlink("busybox", filepath.Join(root, "bin/sh"))
-	run(".", nil, "dpkg", "--root="+root, "-i", deb)
+	// Without systemd nothing runs: postinst says how to start the
+	// daemon (a newcomer's dpkg -i in a container was silent, and then
+	// every command said no daemon was there).
+	if out := run(".", nil, "dpkg", "--root="+root, "-i", deb); !strings.Contains(out, "systemd does not run this machine, so no daemon was started: run 'uetrace serve'") {
+		t.Errorf("dpkg -i without systemd says nothing of how to start the daemon:\n%s", out)
+	}
 	files := []string{"usr/bin/uetrace", "lib/systemd/system/uetrace.socket", "lib/systemd/system/uetrace.service",
 		"usr/share/man/man1/uetrace-record.1", "usr/share/man/man1/uetrace-serve.1", "usr/share/doc/uetrace/copyright"}
 	for _, f := range files {

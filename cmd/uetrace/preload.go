@@ -50,6 +50,11 @@ rings (default 1024).`,
 					Reason: "there is no interposer for " + runtime.GOARCH + " (amd64 only): programs write through FUSE"}
 			}
 			file := args[0]
+			// Its directory made as install -D makes it: the example's
+			// /usr/local/lib/uetrace does not exist on a fresh machine.
+			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+				return fmt.Errorf("preload: creating the library's directory: %w", err)
+			}
 			if err := writeFileAtomic(file, preload.Library, 0o644); err != nil {
 				return fmt.Errorf("preload: %w", err)
 			}

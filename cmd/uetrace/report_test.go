@@ -57,8 +57,26 @@ func TestReportWallTime(t *testing.T) {
 		t.Errorf("no %q in:\n%s", want, out)
 	}
 	out, err = exec.CommandContext(ctx, testutil.Uetrace(t), "report", "--time", "wall", "../../perfdata/testdata/sched_switch.data").CombinedOutput()
-	if err == nil || !bytes.Contains(out, []byte("no clock data")) {
+	// The words name uetrace's own way to record the clock data: a
+	// newcomer who recorded with uetrace record was told only perf's.
+	if err == nil || !bytes.Contains(out, []byte("no clock data")) || !bytes.Contains(out, []byte("uetrace record -k CLOCK_MONOTONIC")) {
 		t.Errorf("a file without clock data: %v\n%s", err, out)
+	}
+}
+
+// TestExportNoClockDataNote: export of a file without clock data says its
+// times went out as perf's and how uetrace itself records the clock data —
+// a newcomer who recorded with uetrace record, as the README does, was
+// told only of perf record -k. Nothing listens on port 1: every event is
+// dropped at once, and counted.
+func TestExportNoClockDataNote(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, testutil.Uetrace(t), "export", "-i", "../../perfdata/testdata/sched_switch.data",
+		"--endpoint", "http://127.0.0.1:1", "--shutdown-timeout", "100ms").CombinedOutput()
+	want := "note: the file has no clock data (uetrace record -k CLOCK_MONOTONIC writes it, as perf record -k does): times were sent as linux.perf_time"
+	if err == nil || !bytes.Contains(out, []byte(want)) {
+		t.Errorf("export of a file without clock data: %v, want exit status 1 and %q in:\n%s", err, want, out)
 	}
 }
 

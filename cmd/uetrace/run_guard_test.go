@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -171,7 +172,14 @@ awk '$5 == "/sys/kernel/tracing" {top = $(NF-2)} END {print "fstype:", top}' /pr
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var got []string
+	// In time order: perf record writes each CPU's ring in turn, so a
+	// writer that moved to another CPU has its samples out of order in
+	// the file (n=1…6, then n=0 from the first CPU's ring, seen under load).
+	type sample struct {
+		time uint64
+		text string
+	}
+	var samples []sample
 	for {
 		rec, err := r.Next()
 		if err == io.EOF {
@@ -185,7 +193,12 @@ awk '$5 == "/sys/kernel/tracing" {top = $(NF-2)} END {print "fstype:", top}' /pr
 		}
 		s := rec.Sample
 		n := binary.NativeEndian.Uint32(s.Raw[8:])
-		got = append(got, fmt.Sprintf("%d/%d n=%d", s.PID, s.TID, n))
+		samples = append(samples, sample{s.Time, fmt.Sprintf("%d/%d n=%d", s.PID, s.TID, n)})
+	}
+	slices.SortStableFunc(samples, func(a, b sample) int { return cmp.Compare(a.time, b.time) })
+	var got []string
+	for _, s := range samples {
+		got = append(got, s.text)
 	}
 	var want []string
 	for i := range 7 {

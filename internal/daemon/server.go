@@ -225,12 +225,15 @@ func listen(path string) (*net.UnixListener, error) {
 }
 
 // Serve accepts connections on ln until ln is closed or the server is
-// closed. It returns nil after Close.
+// closed. It returns nil after Close — also when Close came first, as it
+// may when Serve runs on a goroutine of its own: ln is closed then, as
+// Close closes the listeners it knows.
 func (s *Server) Serve(ln *net.UnixListener) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return net.ErrClosed
+		ln.Close()
+		return nil
 	}
 	s.lns[ln] = struct{}{}
 	s.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -613,4 +614,56 @@ func TestCollectorPipe(t *testing.T) {
 	if !slices.Equal(times, got) {
 		t.Errorf("times differ from the stream's wall-clock times")
 	}
+}
+
+// TestDocsCollectorConfig runs the Collector with the configuration
+// docs/record-report.md gives a newcomer without one — built as that page
+// builds it — and sends it a perf.data file as the page does: every event
+// is delivered and in the file the configuration names. Only its port and
+// its file are moved, to a free port and a temporary directory.
+func TestDocsCollectorConfig(t *testing.T) {
+	otelcol, uetrace := binaries(t)
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "record-report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := regexp.MustCompile("(?ms)^```yaml\n(# otelcol.yaml:.*?)^```$").FindSubmatch(page)
+	if config == nil {
+		t.Fatal("docs/record-report.md has no ```yaml block starting # otelcol.yaml:")
+	}
+	for _, want := range []string{`go build -C otelcol/distribution -o "$PWD/otelcol" .`, "./otelcol --config otelcol.yaml &",
+		"uetrace export -i perf.data --endpoint http://localhost:4317"} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("docs/record-report.md no longer says %q: this test runs what it says", want)
+		}
+	}
+	port := freePort(t)
+	out := filepath.Join(t.TempDir(), "logs.json")
+	cfg := string(config[1])
+	for old, new := range map[string]string{"127.0.0.1:4317": fmt.Sprintf("127.0.0.1:%d", port), "{path: logs.json}": fmt.Sprintf("{path: %q}", out)} {
+		if !strings.Contains(cfg, old) {
+			t.Fatalf("the configuration has no %q to move:\n%s", old, cfg)
+		}
+		cfg = strings.ReplaceAll(cfg, old, new)
+	}
+	runCollector(t, otelcol, cfg, port)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, uetrace, "export", "-i", filepath.Join("..", "..", "perfdata", "testdata", "sched_switch.data"),
+		"--endpoint", fmt.Sprintf("http://localhost:%d", port))
+	cmd.WaitDelay = 5 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("uetrace export: %v\n%s", err, stderr.String())
+	}
+	s := parseSummary(t, stderr.String())
+	if s.events == 0 || s.delivered != s.events {
+		t.Fatalf("summary %+v, want every event delivered:\n%s", s, stderr.String())
+	}
+	testutil.Wait(t, "the Collector to write every record to its file", func() bool {
+		b, _ := os.ReadFile(out)
+		return bytes.Count(b, []byte(`"observedTimeUnixNano"`)) == s.events
+	})
 }

@@ -70,7 +70,7 @@ func csLog(e *encoder, eh *eventheader.Event, cs *csFields, observed uint64) (re
 	}
 	e.Time(uint64(t.UnixNano()), observed)
 	if cs.hasSeverity {
-		e.Severity(int32(cs.severity), validText(cs.severityText))
+		e.Severity(int32(cs.severity), e.kept(validText(cs.severityText)))
 	}
 	var tid [16]byte
 	var sid [8]byte
@@ -95,7 +95,7 @@ func csLog(e *encoder, eh *eventheader.Event, cs *csFields, observed uint64) (re
 		e.Int("event_id", cs.eventID)
 	}
 	if len(cs.name) > 0 {
-		e.EventName(validText(cs.name))
+		e.EventName(e.kept(validText(cs.name)))
 	}
 	return cs.resource(), true
 }
@@ -174,6 +174,10 @@ const (
 	// csOther: not a Common Schema record; its fields may not all have
 	// been read.
 	csOther csKind = iota
+	// csNot: not a Common Schema record by its layout — it has no fields,
+	// or its first is not __csver__ — nor is any event of its layout; its
+	// first field's value was not read.
+	csNot
 	// csInvalid: a field does not decode.
 	csInvalid
 	// csRecord: a Common Schema record of a type, every field read.
@@ -192,7 +196,7 @@ func scanCS(eh *eventheader.Event) (cs csFields, kind csKind) {
 		name := it.FieldName()
 		if it.Depth == 0 {
 			if first && (it.Kind != eventheader.ItemValue || string(name) != commonschema.VersionField) {
-				return cs, csOther
+				return cs, csNot
 			}
 			first = false
 			part = partNone
@@ -248,7 +252,9 @@ func scanCS(eh *eventheader.Event) (cs csFields, kind csKind) {
 	switch {
 	case f.Err() != nil:
 		return cs, csInvalid
-	case first || cs.time == nil || cs.typeName == nil:
+	case first:
+		return cs, csNot
+	case cs.time == nil || cs.typeName == nil:
 		return cs, csOther
 	}
 	return cs, csRecord
@@ -258,7 +264,7 @@ func scanCS(eh *eventheader.Event) (cs csFields, kind csKind) {
 // struct or array inside it — as ehFields adds an event's; a StringJSON
 // string as the value its JSON is.
 func csValue(e *encoder, it *eventheader.Item, base int) {
-	key := validText(it.FieldName())
+	key := e.key(it)
 	switch it.Kind {
 	case eventheader.ItemStructBegin:
 		e.MapStart(key, int(it.Format))
@@ -282,7 +288,7 @@ func csValue(e *encoder, it *eventheader.Item, base int) {
 // and says whether js was JSON; nothing is added when not. It reads the
 // text as encoding/json's Decoder did (TestJSONValue compares them), without
 // a token allocated at a time and an error made to find each number's end.
-func jsonValue(e Writer, key string, js []byte) bool {
+func jsonValue(e *encoder, key string, js []byte) bool {
 	if !json.Valid(js) {
 		return false
 	}
@@ -291,9 +297,9 @@ func jsonValue(e Writer, key string, js []byte) bool {
 	return true
 }
 
-// jsonText reads valid JSON into a Writer.
+// jsonText reads valid JSON into an encoder's Writer.
 type jsonText struct {
-	e Writer
+	e *encoder
 	b []byte
 	i int
 }
@@ -327,7 +333,7 @@ func (p *jsonText) value(key string) {
 			}
 			k := ""
 			if c == '{' {
-				k = p.str()
+				k = p.e.kept(p.str())
 				p.space()
 				p.i++ // ':'
 			}
@@ -391,15 +397,16 @@ func (p *jsonText) str() string {
 // startTime, success, kind, parentId, links (JSON), the well-known
 // attributes under PartB names, statusMessage}, PartC {the other
 // attributes} — into a span in e, with uetrace's own attributes of s
-// first, and returns what it says of its resource. ok is false, and
-// nothing is written, when its times do not parse.
+// first, and returns what it says of its resource; attrs is the room its
+// attributes are given. ok is false, and nothing is written, when its
+// times do not parse.
 //
 // What the layout does not keep does not come back: the trace state and
 // flags, the span's events, the links' attributes, dropped counts, the
 // scope; a status Ok (it is "success" as Unset is: both come back Unset);
 // the order of the well-known attributes among the others (they come
 // first).
-func csSpan(e *encoder, eh *eventheader.Event, cs *csFields, s *perfdata.Sample) (res csResource, ok bool) {
+func csSpan(e *encoder, eh *eventheader.Event, cs *csFields, s *perfdata.Sample, attrs int) (res csResource, ok bool) {
 	end, err1 := time.Parse(time.RFC3339Nano, view(cs.time))
 	start, err2 := time.Parse(time.RFC3339Nano, view(cs.startTime))
 	if err1 != nil || err2 != nil {
@@ -410,9 +417,9 @@ func csSpan(e *encoder, eh *eventheader.Event, cs *csFields, s *perfdata.Sample)
 	hexID(tid[:], cs.traceID)
 	hexID(sid[:], cs.spanID)
 	hexID(parent[:], cs.parentID)
-	e.Span()
+	e.Span(attrs)
 	e.SpanIDs(tid, sid, parent)
-	e.SpanName(validText(cs.name))
+	e.SpanName(e.kept(validText(cs.name)))
 	// Common Schema's kinds are OTLP's less one: Internal 0 … Consumer 4.
 	if cs.kind >= 0 && cs.kind <= 4 {
 		e.SpanKind(int32(cs.kind) + otlp.SpanKindInternal)
@@ -443,7 +450,7 @@ func csSpan(e *encoder, eh *eventheader.Event, cs *csFields, s *perfdata.Sample)
 			csValue(e, it, base)
 		}
 	}
-	e.End()
+	e.endEH()
 	return cs.resource(), true
 }
 

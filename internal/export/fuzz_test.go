@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bytes"
 	"testing"
 	"unicode/utf8"
 
@@ -12,7 +13,8 @@ import (
 
 // FuzzRecord maps arbitrary records of a plain user event and of an
 // EventHeader tracepoint: the mapping must not fail on what a writer can
-// put in a record, and what it makes must encode.
+// put in a record, and what it makes must encode — the same with the
+// record's layout made, found again, and without one.
 func FuzzRecord(f *testing.F) {
 	x, err := eventdef.Parse("x u32 a; __rel_loc char[] msg; char[4] c; __data_loc u8[] blob")
 	if err != nil {
@@ -72,10 +74,20 @@ func FuzzRecord(f *testing.F) {
 		if isEH {
 			ev = eh
 		}
-		var w otlpWriter
-		encodeSample(&encoder{Writer: &w}, &perfdata.Sample{Event: ev, Raw: raw}, 1)
+		var w, again, cold otlpWriter
+		s := perfdata.Sample{Event: ev, Raw: raw}
+		e := encoder{Writer: &w, keep: true}
+		encodeSample(&e, &s, 1)
 		if w.Depth() != 0 {
 			t.Fatalf("%d values left open", w.Depth())
+		}
+		e.Writer = &again
+		encodeSample(&e, &s, 1)
+		noLayout := encoder{Writer: &cold}
+		noLayout.layouts.size = maxLayoutSize
+		encodeSample(&noLayout, &s, 1)
+		if !bytes.Equal(w.Bytes(), again.Bytes()) || !bytes.Equal(w.Bytes(), cold.Bytes()) {
+			t.Fatalf("mapped % x, with its layout found again % x, without a layout % x", w.Bytes(), again.Bytes(), cold.Bytes())
 		}
 		rls, err := otlp.ParseRequest(otlp.AppendEncodedRequest(nil, []otlp.EncodedResourceLogs{{Records: w.Bytes()}}))
 		if err != nil || len(rls) != 1 || len(rls[0].Records) != 1 {

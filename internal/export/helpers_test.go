@@ -11,6 +11,7 @@ import (
 
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/eventheader"
+	"github.com/uetrace/uetrace/internal/export/exporttest"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/perfdata"
@@ -18,15 +19,15 @@ import (
 
 var ne = binary.NativeEndian
 
-// The test file's events: a plain user event, and an EventHeader event
-// at two levels.
+// The test file's events: the mix of exporttest — a plain user event,
+// and an EventHeader event at two levels.
 const (
-	xCommand = "x u32 seq; s64 neg; char[8] c; __rel_loc char[] msg; u8 d; u64 big"
-	xID      = 1001
-	ehInfo   = "UetraceTest_L4K5"
-	ehInfoID = 1002
-	ehErr    = "UetraceTest_L2K5"
-	ehErrID  = 1003
+	xCommand = exporttest.XCommand
+	xID      = exporttest.XID
+	ehInfo   = exporttest.EHInfo
+	ehInfoID = exporttest.EHInfoID
+	ehErr    = exporttest.EHErr
+	ehErrID  = exporttest.EHErrID
 	testPID  = 4242
 	testComm = "exportme"
 	// The file's clock data: monotonic clockNS was wall wallNS.
@@ -51,26 +52,22 @@ type want struct {
 // path and what the Collector must show of each seq.
 func testFile(tb testing.TB, n int) (string, []want) {
 	tb.Helper()
-	x, err := eventdef.Parse(xCommand)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ehEv, err := eventdef.Parse(ehInfo + " " + eventheader.CommandTypes)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	mix := exporttest.NewMix()
+	formats := mix.Formats()
 	td := &perfdata.TracingData{
 		HeaderPage: []byte(perfdata.HeaderPage), HeaderEvent: []byte(perfdata.HeaderEvent),
 		Systems: []perfdata.TracingSystem{{Name: eventdef.System, Formats: [][]byte{
-			[]byte(x.Format("x", xID)), []byte(ehEv.Format(ehInfo, ehInfoID)), []byte(ehEv.Format(ehErr, ehErrID)),
+			formats[xID], formats[ehInfoID], formats[ehErrID],
 		}}},
 	}
 	events := map[uint16]*perfdata.Event{}
 	for i, f := range td.Systems[0].Formats {
 		name := []string{"x", ehInfo, ehErr}[i]
-		if events[uint16([]int{xID, ehInfoID, ehErrID}[i])], err = perfdata.NewEvent(eventdef.System, name, f); err != nil {
+		ev, err := perfdata.NewEvent(eventdef.System, name, f)
+		if err != nil {
 			tb.Fatal(err)
 		}
+		events[uint16([]int{xID, ehInfoID, ehErrID}[i])] = ev
 	}
 	path := filepath.Join(tb.TempDir(), "perf.data")
 	w, err := perfdata.Create(path)
@@ -96,32 +93,17 @@ func testFile(tb testing.TB, n int) (string, []want) {
 		}
 	}
 	check(w.WriteComm(testPID, testPID, testComm, nil))
-	var (
-		enc   eventdef.Encoder
-		b     eventheader.Builder
-		wants []want
-	)
-	act := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	var wants []want
 	for i := range n {
 		ts := uint64(clockNS + 1_000_000 + i*1000)
 		tid := uint32(testPID + i%3)
 		wt := want{time: wallNS + 1_000_000 + uint64(i)*1000, attrs: map[string]otlp.Value{
 			"thread.id": otlp.IntValue(int64(tid)), "linux.cpu": otlp.IntValue(int64(i % 2)),
 		}}
-		var id uint16
-		var payload []byte
+		id, payload, err := mix.Event(i)
+		check(err)
 		switch i % 3 {
 		case 0:
-			id = xID
-			enc.Reset(x, nil)
-			enc.Uint(uint64(i))
-			enc.Int(-int64(i))
-			enc.String("c")
-			enc.String(fmt.Sprintf("message %d ünïcode", i))
-			enc.Uint(uint64(i % 256))
-			enc.Uint(math.MaxUint64 - uint64(i))
-			payload, err = enc.Payload()
-			check(err)
 			wt.eventName = "user_events:x"
 			wt.attrs["linux.tracepoint"] = otlp.StringValue("user_events:x")
 			wt.attrs["seq"] = otlp.IntValue(int64(i))
@@ -132,28 +114,11 @@ func testFile(tb testing.TB, n int) (string, []want) {
 			wt.attrs["big"] = otlp.StringValue(fmt.Sprint(uint64(math.MaxUint64 - uint64(i))))
 		default:
 			tp, lvl := ehInfo, eventheader.LevelInformation
-			id = ehInfoID
 			wt.severity, wt.sevText = otlp.SeverityInfo, "INFO"
 			if i%3 == 2 {
-				tp, lvl, id = ehErr, eventheader.LevelError, ehErrID
+				tp, lvl = ehErr, eventheader.LevelError
 				wt.severity, wt.sevText = otlp.SeverityError, "ERROR"
 			}
-			b.Reset("Request", eventheader.Header{Level: lvl, Opcode: 1, ID: 7, Version: 2})
-			b.SetActivityID(&act, nil)
-			b.AddInt64("seq", int64(i), 0)
-			b.AddString("path", "/p/"+fmt.Sprint(i), eventheader.FormatDefault, 0)
-			b.AddBool("ok", i%2 == 0, 0)
-			b.AddFloat64("ratio", float64(i)/4, 0)
-			b.StructField("pt", 2, 0)
-			b.AddInt32("x", int32(i), 0)
-			b.AddInt32("y", -int32(i), 0)
-			b.ArrayField("arr", eventheader.EncodingValue16, eventheader.FormatDefault, 0, 3)
-			b.AppendValue16(uint16(i))
-			b.AppendValue16(2)
-			b.AppendValue16(3)
-			b.AddUint32("err", 2, eventheader.FormatErrno, 0)
-			payload, err = b.AppendEvent(nil)
-			check(err)
 			wt.eventName = "UetraceTest:Request"
 			wt.attrs["linux.tracepoint"] = otlp.StringValue("user_events:" + tp)
 			wt.attrs["eventheader.provider"] = otlp.StringValue("UetraceTest")

@@ -58,12 +58,67 @@ var severities = [...]struct {
 // once.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// encoder is what a sample is written with: a Writer, and the scratch in
-// which the values shown as text are made. Kept by the caller, its memory
-// serves every sample.
+// encoder is what a sample is written with: a Writer, the scratch in
+// which the values shown as text are made, and what is derived once from
+// the events' layouts. Kept by the caller, its memory serves every sample.
 type encoder struct {
 	Writer
 	js []byte
+	// keep says that the Writer keeps the keys and names it is given
+	// (NewEncoder's), which then must not view the record: those not of a
+	// layout are interned in strs.
+	keep    bool
+	strs    interner
+	layouts layouts
+	lay     *ehLayout // the layout of the EventHeader event being written; nil: none
+	// acts are the texts of the last activity id and related activity id
+	// written, for a Writer that keeps what it is given: the events of one
+	// activity come in runs, and each is given the same string, not a
+	// copy made anew.
+	acts [2]uuidText
+}
+
+// uuidText is a UUID and its text.
+type uuidText struct {
+	id   [16]byte
+	text string
+}
+
+// uuid adds an activity id as its text (AppendUUID's). A Writer that keeps
+// strings is given last's text, made again only when the id is not last's.
+func (e *encoder) uuid(key string, id []byte, last *uuidText) {
+	if !e.keep {
+		e.js = eventheader.AppendUUID(e.js[:0], id)
+		e.StrBytes(key, e.js)
+		return
+	}
+	if last.text == "" || string(last.id[:]) != string(id) {
+		copy(last.id[:], id)
+		last.text = string(eventheader.AppendUUID(e.js[:0], id))
+	}
+	e.StrConst(key, last.text)
+}
+
+// kept is s, which may view the record, as a key or name given to the
+// Writer: s itself when the Writer does not keep it, else a copy that
+// does not change.
+func (e *encoder) kept(s string) string {
+	if !e.keep {
+		return s
+	}
+	if e.strs == nil {
+		e.strs = interner{}
+	}
+	return e.strs.get(s)
+}
+
+// key is the attribute key of an EventHeader item: its field's name,
+// valid UTF-8 and without attributes — its layout's, or kept.
+func (e *encoder) key(it *eventheader.Item) string {
+	if e.lay != nil {
+		return e.lay.key(it)
+	}
+	return e.kept(validText(it.FieldName()))
 }
 
 // encodeSample appends a sample to e as the signal it is and returns that
@@ -88,7 +143,14 @@ func encodeSample(e *encoder, s *perfdata.Sample, observed uint64) (sig otlp.Sig
 	}
 	// A plain event, or an EventHeader one whose fields do not all
 	// decode: the fields its format has.
-	e.Record()
+	n := 3 + 1 // sampleAttrs', and linux.raw or the fields
+	if s.Wall == 0 {
+		n++
+	}
+	if ev.Format != nil {
+		n += len(ev.Format.Fields) - 1
+	}
+	e.Record(n)
 	sampleAttrs(e, s)
 	e.Time(s.Wall, observed)
 	if ev.Format == nil {
@@ -108,22 +170,37 @@ func encodeSample(e *encoder, s *perfdata.Sample, observed uint64) (sig otlp.Sig
 // written, and before that once more only for a Common Schema record,
 // whose PartA and PartB say what to write first.
 func encodeEH(e *encoder, s *perfdata.Sample, eh *eventheader.Event, observed uint64) (otlp.Signal, csResource, bool) {
-	cs, kind := scanCS(eh)
-	switch kind {
-	case csInvalid:
-		return 0, csResource{}, false
-	case csRecord:
-		if string(cs.typeName) == commonschema.TypeSpan {
-			if res, ok := csSpan(e, eh, &cs, s); ok {
-				return otlp.Traces, res, true
-			}
+	e.lay = e.layouts.get(eh)
+	defer func() { e.lay = nil }()
+	// A layout that is not Common Schema's is not scanned again: that its
+	// first field is not __csver__ is in its metadata. (A record whose
+	// first field's value is cut short is then found by ehFields and
+	// written by its format, as when scanCS finds it.)
+	var cs csFields
+	kind := csNot
+	if e.lay == nil || !e.lay.notCS {
+		cs, kind = scanCS(eh)
+		if kind == csInvalid {
+			return 0, csResource{}, false
+		}
+		if kind == csNot && e.lay != nil {
+			e.lay.notCS = true
 		}
 	}
-	e.Record()
+	attrs := 0 // the room the record is given
+	if e.lay != nil {
+		attrs = e.lay.attrs
+	}
+	if kind == csRecord && string(cs.typeName) == commonschema.TypeSpan {
+		if res, ok := csSpan(e, eh, &cs, s, attrs); ok {
+			return otlp.Traces, res, true
+		}
+	}
+	e.Record(attrs)
 	sampleAttrs(e, s)
 	if kind == csRecord && string(cs.typeName) == commonschema.TypeLog {
 		if res, ok := csLog(e, eh, &cs, observed); ok {
-			e.End()
+			e.endEH()
 			return otlp.Logs, res, true
 		}
 	}
@@ -134,8 +211,19 @@ func encodeEH(e *encoder, s *perfdata.Sample, eh *eventheader.Event, observed ui
 		e.Discard()
 		return 0, csResource{}, false
 	}
-	e.End()
+	e.endEH()
 	return otlp.Logs, csResource{}, true
+}
+
+// endEH ends an EventHeader event's record or span, and has its layout
+// give the next ones the room the most of its records took: the events of
+// a layout differ only by what their headers say (an opcode, an activity
+// id: a few attributes), and too little room is grown by doubling.
+func (e *encoder) endEH() {
+	if e.lay != nil {
+		e.lay.attrs = max(e.lay.attrs, e.Len())
+	}
+	e.End()
 }
 
 // sampleAttrs adds the attributes uetrace gives every record: the
@@ -222,12 +310,10 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 		e.Int(AttrEHTag, int64(eh.Header.Tag))
 	}
 	if eh.ActivityID != nil {
-		e.js = eventheader.AppendUUID(e.js[:0], eh.ActivityID)
-		e.StrBytes(AttrEHActivity, e.js)
+		e.uuid(AttrEHActivity, eh.ActivityID, &e.acts[0])
 	}
 	if eh.RelatedActivityID != nil {
-		e.js = eventheader.AppendUUID(e.js[:0], eh.RelatedActivityID)
-		e.StrBytes(AttrEHRelated, e.js)
+		e.uuid(AttrEHRelated, eh.RelatedActivityID, &e.acts[1])
 	}
 	base := e.Depth()
 	f := eh.Fields()
@@ -235,15 +321,15 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 		it := f.Item()
 		switch it.Kind {
 		case eventheader.ItemStructBegin:
-			e.MapStart(validText(it.FieldName()), int(it.Format)) // a struct's field count
+			e.MapStart(e.key(it), int(it.Format)) // a struct's field count
 		case eventheader.ItemArrayBegin:
-			e.ArrayStart(validText(it.FieldName()), int(it.ArrayCount))
+			e.ArrayStart(e.key(it), int(it.ArrayCount))
 		case eventheader.ItemStructEnd, eventheader.ItemArrayEnd:
 			if e.Depth() > base {
 				e.End()
 			}
 		case eventheader.ItemValue:
-			ehValue(e, validText(it.FieldName()), it)
+			ehValue(e, e.key(it), it)
 		}
 	}
 	if f.Err() != nil {
@@ -252,15 +338,14 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 	for e.Depth() > base {
 		e.End()
 	}
-	// "Provider:Event", made in the scratch: what a Writer is given may
-	// stay with it, and a string made here would be garbage each time.
-	e.js = append(append(e.js[:0], eh.Tracepoint.Provider...), ':')
-	if name := eh.EventName(); utf8.Valid(name) {
-		e.js = append(e.js, name...)
-	} else {
-		e.js = append(e.js, validText(name)...)
+	// "Provider:Event": the layout's, else made in the scratch.
+	if e.lay != nil {
+		e.EventName(e.lay.eventName)
+		return true
 	}
-	e.EventNameBytes(e.js)
+	e.js = append(append(e.js[:0], eh.Tracepoint.Provider...), ':')
+	e.js = append(e.js, validText(eh.EventName())...)
+	e.EventName(e.kept(view(e.js)))
 	return true
 }
 
@@ -280,9 +365,9 @@ func ehValue(e *encoder, key string, it *eventheader.Item) {
 
 // ehScalar adds, straight from its bytes, a value of the encodings and
 // formats most events use — integers, finite floats, booleans 0 and 1,
-// UTF-8 strings — as ehValueJSON would from its JSON, and says whether it
-// did; it adds nothing when the value is another (TestEHScalar compares
-// the two for every encoding and format).
+// UTF-8 strings, errnos Linux names — as ehValueJSON would from its JSON,
+// and says whether it did; it adds nothing when the value is another
+// (TestEHScalar compares the two for every encoding and format).
 func ehScalar(e *encoder, key string, it *eventheader.Item) bool {
 	v := it.Value
 	switch enc := it.Encoding; enc {
@@ -333,6 +418,14 @@ func ehScalar(e *encoder, key string, it *eventheader.Item) bool {
 			if enc != eventheader.EncodingValue64 && u <= 1 {
 				e.Bool(key, u == 1)
 				return true
+			}
+		case eventheader.FormatErrno:
+			// An errno Linux names: its text, made once.
+			if enc == eventheader.EncodingValue32 {
+				if t := eventheader.ErrnoText(uint32(u)); t != "" {
+					e.StrConst(key, t)
+					return true
+				}
 			}
 		}
 	case eventheader.EncodingZStringChar8, eventheader.EncodingStringLength16Char8:

@@ -61,7 +61,7 @@ func TestEHScalar(t *testing.T) {
 		it := fs.Item()
 		for _, w := range []*otlpWriter{&fw, &sw} {
 			w.Reset()
-			w.Record()
+			w.Record(0)
 		}
 		ehValue(&fast, "v", it)
 		slow.js = it.AppendJSON(slow.js[:0])
@@ -70,7 +70,7 @@ func TestEHScalar(t *testing.T) {
 			t.Errorf("%v, %v, % x (JSON %s): ehValue wrote % x, by its JSON % x", enc, f, value, slow.js, fw.Bytes(), sw.Bytes())
 		}
 		fw.Reset()
-		fw.Record()
+		fw.Record(0)
 		if ehScalar(&fast, "v", it) {
 			taken[enc]++
 		}
@@ -91,6 +91,9 @@ func TestEHScalar(t *testing.T) {
 				check(enc, f, v)
 			}
 		}
+	}
+	for u := range uint32(140) { // every errno Linux names, and those it does not
+		check(eventheader.EncodingValue32, eventheader.FormatErrno, binary.LittleEndian.AppendUint32(nil, u))
 	}
 	for _, enc := range []eventheader.Encoding{eventheader.EncodingZStringChar8, eventheader.EncodingStringLength16Char8} {
 		for f := eventheader.FormatDefault; f <= eventheader.FormatIPAddressObsolete+1; f++ {
@@ -175,9 +178,9 @@ func jsonValueDecoder(e Writer, key string, js []byte) bool {
 func checkJSONValue(t *testing.T, js []byte) {
 	t.Helper()
 	var a, b otlpWriter
-	a.Record()
-	b.Record()
-	okA, okB := jsonValue(&a, "k", js), jsonValueDecoder(&b, "k", js)
+	a.Record(0)
+	b.Record(0)
+	okA, okB := jsonValue(&encoder{Writer: &a}, "k", js), jsonValueDecoder(&b, "k", js)
 	if okA != okB || !bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Fatalf("%q: jsonValue %v, % x; by encoding/json %v, % x", js, okA, a.Bytes(), okB, b.Bytes())
 	}

@@ -13,28 +13,37 @@ import (
 // (package otelcol/usereventsreceiver), so that both have the one mapping
 // without a conversion between them.
 //
-// Calls nest as the values do: Record or Span ... End, and inside them Str,
-// Int, … with a key, MapStart(key, n) ... End, ArrayStart(key, n) ... End
-// (n: how many entries follow, when known, else 0; an array's elements'
-// keys are ignored); Body makes the next value the
-// record's body. Strings and bytes given to a Writer may be views of the
-// sample's record: a Writer that keeps them past the call copies them.
+// Calls nest as the values do: Record(n) or Span(n) ... End, and inside
+// them Str, Int, … with a key, MapStart(key, n) ... End, ArrayStart(key,
+// n) ... End (n: how many attributes or entries follow, when known, else
+// 0 — a hint, for the room to give them; an array's elements' keys are
+// ignored); Body makes the next value the record's body.
+//
+// Values — the strings and bytes of Str, StrBytes and BytesValue, and a
+// span's status message — may be views of the sample's record: a Writer
+// that keeps them past the call copies them. What repeats from record to
+// record does not view it when the Writer is an Encoder's (NewEncoder):
+// keys, event names, span names and severity texts are the encoder's own
+// strings, which do not change, and a Writer may keep them as they are.
 type Writer interface {
 	// Record starts a log record, Span a span; End ends them. Discard
 	// forgets the record or span being written, what is open in it
 	// included: a record found bad part way is written again another way.
-	Record()
-	Span()
+	Record(n int)
+	Span(n int)
 	Discard()
 	End()
 	// Depth is how many records, spans, maps and arrays are open.
 	Depth() int
+	// Len is how many attributes the open record or span has (0 from a
+	// Writer that does not count them): the encoder gives the next record
+	// of the same layout that room.
+	Len() int
 
 	// A log record's fields; 0 and "" are left out.
 	Time(t, observed uint64)
 	Severity(num int32, text string)
 	EventName(s string)
-	EventNameBytes(s []byte) // s is UTF-8
 	TraceContext(traceID [16]byte, spanID [8]byte, flags uint32)
 	Body()
 
@@ -70,15 +79,18 @@ type otlpWriter struct {
 	start otlp.Mark // where the record or span being written starts
 }
 
-func (w *otlpWriter) Record() {
+func (w *otlpWriter) Record(int) {
 	w.start = w.Mark()
 	w.Builder.Record()
 }
 
-func (w *otlpWriter) Span() {
+func (w *otlpWriter) Span(int) {
 	w.start = w.Mark()
 	w.Builder.Span()
 }
+
+// Len is 0: the Builder needs no room given.
+func (w *otlpWriter) Len() int { return 0 }
 
 func (w *otlpWriter) Discard() { w.Truncate(w.start) }
 
@@ -96,8 +108,9 @@ type Encoder struct {
 	e encoder
 }
 
-// NewEncoder makes an Encoder writing into w.
-func NewEncoder(w Writer) *Encoder { return &Encoder{e: encoder{Writer: w}} }
+// NewEncoder makes an Encoder writing into w. The keys and names it gives
+// w do not view the samples' records: w may keep them (see Writer).
+func NewEncoder(w Writer) *Encoder { return &Encoder{e: encoder{Writer: w, keep: true}} }
 
 // Encode maps a sample, observed at observed (ns since 1970): a log record
 // or a span written whole into the Writer, or an otlp_metrics record's

@@ -26,6 +26,9 @@ type dataHandle struct {
 	smu      sync.Mutex
 	shares   map[int]*shareEntry
 	released bool
+	// pieces are the writes FUSE sent in pieces, whose first was taken
+	// whole (pieces.go).
+	pieces pieces
 }
 
 var _ fuse.Ioctler = (*dataHandle)(nil)
@@ -62,7 +65,10 @@ func (h *dataHandle) InlineWrites() bool { return true }
 //     user_events' EFAULT (pwritev's offset is never looked at);
 //   - FUSE sends only the pages it could pin: a buffer that runs into an
 //     unmapped page arrives short, and is answered as user_events_write
-//     answers a fault (subsys.File.WriteFaulted).
+//     answers a fault (subsys.File.WriteFaulted);
+//   - FUSE sends a write of more pages than a request carries in pieces:
+//     the first arrives short too, and is made whole from the caller's
+//     memory (pieces.go).
 //
 // Nothing in the request tells either, so the call is read at every write:
 // it is what is left of a write's cost here besides the round trip itself
@@ -83,6 +89,12 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 		// as from its first ioctl: once per thread, not per write.
 		h.fs.callers.GetKnown(tid, c.tgid)
 	}
+	if c.callOK && h.pieces.take(tid, c.call, off, len(data)) {
+		if !r.Commit() {
+			return 0, unix.EFAULT
+		}
+		return len(data), nil
+	}
 	if c.callOK {
 		switch call := c.call; call.Nr {
 		case unix.SYS_WRITE:
@@ -98,6 +110,14 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 			// user_events_write's *ppos check for write and pwrite.
 		}
 	}
+	var all []byte // a write FUSE cut, made whole
+	if total > len(data) && total <= maxWhole && !(positioned && pos != 0) && tid > 0 {
+		if pc, err := h.fs.callers.GetKnown(tid, c.tgid); err == nil {
+			if b, ok := whole(pc.Mem, c.call, total); ok {
+				all = b
+			}
+		}
+	}
 	if !r.Commit() {
 		// The server answered the write itself: it took too long
 		// (fuse.InlineWriter).
@@ -108,7 +128,15 @@ func (h *dataHandle) Write(ctx context.Context, r *fuse.Request, data []byte, of
 		return h.f.Write(w, data, pos)
 	}
 	if total > len(data) {
-		return h.f.WriteFaulted(w, data, total)
+		if all == nil {
+			return h.f.WriteFaulted(w, data, total)
+		}
+		if _, err := h.f.Write(w, all, 0); err != nil {
+			return 0, err
+		}
+		// This piece is answered whole, so that FUSE sends the next.
+		h.pieces.expect(tid, c.call, off+int64(len(data)), total-len(data))
+		return len(data), nil
 	}
 	return h.f.Write(w, data, 0)
 }

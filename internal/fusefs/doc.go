@@ -176,7 +176,10 @@
 //     in pieces, the first short of what write(2) asked as if the buffer
 //     faulted there; it is EFAULT here, while the kernel takes it and drops
 //     the record, larger than any trace buffer page (kernel/datacalls' row
-//     write.enabled_2MiB).
+//     write.enabled_2MiB). A shorter write that FUSE cuts (more than 256
+//     pages, or non-empty iovecs) is made whole from the caller's memory
+//     and written as Linux writes it (pieces.go; the row
+//     write.writev_1024_iovecs_of_a_byte).
 //   - Enable bits are set by read-modify-write of the byte that holds them
 //     (procmem.Mem.SetBit), not by an atomic set_bit: a caller changing other
 //     bits of that byte in the same instant can lose one of the two updates.

@@ -60,10 +60,36 @@ func File(root, name string, check func(path string) error) (string, error) {
 	}
 	path := filepath.Join(root, name)
 	if err := check(path); err != nil {
-		if err == unix.ENOENT {
-			return "", &uerror.Error{Op: "open", Path: path, Errno: unix.ENOENT, Reason: "this kernel has no user_events (CONFIG_USER_EVENTS)"}
+		switch err {
+		case unix.ENOENT:
+			return "", &uerror.Error{Op: "open", Path: path, Errno: unix.ENOENT, Reason: noUserEvents}
+		case unix.EACCES, unix.EPERM:
+			return "", &uerror.Error{Op: "open", Path: path, Errno: err.(unix.Errno), Reason: denied(root, path)}
 		}
 		return "", uerror.Wrap("open", path, "", err)
 	}
 	return root, nil
+}
+
+const noUserEvents = "this kernel has no user_events (CONFIG_USER_EVENTS)"
+
+// denied says why the user_events file at path, of the tracefs at root,
+// could not be opened. Path lookup needs search permission on every
+// directory, and Linux checks it before it looks the next name up
+// (may_lookup in link_path_walk): an EACCES from a directory on the way
+// says nothing of whether the file is there, and tracefs's root is 0700
+// unless mounted with mode= or gid=. stat(2) walks the same path with the
+// same credentials but needs no permission on the file itself: it finds
+// the file, finds it absent, or is refused where open was. (Not
+// faccessat(AT_EACCESS): x/sys emulates that flag, and the emulation
+// alone is about 7 KB of a producer's binary, TestProducerBinarySize.)
+func denied(root, path string) string {
+	var st unix.Stat_t
+	switch unix.Stat(path, &st) {
+	case nil:
+		return "this kernel has user_events; this user may not open them"
+	case unix.ENOENT:
+		return noUserEvents
+	}
+	return "this user may not enter " + root + ", so whether this kernel has user_events is not known"
 }

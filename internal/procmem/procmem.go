@@ -340,9 +340,41 @@ func (m *Mem) WriteAt(p []byte, addr uint64) (int, error) {
 	return m.rw(true, p, addr)
 }
 
+// ReadV reads into p, in order, the process's memory at remote (an iovec
+// array, at most 1024 long: UIO_MAXIOV), as ReadAt reads one range: a read
+// that stops at memory it cannot read returns the bytes read before it and
+// an EFAULT error.
+func (m *Mem) ReadV(p []byte, remote []unix.RemoteIovec) (int, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.pidfd < 0 {
+		return 0, ErrClosed
+	}
+	if len(remote) == 0 {
+		return 0, nil
+	}
+	return m.rwv(false, p, remote)
+}
+
 // rw is one process_vm_readv or process_vm_writev of p at addr, followed by
 // the pidfd check that makes its result the process's. Called with mu held.
 func (m *Mem) rw(write bool, p []byte, addr uint64) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if addr+uint64(len(p)) < addr {
+		op := "read"
+		if write {
+			op = "write"
+		}
+		return 0, fmt.Errorf("procmem: %s of %d bytes at %#x wraps around: %w", op, len(p), addr, unix.EFAULT)
+	}
+	return m.rwv(write, p, []unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}})
+}
+
+// rwv is rw of p at the remote iovecs (the first's address names the
+// access in errors). Called with mu held.
+func (m *Mem) rwv(write bool, p []byte, remote []unix.RemoteIovec) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -350,10 +382,7 @@ func (m *Mem) rw(write bool, p []byte, addr uint64) (int, error) {
 	if write {
 		op = "write"
 	}
-	if addr+uint64(len(p)) < addr {
-		return 0, fmt.Errorf("procmem: %s of %d bytes at %#x wraps around: %w", op, len(p), addr, unix.EFAULT)
-	}
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}}
+	addr := uint64(remote[0].Base)
 	n, err := m.vm(write, [][]byte{p}, remote)
 	if m.exitedNow() {
 		// The pid may have named another process during the call.

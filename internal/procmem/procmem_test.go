@@ -93,6 +93,21 @@ func TestReadWrite(t *testing.T) {
 	}
 }
 
+// TestReadV reads iovecs in order, and stops where the memory cannot be
+// read: the bytes before the hole are read.
+func TestReadV(t *testing.T) {
+	c, m := start(t)
+	b := make([]byte, 12)
+	remote := []unix.RemoteIovec{{Base: uintptr(c.RW + 8), Len: 4}, {Base: uintptr(c.RW), Len: 8}}
+	if n, err := m.ReadV(b, remote); n != 12 || err != nil || string(b) != "\x08\x09\x0a\x0b\x00\x01\x02\x03\x04\x05\x06\x07" {
+		t.Errorf("ReadV: %d, %v, % x", n, err, b)
+	}
+	remote[1] = unix.RemoteIovec{Base: uintptr(c.RW + pg - 4), Len: 8}
+	if n, err := m.ReadV(b, remote); n != 8 || !errors.Is(err, unix.EFAULT) {
+		t.Errorf("ReadV into the hole: %d, %v", n, err)
+	}
+}
+
 func TestPartialAndFaults(t *testing.T) {
 	c, m := start(t)
 	b := make([]byte, 16)

@@ -229,7 +229,7 @@ type Options struct {
 
 // ErrNoClockData is wrapped by the error of a report asked for wall-clock
 // times of a file that has no clock data.
-var ErrNoClockData = errors.New("the file has no clock data (HEADER_CLOCK_DATA) to turn its times into wall-clock times: record with perf record -k CLOCK_MONOTONIC")
+var ErrNoClockData = errors.New("the file has no clock data (HEADER_CLOCK_DATA) to turn its times into wall-clock times: record with uetrace record -k CLOCK_MONOTONIC (or perf record -k CLOCK_MONOTONIC)")
 
 // WriteOptions writes the samples of r to w as o says.
 func WriteOptions(w io.Writer, r *perfdata.Reader, o Options) (Summary, error) {

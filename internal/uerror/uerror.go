@@ -164,8 +164,9 @@ func NoBackend(kerr, derr error) error {
 	}
 	hint := ""
 	if errors.Is(kerr, unix.EACCES) || errors.Is(kerr, unix.EPERM) {
-		hint = "the kernel has user_events but this user may not open user_events_data: run as root, " +
-			"give the user access to tracefs, or start a daemon with `uetrace serve`"
+		// The kernel's error says whether it has user_events, when that
+		// can be known (kernelfs); the daemon's says how to start one.
+		hint = "where the kernel has user_events, run as root or give this user access to tracefs"
 	}
 	return &NoBackendError{Kernel: kerr, Daemon: derr, Hint: hint}
 }

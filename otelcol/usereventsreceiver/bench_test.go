@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/export/exporttest"
 	"github.com/uetrace/uetrace/internal/otlp"
 	"github.com/uetrace/uetrace/otelcol/usereventsreceiver/internal/metadata"
 	"github.com/uetrace/uetrace/perfdata"
@@ -22,7 +23,10 @@ import (
 //   - eventheader: an EventHeader event of 8 fields, a struct of 1, an
 //     array of 3, and activity ids;
 //   - commonschema: OpenTelemetry's Common Schema log records and spans
-//     (PartA, PartB, PartC with a JSON array and a struct).
+//     (PartA, PartB, PartC with a JSON array and a struct);
+//   - mix: the events of internal/export's end-to-end benchmarks
+//     (BenchmarkE2EReceiver; exporttest's mix): what the Collector's
+//     receiver takes there, its source apart.
 func BenchmarkReceiver(b *testing.B) {
 	def, err := eventdef.Parse("bench_ev u32 n; s64 v; char[16] s")
 	if err != nil {
@@ -47,6 +51,7 @@ func BenchmarkReceiver(b *testing.B) {
 		{"plain", []perfdata.Sample{{Event: ev, Wall: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw}}},
 		{"eventheader", samplesOf(te.eh, eh[n-32:n-12])},
 		{"commonschema", samplesOf(te.eh, eh[n-12:])},
+		{"mix", mixSamples(b)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			r := newReceiver(receivertest.NewNopSettings(metadata.Type), createDefaultConfig(), func() {})
@@ -73,4 +78,33 @@ func samplesOf(ev *perfdata.Event, raws [][]byte) []perfdata.Sample {
 		out = append(out, perfdata.Sample{Event: ev, Wall: 1, PID: 100, TID: 101, Comm: "bench", Raw: raw})
 	}
 	return out
+}
+
+// mixSamples are 300 samples of the mix of export's end-to-end
+// benchmarks (exporttest).
+func mixSamples(tb testing.TB) []perfdata.Sample {
+	tb.Helper()
+	mix := exporttest.NewMix()
+	formats := mix.Formats()
+	events := map[uint16]*perfdata.Event{}
+	for id, name := range map[uint16]string{exporttest.XID: "x", exporttest.EHInfoID: exporttest.EHInfo, exporttest.EHErrID: exporttest.EHErr} {
+		ev, err := perfdata.NewEvent("user_events", name, formats[id])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		events[id] = ev
+	}
+	var samples []perfdata.Sample
+	for i := range 300 {
+		id, payload, err := mix.Event(i)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		raw := make([]byte, eventdef.HeaderSize, eventdef.HeaderSize+len(payload))
+		binary.NativeEndian.PutUint16(raw, id) // common_type, as the kernel writes it
+		raw = append(raw, payload...)
+		samples = append(samples, perfdata.Sample{Event: events[id], Wall: 1, PID: 4242, TID: 4242 + uint32(i%3),
+			CPU: uint32(i % 2), Comm: "exportme", ProcessComm: "exportme", Raw: raw})
+	}
+	return samples
 }

@@ -20,10 +20,11 @@ import (
 // into a scratch one, which the batch moves to its resource's place once
 // the mapping says which resource that is.
 //
-// What it keeps is copied: the strings and bytes the mapping gives view
-// the sample's record, in a ring written over at once. Keys, event and
-// span names and severity texts, which repeat from record to record, are
-// copied once (interner).
+// What it keeps of the values is copied: the strings and bytes the
+// mapping gives view the sample's record, in a ring written over at once.
+// Keys, event and span names and severity texts, which repeat from record
+// to record, are the encoder's, which does not change them: they are kept
+// as they are (export.NewEncoder).
 //
 // Where it differs from OTLP's bytes: a key given twice in one record or
 // map (an event's field named as one of uetrace's attributes, or two
@@ -36,19 +37,9 @@ type pdataWriter struct {
 	span   bool // a span is being written, not a log record
 	body   bool // the next value is the record's body
 	frames []frame
-	strs   interner
-	// keys are the keys of the last record or span, in the order they
-	// were written, and nkeys how many of this one's were: a record of the
-	// same event as the one before has the same, and its keys are found
-	// here without a lookup in strs.
-	keys  []string
-	nkeys int
-	// attrs is the room a record's or span's attributes are given at
-	// once: the most the records of this window of 64 and of the last
-	// had, so that neither a stream of one event nor one of several in
-	// turn grows them by copying (each growth doubles the room, which
-	// costs more than a few attributes too many).
-	attrs, winMax, records int
+	// last is how many attributes the last record or span had: the room
+	// one is given when the mapping does not say (Record's n).
+	last int
 }
 
 // frame is what holds the values being written: the record's or span's
@@ -60,20 +51,27 @@ type frame struct {
 }
 
 func newPdataWriter() *pdataWriter {
-	return &pdataWriter{lr: plog.NewLogRecord(), sp: ptrace.NewSpan(), strs: interner{}, attrs: 8}
+	return &pdataWriter{lr: plog.NewLogRecord(), sp: ptrace.NewSpan(), last: 8}
 }
 
-func (w *pdataWriter) Record() {
-	w.span, w.body, w.nkeys = false, false, 0
-	attrs := w.lr.Attributes()
-	attrs.EnsureCapacity(w.attrs)
-	w.frames = append(w.frames[:0], frame{m: attrs})
+// Record and Span give the attributes the room the mapping says they take
+// at once: grown by doubling, their room would be copied and mostly
+// unused.
+func (w *pdataWriter) Record(n int) {
+	w.span, w.body = false, false
+	w.start(w.lr.Attributes(), n)
 }
 
-func (w *pdataWriter) Span() {
-	w.span, w.body, w.nkeys = true, false, 0
-	attrs := w.sp.Attributes()
-	attrs.EnsureCapacity(w.attrs)
+func (w *pdataWriter) Span(n int) {
+	w.span, w.body = true, false
+	w.start(w.sp.Attributes(), n)
+}
+
+func (w *pdataWriter) start(attrs pcommon.Map, n int) {
+	if n == 0 {
+		n = w.last
+	}
+	attrs.EnsureCapacity(n)
 	w.frames = append(w.frames[:0], frame{m: attrs})
 }
 
@@ -88,20 +86,19 @@ func (w *pdataWriter) Discard() {
 
 func (w *pdataWriter) End() {
 	w.frames = w.frames[:len(w.frames)-1]
-	if len(w.frames) > 0 {
-		return
-	}
-	n := w.lr.Attributes().Len()
-	if w.span {
-		n = w.sp.Attributes().Len()
-	}
-	w.attrs, w.winMax = max(w.attrs, n), max(w.winMax, n)
-	if w.records++; w.records%64 == 0 {
-		w.attrs, w.winMax = max(w.winMax, 4), 0
+	if len(w.frames) == 0 {
+		w.last = max(w.Len(), 1)
 	}
 }
 
 func (w *pdataWriter) Depth() int { return len(w.frames) }
+
+func (w *pdataWriter) Len() int {
+	if w.span {
+		return w.sp.Attributes().Len()
+	}
+	return w.lr.Attributes().Len()
+}
 
 func (w *pdataWriter) Time(t, observed uint64) {
 	if t != 0 {
@@ -117,19 +114,13 @@ func (w *pdataWriter) Severity(num int32, text string) {
 		w.lr.SetSeverityNumber(plog.SeverityNumber(num))
 	}
 	if text != "" {
-		w.lr.SetSeverityText(w.strs.get(text))
+		w.lr.SetSeverityText(text)
 	}
 }
 
 func (w *pdataWriter) EventName(s string) {
 	if s != "" {
-		w.lr.SetEventName(w.strs.get(s))
-	}
-}
-
-func (w *pdataWriter) EventNameBytes(s []byte) {
-	if len(s) > 0 {
-		w.lr.SetEventName(w.strs.getBytes(s))
+		w.lr.SetEventName(s)
 	}
 }
 
@@ -161,7 +152,7 @@ func (w *pdataWriter) SpanIDs(traceID [16]byte, spanID, parent [8]byte) {
 
 func (w *pdataWriter) SpanName(s string) {
 	if s != "" {
-		w.sp.SetName(w.strs.get(s))
+		w.sp.SetName(s)
 	}
 }
 
@@ -200,24 +191,7 @@ func (w *pdataWriter) value(key string) pcommon.Value {
 	if f.array {
 		return f.s.AppendEmpty()
 	}
-	return f.m.PutEmpty(w.key(key))
-}
-
-// key is a copy of key to keep: the last record's at this place, or the
-// interner's.
-func (w *pdataWriter) key(key string) string {
-	i := w.nkeys
-	w.nkeys++
-	if i < len(w.keys) && w.keys[i] == key {
-		return w.keys[i]
-	}
-	k := w.strs.get(key)
-	if i < len(w.keys) {
-		w.keys[i] = k
-	} else if i < maxInterned {
-		w.keys = append(w.keys, k)
-	}
-	return k
+	return f.m.PutEmpty(key)
 }
 
 func (w *pdataWriter) Str(key, s string)             { w.value(key).SetStr(strings.Clone(s)) }
@@ -244,37 +218,6 @@ func (w *pdataWriter) ArrayStart(key string, n int) {
 	s := w.value(key).SetEmptySlice()
 	s.EnsureCapacity(n)
 	w.frames = append(w.frames, frame{s: s, array: true})
-}
-
-// maxInterned bounds an interner: the strings that repeat are few, and a
-// program that names its fields anew each time must not grow the
-// receiver.
-const maxInterned = 4096
-
-// interner keeps one copy of each string it is given, up to maxInterned;
-// past them, a string it does not hold is copied each time.
-type interner map[string]string
-
-func (in interner) get(s string) string {
-	if v, ok := in[s]; ok {
-		return v
-	}
-	v := strings.Clone(s)
-	if len(in) < maxInterned {
-		in[v] = v
-	}
-	return v
-}
-
-func (in interner) getBytes(b []byte) string {
-	if v, ok := in[string(b)]; ok { // the lookup does not copy b
-		return v
-	}
-	v := string(b)
-	if len(in) < maxInterned {
-		in[v] = v
-	}
-	return v
 }
 
 // pdataBatch is what the receiver has mapped and not yet given to its

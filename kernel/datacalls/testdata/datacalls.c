@@ -872,6 +872,16 @@ static void sec_write(void)
 		errno = 0;
 		ret = writev(fd, many, 1025);
 		row("write.writev_1025_iovecs", ret, errno, NULL);
+		/* 1024 iovecs of a byte: more than a FUSE request carries pages
+		 * (256, one at least for each iovec), which FUSE sends in pieces */
+		static char spread[1024];
+		for (int i = 1; i < 1024; i++) {
+			many[i].iov_base = &spread[i];
+			many[i].iov_len = 1;
+		}
+		errno = 0;
+		ret = writev(fd, many, 1024);
+		row("write.writev_1024_iovecs_of_a_byte", ret, errno, NULL);
 		errno = 0;
 		ret = pwritev(fd, iov, 4, 8);
 		row("write.pwritev_offset_8", ret, errno, NULL);
