@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -464,49 +463,18 @@ func (d *drainer) run() {
 		}
 		n, hold := d.pass(false)
 		d.release()
-		switch {
-		case n == mergeBatch:
-			d.busy = true
-			continue
-		case hold && len(d.heap) > 0:
-			// Records wait for a producer between its reservation and
-			// its commit: let it run; after a few tries, nap.
-			if holds++; holds < 8 {
-				runtime.Gosched()
-			} else {
-				nap(napMin)
-			}
-			continue
-		case len(d.heap) > 0:
-			// Records stamped after the pass read the clock: the next
-			// pass's clock is later.
-			holds = 0
-			continue
-		}
-		holds = 0
 		if n > 0 {
 			d.busy = true
+		}
+		if d.again(n, hold, &holds, nap) {
+			continue
 		}
 		d.sleep()
 	}
 }
 
 // release lets go of the closing rings that have nothing more to deliver.
-func (d *drainer) release() {
-	keep := d.rings[:0]
-	for _, r := range d.rings {
-		if !r.closing || r.have && r.budget > 0 {
-			keep = append(keep, r)
-			continue
-		}
-		d.drop(r)
-		r.applyLosses(-1)
-		st := r.stats()
-		d.g.released(r, st)
-	}
-	clear(d.rings[len(keep):])
-	d.rings = keep
-}
+func (d *drainer) release() { d.merge.release(d.g.released) }
 
 // sleep says in every ring that the drainer sleeps until the watermark
 // (see drainers) and, if none has that much to deliver, waits for a poke,

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"container/heap"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +97,51 @@ func (q *ringRequests) take(m *merge, added func(*ringSource)) []chan struct{} {
 	flushes := q.flushes
 	q.flushes = nil
 	return flushes
+}
+
+// again says, after a pass that delivered n records, whether the merge
+// should pass again at once rather than wait for records: a full batch
+// was delivered, or the heap still holds records — stamped after this
+// pass read the clock, whose next pass's clock is later, or held by a
+// producer between its reservation and its commit, which is let run
+// (runtime.Gosched, then after a few tries nap; a sleep would make the
+// producer pay a wake for its commit). holds counts the passes a hold
+// has lasted.
+func (m *merge) again(n int, hold bool, holds *int, nap func(time.Duration)) bool {
+	switch {
+	case n == mergeBatch:
+		return true
+	case hold && len(m.heap) > 0:
+		if *holds++; *holds < 8 {
+			runtime.Gosched()
+		} else {
+			nap(napMin)
+		}
+		return true
+	case len(m.heap) > 0:
+		*holds = 0
+		return true
+	}
+	*holds = 0
+	return false
+}
+
+// release lets go of the closing rings that have nothing more to deliver:
+// each is dropped from the merge, its pending losses told, and handed
+// with its final counts to done, the owner's.
+func (m *merge) release(done func(r *ringSource, st RingStats)) {
+	keep := m.rings[:0]
+	for _, r := range m.rings {
+		if !r.closing || r.have && r.budget > 0 {
+			keep = append(keep, r)
+			continue
+		}
+		m.drop(r)
+		r.applyLosses(-1)
+		done(r, r.stats())
+	}
+	clear(m.rings[len(keep):])
+	m.rings = keep
 }
 
 // pass delivers up to mergeBatch records in time order (see merge) —

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,26 +231,9 @@ func (m *merger) run() {
 		}
 		n, hold := m.pass(false)
 		m.release()
-		switch {
-		case n == mergeBatch:
-			continue
-		case hold && len(m.heap) > 0:
-			// Records wait for a producer between its reservation and
-			// its commit: let it run, and after a few tries nap — a
-			// sleep would make it pay a wake for its commit.
-			if holds++; holds < 8 {
-				runtime.Gosched()
-			} else {
-				m.napOnce(napMin)
-			}
-			continue
-		case len(m.heap) > 0:
-			// Records stamped after the pass read the clock: the next
-			// pass's clock is later (fill saw to it).
-			holds = 0
+		if m.again(n, hold, &holds, m.napOnce) {
 			continue
 		}
-		holds = 0
 		if m.napUntilPending() {
 			continue
 		}
@@ -261,16 +243,8 @@ func (m *merger) run() {
 
 // release lets go of the closing rings that have nothing more to deliver.
 func (m *merger) release() {
-	keep := m.rings[:0]
-	for _, r := range m.rings {
-		if !r.closing || r.have && r.budget > 0 {
-			keep = append(keep, r)
-			continue
-		}
-		m.drop(r)
-		r.applyLosses(-1)
+	m.merge.release(func(r *ringSource, st RingStats) {
 		epollDel(m.epfd, r.efd)
-		st := r.stats()
 		r.cons.Close()
 		unix.Close(r.efd)
 		r.logRelease(st)
@@ -279,9 +253,7 @@ func (m *merger) release() {
 		m.totals.add(st)
 		m.mu.Unlock()
 		close(r.done)
-	}
-	clear(m.rings[len(keep):])
-	m.rings = keep
+	})
 }
 
 // napOnce naps for d, or until a request comes.
