@@ -257,6 +257,7 @@ func (g *drainers) wake() {
 	var evs [64]unix.EpollEvent
 	for {
 		if !g.wakerRequests() {
+			g.s.idleIfNoConns() // the last sets were unmapped
 			return
 		}
 		n, err := unix.EpollWait(g.epfd, evs[:], -1)
@@ -451,6 +452,7 @@ func (d *drainer) run() {
 	for {
 		flushes, ok := d.requests()
 		if !ok {
+			d.g.s.idleIfNoConns()
 			return
 		}
 		if len(flushes) > 0 {

@@ -213,12 +213,7 @@ func (m *merger) run() {
 	for {
 		flushes, ok := m.requests()
 		if !ok {
-			m.s.mu.Lock()
-			none := len(m.s.conns) == 0
-			m.s.mu.Unlock()
-			if none {
-				m.s.idle() // the last rings were released after the last client left
-			}
+			m.s.idleIfNoConns()
 			return
 		}
 		if len(flushes) > 0 {
