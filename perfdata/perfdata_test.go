@@ -238,6 +238,67 @@ func TestWriteRecord(t *testing.T) {
 	}
 }
 
+// TestWriteRecords: runs of records written as they are give the file
+// WriteRecord gives them one by one — short runs through the buffer, long
+// ones straight from the caller's bytes — and a run whose headers do not
+// add up is refused whole, EINVAL, the file unchanged.
+func TestWriteRecords(t *testing.T) {
+	rec := func(i int) []byte {
+		n := 8 + 8*(i%7)
+		b := ne.AppendUint32(nil, 200+uint32(i%3))
+		b = ne.AppendUint16(b, 0)
+		b = ne.AppendUint16(b, uint16(n))
+		for len(b) < n {
+			b = append(b, byte(i))
+		}
+		return b
+	}
+	var run []byte
+	for i := range 40000 { // longer than a sixteenth of the buffer
+		run = append(run, rec(i)...)
+	}
+	var short []byte
+	for i := range 10 {
+		short = append(short, rec(i)...)
+	}
+	var one, many memFile
+	for _, m := range []*memFile{&one, &many} {
+		w, err := NewWriter(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.AddAttr(testAttr()); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range [][]byte{short, run, short} {
+			if m == &many {
+				if err := w.WriteRecords(b); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			for r := b; len(r) > 0; {
+				n := int(ne.Uint16(r[6:]))
+				if err := w.WriteRecord(r[:n]); err != nil {
+					t.Fatal(err)
+				}
+				r = r[n:]
+			}
+		}
+		for _, bad := range [][]byte{run[:len(run)-8], append(bytes.Clone(short), 1, 2, 3), {0, 0, 0, 0, 0, 0, 12, 0, 1, 2, 3, 4}} {
+			if err := w.WriteRecords(bad); !errors.Is(err, unix.EINVAL) {
+				t.Errorf("WriteRecords(%d bytes whose headers do not add up) = %v, want EINVAL", len(bad), err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(one.b, many.b) {
+		t.Fatal("WriteRecords wrote another file than WriteRecord record by record")
+	}
+}
+
 func TestWriterErrors(t *testing.T) {
 	newW := func(t *testing.T, attrs ...Attr) *Writer {
 		t.Helper()

@@ -579,6 +579,50 @@ func (w *Writer) WriteRecord(rec []byte) error {
 	return nil
 }
 
+// WriteRecords writes records already encoded, back to back — as a perf
+// ring or a uetrace session's stream holds them — as they are: their
+// headers are walked (each record 8 to 65535 bytes, a multiple of 8, as
+// its header says, and together exactly b), their bodies not looked at.
+// A run longer than a sixteenth of the Writer's buffer goes to the file
+// straight from b, the buffer flushed before it: no copy here. b may be
+// reused when WriteRecords returns.
+func (w *Writer) WriteRecords(b []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	for r := b; len(r) > 0; {
+		n := 0
+		if len(r) >= recordHeaderSize {
+			n = int(ne.Uint16(r[6:]))
+		}
+		if n < recordHeaderSize || n%8 != 0 || n > len(r) {
+			return fmt.Errorf("perfdata: WriteRecords: a record of %d bytes with %d left of %d: a record is 8 to %d bytes, a multiple of 8: %w",
+				n, len(r), len(b), maxRecordSize&^7, unix.EINVAL)
+		}
+		r = r[n:]
+	}
+	if len(b) <= writerBufSize/16 {
+		p, err := w.reserve(len(b))
+		if err != nil {
+			return err
+		}
+		copy(p, b)
+		return nil
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	n, err := w.ws.Write(b)
+	w.off += int64(n)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		w.err = fmt.Errorf("perfdata: write data at offset %d: %w", w.off, err)
+	}
+	return w.err
+}
+
 // Close writes the features, ids, attrs and header, and closes the file if
 // Create made it. The file is complete only if Close returns nil.
 func (w *Writer) Close() error {

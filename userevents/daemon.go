@@ -41,11 +41,11 @@ func (d daemonData) Close() error { return d.c.Close() }
 // shared arena, and sets up the ring transport unless opts say otherwise.
 func openDaemon(opts *Options) (*File, error) {
 	sock := opts.Socket
-	var size int
+	var kb int
 	switch opts.Transport {
 	case RingTransport:
 		var err error
-		if size, err = ringSize(opts.RingKB); err != nil {
+		if kb, err = ringKB(opts.RingKB); err != nil {
 			return nil, err
 		}
 	case SocketTransport:
@@ -61,8 +61,8 @@ func openDaemon(opts *Options) (*File, error) {
 		return nil, uerror.Dial(sock, err)
 	}
 	f := &File{backend: Daemon, arena: a, data: daemonData{c}, dc: c, events: map[*Event]struct{}{}}
-	if size != 0 {
-		r, err := setupRing(c, size)
+	if opts.Transport == RingTransport {
+		r, err := setupRing(c, kb)
 		if err != nil {
 			f.ringErr = fmt.Errorf("the daemon's ring transport could not be set up, writing over the socket: %w", err)
 		} else {

@@ -25,3 +25,12 @@ func KernelEventOnFD(tb testing.TB, fd int) *Event {
 	ev.word.Store(a.word(slot))
 	return ev
 }
+
+// RingCount is how many rings a File of the daemon backend publishes into:
+// its ring set's; 0 without one.
+func RingCount(f *File) int {
+	if r := f.ring.Load(); r != nil {
+		return r.set.Len()
+	}
+	return 0
+}

@@ -54,58 +54,75 @@ func (t Transport) String() string {
 	return "Transport(" + strconv.Itoa(int(t)) + ")"
 }
 
-// DefaultRingKB is the ring's size when neither Options.RingKB nor the
-// environment says: room for some 20 000 records of 34 bytes while the
+// DefaultRingKB is what the rings of a File take together when neither
+// Options.RingKB nor the environment says: each of the R rings of its ring
+// set gets DefaultRingKB/R KiB, rounded down to a power of two, and at
+// least minRingKB — room for some 20 000 records of 34 bytes while the
 // daemon is not draining.
 const DefaultRingKB = 1024
 
-// RingKBEnv names the environment variable that sets the ring's size in
-// KiB when Options.RingKB is 0.
+// minRingKB is the least a ring of a set gets by default.
+const minRingKB = 64
+
+// RingKBEnv names the environment variable that sets the size of each ring
+// in KiB when Options.RingKB is 0.
 const RingKBEnv = "UETRACE_RING_KB"
 
-// ringSize is the ring's data size in bytes for opts: a power of two from
-// the page size to the daemon's MaxRing.
-func ringSize(kb int) (int, error) {
+// ringKB is the size of each ring in KiB for opts, a power of two from the
+// page size to the daemon's MaxRing; 0 when neither Options.RingKB nor the
+// environment says (DefaultRingKB is shared out then).
+func ringKB(kb int) (int, error) {
 	src := "Options.RingKB"
 	if kb == 0 {
-		kb = DefaultRingKB
-		if v := os.Getenv(RingKBEnv); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return 0, &Error{Op: "open", Input: RingKBEnv + "=" + v, Errno: unix.EINVAL, Reason: "not a number of KiB"}
-			}
-			kb, src = n, RingKBEnv
+		v := os.Getenv(RingKBEnv)
+		if v == "" {
+			return 0, nil
 		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, &Error{Op: "open", Input: RingKBEnv + "=" + v, Errno: unix.EINVAL, Reason: "not a number of KiB"}
+		}
+		kb, src = n, RingKBEnv
 	}
 	lo, hi := unix.Getpagesize()/1024, wire.MaxRing/1024
 	if kb < lo || kb > hi || kb&(kb-1) != 0 {
 		return 0, &Error{Op: "open", Input: src + "=" + strconv.Itoa(kb), Errno: unix.EINVAL,
 			Reason: fmt.Sprintf("the ring size must be a power of two from %d to %d KiB", lo, hi)}
 	}
-	return kb * 1024, nil
+	return kb, nil
 }
 
-// clientRing is a File's ring. Writers reach the producer only through it
-// and keep it alive (keepAlive) until their record is published:
-// the mapping is released by a cleanup once no File and no Write in
-// flight holds it, so a Write racing with Close publishes into memory
-// that is still mapped, never into a hole.
+// clientRing is a File's ring set. A write publishes into the ring of the
+// CPU it runs on. Writers reach the producers only through it and keep it
+// alive (keepAlive) until their record is published: the mapping is
+// released by a cleanup once no File and no Write in flight holds it, so a
+// Write racing with Close publishes into memory that is still mapped,
+// never into a hole.
 type clientRing struct {
-	p *shmring.Producer
+	set *shmring.SetProducer
 
-	// Records dropped because the ring was full, that the daemon has not
-	// been told of yet (see wire.LostIndex): the events that have some,
-	// and a flag a Write checks with one load of a line written only when
-	// a record is dropped.
-	lossy    atomic.Bool
+	// Records dropped because their ring was full, that the daemon has
+	// not been told of yet (see wire.LostIndex): each is told in the ring
+	// it was dropped from, before the next record that finds room there,
+	// so that the trace's "LOST n EVENTS" is on the CPU it happened on.
+	// lossy[k] says ring k has some: a Write checks it with one load of a
+	// line written only when a record is dropped.
+	lossy    []atomic.Bool
 	lossMu   sync.Mutex
-	lossList []*Event
+	lossList []lostCount
 	// retry publishes the losses when no write comes to do it: a
 	// program that stops writing after its ring filled up still has its
 	// drops told. Armed by the first drop after the list was empty.
 	retry     retryTimer
 	retryWait time.Duration
 	closed    bool
+}
+
+// lostCount is an event's records dropped from ring k, not yet told.
+type lostCount struct {
+	e *Event
+	k int
+	n uint64
 }
 
 // Retrying an unpublished loss: after lossRetryMin, then ever more
@@ -115,21 +132,41 @@ const (
 	lossRetryMax = 100 * time.Millisecond
 )
 
-// setupRing creates a ring of size bytes and shares it on c. On failure the
-// File writes over the socket; the error says why.
-func setupRing(c *client.Conn, size int) (*clientRing, error) {
-	p, err := shmring.Create(size)
+// setupRing shares a ring set of the daemon's ring count on c, each ring
+// kb KiB (0: its share of DefaultRingKB). A daemon before ring sets gets
+// none: the File writes over the socket (the daemon still takes a single
+// ring, as programs before ring sets — and the C interposer of uetrace
+// run — share one; a Go producer does not, so that it links only one
+// transport). On failure the File writes over the socket; the error says
+// why.
+func setupRing(c *client.Conn, kb int) (*clientRing, error) {
+	n := c.Rings()
+	if n == 0 {
+		return nil, errNoRingSets
+	}
+	if kb == 0 {
+		// Each ring's share of DefaultRingKB, a power of two, at least
+		// minRingKB.
+		kb = minRingKB
+		for kb*2 <= DefaultRingKB/n {
+			kb *= 2
+		}
+	}
+	sp, err := shmring.CreateSet(n, kb<<10)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.ShareRing(p); err != nil {
-		p.Close()
+	if err := c.ShareRingSet(sp); err != nil {
+		sp.Close()
 		return nil, err
 	}
-	r := &clientRing{p: p}
-	runtime.AddCleanup(r, func(p *shmring.Producer) { p.Close() }, p)
+	r := &clientRing{set: sp, lossy: make([]atomic.Bool, n)}
+	runtime.AddCleanup(r, func(sp *shmring.SetProducer) { sp.Close() }, sp)
 	return r, nil
 }
+
+// errNoRingSets is setupRing's answer for a daemon before ring sets.
+var errNoRingSets = &Error{Op: "open", Errno: unix.EPROTONOSUPPORT, Reason: "the daemon predates ring sets"}
 
 // Transport is how a File of the daemon backend sends its writes:
 // RingTransport when its ring was set up, else SocketTransport. On the
@@ -181,7 +218,12 @@ func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) 
 	if !e.Enabled() {
 		return true, e.disabled
 	}
-	tid := int32(-1)
+	// The thread and CPU, read before the reservation: the CPU picks the
+	// ring, and the record says it — the records of a ring are those of
+	// its CPUs (a thread that migrates meanwhile publishes into the ring
+	// it picked: harmless). The time is taken after the reservation, as
+	// the daemon's merge wants (see shmring.Reservation.Stamp).
+	tid, cpu := stamp.TidCPU()
 	if e.def.HasValidators() {
 		if 8+n > maxStackRecord {
 			return false, nil
@@ -193,7 +235,6 @@ func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) 
 		// validate with it as 0 and as 0xffff — a string check is "is
 		// this byte NUL" — and leave a record whose verdict differs to
 		// the daemon.
-		tid = stamp.Tid()
 		binary.NativeEndian.PutUint32(rec[4:], uint32(tid))
 		off := eventdef.HeaderSize
 		for _, p := range payload {
@@ -213,21 +254,17 @@ func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) 
 			return false, nil
 		}
 	}
-	if r.lossy.Load() {
-		r.publishLosses()
+	k := r.set.Index(cpu)
+	p := r.set.Ring(k)
+	if r.lossy[k].Load() {
+		r.publishLosses(k, cpu)
 	}
-	v, ok := r.p.Reserve(shmring.Meta{WriteIndex: e.index}, n)
+	v, ok := p.Reserve(shmring.Meta{WriteIndex: e.index}, n)
 	if !ok {
-		r.lose(e)
+		r.lose(k, e)
 		return true, nil
 	}
-	// Stamped after the reservation, as the daemon's merge wants (see
-	// shmring.Reservation.Stamp).
-	st := stamp.Take()
-	if tid >= 0 {
-		st.TID = tid
-	}
-	v.Stamp(st.Time, uint32(st.TID), st.CPU)
+	v.Stamp(stamp.Now(), uint32(tid), cpu)
 	dst := v.Payload()
 	for _, p := range payload {
 		dst = dst[copy(dst, p):]
@@ -236,36 +273,34 @@ func (e *Event) ringWrite(r *clientRing, payload [][]byte) (ok bool, err error) 
 	return true, nil
 }
 
-// lose counts a record of e the ring had no room for, to be told to the
-// daemon in a loss record (publishLosses).
-func (r *clientRing) lose(e *Event) {
+// lose counts a record of e that ring k had no room for, to be told to the
+// daemon in a loss record in that ring (publishLosses).
+func (r *clientRing) lose(k int, e *Event) {
 	e.dropped.Add(1)
-	if e.lostPending.Add(1) == 1 {
-		r.lossMu.Lock()
-		r.lossList = append(r.lossList, e)
-		r.armRetry()
-		r.lossMu.Unlock()
+	r.lossMu.Lock()
+	i := 0
+	for i < len(r.lossList) && (r.lossList[i].e != e || r.lossList[i].k != k) {
+		i++
 	}
-	r.lossy.Store(true)
+	if i == len(r.lossList) {
+		r.lossList = append(r.lossList, lostCount{e: e, k: k})
+	}
+	r.lossList[i].n++
+	r.lossy[k].Store(true)
+	if !r.closed && r.retryWait == 0 { // else the retry is armed already
+		r.retryWait = lossRetryMin
+		if r.retry.reset == nil {
+			r.retry = newRetryTimer(r.retryWait, r.retryLosses)
+		} else {
+			r.retry.reset(r.retryWait)
+		}
+	}
+	r.lossMu.Unlock()
 }
 
-// armRetry makes sure a retry of publishLosses is due. Called with
-// r.lossMu held.
-func (r *clientRing) armRetry() {
-	if r.closed || r.retryWait != 0 {
-		return // armed already
-	}
-	r.retryWait = lossRetryMin
-	if r.retry.reset == nil {
-		r.retry = newRetryTimer(r.retryWait, r.retryLosses)
-	} else {
-		r.retry.reset(r.retryWait)
-	}
-}
-
-// retryLosses is the timer's publishLosses.
+// retryLosses is the timer's publishLosses, for every ring.
 func (r *clientRing) retryLosses() {
-	r.publishLosses()
+	r.publishLosses(-1, 0)
 	r.lossMu.Lock()
 	defer r.lossMu.Unlock()
 	if len(r.lossList) == 0 || r.closed {
@@ -287,59 +322,64 @@ func (r *clientRing) stopRetry() {
 }
 
 // publishLosses publishes a loss record (wire.LostIndex) for every event
-// with records dropped since it last did, where there is room; what does
-// not fit waits for the next write. The daemon counts them for the event's
-// consumers, as if the kernel's ring buffer had dropped them.
-func (r *clientRing) publishLosses() {
+// with records dropped from ring k (every ring, for k < 0) since it last
+// did, into that ring, where there is room; what does not fit waits for
+// the next write. The daemon counts them for the event's consumers, as if
+// the kernel's ring buffer had dropped them. cpu is the writer's CPU, one
+// of ring k's, which the records say (for k < 0, each ring's first).
+func (r *clientRing) publishLosses(k int, cpu uint32) {
 	r.lossMu.Lock()
 	defer r.lossMu.Unlock()
-	r.lossy.Store(false)
-	keep := r.lossList[:0]
-	for _, e := range r.lossList {
-		n := e.lostPending.Load()
-		if n != 0 {
-			// TryReserve: a loss record that does not fit is not a
-			// dropped record; it is kept and tried again.
-			v, ok := r.p.TryReserve(shmring.Meta{WriteIndex: wire.LostIndex}, wire.LostPayload)
-			if !ok {
-				keep = append(keep, e)
-				continue
-			}
-			st := stamp.Take()
-			v.Stamp(st.Time, uint32(st.TID), st.CPU)
-			b := v.Payload()
-			binary.NativeEndian.PutUint32(b, e.index)
-			binary.NativeEndian.PutUint32(b[4:], 0)
-			binary.NativeEndian.PutUint64(b[8:], n)
-			v.Commit()
-			// Drops since the load above stay counted, and keep the
-			// event in the list.
-			if e.lostPending.Add(^(n - 1)) != 0 {
-				keep = append(keep, e)
-			}
+	if k >= 0 {
+		r.lossy[k].Store(false)
+	} else {
+		for i := range r.lossy {
+			r.lossy[i].Store(false)
 		}
+	}
+	keep := r.lossList[:0]
+	for _, l := range r.lossList {
+		if k >= 0 && l.k != k {
+			keep = append(keep, l)
+			continue
+		}
+		c := cpu
+		if k < 0 {
+			c = uint32(l.k)
+		}
+		// TryReserve: a loss record that does not fit is not a
+		// dropped record; it is kept and tried again.
+		v, ok := r.set.Ring(l.k).TryReserve(shmring.Meta{WriteIndex: wire.LostIndex}, wire.LostPayload)
+		if !ok {
+			keep = append(keep, l)
+			continue
+		}
+		tid, _ := stamp.TidCPU()
+		v.Stamp(stamp.Now(), uint32(tid), c)
+		b := v.Payload()
+		binary.NativeEndian.PutUint32(b, l.e.index)
+		binary.NativeEndian.PutUint32(b[4:], 0)
+		binary.NativeEndian.PutUint64(b[8:], l.n)
+		v.Commit()
 	}
 	clear(r.lossList[len(keep):])
 	r.lossList = keep
-	if len(keep) > 0 {
-		r.lossy.Store(true)
+	for _, l := range keep {
+		r.lossy[l.k].Store(true)
 	}
 }
 
-// tell publishes the losses not yet told, having the daemon empty a full
-// ring first if they do not fit.
+// tell publishes the losses not yet told, having the daemon empty the
+// full rings first if they do not fit.
 func (r *clientRing) tell(dc *client.Conn) error {
-	if !r.lossy.Load() {
-		return nil
-	}
-	r.publishLosses()
+	r.publishLosses(-1, 0)
 	if !r.pendingLosses() {
 		return nil
 	}
 	if err := dc.FlushRing(); err != nil {
 		return err
 	}
-	r.publishLosses()
+	r.publishLosses(-1, 0)
 	return nil
 }
 

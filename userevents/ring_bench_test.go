@@ -67,7 +67,8 @@ func BenchmarkDaemonRingWrite(b *testing.B) {
 }
 
 // BenchmarkDaemonRingWriteParallel is the same with GOMAXPROCS goroutines
-// writing at once (run with -cpu 1,8): they contend on the ring's head.
+// writing at once (run with -cpu 1,8): each publishes into the ring of the
+// CPU it runs on; those on one CPU contend on its ring's head.
 func BenchmarkDaemonRingWriteParallel(b *testing.B) {
 	ev := ringEvent(b)
 	b.ReportAllocs()

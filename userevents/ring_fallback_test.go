@@ -24,27 +24,43 @@ const (
 	wireOpWrite  = 5
 	wireOpRing   = 14
 	wireOpResult = 0x8000
+	// wireOpHelloOK is the Hello's reply; helloOKBefore its length from a
+	// daemon before ring sets: header, version, pid, flags.
+	wireOpHelloOK = 0x8002
+	helloOKBefore = 8 + 12
 )
 
 // refusingRelay stands between clients and a real daemon at upstream: it
 // passes every message on, descriptors included, except the Ring request,
 // which it answers itself with EINVAL, as a daemon that refuses a client's
-// ring does. It counts the writes that go through.
+// ring does. It counts the writes that go through. With old set, it passes
+// Ring requests on and instead cuts the Hello's reply to what a daemon
+// before ring sets sends — no ring count — as such a daemon.
 type refusingRelay struct {
 	ln     *net.UnixListener
 	writes atomic.Int64
+	old    bool
 	wg     sync.WaitGroup
 }
 
 const refusal = "ring: this daemon takes no rings"
 
+// startOldRelay is startRefusingRelay for a daemon before ring sets.
+func startOldRelay(t *testing.T, upstream string) (string, *refusingRelay) {
+	return startRelay(t, upstream, true)
+}
+
 func startRefusingRelay(t *testing.T, upstream string) (string, *refusingRelay) {
+	return startRelay(t, upstream, false)
+}
+
+func startRelay(t *testing.T, upstream string, old bool) (string, *refusingRelay) {
 	sock := filepath.Join(t.TempDir(), "relay.sock")
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &refusingRelay{ln: ln}
+	r := &refusingRelay{ln: ln, old: old}
 	t.Cleanup(func() { ln.Close(); r.wg.Wait() })
 	r.wg.Go(func() {
 		for {
@@ -77,7 +93,10 @@ func (r *refusingRelay) pass(src, dst *net.UnixConn, fromClient bool) {
 		if err != nil || n == 0 {
 			return
 		}
-		if fromClient && n >= 2 && le.Uint16(buf) == wireOpRing {
+		if !fromClient && r.old && n > helloOKBefore && le.Uint16(buf) == wireOpHelloOK {
+			n = helloOKBefore
+		}
+		if fromClient && !r.old && n >= 2 && le.Uint16(buf) == wireOpRing {
 			closeRights(oob[:oobn])
 			out := le.AppendUint16(nil, wireOpResult)
 			out = le.AppendUint16(out, 0)
@@ -229,5 +248,51 @@ func TestRingSocketFallbackKeepsOrder(t *testing.T) {
 		if v != uint32(i) {
 			t.Fatalf("record %d is write %d: the large write (%d), sent over the socket, came out of order", i, v, n)
 		}
+	}
+}
+
+// TestRingSetOrSocket: a File on a daemon that takes ring sets publishes
+// into a set of the daemon's ring count, its records reaching the session;
+// on a daemon before ring sets (no ring count in its Hello reply), it
+// writes over the socket, and says why (EPROTONOSUPPORT).
+func TestRingSetOrSocket(t *testing.T) {
+	upstream := startDaemon(t, daemon.Config{Rings: 2})
+	oldSock, _ := startOldRelay(t, upstream)
+	for _, c := range []struct {
+		name      string
+		sock      string
+		transport userevents.Transport
+		rings     int
+	}{{"sets", upstream, userevents.RingTransport, 2}, {"before sets", oldSock, userevents.SocketTransport, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			o := &userevents.Options{Backend: userevents.Daemon, Socket: c.sock, Transport: userevents.RingTransport}
+			f := open(t, o)
+			if f.Transport() != c.transport || userevents.RingCount(f) != c.rings {
+				t.Fatalf("transport %v with %d rings (ring error %v), want %v with %d", f.Transport(), userevents.RingCount(f), f.RingError(), c.transport, c.rings)
+			}
+			if c.rings == 0 && !errors.Is(f.RingError(), unix.EPROTONOSUPPORT) {
+				t.Errorf("RingError() = %v, want EPROTONOSUPPORT", f.RingError())
+			}
+			name := uniq("ring_set")
+			ev := register(t, f, name+" u32 v", 0)
+			ss := attachedSession(t, upstream, name, 0)
+			waitBit(t, ev, true)
+			const n = 100
+			for i := range n {
+				if err := ev.Write(binary.NativeEndian.AppendUint32(nil, uint32(i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			recs, _, _, err := ss.Poll(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != n || ev.Dropped() != 0 {
+				t.Fatalf("the session has %d records, %d dropped; want %d", len(recs), ev.Dropped(), n)
+			}
+		})
 	}
 }

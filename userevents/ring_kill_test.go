@@ -2,6 +2,7 @@ package userevents_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -180,21 +182,22 @@ func killChild(spec string) int {
 	switch mode {
 	case "write", "tear":
 		if mode == "tear" {
-			p, err := ownRing()
+			ring, err := ownRing(uf)
 			if err != nil {
 				return s.fail(err)
 			}
 			// The record's header is written, its payload half: the
 			// daemon waits at it while the producer lives, and counts it
 			// torn once it is gone, delivering what the others published
-			// after it.
+			// after it — into that ring and the others.
+			p := ring(stamp.CPU())
 			res, ok := p.Reserve(shmring.Meta{Time: stamp.Now(), WriteIndex: ev.WriteIndex(), TID: uint32(unix.Gettid())}, killPayload)
 			if !ok {
 				return s.fail(errors.New("the ring has no room for the torn record"))
 			}
 			killPayloadOf(res.Payload()[:killPayload:killPayload], pid, maxG, 0)
 			clear(res.Payload()[12:])
-			runtime.KeepAlive(p)
+			runtime.KeepAlive(ring)
 		}
 		s.store(wState, stReady)
 		errs := make(chan error, ng)
@@ -211,7 +214,7 @@ func killChild(spec string) int {
 		if err := write(0, n); err != nil {
 			return s.fail(err)
 		}
-		p, err := ownRing()
+		ring, err := ownRing(uf)
 		if err != nil {
 			return s.fail(err)
 		}
@@ -223,7 +226,8 @@ func killChild(spec string) int {
 		var buf [killPayload]byte
 		for seq := uint64(n); ; seq++ {
 			s.store(wStarted, seq+1)
-			p.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: uint32(unix.Gettid())}, killPayloadOf(buf[:], pid, 0, seq))
+			tid, cpu := stamp.TidCPU()
+			ring(cpu).Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: uint32(tid), CPU: cpu}, killPayloadOf(buf[:], pid, 0, seq))
 			s.store(wDone, seq+1)
 			s.store(wPost, seq+1-uint64(n))
 			if seq%64 == 0 {
@@ -237,17 +241,18 @@ func killChild(spec string) int {
 	select {}
 }
 
-// ownRing maps this process's ring a second time, as a producer that
-// scribbles on it would: its memfd is the one named "uetrace-ring" among
-// this process's descriptors, kept open by the File's ring.
-func ownRing() (*shmring.Producer, error) {
+// ownRing maps this process's ring set a second time, as a producer that
+// scribbles on it would, and returns the ring a record of each CPU goes
+// into: its memfd is the one named "uetrace-ringset" among this process's
+// descriptors, kept open by f's ring.
+func ownRing(f *userevents.File) (func(cpu uint32) *shmring.Producer, error) {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range ents {
 		target, err := os.Readlink("/proc/self/fd/" + e.Name())
-		if err != nil || !strings.HasPrefix(target, "/memfd:uetrace-ring") {
+		if err != nil || !strings.HasPrefix(target, "/memfd:uetrace-ringset") {
 			continue
 		}
 		fd, _ := strconv.Atoi(e.Name())
@@ -255,9 +260,13 @@ func ownRing() (*shmring.Producer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return shmring.Open(dup)
+		sp, err := shmring.OpenSet(dup, userevents.RingCount(f))
+		if err != nil {
+			return nil, err
+		}
+		return sp.For, nil
 	}
-	return nil, errors.New("no uetrace-ring memfd among this process's descriptors")
+	return nil, errors.New("no uetrace-ringset memfd among this process's descriptors")
 }
 
 // daemonUsage is what the test process — the daemon — holds: descriptors,
@@ -423,7 +432,11 @@ func count(seqs []uint64, n uint64) uint64 {
 // goroutine's sequence numbers increasing.
 func take(t *testing.T, ss *client.Session, recs []client.Record, evID int, ps []*producer, got seen) (int, []client.Record) {
 	t.Helper()
-	n := 0
+	// Everything the session has, then in time order: the records of a
+	// goroutine that moved between CPUs reach the session through two
+	// drainers, each CPU's in time order, and a reader orders them by
+	// time, as perf's readers order the kernel's per-CPU rings.
+	var all []client.Record
 	for {
 		var lost, tooLarge uint64
 		var err error
@@ -435,43 +448,49 @@ func take(t *testing.T, ss *client.Session, recs []client.Record, evID int, ps [
 			t.Fatalf("the session lost %d records and dropped %d as too large", lost, tooLarge)
 		}
 		if len(recs) == 0 {
-			return n, recs
+			break
 		}
-		n += len(recs)
 		for _, r := range recs {
-			if r.ID != evID || len(r.Raw) < eventdefHeader+killPayload {
-				t.Fatalf("record of event %d with %d bytes; want event %d with %d", r.ID, len(r.Raw), evID, eventdefHeader+killPayload)
-			}
-			ne := binary.NativeEndian
-			b := r.Raw[eventdefHeader:]
-			pid, g, seq, chk := ne.Uint32(b), ne.Uint32(b[4:]), ne.Uint64(b[8:]), ne.Uint64(b[16:])
-			if chk != check(pid, g, seq) {
-				t.Fatalf("record of pid %d: payload %x is not intact", r.PID, b[:killPayload])
-			}
-			if uint32(r.PID) != pid {
-				t.Fatalf("a record producer %d wrote was delivered under pid %d", pid, r.PID)
-			}
-			var p *producer
-			for _, q := range ps {
-				if q.pid() == pid {
-					p = q
-				}
-			}
-			if p == nil {
-				t.Fatalf("record of pid %d (g %d seq %d), none of this round's producers — one released before", pid, g, seq)
-			}
-			if int(g) >= p.g {
-				t.Fatalf("%v: record of goroutine %d", p, g)
-			}
-			if got[pid] == nil {
-				got[pid] = make([][]uint64, p.g)
-			}
-			if seqs := got[pid][g]; len(seqs) > 0 && seq <= seqs[len(seqs)-1] {
-				t.Fatalf("%v: goroutine %d's record %d arrived after its record %d (a duplicate, or out of order)", p, g, seq, seqs[len(seqs)-1])
-			}
-			got[pid][g] = append(got[pid][g], seq)
+			r.Raw = bytes.Clone(r.Raw)
+			all = append(all, r)
 		}
 	}
+	slices.SortStableFunc(all, func(a, b client.Record) int { return cmp.Compare(a.TS, b.TS) })
+	n := len(all)
+	for _, r := range all {
+		if r.ID != evID || len(r.Raw) < eventdefHeader+killPayload {
+			t.Fatalf("record of event %d with %d bytes; want event %d with %d", r.ID, len(r.Raw), evID, eventdefHeader+killPayload)
+		}
+		ne := binary.NativeEndian
+		b := r.Raw[eventdefHeader:]
+		pid, g, seq, chk := ne.Uint32(b), ne.Uint32(b[4:]), ne.Uint64(b[8:]), ne.Uint64(b[16:])
+		if chk != check(pid, g, seq) {
+			t.Fatalf("record of pid %d: payload %x is not intact", r.PID, b[:killPayload])
+		}
+		if uint32(r.PID) != pid {
+			t.Fatalf("a record producer %d wrote was delivered under pid %d", pid, r.PID)
+		}
+		var p *producer
+		for _, q := range ps {
+			if q.pid() == pid {
+				p = q
+			}
+		}
+		if p == nil {
+			t.Fatalf("record of pid %d (g %d seq %d), none of this round's producers — one released before", pid, g, seq)
+		}
+		if int(g) >= p.g {
+			t.Fatalf("%v: record of goroutine %d", p, g)
+		}
+		if got[pid] == nil {
+			got[pid] = make([][]uint64, p.g)
+		}
+		if seqs := got[pid][g]; len(seqs) > 0 && seq <= seqs[len(seqs)-1] {
+			t.Fatalf("%v: goroutine %d's record %d arrived after its record %d (a duplicate, or out of order)", p, g, seq, seqs[len(seqs)-1])
+		}
+		got[pid][g] = append(got[pid][g], seq)
+	}
+	return n, recs
 }
 
 // eventdefHeader is the common header before a session record's payload.

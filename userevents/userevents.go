@@ -82,8 +82,10 @@ type Options struct {
 	// default), which falls back to the socket when the ring cannot be set
 	// up, or SocketTransport. Other backends ignore it.
 	Transport Transport
-	// RingKB is the size of the daemon backend's ring in KiB, a power of
-	// two (0: $UETRACE_RING_KB, else DefaultRingKB).
+	// RingKB is the size in KiB of each of the daemon backend's rings —
+	// one per CPU index the daemon drains apart (its ring set) — a power
+	// of two (0: $UETRACE_RING_KB, else each ring's share of
+	// DefaultRingKB).
 	RingKB int
 	// OpenData, when set, opens the user_events_data a File uses in place
 	// of the kernel's or a daemon's, whatever Backend says: an in-process
@@ -284,8 +286,6 @@ type Event struct {
 	disabled *Error     // preallocated: a disabled write must not allocate
 	closeMu  sync.Mutex // serialises Close; word == &zeroWord says it was done
 	dropped  atomic.Uint64
-	// lostPending are dropped records the daemon has not been told of.
-	lostPending atomic.Uint64
 }
 
 // Enabled reports whether anything — ftrace, perf, a uetrace session — is

@@ -41,7 +41,8 @@ type conn struct {
 	handles map[uint32]any // *subsys.Handle or *subsys.Session
 	next    uint32
 
-	ring *ringSource // the ring the client shared, if any
+	ring *ringSource // the version-1 ring the client shared, if any
+	set  *ringSet    // the ring set it shared, if any
 	// fds are the descriptors the message read carried, until it is
 	// handled: only a Hello's, Ring's or ServeFUSE's are kept, and only
 	// when the message came whole (read).
@@ -362,6 +363,7 @@ func (c *conn) hello(u unix.Ucred) bool {
 	out = wire.LE.AppendUint32(out, wire.Version)
 	out = wire.LE.AppendUint32(out, uint32(u.Pid))
 	out = wire.LE.AppendUint32(out, flags)
+	out = wire.LE.AppendUint32(out, uint32(c.s.drainers.n))
 	if !c.reply(out) {
 		c.teardown()
 		return false
@@ -379,6 +381,11 @@ func (c *conn) teardown() {
 		c.ring.close(&c.s.merger)
 		c.share("ring", -c.ring.shared)
 		c.ring = nil
+	}
+	if c.set != nil {
+		c.s.drainers.close(c.set)
+		c.share("ring", -c.set.shared)
+		c.set = nil
 	}
 	for _, fd := range c.takeFDs() {
 		unix.Close(fd)
@@ -449,7 +456,7 @@ func (c *conn) handle(m []byte) bool {
 // a Result or a reply — and reports whether the connection goes on. ops is
 // the daemon's table of them, as a kernel has its system call table, with
 // a file per family: ops_data.go (user_events_data), ops_files.go
-// (tracefs files), ops_sessions.go and session_ring.go (perf-like
+// (tracefs files), ops_sessions.go and session_stream.go (perf-like
 // sessions), ops_rings.go (shared rings), and the server's own (Stats,
 // ServeFUSE: limits.go, fuse.go). Hello is the handshake's (hello); after it, it is EPROTO.
 var ops = map[uint16]func(c *conn, h wire.Header, body []byte) bool{
@@ -469,8 +476,9 @@ var ops = map[uint16]func(c *conn, h wire.Header, body []byte) bool{
 	wire.OpAttach:      (*conn).opAttach,
 	wire.OpSetFilter:   (*conn).opSetFilter,
 	wire.OpSessionRead: (*conn).opSessionRead,
-	wire.OpSessionRing: (*conn).sessionRing,
 	wire.OpSessionSync: (*conn).sessionSync,
+
+	wire.OpSessionStreams: (*conn).opSessionStreams,
 
 	wire.OpRing:      (*conn).opRing,
 	wire.OpRingFlush: (*conn).opRingFlush,

@@ -49,6 +49,9 @@ func serveIn(t testing.TB, cfg Config, dir string) *testServer {
 	if cfg.Subsystem == nil {
 		cfg.Subsystem = subsys.New(subsys.Options{NumCPU: 1})
 	}
+	if cfg.Rings == 0 {
+		cfg.Rings = testRings
+	}
 	srv := New(cfg)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

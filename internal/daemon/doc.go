@@ -48,7 +48,7 @@
 //     root:root gives them on Linux.
 //   - Reading others' data — trace and trace_pipe, EACCES otherwise as
 //     their modes give; sessions (Session, and through its handle Attach,
-//     SessionRead, SessionRing, SessionSync), EPERM otherwise, as
+//     SessionRead, SessionStreams, SessionSync), EPERM otherwise, as
 //     perf_event_open of tracepoint records (PERF_SAMPLE_RAW) is without
 //     CAP_PERFMON while perf_event_paranoid > -1 — is for tracers too, and
 //     so is ServeFUSE (EPERM), which hands out the whole tree.
@@ -95,7 +95,7 @@
 // what a client sends after it waits in the socket's buffer, the
 // kernel's, and a client that does not read its replies is dropped after
 // Config.ReplyTimeout. What a client held is given back when it leaves:
-// a session's buffer and ring are mappings of their own, unmapped when it
+// a session's buffer and streams are mappings of their own, unmapped when it
 // closes; the memory of a buffer_size_kb made smaller goes back to the
 // system at once, and the daemon's free pages when it becomes idle.
 //
@@ -105,15 +105,59 @@
 // Config.ReplyTimeout; each case is logged with log/slog, and everyone
 // else is served on.
 //
-// A perf-like session's records reach its reader one of two ways: in the
-// replies to SessionRead, a request per batch, or — as the kernel hands
-// perf its records through mmap rings — through a ring the daemon creates
-// and shares with the reader (the SessionRing request; session_ring.go,
-// subsys.Session.DeliverToRing): the daemon produces, the reader consumes
-// without a system call per record, and the session's losses arrive in the
-// ring where they happened. The reader may write anything into that
-// memory; it costs only its own session's records, never the daemon's
-// memory safety, a blocked writer or a system call per record.
+// # The data path
+//
+// Linux writes each trace record once, in the writer's context, into each
+// consumer's per-CPU buffer, and its readers merge the CPUs by time at
+// read time (ftrace's iterator, perf's ordered events). The daemon does the
+// same with what clients publish in shared memory, except that the one
+// copy is made by the daemon, not by the producer: a producer may spoil
+// only its own records, so no consumer's buffer is ever writable by one.
+//
+//   - Producers publish into a ring set (the Ring request, version 2;
+//     internal/shmring): one ring per ring index, R of them (the HelloOK's
+//     R), the record of a thread on CPU c into ring c mod R, without a
+//     system call (drainer.go).
+//   - Drainer k — one goroutine per ring index, nothing shared with the
+//     others on a record's way — merges ring k of every set by time
+//     (merge) and hands each record as it lies in the producer's ring to
+//     its connection's user_events_data (subsys.File.Deliver), which
+//     copies it once, straight into the space reserved in each consumer's
+//     buffer of that CPU — the trace buffer's page, a session's stream —
+//     and validates it there (a filter or several consumers: one scratch
+//     copy first, as the kernel's trace_buffered_event). A drainer keeps
+//     the stream it delivers into locked from one record to the next of a
+//     run (subsys.Batch), publishing once per run.
+//   - A session's reader gets one stream per ring index of finished
+//     perf.data records (the SessionStreams request; session_stream.go,
+//     subsys.Session.DeliverToStreams), which `uetrace record` writes to
+//     its file as they lie; losses are PERF_RECORD_LOST records in the
+//     stream, where they happened. The reader may write anything into that
+//     memory; it costs only its own session's records, never the daemon's
+//     memory safety, a blocked writer or a system call per record. A
+//     reader that does not map streams reads with SessionRead, a request
+//     per batch.
+//
+// Its costs: per record, one copy and the checks of a write in the
+// drainer of its CPU (BENCHMARKS.md's data path has the figures), the
+// reader's share of a stream's bytes written to its file as they lie;
+// per ring set, R rings of the producer's memory (each UETRACE_RING_KB),
+// and per session R streams of the reader's; wake-ups only at a
+// watermark (a quarter of a ring) or a drainer's 10 ms busy wait, so a
+// record may wait up to that long while no reader asks for it (a
+// trace_pipe read or a flush makes it delivered at once).
+//
+// Beside the drainers, one merger goroutine (merger.go) drains version-1
+// rings: one ring per producer for all of its CPUs. The C interposer
+// (package preload) publishes one — its share (FUSEShare, share.go) is a
+// ring per open user_events_data, woken by a datagram socket, and its C
+// code has no ring count to route by — and so may a client before ring
+// sets (the Ring request, version 1). A version-1 ring holds all of its
+// producer's CPUs in one order, so its records cannot be handed to
+// per-CPU drainers without a merge across all of them: the merger is that
+// merge, with the same code (merge, subsys.File.Deliver) and the same
+// checks; its single goroutine is that path's ceiling. The Go producer
+// (package userevents) publishes sets only.
 //
 // # Differences from Linux
 //
@@ -126,12 +170,14 @@
 //     a record that long unread. A write of that length a consumer could
 //     take would be EMSGSIZE; with Linux's limits (a record of 8 KiB at
 //     most) there is none.
-//   - Writes come two ways. A client may share a ring (the Ring request; a
-//     memfd, internal/shmring, and an eventfd) and publish its writes there
-//     without a system call, having checked them itself with the kernel's
-//     rules. One merger goroutine delivers every ring's records into their
-//     connections' user_events_data, in time order across rings as ftrace
-//     merges its per-CPU buffers (see merger), with the time the record
+//   - Writes come two ways. A client may share a ring set (the Ring
+//     request, version 2: a memfd of one ring per CPU index,
+//     internal/shmring, and an eventfd) — or, from clients before sets, one
+//     ring (version 1) — and publish its writes there without a system
+//     call, having checked them itself with the kernel's rules. Drainer k
+//     delivers ring k of every set (one merger goroutine every version-1
+//     ring) into their connections' user_events_data, in time order across
+//     rings as ftrace merges its per-CPU buffers (see merge), with the time the record
 //     carries, its thread and CPU as writer.go checks them (a live thread
 //     of another process becomes the peer's pid: RingStats.ForgedTID, and
 //     so does a new one past the ring's ration of checks:

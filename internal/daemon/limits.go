@@ -466,6 +466,19 @@ func (s *Server) idle() {
 	}()
 }
 
+// idleIfNoConns is idle when no client is connected: the merger, a
+// drainer or the waker ends after the last client left, having let go
+// of the last rings — memory the idle when that client left could not
+// give back yet.
+func (s *Server) idleIfNoConns() {
+	s.mu.Lock()
+	none := len(s.conns) == 0
+	s.mu.Unlock()
+	if none {
+		s.idle()
+	}
+}
+
 // writeBufferSize is a write to buffer_size_kb: over Limits.BufferKB is
 // ENOMEM for a tracer that is neither root nor perfmon-capable; a smaller
 // buffer than before hands the pages it gave up back to the system at

@@ -43,11 +43,14 @@ func readSession(t *testing.T, ss *subsys.Session, n int) []subsys.Record {
 	return out
 }
 
-// ringClient is a connection with an enabled event and a shared ring.
+// ringClient is a connection with an enabled event and a shared ring (of
+// ringVersion). Its records say they were written on CPU cpu: the ring of
+// a set they go into, and so the drainer, is always the same.
 type ringClient struct {
 	c    *client.Conn
 	idx  uint32
-	ring *shmring.Producer
+	ring *testRing
+	cpu  uint32
 }
 
 func newRingClient(t *testing.T, s *testServer, name string, size int) *ringClient {
@@ -61,11 +64,7 @@ func newRingClient(t *testing.T, s *testServer, name string, size int) *ringClie
 	if err := writeFile(c, "events/user_events/"+name+"/enable", "1"); err != nil {
 		t.Fatal(err)
 	}
-	ring := newRing(t, size)
-	if err := c.ShareRing(ring); err != nil {
-		t.Fatal(err)
-	}
-	return &ringClient{c: c, idx: idx, ring: ring}
+	return &ringClient{c: c, idx: idx, ring: shareTestRing(t, c, size)}
 }
 
 // publish writes v as a producer does: reserve, stamp, fill, commit.
@@ -76,12 +75,12 @@ func (rc *ringClient) publish(idx uint32, payload []byte) bool {
 // publishSlowly is publish taking at least delay between its stamp and
 // its commit, as a producer preempted there does.
 func (rc *ringClient) publishSlowly(idx uint32, payload []byte, delay time.Duration) bool {
-	v, ok := rc.ring.Reserve(shmring.Meta{WriteIndex: idx}, len(payload))
+	v, ok := rc.ring.Reserve(shmring.Meta{WriteIndex: idx, CPU: rc.cpu}, len(payload))
 	if !ok {
 		return false
 	}
 	st := stamp.Take()
-	v.Stamp(st.Time, uint32(st.TID), st.CPU)
+	v.Stamp(st.Time, uint32(st.TID), rc.cpu)
 	copy(v.Payload(), payload)
 	if delay > 0 {
 		time.Sleep(delay)

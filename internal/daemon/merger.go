@@ -1,17 +1,12 @@
 package daemon
 
 import (
-	"container/heap"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/uetrace/uetrace/internal/shmring"
-	"github.com/uetrace/uetrace/internal/stamp"
 )
 
 const (
@@ -50,28 +45,13 @@ const (
 // and its commit holds the merge as long as it takes.
 var holdMax = holdMaxDefault
 
-// merger delivers the records of every client's ring into the subsystem,
-// in one goroutine, in time order across rings: as ftrace reads its
-// per-CPU buffers merged by time stamp, consumers here see the records of
-// different processes in the order they were written.
-//
-// # The merge
-//
-// A ring's records are in the order its producer reserved them, and a
-// producer stamps a record after it reserved its space (see
-// shmring.Reservation.Stamp). Each pass the merger reads the clock, then
-// looks at every ring: one with a committed record at its tail offers that
-// record; one that is empty bounds the rest — whatever it publishes later
-// is reserved after this look and so stamped after the clock was read;
-// one whose tail record is reserved and not yet committed holds the merge
-// until it is committed, for at most holdMax. The merger delivers the
-// earliest record offered while it is no later than every bound and
-// nothing holds, takes the next record of the same ring, and goes on.
-// Records come out in time order across rings; within a ring they keep
-// the ring's order, which may differ from time order by as much as a
-// producer's goroutines raced between reserving and stamping (each is
-// counted in RingStats.OutOfOrder, and ftrace stores a record whose time
-// went backwards on a CPU with the time before it, as the kernel does).
+// merger delivers the records of every client's version-1 ring into the
+// subsystem, in one goroutine, in time order across rings (see merge): as
+// ftrace reads its per-CPU buffers merged by time stamp, consumers here
+// see the records of different processes in the order they were written.
+// A version-1 ring holds its producer's records of every CPU, so one
+// merger takes them all; ring sets go to the per-CPU drainers instead
+// (drainer.go).
 //
 // # Napping and sleeping
 //
@@ -88,11 +68,9 @@ var holdMax = holdMaxDefault
 type merger struct {
 	s *Server
 
-	mu       sync.Mutex
-	running  bool
-	adds     []*ringSource
-	closes   []*ringSource
-	flushes  []chan struct{}
+	mu      sync.Mutex
+	running bool
+	ringRequests
 	shutdown bool
 	kick     int // the running merger's eventfd; -1 when none runs
 	all      map[*ringSource]struct{}
@@ -105,11 +83,9 @@ type merger struct {
 	nudge chan struct{}
 
 	// The merger goroutine's own.
-	nap   time.Duration // the next nap's length (see napMax)
-	epfd  int
-	rings []*ringSource
-	heap  ringHeap
-	last  uint64 // the time of the last record delivered
+	nap  time.Duration // the next nap's length (see napMax)
+	epfd int
+	merge
 }
 
 func (m *merger) init(s *Server) {
@@ -118,6 +94,7 @@ func (m *merger) init(s *Server) {
 	m.nudge = make(chan struct{}, 1)
 	m.nap = napMax
 	m.all = map[*ringSource]struct{}{}
+	m.merge.outOfOrder = &m.outOfOrder
 }
 
 // add hands r to the merger, starting it if it is not running.
@@ -212,34 +189,14 @@ func (m *merger) requests() (flushes []chan struct{}, ok bool) {
 	defer m.mu.Unlock()
 	var cnt [8]byte
 	unix.Read(m.kick, cnt[:]) // ours: keep its counter from growing
-	for _, r := range m.adds {
+	flushes = m.take(&m.merge, func(r *ringSource) {
 		if err := epollAdd(m.epfd, r.efd); err != nil {
 			// The eventfd cannot be watched (it was checked to be
 			// one): the ring is drained on every pass and on the
 			// sleep's timeout.
 			r.log.Warn("ring: epoll_ctl on its eventfd", "err", err)
 		}
-		m.rings = append(m.rings, r)
-	}
-	// Cleared before reuse: a ring left in the backing array past the
-	// slice's length stays reachable, and with it its buffer and its
-	// connection's File, long after the connection is gone.
-	clear(m.adds)
-	m.adds = m.adds[:0]
-	for _, r := range m.closes {
-		if !r.closing {
-			r.closing = true
-			// What the producer had not committed by now never will
-			// be, for this connection; and a producer that goes on
-			// publishing into its old ring gets one ring's worth more
-			// delivered at most.
-			r.cons.ProducerGone()
-			r.budget = r.cons.Size()/shmring.HeaderSize + 1
-		}
-	}
-	clear(m.closes)
-	m.closes = m.closes[:0]
-	flushes, m.flushes = m.flushes, nil
+	})
 	if len(m.rings) == 0 && len(flushes) == 0 {
 		m.running = false
 		unix.Close(m.epfd)
@@ -256,12 +213,7 @@ func (m *merger) run() {
 	for {
 		flushes, ok := m.requests()
 		if !ok {
-			m.s.mu.Lock()
-			none := len(m.s.conns) == 0
-			m.s.mu.Unlock()
-			if none {
-				m.s.idle() // the last rings were released after the last client left
-			}
+			m.s.idleIfNoConns()
 			return
 		}
 		if len(flushes) > 0 {
@@ -274,26 +226,9 @@ func (m *merger) run() {
 		}
 		n, hold := m.pass(false)
 		m.release()
-		switch {
-		case n == mergeBatch:
-			continue
-		case hold && len(m.heap) > 0:
-			// Records wait for a producer between its reservation and
-			// its commit: let it run, and after a few tries nap — a
-			// sleep would make it pay a wake for its commit.
-			if holds++; holds < 8 {
-				runtime.Gosched()
-			} else {
-				m.napOnce(napMin)
-			}
-			continue
-		case len(m.heap) > 0:
-			// Records stamped after the pass read the clock: the next
-			// pass's clock is later (fill saw to it).
-			holds = 0
+		if m.again(n, hold, &holds, m.napOnce) {
 			continue
 		}
-		holds = 0
 		if m.napUntilPending() {
 			continue
 		}
@@ -301,128 +236,10 @@ func (m *merger) run() {
 	}
 }
 
-// pass delivers up to mergeBatch records in time order (see merger) —
-// every one offered, without bounds, when force is set — and says how
-// many it delivered and whether a ring's uncommitted record held the rest.
-func (m *merger) pass(force bool) (n int, hold bool) {
-	now := stamp.Now()
-	bound := ^uint64(0)
-	for _, r := range m.rings {
-		if !r.have && m.fill(r, now, &bound, &hold) {
-			heap.Push(&m.heap, r)
-		}
-	}
-	for n < mergeBatch && len(m.heap) > 0 {
-		r := m.heap[0]
-		if !force && (hold || r.rec.Time > bound) {
-			break
-		}
-		if r.rec.Time < m.last {
-			m.outOfOrder.Add(1)
-		} else {
-			m.last = r.rec.Time
-		}
-		r.deliver()
-		n++
-		if r.closing {
-			r.budget--
-		}
-		// The ring stays at the top of the heap while its next record
-		// is taken: one sift down, not a pop and a push.
-		if m.fill(r, now, &bound, &hold) {
-			heap.Fix(&m.heap, 0)
-		} else {
-			heap.Pop(&m.heap)
-			r.have = false
-		}
-	}
-	return n, hold
-}
-
-// fill takes r's next record, reporting true — the caller puts r in the
-// heap, or keeps it there — or says what its emptiness means for the
-// others: see merger.
-func (m *merger) fill(r *ringSource, now uint64, bound *uint64, hold *bool) bool {
-	if r.closing && r.budget <= 0 {
-		return false
-	}
-	rec, buf, err := r.cons.NextGrow(r.buf, r.bufMax)
-	r.buf = buf
-	if err == nil {
-		if rec.Time > now {
-			// Stamped after this pass began — or later than any clock
-			// could say: a record is stamped before it is published.
-			if t := stamp.Now(); rec.Time > t {
-				rec.Time = t
-				r.future.Add(1)
-			}
-		}
-		r.rec, r.have, r.holdSince = rec, true, 0
-		return true
-	}
-	if r.closing || r.cons.Pending() == 0 {
-		// Empty: no record follows the loss records yet.
-		if len(r.losses) > 0 {
-			r.applyLosses(-1)
-		}
-		r.holdSince = 0
-		*bound = min(*bound, now)
-		return false
-	}
-	// Reserved, not committed yet.
-	if r.untrusted {
-		return false
-	}
-	t := stamp.Now()
-	if r.holdSince == 0 {
-		r.holdSince = int64(t)
-	}
-	if int64(t)-r.holdSince > int64(holdMax) {
-		r.untrusted = true
-		r.held.Add(1)
-		r.log.Warn("ring: a record reserved and not committed held the others too long; this ring holds them no more", "held", time.Duration(int64(t)-r.holdSince))
-		return false
-	}
-	*hold = true
-	return false
-}
-
-// drainAll delivers everything committed in every ring now, whatever the
-// bounds: a flush. Its work is bounded by a ring's worth of records per
-// ring, so that producers that keep publishing cannot hold it.
-func (m *merger) drainAll() {
-	limit := 0
-	for _, r := range m.rings {
-		limit += r.cons.Size()/shmring.HeaderSize + 1
-	}
-	for limit > 0 {
-		n, _ := m.pass(true)
-		limit -= n
-		if n < mergeBatch {
-			// Records still in the heap were offered and delivered;
-			// one pass more finds what was committed meanwhile.
-			if n2, _ := m.pass(true); n2 == 0 {
-				return
-			}
-		}
-	}
-}
-
 // release lets go of the closing rings that have nothing more to deliver.
 func (m *merger) release() {
-	keep := m.rings[:0]
-	for _, r := range m.rings {
-		if !r.closing || r.have && r.budget > 0 {
-			keep = append(keep, r)
-			continue
-		}
-		if r.have {
-			heap.Remove(&m.heap, r.heapIdx)
-			r.have = false
-		}
-		r.applyLosses(-1)
+	m.merge.release(func(r *ringSource, st RingStats) {
 		epollDel(m.epfd, r.efd)
-		st := r.stats()
 		r.cons.Close()
 		unix.Close(r.efd)
 		r.logRelease(st)
@@ -431,9 +248,7 @@ func (m *merger) release() {
 		m.totals.add(st)
 		m.mu.Unlock()
 		close(r.done)
-	}
-	clear(m.rings[len(keep):])
-	m.rings = keep
+	})
 }
 
 // napOnce naps for d, or until a request comes.
@@ -516,28 +331,6 @@ func (m *merger) sleep(timeout time.Duration) {
 		r.cons.Awake()
 		r.drainWake()
 	}
-}
-
-// ringHeap orders rings with a record by its time.
-type ringHeap []*ringSource
-
-func (h ringHeap) Len() int           { return len(h) }
-func (h ringHeap) Less(i, j int) bool { return h[i].rec.Time < h[j].rec.Time }
-func (h ringHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx, h[j].heapIdx = i, j
-}
-func (h *ringHeap) Push(x any) {
-	r := x.(*ringSource)
-	r.heapIdx = len(*h)
-	*h = append(*h, r)
-}
-func (h *ringHeap) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return r
 }
 
 func epollAdd(epfd, fd int) error {

@@ -54,7 +54,10 @@ func (c *conn) opRead(h wire.Header, body []byte) bool {
 	out = append(out, make([]byte, max)...)
 	var n int
 	var err error
+	// While it waits (trace_pipe), the drainers wake at the first record.
+	done := c.s.drainers.readerWaits()
 	c.blocking(func(ctx context.Context) { n, err = fh.ReadContext(ctx, out[wire.HeaderSize:]) })
+	done()
 	c.out = out[:0]
 	if err != nil && err != io.EOF {
 		return c.result(0, err)

@@ -1,8 +1,8 @@
 package daemon
 
 // The requests of perf-like sessions: make one, attach it to events, set
-// an event's filter, read records (SessionRead here; the session ring's in
-// session_ring.go). All are for tracers.
+// an event's filter, read records (SessionRead here; the session streams' in
+// session_stream.go). All are for tracers.
 
 import (
 	"fmt"

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"math/bits"
-	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -83,6 +81,10 @@ type RingStats struct {
 	// shmring.Stats): records a dead producer never committed, records
 	// longer than a ring, bytes skipped, heads not believed.
 	Torn, TooLong, Discarded, BadHead uint64
+	// Sleeps are the times the drainers of ring sets slept, Woken those a
+	// producer's wake (or a request) ended, Timeouts those their timeout
+	// ended (drainer.go): what they cost is per wake, not per record.
+	Sleeps, Woken, Timeouts uint64
 }
 
 func (a *RingStats) add(b RingStats) {
@@ -107,6 +109,9 @@ func (a *RingStats) add(b RingStats) {
 	a.TooLong += b.TooLong
 	a.Discarded += b.Discarded
 	a.BadHead += b.BadHead
+	a.Sleeps += b.Sleeps
+	a.Woken += b.Woken
+	a.Timeouts += b.Timeouts
 }
 
 // attachRing checks and maps the ring memfd and the wake eventfd a client
@@ -123,36 +128,24 @@ func (c *conn) attachRing(memfd, efd int) error {
 	if st.Size > int64(wire.MaxRing)+int64(unix.Getpagesize()) {
 		return fmt.Errorf("ring: the memfd has %d bytes; this daemon takes rings of at most %d: %w", st.Size, wire.MaxRing, unix.EINVAL)
 	}
-	if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(efd)); err != nil || link != "anon_inode:[eventfd]" {
-		return fmt.Errorf("ring: the second descriptor is %q, not an eventfd: %w", link, unix.EINVAL)
+	wake, err := dupEventfd(efd, "ring")
+	if err != nil {
+		return err
 	}
 	// The whole memfd counts: the daemon maps it and keeps it alive
 	// until the connection ends.
 	if err := c.share("ring", st.Size); err != nil {
+		unix.Close(wake)
 		return c.overLimit(err)
 	}
 	cons, err := shmring.Attach(memfd)
 	if err != nil {
+		unix.Close(wake)
 		c.share("ring", -st.Size)
 		return err
 	}
-	wake, err := unix.FcntlInt(uintptr(efd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		cons.Close()
-		c.share("ring", -st.Size)
-		return fmt.Errorf("ring: dup of the eventfd: %w", err)
-	}
-	r := &ringSource{
-		log: c.log, file: c.file, w: c.w, cons: cons, efd: wake, shared: st.Size,
-		// Grown to the longest record the producer sends, up to the
-		// longest it may (a write's): a ring costs the daemon about its
-		// producer's record size, not 64 KiB.
-		buf:      make([]byte, min(cons.Size(), ringBufStart)),
-		bufMax:   min(cons.Size(), shmring.HeaderSize+wire.MaxWrite),
-		done:     make(chan struct{}),
-		sharedAt: time.Now(),
-	}
-	r.threads.init(c.w.TGID)
+	r := c.newRingSource(cons)
+	r.efd, r.shared = wake, st.Size
 	if err := c.s.merger.add(r); err != nil {
 		cons.Close()
 		unix.Close(wake)
@@ -163,10 +156,15 @@ func (c *conn) attachRing(memfd, efd int) error {
 	return nil
 }
 
-// ringBufStart is a ring's first copy buffer: room for most records.
-const ringBufStart = 256
+// newRingSource is ring cons of the connection, to be drained.
+func (c *conn) newRingSource(cons *shmring.Consumer) *ringSource {
+	r := &ringSource{log: c.log, file: c.file, w: c.w, cons: cons, efd: -1, done: make(chan struct{}), sharedAt: time.Now()}
+	r.threads.init(c.w.TGID)
+	return r
+}
 
-// ringSource is one connection's ring, as the merger drains it. The
+// ringSource is one ring of one connection as a drainer drains it: its
+// version-1 ring (the merger's), or ring k of its set (drainer k's). The
 // connection's File resolves write indices, so a ring reaches only its own
 // connection's events, and the writer's process is the connection's
 // SO_PEERCRED pid, never anything the ring says.
@@ -175,20 +173,21 @@ type ringSource struct {
 	file *subsys.File
 	w    subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
 	cons *shmring.Consumer
-	efd  int // the client's wake eventfd, our duplicate; or a share's wake socket
+	efd  int // a version-1 ring's wake eventfd, our duplicate, or a share's wake socket; -1 in a set
 	// wakeSocket says efd is a share's Unix datagram socket (FUSEShare),
 	// which the merger drains after each sleep: its datagrams would pile
 	// up where an eventfd's count does not.
 	wakeSocket bool
-	buf        []byte        // the record being merged, copied out of the ring
-	bufMax     int           // how long buf may grow
 	done       chan struct{} // closed once released
-	// shared is the memfd's size, counted in the uid's
-	// Limits.SharedKBPerUID until the connection's teardown.
+	// shared is a version-1 ring's memfd size, counted in the uid's
+	// Limits.SharedKBPerUID until the connection's teardown (a set
+	// counts its own).
 	shared int64
+	set    *ringSet      // the set the ring is of, or nil
+	batch  *subsys.Batch // its merge's (merge.adopt)
 
-	// The merger's own.
-	rec       shmring.Record // the ring's next record, when have
+	// The drainer's own.
+	view      shmring.View // the ring's next record, in place, when have
 	have      bool
 	heapIdx   int
 	holdSince int64       // when its uncommitted record began to hold the merge; 0 if not
@@ -249,12 +248,21 @@ func (r *ringSource) close(m *merger) {
 	<-r.done
 }
 
-// Flush delivers everything clients have published into their rings so
-// far: a reader that calls it sees every record whose Write returned
-// before, as with the kernel's synchronous write. The daemon flushes
-// before each trace and session read it serves; in-process users of the
-// Server's Subsystem call it themselves.
-func (s *Server) Flush() { s.merger.flush() }
+// Flush delivers everything clients have published into their rings and
+// ring sets so far — the merger and every drainer draining at once: a
+// reader that calls it sees every record whose Write returned before, as
+// with the kernel's synchronous write. The daemon flushes before each
+// trace and session read it serves; in-process users of the Server's
+// Subsystem call it themselves.
+func (s *Server) Flush() {
+	done := make(chan struct{})
+	go func() {
+		s.drainers.flush()
+		close(done)
+	}()
+	s.merger.flush()
+	<-done
+}
 
 // RingStats returns the fast path's counts: those of closed connections
 // exactly; a live ring's may lag the merger. Shmring's counts of a live
@@ -263,12 +271,13 @@ func (s *Server) Flush() { s.merger.flush() }
 func (s *Server) RingStats() RingStats {
 	m := &s.merger
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	t := m.totals
 	for r := range m.all {
 		t.add(r.live())
 	}
-	t.OutOfOrder = m.outOfOrder.Load()
+	m.mu.Unlock()
+	t.add(s.drainers.stats())
+	t.OutOfOrder = m.outOfOrder.Load() + s.drainers.outOfOrder.Load()
 	return t
 }
 
@@ -286,30 +295,37 @@ func (r *ringSource) logRelease(st RingStats) {
 		"held", st.Held)
 }
 
-// deliver hands the ring's current record to the connection's File.
+// deliver hands the ring's current record, where it lies, to the
+// connection's File; a loss record is kept for the record that follows it.
 func (r *ringSource) deliver() {
-	rec := &r.rec
+	v := &r.view
 	w := r.w
-	w.PID = r.threads.thread(rec.TID)
-	w.CPU = writerCPU(rec.CPU)
-	if rec.WriteIndex == preload.VoidIndex {
+	w.PID = r.threads.thread(v.TID)
+	w.CPU = writerCPU(v.CPU)
+	if v.WriteIndex == preload.VoidIndex {
 		r.voided.Add(1)
 		return
 	}
-	if rec.WriteIndex == wire.LostIndex {
-		if len(rec.Payload) != wire.LostPayload || wire.LE.Uint32(rec.Payload[4:]) != 0 {
+	if v.WriteIndex == wire.LostIndex {
+		var p [wire.LostPayload]byte
+		if v.Len != wire.LostPayload {
+			r.rejected.Add(1)
+			return
+		}
+		v.CopyPayload(p[:])
+		if wire.LE.Uint32(p[4:]) != 0 {
 			r.rejected.Add(1)
 			return
 		}
 		if len(r.losses) == maxLosses {
 			r.applyLosses(-1)
 		}
-		n := r.lossBudget(wire.LE.Uint64(rec.Payload[8:]))
-		r.losses = append(r.losses, loss{w: w, time: rec.Time, idx: wire.LE.Uint32(rec.Payload), n: n})
+		n := r.lossBudget(wire.LE.Uint64(p[8:]))
+		r.losses = append(r.losses, loss{w: w, time: v.Time, idx: wire.LE.Uint32(p[:]), n: n})
 		return
 	}
 	r.applyLosses(w.CPU)
-	_, err := r.file.WriteStamped(w, rec.Time, rec.WriteIndex, rec.Payload)
+	_, err := r.file.Deliver(w, v.Time, v, r.batch)
 	switch {
 	case err == nil:
 		r.delivered.Add(1)
@@ -360,6 +376,10 @@ const maxLosses = 64
 // record on its CPU). With cpu < 0 — no record follows yet — each keeps
 // its own.
 func (r *ringSource) applyLosses(cpu int) {
+	if len(r.losses) == 0 {
+		return
+	}
+	r.batch.Flush() // WriteLost takes the streams' locks itself
 	for _, l := range r.losses {
 		if cpu >= 0 {
 			l.w.CPU = cpu

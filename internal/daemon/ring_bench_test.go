@@ -1,10 +1,13 @@
 package daemon
 
 import (
+	"fmt"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -65,4 +68,92 @@ func benchRingDeliver(b *testing.B, tid func(i int) uint32) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/record")
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkDaemonDeliver is the daemon's cost per record delivered into a
+// session's streams (what uetrace record reads) or the trace buffer, from
+// version-1 rings (the merger) or ring sets (the drainers), with 1 or 4
+// producer connections: a batch published into each producer's ring (the
+// publish outside the timer), then Flush. The drainers' figure is their
+// merge of one CPU's rings, the checks, and the one copy into the
+// consumer's buffer, each record validated there.
+func BenchmarkDaemonDeliver(b *testing.B) {
+	for _, consumer := range []string{"stream", "ftrace"} {
+		for _, v := range []uint32{wire.RingV1, wire.RingSet} {
+			for _, producers := range []int{1, 4} {
+				name := fmt.Sprintf("consumer=%s/ring=v%d/producers=%d", consumer, v, producers)
+				b.Run(name, func(b *testing.B) { benchDaemonDeliver(b, consumer, v, producers) })
+			}
+		}
+	}
+}
+
+func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) {
+	ringVersion = v
+	defer func() { ringVersion = wire.RingV1 }()
+	sys := subsys.New(subsys.Options{NumCPU: 2})
+	s := serve(b, Config{Subsystem: sys, Rings: 2})
+	const event = "bench_deliver u32 a; u64 b; u32 c; char[16] d; u16 e"
+	var rcs []*ringClient
+	for range producers {
+		a := newArena(b, 4096, unix.F_SEAL_SHRINK)
+		c := a.dial(b, s.sock)
+		idx, _, err := c.Register(reg(a.addr(0), 0), event, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rcs = append(rcs, &ringClient{c: c, idx: idx, ring: shareTestRing(b, c, 4<<20)})
+	}
+	var st *client.SessionStreams
+	switch consumer {
+	case "stream":
+		cons, err := client.Dial(s.sock, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cons.Close()
+		ss, err := cons.NewSession(client.SessionOptions{Comm: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st, err = ss.ShareStreams(4 << 20); err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		if _, err := ss.Attach("bench_deliver", false); err != nil {
+			b.Fatal(err)
+		}
+	case "ftrace":
+		if err := writeFile(rcs[0].c, "events/user_events/bench_deliver/enable", "1"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	payload := make([]byte, 34)
+	tid := uint32(unix.Gettid())
+	const batch = 4096
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		if st != nil {
+			for k := range st.Len() {
+				r := st.Reader(k)
+				r.Consume(len(r.Available()))
+			}
+		}
+		for i := range batch {
+			rc := rcs[i%producers]
+			if !rc.ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: rc.idx, TID: tid, CPU: uint32(i/producers) % 2}, payload) {
+				b.Fatal("ring full")
+			}
+		}
+		n += batch
+		b.StartTimer()
+		s.Flush()
+	}
+	b.StopTimer()
+	if got := s.RingStats().Delivered; got != uint64(n) {
+		b.Fatalf("%d delivered of %d", got, n)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/record")
 }

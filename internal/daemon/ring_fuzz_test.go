@@ -15,10 +15,11 @@ import (
 // FuzzRingMerge drives a client's ring with arbitrary operations — valid
 // records of any write index, thread, CPU and time, loss records, records
 // reserved and never committed, garbage written anywhere in the ring, head
-// moved anywhere — while the merger drains it beside an honest ring. The
-// daemon must not crash, a flush must return, the honest ring's records
-// must all be delivered, and closing the hostile connection must release
-// its ring.
+// moved anywhere — while the merger drains it beside an honest ring; or,
+// when the first byte has its top bit set, a ring set of two rings, which
+// two drainers drain beside an honest set. The daemon must not crash, a
+// flush must return, the honest ring's records must all be delivered, and
+// closing the hostile connection must release its ring.
 func FuzzRingMerge(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 2, 3, 4, 5, 6, 7, 8})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 9, 2, 0, 255, 255, 3, 8, 1, 2, 3, 4, 5, 6, 7, 8})
@@ -26,16 +27,16 @@ func FuzzRingMerge(f *testing.F) {
 	f.Add([]byte{3, 1, 2, 3, 4, 5, 0, 0, 0, 0, 5, 255, 255, 255, 255, 255, 255, 255, 255})
 	holdMax = 100 * time.Microsecond // a torn record must not slow every iteration
 	f.Cleanup(func() { holdMax = holdMaxDefault })
-	s := serve(f, Config{})
+	f.Add([]byte{0x80, 0, 1, 2, 3, 4, 5, 6, 7, 8, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3, 4, 5})
+	s := serve(f, Config{Rings: 2})
 	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 0 && ops[0]&0x80 != 0 {
+			ringVersion = wire.RingSet
+			defer func() { ringVersion = wire.RingV1 }()
+		}
 		honest := newRingClient(t, s, "fz_honest", 1<<14)
 		hostile := newRingClient(t, s, "fz_hostile", 1<<14)
-		mem, err := unix.Mmap(hostile.ring.Fd(), 0, unix.Getpagesize()+hostile.ring.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Munmap(mem)
-		data := mem[unix.Getpagesize():]
+		mem, headers := hostile.ring.hostile(t)
 		before := s.RingStats().Delivered
 		honestN := 0
 		next := func(n int) []byte {
@@ -59,16 +60,18 @@ func FuzzRingMerge(f *testing.F) {
 			case 2: // a loss record with any contents
 				m := next(17)
 				hostile.publish(wire.LostIndex, m[1:1+int(m[0])%17])
-			case 3: // garbage anywhere in the data
+			case 3: // garbage anywhere in the memory but the first ring's header page
 				m := next(5)
-				off := int(wire.LE.Uint16(m)) % len(data)
-				copy(data[off:], m[2:])
-			case 4: // head moved anywhere
+				page := unix.Getpagesize()
+				off := page + int(wire.LE.Uint32(m[1:])>>8)%(len(mem)-page)
+				copy(mem[off:], m[:2])
+			case 4: // a ring's head moved anywhere
 				m := next(9)
-				wire.LE.PutUint64(mem[64:], wire.LE.Uint64(m[1:])^uint64(m[0]))
+				h := headers[int(m[0])%len(headers)]
+				wire.LE.PutUint64(mem[h+64:], wire.LE.Uint64(m[1:])^uint64(m[0]))
 			case 5: // reserved, never committed
 				m := next(1)
-				hostile.ring.Reserve(shmring.Meta{WriteIndex: hostile.idx}, int(m[0])%64)
+				hostile.ring.Reserve(shmring.Meta{WriteIndex: hostile.idx, CPU: uint32(m[0])}, int(m[0])%64)
 			}
 			if honest.publish(honest.idx, u32rec(uint32(honestN))) {
 				honestN++
@@ -81,10 +84,6 @@ func FuzzRingMerge(f *testing.F) {
 		})
 		hostile.c.Close()
 		honest.c.Close()
-		testutil.Wait(t, "both rings released", func() bool {
-			s.merger.mu.Lock()
-			defer s.merger.mu.Unlock()
-			return len(s.merger.all) == 0
-		})
+		testutil.Wait(t, "both rings released", func() bool { return ringsReleased(s) })
 	})
 }

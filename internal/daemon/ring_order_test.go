@@ -15,7 +15,7 @@ import (
 )
 
 // ringClientOf is newRingClient with an 8 MiB ring, as its parts.
-func ringClientOf(t *testing.T, s *testServer, name string) (*client.Conn, uint32, *shmring.Producer) {
+func ringClientOf(t *testing.T, s *testServer, name string) (*client.Conn, uint32, *testRing) {
 	t.Helper()
 	rc := newRingClient(t, s, name, 1<<23)
 	return rc.c, rc.idx, rc.ring

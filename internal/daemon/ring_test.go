@@ -89,10 +89,7 @@ func TestRingCannotWriteOthersEvents(t *testing.T) {
 	}
 	b := newArena(t, 4096, unix.F_SEAL_SHRINK)
 	forger := b.dial(t, s.sock)
-	ring := newRing(t, 1<<16)
-	if err := forger.ShareRing(ring); err != nil {
-		t.Fatal(err)
-	}
+	ring := shareTestRing(t, forger, 1<<16)
 	forged := []uint32{idx, idx + 1, 1 << 31, ^uint32(0)}
 	for _, i := range forged {
 		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: i, TID: 1, CPU: 0}, u32rec(666)) {
@@ -131,10 +128,7 @@ func TestRingDeliveredBeforeClose(t *testing.T) {
 	if err := writeFile(c, "events/user_events/closing_ev/enable", "1"); err != nil {
 		t.Fatal(err)
 	}
-	ring := newRing(t, 1<<16)
-	if err := c.ShareRing(ring); err != nil {
-		t.Fatal(err)
-	}
+	ring := shareTestRing(t, c, 1<<16)
 	const n = 100
 	for i := range n {
 		if !ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 9, CPU: 0}, u32rec(uint32(i))) {
@@ -282,16 +276,8 @@ func TestRingHostileProducer(t *testing.T) {
 	if err := writeFile(c, "events/user_events/hostile_ev/enable", "1"); err != nil {
 		t.Fatal(err)
 	}
-	ring := newRing(t, 1<<16)
-	if err := c.ShareRing(ring); err != nil {
-		t.Fatal(err)
-	}
-	page := unix.Getpagesize()
-	mem, err := unix.Mmap(ring.Fd(), 0, page+1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
+	ring := shareTestRing(t, c, 1<<16)
+	mem, _ := ring.hostile(t)
 	// What is published before the scribbling starts is delivered.
 	for i := range 10 {
 		ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: 1}, u32rec(uint32(i)))

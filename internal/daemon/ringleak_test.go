@@ -18,26 +18,27 @@ func ringMappings(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Count(string(maps), "memfd:uetrace-ring")
+	return strings.Count(string(maps), "memfd:uetrace-ring") + strings.Count(string(maps), "memfd:uetrace-stream")
 }
 
-// TestSessionRingUnmapped: a session ring the daemon made is unmapped once
-// its client has gone — the daemon keeps no mapping of a dead session.
-func TestSessionRingUnmapped(t *testing.T) {
-	s := serve(t, Config{})
+// TestSessionStreamsUnmapped: a session's streams the
+// daemon made are unmapped once their client has gone — the daemon keeps
+// no mapping of a dead session.
+func TestSessionStreamsUnmapped(t *testing.T) {
+	s := serve(t, Config{Rings: 2})
 	base := ringMappings(t)
-	for range 3 {
+	for range 4 {
 		a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 		c := a.dial(t, s.sock)
 		ss, err := c.NewSession(client.SessionOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := ss.ShareRing(1 << 20)
+		st, err := ss.ShareStreams(1 << 20)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Close()
+		st.Close()
 		c.Close()
 	}
 	waitConns(t, &testServer{Server: s.Server}, 0)
@@ -63,23 +64,24 @@ func TestRingReleasedUnreachable(t *testing.T) {
 	for range 4 {
 		a := newArena(t, 4096, unix.F_SEAL_SHRINK)
 		c := a.dial(t, s.sock)
-		if err := c.ShareRing(newRing(t, 1<<16)); err != nil {
-			t.Fatal(err)
-		}
+		shareTestRing(t, c, 1<<16)
 		s.merger.mu.Lock()
 		for r := range s.merger.all {
 			gone = append(gone, weak.Make(r))
 		}
 		s.merger.mu.Unlock()
+		s.drainers.mu.Lock()
+		for set := range s.drainers.sets {
+			for _, r := range set.srcs {
+				gone = append(gone, weak.Make(r))
+			}
+		}
+		s.drainers.mu.Unlock()
 		c.Close()
-		testutil.Wait(t, "the ring to be released", func() bool {
-			s.merger.mu.Lock()
-			defer s.merger.mu.Unlock()
-			return len(s.merger.all) == 0
-		})
+		testutil.Wait(t, "the ring to be released", func() bool { return ringsReleased(s) })
 	}
-	if len(gone) != 4 {
-		t.Fatalf("saw %d rings, want 4", len(gone))
+	if want := 4 * max(1, s.drainers.n*int(ringVersion-1)); len(gone) != want {
+		t.Fatalf("saw %d rings, want %d", len(gone), want)
 	}
 	testutil.Wait(t, "the released rings to be collected", func() bool {
 		runtime.GC()

@@ -18,6 +18,7 @@ import (
 	"github.com/uetrace/uetrace/internal/caps"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/procfs"
+	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -57,6 +58,12 @@ type Config struct {
 	// effective in the daemon's user namespace, not in one the client made
 	// — of the process the socket's SO_PEERPIDFD names: package caps).
 	Cred func(unix.Ucred) subsys.Cred
+	// Rings is how many rings a client's ring set has, and so how many
+	// drainers deliver them (0: the largest divisor of the trace buffer's
+	// CPU count up to 64, so that one trace buffer CPU's records all come
+	// from one ring index; see drainer.go). Clients learn it in the Hello
+	// reply.
+	Rings int
 	// ServeFUSE serves the subsystem's tracefs tree on dev, a mounted
 	// /dev/fuse a client handed over (the ServeFUSE request), until the
 	// mount goes or the returned tree is closed — at the latest when the
@@ -98,8 +105,9 @@ type Server struct {
 	uids   map[uint32]*uidUse // what each uid's connections hold
 	closed bool
 
-	merger merger // the clients' rings
-	wg     sync.WaitGroup
+	merger   merger   // the clients' version-1 rings
+	drainers drainers // their ring sets
+	wg       sync.WaitGroup
 }
 
 // process is one client process: its enablers (the kernel's user_event_mm)
@@ -133,6 +141,11 @@ func New(cfg Config) *Server {
 	if s.sys == nil {
 		s.sys = subsys.New(subsys.Options{NumCPU: procfs.AllowedCPUs()})
 	}
+	rings := cfg.Rings
+	if rings <= 0 {
+		rings = drainerCount(s.sys.NumCPU())
+	}
+	s.drainers.init(s, min(rings, shmring.MaxSetRings))
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -298,6 +311,7 @@ func (s *Server) Serve(ln *net.UnixListener) error {
 // their exit would — and waits for the connections to finish.
 func (s *Server) Close() error {
 	s.merger.stop()
+	s.drainers.stop()
 	s.mu.Lock()
 	s.closed = true
 	for ln := range s.lns {

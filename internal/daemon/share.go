@@ -114,8 +114,6 @@ func (s *Server) FUSEShare(f *subsys.File, w subsys.Writer, uid uint32, cred sub
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&sh.table[preload.TableOffMagic])), preload.TableMagic)
 	r := &ringSource{
 		log: s.log, file: f, w: w, cons: cons, efd: wake, wakeSocket: true, shared: rsize,
-		buf:      make([]byte, min(cons.Size(), ringBufStart)),
-		bufMax:   min(cons.Size(), shmring.HeaderSize+wire.MaxWrite),
 		done:     make(chan struct{}),
 		sharedAt: time.Now(),
 	}

@@ -192,7 +192,15 @@ var possibleCPUs = sync.OnceValue(func() int {
 	return max(runtime.NumCPU(), procfs.MaxCPU(cpus)+1)
 })
 
-// writerCPU is the CPU a client reported, as a CPU that can exist.
+// writerCPU is the CPU a client reported, as a CPU that can exist. The
+// count is read once; an honest client's CPU is below it, and so taken as
+// it is without a division.
 func writerCPU(cpu uint32) int {
-	return int(cpu % uint32(possibleCPUs()))
+	if n := uint32(possibleCPUCount); cpu >= n {
+		cpu %= n
+	}
+	return int(cpu)
 }
+
+// possibleCPUCount is possibleCPUs(), read at start-up for writerCPU.
+var possibleCPUCount = possibleCPUs()

@@ -2,8 +2,10 @@
 // `perf record -a -e EVENT` does: from the kernel's perf ring buffers
 // (perf_event_open(PERF_TYPE_TRACEPOINT) on every online CPU) or from a
 // uetrace daemon's perf-like session, with the same output either way. A
-// daemon's session is read through the shared-memory ring the daemon
-// offers (source_ring.go), or over its socket from a daemon without one.
+// daemon's session is read through its streams (source_stream.go): one per
+// ring index of the daemon's, of finished perf.data records the recording
+// writes to its file as they lie, a run at a time; from a daemon before
+// streams, or one that refuses them, over its socket.
 //
 // The file has one attribute per event, named in HEADER_EVENT_DESC, and the
 // tracing data (HEADER_TRACING_DATA) with every recorded event's format
@@ -34,6 +36,8 @@
 //
 // The file is written from a goroutine of its own, so that a slow disk
 // does not stop the rings or the session from being drained.
+// It writes in chunks of 1 MiB, with O_DIRECT where the file system takes
+// it (writer.go).
 //
 // Options.PIDs and Comms keep only some tasks' samples, as perf record
 // --pid and perf script --comm select them; the rest are left out as they
@@ -216,7 +220,7 @@ func (r *Recorder) filterFor(system, name string) string {
 type Recorder struct {
 	src    source
 	w      *perfdata.Writer
-	bw     *backgroundWriter // under w
+	bw     *fileWriter // under w
 	opts   Options
 	pats   []Pattern
 	follow bool
@@ -294,6 +298,10 @@ func Daemon(c *client.Conn, w io.WriteSeeker, opts Options) (*Recorder, error) {
 	}
 	src.unknown = r.resolveType
 	r.tooLarge = src.big.Load
+	if src.streams != nil && opts.Sink != nil {
+		// What the Sink shows, as soon as it is delivered.
+		src.streams.watermark = 1
+	}
 	if err := src.attachPatterns(r.pats, r.follow); err != nil {
 		r.abandon()
 		return nil, err
@@ -353,7 +361,7 @@ func newRecorder(src source, w io.WriteSeeker, opts Options) (*Recorder, error) 
 	if w == nil {
 		return r, nil // counting only
 	}
-	r.bw = newBackgroundWriter(w)
+	r.bw = newFileWriter(w)
 	pw, err := perfdata.NewWriter(r.bw)
 	if err != nil {
 		r.bw.Close()
@@ -602,11 +610,7 @@ func (r *Recorder) record(rec []byte) {
 		if len(rec) >= 16 {
 			tid := ne.Uint32(rec[12:])
 			r.tasks[tid] = struct{}{}
-			name := rec[16:]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			r.renamed(ne.Uint32(rec[8:]), tid, string(name))
+			r.renamed(ne.Uint32(rec[8:]), tid, commName(rec))
 		}
 	case perfdata.RecordFork:
 		// pid, ppid, tid, ptid, time.
@@ -759,6 +763,9 @@ func (r *Recorder) finishRound() {
 	if !r.wrote || r.err != nil || r.w == nil {
 		return
 	}
+	if rd, ok := r.src.(interface{ roundDone() bool }); ok && !rd.roundDone() {
+		return // not every record of the round is in yet (source_stream.go)
+	}
 	r.wrote = false
 	if err := r.w.WriteFinishedRound(); err != nil {
 		r.err = err
@@ -826,15 +833,15 @@ func (r *Recorder) Source() string {
 }
 
 // SharedMemory reports whether a daemon recording takes its session's
-// records from shared memory (the session's ring) rather than over the
-// socket, and if not, why not (nil when it was not asked to, or on the
-// kernel).
+// records from shared memory (the session's streams) rather than over
+// the socket, and if not, why not (nil when it was not asked
+// to, or on the kernel).
 func (r *Recorder) SharedMemory() (bool, error) {
 	d, ok := r.src.(*daemonSource)
 	if !ok {
 		return false, nil
 	}
-	return d.ring != nil, d.ringErr
+	return d.streams != nil, d.ringErr
 }
 
 // Stats returns the counts so far.

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/perfring"
 	"github.com/uetrace/uetrace/internal/procfs"
 	"github.com/uetrace/uetrace/perfdata"
@@ -58,6 +59,9 @@ type sink interface {
 	// comm takes the name of task tid of process pid, which holds from
 	// the time of trailer, a sample_id_all trailer.
 	comm(pid, tid uint32, name string, trailer *perfdata.Sample)
+	// records takes a run of finished records of a daemon session's
+	// stream, as it lies (source_stream.go).
+	records(b []byte)
 }
 
 // ---- kernel ----
@@ -307,9 +311,9 @@ type daemonSource struct {
 	// names are task names the session gave, by tid, waiting for the
 	// task's next sample: its trailer names the event it belongs to.
 	names map[int32]string
-	// ring is the session's shared-memory ring (source_ring.go); nil when
+	// streams are the session's streams (source_stream.go); nil when
 	// the session is read over the socket.
-	ring    *ringState
+	streams *streamState
 	noRing  bool  // Options.SessionSocket
 	ringErr error // why the session is read over the socket
 }
@@ -320,10 +324,7 @@ func newDaemonSource(c *client.Conn, bufferKB int, noRing bool) (*daemonSource, 
 		return nil, fmt.Errorf("daemon session: %w", err)
 	}
 	d := &daemonSource{c: c, s: s, byType: make(map[int]*event), names: make(map[int32]string), noRing: noRing}
-	if err := d.shareRing(bufferKB << 10); err != nil {
-		s.Close()
-		return nil, err
-	}
+	d.shareStreams(bufferKB << 10)
 	return d, nil
 }
 
@@ -361,8 +362,9 @@ func (d *daemonSource) attach(ev *event) error {
 		ev.attr.Bits |= unix.PerfBitUseClockID
 		ev.attr.Clockid = unix.CLOCK_MONOTONIC
 	}
-	// One sample id per event; the kernel's are per event and CPU.
-	ev.ids = []uint64{uint64(ev.id) + 1}
+	// One sample id per event (the daemon's, as its streams carry it);
+	// the kernel's are per event and CPU.
+	ev.ids = []uint64{wire.SampleID(ev.id)}
 	if ev.filter != "" {
 		if err := d.s.SetFilter(ev.system+":"+ev.name, ev.filter); err != nil {
 			return fmt.Errorf("record %s:%s: filter %q: %w", ev.system, ev.name, ev.filter, err)
@@ -373,8 +375,8 @@ func (d *daemonSource) attach(ev *event) error {
 }
 
 func (d *daemonSource) wait(timeout time.Duration) {
-	if d.ring != nil {
-		d.ringWait(timeout)
+	if d.streams != nil {
+		d.streamWait(timeout)
 		return
 	}
 	// Polling the session costs a round trip; back off while it is empty.
@@ -384,8 +386,8 @@ func (d *daemonSource) wait(timeout time.Duration) {
 }
 
 func (d *daemonSource) drain(to sink) error {
-	if d.ring != nil {
-		return d.ringDrain(to)
+	if d.streams != nil {
+		return d.streamDrain(to)
 	}
 	for {
 		recs, lost, big, err := d.s.Poll(d.recs[:0])
@@ -459,15 +461,15 @@ func (d *daemonSource) anyID() uint64 {
 }
 
 func (d *daemonSource) stop() {
-	if d.ring != nil {
-		d.ringStop()
+	if d.streams != nil {
+		d.streams.stopped = true
 	}
 }
 
 func (d *daemonSource) close() error {
 	err := d.s.Close()
-	if d.ring != nil {
-		d.ring.r.Close()
+	if d.streams != nil {
+		d.streams.st.Close()
 	}
 	return err
 }

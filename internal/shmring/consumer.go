@@ -66,10 +66,15 @@ func Attach(fd int) (*Consumer, error) {
 		r.unmap()
 		return nil, err
 	}
+	return newConsumer(r), nil
+}
+
+// newConsumer is the consumer of a mapped ring whose header was checked.
+func newConsumer(r *ring) *Consumer {
 	// Resume where a previous consumer stopped. Any value is safe: every
 	// position is validated.
 	pub := atomic.LoadUint64(r.tail)
-	return &Consumer{r: r, tail: pub &^ 7, pub: pub, head: pub &^ 7}, nil
+	return &Consumer{r: r, tail: pub &^ 7, pub: pub, head: pub &^ 7}
 }
 
 // Close unmaps the ring. The caller closes the memfd.
@@ -145,6 +150,41 @@ func (c *Consumer) Next(buf []byte) (Record, error) {
 // record longer than most is skipped and counted. A ring's reader then
 // holds about its largest record, not the largest any record may be.
 func (c *Consumer) NextGrow(buf []byte, most int) (Record, []byte, error) {
+	rec, n, sz, ok := c.find(max(uint64(len(buf)), uint64(max(most, 0))))
+	if !ok {
+		return Record{}, buf, ErrNotReady
+	}
+	if sz > uint64(len(buf)) {
+		buf = make([]byte, min(max(sz, 2*uint64(len(buf))), uint64(most)))
+	}
+	// Copy once, then read only the copy: the producer may be rewriting
+	// the ring as we read it. sz <= Size, and the window holds Size bytes
+	// after any position.
+	out := buf[:sz]
+	copy(out, unsafe.Slice((*byte)(rec), sz))
+	c.take(sz)
+	return Record{
+		Meta: Meta{
+			Time:       binary.NativeEndian.Uint64(out[8:]),
+			WriteIndex: binary.NativeEndian.Uint32(out[16:]),
+			TID:        binary.NativeEndian.Uint32(out[20:]),
+			CPU:        binary.NativeEndian.Uint32(out[24:]),
+		},
+		Payload: out[HeaderSize:n],
+	}, buf, nil
+}
+
+// find is the one walk of the ring both ways of reading share (NextGrow
+// copies the record it finds, Peek hands it over where it lies): it
+// returns the committed record at the tail — stamped and checked for its
+// position, 32..limit bytes, ending at or before a head read after its
+// first word — with its length n and its size sz in the ring, without
+// moving the tail past it. On its way it skips, moving the tail and
+// counting, committed records longer than limit and, once the producer is
+// gone, torn records and garbage; it stops (ok false, the tail published)
+// at a record not yet committed, at the head, or after skipping Size
+// bytes.
+func (c *Consumer) find(limit uint64) (rec unsafe.Pointer, n, sz uint64, ok bool) {
 	r := c.r
 	var skipped uint64
 	for skipped < r.size {
@@ -160,10 +200,10 @@ func (c *Consumer) NextGrow(buf []byte, most int) (Record, []byte, error) {
 				break
 			}
 		}
-		rec := r.at(t)
+		rec = r.at(t)
 		w := atomic.LoadUint64((*uint64)(rec))
-		n := uint64(uint32(w) & lenMask)
-		sz := align8(n)
+		n = uint64(uint32(w) & lenMask)
+		sz = align8(n)
 		done := uint32(w)&committed != 0
 		stamped := uint32(w>>32) == r.stamp(t) && n >= HeaderSize
 		valid := c.valid(rec, t, stamped, done, sz, a)
@@ -178,31 +218,9 @@ func (c *Consumer) NextGrow(buf []byte, most int) (Record, []byte, error) {
 			}
 			valid = c.valid(rec, t, stamped, done, sz, a)
 		}
-		if valid && done && sz > uint64(len(buf)) && sz <= uint64(most) {
-			buf = make([]byte, min(max(sz, 2*uint64(len(buf))), uint64(most)))
-		}
 		switch {
-		case valid && done && sz <= uint64(len(buf)):
-			// Copy once, then read only the copy: the producer may be
-			// rewriting the ring as we read it. sz <= a <= Size, and the
-			// window holds Size bytes after any position.
-			out := buf[:sz]
-			copy(out, unsafe.Slice((*byte)(rec), sz))
-			c.advance(sz)
-			c.stats.Records++
-			c.stats.Bytes += sz
-			if c.tail-c.pub >= r.size/8 {
-				c.publish()
-			}
-			return Record{
-				Meta: Meta{
-					Time:       binary.NativeEndian.Uint64(out[8:]),
-					WriteIndex: binary.NativeEndian.Uint32(out[16:]),
-					TID:        binary.NativeEndian.Uint32(out[20:]),
-					CPU:        binary.NativeEndian.Uint32(out[24:]),
-				},
-				Payload: out[HeaderSize:n],
-			}, buf, nil
+		case valid && done && sz <= limit:
+			return rec, n, sz, true
 		case valid && done:
 			c.stats.TooLong++
 		case !c.gone:
@@ -210,7 +228,7 @@ func (c *Consumer) NextGrow(buf []byte, most int) (Record, []byte, error) {
 			// made: the producer is on its way. Or garbage, which a live
 			// producer may fix; it stalls only its own ring.
 			c.publish()
-			return Record{}, buf, ErrNotReady
+			return nil, 0, 0, false
 		case valid:
 			c.stats.Torn++
 		default:
@@ -221,7 +239,19 @@ func (c *Consumer) NextGrow(buf []byte, most int) (Record, []byte, error) {
 		skipped += sz
 	}
 	c.publish()
-	return Record{}, buf, ErrNotReady
+	return nil, 0, 0, false
+}
+
+// take moves the tail past a record of sz bytes that was delivered, and
+// publishes the tail once an eighth of the ring has been taken since it
+// last did.
+func (c *Consumer) take(sz uint64) {
+	c.advance(sz)
+	c.stats.Records++
+	c.stats.Bytes += sz
+	if c.tail-c.pub >= c.r.size/8 {
+		c.publish()
+	}
 }
 
 func (c *Consumer) advance(sz uint64) { c.tail += sz }
@@ -286,25 +316,34 @@ func (c *Consumer) ready() bool {
 // clearing the word); callers loop. The timeout is what keeps a producer
 // that never commits, or lies, from holding the consumer asleep.
 func (c *Consumer) Wait(timeout time.Duration) bool {
-	ready, _ := c.wait(timeout)
+	ready, _ := c.wait(1, timeout)
 	return ready
 }
 
-// wait is Wait, also returning how the futex wait ended (0 if there was
+// WaitAt is Wait for a consumer that takes its ring in large pieces: it
+// sleeps until a producer's record leaves w bytes or more in the ring (see
+// SleepAt), or for at most timeout — which bounds how late a record below
+// the watermark is read.
+func (c *Consumer) WaitAt(w uint32, timeout time.Duration) bool {
+	ready, _ := c.wait(w, timeout)
+	return ready
+}
+
+// wait is WaitAt, also returning how the futex wait ended (0 if there was
 // none), for the tests.
-func (c *Consumer) wait(timeout time.Duration) (bool, error) {
+func (c *Consumer) wait(w uint32, timeout time.Duration) (bool, error) {
 	if timeout <= 0 {
 		c.publish()
 		return c.ready(), nil
 	}
 	// Say we sleep, then look: the store pairs with the producer's load
 	// after its committed store (see the package doc).
-	if !c.Sleep() {
+	if !c.SleepAt(w) {
 		return true, nil
 	}
-	// Sleeps only while the word is still 1: a producer that cleared it
+	// Sleeps only while the word is still w: a producer that cleared it
 	// since the look above makes this return at once.
-	err := futexWait(c.r.sleeping, 1, timeout)
+	err := futexWait(c.r.sleeping, max(w, 1), timeout)
 	c.Awake()
 	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 		err = nil
@@ -318,15 +357,40 @@ func (c *Consumer) wait(timeout time.Duration) (bool, error) {
 // Next has something now — the consumer must not sleep, and the word is
 // cleared again — and true if the consumer may sleep: the next producer
 // to publish will wake it. After the sleep, Awake.
-func (c *Consumer) Sleep() bool {
+func (c *Consumer) Sleep() bool { return c.SleepAt(1) }
+
+// SleepAt is Sleep with a watermark: the consumer says it sleeps until the
+// ring holds w bytes or more — its sleeping word holds w — and the first
+// producer whose commit leaves the ring that full wakes it (w ≤ 1: any
+// commit, as Sleep). It reports false, the word cleared again, when the
+// consumer must not sleep: a record is ready at the tail and the ring
+// already holds w bytes (or the producer is gone: what is left is to be
+// drained, not waited for). A consumer that takes its ring in large
+// pieces — LTTng's sub-buffer hand-over, perf's wakeup_watermark, ftrace's
+// buffer_percent — makes its producers pay a wake-up once per w bytes,
+// not once per burst, and wakes itself as rarely; a record below the
+// watermark waits for the consumer's own timeout.
+//
+// The watermark is measured from the tail the consumer publishes here to
+// the head a producer loads after its commit: a producer decides on the
+// shared tail, so its older copy of it never wakes the consumer early (see
+// Producer.wake).
+func (c *Consumer) SleepAt(w uint32) bool {
+	w = max(w, 1)
 	c.publish()
-	atomic.StoreUint32(c.r.sleeping, 1)
-	if c.ready() {
+	atomic.StoreUint32(c.r.sleeping, w)
+	if c.ready() && (w == 1 || c.gone || uint64(c.Pending()) >= uint64(w)) {
 		atomic.StoreUint32(c.r.sleeping, 0)
 		return false
 	}
 	return true
 }
+
+// Woken reports whether the consumer's sleeping word is clear: a producer
+// took it to wake the consumer (or the consumer is awake). Unlike the other
+// methods it may be called from any goroutine: a consumer of many rings
+// that sleeps on one eventfd for all learns so which rings woke it.
+func (c *Consumer) Woken() bool { return atomic.LoadUint32(c.r.sleeping) == 0 }
 
 // Awake says the consumer no longer sleeps, so that producers stop paying
 // for wakes.

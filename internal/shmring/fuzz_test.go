@@ -23,32 +23,7 @@ func FuzzConsumer(f *testing.F) {
 	hdr := unsafe.Slice((*byte)(p.r.base), 64)
 	pristine := append([]byte(nil), hdr...)
 
-	// Seeds: real rings — records, a wrap, a torn one, a dead reservation.
-	seed := func(setup func()) {
-		clear(data)
-		atomic.StoreUint64(p.r.head, 0)
-		atomic.StoreUint64(p.r.tail, 0)
-		setup()
-		f.Add(append([]byte(nil), data...), atomic.LoadUint64(p.r.head), atomic.LoadUint64(p.r.tail), p.r.key, []byte(nil), false)
-		f.Add(append([]byte(nil), data...), atomic.LoadUint64(p.r.head), atomic.LoadUint64(p.r.tail), p.r.key, []byte(nil), true)
-	}
-	var pb [64]byte
-	seed(func() {})
-	seed(func() {
-		for i := uint32(0); i < 30; i++ {
-			p.Write(metaFor(1, i), payloadFor(pb[:], 1, i))
-		}
-	})
-	seed(func() {
-		atomic.StoreUint64(p.r.head, 3*size-200)
-		atomic.StoreUint64(p.r.tail, 3*size-200)
-		for i := uint32(0); i < 10; i++ {
-			p.Write(metaFor(2, i), payloadFor(pb[:], 2, i))
-		}
-		p.Reserve(Meta{}, 40)
-		atomic.AddUint64(p.r.head, 64)
-		p.Write(metaFor(2, 10), payloadFor(pb[:], 2, 10))
-	})
+	seedRings(f, p)
 
 	f.Fuzz(func(t *testing.T, ring []byte, head, tail uint64, key uint64, header []byte, gone bool) {
 		copy(hdr, pristine)
@@ -116,5 +91,40 @@ func FuzzConsumer(f *testing.F) {
 		if head-start <= size && c.tail != head&^7 {
 			t.Fatalf("gone producer: tail %d, head %d", c.tail, head)
 		}
+	})
+}
+
+// seedRings adds the seeds of the fuzz targets that read a hostile ring of
+// 4096 bytes: real rings — empty, records, a wrap, a torn one, a dead
+// reservation — each with the producer alive and gone. Each seed is the
+// data area, head, tail, key, header bytes (none: a valid header) and gone.
+func seedRings(f *testing.F, p *Producer) {
+	size := p.r.size
+	data := unsafe.Slice((*byte)(p.r.data), size)
+	seed := func(setup func()) {
+		clear(data)
+		atomic.StoreUint64(p.r.head, 0)
+		atomic.StoreUint64(p.r.tail, 0)
+		setup()
+		for _, gone := range []bool{false, true} {
+			f.Add(append([]byte(nil), data...), atomic.LoadUint64(p.r.head), atomic.LoadUint64(p.r.tail), p.r.key, []byte(nil), gone)
+		}
+	}
+	var pb [64]byte
+	seed(func() {})
+	seed(func() {
+		for i := uint32(0); i < 30; i++ {
+			p.Write(metaFor(1, i), payloadFor(pb[:], 1, i))
+		}
+	})
+	seed(func() {
+		atomic.StoreUint64(p.r.head, 3*size-200)
+		atomic.StoreUint64(p.r.tail, 3*size-200)
+		for i := uint32(0); i < 10; i++ {
+			p.Write(metaFor(2, i), payloadFor(pb[:], 2, i))
+		}
+		p.Reserve(Meta{}, 40)
+		atomic.AddUint64(p.r.head, 64)
+		p.Write(metaFor(2, 10), payloadFor(pb[:], 2, 10))
 	})
 }

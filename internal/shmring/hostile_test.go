@@ -17,8 +17,14 @@ import (
 // words over the data area, head and the shared tail. The consumer must not
 // fault or loop; every byte its tail passes is delivered or counted; what it
 // delivers fits the ring; and the shared tail's scribbles do not move its
-// own.
+// own. The consumer reads with Next, and again in place (Peek, CopyPayload,
+// Advance).
 func TestScribbledRing(t *testing.T) {
+	t.Run("next", func(t *testing.T) { scribbledRing(t, false) })
+	t.Run("peek", func(t *testing.T) { scribbledRing(t, true) })
+}
+
+func scribbledRing(t *testing.T, peek bool) {
 	const size = 8192
 	p, c := pair(t, size)
 	var stop atomic.Bool
@@ -108,7 +114,7 @@ func TestScribbledRing(t *testing.T) {
 			t.Fatalf("after a minute, stats %+v: the scribbler and the writer did not get to run", st)
 		}
 		before := c.tail
-		rec, err := c.Next(buf)
+		rec, err := readOne(c, peek, buf)
 		idle++
 		switch {
 		case errors.Is(err, ErrNotReady):

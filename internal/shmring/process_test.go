@@ -18,8 +18,21 @@ import (
 
 // childEnv makes the test binary a producer process: it maps the ring it
 // inherited as fd 3 and writes into it from childStreams goroutines until it
-// is killed.
+// is killed. Its value "set" makes fd 3 a set of childSetRings rings, stream
+// 0 writing into ring 1 and the others into ring 0.
 const childEnv = "SHMRING_TEST_PRODUCER"
+
+const childSetRings = 2
+
+// childRing is the ring stream g of a child writes into: 0 for a plain
+// ring; in a set, ring 1 for stream 0 (the one killed mid-record), ring 0
+// for the others.
+func childRing(set bool, g uint32) int {
+	if set && g == 0 {
+		return 1
+	}
+	return 0
+}
 
 const childStreams = 3
 
@@ -31,10 +44,24 @@ func TestMain(m *testing.M) {
 }
 
 func produceForever() {
-	p, err := Open(3)
-	if err != nil {
-		os.Stderr.WriteString(err.Error() + "\n")
-		os.Exit(2)
+	set := os.Getenv(childEnv) == "set"
+	var rings []*Producer
+	if set {
+		sp, err := OpenSet(3, childSetRings)
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(2)
+		}
+		for k := range childSetRings {
+			rings = append(rings, sp.Ring(k))
+		}
+	} else {
+		p, err := Open(3)
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(2)
+		}
+		rings = append(rings, p)
 	}
 	progress, err := unix.Mmap(4, 0, 8*childStreams, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -47,6 +74,7 @@ func produceForever() {
 			// made and how many of them were dropped: the parent sees
 			// both or neither.
 			word := (*uint64)(unsafe.Pointer(&progress[8*g]))
+			p := rings[childRing(set, g)]
 			var pb [64]byte
 			var drops uint64
 			for i := uint32(0); ; i++ {
@@ -102,7 +130,16 @@ func fdsAndRingMaps(t *testing.T) (fds, maps int) {
 // every one not dropped is delivered, and the ring's drop count is the
 // streams' plus at most one write in flight each. No descriptor or mapping
 // is left behind.
+//
+// In a set, the stream killed mid-record writes into ring 1 and the others
+// into ring 0: ring 1's torn record is skipped and counted once the
+// producer is declared gone, and ring 0 delivers everything committed.
 func TestKilledProducers(t *testing.T) {
+	t.Run("ring", func(t *testing.T) { killedProducers(t, false) })
+	t.Run("set", func(t *testing.T) { killedProducers(t, true) })
+}
+
+func killedProducers(t *testing.T, set bool) {
 	rounds := 25
 	if testing.Short() {
 		rounds = 5
@@ -110,7 +147,7 @@ func TestKilledProducers(t *testing.T) {
 	fds0, maps0 := fdsAndRingMaps(t)
 	var torn, discarded uint64
 	for round := range rounds {
-		st := killOne(t, round)
+		st := killOne(t, round, set)
 		torn += st.Torn
 		discarded += st.Discarded
 	}
@@ -121,18 +158,37 @@ func TestKilledProducers(t *testing.T) {
 	t.Logf("%d rounds: %d torn records, %d bytes discarded", rounds, torn, discarded)
 }
 
-func killOne(t *testing.T, round int) Stats {
-	p, err := Create(16384)
-	if err != nil {
-		t.Fatal(err)
+func killOne(t *testing.T, round int, set bool) Stats {
+	var cs []*Consumer
+	var memfd int
+	if set {
+		sp, err := CreateSet(childSetRings, 16384)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sp.Close()
+		if cs, err = AttachSet(sp.Fd(), childSetRings); err != nil {
+			t.Fatal(err)
+		}
+		memfd = sp.Fd()
+	} else {
+		p, err := Create(16384)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		c, err := Attach(p.Fd())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, memfd = []*Consumer{c}, p.Fd()
 	}
-	defer p.Close()
-	c, err := Attach(p.Fd())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	dup, err := unix.FcntlInt(uintptr(p.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	dup, err := unix.FcntlInt(uintptr(memfd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +208,11 @@ func killOne(t *testing.T, round int) Stats {
 	}
 	defer unix.Munmap(progress)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "GOMAXPROCS=2")
+	mode := "ring"
+	if set {
+		mode = "set"
+	}
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, "GOMAXPROCS=2")
 	cmd.ExtraFiles = []*os.File{f, pf}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -166,11 +226,14 @@ func killOne(t *testing.T, round int) Stats {
 	for g := range last {
 		last[g] = -1
 	}
-	buf := make([]byte, c.Size())
-	deliver := func(rec Record) {
+	buf := make([]byte, cs[0].Size())
+	deliver := func(k int, rec Record) {
 		g, seq := checkRecord(t, rec)
 		if g >= childStreams || int64(seq) <= last[g] {
 			t.Fatalf("round %d: stream %d record %d after %d", round, g, seq, last[g])
+		}
+		if childRing(set, g) != k {
+			t.Fatalf("round %d: stream %d's record in ring %d", round, g, k)
 		}
 		last[g] = int64(seq)
 		seqs[g] = append(seqs[g], seq)
@@ -191,13 +254,18 @@ func killOne(t *testing.T, round int) Stats {
 		}
 	}()
 	for n < target && !exited.Load() {
-		rec, err := c.Next(buf)
-		if errors.Is(err, ErrNotReady) {
-			c.Wait(10 * time.Millisecond)
-			continue
+		got := false
+		for k, c := range cs {
+			rec, err := c.Next(buf)
+			if err == nil {
+				deliver(k, rec)
+				n++
+				got = true
+			}
 		}
-		deliver(rec)
-		n++
+		if !got {
+			cs[n%len(cs)].Wait(10 * time.Millisecond)
+		}
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	err = cmd.Wait()
@@ -207,19 +275,29 @@ func killOne(t *testing.T, round int) Stats {
 	}
 
 	// Dead: drain what it left, to head.
-	c.ProducerGone()
-	for {
-		rec, err := c.Next(buf)
-		if errors.Is(err, ErrNotReady) {
-			break
+	var st Stats
+	var dropped uint64
+	for k, c := range cs {
+		c.ProducerGone()
+		for {
+			rec, err := c.Next(buf)
+			if errors.Is(err, ErrNotReady) {
+				break
+			}
+			deliver(k, rec)
 		}
-		deliver(rec)
+		if pend := c.Pending(); pend != 0 {
+			t.Fatalf("round %d: ring %d: %d bytes left between tail and head after a full drain", round, k, pend)
+		}
+		cst := c.Stats()
+		st.Records += cst.Records
+		st.Torn += cst.Torn
+		st.TooLong += cst.TooLong
+		st.Discarded += cst.Discarded
+		st.BadHead += cst.BadHead
+		d, _ := c.Dropped()
+		dropped += d
 	}
-	if pend := c.Pending(); pend != 0 {
-		t.Fatalf("round %d: %d bytes left between tail and head after a full drain", round, pend)
-	}
-	st := c.Stats()
-	dropped, _ := c.Dropped()
 	var drops uint64
 	for g := range childStreams {
 		// Every write the stream finished was committed or dropped: the

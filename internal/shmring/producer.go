@@ -1,7 +1,6 @@
 package shmring
 
 import (
-	"fmt"
 	"sync/atomic"
 	"unsafe"
 
@@ -62,17 +61,7 @@ func Open(fd int) (*Producer, error) {
 // cannot do. It returns the eventfd, to send to the consumer with the
 // ring's memfd; the Producer owns it and closes it in Close. Call it once,
 // before the first Reserve.
-func (p *Producer) WakeByEventfd() (int, error) {
-	if p.wakeFd >= 0 {
-		return -1, fmt.Errorf("the ring already wakes its consumer by eventfd %d: %w", p.wakeFd, unix.EBUSY)
-	}
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return -1, fmt.Errorf("eventfd: %w", err)
-	}
-	p.wakeFd = fd
-	return fd, nil
-}
+func (p *Producer) WakeByEventfd() (int, error) { return newWakeFd(&p.wakeFd) }
 
 // Fd is the ring's memfd, to send to the consumer.
 func (p *Producer) Fd() int { return p.fd }
@@ -220,26 +209,50 @@ func (v Reservation) Payload() []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(v.rec, HeaderSize)), v.n)
 }
 
-// Commit publishes the record and wakes the consumer if it said it sleeps.
+// Commit publishes the record and wakes the consumer if it said it sleeps
+// and the ring now holds what it waits for: any record (a sleeping word of
+// 1), or w bytes or more (a watermark w > 1; see Consumer.SleepAt).
 func (v Reservation) Commit() {
 	// The release: every store above is visible to whoever loads this word
 	// committed.
 	atomic.StoreUint64((*uint64)(v.rec), v.word|committed)
-	// The load that pairs with the consumer's store of sleeping=1 (see the
-	// package doc): whichever of the two stores came first, either the
-	// consumer sees this record or this load sees it sleeping. A line the
-	// consumer writes only when it goes to sleep: while it is awake this
-	// is a read of a cached line, no traffic.
+	// The load that pairs with the consumer's store of its sleeping word
+	// (see the package doc): whichever of the two stores came first, either
+	// the consumer sees this record or this load sees it sleeping. A line
+	// the consumer writes only when it goes to sleep: while it is awake
+	// this is a read of a cached line, no traffic.
 	if atomic.LoadUint32(v.p.r.sleeping) != 0 {
 		v.p.wake()
 	}
 }
 
-// wake is the rare path: the consumer said it sleeps. The CAS lets one
-// publisher, the first, pay the system call; the consumer clears the word
-// itself when it wakes for any other reason.
+// wake is the rare path of a commit that found the consumer asleep: the
+// word is read again (a line the commit just read: kept out of Commit, so
+// that Commit stays small enough to be inlined), and the consumer is woken
+// if the ring holds what it waits for — any record (1), or w bytes (w > 1).
+// For a watermark the producers' copy of the tail is old — it makes the
+// ring look fuller than it is — so a check it passes is made again on the
+// shared tail, which the consumer published before it said it sleeps:
+// that line is read only when a wake is likely, not per record. The ring's
+// fill is head, loaded after this commit, not the end of this record: the
+// record at the tail may be the last one committed, behind records
+// committed while the consumer was looking. The CAS from the word read
+// lets one publisher per sleep, the first, pay the system call; the
+// consumer clears the word itself when it wakes for any other reason.
 func (p *Producer) wake() {
-	if atomic.CompareAndSwapUint32(p.r.sleeping, 1, 0) {
+	s := atomic.LoadUint32(p.r.sleeping)
+	if s > 1 {
+		h := atomic.LoadUint64(p.r.head)
+		if h-p.tail.Load() < uint64(s) {
+			return
+		}
+		t := atomic.LoadUint64(p.r.tail)
+		p.tail.Store(t)
+		if h-t < uint64(s) {
+			return
+		}
+	}
+	if s != 0 && atomic.CompareAndSwapUint32(p.r.sleeping, s, 0) {
 		if p.wakeFd >= 0 {
 			eventfdAdd(p.wakeFd)
 		} else {

@@ -14,10 +14,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// pairInSet, when not negative, makes pair return that ring of a set of
+// pairSetRings rings instead of a ring of its own (TestRingsOfASet).
+var pairInSet = -1
+
+const pairSetRings = 3
+
 // pair is a ring created for producing and attached for consuming, as two
 // processes would: two mappings of one memfd.
 func pair(t testing.TB, size int) (*Producer, *Consumer) {
 	t.Helper()
+	if pairInSet >= 0 {
+		return setPair(t, size, pairInSet)
+	}
 	p, err := Create(size)
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +353,7 @@ func TestTornKnownLength(t *testing.T) {
 			t.Fatalf("Next behind an uncommitted record: %v, want ErrNotReady", err)
 		}
 	}
-	if ready, err := c.wait(time.Millisecond); ready || !errors.Is(err, unix.ETIMEDOUT) {
+	if ready, err := c.wait(1, time.Millisecond); ready || !errors.Is(err, unix.ETIMEDOUT) {
 		t.Fatalf("wait behind an uncommitted record: %v, %v; want false, ETIMEDOUT", ready, err)
 	}
 	c.ProducerGone()
@@ -520,7 +529,7 @@ func TestNoWakeWhileAwake(t *testing.T) {
 	// the producer needed.
 	woke := make(chan bool)
 	go func() {
-		ready, err := c.wait(time.Minute)
+		ready, err := c.wait(1, time.Minute)
 		if err != nil {
 			t.Error(err)
 		}
@@ -545,9 +554,9 @@ func TestNoWakeWhileAwake(t *testing.T) {
 // timeout, not ready.
 func TestWaitTimesOut(t *testing.T) {
 	_, c := pair(t, 4096)
-	ready, err := c.wait(10 * time.Millisecond)
+	ready, err := c.wait(1, 10*time.Millisecond)
 	for errors.Is(err, unix.EINTR) { // a signal to the thread; not what this tests
-		ready, err = c.wait(10 * time.Millisecond)
+		ready, err = c.wait(1, 10*time.Millisecond)
 	}
 	if ready || !errors.Is(err, unix.ETIMEDOUT) {
 		t.Fatalf("wait on an empty ring: %v, %v; want false, ETIMEDOUT", ready, err)
@@ -581,7 +590,7 @@ func TestWakeupStress(t *testing.T) {
 				taken.Store(want)
 				continue
 			}
-			if _, err := c.wait(time.Minute); errors.Is(err, unix.ETIMEDOUT) {
+			if _, err := c.wait(1, time.Minute); errors.Is(err, unix.ETIMEDOUT) {
 				errc <- fmt.Errorf("lost wakeup: the consumer slept a minute with record %d published (head %d, tail %d)",
 					want, atomic.LoadUint64(p.r.head), c.tail)
 				return

@@ -13,6 +13,11 @@
 // and not an overwrite ring: a full ring drops the new record, as the
 // kernel's ring buffer does in its non-overwrite mode, and counts it.
 //
+// A producer process may publish into a ring set instead (set.go): R such
+// rings in one memfd, one per CPU index, so that its threads on different
+// CPUs never share a head, and a consumer per ring index drains ring k of
+// every producer — the kernel's per-CPU buffers, in shared memory.
+//
 // # Layout
 //
 // A ring is a memfd of P+S bytes, P the page size (4096 on x86-64) and S the
@@ -136,6 +141,22 @@
 // later records' publishers all skip the wake. While the consumer is awake,
 // publishing costs one load of a cache line that nobody writes.
 //
+// The sleeping word may hold a watermark instead of 1 (Consumer.SleepAt):
+// w > 1 says "wake me when the ring holds w bytes or more". A publisher
+// that reads w after its commit loads head and compares it with its copy
+// of the tail, and only if that passes with the shared tail, which the
+// consumer published before it stored w; if the ring holds w bytes it
+// takes the word from w to 0 by CAS and wakes. The consumer, having stored
+// w, sleeps only if the record at its tail is not committed or the ring
+// holds less than w: by the same two-store argument, either it sees the
+// record (and the head) that makes the ring full enough, or that record's
+// publisher sees its word — head, not the end of the publisher's own
+// record, so that the commit of a record at the tail behind later ones
+// wakes it too. Records below the watermark wait for the consumer's
+// timeout: the price of one wake per w bytes rather than one per burst,
+// which for a Go consumer (a wake costs it tens of microseconds of CPU) is
+// what costs most at a few million records a second.
+//
 // Wait sleeps on one ring. A consumer of many rings sleeps on all of them at
 // once with epoll instead: each producer wakes by adding 1 to an eventfd of
 // its own (Producer.WakeByEventfd) rather than by FUTEX_WAKE, and the
@@ -145,6 +166,15 @@
 // 128 rings; an epoll set has no such limit, and a consumer that never reads
 // the eventfds, edge-triggered, cannot be blocked by a producer that plays
 // with their flags.)
+//
+// # Reading in place
+//
+// Next copies a record out into the consumer's buffer. Peek finds the same
+// record with the same checks and hands it over where it lies (a View: the
+// header's words loaded once each, the payload still in the ring); the
+// caller copies the payload once, straight into its own consumer's buffer,
+// validates that copy, and Advances. Either way the tail moves only past
+// records delivered or skipped by the rules below.
 //
 // # Hostile memory
 //
@@ -168,7 +198,9 @@
 //     its stamp and check match its position, its length is 32..S and it ends
 //     at or before head; its first word and its check are loaded once each;
 //     the other header fields and the payload are taken from the consumer's
-//     copy, never read again from the ring.
+//     copy, never read again from the ring (Peek: the header fields loaded
+//     once each, the payload copied once by the caller, who reads only its
+//     copy).
 //   - Next does bounded work: each step moves the tail forward by at least 8
 //     bytes or returns, and one call skips at most S bytes before it returns
 //     ErrNotReady. With head still, a drain loop ends within S bytes; with a
@@ -283,6 +315,12 @@ func align8(n uint64) uint64 { return (n + 7) &^ 7 }
 // anonymous mapping so that the three fixed mappings replace it and nothing
 // else can be mapped in between.
 func mapRing(fd int, page, size uint64, dataProt int) (*ring, error) {
+	return mapRingAt(fd, 0, page, size, dataProt)
+}
+
+// mapRingAt is mapRing for a ring whose header page is at file offset foff
+// of the memfd: ring k of a set.
+func mapRingAt(fd int, foff int64, page, size uint64, dataProt int) (*ring, error) {
 	total := uintptr(page + 2*size)
 	base, err := unix.MmapPtr(-1, 0, nil, total, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
@@ -294,9 +332,9 @@ func mapRing(fd int, page, size uint64, dataProt int) (*ring, error) {
 		len  uintptr
 		prot int
 	}{
-		{0, 0, uintptr(page), unix.PROT_READ | unix.PROT_WRITE},
-		{uintptr(page), int64(page), uintptr(size), dataProt},
-		{uintptr(page + size), int64(page), uintptr(size), dataProt},
+		{0, foff, uintptr(page), unix.PROT_READ | unix.PROT_WRITE},
+		{uintptr(page), foff + int64(page), uintptr(size), dataProt},
+		{uintptr(page + size), foff + int64(page), uintptr(size), dataProt},
 	}
 	for _, m := range maps {
 		if _, err := unix.MmapPtr(fd, m.off, unsafe.Add(base, m.at), m.len, m.prot, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
@@ -347,59 +385,99 @@ func Create(size int) (*Producer, error) {
 		return nil, err
 	}
 	p := pageSize()
-	fd, err := unix.MemfdCreate("uetrace-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := sealedMemfd("uetrace-ring", p+s)
 	if err != nil {
-		return nil, fmt.Errorf("creating the ring's memory: memfd_create: %w", err)
-	}
-	if err := unix.Ftruncate(fd, int64(p+s)); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("sizing the ring's memfd to %d bytes: ftruncate: %w", p+s, err)
-	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("sealing the ring's memfd: fcntl F_ADD_SEALS: %w", err)
+		return nil, err
 	}
 	r, err := mapRing(fd, p, s, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
+	r.initHeader()
+	return &Producer{r: r, fd: fd, ownFd: true, wakeFd: -1}, nil
+}
+
+// sealedMemfd makes a memfd of size bytes, sealed against shrinking and
+// growing (and further sealing), for a ring or a set: no mapping of it can
+// fault, whatever the other side does.
+func sealedMemfd(name string, size uint64) (int, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, fmt.Errorf("creating shared memory for a ring: memfd_create: %w", err)
+	}
+	if err = unix.Ftruncate(fd, int64(size)); err == nil {
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("sizing and sealing a ring's memfd (ftruncate, F_ADD_SEALS): %w", err)
+	}
+	return fd, nil
+}
+
+// newWakeFd makes the eventfd a producer wakes its consumer by, unless
+// *fd is one already.
+func newWakeFd(fd *int) (int, error) {
+	if *fd >= 0 {
+		return -1, fmt.Errorf("the ring already wakes its consumer by eventfd %d: %w", *fd, unix.EBUSY)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return -1, fmt.Errorf("eventfd: %w", err)
+	}
+	*fd = efd
+	return efd, nil
+}
+
+// initHeader writes a new ring's header: a fresh random key, the geometry,
+// the magic last.
+func (r *ring) initHeader() {
 	var k [8]byte
 	unix.Getrandom(k[:], 0) // 8 bytes: getrandom(2) returns them whole once the pool is ready
 	r.key = binary.NativeEndian.Uint64(k[:])
 	*r.u32(offVersion) = version
-	*r.u32(offDataOffset) = uint32(p)
-	*r.u64(offSize) = s
+	*r.u32(offDataOffset) = uint32(r.page)
+	*r.u64(offSize) = r.size
 	*r.u64(offKey) = r.key
 	// The magic last: a reader of a half-initialised header sees no ring.
 	atomic.StoreUint64(r.u64(offMagic), magic)
-	return &Producer{r: r, fd: fd, ownFd: true, wakeFd: -1}, nil
+}
+
+// sealedSize is the size of memfd fd, checked to be a regular file sealed
+// against shrinking and growing: no access to a mapping of it can fault.
+func sealedSize(fd int, what string) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, fmt.Errorf("%s: fstat: %w", what, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, fmt.Errorf("%s: the descriptor is not a memfd (mode %#o): %w", what, st.Mode, unix.EINVAL)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		return 0, fmt.Errorf("%s: fcntl F_GET_SEALS: %w", what, err)
+	}
+	if seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
+		return 0, fmt.Errorf("%s: the memfd is not sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW): %w", what, unix.EINVAL)
+	}
+	return st.Size, nil
 }
 
 // geometry is what Attach and Open learn from a memfd: checked against its
 // size and seals, never against the header alone.
 func geometry(fd int) (page, size uint64, err error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, 0, fmt.Errorf("ring: fstat: %w", err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, 0, fmt.Errorf("ring: the descriptor is not a memfd (mode %#o): %w", st.Mode, unix.EINVAL)
-	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	st, err := sealedSize(fd, "ring")
 	if err != nil {
-		return 0, 0, fmt.Errorf("ring: fcntl F_GET_SEALS: %w", err)
-	}
-	if seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
-		return 0, 0, fmt.Errorf("ring: the memfd is not sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW): %w", unix.EINVAL)
+		return 0, 0, err
 	}
 	page = pageSize()
-	if st.Size <= int64(page) {
-		return 0, 0, fmt.Errorf("ring: the memfd has %d bytes, not a header page and data: %w", st.Size, unix.EINVAL)
+	if st <= int64(page) {
+		return 0, 0, fmt.Errorf("ring: the memfd has %d bytes, not a header page and data: %w", st, unix.EINVAL)
 	}
-	size = uint64(st.Size) - page
+	size = uint64(st) - page
 	if err := checkSize(size); err != nil {
-		return 0, 0, fmt.Errorf("ring: the memfd's %d bytes are not a header page and a valid data area: %w", st.Size, err)
+		return 0, 0, fmt.Errorf("ring: the memfd's %d bytes are not a header page and a valid data area: %w", st, err)
 	}
 	return page, size, nil
 }
@@ -407,18 +485,27 @@ func geometry(fd int) (page, size uint64, err error) {
 // checkHeader compares the header's constant fields with the memfd's
 // geometry, reading each once, and returns the key.
 func (r *ring) checkHeader() error {
-	if m := atomic.LoadUint64(r.u64(offMagic)); m != magic {
-		return fmt.Errorf("ring: bad magic %#x, not a uetrace ring: %w", m, unix.EINVAL)
-	}
-	if v := atomic.LoadUint32(r.u32(offVersion)); v != version {
-		return fmt.Errorf("ring: version %d, this side speaks %d: %w", v, version, unix.EPROTONOSUPPORT)
-	}
-	if d := atomic.LoadUint32(r.u32(offDataOffset)); uint64(d) != r.page {
-		return fmt.Errorf("ring: data offset %d, the page size here is %d: %w", d, r.page, unix.EINVAL)
-	}
-	if s := atomic.LoadUint64(r.u64(offSize)); s != r.size {
-		return fmt.Errorf("ring: the header says %d data bytes, the memfd holds %d: %w", s, r.size, unix.EINVAL)
+	if err := r.checkKind(magic, version, "ring"); err != nil {
+		return err
 	}
 	r.key = atomic.LoadUint64(r.u64(offKey))
+	return nil
+}
+
+// checkKind checks the header's magic and version (a ring's, a stream's)
+// and its geometry against the memfd's.
+func (r *ring) checkKind(magic uint64, version uint32, what string) error {
+	if m := atomic.LoadUint64(r.u64(offMagic)); m != magic {
+		return fmt.Errorf("%s: bad magic %#x, not a uetrace %s: %w", what, m, what, unix.EINVAL)
+	}
+	if v := atomic.LoadUint32(r.u32(offVersion)); v != version {
+		return fmt.Errorf("%s: version %d, this side speaks %d: %w", what, v, version, unix.EPROTONOSUPPORT)
+	}
+	if d := atomic.LoadUint32(r.u32(offDataOffset)); uint64(d) != r.page {
+		return fmt.Errorf("%s: data offset %d, the page size here is %d: %w", what, d, r.page, unix.EINVAL)
+	}
+	if s := atomic.LoadUint64(r.u64(offSize)); s != r.size {
+		return fmt.Errorf("%s: the header says %d data bytes, the memfd holds %d: %w", what, s, r.size, unix.EINVAL)
+	}
 	return nil
 }

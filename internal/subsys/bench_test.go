@@ -2,12 +2,14 @@ package subsys
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 
 	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/shmring"
 )
 
 // benchWriteSetup registers a 5-field event on a fresh subsystem.
@@ -148,4 +150,61 @@ func BenchmarkWriteFtraceParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkDeliver is the daemon's cost per record handed over from a
+// producer's ring into one consumer (the 46-byte payload of
+// benchWriteSetup): in place, the payload copied once into the sample
+// reserved in a session's stream (stream) or the trace buffer's page
+// (ftrace); and, to compare, today's way, copied out of the ring (Next)
+// then written (WriteStamped) into a session's stream.
+func BenchmarkDeliver(b *testing.B) {
+	for _, c := range []struct {
+		name            string
+		ftrace, inPlace bool
+	}{{"stream", false, true}, {"stream-copied", false, false}, {"ftrace", true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			e, f, iov := benchWriteSetup(b)
+			ev := e.s.Lookup("user_events", "bench")
+			var rs []*shmring.StreamReader
+			if c.ftrace {
+				if err := e.s.SetFtrace(ev, true); err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				var ss *Session
+				ss, rs = streamSession(b, e.s, 2, 4<<20, SessionOptions{Comm: true})
+				if err := ss.Attach(ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p, cons := ringPair(b)
+			idx := binary.NativeEndian.Uint32(iov[0])
+			w := Writer{PID: 7, TGID: 7, Comm: "bench", CPU: 1}
+			buf := make([]byte, 1<<16)
+			const batch = 1024
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				for range batch {
+					p.Write(shmring.Meta{Time: 1, WriteIndex: idx}, iov[1])
+				}
+				for _, r := range rs {
+					r.Consume(len(r.Available()))
+				}
+				b.StartTimer()
+				for range batch {
+					if c.inPlace {
+						v, _ := cons.Peek()
+						f.Deliver(w, 1, &v, nil)
+						cons.Advance(&v)
+					} else {
+						rec, _ := cons.Next(buf)
+						f.WriteStamped(w, 1, rec.WriteIndex, rec.Payload)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/record")
+		})
+	}
 }

@@ -20,8 +20,20 @@
 // through a [Memory] the caller supplies — the daemon's is a memfd shared
 // with the client, tests use a byte slice. Callers' privileges come as a
 // [Cred]. A [Session] buffers its records in memory for Session.Read, or
-// hands them to a reader in another process through a shared-memory ring
-// ([Session.DeliverToRing]), as the kernel hands perf its records.
+// hands them to a reader in another process through shared memory, as the
+// kernel hands perf its records: one stream per CPU index of finished
+// perf.data records the reader writes to its file as they lie
+// ([Session.DeliverToStreams]).
+//
+// Records reach the consumers from a write (File.Writev, as write(2)) or
+// from a write that already happened, still in a client's ring
+// (File.Deliver): then the payload is copied once, straight into the
+// space its only consumer
+// reserved — the trace buffer's page, a session's stream — and validated
+// there, as user_event_ftrace and perf_output_begin do; a record for
+// several consumers or a filter is assembled once in a scratch copy,
+// validated and filtered there, and copied into each consumer that takes
+// it (trace_buffered_event, perf_trace_buf).
 //
 // # Differences from Linux 6.12.117
 //

@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys/tracefilter"
 )
 
@@ -107,7 +106,7 @@ type Session struct {
 	closed   bool
 
 	mu       sync.Mutex
-	bufBytes int               // the buffer's size, mapped at the first record (a ring session has none)
+	bufBytes int               // the buffer's size, mapped at the first record (a session with streams has none)
 	mem      *sessionMem       // the mapping ring and queue are in; nil before the first record and once freed
 	shut     bool              // Close was called: nothing more is buffered, and the mapping goes once read
 	ring     []byte            // raw bytes of buffered records, circular
@@ -124,15 +123,10 @@ type Session struct {
 	notify   chan struct{}
 	done     chan struct{}
 
-	// With a ring (DeliverToRing), records go there instead; see
-	// session_ring.go.
-	shm         atomic.Pointer[sessionRing]
-	fn          atomic.Pointer[DeliverFunc] // DeliverTo's
-	lostNotes   []lostNote                  // under mu
-	lostPending atomic.Bool                 // lostNotes is not empty
-	ringComms   sync.Map                    // thread id → *commSeen: the name the ring's reader has; with Comm
-	ringCommN   atomic.Int64                // about how many ringComms holds
-	lastComm    atomic.Pointer[commSeen]    // the name of the last record's thread
+	// With streams (DeliverToStreams), records go there instead; see
+	// session_stream.go. With a DeliverFunc (DeliverTo), to it.
+	streams atomic.Pointer[sessionStreams]
+	fn      atomic.Pointer[DeliverFunc] // DeliverTo's
 
 	// filters are the session's filters by event (SetFilter), replaced
 	// whole under s.mu and read by the write path without a lock.
@@ -420,7 +414,7 @@ func (ss *Session) Close() error {
 // removeSession removes ss from list in place. The vacated slot is
 // cleared (slices.Delete): the collector scans a slice's whole array, so a
 // pointer left past its length would keep a closed session — its buffer,
-// its ring's mapping — alive until another took the slot.
+// its streams' mappings — alive until another took the slot.
 func removeSession(list []*Session, ss *Session) []*Session {
 	if i := slices.Index(list, ss); i >= 0 {
 		return slices.Delete(list, i, i+1)
@@ -451,8 +445,8 @@ func (ss *Session) dropTooLarge(ev *Event, w *Writer, ts uint64) {
 	if ss.fn.Load() != nil {
 		return // the kernel's perf event counts nothing of it either
 	}
-	if ss.shm.Load() != nil {
-		ss.noteLostFlags(ev, ts, int32(w.CPU), 1, wire.RingLostTooLarge)
+	if ss.streams.Load() != nil {
+		ss.noteLostFlags(ev, ts, int32(w.CPU), 1, lostTooLarge)
 		return
 	}
 	ss.mu.Lock()
@@ -471,8 +465,8 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 			return
 		}
 	}
-	if r := ss.shm.Load(); r != nil {
-		ss.deliverRing(r, ev, w, ts, rec)
+	if r := ss.streams.Load(); r != nil {
+		ss.deliverStream(r, ev, w, ts, rec)
 		return
 	}
 	if fn := ss.fn.Load(); fn != nil {
@@ -559,13 +553,13 @@ func (ss *Session) DeliverTo(fn DeliverFunc) error {
 }
 
 // mayChooseDelivery says why the session cannot be told where to deliver
-// now (DeliverTo, DeliverToRing), or nil: it is closed, delivers elsewhere
+// now (DeliverTo, DeliverToStreams), or nil: it is closed, delivers elsewhere
 // already, or is attached. Called with s.mu held.
 func (ss *Session) mayChooseDelivery(what string) error {
 	switch {
 	case ss.closed:
 		return fmt.Errorf("%s: the session is closed: %w", what, unix.EBADF)
-	case ss.shm.Load() != nil || ss.fn.Load() != nil:
+	case ss.streams.Load() != nil || ss.fn.Load() != nil:
 		return fmt.Errorf("%s: the session already delivers elsewhere: %w", what, unix.EBUSY)
 	case len(ss.attached) > 0 || len(ss.follow) > 0:
 		return fmt.Errorf("%s: the session is already attached to events; choose where it delivers before attaching: %w", what, unix.EBUSY)
@@ -600,8 +594,8 @@ func (ss *Session) Read(ctx context.Context, buf []byte, dst []Record) ([]Record
 // its raw data, so that records and frames together fit len(buf). The raw
 // data is packed at the start of buf as Read packs it.
 func (ss *Session) ReadFramed(ctx context.Context, buf []byte, frame int, dst []Record) ([]Record, error) {
-	if ss.shm.Load() != nil {
-		return dst, errRingSession
+	if ss.streams.Load() != nil {
+		return dst, errStreamSession
 	}
 	for {
 		ss.mu.Lock()
@@ -633,8 +627,9 @@ func (ss *Session) ReadFramed(ctx context.Context, buf []byte, frame int, dst []
 	}
 }
 
-// errRingSession is Read's answer for a session that delivers into a ring.
-var errRingSession = fmt.Errorf("read session: its records go to its shared-memory ring, read them there: %w", unix.EINVAL)
+// errStreamSession is Read's answer for a session that delivers into
+// streams.
+var errStreamSession = fmt.Errorf("read session: its records go to its shared-memory streams, read them there: %w", unix.EINVAL)
 
 // ErrClosed is returned by reads of a closed consumer that has nothing left.
 var ErrClosed = fmt.Errorf("consumer closed: %w", unix.EBADF)

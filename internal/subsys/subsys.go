@@ -143,7 +143,8 @@ func New(opts Options) *Subsystem {
 // with.
 func (s *Subsystem) Now() uint64 { return s.opts.Clock() }
 
-// NumCPU is the number of CPUs the subsystem was made for.
+// NumCPU is the number of CPUs the subsystem was made for, its trace
+// buffer's: a writer on CPU c writes into buffer c mod NumCPU.
 func (s *Subsystem) NumCPU() int { return s.opts.NumCPU }
 
 // EventByID returns the event whose trace event type ID is id, or nil.

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/subsys/ftrace"
 	"github.com/uetrace/uetrace/internal/subsys/tracefilter"
 )
@@ -35,24 +36,33 @@ func (f *File) Writev(w Writer, iov ...[]byte) (int, error) {
 	if total == 0 {
 		return 0, nil
 	}
-	return f.write(w, iov, total, 0, false)
+	return f.writeIov(w, iov, total, 0, false)
 }
 
-// WriteStamped is a write that already happened: the daemon's fast path
-// hands over records its clients published into shared memory, each with
-// the time it was written at (ts, in the subsystem's clock: the daemon's
-// is CLOCK_MONOTONIC, which the clients' rings carry) and the writer's
-// thread and CPU as the record says. It goes through every check a write
-// does, in the same order and with the same errors — the record's bytes
-// come from memory a client can scribble on — and idx is resolved against
-// this File's events only, so a record cannot reach another file's
-// events. Records of one writer reach the consumers with the times given,
-// which need not be in order across writers.
-func (f *File) WriteStamped(w Writer, ts uint64, idx uint32, payload []byte) (int, error) {
-	var ib [4]byte
-	binary.NativeEndian.PutUint32(ib[:], idx)
-	iov := [2][]byte{ib[:], payload}
-	return f.write(w, iov[:], 4+len(payload), ts, true)
+// Deliver is a write that already happened, its record still in a
+// client's ring: the daemon's drainers (and its merger) hand over the
+// committed record v of a producer's ring
+// (read in place, its header's words loaded once), at time ts, by w — its
+// thread and CPU as the daemon checked them. The payload is copied once,
+// straight from the ring into the space each consumer that takes the
+// record reserved for it — the trace buffer's page, a session's stream —
+// and validated there, never in the ring, which the producer may be
+// rewriting; then committed, or discarded leaving the consumer's buffer as
+// it was (trace_event_buffer_reserve, perf_output_begin). The record
+// carries the time it was written at (ts, in the subsystem's clock: the
+// daemon's is CLOCK_MONOTONIC, which the clients' rings carry); records
+// of one writer reach the consumers with the times given, which need not
+// be in order across writers; idx is resolved against this File's events
+// only, so a record cannot reach another file's events. A record some
+// consumers filter, or that goes to several, is copied once into a scratch
+// buffer, validated and filtered there, then copied into each consumer
+// that takes it, as the kernel's trace_buffered_event and perf_trace_buf
+// do: a record a filter rejects takes no consumer's space. The checks,
+// their order and their errors are a write's.
+//
+// b, when not nil, is the deliverer's Batch: see Batch.
+func (f *File) Deliver(w Writer, ts uint64, v *shmring.View, b *Batch) (int, error) {
+	return f.write(w, payload{v: v, batch: b}, v.WriteIndex, 4+v.Len, ts, true)
 }
 
 // Write is write(2) or pwrite(2) at offset off: a non-zero offset is EFAULT
@@ -63,12 +73,45 @@ func (f *File) Write(w Writer, b []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("write at offset %d: %w", off, unix.EFAULT)
 	}
 	iov := [1][]byte{b}
-	return f.write(w, iov[:], len(b), 0, false)
+	return f.writeIov(w, iov[:], len(b), 0, false)
 }
 
 // scratch holds records being assembled; pooled so that writes do not
 // allocate.
 var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// payload is where a write's payload is: the bytes of iov after the write
+// index (a writev's vectors), or the record v in a client's ring.
+type payload struct {
+	iov   [][]byte
+	v     *shmring.View
+	batch *Batch // the deliverer's, or nil
+}
+
+// copyTo copies the payload into dst, once.
+func (p payload) copyTo(dst []byte) {
+	if p.v != nil {
+		p.v.CopyPayload(dst)
+		return
+	}
+	gather(dst, p.iov, 4)
+}
+
+// writeIov is write for the bytes of iov, [u32 write_index][payload].
+func (f *File) writeIov(w Writer, iov [][]byte, total int, ts uint64, stamped bool) (int, error) {
+	if total < 4 {
+		return 0, fmt.Errorf("write of %d bytes has no 4-byte write index: %w", total, unix.EFAULT)
+	}
+	var index uint32
+	if len(iov) > 0 && len(iov[0]) >= 4 {
+		index = binary.NativeEndian.Uint32(iov[0])
+	} else {
+		var ib [4]byte
+		gather(ib[:], iov, 0)
+		index = binary.NativeEndian.Uint32(ib[:])
+	}
+	return f.write(w, payload{iov: iov}, index, total, ts, stamped)
+}
 
 // write is user_events_write_core. Its checks, in order: fewer than 4 bytes
 // EFAULT; a negative index EINVAL; an index this file does not have ENOENT;
@@ -82,18 +125,7 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 // Drops for size are counted (the event's dropped count, a session's
 // TooLarge). It returns the full length, index included. With stamped, ts
 // is the record's time; otherwise the subsystem's clock says.
-func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool) (int, error) {
-	if total < 4 {
-		return 0, fmt.Errorf("write of %d bytes has no 4-byte write index: %w", total, unix.EFAULT)
-	}
-	var index uint32
-	if len(iov) > 0 && len(iov[0]) >= 4 {
-		index = binary.NativeEndian.Uint32(iov[0])
-	} else {
-		var ib [4]byte
-		gather(ib[:], iov, 0)
-		index = binary.NativeEndian.Uint32(ib[:])
-	}
+func (f *File) write(w Writer, p payload, index uint32, total int, ts uint64, stamped bool) (int, error) {
 	ev, err := f.check(index, total-4)
 	if err != nil {
 		return 0, err
@@ -122,7 +154,7 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 		if f.s.trace.reserve(&res, &w, ts, size) {
 			rec := res.Record
 			putHeader(rec, ev, &w)
-			gather(rec[eventdef.HeaderSize:], iov, 4)
+			p.copyTo(rec[eventdef.HeaderSize:])
 			if err := ev.def.Validate(rec); err != nil {
 				res.Discard()
 				return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
@@ -135,9 +167,30 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 
 	if !ftraceTakes && !sessionsTake {
 		// No probe reserved the record, so none copied or validated it.
+		p.batch.Flush() // a session may count it: its stream's lock
 		f.dropUntaken(ev, &w, ts, stamped, size, toFtrace, ss)
 		return total, nil
 	}
+
+	// Likewise with one session the event's only consumer, unfiltered,
+	// delivering into streams: the record is assembled in the sample
+	// reserved in the stream of its CPU (perf_output_begin's space),
+	// validated there, committed or discarded.
+	if sessionsTake && !ftraceTakes && !(toFtrace && f.s.trace.tooLarge(size)) && len(*ss) == 1 {
+		if s := (*ss)[0]; s.unfiltered(ev) {
+			if r := s.streams.Load(); r != nil {
+				if !stamped {
+					ts = f.s.opts.Clock()
+				}
+				if err := s.deliverStreamFrom(r, ev, &w, ts, size, p); err != nil {
+					return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
+				}
+				return total, nil
+			}
+		}
+	}
+	// What follows takes the streams' locks itself.
+	p.batch.Flush()
 
 	bp := scratch.Get().(*[]byte)
 	rec := *bp
@@ -146,7 +199,7 @@ func (f *File) write(w Writer, iov [][]byte, total int, ts uint64, stamped bool)
 	}
 	rec = rec[:size]
 	putHeader(rec, ev, &w)
-	gather(rec[eventdef.HeaderSize:], iov, 4)
+	p.copyTo(rec[eventdef.HeaderSize:])
 
 	err = ev.def.Validate(rec)
 	if err == nil {

@@ -25,6 +25,7 @@ type Conn struct {
 	pid     int32
 	perfmon bool
 	tracer  bool
+	rings   int // R: the rings of a ring set the daemon takes; 0 before sets
 
 	mu     sync.Mutex
 	closed bool
@@ -121,8 +122,15 @@ func Dial(path string, arena *Arena) (*Conn, error) {
 	c.pid = int32(wire.LE.Uint32(r[wire.HeaderSize+4:]))
 	c.perfmon = wire.LE.Uint32(r[wire.HeaderSize+8:])&wire.HelloPerfmon != 0
 	c.tracer = wire.LE.Uint32(r[wire.HeaderSize+8:])&wire.HelloTracer != 0
+	if len(r) >= wire.HeaderSize+16 {
+		c.rings = int(wire.LE.Uint32(r[wire.HeaderSize+12:]))
+	}
 	return c, nil
 }
+
+// Rings is how many rings a ring set shared with this daemon has (its
+// drainers: ShareRingSet), 0 when the daemon takes only rings.
+func (c *Conn) Rings() int { return c.rings }
 
 // Path is the socket the client is connected to.
 func (c *Conn) Path() string { return c.path }
@@ -503,27 +511,44 @@ func (c *Conn) ShareRing(p *shmring.Producer) error {
 	if err != nil {
 		return fmt.Errorf("sharing the ring: %w", err)
 	}
-	return c.shareRing(p.Fd(), efd)
+	return c.shareRing(wire.RingV1, p.Fd(), efd)
 }
 
-// shareRing sends the Ring request with the descriptors given.
-func (c *Conn) shareRing(fds ...int) error {
-	if err := c.callRights(wire.OpRing, fds...); err != nil {
+// ShareRingSet shares a ring set with the daemon (the Ring request,
+// version 2): its records are delivered into this connection's
+// user_events_data by the daemon's drainers, ring k by drainer k. The set
+// must have Rings rings; it wakes the daemon through an eventfd, made
+// here.
+func (c *Conn) ShareRingSet(sp *shmring.SetProducer) error {
+	efd, err := sp.WakeByEventfd()
+	if err == nil && sp.Len() != c.rings {
+		err = unix.EINVAL // the daemon would say why
+	}
+	if err != nil {
+		return fmt.Errorf("sharing %d rings (the daemon takes %d): %w", sp.Len(), c.rings, err)
+	}
+	return c.shareRing(wire.RingSet, sp.Fd(), efd)
+}
+
+// shareRing sends the Ring request of a version with the descriptors
+// given.
+func (c *Conn) shareRing(version uint32, fds ...int) error {
+	if err := c.callRights(wire.OpRing, version, fds...); err != nil {
 		return fmt.Errorf("sharing the ring: %w", err)
 	}
 	return nil
 }
 
-// callRights sends a request of op with no body and the descriptors fds
-// (SCM_RIGHTS), and returns its Result.
-func (c *Conn) callRights(op uint16, fds ...int) error {
+// callRights sends a request of op with arg, no body and the descriptors
+// fds (SCM_RIGHTS), and returns its Result.
+func (c *Conn) callRights(op uint16, arg uint32, fds ...int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return unix.EBADF
 	}
 	var msg [wire.HeaderSize]byte
-	wire.PutHeader(msg[:], op, 0, 0)
+	wire.PutHeader(msg[:], op, 0, arg)
 	oob := unix.UnixRights(fds...)
 	err := unix.Sendmsg(c.fd, msg[:], oob, nil, 0)
 	for err == unix.EINTR {
@@ -565,7 +590,7 @@ func (c *Conn) Stats() (string, error) {
 // descriptor already mounted: the ServeFUSE request. The daemon keeps serving
 // after this client goes, until the mount goes or the daemon stops.
 func (c *Conn) ServeFUSE(dev *os.File) error {
-	if err := c.callRights(wire.OpServeFUSE, int(dev.Fd())); err != nil {
+	if err := c.callRights(wire.OpServeFUSE, 0, int(dev.Fd())); err != nil {
 		return fmt.Errorf("handing the FUSE device to the daemon: %w", err)
 	}
 	return nil

@@ -2,9 +2,7 @@ package client
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -160,77 +158,6 @@ func (s *Session) Close() error {
 	return err
 }
 
-// ErrRingEmpty is SessionRing.Next's answer when no record is waiting.
-var ErrRingEmpty = shmring.ErrNotReady
-
-// A SessionRing is the reading end of a session's ring: records arrive
-// without a request each. It is for one goroutine, beside the session's
-// Conn, which its Sync uses.
-type SessionRing struct {
-	s    *Session
-	cons *shmring.Consumer
-	buf  []byte
-	bad  uint64
-}
-
-// RingRecord is one record of a session's ring.
-type RingRecord struct {
-	// Kind is wire.RingSample, RingComm (a task's name: Raw, ID 0) or
-	// RingLost (Lost records, the first of event ID at TS on CPU).
-	Kind uint32
-	Record
-	Lost     uint64
-	TooLarge bool // the lost records exceeded perf's raw sample limit
-}
-
-// ringReadBuf is a buffer that holds any record the daemon writes: a
-// sample's raw data is at most perf's limit (8 KiB; the daemon drops and
-// counts larger ones), plus the ring's and the kind's headers.
-const ringReadBuf = 16 << 10
-
-// ShareRing asks the daemon to deliver the session's records into a ring
-// of size bytes shared with this process, and maps it. It must come before
-// the session is attached to anything. A daemon that predates session
-// rings answers EPROTO and one that refuses the ring another errno: the
-// session is then unchanged and is read with Read and Poll.
-func (s *Session) ShareRing(size int) (*SessionRing, error) {
-	if size < 0 || size > wire.MaxSessionRing {
-		return nil, fmt.Errorf("session ring: %d bytes asked, at most %d: %w", size, wire.MaxSessionRing, unix.EINVAL)
-	}
-	c := s.c
-	msg := wire.LE.AppendUint32(wire.AppendHeader(make([]byte, 0, wire.HeaderSize+4), wire.OpSessionRing, 0, s.handle), uint32(size))
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, unix.EBADF
-	}
-	if err := c.send(msg); err != nil {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("session ring: %w", err)
-	}
-	r, fds, err := c.recvRights(c.rbuf[:])
-	c.mu.Unlock()
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
-	if err != nil {
-		return nil, fmt.Errorf("session ring: %w", err)
-	}
-	if _, _, err := wire.ParseResult(r); err != nil {
-		return nil, err
-	}
-	if len(fds) != 1 {
-		return nil, fmt.Errorf("session ring: the reply carried %d descriptors: %w", len(fds), wire.ErrProtocol)
-	}
-	cons, err := shmring.Attach(fds[0])
-	if err != nil {
-		return nil, fmt.Errorf("session ring: %w", err)
-	}
-	return &SessionRing{s: s, cons: cons, buf: make([]byte, min(ringReadBuf, cons.Size()))}, nil
-}
-
 // recvRights is recv for a reply that may carry descriptors.
 func (c *Conn) recvRights(buf []byte) ([]byte, []int, error) {
 	var oob [64]byte
@@ -253,88 +180,92 @@ func (c *Conn) recvRights(buf []byte) ([]byte, []int, error) {
 	}
 }
 
-// Next returns the next record, or ErrRingEmpty. Its Raw is valid until
-// the next call. A record the daemon should not have written (an unknown
-// kind, a payload too short for its kind) is skipped and counted in Bad.
-func (r *SessionRing) Next() (RingRecord, error) {
-	for {
-		rec, err := r.cons.Next(r.buf)
-		if err != nil {
-			return RingRecord{}, err
-		}
-		out, err := decodeRingRecord(rec)
-		if err != nil {
-			r.bad++
-			continue
-		}
-		return out, nil
+// shareShm sends a request of op for the session's shared memory with the
+// u32 size, and returns the descriptor its reply carries.
+func (s *Session) shareShm(op uint16, what string, size int) (int, error) {
+	if size < 0 || size > wire.MaxSessionRing {
+		return -1, fmt.Errorf("%s: %d bytes asked, at most %d: %w", what, size, wire.MaxSessionRing, unix.EINVAL)
 	}
+	c := s.c
+	msg := wire.LE.AppendUint32(wire.AppendHeader(make([]byte, 0, wire.HeaderSize+4), op, 0, s.handle), uint32(size))
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return -1, unix.EBADF
+	}
+	if err := c.send(msg); err != nil {
+		c.mu.Unlock()
+		return -1, fmt.Errorf("%s: %w", what, err)
+	}
+	r, fds, err := c.recvRights(c.rbuf[:])
+	c.mu.Unlock()
+	if err == nil {
+		_, _, err = wire.ParseResult(r)
+		if err == nil && len(fds) != 1 {
+			err = fmt.Errorf("%s: the reply carried %d descriptors: %w", what, len(fds), wire.ErrProtocol)
+		}
+	} else {
+		err = fmt.Errorf("%s: %w", what, err)
+	}
+	if err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return -1, err
+	}
+	return fds[0], nil
 }
 
-// decodeRingRecord reads one record of a session ring (wire.RingSample has
-// the layout).
-func decodeRingRecord(rec shmring.Record) (RingRecord, error) {
-	ne := binary.NativeEndian
-	p := rec.Payload
-	out := RingRecord{Kind: rec.WriteIndex}
-	out.TS, out.TID, out.CPU = rec.Time, int32(rec.TID), int32(rec.CPU)
-	switch rec.WriteIndex {
-	case wire.RingSample, wire.RingComm:
-		min := 8
-		if rec.WriteIndex == wire.RingSample {
-			min += 8 // the common header
-		}
-		if len(p) < min {
-			return RingRecord{}, fmt.Errorf("session ring: a record of kind %d with %d bytes: %w", rec.WriteIndex, len(p), wire.ErrProtocol)
-		}
-		out.PID, out.ID, out.Raw = int32(ne.Uint32(p)), int(ne.Uint32(p[4:])), p[8:]
-		if rec.WriteIndex == wire.RingComm && out.ID != 0 {
-			return RingRecord{}, fmt.Errorf("session ring: a task name with type id %d: %w", out.ID, wire.ErrProtocol)
-		}
-	case wire.RingLost:
-		if len(p) != 16 {
-			return RingRecord{}, fmt.Errorf("session ring: a lost record of %d bytes: %w", len(p), wire.ErrProtocol)
-		}
-		out.TID = 0
-		out.Lost, out.ID = ne.Uint64(p), int(ne.Uint32(p[8:]))
-		out.TooLarge = ne.Uint32(p[12:])&wire.RingLostTooLarge != 0
-	default:
-		return RingRecord{}, fmt.Errorf("session ring: record kind %d: %w", rec.WriteIndex, wire.ErrProtocol)
-	}
-	return out, nil
+// SessionStreams are the reading end of a session's streams (ShareStreams):
+// finished perf.data records, one stream per ring index of the daemon's,
+// which the reader writes to its file as they lie.
+type SessionStreams struct {
+	s *Session
+	*shmring.Streams
 }
 
-// Size is the ring's data size in bytes.
-func (r *SessionRing) Size() int { return r.cons.Size() }
-
-// Pending is how many bytes of records wait in the ring.
-func (r *SessionRing) Pending() int { return r.cons.Pending() }
-
-// Wait sleeps until records are there, or for at most timeout, and
-// reports whether one is. The daemon wakes a sleeping reader with a futex:
-// at once for a record after a quiet spell, and while records keep coming
-// about once a millisecond or when an eighth of the ring waits, so that the
-// reader takes them in batches (the last records of a burst may wait for
-// the timeout).
-func (r *SessionRing) Wait(timeout time.Duration) bool { return r.cons.Wait(timeout) }
+// ShareStreams asks the daemon to deliver the session's records into
+// streams of size bytes each, one per ring index of the daemon's
+// (Conn.Rings), shared with this process, and maps them. It must come
+// before the session is attached to anything. A daemon that predates
+// streams answers EPROTO (and one without ring sets has no ring count:
+// EPROTONOSUPPORT here); one that refuses them another errno: the session
+// is then unchanged.
+func (s *Session) ShareStreams(size int) (*SessionStreams, error) {
+	n := s.c.Rings()
+	if n == 0 {
+		return nil, fmt.Errorf("session streams: the daemon has no ring count (it predates ring sets): %w", unix.EPROTONOSUPPORT)
+	}
+	fd, err := s.shareShm(wire.OpSessionStreams, "session streams", size)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	st, err := shmring.AttachStreams(fd, n)
+	if err != nil {
+		return nil, fmt.Errorf("session streams: %w", err)
+	}
+	return &SessionStreams{s: s, Streams: st}, nil
+}
 
 // Sync returns once what clients published into their rings before the
-// call is in this ring, with what the session lost that is not in the
-// ring (it had no room for the lost record): the caller counts that.
-func (r *SessionRing) Sync() (lost, tooLarge uint64, err error) {
-	return r.sync(0)
-}
+// call is in the streams, with what the session lost that is not in them
+// (no room for the LOST record): the caller counts that. tooLarge is the
+// session's count of records too large for perf, all of them, which the
+// streams' LOST records counted without saying so.
+func (st *SessionStreams) Sync() (lost, tooLarge uint64, err error) { return st.s.sync(0) }
 
 // TakeLost is Sync without the delivery: the session's losses that wait
-// for a record to follow them into the ring are written there now if they
-// fit, and the rest handed over. A reader whose ring has been empty for a
-// while calls it, so that its lost count is up to date.
-func (r *SessionRing) TakeLost() (lost, tooLarge uint64, err error) {
-	return r.sync(wire.FlagNoFlush)
+// for a record to follow them into a stream are written there now if they
+// fit, and the rest handed over. A reader whose streams have been empty
+// for a while calls it, so that its lost count is up to date.
+func (st *SessionStreams) TakeLost() (lost, tooLarge uint64, err error) {
+	return st.s.sync(wire.FlagNoFlush)
 }
 
-func (r *SessionRing) sync(flags uint16) (lost, tooLarge uint64, err error) {
-	_, rest, err := r.s.c.call(wire.AppendHeader(nil, wire.OpSessionSync, flags, r.s.handle))
+// sync is SessionSync.
+func (s *Session) sync(flags uint16) (lost, tooLarge uint64, err error) {
+	_, rest, err := s.c.call(wire.AppendHeader(nil, wire.OpSessionSync, flags, s.handle))
 	if err != nil {
 		return 0, 0, fmt.Errorf("session sync: %w", err)
 	}
@@ -343,13 +274,3 @@ func (r *SessionRing) sync(flags uint16) (lost, tooLarge uint64, err error) {
 	}
 	return wire.LE.Uint64(rest), wire.LE.Uint64(rest[8:]), nil
 }
-
-// Bad is how many records Next skipped as malformed, and the ring's own
-// counts of bytes it could not take as records.
-func (r *SessionRing) Bad() (records, discardedBytes uint64) {
-	return r.bad, r.cons.Stats().Discarded
-}
-
-// Close unmaps the ring. The session goes on delivering into the daemon's
-// side until it is closed.
-func (r *SessionRing) Close() error { return r.cons.Close() }

@@ -69,7 +69,13 @@ import (
 //	Attach      arg: session handle; flags: 1 = follow events created later.
 //	            Body: a pattern (the subsystem's MatchEvent). Reply: Data with the
 //	            attached events' "system:tracepoint" names, NUL-terminated.
-//	Ring        no body; SCM_RIGHTS carries a ring memfd (internal/shmring)
+//	Ring        arg: the version of what is shared: RingV1 (or 0) a ring,
+//	            RingSet a ring set of R rings (the HelloOK's R), one per
+//	            CPU index, a record published into ring CPU mod R; a
+//	            daemon before sets answers EPROTONOSUPPORT or EINVAL (its
+//	            checks of a ring's memfd), and the client shares a ring
+//	            instead. Then as for a ring:
+//	            no body; SCM_RIGHTS carries a ring memfd (internal/shmring)
 //	            that the client publishes its writes into without a system
 //	            call, each record [write_index][payload] with the thread,
 //	            CPU and CLOCK_MONOTONIC time, and the eventfd the client
@@ -93,9 +99,9 @@ import (
 //	            the filter text: the session's filter for that event, as
 //	            PERF_EVENT_IOC_SET_FILTER (the subsystem's Session.SetFilter).
 //	            Reply: Result. A daemon before SetFilter answers EPROTO.
-//	SessionRing, SessionSync
-//	            a session's records through a shared-memory ring the
-//	            daemon creates and sends (SCM_RIGHTS): see OpSessionRing.
+//	SessionStreams, SessionSync
+//	            a session's records through shared-memory streams the
+//	            daemon creates and sends (SCM_RIGHTS): see OpSessionStreams.
 //	Stats       no body: the daemon's counts (the server's Stats). Reply: Data,
 //	            "name value" lines.
 //
@@ -106,7 +112,9 @@ import (
 //	Data    body: the bytes read.
 //	HelloOK body: u32 version, u32 pid as the daemon sees it, u32 flags
 //	        (1 = the daemon counts the caller as perfmon_capable, 2 = as a
-//	        tracer: it may control tracing and read others' records).
+//	        tracer: it may control tracing and read others' records), u32
+//	        R: the rings of a ring set this daemon takes (Ring version
+//	        2); a daemon before ring sets sends no R, read as 0.
 //
 // The names of the ops below are these requests' and replies', with Op before them.
 const (
@@ -127,36 +135,48 @@ const (
 	OpRingFlush
 )
 
-// Session rings: a session's records handed to its reader through shared
-// memory, as perf's mmap rings hand the kernel's — the daemon produces into
-// a ring it creates (it owns the memfd, sealed against resizing), the
-// reader maps it and consumes without a system call per record (the
-// records are RingSample, RingComm and RingLost below; internal/shmring is
-// the ring). The requests:
+// A session's records handed to its reader through shared memory, as
+// perf's mmap rings hand the kernel's: the daemon writes into streams it
+// creates (it owns the memfd, sealed against resizing), the reader maps
+// them and consumes without a system call per record (internal/shmring's
+// streams). The requests:
 //
-//	SessionRing  arg: session handle. Body: u32 the ring's data bytes
-//	             (rounded up to a power of two from the page size; at
-//	             most MaxSessionRing). Before the session is attached to
-//	             anything. Reply: Result, and on success SCM_RIGHTS with
-//	             the ring's memfd. A daemon before session rings answers
-//	             EPROTO ("unknown request"): the reader then reads with
-//	             SessionRead, as it does when the ring is refused.
+//	SessionRing  retired (#31): a ring of the daemon's own record format,
+//	             which the streams replaced. A daemon since answers EPROTO
+//	             ("unknown request"); the number is not reused.
 //	SessionSync  arg: session handle; flags: FlagNoFlush = do not deliver
 //	             first. No body. The daemon delivers what clients
 //	             published into their rings before the request (unless
 //	             told not to), writes the session's pending lost runs into
-//	             the session's ring if they fit, and answers Result
+//	             its streams if they fit, and answers Result
 //	             followed by u64 lost and u64 too large: the runs that did
 //	             not fit, handed over (the daemon forgets them; the reader
 //	             counts them). Lost runs otherwise wait for the next record
-//	             that fits: a reader whose ring stays empty asks, so that
+//	             that fits: a reader whose streams stay empty asks, so that
 //	             its counts do not wait for a record that may never come.
+//
+//	SessionStreams
+//	             arg: session handle. Body: u32 each stream's data bytes
+//	             (rounded up to a power of two from the page size; at
+//	             most MaxSessionRing). Before the session is attached to
+//	             anything. The daemon makes the session deliver into R
+//	             streams (R is the HelloOK's; internal/shmring's streams):
+//	             finished perf.data records, the records of CPU c in
+//	             stream c mod R, which the reader writes to its file as
+//	             they lie (stream.go has their layouts). Reply: Result,
+//	             and on success SCM_RIGHTS with the streams' memfd. A
+//	             daemon before streams answers EPROTO; the reader then
+//	             reads with SessionRead. SessionSync answers for such a
+//	             session with the losses not told in the streams, and
+//	             in the too-large field the session's whole count of
+//	             records too large for perf (told in the streams as lost).
 //
 // The numbers are apart from the other requests' so that requests added
 // there do not collide with them.
 const (
-	OpSessionRing uint16 = 32 + iota
+	OpSessionRing uint16 = 32 + iota // retired: see above
 	OpSessionSync
+	OpSessionStreams
 )
 
 // OpServeFUSE hands the daemon a /dev/fuse descriptor already mounted
@@ -166,7 +186,7 @@ const (
 // begun.
 const OpServeFUSE uint16 = 48
 
-// OpSetFilter is numbered apart from the others, as the session ring's
+// OpSetFilter is numbered apart from the others, as the sessions'
 // ops are.
 const OpSetFilter uint16 = 64
 
@@ -184,6 +204,12 @@ const (
 	OpResult uint16 = 0x8000 + iota
 	OpData
 	OpHelloOK
+)
+
+// The versions of the Ring request (its arg).
+const (
+	RingV1  = 1 // one ring (internal/shmring)
+	RingSet = 2 // a ring set of R rings (internal/shmring's sets)
 )
 
 // Version is the protocol version this package speaks.
@@ -256,37 +282,6 @@ const LostIndex = ^uint32(0)
 
 // LostPayload is the size of a loss record's payload.
 const LostPayload = 16
-
-// The records of a session's ring (SessionRing). Each is one shmring
-// record. Its Meta carries the time, the thread, the CPU, and in the write
-// index field the kind of record; the payload depends on the kind, all
-// integers in the machine's byte order:
-//
-//	RingSample  TID = the writer's thread; payload: u32 pid, u32 the
-//	            event's type id, then the raw record — the 8-byte common
-//	            header and the payload, not padded.
-//	RingComm    TID = the thread named; payload: u32 pid, u32 0, the
-//	            name (no NUL). It comes before the thread's first sample
-//	            and again when its name changed.
-//	RingLost    payload: u64 n records lost, u32 the type id of the
-//	            event of the first of them (0 if none), u32 flags
-//	            (RingLostTooLarge: they exceeded perf's raw sample
-//	            limit). Time and CPU are those of the first lost record.
-//
-// Losses are delivered in band, where they happened, as a perf ring's
-// PERF_RECORD_LOST: records that do not fit are counted as pending, and
-// the pending count is written as a RingLost record before the next
-// record that fits. What is still pending when the reader asks
-// (SessionSync) is handed over with the answer.
-const (
-	RingSample uint32 = iota
-	RingComm
-	RingLost
-)
-
-// RingLostTooLarge flags a RingLost record whose records exceeded perf's
-// raw sample limit (PERF_MAX_TRACE_SIZE).
-const RingLostTooLarge = 1
 
 // LE is the protocol's byte order.
 var LE = binary.LittleEndian

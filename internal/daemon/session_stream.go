@@ -12,55 +12,57 @@ import (
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
-// Session rings (wire.OpSessionRing): a session's records handed to its
-// reader through shared memory, as perf's mmap rings hand the kernel's.
-// The daemon produces into a ring it creates (it owns the memfd, sealed
-// against resizing); the reader maps it and consumes without a system call
-// per record (subsys.Session.DeliverToRing writes the records).
+// Session streams (wire.OpSessionStreams): a session's records handed to
+// its reader through shared memory as perf's mmap rings hand the kernel's —
+// finished perf.data records, one stream per drainer, which the reader
+// writes to its file as they lie (subsys.Session.DeliverToStreams writes
+// them). The daemon owns the memfd (sealed against resizing); the reader
+// maps it and consumes without a system call per record.
 
-// sessionRing serves SessionRing: makes the ring, makes the session
-// deliver into it, and sends the memfd.
-func (c *conn) sessionRing(h wire.Header, body []byte) bool {
+// opSessionStreams serves SessionStreams: makes one stream per drainer,
+// makes the session deliver into them, and sends the memfd.
+func (c *conn) opSessionStreams(h wire.Header, body []byte) bool {
 	ss, ok := c.handles[h.Arg].(*subsys.Session)
 	if !ok {
-		return c.result(0, fmt.Errorf("session ring: bad session %d: %w", h.Arg, unix.EBADF))
+		return c.result(0, fmt.Errorf("session streams: bad session %d: %w", h.Arg, unix.EBADF))
 	}
 	if len(body) != 4 {
-		return c.result(0, fmt.Errorf("session ring: the body is %d bytes, not a u32 size: %w", len(body), unix.EINVAL))
+		return c.result(0, fmt.Errorf("session streams: the body is %d bytes, not a u32 size: %w", len(body), unix.EINVAL))
 	}
 	size, err := ringSize(wire.LE.Uint32(body))
 	if err != nil {
 		return c.result(0, err)
 	}
-	// The ring counts with the session's buffer against its uid's
+	// The streams count with the session's buffer against its uid's
 	// Limits.SessionKBPerUID, as perf's mmap pages count against
-	// perf_event_mlock_kb.
-	if err := c.addSession(0, int64(size)); err != nil {
+	// perf_event_mlock_kb: one per drainer.
+	total := int64(c.s.drainers.n) * int64(size)
+	if err := c.addSession(0, total); err != nil {
 		return c.result(0, c.overLimit(err))
 	}
-	p, err := shmring.Create(size)
+	set, err := shmring.CreateStreamSet(c.s.drainers.n, size)
 	if err == nil {
-		if err = ss.DeliverToRing(p); err != nil {
-			p.Close()
+		if err = ss.DeliverToStreams(set); err != nil {
+			set.Close()
 		}
 	}
 	if err != nil {
-		c.addSession(0, -int64(size))
+		c.addSession(0, -total)
 		return c.result(0, err)
 	}
-	c.sessBytes[ss] += int64(size)
-	ok = c.replyRights(wire.AppendResult(c.out[:0], 0, nil), p.Fd())
+	c.sessBytes[ss] += total
+	ok = c.replyRights(wire.AppendResult(c.out[:0], 0, nil), set.Fd())
 	// The reader has its descriptor, or is gone: the session keeps the
 	// mapping, and it goes with the session.
-	p.CloseFd()
+	set.CloseFd()
 	return ok
 }
 
-// ringSize is the data size a SessionRing request gets: n rounded up to a
+// ringSize is each stream's data size a SessionStreams request gets: n rounded up to a
 // power of two, at least a page.
 func ringSize(n uint32) (int, error) {
 	if n > wire.MaxSessionRing {
-		return 0, fmt.Errorf("session ring: %d bytes asked, at most %d: %w", n, wire.MaxSessionRing, unix.EINVAL)
+		return 0, fmt.Errorf("session streams: %d bytes asked, at most %d: %w", n, wire.MaxSessionRing, unix.EINVAL)
 	}
 	size := os.Getpagesize()
 	for size < int(n) {
@@ -79,6 +81,11 @@ func (c *conn) sessionSync(h wire.Header, body []byte) bool {
 		c.s.Flush()
 	}
 	lost, big := ss.TakeLost()
+	if ss.DeliversToStreams() {
+		// Too large records are lost records in the streams, and perf's
+		// LOST cannot say why: the reader is given the session's count.
+		big = ss.TooLarge()
+	}
 	out := wire.AppendResult(c.out[:0], 0, nil)
 	out = wire.LE.AppendUint64(out, lost)
 	out = wire.LE.AppendUint64(out, big)

@@ -19,18 +19,17 @@ import (
 )
 
 // TestRecordSessionTransports records the same writes through the
-// session's shared-memory ring and, as with a daemon that predates rings,
-// over the socket: both files hold every record written or count it lost
-// — the file's PERF_RECORD_LOST records add up to Stats.Lost — each sample
-// with its writer's name and the values written, in order. The session's
-// buffer is 32 KiB, so that it overflows while the writer runs in the
-// daemon's process at full speed.
+// session's streams and over the socket (as with a daemon that predates
+// streams, or Options.SessionSocket):
+// every file holds every record written or counts it lost — the file's
+// PERF_RECORD_LOST records add up to Stats.Lost — each sample with its
+// writer's name before it and the values written, in order on each CPU
+// (streams hold each CPU's records apart, and perf's readers order them
+// by time). The session's buffer is 32 KiB, so that it overflows while the
+// writer runs in the daemon's process at full speed.
 func TestRecordSessionTransports(t *testing.T) {
-	for _, socket := range []bool{false, true} {
-		name := "ring"
-		if socket {
-			name = "socket"
-		}
+	for _, name := range []string{"streams", "socket"} {
+		socket := name == "socket"
 		t.Run(name, func(t *testing.T) {
 			sys := subsys.New(subsys.Options{NumCPU: 2})
 			sock := daemontest.Start(t, daemon.Config{Subsystem: sys, Cred: daemontest.Perfmon})
@@ -58,8 +57,8 @@ func TestRecordSessionTransports(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ring, why := rec.SharedMemory(); ring == socket || why != nil {
-				t.Fatalf("SharedMemory() = %v, %v; want %v", ring, why, !socket)
+			if ring, why := rec.SharedMemory(); ring == socket || why != nil || rec.Streams() != (name == "streams") {
+				t.Fatalf("SharedMemory() = %v, %v, Streams() %v; want %s", ring, why, rec.Streams(), name)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
@@ -97,8 +96,8 @@ func TestRecordSessionTransports(t *testing.T) {
 			}
 			defer r.Close()
 			var samples, lost uint64
-			next := uint64(0)
-			named := map[uint32]string{}
+			next := map[uint32]uint64{}     // by CPU
+			named := map[[2]uint32]string{} // by CPU and thread: each stream names its threads
 			for {
 				x, err := r.Next()
 				if err != nil {
@@ -106,17 +105,24 @@ func TestRecordSessionTransports(t *testing.T) {
 				}
 				switch x.Type {
 				case perfdata.RecordComm:
-					named[x.TID] = string(x.Comm)
+					named[[2]uint32{x.Sample.CPU, x.TID}] = string(x.Comm)
+					if name != "streams" {
+						named[[2]uint32{0, x.TID}] = string(x.Comm)
+					}
 				case perfdata.RecordLost:
 					lost += x.Lost
 				case perfdata.RecordSample:
 					samples++
 					seq := binary.NativeEndian.Uint64(x.Sample.Raw[8:])
-					if seq < next {
-						t.Fatalf("sample %d after %d", seq, next-1)
+					cpu := x.Sample.CPU
+					if seq < next[cpu] {
+						t.Fatalf("sample %d after %d on CPU %d", seq, next[cpu]-1, cpu)
 					}
-					next = seq + 1
-					if named[x.Sample.TID] == "" {
+					next[cpu] = seq + 1
+					if name != "streams" {
+						cpu = 0
+					}
+					if named[[2]uint32{cpu, x.Sample.TID}] == "" {
 						t.Fatalf("sample of task %d before its name", x.Sample.TID)
 					}
 				}

@@ -1,0 +1,539 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/shmring"
+)
+
+// Ring sets and their drainers. A client that shares a ring set (the Ring
+// request, version 2: internal/shmring's sets) publishes each record into
+// the ring of the CPU it runs on; drainer k takes ring k of every set,
+// merges those rings by time (merge) — what one CPU's records are, as
+// today's merger would give them to that CPU — and delivers each record
+// where it lies (subsys.File.Deliver), straight into the consumers' buffers
+// of that CPU. Nothing is shared between drainers on the way of a record:
+// their own rings, their own CPUs' trace buffers and session streams,
+// their own shards of the counts. The records of all CPUs meet only in the
+// readers, which merge by time at read time, as ftrace's iterator and
+// perf's ordered events do.
+//
+// The drainers are as many as the largest divisor of the trace buffer's
+// CPU count that is at most maxDrainers (Config.Rings overrides it): so
+// that the records of one trace buffer CPU, c mod NumCPU, all come from one
+// ring index, c mod R, and reach it in one drainer's time order.
+//
+// # Sleeping
+//
+// A drainer that finds its rings empty (or held) says in each that it
+// sleeps until the ring holds a watermark (shmring.Consumer.SleepAt) and
+// waits on a channel. Each set wakes its consumer through one eventfd,
+// which a single waker goroutine watches with epoll, edge-triggered and
+// never read (a client that plays with it cannot make the waker block);
+// when one fires, the waker pokes each drainer that sleeps and whose ring
+// of that set a producer woke (its sleeping word cleared). What matters
+// is how often a drainer wakes, not how: a Go goroutine's sleep and wake
+// costs the daemon 20–40 µs of CPU, so a drainer that is busy — it
+// delivered records lately — sleeps until a quarter of a ring is full, or
+// busyWait, whichever comes first: one wake per 2 700 records of 96 bytes
+// in a 1 MiB ring, and a record below the watermark is read within
+// busyWait. An idle drainer — its last busy sleep found nothing — sleeps
+// until the first record (watermark 1) for at most idleWait, so that a
+// lone record is delivered at once and an idle daemon wakes rarely. While
+// someone waits in a read of the trace (trace_pipe), every drainer uses
+// watermark 1.
+const (
+	maxDrainers     = 64
+	busyWait        = 10 * time.Millisecond
+	drainerIdleWait = 200 * time.Millisecond
+)
+
+// drainers are the Server's drainers of ring sets and their waker.
+type drainers struct {
+	s *Server
+	n int // R: how many; the Hello reply says it
+	d []*drainer
+
+	mu       sync.Mutex
+	shutdown bool
+	sets     map[*ringSet]struct{} // attached and not yet released
+	totals   RingStats             // of the sets released
+	// The waker: its epoll set, its own eventfd (kick), whether it runs,
+	// and the sets to add to and remove from its set.
+	epfd, kick int
+	waking     bool
+	byFd       map[int32]*ringSet // the waker's
+	adding     []*ringSet
+	removing   []*ringSet
+
+	outOfOrder atomic.Uint64
+	lowLatency atomic.Int32 // readers waiting in a trace read
+	// sleeps, woken and timeouts count the drainers' sleeps, and those
+	// ended by a producer's wake and by the timeout (RingStats).
+	sleeps, woken, timeouts atomic.Uint64
+}
+
+// drainerCount is R for a trace buffer of ncpu CPUs (see drainers).
+func drainerCount(ncpu int) int {
+	for r := min(ncpu, maxDrainers); r > 1; r-- {
+		if ncpu%r == 0 {
+			return r
+		}
+	}
+	return 1
+}
+
+func (g *drainers) init(s *Server, n int) {
+	g.s, g.n = s, n
+	g.sets = map[*ringSet]struct{}{}
+	g.byFd = map[int32]*ringSet{}
+	g.kick = -1
+	for k := range n {
+		d := &drainer{g: g, k: k, nudge: make(chan struct{}, 1)}
+		d.merge.outOfOrder = &g.outOfOrder
+		g.d = append(g.d, d)
+	}
+}
+
+// ringSet is a connection's ring set: ring k is drained by drainer k.
+type ringSet struct {
+	log    *slog.Logger
+	srcs   []*ringSource
+	efd    int   // the client's wake eventfd, our duplicate
+	shared int64 // the memfd's size, in the uid's Limits.SharedKBPerUID
+	done   chan struct{}
+
+	mu    sync.Mutex
+	left  int       // rings not yet released
+	stats RingStats // of the rings released
+}
+
+// attachSet checks and maps the ring set memfd and the wake eventfd a
+// client shared and hands ring k to drainer k. Both are hostile input:
+// shmring.AttachSet takes the geometry from the memfd's size, its seals
+// and the daemon's own ring count, and checks every header; the eventfd
+// must be one. The descriptors stay the caller's.
+func (c *conn) attachSet(memfd, efd int) error {
+	g := &c.s.drainers
+	var st unix.Stat_t
+	if err := unix.Fstat(memfd, &st); err != nil {
+		return fmt.Errorf("ring set: fstat: %w", err)
+	}
+	page := int64(unix.Getpagesize())
+	if most := page + int64(g.n)*(page+wire.MaxRing); st.Size > most {
+		return fmt.Errorf("ring set: the memfd has %d bytes; this daemon takes %d rings of at most %d bytes (%d bytes): %w", st.Size, g.n, wire.MaxRing, most, unix.EINVAL)
+	}
+	wake, err := dupEventfd(efd, "ring set")
+	if err != nil {
+		return err
+	}
+	// The whole memfd counts: the daemon maps it and keeps it alive until
+	// the connection ends.
+	if err := c.share("ring", st.Size); err != nil {
+		unix.Close(wake)
+		return c.overLimit(err)
+	}
+	cons, err := shmring.AttachSet(memfd, g.n)
+	if err != nil {
+		unix.Close(wake)
+		c.share("ring", -st.Size)
+		return err
+	}
+	set := &ringSet{log: c.log, efd: wake, shared: st.Size, done: make(chan struct{}), left: len(cons)}
+	for _, cn := range cons {
+		r := c.newRingSource(cn)
+		r.set = set
+		set.srcs = append(set.srcs, r)
+	}
+	if err := g.add(set); err != nil {
+		for _, cn := range cons {
+			cn.Close()
+		}
+		unix.Close(wake)
+		c.share("ring", -st.Size)
+		return err
+	}
+	c.set = set
+	return nil
+}
+
+// dupEventfd checks that efd is an eventfd and returns our duplicate.
+func dupEventfd(efd int, what string) (int, error) {
+	if link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(efd)); err != nil || link != "anon_inode:[eventfd]" {
+		return -1, fmt.Errorf("%s: the second descriptor is %q, not an eventfd: %w", what, link, unix.EINVAL)
+	}
+	wake, err := unix.FcntlInt(uintptr(efd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("%s: dup of the eventfd: %w", what, err)
+	}
+	return wake, nil
+}
+
+// add hands the rings of set to the drainers and its eventfd to the
+// waker, starting them if they are not running.
+func (g *drainers) add(set *ringSet) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shutdown {
+		return errServerClosed
+	}
+	if !g.waking {
+		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("ring set: epoll_create1: %w", err)
+		}
+		kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err == nil {
+			if err = epollAdd(epfd, kick); err != nil {
+				unix.Close(kick)
+			}
+		}
+		if err != nil {
+			unix.Close(epfd)
+			return fmt.Errorf("ring set: the waker's eventfd: %w", err)
+		}
+		g.epfd, g.kick, g.waking = epfd, kick, true
+		g.s.wg.Add(1)
+		go g.wake()
+	}
+	g.sets[set] = struct{}{}
+	g.totals.Rings++
+	g.adding = append(g.adding, set)
+	kickFd(g.kick)
+	for k, d := range g.d {
+		d.add(set.srcs[k])
+	}
+	return nil
+}
+
+// kickFd adds 1 to an eventfd of ours.
+func kickFd(fd int) {
+	var one = [8]byte{1}
+	unix.Write(fd, one[:])
+}
+
+// close releases set once every drainer has delivered what its producer
+// had committed in its ring: the connection's teardown, before its File is
+// closed.
+func (g *drainers) close(set *ringSet) {
+	for k, d := range g.d {
+		d.closeRing(set.srcs[k])
+	}
+	<-set.done
+}
+
+// released is drainer k's word that ring r of its set is done with; the
+// last one hands the set to the waker, which unmaps it once it no longer
+// looks at it.
+func (g *drainers) released(r *ringSource, st RingStats) {
+	set := r.set
+	set.mu.Lock()
+	set.stats.add(st)
+	set.left--
+	last := set.left == 0
+	set.mu.Unlock()
+	if !last {
+		return
+	}
+	g.mu.Lock()
+	g.removing = append(g.removing, set)
+	kickFd(g.kick)
+	g.mu.Unlock()
+}
+
+// wake is the waker: it waits in epoll_wait on every set's eventfd and
+// pokes the drainers whose rings were woken, until no set is left.
+func (g *drainers) wake() {
+	defer g.s.wg.Done()
+	var evs [64]unix.EpollEvent
+	for {
+		if !g.wakerRequests() {
+			g.s.idleIfNoConns() // the last sets were unmapped
+			return
+		}
+		n, err := unix.EpollWait(g.epfd, evs[:], -1)
+		if err != nil {
+			continue // EINTR
+		}
+		for _, ev := range evs[:n] {
+			if ev.Fd == int32(g.kick) {
+				continue
+			}
+			set := g.byFd[ev.Fd]
+			if set == nil {
+				continue
+			}
+			for k, d := range g.d {
+				if d.asleep.Load() && set.srcs[k].cons.Woken() {
+					d.poke()
+				}
+			}
+		}
+	}
+}
+
+// wakerRequests adds and removes sets (unmapping those removed) and
+// reports false — the waker ends — when no set is left and none came.
+func (g *drainers) wakerRequests() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var cnt [8]byte
+	unix.Read(g.kick, cnt[:]) // ours: keep its counter from growing
+	for _, set := range g.adding {
+		if err := epollAdd(g.epfd, set.efd); err != nil {
+			// It was checked to be an eventfd: the drainers find its
+			// records on their timeouts.
+			set.log.Warn("ring set: epoll_ctl on its eventfd", "err", err)
+		}
+		g.byFd[int32(set.efd)] = set
+	}
+	clear(g.adding)
+	g.adding = g.adding[:0]
+	for _, set := range g.removing {
+		epollDel(g.epfd, set.efd)
+		delete(g.byFd, int32(set.efd))
+		for _, r := range set.srcs {
+			r.cons.Close()
+		}
+		unix.Close(set.efd)
+		delete(g.sets, set)
+		g.totals.add(set.stats)
+		logSetRelease(set.log, set.stats)
+		close(set.done)
+	}
+	clear(g.removing)
+	g.removing = g.removing[:0]
+	if len(g.sets) == 0 {
+		g.waking = false
+		unix.Close(g.epfd)
+		unix.Close(g.kick)
+		g.kick = -1
+		return false
+	}
+	return true
+}
+
+// logSetRelease writes what a released set delivered and lost, as
+// logRelease does for a ring.
+func logSetRelease(log *slog.Logger, st RingStats) {
+	(&ringSource{log: log}).logRelease(st)
+}
+
+// flush returns once every drainer has delivered everything published
+// before the call, the drainers draining in parallel.
+func (g *drainers) flush() {
+	var wg sync.WaitGroup
+	for _, d := range g.d {
+		if ch := d.askFlush(); ch != nil {
+			wg.Add(1)
+			go func() {
+				<-ch
+				wg.Done()
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// stop is the Server's Close: the drainers stop once the connections'
+// teardowns have released their sets.
+func (g *drainers) stop() {
+	g.mu.Lock()
+	g.shutdown = true
+	g.mu.Unlock()
+}
+
+// stats are the sets' counts: those released exactly, the live ones'
+// as the drainers have counted so far.
+func (g *drainers) stats() RingStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t := g.totals
+	t.Sleeps, t.Woken, t.Timeouts = g.sleeps.Load(), g.woken.Load(), g.timeouts.Load()
+	for set := range g.sets {
+		set.mu.Lock()
+		t.add(set.stats)
+		set.mu.Unlock()
+		for _, r := range set.srcs {
+			t.add(r.live())
+		}
+	}
+	return t
+}
+
+// drainer k: ring k of every set.
+type drainer struct {
+	g *drainers
+	k int
+
+	mu      sync.Mutex
+	running bool
+	ringRequests
+
+	nudge  chan struct{} // requests and the waker's pokes
+	asleep atomic.Bool   // says in its rings it sleeps
+
+	// The drainer goroutine's own.
+	merge
+	busy  bool // it delivered records lately: sleep until a watermark
+	timer *time.Timer
+}
+
+// poke ends the drainer's sleep.
+func (d *drainer) poke() {
+	select {
+	case d.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// add hands r to the drainer, starting it if it is not running. Called
+// with g.mu held.
+func (d *drainer) add(r *ringSource) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.running {
+		d.running = true
+		d.g.s.wg.Add(1)
+		go d.run()
+	}
+	d.adds = append(d.adds, r)
+	d.poke()
+}
+
+// closeRing asks the drainer to release r once it has delivered what r's
+// producer committed.
+func (d *drainer) closeRing(r *ringSource) {
+	d.mu.Lock()
+	d.closes = append(d.closes, r)
+	d.mu.Unlock()
+	d.poke()
+}
+
+// askFlush asks the drainer to deliver everything committed now, and
+// returns the channel closed once it has; nil if it does not run.
+func (d *drainer) askFlush() chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.running {
+		return nil
+	}
+	ch := make(chan struct{})
+	d.flushes = append(d.flushes, ch)
+	d.poke()
+	return ch
+}
+
+// requests takes the drainer's requests; false when it is to exit: no ring
+// left and none came.
+func (d *drainer) requests() (flushes []chan struct{}, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	flushes = d.take(&d.merge, nil)
+	if len(d.rings) == 0 && len(flushes) == 0 {
+		d.running = false
+		return flushes, false
+	}
+	return flushes, true
+}
+
+func (d *drainer) run() {
+	defer d.g.s.wg.Done()
+	holds := 0
+	for {
+		flushes, ok := d.requests()
+		if !ok {
+			d.g.s.idleIfNoConns()
+			return
+		}
+		if len(flushes) > 0 {
+			d.drainAll()
+			for _, ch := range flushes {
+				close(ch)
+			}
+			d.release()
+			continue
+		}
+		n, hold := d.pass(false)
+		d.release()
+		if n > 0 {
+			d.busy = true
+		}
+		if d.again(n, hold, &holds, nap) {
+			continue
+		}
+		d.sleep()
+	}
+}
+
+// release lets go of the closing rings that have nothing more to deliver.
+func (d *drainer) release() { d.merge.release(d.g.released) }
+
+// sleep says in every ring that the drainer sleeps until the watermark
+// (see drainers) and, if none has that much to deliver, waits for a poke,
+// a request, or the timeout.
+func (d *drainer) sleep() {
+	low := d.g.lowLatency.Load() > 0
+	d.asleep.Store(true)
+	for i, r := range d.rings {
+		w := uint32(1)
+		if d.busy && !low {
+			w = uint32(r.cons.Size() / 4)
+		}
+		if !r.cons.SleepAt(w) {
+			for _, q := range d.rings[:i] {
+				q.cons.Awake()
+			}
+			d.asleep.Store(false)
+			d.busy = true
+			return
+		}
+	}
+	wait := drainerIdleWait
+	if d.busy {
+		wait = busyWait
+	}
+	if d.timer == nil {
+		d.timer = time.NewTimer(wait)
+	} else {
+		d.timer.Reset(wait)
+	}
+	poked := false
+	d.g.sleeps.Add(1)
+	select {
+	case <-d.nudge:
+		poked = true
+		d.g.woken.Add(1)
+		d.timer.Stop()
+	case <-d.timer.C:
+		d.g.timeouts.Add(1)
+	}
+	d.asleep.Store(false)
+	pending := false
+	for _, r := range d.rings {
+		r.cons.Awake()
+		if r.cons.Pending() > 0 {
+			pending = true
+		}
+	}
+	// Woken, or records below the watermark: busy. A busy sleep that
+	// timed out on empty rings: idle.
+	d.busy = poked || pending
+}
+
+// readerWaits says a reader waits in a read of the trace: until done is
+// called, drainers sleep with watermark 1, so that what producers publish
+// reaches it at once rather than within busyWait.
+func (g *drainers) readerWaits() (done func()) {
+	g.lowLatency.Add(1)
+	return func() { g.lowLatency.Add(-1) }
+}

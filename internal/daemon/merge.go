@@ -1,0 +1,296 @@
+package daemon
+
+import (
+	"container/heap"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/internal/stamp"
+	"github.com/uetrace/uetrace/internal/subsys"
+)
+
+// merge delivers the records of some rings in time order across them: the
+// merger's (every version-1 ring) and each drainer's (ring k of every set).
+// It is one goroutine's.
+//
+// A ring's records are in the order its producer reserved them, and a
+// producer stamps a record after it reserved its space (see
+// shmring.Reservation.Stamp). Each pass reads the clock, then looks at
+// every ring: one with a committed record at its tail offers that record;
+// one that is empty bounds the rest — whatever it publishes later is
+// reserved after this look and so stamped after the clock was read; one
+// whose tail record is reserved and not yet committed holds the merge
+// until it is committed, for at most holdMax. The merge delivers the
+// earliest record offered while it is no later than every bound and
+// nothing holds, takes the next record of the same ring, and goes on.
+// Records come out in time order across rings; within a ring they keep
+// the ring's order, which may differ from time order by as much as a
+// producer's goroutines raced between reserving and stamping (each is
+// counted in RingStats.OutOfOrder, and ftrace stores a record whose time
+// went backwards on a CPU with the time before it, as the kernel does).
+//
+// A record is read where it lies (shmring.Consumer.Peek) and handed to the
+// connection's File as it is (subsys.File.Deliver), which copies it once
+// into each consumer's buffer and validates it there; the tail moves past
+// it after. The merge's Batch keeps the stream a run of records goes to
+// locked from one to the next (see subsys.Batch): it is flushed every
+// batchRun records, at the end of each pass, and before loss records are
+// handed over.
+type merge struct {
+	rings      []*ringSource
+	heap       ringHeap
+	last       uint64         // the time of the last record delivered
+	outOfOrder *atomic.Uint64 // where OutOfOrder is counted
+	batch      subsys.Batch
+}
+
+// batchRun is the most records a merge delivers into a stream before it
+// publishes them: the readers see them, and the stream's other writers
+// (the socket's) wait for no more than that.
+const batchRun = 256
+
+// adopt takes r into the merge.
+func (m *merge) adopt(r *ringSource) {
+	r.batch = &m.batch
+	m.rings = append(m.rings, r)
+}
+
+// ringRequests are what others ask of a goroutine that drains rings (the
+// merger, a drainer), queued under its mutex and taken between passes.
+type ringRequests struct {
+	adds    []*ringSource
+	closes  []*ringSource
+	flushes []chan struct{}
+}
+
+// take moves the requests into m — each ring added adopted, after added
+// when not nil; each closing ring given its last budget — and returns the
+// flushes asked for. The caller holds the queue's mutex.
+func (q *ringRequests) take(m *merge, added func(*ringSource)) []chan struct{} {
+	for _, r := range q.adds {
+		if added != nil {
+			added(r)
+		}
+		m.adopt(r)
+	}
+	// Cleared before reuse: a ring left in the backing array past the
+	// slice's length stays reachable, and with it its buffer and its
+	// connection's File, long after the connection is gone.
+	clear(q.adds)
+	q.adds = q.adds[:0]
+	for _, r := range q.closes {
+		if !r.closing {
+			r.closing = true
+			// What the producer had not committed by now never will
+			// be, for this connection; and a producer that goes on
+			// publishing into its old ring gets one ring's worth more
+			// delivered at most.
+			r.cons.ProducerGone()
+			r.budget = r.cons.Size()/shmring.HeaderSize + 1
+		}
+	}
+	clear(q.closes)
+	q.closes = q.closes[:0]
+	flushes := q.flushes
+	q.flushes = nil
+	return flushes
+}
+
+// again says, after a pass that delivered n records, whether the merge
+// should pass again at once rather than wait for records: a full batch
+// was delivered, or the heap still holds records — stamped after this
+// pass read the clock, whose next pass's clock is later, or held by a
+// producer between its reservation and its commit, which is let run
+// (runtime.Gosched, then after a few tries nap; a sleep would make the
+// producer pay a wake for its commit). holds counts the passes a hold
+// has lasted.
+func (m *merge) again(n int, hold bool, holds *int, nap func(time.Duration)) bool {
+	switch {
+	case n == mergeBatch:
+		return true
+	case hold && len(m.heap) > 0:
+		if *holds++; *holds < 8 {
+			runtime.Gosched()
+		} else {
+			nap(napMin)
+		}
+		return true
+	case len(m.heap) > 0:
+		*holds = 0
+		return true
+	}
+	*holds = 0
+	return false
+}
+
+// release lets go of the closing rings that have nothing more to deliver:
+// each is dropped from the merge, its pending losses told, and handed
+// with its final counts to done, the owner's.
+func (m *merge) release(done func(r *ringSource, st RingStats)) {
+	keep := m.rings[:0]
+	for _, r := range m.rings {
+		if !r.closing || r.have && r.budget > 0 {
+			keep = append(keep, r)
+			continue
+		}
+		m.drop(r)
+		r.applyLosses(-1)
+		done(r, r.stats())
+	}
+	clear(m.rings[len(keep):])
+	m.rings = keep
+}
+
+// pass delivers up to mergeBatch records in time order (see merge) —
+// every one offered, without bounds, when force is set — and says how
+// many it delivered and whether a ring's uncommitted record held the rest.
+func (m *merge) pass(force bool) (n int, hold bool) {
+	defer m.batch.Flush()
+	now := stamp.Now()
+	bound := ^uint64(0)
+	for _, r := range m.rings {
+		if !r.have && m.fill(r, now, &bound, &hold) {
+			heap.Push(&m.heap, r)
+		}
+	}
+	for n < mergeBatch && len(m.heap) > 0 {
+		r := m.heap[0]
+		if !force && (hold || r.view.Time > bound) {
+			break
+		}
+		if r.view.Time < m.last {
+			m.outOfOrder.Add(1)
+		} else {
+			m.last = r.view.Time
+		}
+		r.deliver()
+		r.cons.Advance(&r.view)
+		n++
+		if n%batchRun == 0 {
+			m.batch.Flush()
+		}
+		if r.closing {
+			r.budget--
+		}
+		// The ring stays at the top of the heap while its next record
+		// is taken: one sift down, not a pop and a push — none when it
+		// is the only one.
+		if m.fill(r, now, &bound, &hold) {
+			if len(m.heap) > 1 {
+				heap.Fix(&m.heap, 0)
+			}
+		} else {
+			heap.Pop(&m.heap)
+			r.have = false
+		}
+	}
+	return n, hold
+}
+
+// fill takes r's next record, reporting true — the caller puts r in the
+// heap, or keeps it there — or says what its emptiness means for the
+// others: see merge.
+func (m *merge) fill(r *ringSource, now uint64, bound *uint64, hold *bool) bool {
+	if r.closing && r.budget <= 0 {
+		return false
+	}
+	v, err := r.cons.PeekMax(maxRingRecord)
+	if err == nil {
+		if v.Time > now {
+			// Stamped after this pass began — or later than any clock
+			// could say: a record is stamped before it is published.
+			if t := stamp.Now(); v.Time > t {
+				v.Time = t
+				r.future.Add(1)
+			}
+		}
+		r.view, r.have, r.holdSince = v, true, 0
+		return true
+	}
+	if r.closing || r.cons.Pending() == 0 {
+		// Empty: no record follows the loss records yet.
+		if len(r.losses) > 0 {
+			r.applyLosses(-1)
+		}
+		r.holdSince = 0
+		*bound = min(*bound, now)
+		return false
+	}
+	// Reserved, not committed yet.
+	if r.untrusted {
+		return false
+	}
+	t := stamp.Now()
+	if r.holdSince == 0 {
+		r.holdSince = int64(t)
+	}
+	if int64(t)-r.holdSince > int64(holdMax) {
+		r.untrusted = true
+		r.held.Add(1)
+		r.log.Warn("ring: a record reserved and not committed held the others too long; this ring holds them no more", "held", time.Duration(int64(t)-r.holdSince))
+		return false
+	}
+	*hold = true
+	return false
+}
+
+// drainAll delivers everything committed in every ring now, whatever the
+// bounds: a flush. Its work is bounded by a ring's worth of records per
+// ring, so that producers that keep publishing cannot hold it.
+func (m *merge) drainAll() {
+	limit := 0
+	for _, r := range m.rings {
+		limit += r.cons.Size()/shmring.HeaderSize + 1
+	}
+	for limit > 0 {
+		n, _ := m.pass(true)
+		limit -= n
+		if n < mergeBatch {
+			// Records still in the heap were offered and delivered;
+			// one pass more finds what was committed meanwhile.
+			if n2, _ := m.pass(true); n2 == 0 {
+				return
+			}
+		}
+	}
+}
+
+// drop takes r out of the merge, once it is released.
+func (m *merge) drop(r *ringSource) {
+	if r.have {
+		heap.Remove(&m.heap, r.heapIdx)
+		r.have = false
+	}
+}
+
+// maxRingRecord is the longest record a ring delivers, header and padding
+// included: a write's longest (wire.MaxWrite), as over the socket. A
+// longer one is skipped and counted (RingStats.TooLong); a producer that
+// checks its writes sends such a write over the socket instead, where
+// WriteHead answers it as Linux does.
+const maxRingRecord = shmring.HeaderSize + wire.MaxWrite
+
+// ringHeap orders rings with a record by its time.
+type ringHeap []*ringSource
+
+func (h ringHeap) Len() int           { return len(h) }
+func (h ringHeap) Less(i, j int) bool { return h[i].view.Time < h[j].view.Time }
+func (h ringHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *ringHeap) Push(x any) {
+	r := x.(*ringSource)
+	r.heapIdx = len(*h)
+	*h = append(*h, r)
+}
+func (h *ringHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return r
+}

@@ -1,0 +1,139 @@
+package wire
+
+import "encoding/binary"
+
+// The records of a session's streams (SessionStreams): finished perf.data
+// records, laid out as perf.data stores them and as the kernel writes them
+// into perf's mmap rings — the daemon writes them, one stream per ring
+// index (internal/shmring's streams), and the reader writes them to its
+// file as they lie, without looking at them. Their attr, which the reader
+// writes into the file's header, is an event's PERF_TYPE_TRACEPOINT with
+// StreamSampleType and sample_id_all; an event's samples carry the sample
+// id SampleID(its type id). All integers are in the machine's byte order.
+//
+//	PERF_RECORD_SAMPLE  header (misc 0), identifier, pid/tid, time,
+//	                    cpu/0, u32 raw size, the raw record — the 8-byte
+//	                    common header and the payload — and zeros to 8
+//	                    bytes, as the kernel pads it (SampleSize).
+//	PERF_RECORD_LOST    header, the sample id of the event of the first
+//	                    record lost (0: not an event's), the count, and the
+//	                    sample_id trailer of the first record lost: pid/tid,
+//	                    time, cpu/0, identifier (LostSize).
+//	PERF_RECORD_COMM    header, pid, tid, the name (at most 15 bytes) and
+//	                    a NUL padded to 8, the sample_id trailer of the
+//	                    sample it comes before (CommSize).
+//
+// A thread's name comes before its first sample in each stream, and again
+// when its name changed; records lost are told where they were lost, in
+// the stream of their CPU, by a LOST record before the next record that
+// fits — as perf's rings tell theirs.
+
+// StreamSampleType is what every sample of a session stream carries: perf
+// record's choice for tracepoints, less the IP and period that mean
+// nothing for them — PERF_SAMPLE_IDENTIFIER (first, where any reader
+// finds it), TID, TIME, CPU and RAW. (The numbers are perf_event.h's,
+// spelled here rather than taken from package perfdata, which a producer
+// that links this package does not need; TestStreamRecordsArePerfdatas
+// checks them against it.)
+const StreamSampleType = 1<<16 | 1<<1 | 1<<2 | 1<<7 | 1<<10
+
+// The perf.data record types of a stream (perf_event.h).
+const (
+	recordLost   = 2
+	recordComm   = 3
+	recordSample = 9
+)
+
+// SampleID is the sample id of the samples of the event of type id typeID
+// in a session's streams: typeID+1, never 0, which perf reads as none.
+func SampleID(typeID int) uint64 { return uint64(typeID) + 1 }
+
+// SampleHeadSize is the bytes of a stream sample before its raw data.
+const SampleHeadSize = 8 + 8 + 8 + 8 + 8 + 4
+
+// SampleSize is the size of a stream sample whose raw record is rawLen
+// bytes: the raw size word and the raw data end on 8 bytes.
+func SampleSize(rawLen int) int { return SampleHeadSize + (rawLen+4+7)&^7 - 4 }
+
+// PutSample writes a stream sample's fields into b, which is
+// SampleSize(rawLen) bytes, all but the raw data — which the caller puts
+// at b[SampleHeadSize:] (before or after) — and zeroes its padding.
+func PutSample(b []byte, id uint64, pid, tid uint32, time uint64, cpu uint32, rawLen int) {
+	ne := perfdataEndian
+	n := len(b)
+	ne.PutUint32(b[0:], recordSample)
+	ne.PutUint16(b[4:], 0)
+	ne.PutUint16(b[6:], uint16(n))
+	ne.PutUint64(b[8:], id)
+	ne.PutUint32(b[16:], pid)
+	ne.PutUint32(b[20:], tid)
+	ne.PutUint64(b[24:], time)
+	ne.PutUint32(b[32:], cpu)
+	ne.PutUint32(b[36:], 0)
+	ne.PutUint32(b[40:], uint32(n-SampleHeadSize))
+	clear(b[SampleHeadSize+rawLen : n])
+}
+
+// LostSize is the size of a stream's PERF_RECORD_LOST.
+const LostSize = 8 + 8 + 8 + streamTrailerSize
+
+// streamTrailerSize is a sample_id trailer of StreamSampleType: pid/tid,
+// time, cpu/0, identifier.
+const streamTrailerSize = 8 + 8 + 8 + 8
+
+// PutLost writes a PERF_RECORD_LOST into b (LostSize bytes): n records of
+// the event with sample id id were lost, the first written by tid of pid
+// at time on cpu.
+func PutLost(b []byte, id, n uint64, pid, tid uint32, time uint64, cpu uint32) {
+	ne := perfdataEndian
+	ne.PutUint32(b[0:], recordLost)
+	ne.PutUint16(b[4:], 0)
+	ne.PutUint16(b[6:], LostSize)
+	ne.PutUint64(b[8:], id)
+	ne.PutUint64(b[16:], n)
+	putStreamTrailer(b[24:], id, pid, tid, time, cpu)
+}
+
+// maxComm is TASK_COMM_LEN less its NUL: the longest name a COMM record
+// carries.
+const maxComm = 15
+
+// CommSize is the size of a stream's PERF_RECORD_COMM of name (cut to 15
+// bytes).
+func CommSize(name string) int {
+	return 8 + 8 + (min(len(name), maxComm)+1+7)&^7 + streamTrailerSize
+}
+
+// PutComm writes a PERF_RECORD_COMM into b (CommSize(name) bytes): thread
+// tid of process pid is named name from the sample that follows, of the
+// event with sample id id, at time on cpu.
+func PutComm(b []byte, pid, tid uint32, name string, id uint64, time uint64, cpu uint32) {
+	ne := perfdataEndian
+	if len(name) > maxComm {
+		name = name[:maxComm]
+	}
+	n := len(b)
+	ne.PutUint32(b[0:], recordComm)
+	ne.PutUint16(b[4:], 0)
+	ne.PutUint16(b[6:], uint16(n))
+	ne.PutUint32(b[8:], pid)
+	ne.PutUint32(b[12:], tid)
+	end := n - streamTrailerSize
+	k := copy(b[16:end], name)
+	clear(b[16+k : end])
+	putStreamTrailer(b[end:], id, pid, tid, time, cpu)
+}
+
+// perfdataEndian is perf.data's byte order: the machine's.
+var perfdataEndian = binary.NativeEndian
+
+// putStreamTrailer writes a sample_id trailer of StreamSampleType.
+func putStreamTrailer(b []byte, id uint64, pid, tid uint32, time uint64, cpu uint32) {
+	ne := perfdataEndian
+	ne.PutUint32(b[0:], pid)
+	ne.PutUint32(b[4:], tid)
+	ne.PutUint64(b[8:], time)
+	ne.PutUint32(b[16:], cpu)
+	ne.PutUint32(b[20:], 0)
+	ne.PutUint64(b[24:], id)
+}

@@ -1,0 +1,216 @@
+package record
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/perfdata"
+)
+
+// A daemon session's records come through its streams when the daemon
+// offers them (client.Session.ShareStreams): one per ring index of the
+// daemon's, each holding finished perf.data records — samples, PERF_RECORD_LOST
+// where records were lost, PERF_RECORD_COMM before a thread's first
+// sample in it — which the daemon's drainers write as they deliver, as the
+// kernel writes perf's per-CPU mmap rings. The recording takes each
+// stream's bytes between its tail and the head as they lie and hands them
+// to the file in one piece (Recorder.records): it walks their headers for
+// its counts, and copies the bytes once, into the file writer's chunk,
+// which goes to the disk with O_DIRECT where the file system takes it.
+// With a task filter, a Sink or per-process counts, each record is looked
+// at and written on its own, as a kernel ring's.
+//
+// The streams of different CPUs are not in time order with each other:
+// perf's readers sort by time within the rounds PERF_RECORD_FINISHED_ROUND
+// closes, which hold that every record after the round before last is
+// later than every record before it. A stream has what its drainer has
+// delivered, and a drainer may hold records for up to its busy wait
+// (internal/daemon): so a round ends only after the daemon delivered
+// everything published before (SessionSync), every streamRound.
+//
+// A daemon without streams, or one that refuses them, is read over its
+// socket.
+
+// streamRound is how often the recording has the daemon deliver what was
+// published and ends a round (see above).
+const streamRound = 100 * time.Millisecond
+
+// streamWaitMax bounds a wait on the streams: records below the watermark
+// wait no longer.
+const streamWaitMax = 10 * time.Millisecond
+
+// streamState is the session's streams and what the end of the recording
+// settles.
+type streamState struct {
+	st        *client.SessionStreams
+	watermark uint32 // the bytes a stream holds before the reader is woken
+	stopped   bool   // the recording is stopping
+	settled   bool   // the final drain is done
+	lastSync  time.Time
+	round     bool  // delivered up to a sync since the last round ended
+	err       error // a sync's
+}
+
+// shareStreams asks the daemon for the session's streams, each of about
+// bytes/R (at least a page; rounded up to a power of two by the daemon),
+// unless told not to. A daemon that cannot give them leaves the session
+// as it was (it answered before it changed anything): the session is then
+// read over the socket, and ringErr says why.
+func (d *daemonSource) shareStreams(bytes int) bool {
+	if d.noRing || d.c.Rings() == 0 {
+		return false
+	}
+	st, err := d.s.ShareStreams(min(bytes/d.c.Rings(), wire.MaxSessionRing))
+	if err != nil {
+		d.ringErr = err
+		return false
+	}
+	d.streams = &streamState{st: st, watermark: uint32(st.Reader(0).Size() / 4), lastSync: time.Now()}
+	return true
+}
+
+// streamWait waits for a stream to hold its watermark, at most timeout
+// (and streamWaitMax).
+func (d *daemonSource) streamWait(timeout time.Duration) {
+	d.streams.st.Wait(d.streams.watermark, min(timeout, streamWaitMax))
+}
+
+// streamDrain gives to what the streams hold, and every streamRound has
+// the daemon deliver what was published and takes that too, so that a
+// round may end. Once the recording stops it settles: it empties the
+// streams, has the daemon deliver what producers published before now and
+// hand over the losses it could not write into them, and empties them
+// again.
+func (d *daemonSource) streamDrain(to sink) error {
+	st := d.streams
+	if st.stopped && !st.settled {
+		st.settled = true
+		d.streamTake(to)
+		d.streamSync(to)
+		return st.err
+	}
+	d.streamTake(to)
+	if time.Since(st.lastSync) >= streamRound {
+		d.streamSync(to)
+	}
+	if err := st.err; err != nil {
+		st.err = nil
+		return err
+	}
+	return nil
+}
+
+// streamSync has the daemon deliver what was published before, takes it,
+// and counts what the daemon handed over.
+func (d *daemonSource) streamSync(to sink) {
+	st := d.streams
+	lost, big, err := st.st.Sync()
+	st.lastSync = time.Now()
+	if err != nil {
+		st.err = fmt.Errorf("daemon session: %w", err)
+		return
+	}
+	d.streamTake(to)
+	st.round = true
+	// The too-large count is the session's whole; the records it counts
+	// are in the streams' LOST records, or in lost.
+	d.big.Store(big)
+	if lost > 0 {
+		to.lost(d.anyID(), lost, nil)
+	}
+}
+
+// streamTake gives to what each stream holds now, and frees it.
+func (d *daemonSource) streamTake(to sink) {
+	for k := range d.streams.st.Len() {
+		r := d.streams.st.Reader(k)
+		if b := r.Available(); len(b) > 0 {
+			to.records(b)
+			r.Consume(len(b))
+		}
+	}
+}
+
+// roundDone says whether the records taken since the last round ended
+// include everything published before a sync: a round may end.
+func (d *daemonSource) roundDone() bool {
+	if d.streams == nil {
+		return true
+	}
+	done := d.streams.round
+	d.streams.round = false
+	return done
+}
+
+// records takes a run of finished perf.data records of a daemon session's
+// stream — samples laid out by SampleType, PERF_RECORD_LOST and
+// PERF_RECORD_COMM with sample_id_all trailers — and writes them as they
+// lie: their headers walked for the counts, the run handed to the file in
+// one piece. With a task filter, a Sink or per-process counts each record
+// is taken on its own (record).
+func (r *Recorder) records(b []byte) {
+	if r.err != nil {
+		return
+	}
+	whole := r.w != nil && r.filter == nil && !r.sinking && r.procs == nil
+	for p := b; len(p) > 0; {
+		n := 0
+		if len(p) >= 8 {
+			n = int(ne.Uint16(p[6:]))
+		}
+		if n < 8 || n%8 != 0 || n > len(p) {
+			r.err = fmt.Errorf("daemon session stream: a record of %d bytes with %d left: %w", n, len(p), errMalformed)
+			return
+		}
+		rec := p[:n]
+		p = p[n:]
+		typ := perfdata.RecordType(ne.Uint32(rec))
+		if typ == perfdata.RecordSample && n >= 24 && r.byID[ne.Uint64(rec[8:])] == nil {
+			// An event attached after the start: its attr first.
+			r.resolveType(int(ne.Uint64(rec[8:])) - 1)
+		}
+		if !whole {
+			r.record(rec)
+			continue
+		}
+		switch typ {
+		case perfdata.RecordSample:
+			if n >= 24 {
+				if ev := r.byID[ne.Uint64(rec[8:])]; ev != nil {
+					ev.samples.Add(1)
+				}
+				r.samples.Add(1)
+			}
+		case perfdata.RecordLost:
+			if n >= 24 {
+				r.countLost(ne.Uint64(rec[16:]))
+			}
+		case perfdata.RecordComm:
+			if n >= 16 {
+				tid := ne.Uint32(rec[12:])
+				r.tasks[tid] = struct{}{}
+				r.renamed(ne.Uint32(rec[8:]), tid, commName(rec))
+			}
+		}
+	}
+	if whole {
+		r.check(r.w.WriteRecords(b))
+	}
+}
+
+// commName is the name a PERF_RECORD_COMM carries: from byte 16 to its NUL.
+func commName(rec []byte) string {
+	name := rec[16:]
+	if i := bytes.IndexByte(name, 0); i >= 0 {
+		name = name[:i]
+	}
+	return string(name)
+}
+
+// errMalformed is a session stream that breaks its format: the daemon's
+// fault, never a producer's.
+var errMalformed = errors.New("malformed")
