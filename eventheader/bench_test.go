@@ -190,18 +190,31 @@ func BenchmarkDecode3Fields(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeAll decodes an event of every encoding, its fields'
+// definitions read for each event (Fields) and kept from one event to the
+// next (FieldsDefs, as a reader of a layout's events does).
 func BenchmarkDecodeAll(b *testing.B) {
 	var bl Builder
 	ev, _ := buildAll(&bl, nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		e, err := Decode("P_L5K1", ev)
-		if err != nil {
-			b.Fatal(err)
-		}
-		f := e.Fields()
-		for f.Next() {
-		}
+	var defs Defs
+	for _, kept := range []bool{false, true} {
+		b.Run(map[bool]string{false: "Fields", true: "FieldsDefs"}[kept], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e, err := Decode("P_L5K1", ev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var f Fields
+				if kept {
+					f = e.FieldsDefs(&defs)
+				} else {
+					f = e.Fields()
+				}
+				for f.Next() {
+				}
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Errors of the decoder. Every error wraps one of them.
@@ -268,6 +269,39 @@ type Fields struct {
 	err   error
 	// budget is the number of items left before the iteration is refused.
 	budget int
+	defs   *Defs // where the definitions read are kept; nil: nowhere
+}
+
+// Defs keeps the field definitions an iteration read from one layout's
+// metadata (FieldsDefs), for the iterations over the next events of that
+// layout: a program writes a few layouts millions of times, and each
+// definition would otherwise be read again for each event. A definition is
+// read from the metadata's bytes at its offset and the event's byte order
+// (a tag's and an array count's) alone, so it is the same for every event
+// of that metadata and byte order. The zero value is ready; it holds the
+// definitions of one layout at a time.
+type Defs struct {
+	meta string // the metadata's field definitions, copied
+	big  bool
+	// idx says which of defs is the definition at each offset of meta:
+	// 1 + its index, 0 while not read.
+	idx  []uint16
+	defs []fieldDef
+}
+
+// FieldsDefs is Fields, reading each field definition from defs when an
+// iteration over an event of the same layout read it before, and keeping
+// those it reads in defs; defs is emptied first when it holds another
+// layout's.
+func (e *Event) FieldsDefs(defs *Defs) Fields {
+	f := e.Fields()
+	if defs.meta != string(e.fields) || defs.big != e.bigEndian {
+		defs.meta, defs.big = string(e.fields), e.bigEndian
+		defs.idx = make([]uint16, len(e.fields))
+		defs.defs = defs.defs[:0]
+	}
+	f.defs = defs
+	return f
 }
 
 // MaxItems bounds the work of one iteration: the items it yields plus the
@@ -312,8 +346,25 @@ func (f *Fields) name(d *fieldDef) []byte {
 	return f.meta[d.nameOff:e:e]
 }
 
-// readDef reads a field definition at mpos.
+// readDef reads a field definition at mpos: from f.defs when an
+// iteration read it before.
 func (f *Fields) readDef() (fieldDef, bool) {
+	if f.defs == nil {
+		return f.parseDef()
+	}
+	if i := f.defs.idx[f.mpos]; i > 0 {
+		return f.defs.defs[i-1], true
+	}
+	d, ok := f.parseDef()
+	if ok && len(f.defs.defs) < math.MaxUint16 {
+		f.defs.defs = append(f.defs.defs, d)
+		f.defs.idx[f.mpos] = uint16(len(f.defs.defs))
+	}
+	return d, ok
+}
+
+// parseDef reads a field definition at mpos from the metadata.
+func (f *Fields) parseDef() (fieldDef, bool) {
 	var d fieldDef
 	m := f.meta
 	p := f.mpos

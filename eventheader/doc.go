@@ -21,6 +21,9 @@
 //     metadata (level, keyword, opcode, id, version, tag, activity ids) and
 //     Fields, an iterator over the fields (name, encoding, format, tag,
 //     value bytes, array counts, struct nesting) that does not allocate;
+//     FieldsDefs, the same keeping each layout's field definitions (Defs)
+//     for the next events of it, for a reader of millions of events of a
+//     few layouts;
 //   - Event.AppendJSON / Item.AppendJSON: the values as JSON the way
 //     Microsoft's decoder (EventFormatter) prints them;
 //   - Builder: writes an event (header, extensions, metadata, values) into

@@ -81,7 +81,7 @@ func csLog(e *encoder, eh *eventheader.Event, cs *csFields, observed uint64) (re
 
 	// PartC's fields are the attributes, PartB's body the body.
 	base := e.Depth()
-	parts := partItems{fs: eh.Fields()}
+	parts := partItems{fs: e.fields(eh)}
 	for it := parts.next(); it != nil; it = parts.next() {
 		switch part := parts.part; {
 		case part == partC:
@@ -184,12 +184,11 @@ const (
 	csRecord
 )
 
-// scanCS reads eh's PartA and PartB, and says whether eh is a Common
-// Schema record of a type: __csver__ first, a PartA with a time, a PartB
-// with a _typeName. It stops at the first field of an event that is not
-// one.
-func scanCS(eh *eventheader.Event) (cs csFields, kind csKind) {
-	f := eh.Fields()
+// scanCS reads an event's PartA and PartB from f, the iteration over its
+// fields, and says whether it is a Common Schema record of a type:
+// __csver__ first, a PartA with a time, a PartB with a _typeName. It
+// stops at the first field of an event that is not one.
+func scanCS(f eventheader.Fields) (cs csFields, kind csKind) {
 	part, first := partNone, true
 	for f.Next() {
 		it := f.Item()
@@ -437,7 +436,7 @@ func csSpan(e *encoder, eh *eventheader.Event, cs *csFields, s *perfdata.Sample,
 	// PartB's well-known fields back under their attributes' names, then
 	// PartC's.
 	base := e.Depth()
-	parts := partItems{fs: eh.Fields()}
+	parts := partItems{fs: e.fields(eh)}
 	for it := parts.next(); it != nil; it = parts.next() {
 		switch parts.part {
 		case partB:

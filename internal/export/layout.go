@@ -26,6 +26,10 @@ type ehLayout struct {
 	idx   []uint16
 	keys  []string
 	attrs int
+	// defs are its field definitions as the fields' iterations read them
+	// (eventheader.Defs): read once, not for each event. They take 2
+	// bytes a metadata byte and 12 a field.
+	defs eventheader.Defs
 	// notCS says that the layout is not a Common Schema record's: it has
 	// no fields, or its first is not __csver__ (scanCS's csNot).
 	notCS bool

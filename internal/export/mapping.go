@@ -112,6 +112,15 @@ func (e *encoder) kept(s string) string {
 	return e.strs.get(s)
 }
 
+// fields iterates over eh's fields: with its layout's definitions, read
+// once for the layout's events, when it has one.
+func (e *encoder) fields(eh *eventheader.Event) eventheader.Fields {
+	if e.lay != nil {
+		return eh.FieldsDefs(&e.lay.defs)
+	}
+	return eh.Fields()
+}
+
 // key is the attribute key of an EventHeader item: its field's name,
 // valid UTF-8 and without attributes — its layout's, or kept.
 func (e *encoder) key(it *eventheader.Item) string {
@@ -179,7 +188,7 @@ func encodeEH(e *encoder, s *perfdata.Sample, eh *eventheader.Event, observed ui
 	var cs csFields
 	kind := csNot
 	if e.lay == nil || !e.lay.notCS {
-		cs, kind = scanCS(eh)
+		cs, kind = scanCS(e.fields(eh))
 		if kind == csInvalid {
 			return 0, csResource{}, false
 		}
@@ -316,7 +325,7 @@ func ehFields(e *encoder, eh *eventheader.Event) bool {
 		e.uuid(AttrEHRelated, eh.RelatedActivityID, &e.acts[1])
 	}
 	base := e.Depth()
-	f := eh.Fields()
+	f := e.fields(eh)
 	for f.Next() {
 		it := f.Item()
 		switch it.Kind {

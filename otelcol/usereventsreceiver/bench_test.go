@@ -56,7 +56,7 @@ func BenchmarkReceiver(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			r := newReceiver(receivertest.NewNopSettings(metadata.Type), createDefaultConfig(), func() {})
 			r.logs, r.traces = consumertest.NewNop(), consumertest.NewNop()
-			r.mapper = newMapper("h", "", otlp.Scope{Name: metadata.ScopeName})
+			r.mapper = newMapper("h", "", otlp.Scope{Name: metadata.ScopeName}, r.cfg.BatchSize)
 			if r.obs, err = newObs(r); err != nil {
 				b.Fatal(err)
 			}

@@ -181,7 +181,7 @@ func mapBoth(tb testing.TB, samples []perfdata.Sample, dedup bool) (viaOTLP, dir
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rm := newMapper("h", "svc", scope)
+	rm := newMapper("h", "svc", scope, 512)
 	for i := range samples {
 		em.Add(&samples[i], 77)
 		rm.add(&samples[i], 77)
@@ -301,15 +301,31 @@ func TestPdataSameAsOTLP(t *testing.T) {
 			samples = append(samples, perfdata.Sample{Event: te.raw, Wall: 5, PID: 102, TID: 8, Raw: []byte{1, 2, 3}})
 		}
 	}
-	for batch := range 2 {
-		viaOTLP, direct := mapBoth(t, samples, true)
-		for sig, traces := range []bool{false, true} {
-			if d := diffMapped(viaOTLP[sig], direct[sig], traces); d != "" {
-				t.Fatalf("batch %d: the %s differ:\n%s", batch, []string{"logs", "traces"}[sig], d)
+	// The same of one process, as a program's records come: each log
+	// record is written in its place at the end of its resource's, those
+	// cut short written again there, the spans between them elsewhere,
+	// until a Common Schema record names another service (its own
+	// resource), and the last record is another process's.
+	var runs []perfdata.Sample
+	for _, s := range samples {
+		s.PID = 100
+		runs = append(runs, s)
+	}
+	runs = append(runs, perfdata.Sample{Event: te.plain, Wall: 5, PID: 101, TID: 8, Comm: "q", Raw: te.plainSample(t, rng)})
+	for _, tc := range []struct {
+		name    string
+		samples []perfdata.Sample
+	}{{"interleaved", samples}, {"runs", runs}} {
+		for batch := range 2 {
+			viaOTLP, direct := mapBoth(t, tc.samples, true)
+			for sig, traces := range []bool{false, true} {
+				if d := diffMapped(viaOTLP[sig], direct[sig], traces); d != "" {
+					t.Fatalf("%s, batch %d: the %s differ:\n%s", tc.name, batch, []string{"logs", "traces"}[sig], d)
+				}
 			}
-		}
-		if len(direct[1]) == 0 || len(direct[0]) == 0 {
-			t.Fatal("no spans or no logs mapped")
+			if len(direct[1]) == 0 || len(direct[0]) == 0 {
+				t.Fatal("no spans or no logs mapped")
+			}
 		}
 	}
 }

@@ -87,7 +87,7 @@ func (r *eventsReceiver) start() error {
 	if err != nil {
 		return fmt.Errorf("host name for host.name: %w", err)
 	}
-	r.mapper = newMapper(host, r.cfg.ServiceName, otlp.Scope{Name: metadata.ScopeName, Version: r.set.BuildInfo.Version})
+	r.mapper = newMapper(host, r.cfg.ServiceName, otlp.Scope{Name: metadata.ScopeName, Version: r.set.BuildInfo.Version}, r.cfg.BatchSize)
 	log := r.set.Logger
 	opts := record.Options{Events: r.cfg.Events, BufferKB: r.cfg.BufferKB, NoFollow: r.cfg.NoFollow}
 	r.src, err = live.Open(live.Where{Source: b, Socket: r.cfg.Socket, Tracefs: r.cfg.Tracefs}, opts, r.add,

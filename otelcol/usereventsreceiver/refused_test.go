@@ -29,7 +29,7 @@ func TestRefusedCounted(t *testing.T) {
 	r := newReceiver(set, createDefaultConfig(), func() {})
 	r.logs = consumertest.NewErr(errors.New("the pipeline is full"))
 	var err error
-	r.mapper = newMapper("h", "", otlp.Scope{Name: metadata.ScopeName})
+	r.mapper = newMapper("h", "", otlp.Scope{Name: metadata.ScopeName}, r.cfg.BatchSize)
 	if r.obs, err = newObs(r); err != nil {
 		t.Fatal(err)
 	}
