@@ -3,6 +3,7 @@ package ftrace
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 
 	"github.com/uetrace/uetrace/eventdef"
 )
@@ -147,8 +148,10 @@ type cpuBuffer struct {
 	resets       uint64 // Reset calls (iterators restart)
 
 	// disabled is this CPU out of tracing_cpumask: the buffer takes no
-	// record (ring_buffer_record_disable_cpu).
-	disabled bool
+	// record (ring_buffer_record_disable_cpu). Set under mu, read without
+	// it by Traced (as the kernel's record_disabled is an atomic_t read by
+	// every reserve): a write asks before it takes the lock.
+	disabled atomic.Bool
 	tasks    *tasks   // the Ring's saved_cmdlines and saved_tgids
 	task     lastTask // what this CPU's last record saved there
 }

@@ -16,7 +16,7 @@ import (
 func (r *Ring) SetCPUMask(mask []bool) {
 	for i, c := range r.cpus {
 		c.mu.Lock()
-		c.disabled = i < len(mask) && !mask[i]
+		c.disabled.Store(i < len(mask) && !mask[i])
 		c.mu.Unlock()
 	}
 }
@@ -26,7 +26,7 @@ func (r *Ring) CPUMask() []bool {
 	mask := make([]bool, len(r.cpus))
 	for i, c := range r.cpus {
 		c.mu.Lock()
-		mask[i] = !c.disabled
+		mask[i] = !c.disabled.Load()
 		c.mu.Unlock()
 	}
 	return mask
@@ -37,10 +37,7 @@ func (r *Ring) Traced(cpu int) bool {
 	if uint(cpu) >= uint(len(r.cpus)) {
 		return false
 	}
-	c := r.cpus[cpu]
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.disabled
+	return !r.cpus[cpu].disabled.Load()
 }
 
 // AppendCPUMask appends a CPU mask as tracing_cpumask prints it ("%*pb\n",

@@ -157,7 +157,7 @@ func (r *Ring) Write(e *Entry) bool {
 	}
 	c := r.cpus[e.CPU]
 	c.mu.Lock()
-	if c.disabled {
+	if c.disabled.Load() {
 		c.mu.Unlock()
 		return false
 	}
@@ -203,7 +203,7 @@ func (r *Ring) Reserve(res *Reservation, cpu int, ts uint64, n int) bool {
 	}
 	c := r.cpus[cpu]
 	c.mu.Lock()
-	if c.disabled || !c.place(&res.s, ts, n) {
+	if c.disabled.Load() || !c.place(&res.s, ts, n) {
 		c.mu.Unlock()
 		return false
 	}
@@ -240,7 +240,7 @@ func (r *Ring) WriteNow(e *Entry) bool {
 	}
 	c := r.cpus[e.CPU]
 	c.mu.Lock()
-	if c.disabled {
+	if c.disabled.Load() {
 		c.mu.Unlock()
 		return false
 	}
