@@ -1,6 +1,7 @@
 package userevents_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -138,7 +139,7 @@ func openKernelPerf(t *testing.T, b backend, system, tp string) perfConsumer {
 			Type:        unix.PERF_TYPE_TRACEPOINT,
 			Config:      id,
 			Sample:      1,
-			Sample_type: unix.PERF_SAMPLE_RAW,
+			Sample_type: unix.PERF_SAMPLE_TIME | unix.PERF_SAMPLE_RAW,
 			Wakeup:      1,
 		}
 		fd, err := perfring.Open(&attr, -1, cpu)
@@ -157,27 +158,39 @@ func openKernelPerf(t *testing.T, b backend, system, tp string) perfConsumer {
 	return p
 }
 
-// payloads reads what every ring holds: for PERF_RECORD_SAMPLE with only
-// PERF_SAMPLE_RAW, perf_event_header{type u32, misc u16, size u16}, a u32
-// size and the raw data.
+// payloads reads what every ring holds, in the order the records were
+// written: a goroutine may move to another CPU between two writes, and each
+// CPU's ring holds only its own, so the rings' records are merged by time
+// (as perf's ordered events do). For PERF_RECORD_SAMPLE with
+// PERF_SAMPLE_TIME|PERF_SAMPLE_RAW: perf_event_header{type u32, misc u16,
+// size u16}, the u64 time, a u32 size and the raw data.
 func (p *kernelPerf) payloads(t *testing.T) [][]byte {
-	var out [][]byte
+	type sample struct {
+		time    uint64
+		payload []byte
+	}
+	var got []sample
 	for _, r := range p.rings {
 		r.Read(func(rec []byte) {
 			switch binary.NativeEndian.Uint32(rec) {
 			case unix.PERF_RECORD_SAMPLE:
 				var n uint64
-				if len(rec) >= 12 {
-					n = uint64(binary.NativeEndian.Uint32(rec[8:]))
+				if len(rec) >= 20 {
+					n = uint64(binary.NativeEndian.Uint32(rec[16:]))
 				}
-				if n < 8 || 12+n > uint64(len(rec)) {
+				if n < 8 || 20+n > uint64(len(rec)) {
 					t.Fatalf("sample of %d bytes with %d bytes of raw data", len(rec), n)
 				}
-				out = append(out, slices.Clone(rec[20:12+n]))
+				got = append(got, sample{binary.NativeEndian.Uint64(rec[8:]), slices.Clone(rec[28 : 20+n])})
 			case unix.PERF_RECORD_LOST:
 				t.Fatalf("perf lost %d records: the test writes a few only", binary.NativeEndian.Uint64(rec[16:]))
 			}
 		})
+	}
+	slices.SortStableFunc(got, func(a, b sample) int { return cmp.Compare(a.time, b.time) })
+	out := make([][]byte, len(got))
+	for i, s := range got {
+		out[i] = s.payload
 	}
 	return out
 }
