@@ -1,11 +1,13 @@
 package userevents_test
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,7 +197,7 @@ func TestRingRefusedWritesOverSocket(t *testing.T) {
 
 // TestRingSocketFallbackKeepsOrder: a File on the ring sends over the
 // socket a record it cannot check itself (a __data_loc record over 512
-// bytes); that write reaches sessions after the records the File published
+// bytes); that write reaches sessions after (in time order) the records the File published
 // into its ring before it, not ahead of those the daemon has yet to drain.
 func TestRingSocketFallbackKeepsOrder(t *testing.T) {
 	sock := startDaemon(t, daemon.Config{})
@@ -225,7 +227,12 @@ func TestRingSocketFallbackKeepsOrder(t *testing.T) {
 	if ev.Dropped() != 0 {
 		t.Fatalf("the ring dropped %d records", ev.Dropped())
 	}
-	var got []uint32
+	// The session holds each CPU's records in their order, the CPUs'
+	// runs as the daemon's per-CPU drainers delivered them: a reader
+	// merges them by time, as perf's ordered events merge its per-CPU
+	// rings (the goroutine may have moved between CPUs while it wrote).
+	type written struct{ ts, n uint64 }
+	var got []written
 	for {
 		recs, lost, _, err := ss.Poll(nil)
 		if err != nil {
@@ -237,16 +244,17 @@ func TestRingSocketFallbackKeepsOrder(t *testing.T) {
 		if len(recs) == 0 {
 			break
 		}
-		for _, r := range recs {
-			got = append(got, binary.NativeEndian.Uint32(r.Raw[8:]))
+		for _, r := range recs { // r.Raw is the reply buffer's, until the next Poll
+			got = append(got, written{r.TS, uint64(binary.NativeEndian.Uint32(r.Raw[8:]))})
 		}
 	}
 	if len(got) != n+1 {
 		t.Fatalf("the session has %d records, want %d", len(got), n+1)
 	}
-	for i, v := range got {
-		if v != uint32(i) {
-			t.Fatalf("record %d is write %d: the large write (%d), sent over the socket, came out of order", i, v, n)
+	slices.SortStableFunc(got, func(a, b written) int { return cmp.Compare(a.ts, b.ts) })
+	for i, w := range got {
+		if w.n != uint64(i) {
+			t.Fatalf("record %d is write %d: the large write (%d), sent over the socket, came out of order", i, w.n, n)
 		}
 	}
 }
