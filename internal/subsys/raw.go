@@ -44,6 +44,23 @@ func (r *rawReader) readRaw(ctx context.Context, p []byte, nonblock bool) (int, 
 	if len(p) == 0 {
 		return 0, nil
 	}
+	for {
+		n, wait, err := r.tryRead(p, nonblock)
+		if !wait {
+			return n, err
+		}
+		// The wait holds no lock, as tracing_buffers_read waits
+		// (wait_on_pipe) holding none: a poll or another reader of the
+		// file is not blocked behind a read that waits.
+		if err := r.t.ring.WaitRaw(ctx, r.cpu); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// tryRead is one pass of readRaw under r.mu: what a read returns now, or
+// wait if the buffer is empty and the read blocks.
+func (r *rawReader) tryRead(p []byte, nonblock bool) (n int, wait bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ring := r.t.ring
@@ -51,21 +68,19 @@ func (r *rawReader) readRaw(ctx context.Context, p []byte, nonblock bool) (int, 
 		if r.read < len(r.page) {
 			n := copy(p, r.page[r.read:])
 			r.read += n
-			return n, nil
+			return n, false, nil
 		}
 		if page, ok := ring.ReadRaw(r.page[:0], r.cpu, len(p)); ok {
 			r.page, r.read = page, 0
 			continue
 		}
 		if !ring.Empty(r.cpu) {
-			return 0, io.EOF
+			return 0, false, io.EOF
 		}
 		if nonblock {
-			return 0, fmt.Errorf("trace_pipe_raw of cpu %d is empty: %w", r.cpu, unix.EAGAIN)
+			return 0, false, fmt.Errorf("trace_pipe_raw of cpu %d is empty: %w", r.cpu, unix.EAGAIN)
 		}
-		if err := ring.WaitRaw(ctx, r.cpu); err != nil {
-			return 0, err
-		}
+		return 0, true, nil
 	}
 }
 
