@@ -17,9 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/kernel/vmtest"
-	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -105,7 +105,7 @@ func BenchmarkWrite(b *testing.B) {
 	}{{"socket", userevents.SocketTransport}, {"ring", userevents.RingTransport}} {
 		b.Run(tr.name, func(b *testing.B) {
 			o := userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: tr.t}
-			ev := goEvent(b, o)
+			ev := daemontest.EnabledEvent(b, o, event)
 			payload := make([]byte, 12)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -200,35 +200,6 @@ func runOn(b *testing.B, cpu *int, dir string, n, m int, uetrace string, args ..
 		b.Fatalf("the program reported %+v; asked for %d writes and %d checks", r, n, m)
 	}
 	return r
-}
-
-// goEvent opens a File on the daemon with o, registers the event and
-// enables it.
-func goEvent(b *testing.B, o userevents.Options) *userevents.Event {
-	f, err := userevents.Open(&o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { f.Close() })
-	if f.Transport() != o.Transport {
-		b.Fatalf("transport %v, asked for %v: %v", f.Transport(), o.Transport, f.RingError())
-	}
-	ev, err := f.Register(event, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	fs, err := tracefs.Open(&o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { fs.Close() })
-	if err := fs.WriteFile("events/user_events/bench_fuse/enable", []byte("1"), 0); err != nil {
-		b.Fatal(err)
-	}
-	if !ev.Enabled() {
-		b.Fatal("the event is not enabled after writing its enable file")
-	}
-	return ev
 }
 
 // fusePath is fuse-path's measurement (see BenchmarkWrite): rounds of the

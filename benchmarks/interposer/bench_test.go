@@ -15,9 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/kernel/vmtest"
-	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
@@ -82,7 +82,7 @@ func BenchmarkInterposer(b *testing.B) {
 
 	b.Run("go-ring", func(b *testing.B) {
 		o := userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport}
-		ev := goEvent(b, o)
+		ev := daemontest.EnabledEvent(b, o, event)
 		payload := make([]byte, 34)
 		b.ReportAllocs()
 		cpu0 := cpuTime(b)
@@ -193,35 +193,6 @@ func run(b *testing.B, dir string, env []string, name string, args ...string) ma
 		b.Fatal(err)
 	}
 	return v
-}
-
-// goEvent opens a File on the daemon with o, registers the event and
-// enables it.
-func goEvent(b *testing.B, o userevents.Options) *userevents.Event {
-	f, err := userevents.Open(&o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { f.Close() })
-	if f.Transport() != o.Transport {
-		b.Fatalf("transport %v, asked for %v: %v", f.Transport(), o.Transport, f.RingError())
-	}
-	ev, err := f.Register(event, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	fs, err := tracefs.Open(&o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { fs.Close() })
-	if err := fs.WriteFile("events/user_events/bench_write/enable", []byte("1"), 0); err != nil {
-		b.Fatal(err)
-	}
-	if !ev.Enabled() {
-		b.Fatal("the event is not enabled after writing its enable file")
-	}
-	return ev
 }
 
 // recording is a `uetrace record` running.
