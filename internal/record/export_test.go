@@ -5,3 +5,13 @@ func (r *Recorder) Streams() bool {
 	d, ok := r.src.(*daemonSource)
 	return ok && d.streams != nil
 }
+
+// StreamWaits are the waits of a daemon recording on a timer and on its
+// session's streams (streamWait).
+func (r *Recorder) StreamWaits() (timer, streams int) {
+	d, ok := r.src.(*daemonSource)
+	if !ok || d.streams == nil {
+		return 0, 0
+	}
+	return d.streams.waits[0], d.streams.waits[1]
+}

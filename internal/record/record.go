@@ -135,6 +135,14 @@ type Options struct {
 	// says so too. The samples Sink is given then have their wall-clock
 	// time, by the clocks' offset read when the recording is made.
 	ClockMonotonic bool
+	// SinkLatency is how late a daemon session's sample may reach Sink,
+	// at most: 0, as soon as the daemon delivers it (a wake per delivery,
+	// at most one per 100 µs); more, and while the session's streams
+	// fill slowly the recording takes them every SinkLatency on a timer
+	// instead — runs of samples, and no goroutine blocked in futex(2),
+	// which keeps Go's sysmon polling (see streamWait). For a Sink that
+	// batches anyway: the userevents receiver.
+	SinkLatency time.Duration
 }
 
 // Stats are a recording's counts so far. Safe to read while it runs.
@@ -299,8 +307,12 @@ func Daemon(c *client.Conn, w io.WriteSeeker, opts Options) (*Recorder, error) {
 	src.unknown = r.resolveType
 	r.tooLarge = src.big.Load
 	if src.streams != nil && opts.Sink != nil {
-		// What the Sink shows, as soon as it is delivered.
-		src.streams.watermark = 1
+		if opts.SinkLatency > 0 {
+			src.streams.latency = opts.SinkLatency
+		} else {
+			// What the Sink shows, as soon as it is delivered.
+			src.streams.watermark = 1
+		}
 	}
 	if err := src.attachPatterns(r.pats, r.follow); err != nil {
 		r.abandon()

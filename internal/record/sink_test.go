@@ -3,17 +3,22 @@ package record_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/perfdata"
+	"github.com/uetrace/uetrace/userevents"
 )
 
 // TestRecordSink: Options.Sink is given every sample the file gets, with
@@ -136,4 +141,90 @@ func TestRecordSink(t *testing.T) {
 			t.Errorf("the file has %d samples, the sink %d", inFile, n)
 		}
 	})
+}
+
+// TestRecordSinkLatency: with Options.SinkLatency a daemon recording's
+// Sink still gets every sample while the recording runs, and the
+// recording waits on a timer while its streams fill slowly — a write at a
+// time — and on the streams (a wake at their watermark) while a burst
+// fills them; without it, always on the streams (watermark 1).
+func TestRecordSinkLatency(t *testing.T) {
+	sock := startDaemon(t)
+	for _, latency := range []time.Duration{0, 5 * time.Millisecond} {
+		t.Run(fmt.Sprint(latency), func(t *testing.T) {
+			f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			name := uniq("sinklat")
+			ev, err := f.Register(name+" u64 seq; char[56] pad", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := client.Dial(sock, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var got atomic.Uint64
+			rec, err := record.Daemon(c, nil, record.Options{Events: []string{name}, BufferKB: 32, SinkLatency: latency,
+				Sink: func(*perfdata.Sample) { got.Add(1) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rec.Streams() {
+				t.Skip("the daemon gave no streams")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- rec.Run(ctx) }()
+			waitEnabled(t, ev, waitLimit)
+			payload := make([]byte, 64)
+			// Slowly: each write taken before the next.
+			const slow = 20
+			for i := range slow {
+				binary.NativeEndian.PutUint64(payload, uint64(i))
+				if err := ev.Write(payload); err != nil {
+					t.Fatal(err)
+				}
+				deadline := time.Now().Add(waitLimit)
+				for got.Load() != uint64(i+1) {
+					if time.Now().After(deadline) {
+						t.Fatalf("after %v the sink has %d of %d samples", waitLimit, got.Load(), i+1)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			// A burst: far more than a stream holds.
+			const burst = 20000
+			for i := range burst {
+				binary.NativeEndian.PutUint64(payload, uint64(slow+i))
+				if err := ev.Write(payload); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(waitLimit)
+			for st := rec.Stats(); got.Load()+st.Lost != slow+burst; st = rec.Stats() {
+				if time.Now().After(deadline) {
+					t.Fatalf("after %v the sink has %d samples and %d were lost, of %d written", waitLimit, got.Load(), st.Lost, slow+burst)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			timer, streams := rec.StreamWaits()
+			t.Logf("waits: %d on the timer, %d on the streams; %d lost", timer, streams, rec.Stats().Lost)
+			switch {
+			case latency == 0 && timer != 0:
+				t.Errorf("%d waits on the timer without a latency", timer)
+			case latency > 0 && timer < slow:
+				t.Errorf("%d waits on the timer for %d writes taken one at a time; want one each at least", timer, slow)
+			case streams == 0:
+				t.Errorf("no wait on the streams: the burst was not waited for at their watermark")
+			}
+		})
+	}
 }

@@ -29,6 +29,11 @@ import (
 // format is the obsreport's name for what the receiver reads.
 const format = "user_events"
 
+// sourceLatency is the longest an event waits in a daemon session's
+// streams before the receiver takes it, while they fill slowly (less when
+// BatchDelay is): see record.Options.SinkLatency.
+const sourceLatency = 10 * time.Millisecond
+
 // errNoPipeline is the refusal of the items of a signal that no pipeline
 // of the receiver takes.
 var errNoPipeline = errors.New("no pipeline of this receiver takes this signal; add the receiver to one")
@@ -89,7 +94,11 @@ func (r *eventsReceiver) start() error {
 	}
 	r.mapper = newMapper(host, r.cfg.ServiceName, otlp.Scope{Name: metadata.ScopeName, Version: r.set.BuildInfo.Version}, r.cfg.BatchSize)
 	log := r.set.Logger
-	opts := record.Options{Events: r.cfg.Events, BufferKB: r.cfg.BufferKB, NoFollow: r.cfg.NoFollow}
+	// The source may hold what it takes for up to sourceLatency: the
+	// items are batched anyway, and taken in runs on a timer they cost
+	// less than taken at each delivery (record.Options.SinkLatency).
+	opts := record.Options{Events: r.cfg.Events, BufferKB: r.cfg.BufferKB, NoFollow: r.cfg.NoFollow,
+		SinkLatency: min(r.cfg.BatchDelay, sourceLatency)}
 	r.src, err = live.Open(live.Where{Source: b, Socket: r.cfg.Socket, Tracefs: r.cfg.Tracefs}, opts, r.add,
 		func(msg string) { log.Warn(msg) })
 	if err != nil {
