@@ -18,7 +18,6 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/perfdata"
-	"github.com/uetrace/uetrace/userevents"
 )
 
 // TestRecordSink: Options.Sink is given every sample the file gets, with
@@ -149,20 +148,11 @@ func TestRecordSink(t *testing.T) {
 // time — and on the streams (a wake at their watermark) while a burst
 // fills them; without it, always on the streams (watermark 1).
 func TestRecordSinkLatency(t *testing.T) {
-	sock := startDaemon(t)
+	tg := targets(t)[0] // the daemon
 	for _, latency := range []time.Duration{0, 5 * time.Millisecond} {
 		t.Run(fmt.Sprint(latency), func(t *testing.T) {
-			f, err := userevents.Open(&userevents.Options{Backend: userevents.Daemon, Socket: sock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			name := uniq("sinklat")
-			ev, err := f.Register(name+" u64 seq; char[56] pad", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := client.Dial(sock, nil)
+			_, name, ev := openEvent(t, tg, "sinklat", "u64 seq; char[56] pad")
+			c, err := client.Dial(tg.opts.Socket, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
