@@ -7,11 +7,11 @@ func (r *Recorder) Streams() bool {
 }
 
 // StreamWaits are the waits of a daemon recording on a timer and on its
-// session's streams (streamWait).
-func (r *Recorder) StreamWaits() (timer, streams int) {
+// session's streams so far (streamWait).
+func (r *Recorder) StreamWaits() (timer, streams uint64) {
 	d, ok := r.src.(*daemonSource)
 	if !ok || d.streams == nil {
 		return 0, 0
 	}
-	return d.streams.waits[0], d.streams.waits[1]
+	return d.streams.waits[0].Load(), d.streams.waits[1].Load()
 }

@@ -145,8 +145,8 @@ func TestRecordSink(t *testing.T) {
 // TestRecordSinkLatency: with Options.SinkLatency a daemon recording's
 // Sink still gets every sample while the recording runs, and the
 // recording waits on a timer while its streams fill slowly — a write at a
-// time — and on the streams (a wake at their watermark) while a burst
-// fills them; without it, always on the streams (watermark 1).
+// time — and on the streams (a wake at their watermark) once bursts fill
+// them; without it, always on the streams (watermark 1).
 func TestRecordSinkLatency(t *testing.T) {
 	tg := targets(t)[0] // the daemon
 	for _, latency := range []time.Duration{0, 5 * time.Millisecond} {
@@ -158,7 +158,7 @@ func TestRecordSinkLatency(t *testing.T) {
 			}
 			defer c.Close()
 			var got atomic.Uint64
-			rec, err := record.Daemon(c, nil, record.Options{Events: []string{name}, BufferKB: 32, SinkLatency: latency,
+			rec, err := record.Daemon(c, nil, record.Options{Events: []string{name}, BufferKB: 256, SinkLatency: latency,
 				Sink: func(*perfdata.Sample) { got.Add(1) }})
 			if err != nil {
 				t.Fatal(err)
@@ -169,51 +169,63 @@ func TestRecordSinkLatency(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- rec.Run(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
 			waitEnabled(t, ev, waitLimit)
 			payload := make([]byte, 64)
-			// Slowly: each write taken before the next.
-			const slow = 20
-			for i := range slow {
-				binary.NativeEndian.PutUint64(payload, uint64(i))
+			written := uint64(0)
+			write := func() {
+				binary.NativeEndian.PutUint64(payload, written)
 				if err := ev.Write(payload); err != nil {
 					t.Fatal(err)
 				}
+				written++
+			}
+			// taken waits until every sample written is given to the Sink
+			// or counted lost, while the recording runs.
+			taken := func() {
+				t.Helper()
 				deadline := time.Now().Add(waitLimit)
-				for got.Load() != uint64(i+1) {
+				for st := rec.Stats(); got.Load()+st.Lost != written; st = rec.Stats() {
 					if time.Now().After(deadline) {
-						t.Fatalf("after %v the sink has %d of %d samples", waitLimit, got.Load(), i+1)
+						t.Fatalf("after %v the sink has %d samples and %d were lost, of %d written", waitLimit, got.Load(), st.Lost, written)
 					}
 					time.Sleep(time.Millisecond)
 				}
 			}
-			// A burst: far more than a stream holds.
-			const burst = 20000
-			for i := range burst {
-				binary.NativeEndian.PutUint64(payload, uint64(slow+i))
-				if err := ev.Write(payload); err != nil {
-					t.Fatal(err)
-				}
-			}
-			deadline := time.Now().Add(waitLimit)
-			for st := rec.Stats(); got.Load()+st.Lost != slow+burst; st = rec.Stats() {
-				if time.Now().After(deadline) {
-					t.Fatalf("after %v the sink has %d samples and %d were lost, of %d written", waitLimit, got.Load(), st.Lost, slow+burst)
-				}
-				time.Sleep(time.Millisecond)
-			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
+			// Slowly: each write taken before the next.
+			const slow = 20
+			for range slow {
+				write()
+				taken()
 			}
 			timer, streams := rec.StreamWaits()
-			t.Logf("waits: %d on the timer, %d on the streams; %d lost", timer, streams, rec.Stats().Lost)
 			switch {
 			case latency == 0 && timer != 0:
-				t.Errorf("%d waits on the timer without a latency", timer)
+				t.Fatalf("%d waits on the timer without a latency", timer)
 			case latency > 0 && timer < slow:
-				t.Errorf("%d waits on the timer for %d writes taken one at a time; want one each at least", timer, slow)
-			case streams == 0:
-				t.Errorf("no wait on the streams: the burst was not waited for at their watermark")
+				t.Fatalf("%d waits on the timer for %d writes taken one at a time; want one each at least", timer, slow)
+			}
+			// Bursts, each more than a stream holds, until the recording
+			// waits on the streams for one.
+			deadline := time.Now().Add(waitLimit)
+			for _, waited := rec.StreamWaits(); waited == streams; _, waited = rec.StreamWaits() {
+				if time.Now().After(deadline) {
+					t.Fatalf("after %v of bursts no wait on the streams: %d written", waitLimit, written)
+				}
+				for range 5000 {
+					write()
+				}
+				taken()
+			}
+			timer, streams = rec.StreamWaits()
+			t.Logf("waits: %d on the timer, %d on the streams; %d written, %d lost", timer, streams, written, rec.Stats().Lost)
+			if latency == 0 && timer != 0 {
+				t.Errorf("%d waits on the timer without a latency", timer)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
@@ -53,10 +54,10 @@ type streamState struct {
 	// takes since the last wait found (streamWait).
 	latency  time.Duration
 	taken    int
-	size     int    // a stream's size
-	waits    [2]int // the waits on the timer and on the streams
-	stopped  bool   // the recording is stopping
-	settled  bool   // the final drain is done
+	size     int              // a stream's size
+	waits    [2]atomic.Uint64 // the waits on the timer and on the streams
+	stopped  bool             // the recording is stopping
+	settled  bool             // the final drain is done
 	lastSync time.Time
 	round    bool  // delivered up to a sync since the last round ended
 	err      error // a sync's
@@ -95,22 +96,32 @@ func (d *daemonSource) shareStreams(bytes int) bool {
 // for 10 ms at a time, and 1.2 % sleeping on a timer (perf record -g of
 // the Collector, BENCHMARKS.md). The timer cannot be woken early, so it
 // is used only while the streams fill slowly: when the takes since the
-// last wait found less than a sixteenth of a stream. Records are lost
-// then only if a burst fills a whole stream within one latency — 16
-// times the rate of the wait before; a stream of the default 8 MiB in
-// 10 ms is 800 MB/s — and what is lost is counted (LOST records), as
-// always.
+// last wait and what the streams hold now (written while the last take
+// was given to Sink) come to less than a sixteenth of a stream. Records
+// are lost then only if a burst fills a whole stream within one latency —
+// 16 times the rate of the wait before; with the default 16 MiB on two
+// CPUs, streams of 8 MiB, 800 MB/s — and what is lost is counted (LOST
+// records), as always.
 func (d *daemonSource) streamWait(timeout time.Duration) {
 	st := d.streams
 	t := min(timeout, streamWaitMax)
-	if st.latency > 0 && st.taken < st.size/16 {
-		st.waits[0]++
+	if st.latency > 0 && st.taken+st.held() < st.size/16 {
+		st.waits[0].Add(1)
 		time.Sleep(min(t, st.latency))
 	} else {
-		st.waits[1]++
+		st.waits[1].Add(1)
 		st.st.Wait(st.watermark, t)
 	}
 	st.taken = 0
+}
+
+// held is what the streams hold now, each stream's believed (Available).
+func (st *streamState) held() int {
+	n := 0
+	for k := range st.st.Len() {
+		n += len(st.st.Reader(k).Available())
+	}
+	return n
 }
 
 // streamDrain gives to what the streams hold, and every streamRound has
