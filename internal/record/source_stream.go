@@ -83,14 +83,16 @@ func (d *daemonSource) shareStreams(bytes int) bool {
 }
 
 // streamWait waits for a stream to hold its watermark, at most timeout
-// (and streamWaitMax) — or, with a latency, while the streams fill slowly,
-// sleeps that long on a timer.
+// (and streamWaitMax, and the latency when there is one) — or, with a
+// latency, while the streams fill slowly, sleeps that long on a timer.
 //
-// Why a timer: a goroutine that waits in futex(2) holds its thread in a
-// system call, and Go's sysmon, which sleeps deeply only while no thread
-// is in one, then keeps waking — every 20 µs for a millisecond after it
-// takes the P of a thread that stayed in one (runtime/proc.go, sysmon and
-// retake). A goroutine asleep on a timer is parked, and the program idle:
+// Why a timer: a goroutine that waits in futex(2) holds its thread, and
+// the thread its P, in a system call; Go's sysmon sleeps deeply only
+// while every P is idle, is woken from that sleep by each entry into a
+// system call, and after it takes the P of a thread that stayed in one,
+// or is woken so, polls every 20 µs for a millisecond (runtime/proc.go,
+// sysmon, retake, entersyscall). A goroutine asleep on a timer is parked,
+// and the program idle:
 // the userevents receiver taking 100 000 events/s spent 5.6 % of its CPU
 // in sysmon woken at each delivery (watermark 1), 10 % waiting in futex(2)
 // for 10 ms at a time, and 1.2 % sleeping on a timer (perf record -g of
@@ -105,9 +107,12 @@ func (d *daemonSource) shareStreams(bytes int) bool {
 func (d *daemonSource) streamWait(timeout time.Duration) {
 	st := d.streams
 	t := min(timeout, streamWaitMax)
+	if st.latency > 0 {
+		t = min(t, st.latency)
+	}
 	if st.latency > 0 && st.taken+st.held() < st.size/16 {
 		st.waits[0].Add(1)
-		time.Sleep(min(t, st.latency))
+		time.Sleep(t)
 	} else {
 		st.waits[1].Add(1)
 		st.st.Wait(st.watermark, t)
