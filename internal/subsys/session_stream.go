@@ -289,9 +289,7 @@ func (ss *Session) deliverStreamFrom(r *sessionStreams, ev *Event, w *Writer, ts
 	return nil
 }
 
-// note adds a lost run to the stream's (locked): into the last run when it
-// is of the same event and kind, else a new one while there are fewer
-// than maxLostNotes, else into the last run of its kind.
+// note adds a lost run to the stream's (locked), as addLostNote does.
 func (sr *streamRing) note(l lostNote) {
 	sr.lost = addLostNote(sr.lost, l)
 }
