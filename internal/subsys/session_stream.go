@@ -106,21 +106,6 @@ func (ss *Session) unfiltered(ev *Event) bool {
 	return m == nil || (*m)[ev] == nil
 }
 
-// StreamWakes is how many times the session's streams woke their reader.
-func (ss *Session) StreamWakes() (wakes uint64) {
-	r := ss.streams.Load()
-	if r == nil {
-		return 0
-	}
-	for k := range r.rings {
-		sr := &r.rings[k]
-		sr.mu.Lock()
-		wakes += sr.w.Stats().Wakes
-		sr.mu.Unlock()
-	}
-	return wakes
-}
-
 // A Batch is a deliverer's hold on the stream it delivered into last: a
 // goroutine that delivers many records — a daemon's drainer, whose records
 // of one CPU go to one stream of each session — keeps that stream locked
