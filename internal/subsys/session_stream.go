@@ -324,7 +324,7 @@ func (ss *Session) countLost(n uint64, flags uint32) {
 	ss.mu.Unlock()
 }
 
-// takeLostStreams is TakeLost for a session with streams: each stream's
+// takeLost is TakeLost for a session with streams: each stream's
 // runs are written into it if they fit, and the rest are handed over.
 func (r *sessionStreams) takeLost() (n, tooLarge uint64) {
 	for k := range r.rings {
