@@ -241,17 +241,9 @@ func (ss *Session) deliverStreamFrom(r *sessionStreams, ev *Event, w *Writer, ts
 	bt := p.batch
 	sr, b := r.reserve(ev, w, ts, size, bt)
 	if b == nil {
-		bp := scratch.Get().(*[]byte)
-		rec := *bp
-		if cap(rec) < size {
-			rec = make([]byte, 0, size)
-		}
-		rec = rec[:size]
-		putHeader(rec, ev, w)
-		p.copyTo(rec[eventdef.HeaderSize:])
+		rec, bp := scratchRecord(ev, w, size, p)
 		err := ev.def.Validate(rec)
-		*bp = rec[:0]
-		scratch.Put(bp)
+		putScratch(bp, rec)
 		if err != nil {
 			sr.done(bt)
 			return err
