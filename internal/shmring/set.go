@@ -239,21 +239,6 @@ func (sp *SetProducer) Dropped() (records, bytes uint64) {
 	return records, bytes
 }
 
-// Wakes is how many wake-up system calls the set's rings made.
-func (sp *SetProducer) Wakes() (n uint64) {
-	for _, p := range sp.rings {
-		n += p.Wakes()
-	}
-	return n
-}
-
-// BoundTries is Producer.BoundTries for every ring of the set.
-func (sp *SetProducer) BoundTries(n int) {
-	for _, p := range sp.rings {
-		p.BoundTries(n)
-	}
-}
-
 // WakeByEventfd makes every ring of the set wake its consumer by adding 1
 // to one eventfd, instead of FUTEX_WAKE (see Producer.WakeByEventfd): one
 // descriptor per set, which a consumer in Go can wait on in its runtime's

@@ -77,8 +77,3 @@ func (c *Consumer) Advance(v *View) {
 	c.take(uint64(v.Size))
 	v.rec = nil
 }
-
-// Publish gives the producers the space consumed so far now, rather than
-// at the next batch: a consumer about to stop reading for a while calls
-// it.
-func (c *Consumer) Publish() { c.publish() }
