@@ -61,15 +61,7 @@ type SetProducer struct {
 // when first written: the rings of CPUs the process never runs on cost
 // address space, not memory.
 func CreateSet(n, size int) (*SetProducer, error) {
-	s := uint64(max(size, 0))
-	if n < 1 || n > MaxSetRings {
-		return nil, fmt.Errorf("a ring set of %d rings: want 1 to %d: %w", n, MaxSetRings, unix.EINVAL)
-	}
-	if err := checkSize(s); err != nil {
-		return nil, err
-	}
-	p := pageSize()
-	fd, err := sealedMemfd("uetrace-ringset", p+uint64(n)*(p+s))
+	fd, p, s, err := setMemfd("uetrace-ringset", "ring set", n, size)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +73,30 @@ func CreateSet(n, size int) (*SetProducer, error) {
 		r.r.initHeader()
 	}
 	return sp, nil
+}
+
+// setMemfd makes the memfd of a set of n rings of size data bytes each
+// (what: a "ring set" or a "stream set"), P + n·(P+S) bytes, sealed, and
+// returns it with P and S.
+func setMemfd(name, what string, n, size int) (fd int, page, s uint64, err error) {
+	s = uint64(max(size, 0))
+	if err := checkSetLen(n, what); err != nil {
+		return -1, 0, 0, err
+	}
+	if err := checkSize(s); err != nil {
+		return -1, 0, 0, err
+	}
+	page = pageSize()
+	fd, err = sealedMemfd(name, uint64(ringOffset(page, s, n)))
+	return fd, page, s, err
+}
+
+// checkSetLen checks the number of rings of a set.
+func checkSetLen(n int, what string) error {
+	if n < 1 || n > MaxSetRings {
+		return fmt.Errorf("%s: %d rings: want 1 to %d: %w", what, n, MaxSetRings, unix.EINVAL)
+	}
+	return nil
 }
 
 // mapRings maps the n rings of the set for producing; on failure it
@@ -110,8 +126,8 @@ func setGeometry(fd, n int, what string) (page, size uint64, err error) {
 		return 0, 0, err
 	}
 	page = pageSize()
-	if n < 1 || n > MaxSetRings {
-		return 0, 0, fmt.Errorf("%s: %d rings: want 1 to %d: %w", what, n, MaxSetRings, unix.EINVAL)
+	if err := checkSetLen(n, what); err != nil {
+		return 0, 0, err
 	}
 	rest := uint64(st) - page
 	if uint64(st) <= page || rest%uint64(n) != 0 || rest/uint64(n) <= page {

@@ -436,6 +436,13 @@ func (r *ring) initHeader() {
 	var k [8]byte
 	unix.Getrandom(k[:], 0) // 8 bytes: getrandom(2) returns them whole once the pool is ready
 	r.key = binary.NativeEndian.Uint64(k[:])
+	r.writeHeader(magic, version)
+}
+
+// writeHeader writes the header of a new ring (or stream: no key) with the
+// given magic and version: the version, the geometry and r.key, the magic
+// last.
+func (r *ring) writeHeader(magic uint64, version uint32) {
 	*r.u32(offVersion) = version
 	*r.u32(offDataOffset) = uint32(r.page)
 	*r.u64(offSize) = r.size

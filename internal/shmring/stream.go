@@ -134,15 +134,7 @@ func checkSetHeader(hdr unsafe.Pointer, size uint64, n int) error {
 // memfd, sealed against shrinking and growing, and maps it for writing.
 // The caller sends Fd to the reader.
 func CreateStreamSet(n, size int) (*StreamSet, error) {
-	s := uint64(max(size, 0))
-	if n < 1 || n > MaxSetRings {
-		return nil, fmt.Errorf("a stream set of %d streams: want 1 to %d: %w", n, MaxSetRings, unix.EINVAL)
-	}
-	if err := checkSize(s); err != nil {
-		return nil, err
-	}
-	p := pageSize()
-	fd, err := sealedMemfd("uetrace-stream", p+uint64(n)*(p+s))
+	fd, p, s, err := setMemfd("uetrace-stream", "stream set", n, size)
 	if err != nil {
 		return nil, err
 	}
@@ -159,10 +151,7 @@ func CreateStreamSet(n, size int) (*StreamSet, error) {
 			ss.Close()
 			return nil, fmt.Errorf("stream %d: %w", k, err)
 		}
-		*r.u32(offVersion) = streamVersion
-		*r.u32(offDataOffset) = uint32(p)
-		*r.u64(offSize) = s
-		atomic.StoreUint64(r.u64(offMagic), streamMagic)
+		r.writeHeader(streamMagic, streamVersion)
 		ss.writers = append(ss.writers, &StreamWriter{r: r, set: set, lastWake: -streamWakeGap})
 	}
 	*(*uint32)(unsafe.Add(ss.hdr, offVersion)) = streamVersion
