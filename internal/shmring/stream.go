@@ -52,8 +52,8 @@ import (
 // only between the tail it believed last and its own head (a reader that
 // lies gets a ring that looks full and loses its own records, which the
 // writer counts), the writer never reads the data area, and a reader that
-// keeps its sleeping word set costs at most one wake per streamWakeBytes
-// written or per streamWakeGap — never one per record.
+// keeps its sleeping word set costs at most one wake per streamWakeFrac of
+// the stream written or per streamWakeGap — never one per record.
 
 const (
 	streamMagic    = 0x014d525453544555 // "UETSTRM\x01", little-endian
