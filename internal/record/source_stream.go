@@ -176,7 +176,11 @@ func (d *daemonSource) streamSync(to sink) {
 	}
 }
 
-// streamTake gives to what each stream holds now, and frees it.
+// streamTake gives to what each stream holds now, and frees it. A stream
+// whose head the daemon moved past what the stream can hold shows nothing
+// (shmring.StreamReader.Available) and never will again: that is the
+// daemon's fault, and the recording stops with it rather than wait for
+// records that cannot come.
 func (d *daemonSource) streamTake(to sink) {
 	for k := range d.streams.st.Len() {
 		r := d.streams.st.Reader(k)
@@ -184,6 +188,8 @@ func (d *daemonSource) streamTake(to sink) {
 			to.records(b)
 			r.Consume(len(b))
 			d.streams.taken += len(b)
+		} else if r.BadHead() > 0 && d.streams.err == nil {
+			d.streams.err = fmt.Errorf("daemon session stream %d: its head is more than the stream's %d bytes past what was read: %w", k, r.Size(), errMalformed)
 		}
 	}
 }
