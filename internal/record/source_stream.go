@@ -242,7 +242,7 @@ func (r *Recorder) records(b []byte) {
 				runID, run, runN = id, r.byID[id], 0
 				if run == nil {
 					// An event attached after the start: its attr first.
-					r.resolveType(int(id) - 1)
+					r.resolveType(wire.TypeID(id))
 					run = r.byID[id]
 				}
 			}
