@@ -294,7 +294,7 @@ func startREADME(t *testing.T, dir string) *readmeRun {
 	t.Cleanup(cancel)
 	r := &readmeRun{t: t, ctx: ctx, bin: testutil.Uetrace(t), dir: dir,
 		env: append(os.Environ(), "UETRACE_SOCKET="+filepath.Join(dir, "uetrace.sock"))}
-	r.start(r.bin, "serve")
+	r.start("serve")
 	r.until(regexp.MustCompile(`(?m)^EVENT`), "status")
 	return r
 }
