@@ -20,8 +20,10 @@ import (
 // kernel writes perf's per-CPU mmap rings. The recording takes each
 // stream's bytes between its tail and the head as they lie and hands them
 // to the file in one piece (Recorder.records): it walks their headers for
-// its counts, and copies the bytes once, into the file writer's chunk,
-// which goes to the disk with O_DIRECT where the file system takes it.
+// its counts, and copies the bytes into the file writer's chunk, which
+// goes to the disk with O_DIRECT where the file system takes it — once
+// for a run longer than a sixteenth of perfdata.Writer's buffer (64 KiB),
+// through that buffer (twice) for a shorter one.
 // With a task filter, a Sink or per-process counts, each record is looked
 // at and written on its own, as a kernel ring's.
 //
@@ -120,7 +122,7 @@ func (d *daemonSource) streamWait(timeout time.Duration) {
 	st.taken = 0
 }
 
-// held is what the streams hold now, each stream's believed (Available).
+// held is what the streams hold now: the sum of their Available.
 func (st *streamState) held() int {
 	n := 0
 	for k := range st.st.Len() {
