@@ -62,29 +62,23 @@ func (e *Error) Unwrap() error { return e.Errno }
 // the backend's own words (the daemon's), else from eventdef when the
 // command is what was wrong.
 func Wrap(op, path, input string, err error) error {
-	var ue *Error
-	if errors.As(err, &ue) {
+	if _, ok := errors.AsType[*Error](err); ok {
 		return err
 	}
 	e := &Error{Op: op, Path: path, Input: input}
-	var ret abi.RetError
-	var pe *eventdef.Error
-	var re *wire.RemoteError
-	switch {
-	case errors.As(err, &ret):
+	if ret, ok := errors.AsType[abi.RetError](err); ok {
 		e.Ret = int64(ret)
-	case errors.As(err, &pe):
+	} else if pe, ok := errors.AsType[*eventdef.Error](err); ok {
 		e.Errno = pe.Errno
 		e.Reason = pe.Detail()
 		if pe.Errno > 4095 {
 			e.Ret, e.Errno = -int64(pe.Errno), 0
 		}
-	case errors.As(err, &re):
+	} else if re, ok := errors.AsType[*wire.RemoteError](err); ok {
 		e.Errno = re.Errno
 		e.Reason = ReasonOf(re.Text, e)
-	default:
-		var pathErr *fs.PathError
-		if errors.As(err, &pathErr) {
+	} else {
+		if pathErr, ok := errors.AsType[*fs.PathError](err); ok {
 			err = pathErr.Err
 		}
 		e.Errno = ErrnoOf(err)
@@ -135,8 +129,7 @@ func Diagnose(op, path, input string) string {
 	}
 	for _, c := range cmds {
 		if _, err := eventdef.Parse(c); err != nil {
-			var pe *eventdef.Error
-			if errors.As(err, &pe) {
+			if pe, ok := errors.AsType[*eventdef.Error](err); ok {
 				return pe.Detail()
 			}
 		}
@@ -146,8 +139,7 @@ func Diagnose(op, path, input string) string {
 
 // ErrnoOf is the errno err wraps: EIO when none.
 func ErrnoOf(err error) unix.Errno {
-	var e unix.Errno
-	if errors.As(err, &e) && e != 0 {
+	if e, ok := errors.AsType[unix.Errno](err); ok && e != 0 {
 		return e
 	}
 	return unix.EIO
@@ -157,9 +149,7 @@ func ErrnoOf(err error) unix.Errno {
 // daemon that is there but refuses this user is the answer itself: its
 // error says whom to ask.
 func NoBackend(kerr, derr error) error {
-	var pe *client.PermissionError
-	var ie *client.IdentityError
-	if errors.As(derr, &pe) || errors.As(derr, &ie) {
+	if isClientAnswer(derr) {
 		return derr
 	}
 	hint := ""
@@ -169,6 +159,14 @@ func NoBackend(kerr, derr error) error {
 		hint = "where the kernel has user_events, run as root or give this user access to tracefs"
 	}
 	return &NoBackendError{Kernel: kerr, Daemon: derr, Hint: hint}
+}
+
+// isClientAnswer says whether err is a client.PermissionError or
+// IdentityError: one that says whose socket it is and what to do.
+func isClientAnswer(err error) bool {
+	_, pe := errors.AsType[*client.PermissionError](err)
+	_, ie := errors.AsType[*client.IdentityError](err)
+	return pe || ie
 }
 
 // NoBackendError is Auto's failure: neither backend could be opened.
@@ -193,9 +191,7 @@ func (e *NoBackendError) Unwrap() []error { return []error{e.Kernel, e.Daemon} }
 // IdentityError already says whose socket it is and what to do, and is
 // returned as it is.
 func Dial(sock string, err error) error {
-	var pe *client.PermissionError
-	var ie *client.IdentityError
-	if errors.As(err, &pe) || errors.As(err, &ie) {
+	if isClientAnswer(err) {
 		return err
 	}
 	if sock == "" {

@@ -334,12 +334,10 @@ func AppendResult(b []byte, ret int64, err error) []byte {
 // rejected, the field and the rule ("field 1 \"u32 a \": ..."), which is
 // what the caller needs; otherwise the error's own text.
 func errorText(err error) string {
-	var pe *eventdef.Error
-	if errors.As(err, &pe) {
+	if pe, ok := errors.AsType[*eventdef.Error](err); ok {
 		return pe.Detail()
 	}
-	var pathErr *fs.PathError
-	if errors.As(err, &pathErr) {
+	if pathErr, ok := errors.AsType[*fs.PathError](err); ok {
 		return pathErr.Err.Error()
 	}
 	return err.Error()
@@ -347,8 +345,7 @@ func errorText(err error) string {
 
 // ErrnoOf is the errno an error stands for: EIO when it wraps none.
 func ErrnoOf(err error) unix.Errno {
-	var e unix.Errno
-	if errors.As(err, &e) && e != 0 {
+	if e, ok := errors.AsType[unix.Errno](err); ok && e != 0 {
 		return e
 	}
 	return unix.EIO
