@@ -239,7 +239,7 @@ func TestProducerBinarySize(t *testing.T) {
 	dir := t.TempDir()
 	size := func(name string) int64 {
 		bin := filepath.Join(dir, name)
-		if out, err := exec.Command("go", "build", "-o", bin, "./testdata/hello/"+name).CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/hello/"+name).CombinedOutput(); err != nil {
 			t.Fatalf("go build ./testdata/hello/%s: %v\n%s", name, err, out)
 		}
 		st, err := os.Stat(bin)
