@@ -137,13 +137,9 @@ func Diagnose(op, path, input string) string {
 	return ""
 }
 
-// ErrnoOf is the errno err wraps: EIO when none.
-func ErrnoOf(err error) unix.Errno {
-	if e, ok := errors.AsType[unix.Errno](err); ok && e != 0 {
-		return e
-	}
-	return unix.EIO
-}
+// ErrnoOf is the errno err wraps: EIO when none (wire.ErrnoOf, the
+// daemon's rule for what it answers).
+func ErrnoOf(err error) unix.Errno { return wire.ErrnoOf(err) }
 
 // NoBackend explains why Auto found nothing, and what to do about it. A
 // daemon that is there but refuses this user is the answer itself: its
