@@ -448,35 +448,21 @@ func (d *drainer) requests() (flushes []chan struct{}, ok bool) {
 
 func (d *drainer) run() {
 	defer d.g.s.wg.Done()
-	holds := 0
 	for {
 		flushes, ok := d.requests()
 		if !ok {
 			d.g.s.idleIfNoConns()
 			return
 		}
-		if len(flushes) > 0 {
-			d.drainAll()
-			for _, ch := range flushes {
-				close(ch)
-			}
-			d.release()
-			continue
-		}
-		n, hold := d.pass(false)
-		d.release()
+		n, more := d.step(flushes, nap, d.g.released)
 		if n > 0 {
 			d.busy = true
 		}
-		if d.again(n, hold, &holds, nap) {
-			continue
+		if !more {
+			d.sleep()
 		}
-		d.sleep()
 	}
 }
-
-// release lets go of the closing rings that have nothing more to deliver.
-func (d *drainer) release() { d.merge.release(d.g.released) }
 
 // sleep says in every ring that the drainer sleeps until the watermark
 // (see drainers) and, if none has that much to deliver, waits for a poke,

@@ -209,46 +209,31 @@ func (m *merger) requests() (flushes []chan struct{}, ok bool) {
 
 func (m *merger) run() {
 	defer m.s.wg.Done()
-	holds := 0
 	for {
 		flushes, ok := m.requests()
 		if !ok {
 			m.s.idleIfNoConns()
 			return
 		}
-		if len(flushes) > 0 {
-			m.drainAll()
-			for _, ch := range flushes {
-				close(ch)
-			}
-			m.release()
-			continue
-		}
-		n, hold := m.pass(false)
-		m.release()
-		if m.again(n, hold, &holds, m.napOnce) {
-			continue
-		}
-		if m.napUntilPending() {
+		if _, more := m.step(flushes, m.napOnce, m.released); more || m.napUntilPending() {
 			continue
 		}
 		m.sleep(idleWait)
 	}
 }
 
-// release lets go of the closing rings that have nothing more to deliver.
-func (m *merger) release() {
-	m.merge.release(func(r *ringSource, st RingStats) {
-		epollDel(m.epfd, r.efd)
-		r.cons.Close()
-		unix.Close(r.efd)
-		r.logRelease(st)
-		m.mu.Lock()
-		delete(m.all, r)
-		m.totals.add(st)
-		m.mu.Unlock()
-		close(r.done)
-	})
+// released is the merge's word that r is done with: its eventfd and
+// mapping go, and its counts join the totals.
+func (m *merger) released(r *ringSource, st RingStats) {
+	epollDel(m.epfd, r.efd)
+	r.cons.Close()
+	unix.Close(r.efd)
+	r.logRelease(st)
+	m.mu.Lock()
+	delete(m.all, r)
+	m.totals.add(st)
+	m.mu.Unlock()
+	close(r.done)
 }
 
 // napOnce naps for d, or until a request comes.
