@@ -328,22 +328,6 @@ func logSetRelease(log *slog.Logger, st RingStats) {
 	(&ringSource{log: log}).logRelease(st)
 }
 
-// flush returns once every drainer has delivered everything published
-// before the call, the drainers draining in parallel.
-func (g *drainers) flush() {
-	var wg sync.WaitGroup
-	for _, d := range g.d {
-		if ch := d.askFlush(); ch != nil {
-			wg.Add(1)
-			go func() {
-				<-ch
-				wg.Done()
-			}()
-		}
-	}
-	wg.Wait()
-}
-
 // stop is the Server's Close: the drainers stop once the connections'
 // teardowns have released their sets.
 func (g *drainers) stop() {

@@ -159,19 +159,19 @@ func (m *merger) closeRing(r *ringSource) {
 	m.mu.Unlock()
 }
 
-// flush returns once the merger has delivered everything published
-// before the call.
-func (m *merger) flush() {
+// askFlush asks the merger to deliver everything published before the
+// call, and returns the channel closed once it has; nil if it does not
+// run.
+func (m *merger) askFlush() chan struct{} {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if !m.running {
-		m.mu.Unlock()
-		return
+		return nil
 	}
 	ch := make(chan struct{})
 	m.flushes = append(m.flushes, ch)
 	m.wake()
-	m.mu.Unlock()
-	<-ch
+	return ch
 }
 
 // stop is the Server's Close: the merger stops once the connections'

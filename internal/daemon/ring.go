@@ -255,13 +255,18 @@ func (r *ringSource) close(m *merger) {
 // trace and session read it serves; in-process users of the Server's
 // Subsystem call it themselves.
 func (s *Server) Flush() {
-	done := make(chan struct{})
-	go func() {
-		s.drainers.flush()
-		close(done)
-	}()
-	s.merger.flush()
-	<-done
+	// Every one is asked before any is waited for: they drain at once.
+	var buf [1 + maxDrainers]chan struct{}
+	asked := buf[:0]
+	asked = append(asked, s.merger.askFlush())
+	for _, d := range s.drainers.d {
+		asked = append(asked, d.askFlush())
+	}
+	for _, ch := range asked {
+		if ch != nil {
+			<-ch
+		}
+	}
 }
 
 // RingStats returns the fast path's counts: those of closed connections
