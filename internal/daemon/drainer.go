@@ -187,19 +187,9 @@ func (g *drainers) add(set *ringSet) error {
 		return errServerClosed
 	}
 	if !g.waking {
-		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		epfd, kick, err := newKickedEpoll()
 		if err != nil {
-			return fmt.Errorf("ring set: epoll_create1: %w", err)
-		}
-		kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err == nil {
-			if err = epollAdd(epfd, kick); err != nil {
-				unix.Close(kick)
-			}
-		}
-		if err != nil {
-			unix.Close(epfd)
-			return fmt.Errorf("ring set: the waker's eventfd: %w", err)
+			return fmt.Errorf("ring set: the waker's %w", err)
 		}
 		g.epfd, g.kick, g.waking = epfd, kick, true
 		g.s.wg.Add(1)
@@ -213,12 +203,6 @@ func (g *drainers) add(set *ringSet) error {
 		d.add(set.srcs[k])
 	}
 	return nil
-}
-
-// kickFd adds 1 to an eventfd of ours.
-func kickFd(fd int) {
-	var one = [8]byte{1}
-	unix.Write(fd, one[:])
 }
 
 // close releases set once every drainer has delivered what its producer

@@ -1,10 +1,11 @@
 package daemon
 
 import (
+	"encoding/binary"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -105,20 +106,9 @@ func (m *merger) add(r *ringSource) error {
 		return errServerClosed
 	}
 	if !m.running {
-		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		epfd, kick, err := newKickedEpoll()
 		if err != nil {
-			return err
-		}
-		kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err == nil {
-			err = epollAdd(epfd, kick)
-		}
-		if err != nil {
-			unix.Close(epfd)
-			if kick >= 0 {
-				unix.Close(kick)
-			}
-			return err
+			return fmt.Errorf("ring: the merger's %w", err)
 		}
 		m.epfd, m.kick, m.running = epfd, kick, true
 		m.s.wg.Add(1)
@@ -134,8 +124,7 @@ func (m *merger) add(r *ringSource) error {
 // wake interrupts the merger's sleep. Called with m.mu held.
 func (m *merger) wake() {
 	if m.kick >= 0 {
-		one := uint64(1)
-		unix.Write(m.kick, (*[8]byte)(unsafe.Pointer(&one))[:])
+		kickFd(m.kick)
 	}
 	select {
 	case m.nudge <- struct{}{}:
@@ -316,6 +305,35 @@ func (m *merger) sleep(timeout time.Duration) {
 		r.cons.Awake()
 		r.drainWake()
 	}
+}
+
+// newKickedEpoll is an epoll set for a goroutine that waits on others'
+// eventfds (the merger, the drainers' waker), holding an eventfd of its
+// own, kick, that a request adds to (kickFd) to end its epoll_wait.
+func newKickedEpoll() (epfd, kick int, err error) {
+	epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return -1, -1, fmt.Errorf("epoll_create1: %w", err)
+	}
+	kick, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err == nil {
+		if err = epollAdd(epfd, kick); err != nil {
+			unix.Close(kick)
+		}
+	}
+	if err != nil {
+		unix.Close(epfd)
+		return -1, -1, fmt.Errorf("eventfd: %w", err)
+	}
+	return epfd, kick, nil
+}
+
+// kickFd adds 1 to an eventfd of ours: eventfd(2) takes a u64 in the
+// machine's byte order.
+func kickFd(fd int) {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(fd, one[:])
 }
 
 func epollAdd(epfd, fd int) error {
