@@ -291,7 +291,7 @@ func (g *drainers) wakerRequests() bool {
 		unix.Close(set.efd)
 		delete(g.sets, set)
 		g.totals.add(set.stats)
-		logSetRelease(set.log, set.stats)
+		logRelease(set.log, set.stats)
 		close(set.done)
 	}
 	clear(g.removing)
@@ -304,12 +304,6 @@ func (g *drainers) wakerRequests() bool {
 		return false
 	}
 	return true
-}
-
-// logSetRelease writes what a released set delivered and lost, as
-// logRelease does for a ring.
-func logSetRelease(log *slog.Logger, st RingStats) {
-	(&ringSource{log: log}).logRelease(st)
 }
 
 // stop is the Server's Close: the drainers stop once the connections'

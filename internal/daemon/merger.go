@@ -217,7 +217,7 @@ func (m *merger) released(r *ringSource, st RingStats) {
 	epollDel(m.epfd, r.efd)
 	r.cons.Close()
 	unix.Close(r.efd)
-	r.logRelease(st)
+	logRelease(r.log, st)
 	m.mu.Lock()
 	delete(m.all, r)
 	m.totals.add(st)

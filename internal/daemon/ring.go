@@ -286,15 +286,15 @@ func (s *Server) RingStats() RingStats {
 	return t
 }
 
-// logRelease writes what a released ring delivered and lost: drops mean
-// the daemon did not keep up; the others, a client that scribbles on its
-// ring or died mid-record.
-func (r *ringSource) logRelease(st RingStats) {
+// logRelease writes to log what a released ring or ring set delivered and
+// lost: drops mean the daemon did not keep up; the others, a client that
+// scribbles on its ring or died mid-record.
+func logRelease(log *slog.Logger, st RingStats) {
 	lvl := slog.LevelDebug
 	if st.Dropped|st.Lost|st.LostCapped|st.Rejected|st.Torn|st.TooLong|st.Discarded|st.BadHead|st.ForgedTID|st.UncheckedTID|st.Future|st.Held != 0 {
 		lvl = slog.LevelWarn
 	}
-	r.log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
+	log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
 		"lost", st.Lost, "lost_capped", st.LostCapped, "rejected", st.Rejected, "disabled", st.Disabled, "voided", st.Voided, "torn", st.Torn, "too_long", st.TooLong,
 		"discarded_bytes", st.Discarded, "bad_head", st.BadHead, "forged_tid", st.ForgedTID, "unchecked_tid", st.UncheckedTID, "future", st.Future,
 		"held", st.Held)
