@@ -150,7 +150,7 @@ func (c *conn) attachSet(memfd, efd int) error {
 	}
 	set := &ringSet{log: c.log, efd: wake, shared: st.Size, done: make(chan struct{}), left: len(cons)}
 	for _, cn := range cons {
-		r := c.newRingSource(cn)
+		r := newRingSource(c.log, c.file, c.w, cn)
 		r.set = set
 		set.srcs = append(set.srcs, r)
 	}

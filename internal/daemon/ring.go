@@ -144,7 +144,7 @@ func (c *conn) attachRing(memfd, efd int) error {
 		c.share("ring", -st.Size)
 		return err
 	}
-	r := c.newRingSource(cons)
+	r := newRingSource(c.log, c.file, c.w, cons)
 	r.efd, r.shared = wake, st.Size
 	if err := c.s.merger.add(r); err != nil {
 		cons.Close()
@@ -156,10 +156,12 @@ func (c *conn) attachRing(memfd, efd int) error {
 	return nil
 }
 
-// newRingSource is ring cons of the connection, to be drained.
-func (c *conn) newRingSource(cons *shmring.Consumer) *ringSource {
-	r := &ringSource{log: c.log, file: c.file, w: c.w, cons: cons, efd: -1, done: make(chan struct{}), sharedAt: time.Now()}
-	r.threads.init(c.w.TGID)
+// newRingSource is ring cons, shared now, whose records are written by w
+// (its TGID and Comm) into f: a connection's ring or ring of a set, or a
+// FUSE share's.
+func newRingSource(log *slog.Logger, f *subsys.File, w subsys.Writer, cons *shmring.Consumer) *ringSource {
+	r := &ringSource{log: log, file: f, w: w, cons: cons, efd: -1, done: make(chan struct{}), sharedAt: time.Now()}
+	r.threads.init(w.TGID)
 	return r
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -112,12 +111,8 @@ func (s *Server) FUSEShare(f *subsys.File, w subsys.Writer, uid uint32, cred sub
 	ne.PutUint32(sh.table[preload.TableOffNSlots:], sh.nslots)
 	ne.PutUint32(sh.table[preload.TableOffSlotSize:], preload.SlotSize)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&sh.table[preload.TableOffMagic])), preload.TableMagic)
-	r := &ringSource{
-		log: s.log, file: f, w: w, cons: cons, efd: wake, wakeSocket: true, shared: rsize,
-		done:     make(chan struct{}),
-		sharedAt: time.Now(),
-	}
-	r.threads.init(w.TGID)
+	r := newRingSource(s.log, f, w, cons)
+	r.efd, r.wakeSocket, r.shared = wake, true, rsize
 	// ringMax is the longest payload a record of this ring may carry: one
 	// the ring holds, and the merger reads whole.
 	sh.ringMax = uint32(min(cons.Size()-shmring.HeaderSize, wire.MaxWrite-4))
