@@ -352,7 +352,7 @@ func (r *ringSource) deliver() {
 // lifetime's possible writes, and what sums them cannot be wrapped by one
 // client's number.
 func (r *ringSource) lossBudget(claim uint64) uint64 {
-	hi, could := bits.Mul64(uint64(max(time.Since(r.sharedAt), 0)), uint64(possibleCPUs()))
+	hi, could := bits.Mul64(uint64(max(time.Since(r.sharedAt), 0)), uint64(possibleCPUs))
 	if hi != 0 {
 		could = math.MaxUint64
 	}
