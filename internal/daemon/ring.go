@@ -64,7 +64,7 @@ type RingStats struct {
 	// UncheckedTID are records whose thread id the daemon had not checked
 	// when its ring's ration of checks was spent (writer.go): delivered
 	// under the connection's process id, so that made-up thread ids cost
-	// their producer, not the merger.
+	// their producer, not the ring's drainer.
 	UncheckedTID uint64
 	// Future are records stamped later than the daemon's clock when it
 	// read them — impossible for a record stamped before it was
@@ -201,7 +201,7 @@ type ringSource struct {
 	sharedAt  time.Time   // when the client shared the ring (lossBudget)
 	claimed   uint64      // the records its loss records claimed, as cut
 
-	// Counted by the merger; read by Stats at any time.
+	// Counted by its drainer; read by Stats at any time.
 	delivered, rejected, disabled, voided, lost, lostRecs atomic.Uint64
 	future, held, lostCapped                              atomic.Uint64
 }
@@ -221,7 +221,7 @@ func (r *ringSource) drainWake() {
 	}
 }
 
-// stats are all of the ring's counts: live's and those only the merger
+// stats are all of the ring's counts: live's and those only its drainer
 // may read (shmring's), taken when the ring is released.
 func (r *ringSource) stats() RingStats {
 	st := r.live()
@@ -232,7 +232,7 @@ func (r *ringSource) stats() RingStats {
 	return st
 }
 
-// live are the counts of a ring the merger still drains.
+// live are the counts of a ring its drainer still drains.
 func (r *ringSource) live() RingStats {
 	return RingStats{
 		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(), Voided: r.voided.Load(),
@@ -272,9 +272,10 @@ func (s *Server) Flush() {
 }
 
 // RingStats returns the fast path's counts: those of closed connections
-// exactly; a live ring's may lag the merger. Shmring's counts of a live
-// ring (torn, discarded...) and its producer's drops are added when it is
-// released, since only the merger may read them.
+// exactly; a live ring's may lag its drainer (the merger, a set's
+// drainer). Shmring's counts of a live ring (torn, discarded...) and its
+// producer's drops are added when it is released, since only its drainer
+// may read them.
 func (s *Server) RingStats() RingStats {
 	m := &s.merger
 	m.mu.Lock()

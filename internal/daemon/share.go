@@ -22,7 +22,7 @@ import (
 // daemon keeps for it, from which the process answers its writes without
 // asking. The table says what the process answers, never what the daemon
 // delivers: every record is checked again at delivery as a hostile
-// client's (subsys.File.WriteStamped), its write index resolved in this
+// client's (subsys.File.Deliver), its write index resolved in this
 // file only, its process the FUSE caller's.
 type Share struct {
 	s       *Server

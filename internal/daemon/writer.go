@@ -77,7 +77,7 @@ type threadCheck struct {
 	// forged counts the records delivered under tgid for a thread id not
 	// the process's, unchecked those delivered under it for a thread id
 	// not checked, the ration spent; checked the ids checked. Atomic, as
-	// a ring's Stats reads them while the merger delivers.
+	// a ring's Stats reads them while its drainer delivers.
 	forged, unchecked, checked atomic.Uint64
 }
 
