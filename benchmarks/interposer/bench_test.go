@@ -12,11 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/preload"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/kernel/vmtest"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -85,13 +84,13 @@ func BenchmarkInterposer(b *testing.B) {
 		ev := daemontest.EnabledEvent(b, o, event)
 		payload := make([]byte, 34)
 		b.ReportAllocs()
-		cpu0 := cpuTime(b)
+		cpu0 := testutil.CPUTime()
 		for b.Loop() {
 			if err := ev.Write(payload); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(testutil.CPUTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(ev.Dropped())/float64(b.N), "dropped/op")
 	})
 	b.Run("c-ring", func(b *testing.B) {
@@ -134,15 +133,6 @@ func BenchmarkInterposer(b *testing.B) {
 		b.ReportMetric(v["written"]-float64(recorded), "lost")
 		b.Logf("uetrace record: %s", strings.TrimSpace(summary))
 	})
-}
-
-// cpuTime is this process's CPU time, user and system, all threads.
-func cpuTime(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // startDaemon starts `uetrace serve` on a socket in dir and returns the

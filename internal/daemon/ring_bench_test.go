@@ -12,6 +12,7 @@ import (
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // BenchmarkRingDeliver is the daemon's side of the fast path per record:
@@ -151,9 +152,9 @@ func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) 
 		}
 		n += batch
 		b.StartTimer()
-		c0 := processCPU()
+		c0 := testutil.CPUTime()
 		s.Flush()
-		cpu += processCPU() - c0
+		cpu += testutil.CPUTime() - c0
 	}
 	b.StopTimer()
 	if got := s.RingStats().Delivered; got != uint64(n) {
@@ -164,11 +165,4 @@ func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) 
 	// is about twice its wall time here.
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/record")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/record")
-}
-
-// processCPU is this process's user and system time so far.
-func processCPU() time.Duration {
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
