@@ -33,12 +33,7 @@ func BenchmarkRingDeliver(b *testing.B) {
 
 func benchRingDeliver(b *testing.B, tid func(i int) uint32) {
 	s := serve(b, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 2})})
-	a := newArena(b, 4096, unix.F_SEAL_SHRINK)
-	c := a.dial(b, s.sock)
-	idx, _, err := c.Register(reg(a.addr(0), 0), "bench_deliver u32 a; u64 b; u32 c; char[16] d; u16 e", false)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, c, idx := producer(b, s, "bench_deliver u32 a; u64 b; u32 c; char[16] d; u16 e")
 	if err := writeFile(c, "events/user_events/bench_deliver/enable", "1"); err != nil {
 		b.Fatal(err)
 	}
@@ -98,26 +93,14 @@ func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) 
 	const event = "bench_deliver u32 a; u64 b; u32 c; char[16] d; u16 e"
 	var rcs []*ringClient
 	for range producers {
-		a := newArena(b, 4096, unix.F_SEAL_SHRINK)
-		c := a.dial(b, s.sock)
-		idx, _, err := c.Register(reg(a.addr(0), 0), event, false)
-		if err != nil {
-			b.Fatal(err)
-		}
+		_, c, idx := producer(b, s, event)
 		rcs = append(rcs, &ringClient{c: c, idx: idx, ring: shareTestRing(b, c, 4<<20)})
 	}
 	var st *client.SessionStreams
 	switch consumer {
 	case "stream":
-		cons, err := client.Dial(s.sock, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cons.Close()
-		ss, err := cons.NewSession(client.SessionOptions{Comm: true})
-		if err != nil {
-			b.Fatal(err)
-		}
+		ss := newSession(b, s, client.SessionOptions{Comm: true})
+		var err error
 		if st, err = ss.ShareStreams(4 << 20); err != nil {
 			b.Fatal(err)
 		}

@@ -57,21 +57,8 @@ func TestSessionStreams(t *testing.T) {
 	ringVersion = wire.RingSet
 	defer func() { ringVersion = wire.RingV1 }()
 	s := serve(t, Config{Rings: 2})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	prod := a.dial(t, s.sock)
-	idx, _, err := prod.Register(reg(a.addr(0), 0), "sstream_ev u32 n", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := client.Dial(s.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ss, err := cons.NewSession(client.SessionOptions{Comm: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, prod, idx := producer(t, s, "sstream_ev u32 n")
+	ss := newSession(t, s, client.SessionOptions{Comm: true})
 	st, err := ss.ShareStreams(1 << 16)
 	if err != nil {
 		t.Fatal(err)
