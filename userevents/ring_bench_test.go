@@ -3,36 +3,16 @@ package userevents_test
 import (
 	"testing"
 
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/testutil"
-	"github.com/uetrace/uetrace/tracefs"
 	"github.com/uetrace/uetrace/userevents"
 )
 
 // ringEvent opens a File on a daemon in a child process with the ring
 // transport, and registers and enables the benchmarks' event.
 func ringEvent(b *testing.B) *userevents.Event {
-	o := &userevents.Options{Backend: userevents.Daemon, Socket: benchDaemon(b), Transport: userevents.RingTransport}
-	f, err := userevents.Open(o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { f.Close() })
-	if f.Transport() != userevents.RingTransport {
-		b.Fatalf("no ring: %v", f.RingError())
-	}
-	ev, err := f.Register("bench_write u32 a; u64 b; u32 c; char[16] d; u16 e", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	fs, err := tracefs.Open(o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { fs.Close() })
-	if err := fs.WriteFile("events/user_events/bench_write/enable", []byte("1"), 0); err != nil {
-		b.Fatal(err)
-	}
-	return ev
+	o := userevents.Options{Backend: userevents.Daemon, Socket: benchDaemon(b), Transport: userevents.RingTransport}
+	return daemontest.EnabledEvent(b, o, "bench_write u32 a; u64 b; u32 c; char[16] d; u16 e")
 }
 
 // BenchmarkDaemonRingWrite is Write on the daemon backend's fast path: the
