@@ -290,22 +290,6 @@ func TestHeldRingStallsOnlyItsDrainer(t *testing.T) {
 	}
 }
 
-// fdLinks are the process's descriptors and what they are.
-func fdLinks(t *testing.T) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot list descriptors: %v", err)
-	}
-	out := map[string]string{}
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-			out[e.Name()] = l
-		}
-	}
-	return out
-}
-
 // TestSetDescriptors: a ring set costs the daemon the descriptors a ring
 // does — the eventfd it keeps; the memfd is closed once mapped — and gives
 // it back when the connection goes.
