@@ -320,17 +320,8 @@ func (c *Consumer) Wait(timeout time.Duration) bool {
 	return ready
 }
 
-// WaitAt is Wait for a consumer that takes its ring in large pieces: it
-// sleeps until a producer's record leaves w bytes or more in the ring (see
-// SleepAt), or for at most timeout — which bounds how late a record below
-// the watermark is read.
-func (c *Consumer) WaitAt(w uint32, timeout time.Duration) bool {
-	ready, _ := c.wait(w, timeout)
-	return ready
-}
-
-// wait is WaitAt, also returning how the futex wait ended (0 if there was
-// none), for the tests.
+// wait is Wait with a watermark w (see SleepAt), also returning how the
+// futex wait ended (nil if there was none), for the tests.
 func (c *Consumer) wait(w uint32, timeout time.Duration) (bool, error) {
 	if timeout <= 0 {
 		c.publish()

@@ -13,27 +13,10 @@ import (
 // ErrNotReady after at most a ring's worth of progress, every byte the tail
 // passed is counted, and what it delivers is a record that fits the ring.
 func FuzzConsumer(f *testing.F) {
-	const size = 4096
-	p, err := Create(size)
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer p.Close()
-	data := unsafe.Slice((*byte)(p.r.data), size)
-	hdr := unsafe.Slice((*byte)(p.r.base), 64)
-	pristine := append([]byte(nil), hdr...)
-
-	seedRings(f, p)
-
+	const size = hostileSize
+	p, load := hostileRing(f)
 	f.Fuzz(func(t *testing.T, ring []byte, head, tail uint64, key uint64, header []byte, gone bool) {
-		copy(hdr, pristine)
-		copy(hdr, header) // usually empty: a valid header
-		clear(data)
-		copy(data, ring)
-		p.r.key = key
-		*p.r.u64(offKey) = key
-		atomic.StoreUint64(p.r.head, head)
-		atomic.StoreUint64(p.r.tail, tail)
+		load(ring, head, tail, key, header)
 
 		c, err := Attach(p.Fd())
 		if err != nil {
@@ -94,10 +77,39 @@ func FuzzConsumer(f *testing.F) {
 	})
 }
 
-// seedRings adds the seeds of the fuzz targets that read a hostile ring of
-// 4096 bytes: real rings — empty, records, a wrap, a torn one, a dead
-// reservation — each with the producer alive and gone. Each seed is the
-// data area, head, tail, key, header bytes (none: a valid header) and gone.
+// hostileSize is the data size of the fuzz targets' hostile rings.
+const hostileSize = 4096
+
+// hostileRing is the ring of the fuzz targets that read a hostile ring
+// (FuzzConsumer, FuzzPeek), seeded with seedRings; load makes it what one
+// input says — its data area, head, tail, key and header bytes (usually
+// none: a valid header) — as a hostile producer can.
+func hostileRing(f *testing.F) (p *Producer, load func(ring []byte, head, tail, key uint64, header []byte)) {
+	p, err := Create(hostileSize)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { p.Close() })
+	data := unsafe.Slice((*byte)(p.r.data), hostileSize)
+	hdr := unsafe.Slice((*byte)(p.r.base), 64)
+	pristine := append([]byte(nil), hdr...)
+	seedRings(f, p)
+	return p, func(ring []byte, head, tail, key uint64, header []byte) {
+		copy(hdr, pristine)
+		copy(hdr, header)
+		clear(data)
+		copy(data, ring)
+		p.r.key = key
+		*p.r.u64(offKey) = key
+		atomic.StoreUint64(p.r.head, head)
+		atomic.StoreUint64(p.r.tail, tail)
+	}
+}
+
+// seedRings adds the seeds of the fuzz targets that read a hostile ring:
+// real rings — empty, records, a wrap, a torn one, a dead reservation —
+// each with the producer alive and gone. Each seed is the data area, head,
+// tail, key, header bytes (none: a valid header) and gone.
 func seedRings(f *testing.F, p *Producer) {
 	size := p.r.size
 	data := unsafe.Slice((*byte)(p.r.data), size)

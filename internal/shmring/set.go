@@ -2,8 +2,6 @@ package shmring
 
 import (
 	"fmt"
-	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,13 +37,6 @@ import (
 // MaxSetRings bounds the rings of a set.
 const MaxSetRings = 1024
 
-// The header page of a stream set (stream.go): its magic and version at 0
-// and 8, then these.
-const (
-	offSetRings = 12
-	offSetSize  = 16
-)
-
 // ringOffset is the file offset of ring k's header page in a set of rings
 // of size data bytes.
 func ringOffset(page, size uint64, k int) int64 {
@@ -70,15 +61,7 @@ type SetProducer struct {
 // when first written: the rings of CPUs the process never runs on cost
 // address space, not memory.
 func CreateSet(n, size int) (*SetProducer, error) {
-	s := uint64(max(size, 0))
-	if n < 1 || n > MaxSetRings {
-		return nil, fmt.Errorf("a ring set of %d rings: want 1 to %d: %w", n, MaxSetRings, unix.EINVAL)
-	}
-	if err := checkSize(s); err != nil {
-		return nil, err
-	}
-	p := pageSize()
-	fd, err := sealedMemfd("uetrace-ringset", p+uint64(n)*(p+s))
+	fd, p, s, err := setMemfd("uetrace-ringset", "ring set", n, size)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +73,30 @@ func CreateSet(n, size int) (*SetProducer, error) {
 		r.r.initHeader()
 	}
 	return sp, nil
+}
+
+// setMemfd makes the memfd of a set of n rings of size data bytes each
+// (what: a "ring set" or a "stream set"), P + n·(P+S) bytes, sealed, and
+// returns it with P and S.
+func setMemfd(name, what string, n, size int) (fd int, page, s uint64, err error) {
+	s = uint64(max(size, 0))
+	if err := checkSetLen(n, what); err != nil {
+		return -1, 0, 0, err
+	}
+	if err := checkSize(s); err != nil {
+		return -1, 0, 0, err
+	}
+	page = pageSize()
+	fd, err = sealedMemfd(name, uint64(ringOffset(page, s, n)))
+	return fd, page, s, err
+}
+
+// checkSetLen checks the number of rings of a set.
+func checkSetLen(n int, what string) error {
+	if n < 1 || n > MaxSetRings {
+		return fmt.Errorf("%s: %d rings: want 1 to %d: %w", what, n, MaxSetRings, unix.EINVAL)
+	}
+	return nil
 }
 
 // mapRings maps the n rings of the set for producing; on failure it
@@ -109,57 +116,35 @@ func (sp *SetProducer) mapRings(n int, page, size uint64) error {
 	return nil
 }
 
-// setGeometry is what AttachSet and OpenSet learn from a memfd that is to
-// hold n rings: its size and seals checked, the ring size derived from its
-// size and n, never from the header.
-func setGeometry(fd, n int) (page, size uint64, err error) {
-	st, err := sealedSize(fd, "ring set")
+// setGeometry is what AttachSet, OpenSet and AttachStreams learn from a
+// memfd that is to hold n rings (what: a "ring set" or a "stream set"):
+// its size and seals checked, the ring size derived from its size and n,
+// never from a header.
+func setGeometry(fd, n int, what string) (page, size uint64, err error) {
+	st, err := sealedSize(fd, what)
 	if err != nil {
 		return 0, 0, err
 	}
 	page = pageSize()
-	if n < 1 || n > MaxSetRings {
-		return 0, 0, fmt.Errorf("ring set: %d rings: want 1 to %d: %w", n, MaxSetRings, unix.EINVAL)
+	if err := checkSetLen(n, what); err != nil {
+		return 0, 0, err
 	}
 	rest := uint64(st) - page
 	if uint64(st) <= page || rest%uint64(n) != 0 || rest/uint64(n) <= page {
-		return 0, 0, fmt.Errorf("ring set: the memfd's %d bytes are not a header page and %d rings: %w", st, n, unix.EINVAL)
+		return 0, 0, fmt.Errorf("%s: the memfd's %d bytes are not a first page and %d rings: %w", what, st, n, unix.EINVAL)
 	}
 	size = rest/uint64(n) - page
 	if err := checkSize(size); err != nil {
-		return 0, 0, fmt.Errorf("ring set: the memfd's %d bytes are not a header page and %d rings of a valid data size: %w", st, n, err)
+		return 0, 0, fmt.Errorf("%s: the memfd's %d bytes are not a first page and %d rings of a valid data size: %w", what, st, n, err)
 	}
 	return page, size, nil
-}
-
-// checkHeaderPage checks the header page of a stream set of n streams of
-// size bytes: its magic, version, ring count and size, each read once.
-func checkHeaderPage(fd int, page, size uint64, n int, magic uint64, version uint32, what string) error {
-	hdr, err := unix.MmapPtr(fd, 0, nil, uintptr(page), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return fmt.Errorf("%s: mapping its header: mmap: %w", what, err)
-	}
-	defer unix.MunmapPtr(hdr, uintptr(page))
-	if m := atomic.LoadUint64((*uint64)(hdr)); m != magic {
-		return fmt.Errorf("%s: bad magic %#x, not a uetrace %s: %w", what, m, what, unix.EINVAL)
-	}
-	if v := atomic.LoadUint32((*uint32)(unsafe.Add(hdr, 8))); v != version {
-		return fmt.Errorf("%s: version %d, this side speaks %d: %w", what, v, version, unix.EPROTONOSUPPORT)
-	}
-	if r := atomic.LoadUint32((*uint32)(unsafe.Add(hdr, offSetRings))); r != uint32(n) {
-		return fmt.Errorf("%s: the header says %d rings, this side takes %d: %w", what, r, n, unix.EINVAL)
-	}
-	if s := atomic.LoadUint64((*uint64)(unsafe.Add(hdr, offSetSize))); s != size {
-		return fmt.Errorf("%s: the header says rings of %d bytes, the memfd holds %d: %w", what, s, size, unix.EINVAL)
-	}
-	return nil
 }
 
 // OpenSet maps for producing a set of n rings another process created (a
 // child that inherited its memfd; the C interposer's library maps its
 // process's set the same way). The caller keeps ownership of fd.
 func OpenSet(fd, n int) (*SetProducer, error) {
-	page, size, err := setGeometry(fd, n)
+	page, size, err := setGeometry(fd, n, "ring set")
 	if err != nil {
 		return nil, err
 	}
@@ -178,12 +163,13 @@ func OpenSet(fd, n int) (*SetProducer, error) {
 
 // AttachSet maps for consuming the set of n rings in memfd fd: n is the
 // consumer's own count (its drainers), the ring size follows from the
-// memfd's size, which must be sealed against shrinking and growing; the
-// set's header and every ring's are checked as Attach checks one. Consumer
+// memfd's size, which must be sealed against shrinking and growing; every
+// ring's header is checked as Attach checks one (the set has none of its
+// own: its first page is reserved). Consumer
 // k drains ring k. The mappings do not keep fd, which the caller may
 // close; each Consumer is closed on its own.
 func AttachSet(fd, n int) ([]*Consumer, error) {
-	page, size, err := setGeometry(fd, n)
+	page, size, err := setGeometry(fd, n, "ring set")
 	if err != nil {
 		return nil, err
 	}
@@ -237,21 +223,6 @@ func (sp *SetProducer) Dropped() (records, bytes uint64) {
 		bytes += b
 	}
 	return records, bytes
-}
-
-// Wakes is how many wake-up system calls the set's rings made.
-func (sp *SetProducer) Wakes() (n uint64) {
-	for _, p := range sp.rings {
-		n += p.Wakes()
-	}
-	return n
-}
-
-// BoundTries is Producer.BoundTries for every ring of the set.
-func (sp *SetProducer) BoundTries(n int) {
-	for _, p := range sp.rings {
-		p.BoundTries(n)
-	}
 }
 
 // WakeByEventfd makes every ring of the set wake its consumer by adding 1

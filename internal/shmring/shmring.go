@@ -18,6 +18,10 @@
 // CPUs never share a head, and a consumer per ring index drains ring k of
 // every producer — the kernel's per-CPU buffers, in shared memory.
 //
+// A stream (stream.go) is the same layout with the roles reversed: a
+// trusted writer, the daemon, fills it with finished records of the
+// reader's format, which the reader takes as they lie — perf's mmap ring.
+//
 // # Layout
 //
 // A ring is a memfd of P+S bytes, P the page size (4096 on x86-64) and S the
@@ -173,8 +177,12 @@
 // record with the same checks and hands it over where it lies (a View: the
 // header's words loaded once each, the payload still in the ring); the
 // caller copies the payload once, straight into its own consumer's buffer,
-// validates that copy, and Advances. Either way the tail moves only past
-// records delivered or skipped by the rules below.
+// validates that copy — never the ring again, which the producer may be
+// rewriting — and Advances: the kernel's pattern for a write (reserve in
+// the consumer's buffer, copy the user's bytes in, validate them there,
+// commit or discard: trace_event_buffer_reserve, user_event_ftrace).
+// Either way the tail moves only past records delivered or skipped by the
+// rules below (one walk for both: Consumer.find).
 //
 // # Hostile memory
 //
@@ -436,6 +444,13 @@ func (r *ring) initHeader() {
 	var k [8]byte
 	unix.Getrandom(k[:], 0) // 8 bytes: getrandom(2) returns them whole once the pool is ready
 	r.key = binary.NativeEndian.Uint64(k[:])
+	r.writeHeader(magic, version)
+}
+
+// writeHeader writes the header of a new ring (or stream: no key) with the
+// given magic and version: the version, the geometry and r.key, the magic
+// last.
+func (r *ring) writeHeader(magic uint64, version uint32) {
 	*r.u32(offVersion) = version
 	*r.u32(offDataOffset) = uint32(r.page)
 	*r.u64(offSize) = r.size

@@ -52,8 +52,8 @@ import (
 // only between the tail it believed last and its own head (a reader that
 // lies gets a ring that looks full and loses its own records, which the
 // writer counts), the writer never reads the data area, and a reader that
-// keeps its sleeping word set costs at most one wake per streamWakeBytes
-// written or per streamWakeGap — never one per record.
+// keeps its sleeping word set costs at most one wake per streamWakeFrac of
+// the stream written or per streamWakeGap — never one per record.
 
 const (
 	streamMagic    = 0x014d525453544555 // "UETSTRM\x01", little-endian
@@ -103,22 +103,38 @@ type StreamSet struct {
 	writers []*StreamWriter
 }
 
-// offSetSleeping is the set's sleeping word, in its header page.
-const offSetSleeping = 64
+// The set's header page: its magic and version where a ring's are
+// (offMagic, offVersion), then these.
+const (
+	offSetStreams  = 12
+	offSetSize     = 16
+	offSetSleeping = 64 // the reader's: 1 while it sleeps on the set
+)
+
+// checkSetHeader checks the mapped header page of a stream set of n
+// streams of size bytes: its magic, version, stream count and size, each
+// read once.
+func checkSetHeader(hdr unsafe.Pointer, size uint64, n int) error {
+	if m := atomic.LoadUint64((*uint64)(unsafe.Add(hdr, offMagic))); m != streamSetMagic {
+		return fmt.Errorf("stream set: bad magic %#x, not a uetrace stream set: %w", m, unix.EINVAL)
+	}
+	if v := atomic.LoadUint32((*uint32)(unsafe.Add(hdr, offVersion))); v != streamVersion {
+		return fmt.Errorf("stream set: version %d, this side speaks %d: %w", v, streamVersion, unix.EPROTONOSUPPORT)
+	}
+	if r := atomic.LoadUint32((*uint32)(unsafe.Add(hdr, offSetStreams))); r != uint32(n) {
+		return fmt.Errorf("stream set: the header says %d streams, this side takes %d: %w", r, n, unix.EINVAL)
+	}
+	if s := atomic.LoadUint64((*uint64)(unsafe.Add(hdr, offSetSize))); s != size {
+		return fmt.Errorf("stream set: the header says streams of %d bytes, the memfd holds %d: %w", s, size, unix.EINVAL)
+	}
+	return nil
+}
 
 // CreateStreamSet makes a set of n streams of size data bytes each in a new
 // memfd, sealed against shrinking and growing, and maps it for writing.
 // The caller sends Fd to the reader.
 func CreateStreamSet(n, size int) (*StreamSet, error) {
-	s := uint64(max(size, 0))
-	if n < 1 || n > MaxSetRings {
-		return nil, fmt.Errorf("a stream set of %d streams: want 1 to %d: %w", n, MaxSetRings, unix.EINVAL)
-	}
-	if err := checkSize(s); err != nil {
-		return nil, err
-	}
-	p := pageSize()
-	fd, err := sealedMemfd("uetrace-stream", p+uint64(n)*(p+s))
+	fd, p, s, err := setMemfd("uetrace-stream", "stream set", n, size)
 	if err != nil {
 		return nil, err
 	}
@@ -135,16 +151,13 @@ func CreateStreamSet(n, size int) (*StreamSet, error) {
 			ss.Close()
 			return nil, fmt.Errorf("stream %d: %w", k, err)
 		}
-		*r.u32(offVersion) = streamVersion
-		*r.u32(offDataOffset) = uint32(p)
-		*r.u64(offSize) = s
-		atomic.StoreUint64(r.u64(offMagic), streamMagic)
+		r.writeHeader(streamMagic, streamVersion)
 		ss.writers = append(ss.writers, &StreamWriter{r: r, set: set, lastWake: -streamWakeGap})
 	}
-	*(*uint32)(unsafe.Add(ss.hdr, 8)) = streamVersion
-	*(*uint32)(unsafe.Add(ss.hdr, offSetRings)) = uint32(n)
+	*(*uint32)(unsafe.Add(ss.hdr, offVersion)) = streamVersion
+	*(*uint32)(unsafe.Add(ss.hdr, offSetStreams)) = uint32(n)
 	*(*uint64)(unsafe.Add(ss.hdr, offSetSize)) = s
-	atomic.StoreUint64((*uint64)(ss.hdr), streamSetMagic)
+	atomic.StoreUint64((*uint64)(unsafe.Add(ss.hdr, offMagic)), streamSetMagic)
 	return ss, nil
 }
 
@@ -297,16 +310,17 @@ type Streams struct {
 // writer made it: the geometry from the memfd's size and n, the set's and
 // each stream's header checked. The mappings do not keep fd.
 func AttachStreams(fd, n int) (*Streams, error) {
-	page, size, err := setGeometry(fd, n)
+	page, size, err := setGeometry(fd, n, "stream set")
 	if err != nil {
-		return nil, err
-	}
-	if err := checkHeaderPage(fd, page, size, n, streamSetMagic, streamVersion, "stream set"); err != nil {
 		return nil, err
 	}
 	hdr, err := unix.MmapPtr(fd, 0, nil, uintptr(page), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mapping the streams' header: mmap: %w", err)
+	}
+	if err := checkSetHeader(hdr, size, n); err != nil {
+		unix.MunmapPtr(hdr, uintptr(page))
+		return nil, err
 	}
 	st := &Streams{hdr: hdr, word: (*uint32)(unsafe.Add(hdr, offSetSleeping))}
 	for k := range n {

@@ -5,18 +5,6 @@ import (
 	"unsafe"
 )
 
-// Reading in place. Next copies a record out of the ring into the
-// consumer's buffer, and its caller then copies it again into wherever the
-// record goes. Peek instead hands over the committed record at the tail
-// where it lies, with every check Next makes (the same walk: Consumer.find),
-// and its header's words each loaded once; the caller copies the payload
-// once, straight into the space it reserved in its own buffer
-// (View.CopyPayload), reads and validates only that copy — never the ring
-// again, which the producer may be rewriting — and moves the tail past the
-// record with Advance. It is the kernel's pattern for a write: reserve in
-// the consumer's buffer, copy the user's bytes in, validate them there,
-// commit or discard (trace_event_buffer_reserve, user_event_ftrace).
-
 // A View is the committed record at a consumer's tail, still in the ring:
 // what Peek found. Its Meta is the record's header as loaded once at Peek;
 // the payload is in the ring (hostile memory) until copied. It is valid
@@ -77,8 +65,3 @@ func (c *Consumer) Advance(v *View) {
 	c.take(uint64(v.Size))
 	v.rec = nil
 }
-
-// Publish gives the producers the space consumed so far now, rather than
-// at the next batch: a consumer about to stop reading for a while calls
-// it.
-func (c *Consumer) Publish() { c.publish() }

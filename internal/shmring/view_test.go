@@ -4,7 +4,6 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
-	"unsafe"
 )
 
 // readOne is one step of a reader: Next into buf, or Peek, CopyPayload
@@ -109,31 +108,14 @@ func TestPeekNoAllocs(t *testing.T) {
 // inside the ring, one call skips at most a ring's worth, and every byte
 // the tail passed is counted.
 func FuzzPeek(f *testing.F) {
-	const size = 4096
-	p, err := Create(size)
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer p.Close()
-	data := unsafe.Slice((*byte)(p.r.data), size)
-	hdr := unsafe.Slice((*byte)(p.r.base), 64)
-	pristine := append([]byte(nil), hdr...)
-
-	seedRings(f, p)
-
+	const size = hostileSize
+	p, load := hostileRing(f)
 	type got struct {
 		meta Meta
 		pl   string
 	}
 	f.Fuzz(func(t *testing.T, ring []byte, head, tail uint64, key uint64, header []byte, gone bool) {
-		copy(hdr, pristine)
-		copy(hdr, header)
-		clear(data)
-		copy(data, ring)
-		p.r.key = key
-		*p.r.u64(offKey) = key
-		atomic.StoreUint64(p.r.head, head)
-
+		load(ring, head, tail, key, header)
 		var runs [2][]got
 		var stats [2]Stats
 		var tails [2]uint64

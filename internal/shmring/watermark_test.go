@@ -145,7 +145,7 @@ func TestWatermarkWakesPerWatermark(t *testing.T) {
 			if stop.Load() && n == 0 {
 				return
 			}
-			if !c.WaitAt(w, 20*time.Millisecond) && c.Pending() == 0 {
+			if ready, _ := c.wait(w, 20*time.Millisecond); !ready && c.Pending() == 0 {
 				timeouts++
 			}
 		}
@@ -175,17 +175,21 @@ func TestWatermarkWakesPerWatermark(t *testing.T) {
 	t.Logf("%d records, %d bytes: %d wakes, %d empty timeouts", total, bytes, p.Wakes(), timeouts)
 }
 
-// TestWaitAtWakes: WaitAt returns, woken, once a producer on another
-// goroutine brings the ring to the watermark — well before its timeout.
+// TestWaitAtWakes: a wait at a watermark returns, woken, once a producer
+// on another goroutine brings the ring to the watermark — well before its
+// timeout.
 func TestWaitAtWakes(t *testing.T) {
 	p, c := pair(t, 1<<16)
 	done := make(chan bool)
-	go func() { done <- c.WaitAt(2048, time.Hour) }()
+	go func() {
+		ready, _ := c.wait(2048, time.Hour)
+		done <- ready
+	}()
 	for {
 		select {
 		case ready := <-done:
 			if !ready {
-				t.Fatal("WaitAt returned with nothing to read")
+				t.Fatal("the wait returned with nothing to read")
 			}
 			if c.Pending() < 2048 {
 				t.Fatalf("woken with %d bytes, watermark 2048", c.Pending())
