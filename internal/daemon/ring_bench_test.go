@@ -73,7 +73,10 @@ func benchRingDeliver(b *testing.B, tid func(i int) uint32) {
 // producer connections: a batch published into each producer's ring (the
 // publish outside the timer), then Flush. The drainers' figure is their
 // merge of one CPU's rings, the checks, and the one copy into the
-// consumer's buffer, each record validated there.
+// consumer's buffer, each record validated there. With the stream
+// consumer, lost/record is what its streams lost of those records (their
+// LOST records' counts, and the losses Sync hands over) — read, as the
+// streams are emptied, outside the timer.
 func BenchmarkDaemonDeliver(b *testing.B) {
 	for _, consumer := range []string{"stream", "ftrace"} {
 		for _, v := range []uint32{wire.RingV1, wire.RingSet} {
@@ -97,6 +100,16 @@ func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) 
 		rcs = append(rcs, &ringClient{c: c, idx: idx, ring: shareTestRing(b, c, 4<<20)})
 	}
 	var st *client.SessionStreams
+	var lost uint64 // the stream consumer's: its LOST records' counts, and Sync's
+	consume := func() {
+		for k := range st.Len() {
+			r := st.Reader(k)
+			for _, rec := range streamRecs(b, r.Available()) {
+				lost += rec.n
+			}
+			r.Consume(len(r.Available()))
+		}
+	}
 	switch consumer {
 	case "stream":
 		ss := newSession(b, s, client.SessionOptions{Comm: true})
@@ -122,10 +135,7 @@ func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) 
 	for b.Loop() {
 		b.StopTimer()
 		if st != nil {
-			for k := range st.Len() {
-				r := st.Reader(k)
-				r.Consume(len(r.Available()))
-			}
+			consume()
 		}
 		for i := range batch {
 			rc := rcs[i%producers]
@@ -142,6 +152,16 @@ func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) 
 	b.StopTimer()
 	if got := s.RingStats().Delivered; got != uint64(n) {
 		b.Fatalf("%d delivered of %d", got, n)
+	}
+	if st != nil {
+		l, _, err := st.Sync()
+		if err != nil {
+			b.Fatal(err)
+		}
+		lost += l
+		consume()
+		// Beside the figure, what the streams lost of it.
+		b.ReportMetric(float64(lost)/float64(n), "lost/record")
 	}
 	// Wall time per record, and CPU: a set's records go to both CPUs'
 	// rings, whose drainers deliver them at once — the CPU a record costs

@@ -24,7 +24,7 @@ type streamRec struct {
 	n        uint64 // a LOST's count
 }
 
-func streamRecs(t *testing.T, b []byte) []streamRec {
+func streamRecs(t testing.TB, b []byte) []streamRec {
 	t.Helper()
 	var out []streamRec
 	for len(b) > 0 {
