@@ -217,13 +217,18 @@ func (g *drainers) close(set *ringSet) {
 
 // released is drainer k's word that ring r of its set is done with; the
 // last one hands the set to the waker, which unmaps it once it no longer
-// looks at it.
+// looks at it. A set counts once in RingStats, as it counts once in
+// Rings: released with its last ring.
 func (g *drainers) released(r *ringSource, st RingStats) {
 	set := r.set
+	st.Released = 0
 	set.mu.Lock()
 	set.stats.add(st)
 	set.left--
 	last := set.left == 0
+	if last {
+		set.stats.Released = 1
+	}
 	set.mu.Unlock()
 	if !last {
 		return

@@ -21,7 +21,7 @@ import (
 // RingStats are the fast path's counts for the rings of a Server's
 // connections, live and closed.
 type RingStats struct {
-	Rings     uint64 // rings clients shared
+	Rings     uint64 // rings clients shared, a ring set counting as one
 	Released  uint64 // of them, those released: producer gone, records delivered
 	Delivered uint64 // records handed to the subsystem and accepted
 	// Rejected are records the subsystem refused as it refuses a write: a

@@ -352,3 +352,21 @@ func TestSetDescriptors(t *testing.T) {
 		t.Errorf("a ring costs %d descriptors and gives %d back; a set %d and %d", cost[0], given[0], cost[1], given[1])
 	}
 }
+
+// TestSetCountsOnce: a ring set counts once in RingStats.Rings and, when
+// its connection is gone, once in Released — as a ring does — whatever
+// its ring count.
+func TestSetCountsOnce(t *testing.T) {
+	ringVersion = wire.RingSet
+	defer func() { ringVersion = wire.RingV1 }()
+	s := serve(t, Config{Rings: 2})
+	rc := newRingClient(t, s, "count_ev", 1<<16)
+	if st := s.RingStats(); st.Rings != 1 || st.Released != 0 {
+		t.Fatalf("with a set shared: %d rings, %d released; want 1, 0", st.Rings, st.Released)
+	}
+	rc.c.Close()
+	testutil.Wait(t, "the set released", func() bool { return ringsReleased(s) })
+	if st := s.RingStats(); st.Rings != 1 || st.Released != 1 {
+		t.Errorf("after its connection went: %d rings, %d released; want 1, 1", st.Rings, st.Released)
+	}
+}
