@@ -320,16 +320,15 @@ func (g *drainers) stop() {
 }
 
 // stats are the sets' counts: those released exactly, the live ones'
-// as the drainers have counted so far.
+// as the drainers have counted so far — each ring's live counts, also of
+// the rings of a live set already let go of, whose counts are in the
+// set's stats too until the set is released (counted once, there).
 func (g *drainers) stats() RingStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t := g.totals
 	t.Sleeps, t.Woken, t.Timeouts = g.sleeps.Load(), g.woken.Load(), g.timeouts.Load()
 	for set := range g.sets {
-		set.mu.Lock()
-		t.add(set.stats)
-		set.mu.Unlock()
 		for _, r := range set.srcs {
 			t.add(r.live())
 		}

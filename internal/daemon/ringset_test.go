@@ -370,3 +370,45 @@ func TestSetCountsOnce(t *testing.T) {
 		t.Errorf("after its connection went: %d rings, %d released; want 1, 1", st.Rings, st.Released)
 	}
 }
+
+// TestSetStatsCountedOnce: while a ring set is let go of — each drainer
+// releasing its ring, then the waker the set — RingStats never counts a
+// record twice: the rings' live counts and the released set's are never
+// both in it (they were: Delivered read twice the records, from the last
+// ring's release until the waker took the set).
+func TestSetStatsCountedOnce(t *testing.T) {
+	ringVersion = wire.RingSet
+	defer func() { ringVersion = wire.RingV1 }()
+	s := serve(t, Config{Rings: 2})
+	for iter := range 20 {
+		rc := newRingClient(t, s, "once_ev", 1<<16)
+		base := s.RingStats().Delivered
+		const n = 200
+		for i := range n {
+			if !rc.ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: rc.idx, TID: uint32(os.Getpid()), CPU: uint32(i % 2)}, u32rec(uint32(i))) {
+				t.Fatal("ring full")
+			}
+		}
+		s.Flush()
+		// Read the counts without pause while the connection goes.
+		stop, most := make(chan struct{}), make(chan uint64)
+		go func() {
+			var m uint64
+			for {
+				select {
+				case <-stop:
+					most <- m
+					return
+				default:
+				}
+				m = max(m, s.RingStats().Delivered-base)
+			}
+		}()
+		rc.c.Close()
+		testutil.Wait(t, "the set released", func() bool { return ringsReleased(s) })
+		close(stop)
+		if m := <-most; m != n {
+			t.Fatalf("iteration %d: RingStats said %d records delivered at most, of %d", iter, m, n)
+		}
+	}
+}
