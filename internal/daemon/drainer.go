@@ -49,8 +49,9 @@ import (
 // busyWait. An idle drainer — its last busy sleep found nothing — sleeps
 // until the first record (watermark 1) for at most idleWait, so that a
 // lone record is delivered at once and an idle daemon wakes rarely. While
-// someone waits in a read of the trace (trace_pipe), every drainer uses
-// watermark 1.
+// someone waits in a read of the trace (trace_pipe), every drainer that
+// goes to sleep uses watermark 1 (one already asleep at a busy watermark
+// keeps it, for at most busyWait: a read does not wake the drainers).
 const (
 	maxDrainers     = 64
 	busyWait        = 10 * time.Millisecond
@@ -483,8 +484,9 @@ func (d *drainer) sleep() {
 }
 
 // readerWaits says a reader waits in a read of the trace: until done is
-// called, drainers sleep with watermark 1, so that what producers publish
-// reaches it at once rather than within busyWait.
+// called, drainers go to sleep with watermark 1, so that what producers
+// publish reaches it at once rather than within busyWait (once a drainer
+// asleep at a busy watermark has woken: see drainers).
 func (g *drainers) readerWaits() (done func()) {
 	g.lowLatency.Add(1)
 	return func() { g.lowLatency.Add(-1) }
