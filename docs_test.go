@@ -233,8 +233,8 @@ func TestREADMECProgram(t *testing.T) {
 // says — its block as main's body — and runs it on a daemon as the README
 // does, until its record is in the trace. The block once wrote one record
 // and returned: by the time `uetrace enable myapp_request` ran, the event
-// was gone with its last registration (Linux 6.6's auto-delete), and the
-// README's commands failed with ENOENT.
+// was gone with its last registration (Linux's auto-delete of an event
+// nothing holds), and the README's commands failed with ENOENT.
 func TestREADMEGoProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs uetrace")
@@ -294,7 +294,7 @@ func startREADME(t *testing.T, dir string) *readmeRun {
 	t.Cleanup(cancel)
 	r := &readmeRun{t: t, ctx: ctx, bin: testutil.Uetrace(t), dir: dir,
 		env: append(os.Environ(), "UETRACE_SOCKET="+filepath.Join(dir, "uetrace.sock"))}
-	r.start(r.bin, "serve")
+	r.start("serve")
 	r.until(regexp.MustCompile(`(?m)^EVENT`), "status")
 	return r
 }

@@ -66,19 +66,19 @@
 // The daemon backend writes through rings shared with the daemon
 // (RingTransport, the default): one per CPU index the daemon drains apart
 // (a ring set; a daemon before ring sets is written to over the socket).
-// Write checks the
-// payload here with the kernel's rules and returns the kernel's errno,
-// then publishes the record into the ring of the CPU it runs on, with its
-// time, thread and CPU (internal/stamp), without a system call; the
-// daemon delivers each CPU's records in time order into that CPU's
-// buffers, and its readers merge the CPUs by time, as the kernel's do.
-// When a ring is full — the daemon did not keep up — the record is
-// dropped, Write still succeeds, and Event.Dropped counts it, as a full
-// kernel ring buffer drops; the daemon learns of it with the next write
-// into that ring and its consumers count it ("LOST n EVENTS" in the
+// Write checks the payload here with the kernel's rules and returns the
+// kernel's errno, then publishes the record into the ring of the CPU it
+// runs on, with its time, thread and CPU (internal/stamp), without a
+// system call; the daemon delivers each CPU's records in time order into
+// that CPU's buffers, and its readers merge the CPUs by time, as the
+// kernel's do. When a ring is full — the daemon did not keep up — the
+// record is dropped, Write still succeeds, and Event.Dropped counts it, as
+// a full kernel ring buffer drops; the daemon learns of it with the next
+// write into that ring and its consumers count it ("LOST n EVENTS" in the
 // trace, PERF_RECORD_LOST in perf.data). Each ring's size is
-// Options.RingKB, else $UETRACE_RING_KB, else its share of DefaultRingKB. With Options.Transport set to SocketTransport, or when the
-// daemon refuses a ring, each Write is sent to the daemon and waits for its
+// Options.RingKB, else $UETRACE_RING_KB, else its share of DefaultRingKB.
+// With Options.Transport set to SocketTransport, or when the daemon
+// refuses a ring, each Write is sent to the daemon and waits for its
 // answer instead. A command containing a NUL byte is
 // EINVAL on every backend: the kernel would silently register only the part
 // before it.

@@ -16,8 +16,9 @@ import (
 
 // What a program does: open user_events (the kernel's where it has them,
 // else the uetrace daemon's), register an event once, and write it while
-// something traces it — for as long as it runs, since an event lives only
-// while a program has it registered (Linux 6.6's auto-delete). This needs
+// something traces it — for as long as it runs, since Linux deletes an
+// event (not persistent) once nothing holds it: no registration, no
+// descriptor, no tracer (auto-delete at its last reference). This needs
 // the kernel or a running `uetrace serve`, so it is compiled but not run
 // here (TestREADMEGoProgram runs it on a daemon); Example runs the same
 // calls in-process.

@@ -57,8 +57,10 @@ func (t Transport) String() string {
 // DefaultRingKB is what the rings of a File take together when neither
 // Options.RingKB nor the environment says: each of the R rings of its ring
 // set gets DefaultRingKB/R KiB, rounded down to a power of two, and at
-// least minRingKB — room for some 20 000 records of 34 bytes while the
-// daemon is not draining.
+// least minRingKB. A record of 34 bytes takes 72 in a ring (a 32-byte
+// header, padded to 8): 1024 KiB is room for some 14 500 of them while the
+// daemon is not draining, across the rings — a thread writing on one CPU
+// has its ring's share.
 const DefaultRingKB = 1024
 
 // minRingKB is the least a ring of a set gets by default.

@@ -20,17 +20,10 @@ import (
 	"github.com/uetrace/uetrace/userevents"
 )
 
-// Protocol values of package daemon's wire format (daemon/wire.go), which
-// the relay below needs to recognise a message.
-const (
-	wireOpWrite  = 5
-	wireOpRing   = 14
-	wireOpResult = 0x8000
-	// wireOpHelloOK is the Hello's reply; helloOKBefore its length from a
-	// daemon before ring sets: header, version, pid, flags.
-	wireOpHelloOK = 0x8002
-	helloOKBefore = 8 + 12
-)
+// helloOKBefore is the length of the Hello's reply from a daemon before
+// ring sets: the header, then version, pid and flags (wire's HelloOK
+// without R).
+const helloOKBefore = wire.HeaderSize + 12
 
 // refusingRelay stands between clients and a real daemon at upstream: it
 // passes every message on, descriptors included, except the Ring request,
@@ -89,29 +82,24 @@ func startRelay(t *testing.T, upstream string, old bool) (string, *refusingRelay
 func (r *refusingRelay) pass(src, dst *net.UnixConn, fromClient bool) {
 	buf := make([]byte, wire.MaxMessage+1)
 	oob := make([]byte, 256)
-	le := binary.LittleEndian
+	le := wire.LE
 	for {
 		n, oobn, _, _, err := src.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
 			return
 		}
-		if !fromClient && r.old && n > helloOKBefore && le.Uint16(buf) == wireOpHelloOK {
+		if !fromClient && r.old && n > helloOKBefore && le.Uint16(buf) == wire.OpHelloOK {
 			n = helloOKBefore
 		}
-		if fromClient && !r.old && n >= 2 && le.Uint16(buf) == wireOpRing {
+		if fromClient && !r.old && n >= 2 && le.Uint16(buf) == wire.OpRing {
 			closeRights(oob[:oobn])
-			out := le.AppendUint16(nil, wireOpResult)
-			out = le.AppendUint16(out, 0)
-			out = le.AppendUint32(out, 0)
-			ret := -int64(unix.EINVAL)
-			out = le.AppendUint64(out, uint64(ret))
-			out = append(out, refusal+": invalid argument"...)
+			out := wire.AppendResult(nil, 0, fmt.Errorf("%s: %w", refusal, unix.EINVAL))
 			if _, err := src.Write(out); err != nil {
 				return
 			}
 			continue
 		}
-		if fromClient && n >= 2 && le.Uint16(buf) == wireOpWrite {
+		if fromClient && n >= 2 && le.Uint16(buf) == wire.OpWrite {
 			r.writes.Add(1)
 		}
 		_, _, err = dst.WriteMsgUnix(buf[:n], oob[:oobn], nil)

@@ -167,7 +167,6 @@ func TestRingFallsBackToSocket(t *testing.T) {
 		defer c.Close()
 		buf := make([]byte, 1<<16)
 		oob := make([]byte, 256)
-		le := binary.LittleEndian
 		for first := true; ; first = false {
 			n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
 			if err != nil || n == 0 {
@@ -183,19 +182,12 @@ func TestRingFallsBackToSocket(t *testing.T) {
 			}
 			var out []byte
 			if first {
-				out = le.AppendUint16(out, 0x8002) // HelloOK
-				out = le.AppendUint16(out, 0)
-				out = le.AppendUint32(out, 0)
-				out = le.AppendUint32(out, wire.Version)
-				out = le.AppendUint32(out, uint32(os.Getpid()))
-				out = le.AppendUint32(out, 0)
+				out = wire.AppendHeader(out, wire.OpHelloOK, 0, 0)
+				out = wire.LE.AppendUint32(out, wire.Version)
+				out = wire.LE.AppendUint32(out, uint32(os.Getpid()))
+				out = wire.LE.AppendUint32(out, 0)
 			} else {
-				out = le.AppendUint16(out, 0x8000) // Result
-				out = le.AppendUint16(out, 0)
-				out = le.AppendUint32(out, 0)
-				ret := -int64(unix.EPROTO)
-				out = le.AppendUint64(out, uint64(ret))
-				out = append(out, fmt.Sprintf("unknown request %d: protocol error", le.Uint16(buf))...)
+				out = wire.AppendResult(out, 0, fmt.Errorf("unknown request %d: %w", wire.LE.Uint16(buf), unix.EPROTO))
 			}
 			if _, err := c.Write(out); err != nil {
 				return

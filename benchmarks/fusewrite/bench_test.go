@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/kernel/vmtest"
@@ -65,7 +64,7 @@ func BenchmarkWrite(b *testing.B) {
 	if err := vmtest.Build("github.com/uetrace/uetrace/cmd/uetrace", uetrace); err != nil {
 		b.Fatal(err)
 	}
-	sock := startDaemon(b, uetrace, tmp)
+	sock := vmtest.Serve(b, uetrace, tmp)
 
 	b.Run("fuse-enabled", func(b *testing.B) {
 		r := runProgram(b, tmp, b.N, 0, uetrace, "run", "--private", "--")
@@ -94,7 +93,7 @@ func BenchmarkWrite(b *testing.B) {
 			}
 			dir := b.TempDir()
 			var sock string
-			onCPU(b, cpu, func() { sock = startDaemon(b, uetrace, dir) })
+			onCPU(b, cpu, func() { sock = vmtest.Serve(b, uetrace, dir) })
 			fusePath(b, tmp, null, uetrace, sock, &cpu)
 		})
 		b.Run("unpinned", func(b *testing.B) { fusePath(b, tmp, null, uetrace, sock, nil) })
@@ -122,34 +121,6 @@ func BenchmarkWrite(b *testing.B) {
 			b.ReportMetric(float64(ev.Dropped())/float64(b.N), "dropped/op")
 			b.ReportMetric(float64(uint64(b.N)-ev.Dropped())/sec, "delivered/s")
 		})
-	}
-}
-
-// startDaemon starts `uetrace serve` on a socket in dir and returns the
-// socket once the daemon answers; the benchmark's cleanup ends it.
-func startDaemon(b *testing.B, uetrace, dir string) string {
-	sock := filepath.Join(dir, "uetrace.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, uetrace, "serve", "--socket", sock)
-	cmd.WaitDelay = 10 * time.Second
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		cancel()
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cancel(); cmd.Wait() })
-	deadline := time.Now().Add(time.Minute)
-	for {
-		c, err := client.Dial(sock, nil)
-		if err == nil {
-			c.Close()
-			return sock
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("uetrace serve did not answer on %s within a minute: %v\n%s", sock, err, stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/testutil"
@@ -77,7 +76,7 @@ func BenchmarkInterposer(b *testing.B) {
 	if err := os.WriteFile(lib, preload.Library, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	sock := startDaemon(b, uetrace, tmp)
+	sock := vmtest.Serve(b, uetrace, tmp)
 
 	b.Run("go-ring", func(b *testing.B) {
 		o := userevents.Options{Backend: userevents.Daemon, Socket: sock, Transport: userevents.RingTransport}
@@ -133,34 +132,6 @@ func BenchmarkInterposer(b *testing.B) {
 		b.ReportMetric(v["written"]-float64(recorded), "lost")
 		b.Logf("uetrace record: %s", strings.TrimSpace(summary))
 	})
-}
-
-// startDaemon starts `uetrace serve` on a socket in dir and returns the
-// socket once the daemon answers; the benchmark's cleanup ends it.
-func startDaemon(tb testing.TB, uetrace, dir string) string {
-	sock := filepath.Join(dir, "uetrace.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, uetrace, "serve", "--socket", sock)
-	cmd.WaitDelay = 10 * time.Second
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		cancel()
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { cancel(); cmd.Wait() })
-	deadline := time.Now().Add(time.Minute)
-	for {
-		c, err := client.Dial(sock, nil)
-		if err == nil {
-			c.Close()
-			return sock
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("uetrace serve did not answer on %s within a minute: %v\n%s", sock, err, stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // run runs a program (under uetrace run, or with env) with a deadline and

@@ -71,7 +71,7 @@ func TestThirdPartySameTrace(t *testing.T) {
 	clients := append(linuxTracepointsClients(t), pythonClient())
 	clients = append(clients, goPortClients(t, tmp)...)
 
-	d := &daemon{uetrace: uetrace, sock: startDaemon(t, uetrace, tmp), data: filepath.Join(tmp, "perf.data")}
+	d := &daemon{uetrace: uetrace, sock: vmtest.Serve(t, uetrace, tmp), data: filepath.Join(tmp, "perf.data")}
 	for _, c := range clients {
 		if c.skip != "" {
 			continue

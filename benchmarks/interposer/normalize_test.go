@@ -2,25 +2,28 @@ package interposer
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 )
 
 func TestNormalize(t *testing.T) {
-	// Two runs of one program: other pids, CPUs and times, the same records.
-	run1 := `# tracer: nop
+	// Two runs of one program: the same records, written by other tasks
+	// (python3's process and thread, my-prog's), on other CPUs, at other
+	// times — the trace file's python3 lines in the kernel's widths
+	// (trace_print_context: "%16s-%-7d ", "[%03d] "), my-prog's with a
+	// comm of a space and a dash and its tgid (record-tgid: "(%7d) "),
+	// then a line of uetrace report's.
+	run := func(pid, tid, prog, cpu0, cpu1 int, t0, t1, t2 string) string {
+		return fmt.Sprintf(`# tracer: nop
 # entries-in-buffer/entries-written: 4/4   #P:2
-         python3-13181   [000] ..... 12698.345676: py_fixed: n=0x1 (1) tag=tag-00001
-         python3-13242   [001] ..... 12698.347659: py_fixed: n=0xa (10) tag=thread
- my-prog-1 2-99 (     99) [001] d.... 7.000001: ev: a=1
- python3   13181/13242   [001] 12698.347659:             user_events:py_fixed: n=10 tag=thread
-`
-	run2 := `# tracer: nop
-# entries-in-buffer/entries-written: 4/4   #P:2
-         python3-7   [001] ..... 99.000001: py_fixed: n=0x1 (1) tag=tag-00001
-         python3-123456 [000] ..... 100.000002: py_fixed: n=0xa (10) tag=thread
- my-prog-1 2-5 (      5) [000] d.... 8.000001: ev: a=1
- python3   7/123456   [000] 100.000002:             user_events:py_fixed: n=10 tag=thread
-`
+         python3-%-7[1]d [%03[4]d] ..... %[6]s: py_fixed: n=0x1 (1) tag=tag-00001
+         python3-%-7[2]d [%03[5]d] ..... %[7]s: py_fixed: n=0xa (10) tag=thread
+ my-prog-1 2-%[3]d (%7[3]d) [%03[5]d] d.... %[8]s: ev: a=1
+ python3   %[1]d/%[2]d   [%03[5]d] %[7]s:             user_events:py_fixed: n=10 tag=thread
+`, pid, tid, prog, cpu0, cpu1, t0, t1, t2)
+	}
+	run1 := run(13181, 13242, 99, 0, 1, "12698.345676", "12698.347659", "7.000001")
+	run2 := run(7, 123456, 5, 1, 0, "99.000001", "100.000002", "8.000001")
 	want := `# tracer: nop
 # entries-in-buffer/entries-written: 4/4   #P:2
 python3-P1 [CPU] ..... TIME: py_fixed: n=0x1 (1) tag=tag-00001

@@ -70,9 +70,9 @@ func (h *dataHandle) InlineWrites() bool { return true }
 //     the first arrives short too, and is made whole from the caller's
 //     memory (pieces.go).
 //
-// Nothing in the request tells either, so the call is read at every write:
-// it is what is left of a write's cost here besides the round trip itself
-// (BENCHMARKS.md, "FUSE write path"). Where the call cannot be read (no
+// Nothing in the request tells any of these, so the call is read at every
+// write: it is what is left of a write's cost here besides the round trip
+// itself (BENCHMARKS.md, "FUSE write path"). Where the call cannot be read (no
 // right to ptrace the caller) the request is taken as a complete write(2).
 // A caller that cannot be found in this process's /proc (Options.PIDs)
 // writes as thread 0.

@@ -350,24 +350,14 @@ func (m *Mem) ReadV(p []byte, remote []unix.RemoteIovec) (int, error) {
 	if m.pidfd < 0 {
 		return 0, ErrClosed
 	}
-	if len(remote) == 0 {
-		return 0, nil
-	}
 	return m.rwv(false, p, remote)
 }
 
 // rw is one process_vm_readv or process_vm_writev of p at addr, followed by
 // the pidfd check that makes its result the process's. Called with mu held.
 func (m *Mem) rw(write bool, p []byte, addr uint64) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
 	if addr+uint64(len(p)) < addr {
-		op := "read"
-		if write {
-			op = "write"
-		}
-		return 0, fmt.Errorf("procmem: %s of %d bytes at %#x wraps around: %w", op, len(p), addr, unix.EFAULT)
+		return 0, fmt.Errorf("procmem: %s of %d bytes at %#x wraps around: %w", opName(write), len(p), addr, unix.EFAULT)
 	}
 	return m.rwv(write, p, []unix.RemoteIovec{{Base: uintptr(addr), Len: len(p)}})
 }
@@ -375,13 +365,10 @@ func (m *Mem) rw(write bool, p []byte, addr uint64) (int, error) {
 // rwv is rw of p at the remote iovecs (the first's address names the
 // access in errors). Called with mu held.
 func (m *Mem) rwv(write bool, p []byte, remote []unix.RemoteIovec) (int, error) {
-	if len(p) == 0 {
+	if len(p) == 0 || len(remote) == 0 {
 		return 0, nil
 	}
-	op := "read"
-	if write {
-		op = "write"
-	}
+	op := opName(write)
 	addr := uint64(remote[0].Base)
 	n, err := m.vm(write, [][]byte{p}, remote)
 	if m.exitedNow() {
@@ -410,6 +397,14 @@ func (m *Mem) rwv(write bool, p []byte, remote []unix.RemoteIovec) (int, error) 
 	default:
 		return 0, fmt.Errorf("procmem: %s of %d bytes at %#x in process %d: %w", op, len(p), addr, m.pid, err)
 	}
+}
+
+// opName names an access in errors.
+func opName(write bool) string {
+	if write {
+		return "write"
+	}
+	return "read"
 }
 
 // vm is one process_vm_readv or process_vm_writev through the thread m.via

@@ -138,10 +138,11 @@ type Options struct {
 	// SinkLatency is how late a daemon session's sample may reach Sink,
 	// at most: 0, as soon as the daemon delivers it (a wake per delivery,
 	// at most one per 100 µs); more, and while the session's streams
-	// fill slowly the recording takes them every SinkLatency on a timer
-	// instead — runs of samples, and no goroutine blocked in futex(2),
-	// which keeps Go's sysmon polling (see streamWait). For a Sink that
-	// batches anyway: the userevents receiver.
+	// fill slowly the recording takes them every SinkLatency — at most
+	// 10 ms (streamWaitMax) — on a timer instead: runs of samples, and no
+	// goroutine blocked in futex(2), which keeps Go's sysmon polling (see
+	// streamWait). For a Sink that batches anyway: the userevents
+	// receiver.
 	SinkLatency time.Duration
 }
 

@@ -20,8 +20,10 @@ import (
 // kernel writes perf's per-CPU mmap rings. The recording takes each
 // stream's bytes between its tail and the head as they lie and hands them
 // to the file in one piece (Recorder.records): it walks their headers for
-// its counts, and copies the bytes once, into the file writer's chunk,
-// which goes to the disk with O_DIRECT where the file system takes it.
+// its counts, and copies the bytes into the file writer's chunk, which
+// goes to the disk with O_DIRECT where the file system takes it — once
+// for a run longer than a sixteenth of perfdata.Writer's buffer (64 KiB),
+// through that buffer (twice) for a shorter one.
 // With a task filter, a Sink or per-process counts, each record is looked
 // at and written on its own, as a kernel ring's.
 //
@@ -120,7 +122,7 @@ func (d *daemonSource) streamWait(timeout time.Duration) {
 	st.taken = 0
 }
 
-// held is what the streams hold now, each stream's believed (Available).
+// held is what the streams hold now: the sum of their Available.
 func (st *streamState) held() int {
 	n := 0
 	for k := range st.st.Len() {
@@ -174,7 +176,11 @@ func (d *daemonSource) streamSync(to sink) {
 	}
 }
 
-// streamTake gives to what each stream holds now, and frees it.
+// streamTake gives to what each stream holds now, and frees it. A stream
+// whose head the daemon moved past what the stream can hold shows nothing
+// (shmring.StreamReader.Available) and never will again: that is the
+// daemon's fault, and the recording stops with it rather than wait for
+// records that cannot come.
 func (d *daemonSource) streamTake(to sink) {
 	for k := range d.streams.st.Len() {
 		r := d.streams.st.Reader(k)
@@ -182,6 +188,8 @@ func (d *daemonSource) streamTake(to sink) {
 			to.records(b)
 			r.Consume(len(b))
 			d.streams.taken += len(b)
+		} else if r.BadHead() > 0 && d.streams.err == nil {
+			d.streams.err = fmt.Errorf("daemon session stream %d: its head is more than the stream's %d bytes past what was read: %w", k, r.Size(), errMalformed)
 		}
 	}
 }
@@ -234,7 +242,7 @@ func (r *Recorder) records(b []byte) {
 				runID, run, runN = id, r.byID[id], 0
 				if run == nil {
 					// An event attached after the start: its attr first.
-					r.resolveType(int(id) - 1)
+					r.resolveType(wire.TypeID(id))
 					run = r.byID[id]
 				}
 			}

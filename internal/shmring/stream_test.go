@@ -334,3 +334,28 @@ func BenchmarkStream(b *testing.B) {
 		}
 	}
 }
+
+// TestStreamBadHead: a head more than the stream's size past the tail is
+// not believed — nothing is available, and BadHead says so — and once the
+// head is believable again the bytes before it are.
+func TestStreamBadHead(t *testing.T) {
+	const size = 4096
+	ss, st := streamPair(t, 1, size)
+	sr := st.Reader(0)
+	w := ss.Writer(0)
+	b := w.Reserve(64)
+	putFrame(b, 1)
+	w.Commit(64)
+	w.Publish()
+	if got := len(sr.Available()); got != 64 {
+		t.Fatalf("Available: %d bytes, want 64", got)
+	}
+	atomic.StoreUint64(sr.r.head, sr.tail+size+8) // as a broken writer would
+	if got := sr.Available(); got != nil || sr.BadHead() == 0 {
+		t.Fatalf("a head %d bytes past the tail: Available %d bytes, BadHead %d; want none and counted", size+8, len(got), sr.BadHead())
+	}
+	atomic.StoreUint64(sr.r.head, sr.tail+64)
+	if got := len(sr.Available()); got != 64 {
+		t.Fatalf("the head believable again: Available %d bytes, want 64", got)
+	}
+}

@@ -156,8 +156,9 @@ func BenchmarkWriteFtraceParallel(b *testing.B) {
 // producer's ring into one consumer (the 46-byte payload of
 // benchWriteSetup): in place, the payload copied once into the sample
 // reserved in a session's stream (stream) or the trace buffer's page
-// (ftrace); and, to compare, today's way, copied out of the ring (Next)
-// then written (WriteStamped) into a session's stream.
+// (ftrace); and, to compare, the way before File.Deliver, copied out of
+// the ring (Next) then written (WriteStamped, now the tests' reference)
+// into a session's stream.
 func BenchmarkDeliver(b *testing.B) {
 	for _, c := range []struct {
 		name            string

@@ -106,21 +106,6 @@ func (ss *Session) unfiltered(ev *Event) bool {
 	return m == nil || (*m)[ev] == nil
 }
 
-// StreamWakes is how many times the session's streams woke their reader.
-func (ss *Session) StreamWakes() (wakes uint64) {
-	r := ss.streams.Load()
-	if r == nil {
-		return 0
-	}
-	for k := range r.rings {
-		sr := &r.rings[k]
-		sr.mu.Lock()
-		wakes += sr.w.Stats().Wakes
-		sr.mu.Unlock()
-	}
-	return wakes
-}
-
 // A Batch is a deliverer's hold on the stream it delivered into last: a
 // goroutine that delivers many records — a daemon's drainer, whose records
 // of one CPU go to one stream of each session — keeps that stream locked
@@ -256,17 +241,9 @@ func (ss *Session) deliverStreamFrom(r *sessionStreams, ev *Event, w *Writer, ts
 	bt := p.batch
 	sr, b := r.reserve(ev, w, ts, size, bt)
 	if b == nil {
-		bp := scratch.Get().(*[]byte)
-		rec := *bp
-		if cap(rec) < size {
-			rec = make([]byte, 0, size)
-		}
-		rec = rec[:size]
-		putHeader(rec, ev, w)
-		p.copyTo(rec[eventdef.HeaderSize:])
+		rec, bp := scratchRecord(ev, w, size, p)
 		err := ev.def.Validate(rec)
-		*bp = rec[:0]
-		scratch.Put(bp)
+		putScratch(bp, rec)
 		if err != nil {
 			sr.done(bt)
 			return err
@@ -289,9 +266,7 @@ func (ss *Session) deliverStreamFrom(r *sessionStreams, ev *Event, w *Writer, ts
 	return nil
 }
 
-// note adds a lost run to the stream's (locked): into the last run when it
-// is of the same event and kind, else a new one while there are fewer
-// than maxLostNotes, else into the last run of its kind.
+// note adds a lost run to the stream's (locked), as addLostNote does.
 func (sr *streamRing) note(l lostNote) {
 	sr.lost = addLostNote(sr.lost, l)
 }
@@ -341,7 +316,7 @@ func (ss *Session) countLost(n uint64, flags uint32) {
 	ss.mu.Unlock()
 }
 
-// takeLostStreams is TakeLost for a session with streams: each stream's
+// takeLost is TakeLost for a session with streams: each stream's
 // runs are written into it if they fit, and the rest are handed over.
 func (r *sessionStreams) takeLost() (n, tooLarge uint64) {
 	for k := range r.rings {

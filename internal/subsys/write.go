@@ -80,6 +80,27 @@ func (f *File) Write(w Writer, b []byte, off int64) (int, error) {
 // allocate.
 var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
+// scratchRecord assembles the record of ev by w, size bytes — its header,
+// then p's payload, copied once — in a scratch buffer, bp, which the
+// caller gives back with putScratch once done with rec.
+func scratchRecord(ev *Event, w *Writer, size int, p payload) (rec []byte, bp *[]byte) {
+	bp = scratch.Get().(*[]byte)
+	rec = *bp
+	if cap(rec) < size {
+		rec = make([]byte, 0, size)
+	}
+	rec = rec[:size]
+	putHeader(rec, ev, w)
+	p.copyTo(rec[eventdef.HeaderSize:])
+	return rec, bp
+}
+
+// putScratch gives back bp, the scratch buffer rec was assembled in.
+func putScratch(bp *[]byte, rec []byte) {
+	*bp = rec[:0]
+	scratch.Put(bp)
+}
+
 // payload is where a write's payload is: the bytes of iov after the write
 // index (a writev's vectors), or the record v in a client's ring.
 type payload struct {
@@ -192,15 +213,7 @@ func (f *File) write(w Writer, p payload, index uint32, total int, ts uint64, st
 	// What follows takes the streams' locks itself.
 	p.batch.Flush()
 
-	bp := scratch.Get().(*[]byte)
-	rec := *bp
-	if cap(rec) < size {
-		rec = make([]byte, 0, size)
-	}
-	rec = rec[:size]
-	putHeader(rec, ev, &w)
-	p.copyTo(rec[eventdef.HeaderSize:])
-
+	rec, bp := scratchRecord(ev, &w, size, p)
 	err = ev.def.Validate(rec)
 	if err == nil {
 		ev.shard(w.CPU).written.Add(1)
@@ -230,8 +243,7 @@ func (f *File) write(w Writer, p payload, index uint32, total int, ts uint64, st
 			}
 		}
 	}
-	*bp = rec[:0]
-	scratch.Put(bp)
+	putScratch(bp, rec)
 	if err != nil {
 		return 0, fmt.Errorf("write to %s: %w", ev.tp, err)
 	}

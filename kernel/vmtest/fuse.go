@@ -1,9 +1,15 @@
 package vmtest
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/uetrace/uetrace/internal/daemon/client"
 )
 
 // Uetrace is the other way the tooling runs programs against user_events:
@@ -25,4 +31,34 @@ func Uetrace(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// Serve starts `uetrace serve` (the binary uetrace, as Uetrace builds it)
+// on a socket in dir and returns the socket once the daemon answers; the
+// test's cleanup ends it.
+func Serve(tb testing.TB, uetrace, dir string) string {
+	tb.Helper()
+	sock := filepath.Join(dir, "uetrace.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, uetrace, "serve", "--socket", sock)
+	cmd.WaitDelay = 10 * time.Second
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cancel(); cmd.Wait() })
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := client.Dial(sock, nil)
+		if err == nil {
+			c.Close()
+			return sock
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("uetrace serve did not answer on %s within a minute: %v\n%s", sock, err, stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -51,6 +51,10 @@ const (
 // in a session's streams: typeID+1, never 0, which perf reads as none.
 func SampleID(typeID int) uint64 { return uint64(typeID) + 1 }
 
+// TypeID is the event type id whose samples carry sample id id: SampleID's
+// inverse.
+func TypeID(id uint64) int { return int(id) - 1 }
+
 // SampleHeadSize is the bytes of a stream sample before its raw data.
 const SampleHeadSize = 8 + 8 + 8 + 8 + 8 + 4
 
