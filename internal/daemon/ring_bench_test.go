@@ -101,12 +101,11 @@ func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) 
 	}
 	var st *client.SessionStreams
 	var lost uint64 // the stream consumer's: its LOST records' counts, and Sync's
+	countLost := func(sr streamRec) { lost += sr.n }
 	consume := func() {
 		for k := range st.Len() {
 			r := st.Reader(k)
-			for _, rec := range streamRecs(b, r.Available()) {
-				lost += rec.n
-			}
+			eachStreamRec(b, r.Available(), countLost)
 			r.Consume(len(r.Available()))
 		}
 	}
