@@ -2,48 +2,17 @@ package userevents_test
 
 import (
 	"testing"
-	"time"
 
-	"github.com/uetrace/uetrace/tracefs"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/userevents"
-	"golang.org/x/sys/unix"
 )
-
-// cpuTime is the CPU time this process has used: user and system, all
-// threads. The daemon is another process and not in it.
-func cpuTime(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // ringEvent opens a File on a daemon in a child process with the ring
 // transport, and registers and enables the benchmarks' event.
 func ringEvent(b *testing.B) *userevents.Event {
-	o := &userevents.Options{Backend: userevents.Daemon, Socket: benchDaemon(b), Transport: userevents.RingTransport}
-	f, err := userevents.Open(o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { f.Close() })
-	if f.Transport() != userevents.RingTransport {
-		b.Fatalf("no ring: %v", f.RingError())
-	}
-	ev, err := f.Register("bench_write u32 a; u64 b; u32 c; char[16] d; u16 e", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	fs, err := tracefs.Open(o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { fs.Close() })
-	if err := fs.WriteFile("events/user_events/bench_write/enable", []byte("1"), 0); err != nil {
-		b.Fatal(err)
-	}
-	return ev
+	o := userevents.Options{Backend: userevents.Daemon, Socket: benchDaemon(b), Transport: userevents.RingTransport}
+	return daemontest.EnabledEvent(b, o, "bench_write u32 a; u64 b; u32 c; char[16] d; u16 e")
 }
 
 // BenchmarkDaemonRingWrite is Write on the daemon backend's fast path: the
@@ -53,7 +22,7 @@ func ringEvent(b *testing.B) *userevents.Event {
 func BenchmarkDaemonRingWrite(b *testing.B) {
 	ev := ringEvent(b)
 	b.ReportAllocs()
-	cpu0 := cpuTime(b)
+	cpu0 := testutil.CPUTime()
 	for b.Loop() {
 		if err := ev.Write(payload); err != nil {
 			b.Fatal(err)
@@ -63,7 +32,7 @@ func BenchmarkDaemonRingWrite(b *testing.B) {
 	b.ReportMetric(float64(ev.Dropped())/float64(b.N), "dropped/op")
 	// The writer's CPU time per write: on a machine loaded by other work
 	// the writer is not running all the time ns/op counts.
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(testutil.CPUTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkDaemonRingWriteParallel is the same with GOMAXPROCS goroutines

@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/preload"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/kernel/vmtest"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -84,13 +83,13 @@ func BenchmarkInterposer(b *testing.B) {
 		ev := daemontest.EnabledEvent(b, o, event)
 		payload := make([]byte, 34)
 		b.ReportAllocs()
-		cpu0 := cpuTime(b)
+		cpu0 := testutil.CPUTime()
 		for b.Loop() {
 			if err := ev.Write(payload); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(testutil.CPUTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(ev.Dropped())/float64(b.N), "dropped/op")
 	})
 	b.Run("c-ring", func(b *testing.B) {
@@ -133,15 +132,6 @@ func BenchmarkInterposer(b *testing.B) {
 		b.ReportMetric(v["written"]-float64(recorded), "lost")
 		b.Logf("uetrace record: %s", strings.TrimSpace(summary))
 	})
-}
-
-// cpuTime is this process's CPU time, user and system, all threads.
-func cpuTime(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // run runs a program (under uetrace run, or with env) with a deadline and

@@ -106,6 +106,35 @@ func (a *testArena) dial(t testing.TB, sock string) *client.Conn {
 	return c
 }
 
+// producer is a client of s, on an arena of its own, that registered
+// command — its write index idx — with its enable bit at the arena's
+// start.
+func producer(t testing.TB, s *testServer, command string) (a *testArena, c *client.Conn, idx uint32) {
+	t.Helper()
+	a = newArena(t, 4096, unix.F_SEAL_SHRINK)
+	c = a.dial(t, s.sock)
+	idx, _, err := c.Register(reg(a.addr(0), 0), command, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, c, idx
+}
+
+// newSession is a session with opts, of a connection of its own to s.
+func newSession(t testing.TB, s *testServer, opts client.SessionOptions) *client.Session {
+	t.Helper()
+	c, err := client.Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ss, err := c.NewSession(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
 func reg(addr uint64, flags uint16) []byte {
 	return abi.UserReg{Size: abi.UserRegSize, EnableSize: 4, Flags: flags, EnableAddr: addr}.Bytes()
 }

@@ -4,19 +4,32 @@ import (
 	"os"
 	"testing"
 
-	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 )
 
 // openFDs counts the descriptors this process — the test and the daemon it
 // serves — holds.
 func openFDs(t *testing.T) int {
 	t.Helper()
+	return len(fdLinks(t))
+}
+
+// fdLinks are the process's descriptors and what they are.
+func fdLinks(t *testing.T) map[string]string {
+	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Skipf("cannot count descriptors: %v", err)
+		t.Skipf("cannot list descriptors: %v", err)
 	}
-	return len(ents)
+	out := map[string]string{}
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			out[e.Name()] = l
+		}
+	}
+	return out
 }
 
 // TestDescriptorsNotParked: every descriptor a client sends is taken or

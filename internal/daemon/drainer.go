@@ -49,8 +49,9 @@ import (
 // busyWait. An idle drainer — its last busy sleep found nothing — sleeps
 // until the first record (watermark 1) for at most idleWait, so that a
 // lone record is delivered at once and an idle daemon wakes rarely. While
-// someone waits in a read of the trace (trace_pipe), every drainer uses
-// watermark 1.
+// someone waits in a read of the trace (trace_pipe), every drainer that
+// goes to sleep uses watermark 1 (one already asleep at a busy watermark
+// keeps it, for at most busyWait: a read does not wake the drainers).
 const (
 	maxDrainers     = 64
 	busyWait        = 10 * time.Millisecond
@@ -150,7 +151,7 @@ func (c *conn) attachSet(memfd, efd int) error {
 	}
 	set := &ringSet{log: c.log, efd: wake, shared: st.Size, done: make(chan struct{}), left: len(cons)}
 	for _, cn := range cons {
-		r := c.newRingSource(cn)
+		r := newRingSource(c.log, c.file, c.w, cn)
 		r.set = set
 		set.srcs = append(set.srcs, r)
 	}
@@ -187,19 +188,9 @@ func (g *drainers) add(set *ringSet) error {
 		return errServerClosed
 	}
 	if !g.waking {
-		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		epfd, kick, err := newKickedEpoll()
 		if err != nil {
-			return fmt.Errorf("ring set: epoll_create1: %w", err)
-		}
-		kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err == nil {
-			if err = epollAdd(epfd, kick); err != nil {
-				unix.Close(kick)
-			}
-		}
-		if err != nil {
-			unix.Close(epfd)
-			return fmt.Errorf("ring set: the waker's eventfd: %w", err)
+			return fmt.Errorf("ring set: the waker's %w", err)
 		}
 		g.epfd, g.kick, g.waking = epfd, kick, true
 		g.s.wg.Add(1)
@@ -215,12 +206,6 @@ func (g *drainers) add(set *ringSet) error {
 	return nil
 }
 
-// kickFd adds 1 to an eventfd of ours.
-func kickFd(fd int) {
-	var one = [8]byte{1}
-	unix.Write(fd, one[:])
-}
-
 // close releases set once every drainer has delivered what its producer
 // had committed in its ring: the connection's teardown, before its File is
 // closed.
@@ -233,13 +218,18 @@ func (g *drainers) close(set *ringSet) {
 
 // released is drainer k's word that ring r of its set is done with; the
 // last one hands the set to the waker, which unmaps it once it no longer
-// looks at it.
+// looks at it. A set counts once in RingStats, as it counts once in
+// Rings: released with its last ring.
 func (g *drainers) released(r *ringSource, st RingStats) {
 	set := r.set
+	st.Released = 0
 	set.mu.Lock()
 	set.stats.add(st)
 	set.left--
 	last := set.left == 0
+	if last {
+		set.stats.Released = 1
+	}
 	set.mu.Unlock()
 	if !last {
 		return
@@ -307,7 +297,7 @@ func (g *drainers) wakerRequests() bool {
 		unix.Close(set.efd)
 		delete(g.sets, set)
 		g.totals.add(set.stats)
-		logSetRelease(set.log, set.stats)
+		logRelease(set.log, set.stats)
 		close(set.done)
 	}
 	clear(g.removing)
@@ -322,28 +312,6 @@ func (g *drainers) wakerRequests() bool {
 	return true
 }
 
-// logSetRelease writes what a released set delivered and lost, as
-// logRelease does for a ring.
-func logSetRelease(log *slog.Logger, st RingStats) {
-	(&ringSource{log: log}).logRelease(st)
-}
-
-// flush returns once every drainer has delivered everything published
-// before the call, the drainers draining in parallel.
-func (g *drainers) flush() {
-	var wg sync.WaitGroup
-	for _, d := range g.d {
-		if ch := d.askFlush(); ch != nil {
-			wg.Add(1)
-			go func() {
-				<-ch
-				wg.Done()
-			}()
-		}
-	}
-	wg.Wait()
-}
-
 // stop is the Server's Close: the drainers stop once the connections'
 // teardowns have released their sets.
 func (g *drainers) stop() {
@@ -353,16 +321,15 @@ func (g *drainers) stop() {
 }
 
 // stats are the sets' counts: those released exactly, the live ones'
-// as the drainers have counted so far.
+// as the drainers have counted so far — each ring's live counts, also of
+// the rings of a live set already let go of, whose counts are in the
+// set's stats too until the set is released (counted once, there).
 func (g *drainers) stats() RingStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t := g.totals
 	t.Sleeps, t.Woken, t.Timeouts = g.sleeps.Load(), g.woken.Load(), g.timeouts.Load()
 	for set := range g.sets {
-		set.mu.Lock()
-		t.add(set.stats)
-		set.mu.Unlock()
 		for _, r := range set.srcs {
 			t.add(r.live())
 		}
@@ -448,35 +415,21 @@ func (d *drainer) requests() (flushes []chan struct{}, ok bool) {
 
 func (d *drainer) run() {
 	defer d.g.s.wg.Done()
-	holds := 0
 	for {
 		flushes, ok := d.requests()
 		if !ok {
 			d.g.s.idleIfNoConns()
 			return
 		}
-		if len(flushes) > 0 {
-			d.drainAll()
-			for _, ch := range flushes {
-				close(ch)
-			}
-			d.release()
-			continue
-		}
-		n, hold := d.pass(false)
-		d.release()
+		n, more := d.step(flushes, nap, d.g.released)
 		if n > 0 {
 			d.busy = true
 		}
-		if d.again(n, hold, &holds, nap) {
-			continue
+		if !more {
+			d.sleep()
 		}
-		d.sleep()
 	}
 }
-
-// release lets go of the closing rings that have nothing more to deliver.
-func (d *drainer) release() { d.merge.release(d.g.released) }
 
 // sleep says in every ring that the drainer sleeps until the watermark
 // (see drainers) and, if none has that much to deliver, waits for a poke,
@@ -531,8 +484,9 @@ func (d *drainer) sleep() {
 }
 
 // readerWaits says a reader waits in a read of the trace: until done is
-// called, drainers sleep with watermark 1, so that what producers publish
-// reaches it at once rather than within busyWait.
+// called, drainers go to sleep with watermark 1, so that what producers
+// publish reaches it at once rather than within busyWait (once a drainer
+// asleep at a busy watermark has woken: see drainers).
 func (g *drainers) readerWaits() (done func()) {
 	g.lowLatency.Add(1)
 	return func() { g.lowLatency.Add(-1) }

@@ -43,6 +43,7 @@ type merge struct {
 	rings      []*ringSource
 	heap       ringHeap
 	last       uint64         // the time of the last record delivered
+	holds      int            // the passes a hold has lasted (again)
 	outOfOrder *atomic.Uint64 // where OutOfOrder is counted
 	batch      subsys.Batch
 }
@@ -99,30 +100,51 @@ func (q *ringRequests) take(m *merge, added func(*ringSource)) []chan struct{} {
 	return flushes
 }
 
+// step is one turn of the loop of the goroutine that owns m (the merger,
+// a drainer), after it took its requests: it answers the flushes asked —
+// every committed record delivered first (drainAll) — or, when none was,
+// makes one pass; then it lets go of the closing rings done with (release,
+// to done). It says how many records the pass delivered and whether the
+// owner should turn again at once rather than wait for records (again; a
+// flush is always followed by a turn). nap is how the owner naps while a
+// producer's uncommitted record holds the merge.
+func (m *merge) step(flushes []chan struct{}, nap func(time.Duration), done func(r *ringSource, st RingStats)) (n int, more bool) {
+	if len(flushes) > 0 {
+		m.drainAll()
+		for _, ch := range flushes {
+			close(ch)
+		}
+		m.release(done)
+		return 0, true
+	}
+	n, hold := m.pass(false)
+	m.release(done)
+	return n, m.again(n, hold, nap)
+}
+
 // again says, after a pass that delivered n records, whether the merge
 // should pass again at once rather than wait for records: a full batch
 // was delivered, or the heap still holds records — stamped after this
 // pass read the clock, whose next pass's clock is later, or held by a
 // producer between its reservation and its commit, which is let run
 // (runtime.Gosched, then after a few tries nap; a sleep would make the
-// producer pay a wake for its commit). holds counts the passes a hold
-// has lasted.
-func (m *merge) again(n int, hold bool, holds *int, nap func(time.Duration)) bool {
+// producer pay a wake for its commit).
+func (m *merge) again(n int, hold bool, nap func(time.Duration)) bool {
 	switch {
 	case n == mergeBatch:
 		return true
 	case hold && len(m.heap) > 0:
-		if *holds++; *holds < 8 {
+		if m.holds++; m.holds < 8 {
 			runtime.Gosched()
 		} else {
 			nap(napMin)
 		}
 		return true
 	case len(m.heap) > 0:
-		*holds = 0
+		m.holds = 0
 		return true
 	}
-	*holds = 0
+	m.holds = 0
 	return false
 }
 

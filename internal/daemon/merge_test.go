@@ -55,12 +55,7 @@ type ringClient struct {
 
 func newRingClient(t *testing.T, s *testServer, name string, size int) *ringClient {
 	t.Helper()
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	c := a.dial(t, s.sock)
-	idx, _, err := c.Register(reg(a.addr(0), 0), name+" u32 v", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c, idx := producer(t, s, name+" u32 v")
 	if err := writeFile(c, "events/user_events/"+name+"/enable", "1"); err != nil {
 		t.Fatal(err)
 	}

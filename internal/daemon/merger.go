@@ -1,10 +1,11 @@
 package daemon
 
 import (
+	"encoding/binary"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -105,20 +106,9 @@ func (m *merger) add(r *ringSource) error {
 		return errServerClosed
 	}
 	if !m.running {
-		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		epfd, kick, err := newKickedEpoll()
 		if err != nil {
-			return err
-		}
-		kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err == nil {
-			err = epollAdd(epfd, kick)
-		}
-		if err != nil {
-			unix.Close(epfd)
-			if kick >= 0 {
-				unix.Close(kick)
-			}
-			return err
+			return fmt.Errorf("ring: the merger's %w", err)
 		}
 		m.epfd, m.kick, m.running = epfd, kick, true
 		m.s.wg.Add(1)
@@ -134,8 +124,7 @@ func (m *merger) add(r *ringSource) error {
 // wake interrupts the merger's sleep. Called with m.mu held.
 func (m *merger) wake() {
 	if m.kick >= 0 {
-		one := uint64(1)
-		unix.Write(m.kick, (*[8]byte)(unsafe.Pointer(&one))[:])
+		kickFd(m.kick)
 	}
 	select {
 	case m.nudge <- struct{}{}:
@@ -159,19 +148,19 @@ func (m *merger) closeRing(r *ringSource) {
 	m.mu.Unlock()
 }
 
-// flush returns once the merger has delivered everything published
-// before the call.
-func (m *merger) flush() {
+// askFlush asks the merger to deliver everything published before the
+// call, and returns the channel closed once it has; nil if it does not
+// run.
+func (m *merger) askFlush() chan struct{} {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if !m.running {
-		m.mu.Unlock()
-		return
+		return nil
 	}
 	ch := make(chan struct{})
 	m.flushes = append(m.flushes, ch)
 	m.wake()
-	m.mu.Unlock()
-	<-ch
+	return ch
 }
 
 // stop is the Server's Close: the merger stops once the connections'
@@ -209,46 +198,31 @@ func (m *merger) requests() (flushes []chan struct{}, ok bool) {
 
 func (m *merger) run() {
 	defer m.s.wg.Done()
-	holds := 0
 	for {
 		flushes, ok := m.requests()
 		if !ok {
 			m.s.idleIfNoConns()
 			return
 		}
-		if len(flushes) > 0 {
-			m.drainAll()
-			for _, ch := range flushes {
-				close(ch)
-			}
-			m.release()
-			continue
-		}
-		n, hold := m.pass(false)
-		m.release()
-		if m.again(n, hold, &holds, m.napOnce) {
-			continue
-		}
-		if m.napUntilPending() {
+		if _, more := m.step(flushes, m.napOnce, m.released); more || m.napUntilPending() {
 			continue
 		}
 		m.sleep(idleWait)
 	}
 }
 
-// release lets go of the closing rings that have nothing more to deliver.
-func (m *merger) release() {
-	m.merge.release(func(r *ringSource, st RingStats) {
-		epollDel(m.epfd, r.efd)
-		r.cons.Close()
-		unix.Close(r.efd)
-		r.logRelease(st)
-		m.mu.Lock()
-		delete(m.all, r)
-		m.totals.add(st)
-		m.mu.Unlock()
-		close(r.done)
-	})
+// released is the merge's word that r is done with: its eventfd and
+// mapping go, and its counts join the totals.
+func (m *merger) released(r *ringSource, st RingStats) {
+	epollDel(m.epfd, r.efd)
+	r.cons.Close()
+	unix.Close(r.efd)
+	logRelease(r.log, st)
+	m.mu.Lock()
+	delete(m.all, r)
+	m.totals.add(st)
+	m.mu.Unlock()
+	close(r.done)
 }
 
 // napOnce naps for d, or until a request comes.
@@ -331,6 +305,35 @@ func (m *merger) sleep(timeout time.Duration) {
 		r.cons.Awake()
 		r.drainWake()
 	}
+}
+
+// newKickedEpoll is an epoll set for a goroutine that waits on others'
+// eventfds (the merger, the drainers' waker), holding an eventfd of its
+// own, kick, that a request adds to (kickFd) to end its epoll_wait.
+func newKickedEpoll() (epfd, kick int, err error) {
+	epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return -1, -1, fmt.Errorf("epoll_create1: %w", err)
+	}
+	kick, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err == nil {
+		if err = epollAdd(epfd, kick); err != nil {
+			unix.Close(kick)
+		}
+	}
+	if err != nil {
+		unix.Close(epfd)
+		return -1, -1, fmt.Errorf("eventfd: %w", err)
+	}
+	return epfd, kick, nil
+}
+
+// kickFd adds 1 to an eventfd of ours: eventfd(2) takes a u64 in the
+// machine's byte order.
+func kickFd(fd int) {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(fd, one[:])
 }
 
 func epollAdd(epfd, fd int) error {

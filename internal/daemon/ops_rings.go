@@ -1,7 +1,7 @@
 package daemon
 
 // The requests of the shared rings a client writes through (ring.go,
-// merger.go) and the FUSE tree handed over (fuse.go).
+// merger.go, drainer.go) and the FUSE tree handed over (fuse.go).
 
 import (
 	"fmt"

@@ -21,7 +21,7 @@ import (
 // RingStats are the fast path's counts for the rings of a Server's
 // connections, live and closed.
 type RingStats struct {
-	Rings     uint64 // rings clients shared
+	Rings     uint64 // rings clients shared, a ring set counting as one
 	Released  uint64 // of them, those released: producer gone, records delivered
 	Delivered uint64 // records handed to the subsystem and accepted
 	// Rejected are records the subsystem refused as it refuses a write: a
@@ -64,7 +64,7 @@ type RingStats struct {
 	// UncheckedTID are records whose thread id the daemon had not checked
 	// when its ring's ration of checks was spent (writer.go): delivered
 	// under the connection's process id, so that made-up thread ids cost
-	// their producer, not the merger.
+	// their producer, not the ring's drainer.
 	UncheckedTID uint64
 	// Future are records stamped later than the daemon's clock when it
 	// read them — impossible for a record stamped before it was
@@ -144,7 +144,7 @@ func (c *conn) attachRing(memfd, efd int) error {
 		c.share("ring", -st.Size)
 		return err
 	}
-	r := c.newRingSource(cons)
+	r := newRingSource(c.log, c.file, c.w, cons)
 	r.efd, r.shared = wake, st.Size
 	if err := c.s.merger.add(r); err != nil {
 		cons.Close()
@@ -156,10 +156,12 @@ func (c *conn) attachRing(memfd, efd int) error {
 	return nil
 }
 
-// newRingSource is ring cons of the connection, to be drained.
-func (c *conn) newRingSource(cons *shmring.Consumer) *ringSource {
-	r := &ringSource{log: c.log, file: c.file, w: c.w, cons: cons, efd: -1, done: make(chan struct{}), sharedAt: time.Now()}
-	r.threads.init(c.w.TGID)
+// newRingSource is ring cons, shared now, whose records are written by w
+// (its TGID and Comm) into f: a connection's ring or ring of a set, or a
+// FUSE share's.
+func newRingSource(log *slog.Logger, f *subsys.File, w subsys.Writer, cons *shmring.Consumer) *ringSource {
+	r := &ringSource{log: log, file: f, w: w, cons: cons, efd: -1, done: make(chan struct{}), sharedAt: time.Now()}
+	r.threads.init(w.TGID)
 	return r
 }
 
@@ -199,7 +201,7 @@ type ringSource struct {
 	sharedAt  time.Time   // when the client shared the ring (lossBudget)
 	claimed   uint64      // the records its loss records claimed, as cut
 
-	// Counted by the merger; read by Stats at any time.
+	// Counted by its drainer; read by Stats at any time.
 	delivered, rejected, disabled, voided, lost, lostRecs atomic.Uint64
 	future, held, lostCapped                              atomic.Uint64
 }
@@ -219,7 +221,7 @@ func (r *ringSource) drainWake() {
 	}
 }
 
-// stats are all of the ring's counts: live's and those only the merger
+// stats are all of the ring's counts: live's and those only its drainer
 // may read (shmring's), taken when the ring is released.
 func (r *ringSource) stats() RingStats {
 	st := r.live()
@@ -230,7 +232,7 @@ func (r *ringSource) stats() RingStats {
 	return st
 }
 
-// live are the counts of a ring the merger still drains.
+// live are the counts of a ring its drainer still drains.
 func (r *ringSource) live() RingStats {
 	return RingStats{
 		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(), Voided: r.voided.Load(),
@@ -255,19 +257,25 @@ func (r *ringSource) close(m *merger) {
 // trace and session read it serves; in-process users of the Server's
 // Subsystem call it themselves.
 func (s *Server) Flush() {
-	done := make(chan struct{})
-	go func() {
-		s.drainers.flush()
-		close(done)
-	}()
-	s.merger.flush()
-	<-done
+	// Every one is asked before any is waited for: they drain at once.
+	var buf [1 + maxDrainers]chan struct{}
+	asked := buf[:0]
+	asked = append(asked, s.merger.askFlush())
+	for _, d := range s.drainers.d {
+		asked = append(asked, d.askFlush())
+	}
+	for _, ch := range asked {
+		if ch != nil {
+			<-ch
+		}
+	}
 }
 
 // RingStats returns the fast path's counts: those of closed connections
-// exactly; a live ring's may lag the merger. Shmring's counts of a live
-// ring (torn, discarded...) and its producer's drops are added when it is
-// released, since only the merger may read them.
+// exactly; a live ring's may lag its drainer (the merger, a set's
+// drainer). Shmring's counts of a live ring (torn, discarded...) and its
+// producer's drops are added when it is released, since only its drainer
+// may read them.
 func (s *Server) RingStats() RingStats {
 	m := &s.merger
 	m.mu.Lock()
@@ -281,15 +289,15 @@ func (s *Server) RingStats() RingStats {
 	return t
 }
 
-// logRelease writes what a released ring delivered and lost: drops mean
-// the daemon did not keep up; the others, a client that scribbles on its
-// ring or died mid-record.
-func (r *ringSource) logRelease(st RingStats) {
+// logRelease writes to log what a released ring or ring set delivered and
+// lost: drops mean the daemon did not keep up; the others, a client that
+// scribbles on its ring or died mid-record.
+func logRelease(log *slog.Logger, st RingStats) {
 	lvl := slog.LevelDebug
 	if st.Dropped|st.Lost|st.LostCapped|st.Rejected|st.Torn|st.TooLong|st.Discarded|st.BadHead|st.ForgedTID|st.UncheckedTID|st.Future|st.Held != 0 {
 		lvl = slog.LevelWarn
 	}
-	r.log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
+	log.Log(context.Background(), lvl, "ring released", "delivered", st.Delivered, "dropped", st.Dropped,
 		"lost", st.Lost, "lost_capped", st.LostCapped, "rejected", st.Rejected, "disabled", st.Disabled, "voided", st.Voided, "torn", st.Torn, "too_long", st.TooLong,
 		"discarded_bytes", st.Discarded, "bad_head", st.BadHead, "forged_tid", st.ForgedTID, "unchecked_tid", st.UncheckedTID, "future", st.Future,
 		"held", st.Held)
@@ -345,7 +353,7 @@ func (r *ringSource) deliver() {
 // lifetime's possible writes, and what sums them cannot be wrapped by one
 // client's number.
 func (r *ringSource) lossBudget(claim uint64) uint64 {
-	hi, could := bits.Mul64(uint64(max(time.Since(r.sharedAt), 0)), uint64(possibleCPUs()))
+	hi, could := bits.Mul64(uint64(max(time.Since(r.sharedAt), 0)), uint64(possibleCPUs))
 	if hi != 0 {
 		could = math.MaxUint64
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // BenchmarkRingDeliver is the daemon's side of the fast path per record:
@@ -32,12 +33,7 @@ func BenchmarkRingDeliver(b *testing.B) {
 
 func benchRingDeliver(b *testing.B, tid func(i int) uint32) {
 	s := serve(b, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 2})})
-	a := newArena(b, 4096, unix.F_SEAL_SHRINK)
-	c := a.dial(b, s.sock)
-	idx, _, err := c.Register(reg(a.addr(0), 0), "bench_deliver u32 a; u64 b; u32 c; char[16] d; u16 e", false)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, c, idx := producer(b, s, "bench_deliver u32 a; u64 b; u32 c; char[16] d; u16 e")
 	if err := writeFile(c, "events/user_events/bench_deliver/enable", "1"); err != nil {
 		b.Fatal(err)
 	}
@@ -77,7 +73,10 @@ func benchRingDeliver(b *testing.B, tid func(i int) uint32) {
 // producer connections: a batch published into each producer's ring (the
 // publish outside the timer), then Flush. The drainers' figure is their
 // merge of one CPU's rings, the checks, and the one copy into the
-// consumer's buffer, each record validated there.
+// consumer's buffer, each record validated there. With the stream
+// consumer, lost/record is what its streams lost of those records (their
+// LOST records' counts, and the losses Sync hands over) — read, as the
+// streams are emptied, outside the timer.
 func BenchmarkDaemonDeliver(b *testing.B) {
 	for _, consumer := range []string{"stream", "ftrace"} {
 		for _, v := range []uint32{wire.RingV1, wire.RingSet} {
@@ -97,26 +96,23 @@ func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) 
 	const event = "bench_deliver u32 a; u64 b; u32 c; char[16] d; u16 e"
 	var rcs []*ringClient
 	for range producers {
-		a := newArena(b, 4096, unix.F_SEAL_SHRINK)
-		c := a.dial(b, s.sock)
-		idx, _, err := c.Register(reg(a.addr(0), 0), event, false)
-		if err != nil {
-			b.Fatal(err)
-		}
+		_, c, idx := producer(b, s, event)
 		rcs = append(rcs, &ringClient{c: c, idx: idx, ring: shareTestRing(b, c, 4<<20)})
 	}
 	var st *client.SessionStreams
+	var lost uint64 // the stream consumer's: its LOST records' counts, and Sync's
+	countLost := func(sr streamRec) { lost += sr.n }
+	consume := func() {
+		for k := range st.Len() {
+			r := st.Reader(k)
+			eachStreamRec(b, r.Available(), countLost)
+			r.Consume(len(r.Available()))
+		}
+	}
 	switch consumer {
 	case "stream":
-		cons, err := client.Dial(s.sock, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cons.Close()
-		ss, err := cons.NewSession(client.SessionOptions{Comm: true})
-		if err != nil {
-			b.Fatal(err)
-		}
+		ss := newSession(b, s, client.SessionOptions{Comm: true})
+		var err error
 		if st, err = ss.ShareStreams(4 << 20); err != nil {
 			b.Fatal(err)
 		}
@@ -138,10 +134,7 @@ func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) 
 	for b.Loop() {
 		b.StopTimer()
 		if st != nil {
-			for k := range st.Len() {
-				r := st.Reader(k)
-				r.Consume(len(r.Available()))
-			}
+			consume()
 		}
 		for i := range batch {
 			rc := rcs[i%producers]
@@ -151,24 +144,27 @@ func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) 
 		}
 		n += batch
 		b.StartTimer()
-		c0 := processCPU()
+		c0 := testutil.CPUTime()
 		s.Flush()
-		cpu += processCPU() - c0
+		cpu += testutil.CPUTime() - c0
 	}
 	b.StopTimer()
 	if got := s.RingStats().Delivered; got != uint64(n) {
 		b.Fatalf("%d delivered of %d", got, n)
+	}
+	if st != nil {
+		l, _, err := st.Sync()
+		if err != nil {
+			b.Fatal(err)
+		}
+		lost += l
+		consume()
+		// Beside the figure, what the streams lost of it.
+		b.ReportMetric(float64(lost)/float64(n), "lost/record")
 	}
 	// Wall time per record, and CPU: a set's records go to both CPUs'
 	// rings, whose drainers deliver them at once — the CPU a record costs
 	// is about twice its wall time here.
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/record")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/record")
-}
-
-// processCPU is this process's user and system time so far.
-func processCPU() time.Duration {
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -78,12 +78,7 @@ func TestRingDeliversWithWritersIdentity(t *testing.T) {
 // delivers nothing; its records are counted as rejected.
 func TestRingCannotWriteOthersEvents(t *testing.T) {
 	s := serve(t, Config{})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	victim := a.dial(t, s.sock)
-	idx, _, err := victim.Register(reg(a.addr(0), 0), "victim_ev u32 v", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, victim, idx := producer(t, s, "victim_ev u32 v")
 	if err := writeFile(victim, "events/user_events/victim_ev/enable", "1"); err != nil {
 		t.Fatal(err)
 	}

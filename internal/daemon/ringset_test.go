@@ -290,22 +290,6 @@ func TestHeldRingStallsOnlyItsDrainer(t *testing.T) {
 	}
 }
 
-// fdLinks are the process's descriptors and what they are.
-func fdLinks(t *testing.T) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("cannot list descriptors: %v", err)
-	}
-	out := map[string]string{}
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-			out[e.Name()] = l
-		}
-	}
-	return out
-}
-
 // TestSetDescriptors: a ring set costs the daemon the descriptors a ring
 // does — the eventfd it keeps; the memfd is closed once mapped — and gives
 // it back when the connection goes.
@@ -366,5 +350,65 @@ func TestSetDescriptors(t *testing.T) {
 	}
 	if cost[0] != cost[1] || given[0] != given[1] {
 		t.Errorf("a ring costs %d descriptors and gives %d back; a set %d and %d", cost[0], given[0], cost[1], given[1])
+	}
+}
+
+// TestSetCountsOnce: a ring set counts once in RingStats.Rings and, when
+// its connection is gone, once in Released — as a ring does — whatever
+// its ring count.
+func TestSetCountsOnce(t *testing.T) {
+	ringVersion = wire.RingSet
+	defer func() { ringVersion = wire.RingV1 }()
+	s := serve(t, Config{Rings: 2})
+	rc := newRingClient(t, s, "count_ev", 1<<16)
+	if st := s.RingStats(); st.Rings != 1 || st.Released != 0 {
+		t.Fatalf("with a set shared: %d rings, %d released; want 1, 0", st.Rings, st.Released)
+	}
+	rc.c.Close()
+	testutil.Wait(t, "the set released", func() bool { return ringsReleased(s) })
+	if st := s.RingStats(); st.Rings != 1 || st.Released != 1 {
+		t.Errorf("after its connection went: %d rings, %d released; want 1, 1", st.Rings, st.Released)
+	}
+}
+
+// TestSetStatsCountedOnce: while a ring set is let go of — each drainer
+// releasing its ring, then the waker the set — RingStats never counts a
+// record twice: the rings' live counts and the released set's are never
+// both in it (they were: Delivered read twice the records, from the last
+// ring's release until the waker took the set).
+func TestSetStatsCountedOnce(t *testing.T) {
+	ringVersion = wire.RingSet
+	defer func() { ringVersion = wire.RingV1 }()
+	s := serve(t, Config{Rings: 2})
+	for iter := range 20 {
+		rc := newRingClient(t, s, "once_ev", 1<<16)
+		base := s.RingStats().Delivered
+		const n = 200
+		for i := range n {
+			if !rc.ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: rc.idx, TID: uint32(os.Getpid()), CPU: uint32(i % 2)}, u32rec(uint32(i))) {
+				t.Fatal("ring full")
+			}
+		}
+		s.Flush()
+		// Read the counts without pause while the connection goes.
+		stop, most := make(chan struct{}), make(chan uint64)
+		go func() {
+			var m uint64
+			for {
+				select {
+				case <-stop:
+					most <- m
+					return
+				default:
+				}
+				m = max(m, s.RingStats().Delivered-base)
+			}
+		}()
+		rc.c.Close()
+		testutil.Wait(t, "the set released", func() bool { return ringsReleased(s) })
+		close(stop)
+		if m := <-most; m != n {
+			t.Fatalf("iteration %d: RingStats said %d records delivered at most, of %d", iter, m, n)
+		}
 	}
 }

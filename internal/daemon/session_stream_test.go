@@ -14,9 +14,9 @@ import (
 	"github.com/uetrace/uetrace/perfdata"
 )
 
-// streamRecs walks the perf.data records of a stream's bytes: the type and
-// the tid of each (a sample's, a COMM's), with a sample's CPU and its
-// raw payload after the common header.
+// streamRec is a perf.data record of a stream: its type and the tid of
+// each (a sample's, a COMM's), with a sample's CPU and its raw payload
+// after the common header.
 type streamRec struct {
 	typ      perfdata.RecordType
 	tid, cpu uint32
@@ -24,9 +24,17 @@ type streamRec struct {
 	n        uint64 // a LOST's count
 }
 
-func streamRecs(t *testing.T, b []byte) []streamRec {
+// streamRecs are the records of a stream's bytes.
+func streamRecs(t testing.TB, b []byte) []streamRec {
 	t.Helper()
 	var out []streamRec
+	eachStreamRec(t, b, func(sr streamRec) { out = append(out, sr) })
+	return out
+}
+
+// eachStreamRec walks the records of a stream's bytes, without allocating.
+func eachStreamRec(t testing.TB, b []byte, fn func(streamRec)) {
+	t.Helper()
 	for len(b) > 0 {
 		n := int(wire.LE.Uint16(b[6:]))
 		if n < 8 || n > len(b) {
@@ -43,10 +51,9 @@ func streamRecs(t *testing.T, b []byte) []streamRec {
 		case perfdata.RecordLost:
 			sr.n = wire.LE.Uint64(r[16:])
 		}
-		out = append(out, sr)
+		fn(sr)
 		b = b[n:]
 	}
-	return out
 }
 
 // TestSessionStreams: a session's streams, one per drainer, get the
@@ -57,21 +64,8 @@ func TestSessionStreams(t *testing.T) {
 	ringVersion = wire.RingSet
 	defer func() { ringVersion = wire.RingV1 }()
 	s := serve(t, Config{Rings: 2})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	prod := a.dial(t, s.sock)
-	idx, _, err := prod.Register(reg(a.addr(0), 0), "sstream_ev u32 n", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := client.Dial(s.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ss, err := cons.NewSession(client.SessionOptions{Comm: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, prod, idx := producer(t, s, "sstream_ev u32 n")
+	ss := newSession(t, s, client.SessionOptions{Comm: true})
 	st, err := ss.ShareStreams(1 << 16)
 	if err != nil {
 		t.Fatal(err)

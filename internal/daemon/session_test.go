@@ -23,21 +23,8 @@ func TestSessionOverSocket(t *testing.T) {
 	wtid := liveThread(t)
 	wtid2 := liveThread(t)
 	s := serve(t, Config{})
-	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
-	prod := a.dial(t, s.sock)
-	idx, _, err := prod.Register(reg(a.addr(0), 0), "sess_ev u32 n; u64 v", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := client.Dial(s.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	ss, err := cons.NewSession(client.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, prod, idx := producer(t, s, "sess_ev u32 n; u64 v")
+	ss := newSession(t, s, client.SessionOptions{})
 	names, err := ss.Attach("sess_*", true)
 	if err != nil || len(names) != 1 || names[0] != "user_events:sess_ev" {
 		t.Fatalf("attach: %v, %v", names, err)
@@ -168,12 +155,7 @@ func TestConnectionsShareEnablers(t *testing.T) {
 func producerAndSession(t *testing.T, command string) (a *testArena, prod *client.Conn, idx uint32, ss *client.Session) {
 	t.Helper()
 	s := serve(t, Config{})
-	a = newArena(t, 4096, unix.F_SEAL_SHRINK)
-	prod = a.dial(t, s.sock)
-	idx, _, err := prod.Register(reg(a.addr(0), 0), command, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, prod, idx = producer(t, s, command)
 	name, _, _ := strings.Cut(command, " ")
 	return a, prod, idx, sessionOn(t, s, name, client.SessionOptions{})
 }
@@ -182,15 +164,7 @@ func producerAndSession(t *testing.T, command string) (a *testArena, prod *clien
 // to the event name.
 func sessionOn(t *testing.T, s *testServer, name string, opts client.SessionOptions) *client.Session {
 	t.Helper()
-	cons, err := client.Dial(s.sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cons.Close() })
-	ss, err := cons.NewSession(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss := newSession(t, s, opts)
 	if _, err := ss.Attach(name, false); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -23,7 +22,7 @@ import (
 // daemon keeps for it, from which the process answers its writes without
 // asking. The table says what the process answers, never what the daemon
 // delivers: every record is checked again at delivery as a hostile
-// client's (subsys.File.WriteStamped), its write index resolved in this
+// client's (subsys.File.Deliver), its write index resolved in this
 // file only, its process the FUSE caller's.
 type Share struct {
 	s       *Server
@@ -112,12 +111,8 @@ func (s *Server) FUSEShare(f *subsys.File, w subsys.Writer, uid uint32, cred sub
 	ne.PutUint32(sh.table[preload.TableOffNSlots:], sh.nslots)
 	ne.PutUint32(sh.table[preload.TableOffSlotSize:], preload.SlotSize)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&sh.table[preload.TableOffMagic])), preload.TableMagic)
-	r := &ringSource{
-		log: s.log, file: f, w: w, cons: cons, efd: wake, wakeSocket: true, shared: rsize,
-		done:     make(chan struct{}),
-		sharedAt: time.Now(),
-	}
-	r.threads.init(w.TGID)
+	r := newRingSource(s.log, f, w, cons)
+	r.efd, r.wakeSocket, r.shared = wake, true, rsize
 	// ringMax is the longest payload a record of this ring may carry: one
 	// the ring holds, and the merger reads whole.
 	sh.ringMax = uint32(min(cons.Size()-shmring.HeaderSize, wire.MaxWrite-4))

@@ -263,7 +263,7 @@ func TestFUSEShareRefuses(t *testing.T) {
 // the validation table (which the daemon never reads). The daemon must not
 // crash or block, a flush must return, and Close must release the ring
 // and every byte it counted. (What it delivers is checked as any write is,
-// by subsys.File.WriteStamped; TestHostileTable shows a scribbled table
+// by subsys.File.Deliver; TestHostileTable shows a scribbled table
 // gets nothing that breaks a layout delivered.)
 func FuzzShareRing(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 2, 3, 4, 5, 6, 7, 8})

@@ -77,7 +77,7 @@ type threadCheck struct {
 	// forged counts the records delivered under tgid for a thread id not
 	// the process's, unchecked those delivered under it for a thread id
 	// not checked, the ration spent; checked the ids checked. Atomic, as
-	// a ring's Stats reads them while the merger delivers.
+	// a ring's Stats reads them while its drainer delivers.
 	forged, unchecked, checked atomic.Uint64
 }
 
@@ -186,21 +186,18 @@ var pidMax = sync.OnceValue(func() int {
 
 // possibleCPUs is the number of CPUs this machine can have: nr_cpu_ids,
 // the highest possible CPU + 1 (procfs.PossibleCPUs), at least
-// runtime.NumCPU.
-var possibleCPUs = sync.OnceValue(func() int {
+// runtime.NumCPU. It is read once, at start-up.
+var possibleCPUs = func() int {
 	cpus, _ := procfs.PossibleCPUs()
 	return max(runtime.NumCPU(), procfs.MaxCPU(cpus)+1)
-})
+}()
 
-// writerCPU is the CPU a client reported, as a CPU that can exist. The
-// count is read once; an honest client's CPU is below it, and so taken as
-// it is without a division.
+// writerCPU is the CPU a client reported, as a CPU that can exist. An
+// honest client's CPU is below possibleCPUs, and so taken as it is without
+// a division.
 func writerCPU(cpu uint32) int {
-	if n := uint32(possibleCPUCount); cpu >= n {
+	if n := uint32(possibleCPUs); cpu >= n {
 		cpu %= n
 	}
 	return int(cpu)
 }
-
-// possibleCPUCount is possibleCPUs(), read at start-up for writerCPU.
-var possibleCPUCount = possibleCPUs()

@@ -29,7 +29,7 @@ func TestWriterIdentityChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, tid := int32(unix.Getpid()), int32(unix.Gettid())
-	ncpu := int32(possibleCPUs())
+	ncpu := int32(possibleCPUs)
 	writes := []struct {
 		name      string
 		tid       int32

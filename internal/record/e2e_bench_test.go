@@ -16,13 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 	"github.com/uetrace/uetrace/perfdata"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -110,7 +109,7 @@ func e2eProduce(spec string) int {
 	payload := make([]byte, 64)
 	copy(payload[8:], "0123456789abcdef0123456789abcdef0123456789abcdef0123456")
 	var written uint64
-	start, cpu0 := time.Now(), processCPU()
+	start, cpu0 := time.Now(), testutil.CPUTime()
 	for i := range n {
 		binary.NativeEndian.PutUint64(payload, uint64(i))
 		if err := ev.Write(payload); err != nil {
@@ -124,7 +123,7 @@ func e2eProduce(spec string) int {
 			}
 		}
 	}
-	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	elapsed, cpu := time.Since(start), testutil.CPUTime()-cpu0
 	// Everything written is delivered, every drop told: the recording
 	// that stops now has each write as a sample or a lost count.
 	if err := f.Sync(); err != nil {
@@ -154,13 +153,6 @@ type e2eResult struct {
 	cpu, daemonCPU time.Duration
 }
 
-// processCPU is this process's user and system time so far.
-func processCPU() time.Duration {
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // e2eServeEnv makes the test binary the daemon: the socket's path. It
 // says "ready", serves until stdin closes, then closes and says the ring
 // counts: "rings <delivered> <rejected> <disabled> <torn> <discarded>".
@@ -182,7 +174,7 @@ func e2eServe(sock string) int {
 	// Its CPU from here to its close: what serving costs, its start-up
 	// left out. $UETRACE_E2E_DAEMON_PROFILE names a file for its CPU
 	// profile meanwhile.
-	cpu0 := processCPU()
+	cpu0 := testutil.CPUTime()
 	if path := os.Getenv("UETRACE_E2E_DAEMON_PROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
 			pprof.StartCPUProfile(f)
@@ -199,7 +191,7 @@ func e2eServe(sock string) int {
 	<-served
 	st := srv.RingStats()
 	fmt.Printf("rings %d %d %d %d %d %d %d %d %d\n", st.Delivered, st.Rejected, st.Disabled, st.Torn, st.Discarded,
-		(processCPU() - cpu0).Nanoseconds(), st.Sleeps, st.Woken, st.Timeouts)
+		(testutil.CPUTime() - cpu0).Nanoseconds(), st.Sleeps, st.Woken, st.Timeouts)
 	return 0
 }
 
@@ -315,7 +307,7 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 	}
 	defer out.Close()
 
-	start, cpu0 := time.Now(), processCPU()
+	start, cpu0 := time.Now(), testutil.CPUTime()
 	rec, err := record.Daemon(c, out, record.Options{Events: []string{"e2e_bench"}, NoFollow: true, BufferKB: cfg.bufferKB, SessionSocket: cfg.socket})
 	if err != nil {
 		tb.Fatal(err)
@@ -351,7 +343,7 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 	if err := <-done; err != nil {
 		tb.Fatal(err)
 	}
-	res.elapsed, res.cpu = time.Since(start), processCPU()-cpu0
+	res.elapsed, res.cpu = time.Since(start), testutil.CPUTime()-cpu0
 	st := rec.Stats()
 	res.samples, res.lost, res.tooLarge = st.Samples, st.Lost, st.TooLarge
 	if srv != nil {

@@ -11,7 +11,9 @@
 //   - BuildC: a C program of a test's testdata, built with gcc;
 //   - Buffer: a process's or a logger's output, read while it is written;
 //   - Uetrace and Run: the uetrace command built once per test binary, and
-//     removed when it ends.
+//     removed when it ends;
+//   - CPUTime: the CPU this process has used, for a benchmark that reports
+//     what its work cost beside how long it took.
 //
 // A daemon served in the test's own process is package
 // internal/daemon/daemontest's.
@@ -23,6 +25,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Timeout is how long Wait and Eventually wait: long, since a wait ends as
@@ -88,4 +92,14 @@ func SharedDir(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	return dir
+}
+
+// CPUTime is the CPU time this process has used so far: user and system,
+// all its threads (getrusage RUSAGE_SELF). A process it talks to — a
+// daemon in a child — is not in it.
+func CPUTime() time.Duration {
+	var ru unix.Rusage
+	// RUSAGE_SELF and a valid pointer: getrusage(2) has no error left.
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

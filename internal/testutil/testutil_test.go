@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestEventually(t *testing.T) {
@@ -30,4 +31,26 @@ func TestBuildC(t *testing.T) {
 	if st, err := os.Stat(bin); err != nil || st.Mode()&0o111 == 0 {
 		t.Fatalf("%s: %v, %v", bin, st, err)
 	}
+}
+
+// TestCPUTime: work on this process's threads shows in CPUTime, and it
+// never goes back.
+func TestCPUTime(t *testing.T) {
+	c0 := CPUTime()
+	if c0 <= 0 {
+		t.Fatalf("CPUTime = %v at the start of a test: a process that ran Go's start-up has used some", c0)
+	}
+	last, x := c0, uint64(1)
+	Wait(t, "CPUTime to grow while the test computes", func() bool {
+		for range 1 << 20 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		c := CPUTime()
+		if c < last {
+			t.Fatalf("CPUTime went back from %v to %v", last, c)
+		}
+		last = c
+		return c > c0+time.Millisecond
+	})
+	_ = x
 }

@@ -180,14 +180,14 @@ func (c *Conn) recvRights(buf []byte) ([]byte, []int, error) {
 	}
 }
 
-// shareShm sends a request of op for the session's shared memory with the
-// u32 size, and returns the descriptor its reply carries.
-func (s *Session) shareShm(op uint16, what string, size int) (int, error) {
+// askStreams sends the SessionStreams request for streams of size bytes
+// each, and returns the memfd its reply carries.
+func (s *Session) askStreams(size int) (int, error) {
 	if size < 0 || size > wire.MaxSessionRing {
-		return -1, fmt.Errorf("%s: %d bytes asked, at most %d: %w", what, size, wire.MaxSessionRing, unix.EINVAL)
+		return -1, fmt.Errorf("session streams: %d bytes asked, at most %d: %w", size, wire.MaxSessionRing, unix.EINVAL)
 	}
 	c := s.c
-	msg := wire.LE.AppendUint32(wire.AppendHeader(make([]byte, 0, wire.HeaderSize+4), op, 0, s.handle), uint32(size))
+	msg := wire.LE.AppendUint32(wire.AppendHeader(make([]byte, 0, wire.HeaderSize+4), wire.OpSessionStreams, 0, s.handle), uint32(size))
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -195,17 +195,17 @@ func (s *Session) shareShm(op uint16, what string, size int) (int, error) {
 	}
 	if err := c.send(msg); err != nil {
 		c.mu.Unlock()
-		return -1, fmt.Errorf("%s: %w", what, err)
+		return -1, fmt.Errorf("session streams: %w", err)
 	}
 	r, fds, err := c.recvRights(c.rbuf[:])
 	c.mu.Unlock()
 	if err == nil {
 		_, _, err = wire.ParseResult(r)
 		if err == nil && len(fds) != 1 {
-			err = fmt.Errorf("%s: the reply carried %d descriptors: %w", what, len(fds), wire.ErrProtocol)
+			err = fmt.Errorf("session streams: the reply carried %d descriptors: %w", len(fds), wire.ErrProtocol)
 		}
 	} else {
-		err = fmt.Errorf("%s: %w", what, err)
+		err = fmt.Errorf("session streams: %w", err)
 	}
 	if err != nil {
 		for _, fd := range fds {
@@ -236,7 +236,7 @@ func (s *Session) ShareStreams(size int) (*SessionStreams, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("session streams: the daemon has no ring count (it predates ring sets): %w", unix.EPROTONOSUPPORT)
 	}
-	fd, err := s.shareShm(wire.OpSessionStreams, "session streams", size)
+	fd, err := s.askStreams(size)
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,11 @@ import "encoding/binary"
 //
 //	PERF_RECORD_SAMPLE  header (misc 0), identifier, pid/tid, time,
 //	                    cpu/0, u32 raw size, the raw record — the 8-byte
-//	                    common header and the payload — and zeros to 8
-//	                    bytes, as the kernel pads it (SampleSize).
+//	                    common header and the payload — and its padding
+//	                    to 8 bytes, counted in the raw size as the kernel
+//	                    counts it (perf_sample_save_raw_data; SampleSize).
+//	                    The padding is zeros here; the kernel skips it
+//	                    (__output_skip), leaving what perf's ring held.
 //	PERF_RECORD_LOST    header, the sample id of the event of the first
 //	                    record lost (0: not an event's), the count, and the
 //	                    sample_id trailer of the first record lost: pid/tid,

@@ -265,8 +265,9 @@ const (
 // daemon's address space.
 const MaxRing = 64 << 20
 
-// MaxSessionRing is the largest session ring a reader may ask for: the
-// daemon maps it twice (internal/shmring), in its own address space.
+// MaxSessionRing is the largest stream of a session a reader may ask for
+// (SessionStreams' size: each of the R streams): the daemon maps each
+// twice (internal/shmring), in its own address space.
 const MaxSessionRing = 64 << 20
 
 // LostIndex is the write index of a loss record in a client's ring: the
