@@ -44,9 +44,14 @@ type Consumer struct {
 	// taken without loading the shared head again, so that its line —
 	// which every producer's CAS takes — does not move to the consumer's
 	// core per record (see Next).
-	head  uint64
-	gone  bool
-	stats Stats
+	head uint64
+	// batch is how far the tail moves past pub before take publishes it:
+	// an eighth of the ring, or never (DeferPublish) — a field, so that the
+	// choice costs the per-record path nothing.
+	batch    uint64
+	deferred bool // publishes only when told (DeferPublish)
+	gone     bool
+	stats    Stats
 }
 
 // Attach maps the ring in memfd fd for consuming. It checks the memfd's
@@ -74,7 +79,48 @@ func newConsumer(r *ring) *Consumer {
 	// Resume where a previous consumer stopped. Any value is safe: every
 	// position is validated.
 	pub := atomic.LoadUint64(r.tail)
-	return &Consumer{r: r, tail: pub &^ 7, pub: pub, head: pub &^ 7}
+	return &Consumer{r: r, tail: pub &^ 7, pub: pub, head: pub &^ 7, batch: r.size / 8}
+}
+
+// Tail is the consumer's tail: the ring position of the next record it
+// reads. The shared tail, which the producers see, may be behind it (it is
+// published in batches, or only when told: DeferPublish).
+func (c *Consumer) Tail() uint64 { return c.tail }
+
+// Resume makes the consumer go on at ring position tail, without
+// publishing it: a consumer that hands its ring to another reader for a
+// while (internal/handover) takes it back where that reader stopped. Any
+// value is safe, as at Attach — every position is validated — and it is
+// rounded down to 8, as records lie. The head the consumer believed is
+// forgotten (it was relative to the old tail), and the next publishing
+// point stores the tail even if the consumer has not moved since: the
+// shared tail may be one the other reader has not yet published.
+func (c *Consumer) Resume(tail uint64) {
+	c.tail = tail &^ 7
+	c.head = c.tail
+	// No tail is odd (tails are 8-aligned), so the next publish stores;
+	// and take's batch counts from here (the tail is 1 past this).
+	c.pub = c.tail - 1
+}
+
+// DeferPublish makes the consumer publish its tail only when told
+// (PublishTail), never on its own — not in batches, not when it runs dry
+// or sleeps: for a reader that may have to give back what it read (a
+// pass over a handed ring whose commit fails, internal/handover) and so
+// must not let the producers reuse that space before it knows.
+func (c *Consumer) DeferPublish() {
+	c.deferred = true
+	c.batch = ^uint64(0)
+}
+
+// PublishTail publishes the consumer's tail now: the producers may reuse
+// the space before it. With DeferPublish, the only way the tail is
+// published.
+func (c *Consumer) PublishTail() {
+	if c.tail != c.pub {
+		atomic.StoreUint64(c.r.tail, c.tail)
+		c.pub = c.tail
+	}
 }
 
 // Close unmaps the ring. The caller closes the memfd.
@@ -249,7 +295,7 @@ func (c *Consumer) take(sz uint64) {
 	c.advance(sz)
 	c.stats.Records++
 	c.stats.Bytes += sz
-	if c.tail-c.pub >= c.r.size/8 {
+	if c.tail-c.pub >= c.batch {
 		c.publish()
 	}
 }
@@ -287,11 +333,11 @@ func (c *Consumer) resync(a uint64) uint64 {
 
 // publish gives the producers the space the consumer has copied out. It is
 // batched (an eighth of the ring, or when the consumer runs dry or sleeps)
-// so that the line holding tail does not move between cores per record.
+// so that the line holding tail does not move between cores per record;
+// a consumer that publishes only when told (DeferPublish) does not here.
 func (c *Consumer) publish() {
-	if c.tail != c.pub {
-		atomic.StoreUint64(c.r.tail, c.tail)
-		c.pub = c.tail
+	if !c.deferred {
+		c.PublishTail()
 	}
 }
 

@@ -125,6 +125,16 @@
 // so that the line holding tail does not move between cores per record; a
 // producer may therefore find the ring up to S/8 fuller than it is, and drop.
 //
+// A consumer may hand its ring to another reader for a while and take it
+// back (internal/handover: the daemon gives a producer's set to a tracer
+// that reads it in place): the position to go on from is the consumer's
+// tail (Consumer.Tail), and the one it takes back is whatever the other
+// reader stopped at (Consumer.Resume — any value is safe, as every
+// position is validated). The other reader maps the same memfd (AttachSet)
+// and publishes its tail only once what it read is its own for good
+// (Consumer.DeferPublish, Consumer.PublishTail): space the producers may
+// reuse must hold nothing the first consumer could still have to read.
+//
 // # Sleeping and waking
 //
 // The wakeup is the Dekker pattern on two words. The consumer (Consumer.Wait)
