@@ -87,7 +87,7 @@ func setMemfd(name, what string, n, size int) (fd int, page, s uint64, err error
 		return -1, 0, 0, err
 	}
 	page = pageSize()
-	fd, err = sealedMemfd(name, uint64(ringOffset(page, s, n)))
+	fd, err = SealedMemfd(name, uint64(ringOffset(page, s, n)))
 	return fd, page, s, err
 }
 
@@ -121,7 +121,7 @@ func (sp *SetProducer) mapRings(n int, page, size uint64) error {
 // its size and seals checked, the ring size derived from its size and n,
 // never from a header.
 func setGeometry(fd, n int, what string) (page, size uint64, err error) {
-	st, err := sealedSize(fd, what)
+	st, err := SealedSize(fd, what)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -403,7 +403,7 @@ func Create(size int) (*Producer, error) {
 		return nil, err
 	}
 	p := pageSize()
-	fd, err := sealedMemfd("uetrace-ring", p+s)
+	fd, err := SealedMemfd("uetrace-ring", p+s)
 	if err != nil {
 		return nil, err
 	}
@@ -416,20 +416,21 @@ func Create(size int) (*Producer, error) {
 	return &Producer{r: r, fd: fd, ownFd: true, wakeFd: -1}, nil
 }
 
-// sealedMemfd makes a memfd of size bytes, sealed against shrinking and
-// growing (and further sealing), for a ring or a set: no mapping of it can
-// fault, whatever the other side does.
-func sealedMemfd(name string, size uint64) (int, error) {
+// SealedMemfd makes a memfd of size bytes, sealed against shrinking and
+// growing (and further sealing), for a ring, a set, or other memory shared
+// with a process not trusted (internal/handover's control words): no
+// mapping of it can fault, whatever the other side does.
+func SealedMemfd(name string, size uint64) (int, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return -1, fmt.Errorf("creating shared memory for a ring: memfd_create: %w", err)
+		return -1, fmt.Errorf("creating shared memory (%s): memfd_create: %w", name, err)
 	}
 	if err = unix.Ftruncate(fd, int64(size)); err == nil {
 		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL)
 	}
 	if err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("sizing and sealing a ring's memfd (ftruncate, F_ADD_SEALS): %w", err)
+		return -1, fmt.Errorf("sizing and sealing shared memory (%s; ftruncate, F_ADD_SEALS): %w", name, err)
 	}
 	return fd, nil
 }
@@ -469,9 +470,10 @@ func (r *ring) writeHeader(magic uint64, version uint32) {
 	atomic.StoreUint64(r.u64(offMagic), magic)
 }
 
-// sealedSize is the size of memfd fd, checked to be a regular file sealed
+// SealedSize is the size of memfd fd, checked to be a regular file sealed
 // against shrinking and growing: no access to a mapping of it can fault.
-func sealedSize(fd int, what string) (int64, error) {
+// what names it in errors.
+func SealedSize(fd int, what string) (int64, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return 0, fmt.Errorf("%s: fstat: %w", what, err)
@@ -492,7 +494,7 @@ func sealedSize(fd int, what string) (int64, error) {
 // geometry is what Attach and Open learn from a memfd: checked against its
 // size and seals, never against the header alone.
 func geometry(fd int) (page, size uint64, err error) {
-	st, err := sealedSize(fd, "ring")
+	st, err := SealedSize(fd, "ring")
 	if err != nil {
 		return 0, 0, err
 	}

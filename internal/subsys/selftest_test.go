@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -576,7 +577,7 @@ func TestSessionComm(t *testing.T) {
 
 // TestSessionCommBounded: the names a session remembers having given are
 // bounded, whatever thread ids writers bring (a daemon's clients make them
-// up): past maxComms it forgets and gives names again.
+// up): past wire.MaxComms it forgets and gives names again.
 func TestSessionCommBounded(t *testing.T) {
 	e := newEnv(t)
 	f := e.s.Open()
@@ -591,7 +592,7 @@ func TestSessionCommBounded(t *testing.T) {
 	if err := ss.Attach(ev); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 * maxComms {
+	for i := range 3 * wire.MaxComms {
 		w := Writer{PID: int32(1000 + i), TGID: 10, Comm: "made-up"}
 		if _, err := f.Writev(w, le32(idx), le32(uint32(i))); err != nil {
 			t.Fatal(err)
@@ -599,8 +600,8 @@ func TestSessionCommBounded(t *testing.T) {
 		ss.mu.Lock()
 		n := len(ss.comms)
 		ss.mu.Unlock()
-		if n > maxComms {
-			t.Fatalf("after %d threads the session remembers %d names, more than %d", i+1, n, maxComms)
+		if n > wire.MaxComms {
+			t.Fatalf("after %d threads the session remembers %d names, more than %d", i+1, n, wire.MaxComms)
 		}
 	}
 }

@@ -13,20 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/subsys/tracefilter"
 )
-
-// maxPerfRecord is PERF_MAX_TRACE_SIZE: user_event_perf asks
-// perf_trace_buf_alloc for ALIGN(record, 8) bytes, which fails above it
-// (with a one-time warning, nothing counted), so the record is dropped
-// before it is copied or validated. A Session counts them in TooLarge.
-const maxPerfRecord = 8192
-
-// perfTakes reports whether user_event_perf can allocate a record of n
-// bytes, header included: ALIGN(n, 8) ≤ PERF_MAX_TRACE_SIZE, a payload of
-// at most 8184 bytes. (A TRACE_EVENT's perf probe counts its u32 size field
-// too; user_events' does not.)
-func perfTakes(n int) bool { return (n+7)&^7 <= maxPerfRecord }
 
 // Record is one sample a Session received: what perf_event_open gives for a
 // tracepoint with PERF_SAMPLE_RAW|TIME|TID|CPU|IDENTIFIER.
@@ -119,7 +108,7 @@ type Session struct {
 	qlen     int
 	lost     uint64
 	tooLarge uint64
-	comms    map[int32]string // the name last given of each thread, up to maxComms; nil without Comm
+	comms    map[int32]string // the name last given of each thread, up to wire.MaxComms; nil without Comm
 	notify   chan struct{}
 	done     chan struct{}
 
@@ -140,7 +129,7 @@ type pending struct {
 	pid, tid int32
 	cpu      int32
 	id       int32  // a type ID (≤ 65535)
-	n        int32  // ≤ maxPerfRecord+4 (the raw data of an 8192-byte record)
+	n        int32  // ≤ wire.MaxPerfRecord+4 (the raw data of an 8192-byte record)
 	ev       uint32 // index into Session.evs
 }
 
@@ -238,11 +227,6 @@ func (s *Subsystem) NewSession(opts SessionOptions) *Session {
 	}
 	return ss
 }
-
-// maxComms bounds the threads whose names a session remembers having
-// given its reader. Perf's readers take a name given again as the same
-// name (a PERF_RECORD_COMM), so forgetting is harmless.
-const maxComms = 4096
 
 // Attach attaches the session to ev.
 func (ss *Session) Attach(ev *Event) error {
@@ -438,7 +422,7 @@ func (ss *Session) TooLarge() uint64 {
 }
 
 // dropTooLarge counts a record of ev that user_event_perf could not
-// allocate (perfTakes is false): dropped unvalidated and unfiltered, as
+// allocate (wire.PerfTakes is false): dropped unvalidated and unfiltered, as
 // the kernel drops it before either.
 func (ss *Session) dropTooLarge(ev *Event, w *Writer, ts uint64) {
 	ev.shard(w.CPU).dropped.Add(1)
@@ -454,7 +438,7 @@ func (ss *Session) dropTooLarge(ev *Event, w *Writer, ts uint64) {
 	ss.mu.Unlock()
 }
 
-// deliver stores one record (user_event_perf) that perfTakes. It never
+// deliver stores one record (user_event_perf) that wire.PerfTakes. It never
 // blocks a writer: when the buffer is full the record is dropped and
 // counted.
 func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
@@ -504,7 +488,7 @@ func (ss *Session) deliver(ev *Event, w *Writer, ts uint64, rec []byte) {
 				return
 			}
 			ss.push(pending{ts: ts, pid: w.TGID, tid: w.PID, cpu: int32(w.CPU), n: int32(csize)}, comm)
-			if !ok && len(ss.comms) >= maxComms {
+			if !ok && len(ss.comms) >= wire.MaxComms {
 				// Bounded, whatever thread ids clients make up:
 				// forgetting costs only names sent again.
 				clear(ss.comms)

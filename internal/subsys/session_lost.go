@@ -1,5 +1,7 @@
 package subsys
 
+import "github.com/uetrace/uetrace/internal/daemon/wire"
+
 // lostNote is a run of records lost, waiting to be told in a stream
 // (a PERF_RECORD_LOST before the stream's next record that fits).
 type lostNote struct {
@@ -9,11 +11,6 @@ type lostNote struct {
 	n     uint64
 	flags uint32 // lostTooLarge or 0
 }
-
-// maxLostNotes bounds the lost runs a stream keeps; further ones are added
-// to the last of their kind (too large or not): the counts stay exact, the
-// event and time are that run's.
-const maxLostNotes = 16
 
 // noteLost counts n records lost for the session: of event ev (nil: not
 // known), the first of them at time ts on CPU cpu. It is the one place a
@@ -40,7 +37,7 @@ func (ss *Session) noteLostFlags(ev *Event, ts uint64, cpu int32, n uint64, flag
 
 // addLostNote adds the run l to notes: into the last run when it is of the
 // same event and kind, else as a new run while there are fewer than
-// maxLostNotes, else into the last run of its kind — the counts stay
+// wire.MaxLostNotes, else into the last run of its kind — the counts stay
 // exact, the event and time are that run's.
 func addLostNote(notes []lostNote, l lostNote) []lostNote {
 	k := len(notes)
@@ -48,7 +45,7 @@ func addLostNote(notes []lostNote, l lostNote) []lostNote {
 	case k > 0 && notes[k-1].ev == l.ev && notes[k-1].flags == l.flags:
 		notes[k-1].n = satAdd(notes[k-1].n, l.n)
 		return notes
-	case k >= maxLostNotes:
+	case k >= wire.MaxLostNotes:
 		// Into the last run of the same kind, or a new one if there is
 		// none yet (there are two kinds).
 		for i := k - 1; i >= 0; i-- {

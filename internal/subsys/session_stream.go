@@ -48,10 +48,10 @@ type streamRing struct {
 	mu sync.Mutex
 	w  *shmring.StreamWriter
 	// lost are the runs of records lost on this stream not yet told in
-	// it, oldest first (at most maxLostNotes).
+	// it, oldest first (at most wire.MaxLostNotes).
 	lost []lostNote
 	// comms are the names the reader has of the threads whose samples
-	// this stream carried (at most maxComms); last is the last sample's
+	// this stream carried (at most wire.MaxComms); last is the last sample's
 	// thread and name, checked first.
 	comms    map[int32]string
 	lastTID  int32
@@ -169,7 +169,7 @@ func (r *sessionStreams) reserve(ev *Event, w *Writer, ts uint64, rawLen int, bt
 			}
 			wire.PutComm(b, uint32(w.TGID), uint32(w.PID), w.Comm, id, ts, uint32(w.CPU))
 			sr.w.Commit(n)
-			if !ok && len(sr.comms) >= maxComms {
+			if !ok && len(sr.comms) >= wire.MaxComms {
 				// Bounded, whatever thread ids clients make up:
 				// forgetting costs only names sent again.
 				clear(sr.comms)
@@ -253,7 +253,7 @@ func (ss *Session) deliverStreamFrom(r *sessionStreams, ev *Event, w *Writer, ts
 		return nil
 	}
 	rec := b[wire.SampleHeadSize : wire.SampleHeadSize+size]
-	putHeader(rec, ev, w)
+	wire.PutRawHeader(rec, ev.id, w.PID)
 	p.copyTo(rec[eventdef.HeaderSize:])
 	if err := ev.def.Validate(rec); err != nil {
 		// Discarded: the stream is as it was, its room unwritten for the

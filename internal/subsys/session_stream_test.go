@@ -796,8 +796,8 @@ func TestStreamLostRuns(t *testing.T) {
 	streams := readStreams(t, rs)
 	var lost [2]uint64
 	for k, recs := range streams {
-		if len(recs) > maxLostNotes {
-			t.Errorf("stream %d: %d lost records, more than %d", k, len(recs), maxLostNotes)
+		if len(recs) > wire.MaxLostNotes {
+			t.Errorf("stream %d: %d lost records, more than %d", k, len(recs), wire.MaxLostNotes)
 		}
 		for _, r := range recs {
 			if r.kind != "lost" || r.cpu != uint32(k) {

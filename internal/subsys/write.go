@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/subsys/ftrace"
 	"github.com/uetrace/uetrace/internal/subsys/tracefilter"
@@ -90,7 +91,7 @@ func scratchRecord(ev *Event, w *Writer, size int, p payload) (rec []byte, bp *[
 		rec = make([]byte, 0, size)
 	}
 	rec = rec[:size]
-	putHeader(rec, ev, w)
+	wire.PutRawHeader(rec, ev.id, w.PID)
 	p.copyTo(rec[eventdef.HeaderSize:])
 	return rec, bp
 }
@@ -140,7 +141,7 @@ func (f *File) writeIov(w Writer, iov [][]byte, total int, ts uint64, stamped bo
 // Then each consumer's probe runs as the kernel's does: it reserves room
 // for the record (header and payload) first and validates the record only
 // if it got some, so a record no consumer can take — over the trace
-// buffer's page (ftraceTakes), over perf's PERF_MAX_TRACE_SIZE (perfTakes),
+// buffer's page (ftraceTakes), over perf's PERF_MAX_TRACE_SIZE (wire.PerfTakes),
 // tracing off — is dropped unvalidated and the write succeeds; a record a
 // consumer took that fails validation is EFAULT and reaches no consumer.
 // Drops for size are counted (the event's dropped count, a session's
@@ -156,7 +157,7 @@ func (f *File) write(w Writer, p payload, index uint32, total int, ts uint64, st
 	flt := ev.filter.Load()
 	ss := ev.sessions.Load()
 	ftraceTakes := toFtrace && f.s.trace.takes(size, flt != nil, w.CPU)
-	sessionsTake := ss != nil && perfTakes(size)
+	sessionsTake := ss != nil && wire.PerfTakes(size)
 
 	// With the trace buffer the event's only consumer, the record is
 	// assembled where it is stored, as the kernel's user_event_ftrace
@@ -174,7 +175,7 @@ func (f *File) write(w Writer, p payload, index uint32, total int, ts uint64, st
 		var res ftrace.Reservation
 		if f.s.trace.reserve(&res, &w, ts, size) {
 			rec := res.Record
-			putHeader(rec, ev, &w)
+			wire.PutRawHeader(rec, ev.id, w.PID)
 			p.copyTo(rec[eventdef.HeaderSize:])
 			if err := ev.def.Validate(rec); err != nil {
 				res.Discard()
@@ -295,7 +296,7 @@ func (f *File) WriteHead(w Writer, head []byte, total int) (int, error) {
 	}
 	size := eventdef.HeaderSize + total - 4
 	toFtrace, ss := ev.ftrace.Load(), ev.sessions.Load()
-	if toFtrace && f.s.trace.takes(size, ev.filter.Load() != nil, w.CPU) || ss != nil && perfTakes(size) {
+	if toFtrace && f.s.trace.takes(size, ev.filter.Load() != nil, w.CPU) || ss != nil && wire.PerfTakes(size) {
 		return 0, fmt.Errorf("write of %d bytes to %s: a consumer takes a record this long, and only %d bytes came: %w", total, ev.tp, len(head), unix.EMSGSIZE)
 	}
 	f.dropUntaken(ev, &w, 0, false, size, toFtrace, ss)
@@ -308,15 +309,6 @@ func sessionsOf(ss *[]*Session) []*Session {
 		return nil
 	}
 	return *ss
-}
-
-// putHeader writes the record header tracing_generic_entry_update writes:
-// type, no irq/preempt flags for a write from user space, the thread id.
-func putHeader(rec []byte, ev *Event, w *Writer) {
-	ne := binary.NativeEndian
-	ne.PutUint16(rec[0:], uint16(ev.id))
-	rec[2], rec[3] = 0, 0
-	ne.PutUint32(rec[4:], uint32(w.PID))
 }
 
 // check is the part of user_events_write_core between reading the write

@@ -47,6 +47,43 @@ const (
 	recordSample = 9
 )
 
+// MaxPerfRecord is PERF_MAX_TRACE_SIZE: user_event_perf asks
+// perf_trace_buf_alloc for ALIGN(record, 8) bytes, which fails above it
+// (with a one-time warning, nothing counted), so the record is dropped
+// before it is copied or validated. A session counts them in TooLarge,
+// and tells them in its streams as records lost.
+const MaxPerfRecord = 8192
+
+// PerfTakes reports whether user_event_perf can allocate a record of n
+// bytes, header included: ALIGN(n, 8) ≤ PERF_MAX_TRACE_SIZE, a payload of
+// at most 8184 bytes. (A TRACE_EVENT's perf probe counts its u32 size field
+// too; user_events' does not.) The daemon's sessions and a reader of a
+// handed ring set (internal/handover) drop the same records.
+func PerfTakes(n int) bool { return (n+7)&^7 <= MaxPerfRecord }
+
+// MaxComms bounds the threads whose names a stream's writer (a session, a
+// reader of a handed ring set) remembers having given its reader. Perf's
+// readers take a name given again as the same name (a PERF_RECORD_COMM),
+// so forgetting is harmless.
+const MaxComms = 4096
+
+// MaxLostNotes bounds the runs of records lost that a stream's writer
+// keeps waiting to be told (a PERF_RECORD_LOST each); further ones are
+// added to the last of their kind (too large or not): the counts stay
+// exact, the event and time are that run's.
+const MaxLostNotes = 16
+
+// PutRawHeader writes a raw record's first 8 bytes — struct trace_entry,
+// as tracing_generic_entry_update writes it for a write from user space —
+// into rec: the event's type id, no irq or preempt flags, and the writing
+// thread's id (common_pid).
+func PutRawHeader(rec []byte, typeID int, tid int32) {
+	ne := perfdataEndian
+	ne.PutUint16(rec[0:], uint16(typeID))
+	rec[2], rec[3] = 0, 0
+	ne.PutUint32(rec[4:], uint32(tid))
+}
+
 // SampleID is the sample id of the samples of the event of type id typeID
 // in a session's streams: typeID+1, never 0, which perf reads as none.
 func SampleID(typeID int) uint64 { return uint64(typeID) + 1 }
