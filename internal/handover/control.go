@@ -1,0 +1,381 @@
+package handover
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/shmring"
+)
+
+// The control memfd: one slot of slotSize bytes per ring of the set, at
+// k·slotSize, the memfd a whole number of pages (the rest zero):
+//
+//	word 0   own         tail | state: the ring's consumer position (a
+//	                     multiple of 8) and who reads it, in the low 3 bits
+//	word 1   countsTail  the tail the counts are as of; tail|1 while the
+//	                     reader stores them
+//	words 2… counts      the reader's counts (Counts, in its order)
+//
+// A slot is a cache line pair of its own: the reader of ring k stores its
+// words once per pass, and no other ring's reader or the daemon's taking
+// back of another ring touches its lines.
+const (
+	slotSize   = 128
+	offOwn     = 0
+	offCounted = 8
+	offCounts  = 16
+)
+
+// The states of a ring, in own's low bits.
+const (
+	// Daemon: the daemon's drainer reads the ring (a new slot is zero:
+	// the daemon's at tail 0).
+	Daemon = 0
+	// Owned: the reader may read it from the tail; it does not now.
+	Owned = 1
+	// Reading: the reader is in a pass from the tail, its output not yet
+	// committed.
+	Reading = 2
+
+	stateMask = 7
+)
+
+// Counts are the reader's counts for one ring, cumulative since the ring
+// was given: the daemon's RingStats of the same names. The daemon reads
+// them when it takes the ring back (and while the ring is handed, for its
+// RingStats, lagging as a live ring's do); they are claims of a process
+// the daemon does not trust, which it only adds, saturating (Add).
+type Counts struct {
+	Delivered, Rejected, Disabled, Voided uint64
+	Lost, LostRecords, LostCapped         uint64
+	ForgedTID, UncheckedTID, Future       uint64
+	Torn, TooLong, Discarded, BadHead     uint64
+}
+
+// nCounts is the words of Counts; they fill a slot after own and
+// countsTail.
+const nCounts = 14
+
+// The slot holds own, countsTail and Counts exactly; Counts is nCounts
+// words in its fields' order (words).
+var (
+	_ [slotSize - offCounts - nCounts*8]struct{}
+	_ [nCounts*8 - unsafe.Sizeof(Counts{})]struct{}
+	_ [unsafe.Sizeof(Counts{}) - nCounts*8]struct{}
+)
+
+func (c *Counts) words() *[nCounts]uint64 { return (*[nCounts]uint64)(unsafe.Pointer(c)) }
+
+// Add adds o to c, each count saturating at the largest uint64 rather than
+// wrapping: o may be a reader's claim, and no claim can lower what others
+// added.
+func (c *Counts) Add(o *Counts) {
+	a, b := c.words(), o.words()
+	for i := range a {
+		a[i] = min(a[i], math.MaxUint64-b[i]) + b[i]
+	}
+}
+
+// A Control is the control memfd of a handed set, mapped: the daemon's
+// (CreateControl) or the reader's (AttachControl). Each side's methods
+// are for its own goroutines: the daemon's Give, TakeBack and Counts of
+// ring k from the goroutine that hands ring k over (any number of rings
+// at once), the reader's Begin and Commit of ring k from the goroutine
+// that reads it.
+type Control struct {
+	fd    int
+	ownFd bool
+	mem   unsafe.Pointer
+	size  uintptr
+	rings int
+
+	// The reader's own, per ring: the tail its Begin found, and the
+	// counts it last committed, stored back if a commit fails.
+	began []uint64
+	kept  []Counts
+}
+
+// controlSize is the memfd's size for n rings: their slots, in whole
+// pages.
+func controlSize(n int) uintptr {
+	page := uintptr(unix.Getpagesize())
+	return (uintptr(n)*slotSize + page - 1) &^ (page - 1)
+}
+
+// CreateControl makes the control memfd of a set of rings rings, every
+// ring the daemon's at tail 0, sealed against shrinking and growing (the
+// reader maps it too: nothing it does can make the daemon's accesses
+// fault), and maps it. The daemon sends Fd to the reader.
+func CreateControl(rings int) (*Control, error) {
+	if err := checkRings(rings); err != nil {
+		return nil, err
+	}
+	fd, err := shmring.SealedMemfd("uetrace-handover", uint64(controlSize(rings)))
+	if err != nil {
+		return nil, err
+	}
+	c, err := mapControl(fd, rings)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	c.ownFd = true
+	return c, nil
+}
+
+// AttachControl maps the control memfd fd of a set of rings rings, for
+// the reader. It checks that the memfd is sealed against shrinking and
+// growing and has the size of rings slots, so that no access to the
+// mapping can fault. The mapping does not keep fd, which the caller may
+// close.
+func AttachControl(fd, rings int) (*Control, error) {
+	if err := checkRings(rings); err != nil {
+		return nil, err
+	}
+	size, err := shmring.SealedSize(fd, "hand-over control")
+	if err != nil {
+		return nil, err
+	}
+	if want := controlSize(rings); size != int64(want) {
+		return nil, fmt.Errorf("hand-over control: the memfd has %d bytes; %d rings take %d: %w", size, rings, want, unix.EINVAL)
+	}
+	return mapControl(fd, rings)
+}
+
+func checkRings(n int) error {
+	if n < 1 || n > shmring.MaxSetRings {
+		return fmt.Errorf("hand-over control: %d rings: want 1 to %d: %w", n, shmring.MaxSetRings, unix.EINVAL)
+	}
+	return nil
+}
+
+func mapControl(fd, rings int) (*Control, error) {
+	size := controlSize(rings)
+	mem, err := unix.MmapPtr(fd, 0, nil, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("hand-over control: mmap: %w", err)
+	}
+	return &Control{fd: fd, mem: mem, size: size, rings: rings, began: make([]uint64, rings), kept: make([]Counts, rings)}, nil
+}
+
+// Fd is the control memfd: the daemon sends it to the reader.
+func (c *Control) Fd() int { return c.fd }
+
+// Rings is the number of rings the control has a slot for.
+func (c *Control) Rings() int { return c.rings }
+
+// Close unmaps the control and, if CreateControl made it, closes its
+// memfd. No method may be running or be called after.
+func (c *Control) Close() error {
+	var err error
+	if c.mem != nil {
+		if e := unix.MunmapPtr(c.mem, c.size); e != nil {
+			err = fmt.Errorf("hand-over control: munmap: %w", e)
+		}
+		c.mem = nil
+	}
+	if c.ownFd && c.fd >= 0 {
+		if e := unix.Close(c.fd); e != nil && err == nil {
+			err = e
+		}
+	}
+	c.fd = -1
+	return err
+}
+
+// word is word off of slot k.
+func (c *Control) word(k int, off uintptr) *uint64 {
+	return (*uint64)(unsafe.Add(c.mem, uintptr(k)*slotSize+off))
+}
+
+// Give hands ring k to the reader from tail (the drainer dropped the ring
+// at a pass boundary first): the slot's counts start again at zero as of
+// tail, then own says Owned — the store the reader's Begin loads, after
+// the counts' stores.
+func (c *Control) Give(k int, tail uint64) {
+	tail &^= stateMask
+	atomic.StoreUint64(c.word(k, offCounted), tail|1)
+	for i := range nCounts {
+		atomic.StoreUint64(c.word(k, offCounts+uintptr(i)*8), 0)
+	}
+	atomic.StoreUint64(c.word(k, offCounted), tail)
+	atomic.StoreUint64(c.word(k, offOwn), tail|Owned)
+}
+
+// Spinning, then yielding, then napping: how the daemon waits for a
+// reader's pass to end (TakeBack). A pass is a few microseconds: most
+// take-backs that find one end within the spins and yields; the naps,
+// from napMin doubling to napMax, cost the waiting goroutine little more
+// until the bound.
+const (
+	spins  = 64
+	yields = 16
+	napMin = 10 * time.Microsecond
+	napMax = 500 * time.Microsecond
+	// forceTries bounds the compare-and-swaps of a forced take-back: an
+	// honest reader changes own at most once more once the bound has
+	// passed (its commit), so more failures are a reader playing with the
+	// word, which then gets the word stored over it.
+	forceTries = 8
+)
+
+// TakeBack takes ring k back for the daemon and returns the tail its
+// drainer goes on from. If the reader is not in a pass (Owned), it is
+// one compare-and-swap; if it is (Reading), the daemon waits for the pass
+// to end, at most bound (spinning, yielding, then short naps), then
+// forces the ring back (forced): the reader's commit then fails and it
+// discards its pass, so that no record is in its output and in the
+// drainer's — even if the reader is stopped, or dead. A state the daemon
+// never writes (3 to 7: a hostile reader's) is taken as Reading: the
+// bound, then forced. A ring the daemon has already is returned as it is.
+//
+// The tail is the reader's word, as hostile as the rest of the slot: the
+// drainer's consumer validates every position (shmring.Consumer.Resume),
+// so a tail that is not where records are delivers nothing that is not a
+// record of the producer's.
+func (c *Control) TakeBack(k int, bound time.Duration) (tail uint64, forced bool) {
+	own := c.word(k, offOwn)
+	deadline := time.Now().Add(bound)
+	nap := napMin
+	waits, tries := 0, 0
+	for {
+		w := atomic.LoadUint64(own)
+		st := w & stateMask
+		if st == Daemon {
+			return w &^ stateMask, false
+		}
+		late := !time.Now().Before(deadline)
+		if st == Owned || late {
+			if atomic.CompareAndSwapUint64(own, w, w&^stateMask|Daemon) {
+				return w &^ stateMask, st != Owned
+			}
+			// The reader moved: it began a pass, or ended one. Past
+			// the bound, one that keeps moving it gets the word stored
+			// over.
+			if late {
+				if tries++; tries >= forceTries {
+					atomic.StoreUint64(own, w&^stateMask|Daemon)
+					return w &^ stateMask, true
+				}
+			}
+			continue
+		}
+		// Reading, or a state no one should have written: wait.
+		switch waits++; {
+		case waits < spins:
+		case waits < spins+yields:
+			runtime.Gosched()
+		default:
+			time.Sleep(max(min(nap, time.Until(deadline)), 0))
+			nap = min(2*nap, napMax)
+		}
+	}
+}
+
+// Counts are the reader's counts for ring k as the slot has them now: for
+// a ring still handed, what its last committed passes claimed, possibly a
+// pass behind. They are read between the reader's marks (countsTail
+// even and unchanged across the read), a bounded number of times; a
+// reader that keeps storing gets what was read last.
+func (c *Control) Counts(k int) Counts {
+	cs, _, _ := c.readCounts(k)
+	return cs
+}
+
+// countReads bounds Counts' attempts at a read between the reader's
+// marks.
+const countReads = 16
+
+// readCounts reads ring k's counts and the tail they are as of, and
+// whether the read was whole (the reader was not storing them).
+func (c *Control) readCounts(k int) (cs Counts, at uint64, whole bool) {
+	ct := c.word(k, offCounted)
+	w := cs.words()
+	for range countReads {
+		at = atomic.LoadUint64(ct)
+		for i := range w {
+			w[i] = atomic.LoadUint64(c.word(k, offCounts+uintptr(i)*8))
+		}
+		if at&stateMask == 0 && atomic.LoadUint64(ct) == at {
+			return cs, at, true
+		}
+		runtime.Gosched()
+	}
+	return cs, at &^ stateMask, false
+}
+
+// CountsAt is Counts for a ring taken back at tail: the counts as of that
+// tail. The reader stores its pass's counts before its commit; one whose
+// commit a forced take-back made fail stores back those of its last
+// committed pass. So counts as of another tail are a pass's the daemon
+// took back — the reader about to store the old ones back — and are read
+// again, for at most bound. It reports false if they never were as of
+// tail: the reader stopped (or died) in between, or lies.
+func (c *Control) CountsAt(k int, tail uint64, bound time.Duration) (Counts, bool) {
+	tail &^= stateMask
+	var deadline time.Time
+	nap := napMin
+	for i := 0; ; i++ {
+		cs, at, whole := c.readCounts(k)
+		if whole && at == tail {
+			return cs, true
+		}
+		if i == 0 {
+			deadline = time.Now().Add(bound)
+		}
+		if !time.Now().Before(deadline) {
+			return cs, false
+		}
+		time.Sleep(min(nap, time.Until(deadline)))
+		nap = min(2*nap, napMax)
+	}
+}
+
+// Begin starts the reader's pass on ring k: Owned becomes Reading, and
+// the pass reads from the tail returned. It reports false if the daemon
+// has the ring (it took it back: the reader drops it).
+func (c *Control) Begin(k int) (tail uint64, ok bool) {
+	own := c.word(k, offOwn)
+	w := atomic.LoadUint64(own)
+	if w&stateMask != Owned || !atomic.CompareAndSwapUint64(own, w, w&^stateMask|Reading) {
+		return 0, false
+	}
+	c.began[k] = w &^ stateMask
+	return c.began[k], true
+}
+
+// Commit ends the reader's pass on ring k at tail with the counts cs
+// (cumulative: since the ring was given, as of tail): the counts are
+// stored first, then Reading at the pass's start becomes Owned at tail.
+// It reports false if the daemon forced the ring back during the pass:
+// the pass's output is not the reader's (the drainer delivers those
+// records from the start of the pass), the slot's counts are put back as
+// of the last commit, and the reader drops the ring.
+func (c *Control) Commit(k int, tail uint64, cs *Counts) bool {
+	began := c.began[k]
+	c.storeCounts(k, began, tail&^stateMask, cs)
+	if atomic.CompareAndSwapUint64(c.word(k, offOwn), began|Reading, tail&^stateMask|Owned) {
+		c.kept[k] = *cs
+		return true
+	}
+	c.storeCounts(k, began, began, &c.kept[k])
+	return false
+}
+
+// storeCounts stores cs as ring k's counts as of tail, between the marks
+// the daemon reads by: countsTail odd (from began, the tail they were as
+// of) while the words change, tail after.
+func (c *Control) storeCounts(k int, began, tail uint64, cs *Counts) {
+	ct := c.word(k, offCounted)
+	atomic.StoreUint64(ct, began|1)
+	for i, v := range cs.words() {
+		atomic.StoreUint64(c.word(k, offCounts+uintptr(i)*8), v)
+	}
+	atomic.StoreUint64(ct, tail)
+}
