@@ -42,15 +42,17 @@ type HandOver struct {
 // handing is a File handed to a session's reader.
 type handing struct {
 	ss   *Session
+	key  any
 	back func()
 }
 
 // HandTo hands f's records to ss's reader if ss is the only consumer of
 // every event of f that has any, and of at least one, unfiltered, and
 // delivers into streams: see Hand-over. back is called, under the
-// subsystem's lock, when that stops being true; it must not block. A File
-// is handed to one session at a time.
-func (f *File) HandTo(ss *Session, back func()) (HandOver, bool) {
+// subsystem's lock, when that stops being true; it must not block. key
+// names the hand-over for HandBack. A File is handed to one session at a
+// time.
+func (f *File) HandTo(ss *Session, key any, back func()) (HandOver, bool) {
 	s := f.s
 	s.mu.Lock()
 	defer s.unlock()
@@ -81,7 +83,7 @@ func (f *File) HandTo(ss *Session, back func()) (HandOver, bool) {
 	if !mine {
 		return HandOver{}, false
 	}
-	f.handed = &handing{ss: ss, back: back}
+	f.handed = &handing{ss: ss, key: key, back: back}
 	if s.handed == nil {
 		s.handed = map[*File]struct{}{}
 	}
@@ -89,13 +91,15 @@ func (f *File) HandTo(ss *Session, back func()) (HandOver, bool) {
 	return ho, true
 }
 
-// HandBack ends f's hand-over, if it has one, without calling its back:
-// the caller took the records back itself.
-func (f *File) HandBack() {
+// HandBack ends f's hand-over key, if it is still on, without calling its
+// back: the caller takes the records back itself.
+func (f *File) HandBack(key any) {
 	s := f.s
 	s.mu.Lock()
 	defer s.unlock()
-	s.endHandOver(f)
+	if f.handed != nil && f.handed.key == key {
+		s.endHandOver(f)
+	}
 }
 
 // Handed reports whether f is handed to a session's reader now.

@@ -45,7 +45,7 @@ func TestHandTo(t *testing.T) {
 			}
 			other := d.s.Lookup("user_events", "__other")
 			backs := 0
-			ho, ok := d.f.HandTo(d.ss, func() { backs++ })
+			ho, ok := d.f.HandTo(d.ss, nil, func() { backs++ })
 			if !ok {
 				t.Fatal("not handed: the session is the only consumer")
 			}
@@ -58,7 +58,7 @@ func TestHandTo(t *testing.T) {
 					t.Errorf("index %d: %+v, want %s's sample id", i, ho.Events[i], name)
 				}
 			}
-			if _, ok := d.f.HandTo(d.ss, func() {}); ok {
+			if _, ok := d.f.HandTo(d.ss, nil, func() {}); ok {
 				t.Fatal("handed twice")
 			}
 			if err := st.change(d, other); err != nil {
@@ -116,9 +116,31 @@ func TestHandToRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d := newDeliverEnv(t, false)
 			ss := setup(d)
-			if _, ok := d.f.HandTo(ss, func() { t.Error("back called") }); ok {
+			if _, ok := d.f.HandTo(ss, nil, func() { t.Error("back called") }); ok {
 				t.Error("handed")
 			}
 		})
+	}
+}
+
+// TestHandBackKey: HandBack ends only the hand-over it names — not one
+// made after it ended.
+func TestHandBackKey(t *testing.T) {
+	d := newDeliverEnv(t, false)
+	first, second := new(int), new(int)
+	if _, ok := d.f.HandTo(d.ss, first, func() {}); !ok {
+		t.Fatal("not handed")
+	}
+	d.f.HandBack(first)
+	if _, ok := d.f.HandTo(d.ss, second, func() {}); !ok {
+		t.Fatal("not handed again")
+	}
+	d.f.HandBack(first)
+	if !d.f.Handed() {
+		t.Fatal("HandBack of the first ended the second")
+	}
+	d.f.HandBack(second)
+	if d.f.Handed() {
+		t.Fatal("still handed")
 	}
 }
