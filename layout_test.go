@@ -32,8 +32,8 @@ var layers = [][]string{
 	{"internal/daemon/wire", "internal/subsys/ftrace", "internal/subsys/tracefilter", "internal/bpfcount", "perfdata",
 		"internal/export/exporttest"},
 	// The daemon's client; the user_events subsystem in user space; a perf
-	// event of its tracepoints.
-	{"internal/daemon/client", "internal/subsys", "internal/perfevent"},
+	// event of its tracepoints; the checks of who wrote a ring's record.
+	{"internal/daemon/client", "internal/subsys", "internal/perfevent", "internal/ringcheck"},
 	// The errors of the public packages; the processes calling in through
 	// FUSE, as subsys processes; uetrace run's seccomp guard.
 	{"internal/uerror", "internal/fusefs/callers", "internal/runguard"},

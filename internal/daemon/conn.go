@@ -16,6 +16,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/procfs"
+	"github.com/uetrace/uetrace/internal/ringcheck"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -47,10 +48,10 @@ type conn struct {
 	// handled: only a Hello's, Ring's or ServeFUSE's are kept, and only
 	// when the message came whole (read).
 	fds     []int
-	uid     uint32      // the peer's uid (SO_PEERCRED)
-	threads threadCheck // the thread ids its Write requests give
-	empty   bool        // the message read was a 0-byte one, not the end
-	ucred   unix.Ucred  // the peer's credentials (SO_PEERCRED), taken at accept
+	uid     uint32            // the peer's uid (SO_PEERCRED)
+	threads ringcheck.Threads // the thread ids its Write requests give
+	empty   bool              // the message read was a 0-byte one, not the end
+	ucred   unix.Ucred        // the peer's credentials (SO_PEERCRED), taken at accept
 
 	// tracer: the caller may control tracing and read others' records
 	// (policy.go).
@@ -123,7 +124,7 @@ func (c *conn) serve() {
 		return // closed as it was accepted: the server is stopping
 	}
 	c.w = subsys.Writer{TGID: ucred.Pid, Comm: procComm(ucred.Pid)}
-	c.threads.init(ucred.Pid)
+	c.threads.Init(ucred.Pid)
 	c.out = make([]byte, 0, 4096)
 
 	// A connection that does not say Hello in time is closed: it would
@@ -403,7 +404,7 @@ func (c *conn) teardown() {
 	c.addRegs(-c.regs)
 	c.file.Close()
 	c.s.leave(c.proc)
-	if n, u := c.threads.forged.Load(), c.threads.unchecked.Load(); n|u != 0 {
+	if n, u := c.threads.Forged(), c.threads.Unchecked(); n|u != 0 {
 		c.log.Warn("client gone; it wrote records under another process's threads, or more new thread ids than the daemon checks, delivered under its own pid", "forged_tid", n, "unchecked_tid", u)
 		return
 	}

@@ -178,7 +178,7 @@
 //     delivers ring k of every set (one merger goroutine every version-1
 //     ring) into their connections' user_events_data, in time order across
 //     rings as ftrace merges its per-CPU buffers (see merge), with the time the record
-//     carries, its thread and CPU as writer.go checks them (a live thread
+//     carries, its thread and CPU as package ringcheck checks them (a live thread
 //     of another process becomes the peer's pid: RingStats.ForgedTID, and
 //     so does a new one past the ring's ration of checks:
 //     RingStats.UncheckedTID; the

@@ -234,7 +234,7 @@ func (m *merge) fill(r *ringSource, now uint64, bound *uint64, hold *bool) bool 
 	}
 	if r.closing || r.cons.Pending() == 0 {
 		// Empty: no record follows the loss records yet.
-		if len(r.losses) > 0 {
+		if len(r.waiting) > 0 {
 			r.applyLosses(-1)
 		}
 		r.holdSince = 0

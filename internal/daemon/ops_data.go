@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/ringcheck"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -47,12 +48,12 @@ func (c *conn) opDelete(h wire.Header, body []byte) bool {
 }
 
 // opWrite is writev(2) of [write_index][payload], by the thread and on the CPU
-// the header names (the client's word, checked: writer.go).
+// the header names (the client's word, checked: package ringcheck).
 func (c *conn) opWrite(h wire.Header, body []byte) bool {
-	// The thread and CPU are the client's word: checked (writer.go).
+	// The thread and CPU are the client's word: checked (package ringcheck).
 	w := c.w
-	w.PID = c.threads.thread(h.Arg)
-	w.CPU = writerCPU(uint32(h.Flags))
+	w.PID = c.threads.Thread(h.Arg)
+	w.CPU = ringcheck.CPU(uint32(h.Flags))
 	if c.ring != nil || c.set != nil {
 		// A client with a ring sends here only what it could not
 		// publish there (a record it cannot check itself): it comes
@@ -70,8 +71,8 @@ func (c *conn) opWriteHead(h wire.Header, body []byte) bool {
 		return c.result(0, fmt.Errorf("write: truncated message: %w", unix.EPROTO))
 	}
 	w := c.w
-	w.PID = c.threads.thread(h.Arg)
-	w.CPU = writerCPU(uint32(h.Flags))
+	w.PID = c.threads.Thread(h.Arg)
+	w.CPU = ringcheck.CPU(uint32(h.Flags))
 	if c.ring != nil || c.set != nil {
 		c.s.Flush()
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/preload"
+	"github.com/uetrace/uetrace/internal/ringcheck"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
@@ -62,7 +62,7 @@ type RingStats struct {
 	// process's thread.
 	ForgedTID uint64
 	// UncheckedTID are records whose thread id the daemon had not checked
-	// when its ring's ration of checks was spent (writer.go): delivered
+	// when its ring's ration of checks was spent (package ringcheck): delivered
 	// under the connection's process id, so that made-up thread ids cost
 	// their producer, not the ring's drainer.
 	UncheckedTID uint64
@@ -160,8 +160,8 @@ func (c *conn) attachRing(memfd, efd int) error {
 // (its TGID and Comm) into f: a connection's ring or ring of a set, or a
 // FUSE share's.
 func newRingSource(log *slog.Logger, f *subsys.File, w subsys.Writer, cons *shmring.Consumer) *ringSource {
-	r := &ringSource{log: log, file: f, w: w, cons: cons, efd: -1, done: make(chan struct{}), sharedAt: time.Now()}
-	r.threads.init(w.TGID)
+	r := &ringSource{log: log, file: f, w: w, cons: cons, efd: -1, done: make(chan struct{}), losses: ringcheck.NewLossBudget(time.Now(), 0)}
+	r.threads.Init(w.TGID)
 	return r
 }
 
@@ -192,14 +192,13 @@ type ringSource struct {
 	view      shmring.View // the ring's next record, in place, when have
 	have      bool
 	heapIdx   int
-	holdSince int64       // when its uncommitted record began to hold the merge; 0 if not
-	untrusted bool        // held the merge past holdMax once: never holds it again
-	closing   bool        // the connection is gone: drain what is committed, then release
-	budget    int         // records a closing ring may still deliver
-	threads   threadCheck // the records' thread ids (writer.go)
-	losses    []loss      // loss records waiting for the ring's next record
-	sharedAt  time.Time   // when the client shared the ring (lossBudget)
-	claimed   uint64      // the records its loss records claimed, as cut
+	holdSince int64                // when its uncommitted record began to hold the merge; 0 if not
+	untrusted bool                 // held the merge past holdMax once: never holds it again
+	closing   bool                 // the connection is gone: drain what is committed, then release
+	budget    int                  // records a closing ring may still deliver
+	threads   ringcheck.Threads    // the records' thread ids
+	losses    ringcheck.LossBudget // its loss records' claims, cut
+	waiting   []loss               // loss records waiting for the ring's next record
 
 	// Counted by its drainer; read by Stats at any time.
 	delivered, rejected, disabled, voided, lost, lostRecs atomic.Uint64
@@ -237,7 +236,7 @@ func (r *ringSource) live() RingStats {
 	return RingStats{
 		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(), Voided: r.voided.Load(),
 		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(), LostCapped: r.lostCapped.Load(),
-		ForgedTID: r.threads.forged.Load(), UncheckedTID: r.threads.unchecked.Load(), Future: r.future.Load(), Held: r.held.Load(),
+		ForgedTID: r.threads.Forged(), UncheckedTID: r.threads.Unchecked(), Future: r.future.Load(), Held: r.held.Load(),
 	}
 }
 
@@ -308,28 +307,26 @@ func logRelease(log *slog.Logger, st RingStats) {
 func (r *ringSource) deliver() {
 	v := &r.view
 	w := r.w
-	w.PID = r.threads.thread(v.TID)
-	w.CPU = writerCPU(v.CPU)
+	w.PID = r.threads.Thread(v.TID)
+	w.CPU = ringcheck.CPU(v.CPU)
 	if v.WriteIndex == preload.VoidIndex {
 		r.voided.Add(1)
 		return
 	}
 	if v.WriteIndex == wire.LostIndex {
-		var p [wire.LostPayload]byte
-		if v.Len != wire.LostPayload {
+		idx, claim, ok := ringcheck.ParseLoss(v)
+		if !ok {
 			r.rejected.Add(1)
 			return
 		}
-		v.CopyPayload(p[:])
-		if wire.LE.Uint32(p[4:]) != 0 {
-			r.rejected.Add(1)
-			return
-		}
-		if len(r.losses) == maxLosses {
+		if len(r.waiting) == maxLosses {
 			r.applyLosses(-1)
 		}
-		n := r.lossBudget(wire.LE.Uint64(p[8:]))
-		r.losses = append(r.losses, loss{w: w, time: v.Time, idx: wire.LE.Uint32(p[:]), n: n})
+		n, capped := r.losses.Cut(claim)
+		if capped {
+			r.lostCapped.Add(1)
+		}
+		r.waiting = append(r.waiting, loss{w: w, time: v.Time, idx: idx, n: n})
 		return
 	}
 	r.applyLosses(w.CPU)
@@ -342,27 +339,6 @@ func (r *ringSource) deliver() {
 	default:
 		r.rejected.Add(1)
 	}
-}
-
-// lossBudget is a loss record's claim cut to what the ring's producer could
-// have dropped since it shared the ring, less what its loss records
-// claimed before: at most one record per nanosecond on each possible CPU
-// — a failed reserve alone takes longer — counting time by the daemon's
-// clock, not the records' stamps, which are the client's. A claim over it
-// is counted (LostCapped). So a ring's losses can never exceed its
-// lifetime's possible writes, and what sums them cannot be wrapped by one
-// client's number.
-func (r *ringSource) lossBudget(claim uint64) uint64 {
-	hi, could := bits.Mul64(uint64(max(time.Since(r.sharedAt), 0)), uint64(possibleCPUs))
-	if hi != 0 {
-		could = math.MaxUint64
-	}
-	if left := could - min(r.claimed, could); claim > left {
-		claim = left
-		r.lostCapped.Add(1)
-	}
-	r.claimed += claim
-	return claim
 }
 
 // A loss is a loss record waiting for the ring's next record.
@@ -384,11 +360,11 @@ const maxLosses = 64
 // record on its CPU). With cpu < 0 — no record follows yet — each keeps
 // its own.
 func (r *ringSource) applyLosses(cpu int) {
-	if len(r.losses) == 0 {
+	if len(r.waiting) == 0 {
 		return
 	}
 	r.batch.Flush() // WriteLost takes the streams' locks itself
-	for _, l := range r.losses {
+	for _, l := range r.waiting {
 		if cpu >= 0 {
 			l.w.CPU = cpu
 		}
@@ -399,8 +375,8 @@ func (r *ringSource) applyLosses(cpu int) {
 		r.lostRecs.Add(1)
 		r.lost.Add(l.n)
 	}
-	clear(r.losses)
-	r.losses = r.losses[:0]
+	clear(r.waiting)
+	r.waiting = r.waiting[:0]
 }
 
 var errServerClosed = fmt.Errorf("the daemon is shutting down: %w", unix.ESHUTDOWN)

@@ -24,7 +24,7 @@ import (
 // ring delivers per second. own: every record of the producer's own
 // thread; madeup8000: each of a cycle of 8 000 thread ids no task has, as a
 // hostile producer makes them up — the merger's cost of checking them is
-// the producer's ration (writer.go), after which they cost what own does.
+// the producer's ration (package ringcheck), after which they cost what own does.
 func BenchmarkRingDeliver(b *testing.B) {
 	own := uint32(unix.Gettid())
 	b.Run("tid=own", func(b *testing.B) { benchRingDeliver(b, func(int) uint32 { return own }) })

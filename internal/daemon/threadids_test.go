@@ -5,18 +5,19 @@ import (
 	"time"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/ringcheck"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 )
 
 // madeUpTID is the i-th of n thread ids no task has, as a hostile producer
 // makes them up: the top of the pid space.
-func madeUpTID(i, n int) uint32 { return uint32(pidMax() - 1 - i%n) }
+func madeUpTID(i, n int) uint32 { return uint32(ringcheck.PIDMax() - 1 - i%n) }
 
 // TestMadeUpThreadIDsCostTheProducer: a producer whose records cycle
 // through 8 000 made-up thread ids — ids no task has, each of which the
 // daemon would believe (a thread that exited) after checking /proc — gets
-// its ration of checks, tidCheckBurst and then tidCheckRate a second; its
+// its ration of checks, ringcheck.CheckBurst and then ringcheck.CheckRate a second; its
 // other records go under its process id, counted, and every record is
 // delivered. (Each record cost the merger two system calls: ~200 000
 // records a second, for every producer behind it.)
@@ -51,7 +52,7 @@ func TestMadeUpThreadIDsCostTheProducer(t *testing.T) {
 			tids[r.TID] = true
 		}
 	}
-	ration := tidCheckBurst + int(elapsed.Seconds()*tidCheckRate) + 1
+	ration := ringcheck.CheckBurst + int(elapsed.Seconds()*ringcheck.CheckRate) + 1
 	if len(tids) > ration {
 		t.Errorf("%d made-up thread ids reached the session in %v; the ration is %d", len(tids), elapsed, ration)
 	}
@@ -62,42 +63,5 @@ func TestMadeUpThreadIDsCostTheProducer(t *testing.T) {
 	}
 	if got := s.Stats().UncheckedTID; got != st.UncheckedTID {
 		t.Errorf("Stats shows %d unchecked thread ids, RingStats %d", got, st.UncheckedTID)
-	}
-}
-
-// TestThreadCheckRation: the ration refills at tidCheckRate a second up to
-// tidCheckBurst.
-func TestThreadCheckRation(t *testing.T) {
-	var tc threadCheck
-	tc.init(1)
-	now := tc.refilled
-	for i := range tidCheckBurst {
-		if !tc.spend(now) {
-			t.Fatalf("check %d of the burst refused", i)
-		}
-	}
-	if tc.spend(now) {
-		t.Fatal("a check past the burst at once")
-	}
-	now += int64(time.Second)
-	for i := range tidCheckRate {
-		if !tc.spend(now) {
-			t.Fatalf("check %d of a second's refill refused", i)
-		}
-	}
-	if tc.spend(now) {
-		t.Error("more than a second's refill")
-	}
-	now += int64(time.Second) / tidCheckRate / 2
-	if tc.spend(now) {
-		t.Error("a check after half a refill's interval")
-	}
-	now += int64(time.Second) / tidCheckRate / 2
-	if !tc.spend(now) || tc.spend(now) {
-		t.Error("want one check after a refill's interval")
-	}
-	now += 100 * int64(time.Second)
-	if tc.spend(now); tc.checks != tidCheckBurst-1 {
-		t.Errorf("after 100 s, %d checks left, want the burst less one", tc.checks)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/ringcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +30,7 @@ func TestWriterIdentityChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, tid := int32(unix.Getpid()), int32(unix.Gettid())
-	ncpu := int32(possibleCPUs)
+	ncpu := int32(ringcheck.PossibleCPUs)
 	writes := []struct {
 		name      string
 		tid       int32
@@ -40,7 +41,7 @@ func TestWriterIdentityChecked(t *testing.T) {
 	}{
 		{"init's thread", 1, 0, pid, 0, true},
 		{"a thread of ours", tid, 1 % int(ncpu), tid, 1 % ncpu, false},
-		{"beyond pid_max", int32(pidMax() + 5), 0, pid, 0, true},
+		{"beyond pid_max", int32(ringcheck.PIDMax() + 5), 0, pid, 0, true},
 		{"negative", -7, 0, pid, 0, true},
 		{"CPU 65535", pid, 65535, pid, 65535 % ncpu, false},
 	}

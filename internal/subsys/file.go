@@ -26,6 +26,9 @@ type File struct {
 	// watches are told of the array's indices and their events' status
 	// (watch.go); under s.mu and mu.
 	watches []FileWatch
+	// handed is the session whose reader the file's records are handed
+	// to (handover.go), or nil; under s.mu.
+	handed *handing
 }
 
 // Open opens user_events_data.
@@ -240,6 +243,9 @@ func (f *File) add(ev *Event) (int, error) {
 			return 0, err
 		}
 	}
+	// A reader the file's records are handed to has no table entry for
+	// the new index: the hand-over ends first.
+	f.s.handBackLocked(f)
 	// Appending may reuse the backing array: readers of the old slice never
 	// look past their own length, so the new element is invisible to them.
 	next := append(cur, ev)
@@ -324,6 +330,7 @@ func (f *File) Close() error {
 	s := f.s
 	s.mu.Lock()
 	defer s.unlock()
+	s.handBackLocked(f)
 	for _, ev := range *p {
 		// Watches not stopped by their owners end with the file.
 		for _, w := range ws {

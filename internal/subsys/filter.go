@@ -169,6 +169,7 @@ func (ss *Session) SetFilter(ev *Event, text string) error {
 		}
 	}
 	m[ev] = flt
+	s.changing(ev)
 	ss.filters.Store(&m)
 	return nil
 }

@@ -31,6 +31,7 @@ func (s *Subsystem) setFtraceLocked(ev *Event, on bool) {
 	if ev.deleted || ev.ftrace.Load() == on {
 		return
 	}
+	s.changing(ev)
 	ev.ftrace.Store(on)
 	if on {
 		ev.wasEnabled = true

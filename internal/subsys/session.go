@@ -654,6 +654,7 @@ func (ss *Session) drain(buf []byte, frame int, dst []Record) []Record {
 // addSession and removeSession update the write path's view of the event's
 // sessions (copy on write). Called with s.mu held.
 func (ev *Event) addSession(ss *Session) {
+	ev.s.changing(ev)
 	var cur []*Session
 	if p := ev.sessions.Load(); p != nil {
 		cur = *p
@@ -667,6 +668,7 @@ func (ev *Event) removeSession(ss *Session) {
 	if p == nil {
 		return
 	}
+	ev.s.changing(ev)
 	next := removeSession(append([]*Session(nil), (*p)...), ss)
 	if len(next) == 0 {
 		ev.sessions.Store(nil)

@@ -99,8 +99,9 @@ type Subsystem struct {
 	stats Stats
 	dirty []*Process // processes with enable bits to write at unlock (enablewrite.go)
 
-	syncHooks     syncHooks      // run before a state change (enablewrite.go)
-	statusWatches []*statusWatch // v10 status pages (v10.go)
+	syncHooks     syncHooks          // run before a state change (enablewrite.go)
+	handed        map[*File]struct{} // Files handed to sessions' readers (handover.go)
+	statusWatches []*statusWatch     // v10 status pages (v10.go)
 }
 
 // Stats count what the subsystem did that no caller sees as an error.

@@ -186,34 +186,43 @@ func (s *Session) askStreams(size int) (int, error) {
 	if size < 0 || size > wire.MaxSessionRing {
 		return -1, fmt.Errorf("session streams: %d bytes asked, at most %d: %w", size, wire.MaxSessionRing, unix.EINVAL)
 	}
-	c := s.c
 	msg := wire.LE.AppendUint32(wire.AppendHeader(make([]byte, 0, wire.HeaderSize+4), wire.OpSessionStreams, 0, s.handle), uint32(size))
+	_, _, fds, err := s.c.callForRights(msg, func(int64) int { return 1 })
+	if err != nil {
+		return -1, fmt.Errorf("session streams: %w", err)
+	}
+	return fds[0], nil
+}
+
+// callForRights sends msg and returns its reply's result, the rest of its
+// body and the descriptors it carried: as many as want says for the
+// result, or ErrProtocol (and they are closed).
+func (c *Conn) callForRights(msg []byte, want func(ret int64) int) (ret int64, rest []byte, fds []int, err error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return -1, unix.EBADF
+		return 0, nil, nil, unix.EBADF
 	}
 	if err := c.send(msg); err != nil {
 		c.mu.Unlock()
-		return -1, fmt.Errorf("session streams: %w", err)
+		return 0, nil, nil, err
 	}
 	r, fds, err := c.recvRights(c.rbuf[:])
-	c.mu.Unlock()
 	if err == nil {
-		_, _, err = wire.ParseResult(r)
-		if err == nil && len(fds) != 1 {
-			err = fmt.Errorf("session streams: the reply carried %d descriptors: %w", len(fds), wire.ErrProtocol)
-		}
-	} else {
-		err = fmt.Errorf("session streams: %w", err)
+		ret, rest, err = wire.ParseResult(r)
+		rest = append([]byte(nil), rest...) // c.rbuf is the next call's
+	}
+	c.mu.Unlock()
+	if err == nil && len(fds) != want(ret) {
+		err = fmt.Errorf("the reply carried %d descriptors: %w", len(fds), wire.ErrProtocol)
 	}
 	if err != nil {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
-		return -1, err
+		return 0, nil, nil, err
 	}
-	return fds[0], nil
+	return ret, rest, fds, nil
 }
 
 // SessionStreams are the reading end of a session's streams (ShareStreams):
@@ -273,4 +282,50 @@ func (s *Session) sync(flags uint16) (lost, tooLarge uint64, err error) {
 		return 0, 0, fmt.Errorf("session sync: a reply of %d bytes: %w", len(rest), wire.ErrProtocol)
 	}
 	return wire.LE.Uint64(rest), wire.LE.Uint64(rest[8:]), nil
+}
+
+// A HandOver is a producer's ring set the daemon handed to the session's
+// reader (Session.HandOver): the table and the producer, and the
+// descriptors the caller now owns — the set's memfd, the control memfd,
+// the set's wake eventfd — to map with package handover and close.
+type HandOver struct {
+	*wire.HandOver
+	SetFd, ControlFd, WakeFd int
+}
+
+// Close closes the hand-over's descriptors.
+func (h *HandOver) Close() {
+	for _, fd := range []int{h.SetFd, h.ControlFd, h.WakeFd} {
+		unix.Close(fd)
+	}
+}
+
+// HandOver asks the daemon for a producer's ring set to read in place
+// (wire.OpSessionHandOver), for a session that delivers into streams: nil
+// when there is none to hand over now. A daemon before hand-overs, or one
+// that will not hand over to this process, answers EPROTO.
+func (s *Session) HandOver() (*HandOver, error) {
+	msg := wire.AppendHeader(make([]byte, 0, wire.HeaderSize), wire.OpSessionHandOver, 0, s.handle)
+	ret, rest, fds, err := s.c.callForRights(msg, func(ret int64) int {
+		if ret == 1 {
+			return 3
+		}
+		return 0
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session hand-over: %w", err)
+	}
+	switch ret {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, fmt.Errorf("session hand-over: a result of %d: %w", ret, wire.ErrProtocol)
+	}
+	h := &HandOver{SetFd: fds[0], ControlFd: fds[1], WakeFd: fds[2]}
+	if h.HandOver, err = wire.ParseHandOver(rest); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return h, nil
 }
