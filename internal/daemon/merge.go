@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/ringcheck"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
@@ -219,7 +219,7 @@ func (m *merge) fill(r *ringSource, now uint64, bound *uint64, hold *bool) bool 
 	if r.closing && r.budget <= 0 {
 		return false
 	}
-	v, err := r.cons.PeekMax(maxRingRecord)
+	v, err := r.cons.PeekMax(ringcheck.MaxRecord)
 	if err == nil {
 		if v.Time > now {
 			// Stamped after this pass began — or later than any clock
@@ -287,13 +287,6 @@ func (m *merge) drop(r *ringSource) {
 		r.have = false
 	}
 }
-
-// maxRingRecord is the longest record a ring delivers, header and padding
-// included: a write's longest (wire.MaxWrite), as over the socket. A
-// longer one is skipped and counted (RingStats.TooLong); a producer that
-// checks its writes sends such a write over the socket instead, where
-// WriteHead answers it as Linux does.
-const maxRingRecord = shmring.HeaderSize + wire.MaxWrite
 
 // ringHeap orders rings with a record by its time.
 type ringHeap []*ringSource

@@ -319,7 +319,7 @@ func (r *ringSource) deliver() {
 			r.rejected.Add(1)
 			return
 		}
-		if len(r.waiting) == maxLosses {
+		if len(r.waiting) == ringcheck.MaxLosses {
 			r.applyLosses(-1)
 		}
 		n, capped := r.losses.Cut(claim)
@@ -348,9 +348,6 @@ type loss struct {
 	idx  uint32
 	n    uint64
 }
-
-// maxLosses bounds the loss records a ring keeps waiting.
-const maxLosses = 64
 
 // applyLosses hands the losses waiting to the File. A producer publishes
 // its loss records just before the record of the write that found room
