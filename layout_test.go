@@ -35,8 +35,9 @@ var layers = [][]string{
 	// event of its tracepoints; the checks of who wrote a ring's record.
 	{"internal/daemon/client", "internal/subsys", "internal/perfevent", "internal/ringcheck"},
 	// The errors of the public packages; the processes calling in through
-	// FUSE, as subsys processes; uetrace run's seccomp guard.
-	{"internal/uerror", "internal/fusefs/callers", "internal/runguard"},
+	// FUSE, as subsys processes; uetrace run's seccomp guard; a session's
+	// reader of a ring set the daemon handed over.
+	{"internal/uerror", "internal/fusefs/callers", "internal/runguard", "internal/handover"},
 	// The kernel's tracefs found; the daemon: the subsystem served on a
 	// socket; and its tree served through FUSE.
 	{"internal/kernelfs", "internal/daemon", "internal/fusefs"},

@@ -2,7 +2,6 @@ package handover
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -78,7 +77,7 @@ func (c *Counts) words() *[nCounts]uint64 { return (*[nCounts]uint64)(unsafe.Poi
 func (c *Counts) Add(o *Counts) {
 	a, b := c.words(), o.words()
 	for i := range a {
-		a[i] = min(a[i], math.MaxUint64-b[i]) + b[i]
+		a[i] = satAdd(a[i], b[i])
 	}
 }
 
@@ -96,7 +95,7 @@ type Control struct {
 	rings int
 
 	// The reader's own, per ring: the tail its Begin found, and the
-	// counts it last committed, stored back if a commit fails.
+	// counts the slot held then, stored back if the commit fails.
 	began []uint64
 	kept  []Counts
 }
@@ -339,7 +338,9 @@ func (c *Control) CountsAt(k int, tail uint64, bound time.Duration) (Counts, boo
 
 // Begin starts the reader's pass on ring k: Owned becomes Reading, and
 // the pass reads from the tail returned. It reports false if the daemon
-// has the ring (it took it back: the reader drops it).
+// has the ring (it took it back: the reader drops it). The counts the
+// pass adds to are those the slot holds now: zero since the daemon gave
+// the ring, plus the reader's commits since.
 func (c *Control) Begin(k int) (tail uint64, ok bool) {
 	own := c.word(k, offOwn)
 	w := atomic.LoadUint64(own)
@@ -347,21 +348,27 @@ func (c *Control) Begin(k int) (tail uint64, ok bool) {
 		return 0, false
 	}
 	c.began[k] = w &^ stateMask
+	kw := c.kept[k].words()
+	for i := range kw {
+		kw[i] = atomic.LoadUint64(c.word(k, offCounts+uintptr(i)*8))
+	}
 	return c.began[k], true
 }
 
-// Commit ends the reader's pass on ring k at tail with the counts cs
-// (cumulative: since the ring was given, as of tail): the counts are
-// stored first, then Reading at the pass's start becomes Owned at tail.
-// It reports false if the daemon forced the ring back during the pass:
-// the pass's output is not the reader's (the drainer delivers those
-// records from the start of the pass), the slot's counts are put back as
-// of the last commit, and the reader drops the ring.
+// Commit ends the reader's pass on ring k at tail, adding the pass's
+// counts cs to the ring's: the counts are stored first (as of tail), then
+// Reading at the pass's start becomes Owned at tail. It reports false if
+// the daemon forced the ring back during the pass: the pass's output is
+// not the reader's (the drainer delivers those records from the pass's
+// start), the slot's counts are put back as of that start, and the
+// reader drops the ring.
 func (c *Control) Commit(k int, tail uint64, cs *Counts) bool {
 	began := c.began[k]
-	c.storeCounts(k, began, tail&^stateMask, cs)
+	total := c.kept[k]
+	total.Add(cs)
+	c.storeCounts(k, began, tail&^stateMask, &total)
 	if atomic.CompareAndSwapUint64(c.word(k, offOwn), began|Reading, tail&^stateMask|Owned) {
-		c.kept[k] = *cs
+		c.kept[k] = total
 		return true
 	}
 	c.storeCounts(k, began, began, &c.kept[k])

@@ -1,0 +1,155 @@
+package handover
+
+import (
+	"math"
+	"slices"
+
+	"github.com/uetrace/uetrace/internal/daemon/wire"
+)
+
+// A Stream is a reader's output of one ring index: the finished perf.data
+// records its passes over ring k of the sets it reads committed (Bytes),
+// and what a session's stream k keeps to write them as the daemon would
+// (subsys's sessionStreams): the names its reader has been given, and the
+// runs of records lost not yet told. It is one goroutine's, shared by the
+// passes of every set that goroutine reads.
+type Stream struct {
+	buf []byte
+	// comm says the session names writers (PERF_RECORD_COMM);
+	// comms are the names the reader has of the threads whose samples
+	// the stream carried (at most wire.MaxComms), the last sample's
+	// thread and name checked first.
+	comm     bool
+	comms    map[int32]string
+	lastTID  int32
+	lastComm string
+	haveLast bool
+	// lost are the runs of records lost not yet told, oldest first: at
+	// most wire.MaxLostNotes, and one of the other kind.
+	lost []lostRun
+
+	// The pass in progress, to discard it: the output's length and the
+	// lost runs before it.
+	mark  int
+	saved [wire.MaxLostNotes + 1]lostRun
+	nsave int
+}
+
+// lostRun is a run of records lost, told as one PERF_RECORD_LOST before
+// the stream's next sample: n records of the event with sample id id, the
+// first at time on cpu; tooLarge for records over perf's limit, which a
+// session counts apart (subsys's lostNote).
+type lostRun struct {
+	id       uint64
+	time     uint64
+	cpu      int32
+	n        uint64
+	tooLarge bool
+}
+
+// NewStream is an empty output; comm says the session names writers
+// (wire.HandOver.SessionComm): PERF_RECORD_COMM before each thread's first
+// sample.
+func NewStream(comm bool) *Stream {
+	o := &Stream{comm: comm}
+	if comm {
+		o.comms = make(map[int32]string)
+	}
+	return o
+}
+
+// Bytes are the records committed and not yet taken (Reset).
+func (o *Stream) Bytes() []byte { return o.buf }
+
+// Reset forgets the records committed, once the caller wrote them out;
+// the buffer is kept for the next.
+func (o *Stream) Reset() { o.buf = o.buf[:0] }
+
+// FlushLost writes the runs of records lost not yet told as
+// PERF_RECORD_LOST records now, rather than before the next sample: what
+// a session's stream does when its reader asks to be brought up to date
+// (subsys.Session.TakeLost), before it ends a round or the recording.
+// Not during a pass.
+func (o *Stream) FlushLost() { o.flushLost() }
+
+// reserve appends n bytes to the output and returns them, for the caller
+// to fill whole.
+func (o *Stream) reserve(n int) []byte {
+	l := len(o.buf)
+	o.buf = slices.Grow(o.buf, n)[:l+n]
+	return o.buf[l:]
+}
+
+// note adds the run l to the lost runs, as subsys's addLostNote does (the
+// rule is the session stream's: the same bytes come out): into the last
+// run when it is of the same event and kind, else as a new run while
+// there are fewer than wire.MaxLostNotes, else into the last run of its
+// kind — the counts stay exact, the event and time are that run's.
+func (o *Stream) note(l lostRun) {
+	k := len(o.lost)
+	switch {
+	case k > 0 && o.lost[k-1].id == l.id && o.lost[k-1].tooLarge == l.tooLarge:
+		o.lost[k-1].n = satAdd(o.lost[k-1].n, l.n)
+		return
+	case k >= wire.MaxLostNotes:
+		for i := k - 1; i >= 0; i-- {
+			if o.lost[i].tooLarge == l.tooLarge {
+				o.lost[i].n = satAdd(o.lost[i].n, l.n)
+				return
+			}
+		}
+	}
+	o.lost = append(o.lost, l)
+}
+
+// flushLost writes the lost runs as PERF_RECORD_LOST records (subsys's
+// streamRing.flushLost: no thread, the run's first time and CPU).
+func (o *Stream) flushLost() {
+	for _, l := range o.lost {
+		wire.PutLost(o.reserve(wire.LostSize), l.id, l.n, 0, 0, l.time, uint32(l.cpu))
+	}
+	clear(o.lost)
+	o.lost = o.lost[:0]
+}
+
+// name writes a PERF_RECORD_COMM before a sample of thread tid of process
+// pid named comm, of the event with sample id id at time on cpu, when the
+// stream's reader does not have that name (subsys's sessionStreams.reserve):
+// a thread's first sample in the stream, or its name changed. The names
+// are bounded, whatever thread ids a producer makes up: forgetting costs
+// only names sent again.
+func (o *Stream) name(pid, tid int32, comm string, id, time uint64, cpu int) {
+	if o.haveLast && o.lastTID == tid && o.lastComm == comm {
+		return
+	}
+	if have, ok := o.comms[tid]; !ok || have != comm {
+		wire.PutComm(o.reserve(wire.CommSize(comm)), uint32(pid), uint32(tid), comm, id, time, uint32(cpu))
+		if !ok && len(o.comms) >= wire.MaxComms {
+			clear(o.comms)
+		}
+		o.comms[tid] = comm
+	}
+	o.lastTID, o.lastComm, o.haveLast = tid, comm, true
+}
+
+// begin marks the start of a pass, which discard undoes.
+func (o *Stream) begin() {
+	o.mark = len(o.buf)
+	o.nsave = copy(o.saved[:], o.lost)
+}
+
+// discard undoes the pass since begin: its records are cut off, the lost
+// runs are those before it (it may have told some, and noted others), and
+// the names are forgotten — rolling them back would cost a copy a pass,
+// and a name given again is harmless.
+func (o *Stream) discard() {
+	o.buf = o.buf[:o.mark]
+	clear(o.lost)
+	o.lost = append(o.lost[:0], o.saved[:o.nsave]...)
+	clear(o.comms)
+	o.haveLast = false
+}
+
+// satAdd is a+b, saturating at the largest uint64: a run's count sums
+// producers' claims.
+func satAdd(a, b uint64) uint64 { return min(a, math.MaxUint64-b) + b }
