@@ -221,6 +221,9 @@ func (s *Set) Pass(k int, out *Stream, most int) (n int, gone bool) {
 	c.Torn, c.TooLong = st.Torn-st0.Torn, st.TooLong-st0.TooLong
 	c.Discarded, c.BadHead = st.Discarded-st0.Discarded, st.BadHead-st0.BadHead
 	c.ForgedTID, c.UncheckedTID = r.threads.Forged()-forged0, r.threads.Unchecked()-unchecked0
+	if passHook != nil {
+		passHook(k)
+	}
 	if s.ctl.Commit(k, cons.Tail(), &c) {
 		// The output is the reader's: now the producer may have the
 		// space back.
@@ -235,6 +238,10 @@ func (s *Set) Pass(k int, out *Stream, most int) (n int, gone bool) {
 	s.drop(r, out)
 	return 0, true
 }
+
+// passHook, when set (by tests), runs between a pass's records and its
+// commit: where a stopped reader is when the daemon forces its ring back.
+var passHook func(k int)
 
 // drop lets go of ring r, taken back: the loss records that wait for its
 // next record were read in passes the reader committed — the drainer
