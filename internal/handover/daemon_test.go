@@ -1,0 +1,212 @@
+package handover
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/eventdef"
+	"github.com/uetrace/uetrace/internal/abi"
+	"github.com/uetrace/uetrace/internal/daemon"
+	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/daemon/daemontest"
+	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/preload"
+	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/internal/stamp"
+	"github.com/uetrace/uetrace/internal/subsys"
+)
+
+// TestPassMatchesDaemon: the same records, published into a ring set the
+// daemon drains into a session's streams and into a set a reader passes
+// over, come out byte for byte the same in stream k and in the reader's
+// output of ring k — samples, names, loss records (waiting for the next
+// record, merged, told on its CPU), records too large for perf, invalid
+// __data_locs, disabled events, indices the connection does not have,
+// short payloads, void records. The reader's counts are the daemon's
+// RingStats of the same names.
+func TestPassMatchesDaemon(t *testing.T) {
+	const rings = 2
+	sub := subsys.New(subsys.Options{NumCPU: rings})
+	srv, sock := daemontest.Serve(t, daemon.Config{Subsystem: sub, Cred: daemontest.Perfmon, Rings: rings})
+
+	// The producer: a connection with its enable words, its events, its
+	// ring set.
+	arena, addr := enableArena(t)
+	prod, err := client.Dial(sock, &client.Arena{FD: arena, Addr: addr, Size: uint64(unix.Getpagesize())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if prod.Rings() != rings {
+		t.Fatalf("the daemon has %d rings", prod.Rings())
+	}
+	for i, cmd := range testCommands {
+		reg := abi.UserReg{Size: abi.UserRegSize, EnableBit: uint8(i), EnableSize: 4, EnableAddr: addr}
+		idx, ret, err := prod.Register(reg.Bytes(), cmd, false)
+		if err != nil || ret != 0 || idx != uint32(i) {
+			t.Fatalf("register %q: index %d, %d, %v", cmd, idx, ret, err)
+		}
+	}
+	const size = 1 << 16
+	sp, err := shmring.CreateSet(rings, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	if err := prod.ShareRingSet(sp); err != nil {
+		t.Fatal(err)
+	}
+
+	// The session: streams, names, the first two events.
+	rd, err := client.Dial(sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	sess, err := rd.NewSession(client.SessionOptions{Comm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sess.ShareStreams(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var g Grant
+	g.PID, g.Rings, g.Comm = int32(os.Getpid()), rings, procComm(t)
+	for i, cmd := range testCommands {
+		def, _ := eventdef.Parse(cmd)
+		e := Event{Def: def}
+		if i != idxOff {
+			name := strings.Fields(cmd)[0]
+			if _, err := sess.Attach("user_events:"+name, false); err != nil {
+				t.Fatal(err)
+			}
+			e.SampleID = wire.SampleID(sub.Lookup("user_events", name).ID())
+		}
+		g.Events = append(g.Events, e)
+	}
+
+	// The reader's set: the same records in a set of its own.
+	f := newFixture(t, rings, size)
+	f.set.Close()
+	g.LossSince = f.g.LossSince
+	if f.set, err = OpenSet(g, f.sp.Fd(), f.ctl.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	for k := range rings {
+		f.give(k)
+	}
+
+	ts := stamp.Now() - 10_000_000
+	tid := uint32(unix.Gettid())
+	big := make([]byte, wire.MaxPerfRecord)
+	type rec struct {
+		idx     uint32
+		cpu     uint32
+		payload []byte
+	}
+	var recs []rec
+	for k := range uint32(rings) {
+		recs = append(recs,
+			rec{idxPlain, k, seqPayload(1)},
+			rec{idxLoc, k, locPayload(2, "hello")},
+			rec{wire.LostIndex, k + 1, lossPayload(idxLoc, 5)},
+			rec{wire.LostIndex, k, lossPayload(idxLoc, 2)},
+			rec{wire.LostIndex, k, lossPayload(idxPlain, 1)},
+			rec{wire.LostIndex, k, lossPayload(idxOff, 9)},
+			rec{wire.LostIndex, k, lossPayload(77, 9)},
+			rec{idxPlain, k, seqPayload(3)},
+			rec{idxLoc, k, big},
+			rec{idxLoc, k, big},
+			rec{idxPlain, k, big},
+			rec{idxOff, k, seqPayload(4)},
+			rec{9, k, seqPayload(5)},
+			rec{idxPlain, k, []byte{1}},
+			rec{idxLoc, k, append(seqPayload(6), 0xff, 0xff, 0, 0)},
+			rec{preload.VoidIndex, k, nil},
+			rec{idxLoc, k, locPayload(7, "")},
+			rec{wire.LostIndex, k, lossPayload(idxPlain, 3)}, // waits, then told on its own CPU
+		)
+	}
+	for i, r := range recs {
+		// Into the ring of its group (its CPU but for the first loss
+		// record's, which is told on the next record's CPU).
+		k := i / (len(recs) / rings)
+		m := shmring.Meta{Time: ts + uint64(i), WriteIndex: r.idx, TID: tid, CPU: r.cpu}
+		if !sp.Ring(k).Write(m, r.payload) || !f.sp.Ring(k).Write(m, r.payload) {
+			t.Fatalf("record %d: a ring is full", i)
+		}
+	}
+	if _, _, err := st.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range rings {
+		out := NewStream(true)
+		f.pass(t, k, out, 1000)
+		out.FlushLost()
+		daemonBytes := st.Reader(k).Available()
+		if r, err := readStream(daemonBytes); err == nil { t.Logf("daemon %d: %+v", k, r) }
+		if len(daemonBytes) == 0 {
+			t.Fatalf("stream %d is empty", k)
+		}
+		if !bytes.Equal(out.Bytes(), daemonBytes) {
+			t.Errorf("ring %d: the reader wrote\n%x\nthe daemon\n%x", k, out.Bytes(), daemonBytes)
+			if r, err := readStream(out.Bytes()); err == nil {
+				t.Logf("reader: %+v", r)
+			}
+			if r, err := readStream(daemonBytes); err == nil {
+				t.Logf("daemon: %+v", r)
+			}
+		}
+	}
+	var got Counts
+	for k := range rings {
+		c := f.ctl.Counts(k)
+		got.Add(&c)
+	}
+	rs := srv.RingStats()
+	want := Counts{
+		Delivered: rs.Delivered, Rejected: rs.Rejected, Disabled: rs.Disabled, Voided: rs.Voided,
+		Lost: rs.Lost, LostRecords: rs.LostRecords, LostCapped: rs.LostCapped,
+		ForgedTID: rs.ForgedTID, UncheckedTID: rs.UncheckedTID, Future: rs.Future,
+		// Torn, TooLong, Discarded and BadHead the daemon reads when it
+		// releases a ring; none here.
+	}
+	if got != want {
+		t.Errorf("the reader counted %+v\nthe daemon        %+v", got, want)
+	}
+}
+
+// enableArena is a producer's enable words: a sealed memfd of a page,
+// mapped, and its address.
+func enableArena(t *testing.T) (fd int, addr uint64) {
+	t.Helper()
+	page := unix.Getpagesize()
+	fd, err := shmring.SealedMemfd("ho-arena", uint64(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.MmapPtr(fd, 0, nil, uintptr(page), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.MunmapPtr(mem, uintptr(page))
+		unix.Close(fd)
+	})
+	return fd, uint64(uintptr(mem))
+}
+
+// procComm is this process's name, as the daemon takes a connection's.
+func procComm(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Skip(err)
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
