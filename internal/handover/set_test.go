@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -59,6 +60,10 @@ type fixture struct {
 
 func newFixture(t testing.TB, rings, size int) *fixture {
 	t.Helper()
+	// The records say the thread that wrote them (meta): the test's, the
+	// same one throughout.
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
 	sp, err := shmring.CreateSet(rings, size)
 	if err != nil {
 		t.Fatal(err)
