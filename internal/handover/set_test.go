@@ -199,18 +199,18 @@ func TestPassLayout(t *testing.T) {
 		idx     uint32
 		payload []byte
 	}{
-		{idxPlain, seqPayload(1)},                // sample, after the thread's name
-		{idxLoc, locPayload(2, "hello")},         // sample with a string
-		{wire.LostIndex, lossPayload(idxLoc, 5)}, // a loss of ho_loc, told before the next sample, on its CPU
-		{idxPlain, seqPayload(3)},                //
-		{idxLoc, big},                            // too large for perf: a lost run, too large
-		{idxLoc, big},                            // a second: the same run
-		{idxOff, seqPayload(4)},                  // nothing consumes it: disabled
-		{9, seqPayload(5)},                       // no such index: rejected
-		{idxPlain, []byte{1, 2}},                 // shorter than its fields: rejected
+		{idxPlain, seqPayload(1)},                         // sample, after the thread's name
+		{idxLoc, locPayload(2, "hello")},                  // sample with a string
+		{wire.LostIndex, lossPayload(idxLoc, 5)},          // a loss of ho_loc, told before the next sample, on its CPU
+		{idxPlain, seqPayload(3)},                         //
+		{idxLoc, big},                                     // too large for perf: a lost run, too large
+		{idxLoc, big},                                     // a second: the same run
+		{idxOff, seqPayload(4)},                           // nothing consumes it: disabled
+		{9, seqPayload(5)},                                // no such index: rejected
+		{idxPlain, []byte{1, 2}},                          // shorter than its fields: rejected
 		{idxLoc, append(seqPayload(6), 0xff, 0xff, 0, 0)}, // __data_loc past the end: rejected after the lost run is told
-		{preload.VoidIndex, nil},                 // voided
-		{idxPlain, seqPayload(7)},                //
+		{preload.VoidIndex, nil},                          // voided
+		{idxPlain, seqPayload(7)},                         //
 	}
 	for i, r := range recs {
 		f.write(t, k, meta(r.idx, k, ts+uint64(i)), r.payload)
@@ -356,7 +356,7 @@ func TestPassChecks(t *testing.T) {
 	f.write(t, 0, m, seqPayload(2))
 	before := stamp.Now()
 	f.write(t, 0, meta(idxPlain, 0, 1<<62), seqPayload(3))
-	f.write(t, 0, meta(wire.LostIndex, 0, ts+3), []byte{1, 2, 3})                               // not a loss record
+	f.write(t, 0, meta(wire.LostIndex, 0, ts+3), []byte{1, 2, 3})                                                // not a loss record
 	f.write(t, 0, meta(wire.LostIndex, 0, ts+4), append(lossPayload(idxPlain, 1)[:4], make([]byte, 12)...)[:16]) // zero claim
 	bad := lossPayload(idxPlain, 1)
 	bad[4] = 1 // the reserved word
