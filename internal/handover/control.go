@@ -45,11 +45,13 @@ const (
 	stateMask = 7
 )
 
-// Counts are the reader's counts for one ring, cumulative since the ring
-// was given: the daemon's RingStats of the same names. The daemon reads
-// them when it takes the ring back (and while the ring is handed, for its
-// RingStats, lagging as a live ring's do); they are claims of a process
-// the daemon does not trust, which it only adds, saturating (Add).
+// Counts are the reader's counts for one ring: the daemon's RingStats of
+// the same names. The slot holds them cumulative, over every pass any
+// reader committed on the ring; the daemon takes what they grew by since
+// it last looked (TakeCounts) when it takes the ring back, and while the
+// ring is handed for its RingStats (lagging, as a live ring's do). They
+// are claims of a process the daemon does not trust, which it only adds,
+// saturating (Add).
 type Counts struct {
 	Delivered, Rejected, Disabled, Voided uint64
 	Lost, LostRecords, LostCapped         uint64
@@ -83,8 +85,8 @@ func (c *Counts) Add(o *Counts) {
 
 // A Control is the control memfd of a handed set, mapped: the daemon's
 // (CreateControl) or the reader's (AttachControl). Each side's methods
-// are for its own goroutines: the daemon's Give, TakeBack and Counts of
-// ring k from the goroutine that hands ring k over (any number of rings
+// are for its own goroutines: the daemon's Give, TakeBack and TakeCounts
+// of ring k from the goroutine that hands ring k over (any number of rings
 // at once), the reader's Begin and Commit of ring k from the goroutine
 // that reads it.
 type Control struct {
@@ -95,9 +97,11 @@ type Control struct {
 	rings int
 
 	// The reader's own, per ring: the tail its Begin found, and the
-	// counts the slot held then, stored back if the commit fails.
+	// counts the slot held then, which the pass's add to.
 	began []uint64
 	kept  []Counts
+	// The daemon's own, per ring: the counts it took last (TakeCounts).
+	taken []Counts
 }
 
 // controlSize is the memfd's size for n rings: their slots, in whole
@@ -160,7 +164,7 @@ func mapControl(fd, rings int) (*Control, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hand-over control: mmap: %w", err)
 	}
-	return &Control{fd: fd, mem: mem, size: size, rings: rings, began: make([]uint64, rings), kept: make([]Counts, rings)}, nil
+	return &Control{fd: fd, mem: mem, size: size, rings: rings, began: make([]uint64, rings), kept: make([]Counts, rings), taken: make([]Counts, rings)}, nil
 }
 
 // Fd is the control memfd: the daemon sends it to the reader.
@@ -194,15 +198,12 @@ func (c *Control) word(k int, off uintptr) *uint64 {
 }
 
 // Give hands ring k to the reader from tail (the drainer dropped the ring
-// at a pass boundary first): the slot's counts start again at zero as of
-// tail, then own says Owned — the store the reader's Begin loads, after
-// the counts' stores.
+// at a pass boundary first): the counts are said to be as of tail (they
+// are: the reader has passed nowhere since), then own says Owned — the
+// store the reader's Begin loads. The counts themselves go on: the daemon
+// took what it had of them, and takes what they grow by (TakeCounts).
 func (c *Control) Give(k int, tail uint64) {
 	tail &^= stateMask
-	atomic.StoreUint64(c.word(k, offCounted), tail|1)
-	for i := range nCounts {
-		atomic.StoreUint64(c.word(k, offCounts+uintptr(i)*8), 0)
-	}
 	atomic.StoreUint64(c.word(k, offCounted), tail)
 	atomic.StoreUint64(c.word(k, offOwn), tail|Owned)
 }
@@ -277,11 +278,10 @@ func (c *Control) TakeBack(k int, bound time.Duration) (tail uint64, forced bool
 	}
 }
 
-// Counts are the reader's counts for ring k as the slot has them now: for
-// a ring still handed, what its last committed passes claimed, possibly a
-// pass behind. They are read between the reader's marks (countsTail
-// even and unchanged across the read), a bounded number of times; a
-// reader that keeps storing gets what was read last.
+// Counts are the reader's counts for ring k as the slot has them now,
+// cumulative. They are read between the reader's marks (countsTail even
+// and unchanged across the read), a bounded number of times; a reader
+// that keeps storing gets what was read last.
 func (c *Control) Counts(k int) Counts {
 	cs, _, _ := c.readCounts(k)
 	return cs
@@ -309,15 +309,33 @@ func (c *Control) readCounts(k int) (cs Counts, at uint64, whole bool) {
 	return cs, at &^ stateMask, false
 }
 
-// CountsAt is Counts for a ring taken back at tail: the counts as of that
-// tail. The reader stores its pass's counts before its commit; one whose
-// commit a forced take-back made fail stores back those of its last
-// committed pass. So counts as of another tail are a pass's the daemon
-// took back — the reader about to store the old ones back — and are read
-// again, for at most bound. It reports false if they never were as of
-// tail: the reader stopped (or died) in between, or lies.
-func (c *Control) CountsAt(k int, tail uint64, bound time.Duration) (Counts, bool) {
-	tail &^= stateMask
+// TakeCounts returns what ring k's counts grew by since the daemon last
+// took them — each count on its own; one that went down (a reader that
+// lies) adds nothing, and is taken from its new value on. With bound > 0,
+// for a ring taken back at tail, it first waits, at most bound, for the
+// counts to be as of tail: the reader stores a pass's counts just after
+// the commit that moved the ring there (Commit). ok is false if they
+// never were — the reader stopped (or died) between its commit and its
+// store, or that store landed after the ring was given again (at a tail
+// the counts said they were as of already), or the reader lies; what
+// they grew by so far is returned all the same, and a store that lands
+// later is taken next time: nothing is counted twice, or lost but the
+// last pass of a reader that died.
+func (c *Control) TakeCounts(k int, tail uint64, bound time.Duration) (grown Counts, ok bool) {
+	cs, ok := c.countsAt(k, tail&^stateMask, bound)
+	now, was, g := cs.words(), c.taken[k].words(), grown.words()
+	for i := range now {
+		if now[i] > was[i] {
+			g[i] = now[i] - was[i]
+		}
+	}
+	c.taken[k] = cs
+	return grown, ok
+}
+
+// countsAt reads ring k's counts, waiting for them to be as of tail for
+// at most bound (none: at once).
+func (c *Control) countsAt(k int, tail uint64, bound time.Duration) (Counts, bool) {
 	var deadline time.Time
 	nap := napMin
 	for i := 0; ; i++ {
@@ -331,7 +349,7 @@ func (c *Control) CountsAt(k int, tail uint64, bound time.Duration) (Counts, boo
 		if !time.Now().Before(deadline) {
 			return cs, false
 		}
-		time.Sleep(min(nap, time.Until(deadline)))
+		time.Sleep(max(min(nap, time.Until(deadline)), 0))
 		nap = min(2*nap, napMax)
 	}
 }
@@ -339,8 +357,8 @@ func (c *Control) CountsAt(k int, tail uint64, bound time.Duration) (Counts, boo
 // Begin starts the reader's pass on ring k: Owned becomes Reading, and
 // the pass reads from the tail returned. It reports false if the daemon
 // has the ring (it took it back: the reader drops it). The counts the
-// pass adds to are those the slot holds now: zero since the daemon gave
-// the ring, plus the reader's commits since.
+// pass adds to are those the slot holds now, whichever reader stored
+// them.
 func (c *Control) Begin(k int) (tail uint64, ok bool) {
 	own := c.word(k, offOwn)
 	w := atomic.LoadUint64(own)
@@ -356,23 +374,28 @@ func (c *Control) Begin(k int) (tail uint64, ok bool) {
 }
 
 // Commit ends the reader's pass on ring k at tail, adding the pass's
-// counts cs to the ring's: the counts are stored first (as of tail), then
-// Reading at the pass's start becomes Owned at tail. It reports false if
-// the daemon forced the ring back during the pass: the pass's output is
-// not the reader's (the drainer delivers those records from the pass's
-// start), the slot's counts are put back as of that start, and the
-// reader drops the ring.
+// counts cs to the ring's: Reading at the pass's start becomes Owned at
+// tail, then the counts are stored as of tail. It reports false if the
+// daemon forced the ring back during the pass: the pass's output is not
+// the reader's (the drainer delivers those records from the pass's
+// start), its counts are not stored, and the reader drops the ring.
+//
+// The counts are stored after the commit, not before: stored before, a
+// pass whose commit fails would leave its counts in the slot, to be put
+// back. A take-back right after a commit finds the counts as of the tail
+// before it, and reads them again until they are as of its tail
+// (TakeCounts); a store that lands after the daemon gave the ring again
+// only adds what that pass counted, since the counts are cumulative.
 func (c *Control) Commit(k int, tail uint64, cs *Counts) bool {
 	began := c.began[k]
+	tail &^= stateMask
+	if !atomic.CompareAndSwapUint64(c.word(k, offOwn), began|Reading, tail|Owned) {
+		return false
+	}
 	total := c.kept[k]
 	total.Add(cs)
-	c.storeCounts(k, began, tail&^stateMask, &total)
-	if atomic.CompareAndSwapUint64(c.word(k, offOwn), began|Reading, tail&^stateMask|Owned) {
-		c.kept[k] = total
-		return true
-	}
-	c.storeCounts(k, began, began, &c.kept[k])
-	return false
+	c.storeCounts(k, began, tail, &total)
+	return true
 }
 
 // storeCounts stores cs as ring k's counts as of tail, between the marks

@@ -38,10 +38,11 @@ func pair(t testing.TB, rings int) (daemon, reader *Control) {
 func own(c *Control, k int) uint64 { return atomic.LoadUint64(c.word(k, offOwn)) }
 
 // TestControlProtocol: a new slot is the daemon's; Give makes it the
-// reader's from a tail, with zero counts; a pass begins (Reading) and
-// commits at a new tail with its counts; the daemon takes an idle ring
-// back with the committed tail and counts, at once; a ring the daemon has
-// gives no pass; and a ring given again starts its counts from zero.
+// reader's from a tail; a pass begins (Reading) and commits at a new tail
+// with its counts; the daemon takes an idle ring back with the committed
+// tail, at once, and takes the counts they grew by; a ring the daemon has
+// gives no pass; and a ring given again goes on counting, the daemon
+// taking only what is new.
 func TestControlProtocol(t *testing.T) {
 	d, r := pair(t, 3)
 	if _, ok := r.Begin(1); ok {
@@ -86,16 +87,30 @@ func TestControlProtocol(t *testing.T) {
 	if tail != 9000 || forced {
 		t.Fatalf("TakeBack of an idle ring: %d, forced %v", tail, forced)
 	}
-	if cs, ok := d.CountsAt(1, tail, time.Millisecond); !ok || cs.Delivered != 15 {
-		t.Fatalf("CountsAt the tail taken back: %+v, %v", cs, ok)
+	if cs, ok := d.TakeCounts(1, tail, time.Millisecond); !ok || cs.Delivered != 15 {
+		t.Fatalf("counts at the tail taken back: %+v, %v", cs, ok)
 	}
 	if _, ok := r.Begin(1); ok {
 		t.Fatal("a pass began on a ring taken back")
 	}
-	// Given again: counts from zero, as of the new tail.
+	// Given again: nothing new until the reader commits, then only what
+	// it added.
 	d.Give(1, 9000)
-	if cs, ok := d.CountsAt(1, 9000, time.Millisecond); !ok || cs != (Counts{}) {
+	if cs, ok := d.TakeCounts(1, 9000, time.Millisecond); !ok || cs != (Counts{}) {
 		t.Fatalf("counts of a ring given again: %+v, %v", cs, ok)
+	}
+	r.Begin(1)
+	r.Commit(1, 9600, &Counts{Delivered: 4})
+	if tail, _ := d.TakeBack(1, time.Hour); tail != 9600 {
+		t.Fatalf("taken back at %d", tail)
+	}
+	if cs, ok := d.TakeCounts(1, 9600, time.Millisecond); !ok || cs != (Counts{Delivered: 4}) {
+		t.Fatalf("counts of the second hand-over: %+v, %v", cs, ok)
+	}
+	// A reader that lowers a count adds nothing by it.
+	r.storeCounts(1, 9600, 9600, &Counts{Delivered: 1, Voided: 2})
+	if cs, _ := d.TakeCounts(1, 9600, 0); cs != (Counts{Voided: 2}) {
+		t.Fatalf("counts after a reader lowered one: %+v", cs)
 	}
 	// The other slots were never touched.
 	for _, k := range []int{0, 2} {
@@ -134,7 +149,7 @@ func TestTakeBackWaitsForPass(t *testing.T) {
 	if got := <-done; got.tail != 128 || got.forced {
 		t.Fatalf("TakeBack after the commit: %+v, want tail 128, not forced", got)
 	}
-	if cs, ok := d.CountsAt(0, 128, time.Millisecond); !ok || cs.Delivered != 2 {
+	if cs, ok := d.TakeCounts(0, 128, time.Millisecond); !ok || cs.Delivered != 2 {
 		t.Fatalf("counts: %+v, %v", cs, ok)
 	}
 }
@@ -164,7 +179,7 @@ func TestForcedTakeBack(t *testing.T) {
 	if got := own(d, 1); got != 1600|Daemon {
 		t.Fatalf("own after the failed commit: %#x", got)
 	}
-	if cs, ok := d.CountsAt(1, 1600, time.Millisecond); !ok || cs.Delivered != 7 {
+	if cs, ok := d.TakeCounts(1, 1600, time.Millisecond); !ok || cs.Delivered != 7 {
 		t.Fatalf("counts after the failed commit: %+v, %v; want the 7 committed", cs, ok)
 	}
 	if _, ok := r.Begin(1); ok {
@@ -172,37 +187,54 @@ func TestForcedTakeBack(t *testing.T) {
 	}
 }
 
-// TestCountsAtWaitsForRestore: counts stored for a pass whose commit is
-// about to fail (countsTail past the tail taken back) are read again
-// until the reader has put the old ones back; a reader that never does
-// gets false after the bound.
-func TestCountsAtWaitsForRestore(t *testing.T) {
+// TestTakeCountsWaitsForStore: a take-back right after a commit, before
+// the reader stored the pass's counts, reads them again until they are
+// as of its tail; one that gives up before takes what it found, and the
+// rest next time — nothing twice.
+func TestTakeCountsWaitsForStore(t *testing.T) {
 	d, r := pair(t, 1)
 	d.Give(0, 0)
 	r.Begin(0)
-	// The reader stored its pass's counts (as of 512) and is about to
-	// commit, when the daemon forces the ring back.
-	r.storeCounts(0, 0, 512, &Counts{Delivered: 9})
-	tail, _ := d.TakeBack(0, 0)
-	if tail != 0 {
-		t.Fatalf("forced back at %d", tail)
+	r.Commit(0, 256, &Counts{Delivered: 1})
+	commitNoStore := func(from, to uint64) {
+		t.Helper()
+		r.Begin(0)
+		if !atomic.CompareAndSwapUint64(r.word(0, offOwn), from|Reading, to|Owned) {
+			t.Fatal("commit")
+		}
 	}
-	if _, ok := d.CountsAt(0, 0, time.Millisecond); ok {
-		t.Fatal("counts as of another tail taken as the tail's")
+	// The reader's commit to 512, and the daemon's take-back, before its
+	// store.
+	commitNoStore(256, 512)
+	tail, forced := d.TakeBack(0, time.Minute)
+	if tail != 512 || forced {
+		t.Fatalf("TakeBack: %d, forced %v", tail, forced)
 	}
 	done := make(chan Counts)
 	go func() {
-		cs, ok := d.CountsAt(0, 0, time.Minute)
+		cs, ok := d.TakeCounts(0, tail, time.Minute)
 		if !ok {
-			t.Error("CountsAt gave up before the reader put its counts back")
+			t.Error("TakeCounts gave up before the reader stored its counts")
 		}
 		done <- cs
 	}()
-	if r.Commit(0, 512, &Counts{Delivered: 9}) {
-		t.Fatal("commit after a forced take-back")
+	r.storeCounts(0, 256, 512, &Counts{Delivered: 3})
+	if cs := <-done; cs != (Counts{Delivered: 3}) {
+		t.Fatalf("counts after the reader stored them: %+v", cs)
 	}
-	if cs := <-done; cs != (Counts{}) {
-		t.Fatalf("counts after the reader put them back: %+v", cs)
+
+	// Given again; a commit, a take-back that gives up before the store,
+	// the ring given again, and the store landing late.
+	d.Give(0, 512)
+	commitNoStore(512, 1024)
+	tail, _ = d.TakeBack(0, time.Minute)
+	if cs, ok := d.TakeCounts(0, tail, time.Millisecond); ok || cs != (Counts{}) {
+		t.Fatalf("counts before the store: %+v, %v", cs, ok)
+	}
+	d.Give(0, tail)
+	r.storeCounts(0, 512, 1024, &Counts{Delivered: 5})
+	if cs, _ := d.TakeCounts(0, tail, 0); cs != (Counts{Delivered: 2}) {
+		t.Fatalf("the late store: %+v, want the 2 it added", cs)
 	}
 }
 

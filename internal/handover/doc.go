@@ -29,13 +29,16 @@
 // (Counts). A pass of the reader (Set.Pass) is: Begin (Owned → Reading by
 // compare-and-swap: failing, the daemon took the ring back, and the
 // reader drops it); read and check records from tail, laying them out into
-// an output it has not committed; store its counts; Commit (Reading at
-// tail → Owned at the new tail, by compare-and-swap). Success: the output
-// is the reader's, and only now is the new tail published in the ring's
+// an output it has not committed; Commit (Reading at tail → Owned at the
+// new tail, by compare-and-swap). Success: the output is the reader's, its
+// counts are stored, and only now is the new tail published in the ring's
 // header (shmring.Consumer.DeferPublish) — the producer may reuse that
 // space only once no one else can have to read it. Failure: the daemon
 // forced the ring back during the pass; the output is discarded, the
-// tail not published, the ring dropped.
+// tail not published, the counts not stored, the ring dropped. (The
+// counts are stored after the commit, where the design had them before:
+// stored before, a failed pass's counts would have to be put back, and
+// that store could land after the daemon gave the ring again.)
 //
 // The daemon takes ring k back (Control.TakeBack) with one
 // compare-and-swap, Owned → Daemon, its drainer resuming at the tail

@@ -1,0 +1,5 @@
+//go:build !race
+
+package handover
+
+const raceEnabled = false
