@@ -24,7 +24,7 @@ var layers = [][]string{
 	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP;
 	// the interposer preloaded into other programs (C, embedded) and its builder.
 	{"internal/preload", "internal/preload/build", "internal/abi", "internal/caps", "internal/perfring", "internal/report/perfetto",
-		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/stamp", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt",
+		"internal/report/perfetto/perfettotest", "internal/shmring", "internal/shmring/shmringtest", "internal/stamp", "eventdef", "eventheader", "eventheader/eventheadertest", "eventheader/commonschema", "tracefmt",
 		"internal/procmem", "internal/procmem/procmemtest", "internal/procevents", "internal/pidns", "internal/fusefs/fuse", "internal/otlp", "internal/sdaemon"},
 	// The daemon's protocol; the ftrace ring buffer and its text; the kernel's event filters; user
 	// events counted in the kernel by a BPF program; perf.data files, and their sessions (events by

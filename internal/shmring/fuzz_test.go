@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"unsafe"
+
+	"github.com/uetrace/uetrace/internal/shmring/shmringtest"
 )
 
 // FuzzConsumer gives the consumer a ring whose data area, head, tail and
@@ -83,26 +85,39 @@ const hostileSize = 4096
 // hostileRing is the ring of the fuzz targets that read a hostile ring
 // (FuzzConsumer, FuzzPeek), seeded with seedRings; load makes it what one
 // input says — its data area, head, tail, key and header bytes (usually
-// none: a valid header) — as a hostile producer can.
+// none: a valid header) — as a hostile producer can (shmringtest, which
+// other readers' fuzz targets share).
 func hostileRing(f *testing.F) (p *Producer, load func(ring []byte, head, tail, key uint64, header []byte)) {
 	p, err := Create(hostileSize)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { p.Close() })
-	data := unsafe.Slice((*byte)(p.r.data), hostileSize)
-	hdr := unsafe.Slice((*byte)(p.r.base), 64)
-	pristine := append([]byte(nil), hdr...)
+	m := shmringtest.Map(f, p.Fd(), 0)
 	seedRings(f, p)
 	return p, func(ring []byte, head, tail, key uint64, header []byte) {
-		copy(hdr, pristine)
-		copy(hdr, header)
-		clear(data)
-		copy(data, ring)
-		p.r.key = key
-		*p.r.u64(offKey) = key
-		atomic.StoreUint64(p.r.head, head)
-		atomic.StoreUint64(p.r.tail, tail)
+		m.Load(0, ring, head, tail, key, header)
+	}
+}
+
+// TestHostileLayout: shmringtest writes a ring's words where the ring
+// has them.
+func TestHostileLayout(t *testing.T) {
+	if shmringtest.OffKey != offKey || shmringtest.OffHead != offHead || shmringtest.OffTail != offTail || shmringtest.HeaderBytes != offHead {
+		t.Fatalf("shmringtest's offsets %d %d %d %d, the ring's %d %d %d %d", shmringtest.OffKey, shmringtest.OffHead, shmringtest.OffTail, shmringtest.HeaderBytes, offKey, offHead, offTail, offHead)
+	}
+	p, err := Create(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	m := shmringtest.Map(t, p.Fd(), 0)
+	m.Load(0, nil, 64, 8, 0x1234, nil)
+	if atomic.LoadUint64(p.r.head) != 64 || atomic.LoadUint64(p.r.tail) != 8 || *p.r.u64(offKey) != 0x1234 {
+		t.Fatal("Load wrote the words elsewhere")
+	}
+	if _, head, tail, key := m.Save(0); head != 64 || tail != 8 || key != 0x1234 {
+		t.Fatalf("Save: %d %d %#x", head, tail, key)
 	}
 }
 
