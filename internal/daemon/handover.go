@@ -77,7 +77,10 @@ type handedSet struct {
 	id  uint64
 	set *ringSet
 	ss  *subsys.Session
-	ctl *handover.Control
+	// ctl is unmapped, once the set is resumed, under the drainers' lock,
+	// which RingStats reads it under; ctlFd is the op's to send and close.
+	ctl   *handover.Control
+	ctlFd int
 	// back is set once the daemon takes the set back; left counts the
 	// rings its drainers have not resumed yet.
 	back atomic.Bool
@@ -120,12 +123,13 @@ func (c *conn) opSessionHandOver(h wire.Header, body []byte) bool {
 		out, err := wire.AppendHandOver(out, ho)
 		if err != nil {
 			// Too many events to say in a message: the drainers keep it.
+			unix.Close(hs.ctlFd)
 			c.s.endHandOver(hs)
 			continue
 		}
 		c.out = out[:0]
-		ok := c.replyRights(out, set.memfd, hs.ctl.Fd(), set.efd)
-		hs.ctl.CloseFd()
+		ok := c.replyRights(out, set.memfd, hs.ctlFd, set.efd)
+		unix.Close(hs.ctlFd)
 		if !ok {
 			c.s.endHandOver(hs)
 			return false
@@ -161,9 +165,18 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 		set.log.Warn("ring set: cannot make a hand-over's control memfd", "err", err)
 		return nil, nil
 	}
-	hs := &handedSet{set: set, ss: ss, ctl: ctl}
+	// The op sends its own descriptor of the memfd, so that the set's
+	// end, which unmaps the control, never races with the send.
+	ctlFd, err := unix.FcntlInt(uintptr(ctl.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+	ctl.CloseFd()
+	if err != nil {
+		ctl.Close()
+		return nil, nil
+	}
+	hs := &handedSet{set: set, ss: ss, ctl: ctl, ctlFd: ctlFd}
 	if !set.handed.CompareAndSwap(nil, hs) {
 		ctl.Close()
+		unix.Close(ctlFd)
 		return nil, nil
 	}
 	r0 := set.srcs[0]
@@ -171,6 +184,7 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 	if !ok {
 		set.handed.Store(nil)
 		ctl.Close()
+		unix.Close(ctlFd)
 		return nil, nil
 	}
 	s.handOvers.mu.Lock()
@@ -193,6 +207,7 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 	given.Wait()
 	if hs.back.Load() {
 		// Taken back meanwhile: the drainers resume it.
+		unix.Close(ctlFd)
 		return nil, nil
 	}
 	var claimed uint64
@@ -228,6 +243,7 @@ func (s *Server) takeBack(hs *handedSet) {
 		s.drainers.d[k].resume(r, hs)
 	}
 	s.handOvers.takenBack.Add(1)
+	hs.set.log.Debug("ring set taken back", "handover", hs.id)
 }
 
 // resumed is drainer k's word that it resumed ring r of hs; the last one
@@ -237,8 +253,12 @@ func (s *Server) resumed(hs *handedSet) {
 		return
 	}
 	hs.set.markBack()
+	hs.set.log.Debug("ring set resumed", "handover", hs.id)
+	g := &s.drainers
+	g.mu.Lock()
 	hs.set.handed.Store(nil)
 	hs.ctl.Close()
+	g.mu.Unlock()
 	s.handOvers.mu.Lock()
 	delete(s.handOvers.live, hs)
 	s.handOvers.mu.Unlock()
@@ -291,9 +311,17 @@ func (m *merge) giveRing(k int, r *ringSource, hs *handedSet) {
 }
 
 // resumeRing is drainer-side: r comes back from the reader at the tail its
-// ownership word says, with the reader's counts.
+// ownership word says, with the reader's counts. The word is the reader's
+// to write: a tail before where the ring was given or past what the
+// producer has reserved is no reader's — the ring resumes where it was
+// given, its records since delivered again, into the reader's own
+// session only.
 func (m *merge) resumeRing(k int, r *ringSource, hs *handedSet) {
 	tail, _ := hs.ctl.TakeBack(k, takeBackBound)
+	if given := r.cons.Tail(); tail < given || tail > r.cons.Head() || tail&7 != 0 {
+		hs.set.log.Warn("ring set taken back: the reader's tail is not in the ring; resumed where it was given", "handover", hs.id, "ring", k, "tail", tail, "given", given)
+		tail = given
+	}
 	cs, whole := hs.ctl.CountsAt(k, tail, takeBackBound)
 	if !whole {
 		hs.set.log.Warn("ring set taken back: the reader's counts are not as of where it stopped; taken as they are", "handover", hs.id, "ring", k)

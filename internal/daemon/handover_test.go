@@ -141,20 +141,29 @@ func (hr *handReader) settle() {
 
 // sampleSeqs are the u32 after the trace header of every sample in b.
 func sampleSeqs(t testing.TB, b []byte) []uint32 {
+	seqs, _ := sampleSeqsLost(t, b)
+	return seqs
+}
+
+// sampleSeqsLost is sampleSeqs, and the records b's PERF_RECORD_LOST
+// count.
+func sampleSeqsLost(t testing.TB, b []byte) (seqs []uint32, lost uint64) {
 	t.Helper()
 	ne := binary.NativeEndian
-	var out []uint32
 	for len(b) > 0 {
 		n := int(ne.Uint16(b[6:]))
 		if n < 8 || n > len(b) {
 			t.Fatalf("a record of %d bytes with %d left", n, len(b))
 		}
-		if ne.Uint32(b) == 9 { // PERF_RECORD_SAMPLE
-			out = append(out, ne.Uint32(b[wire.SampleHeadSize+8:]))
+		switch ne.Uint32(b) {
+		case 9: // PERF_RECORD_SAMPLE
+			seqs = append(seqs, ne.Uint32(b[wire.SampleHeadSize+8:]))
+		case 2: // PERF_RECORD_LOST
+			lost += ne.Uint64(b[16:])
 		}
 		b = b[n:]
 	}
-	return out
+	return seqs, lost
 }
 
 // handProducer is a producer with a ring set whose events — registered
@@ -262,7 +271,9 @@ func TestHandOverSameBytes(t *testing.T) {
 // each enable takes the set back from the reader (before the write, with
 // what the rings held delivered), and the reader takes it again once the
 // trace buffer lets go. Every record reaches the session once — through
-// the reader or through the drainers — none twice, none lost.
+// the reader or through the drainers — none twice; none lost but those
+// the session's streams counted lost (PERF_RECORD_LOST) when the drainers
+// found them full.
 func TestHandOverExactlyOnce(t *testing.T) {
 	s := serve(t, Config{Rings: 2})
 	_, idx, ring := handProducer(t, s, "ho_once u32 n")
@@ -273,14 +284,15 @@ func TestHandOverExactlyOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { tracer.Close() })
 
-	const n = 200_000
+	// The producer writes until the set has gone back and forth enough.
 	var written atomic.Uint32
+	var stop atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		var p [4]byte
-		for i := uint32(0); i < n; {
+		for i := uint32(0); !stop.Load(); {
 			binary.NativeEndian.PutUint32(p[:], i)
 			if ring.Write(shmring.Meta{Time: stamp.Now(), TID: uint32(unix.Getpid()), CPU: i % 2, WriteIndex: idx[0]}, p[:]) {
 				i++
@@ -291,47 +303,54 @@ func TestHandOverExactlyOnce(t *testing.T) {
 		}
 	}()
 	toggles := 0
-	for written.Load() < n {
+	for toggles < 8 {
 		hr.pass()
-		if hr.take() {
+		if hr.take() || len(hr.sets) == 0 {
 			continue
 		}
-		if toggles < 20 && len(hr.sets) > 0 {
-			// Take it back: the enable's sync hook does.
-			for _, v := range []string{"1", "0"} {
-				if err := writeFile(tracer, "events/user_events/ho_once/enable", v); err != nil {
-					t.Fatal(err)
-				}
+		// Take it back: the enable's sync hook does.
+		for _, v := range []string{"1", "0"} {
+			if err := writeFile(tracer, "events/user_events/ho_once/enable", v); err != nil {
+				t.Fatal(err)
 			}
-			toggles++
 		}
+		toggles++
 	}
+	stop.Store(true)
 	wg.Wait()
+	n := written.Load()
 	// The last hand-over ended, whatever its state.
 	testutil.Wait(t, "a set handed again after the toggles", func() bool { hr.pass(); return hr.take() || len(hr.sets) > 0 })
 	hr.settle()
 	seen := make([]int, n)
+	var lost uint64
 	for _, b := range hr.got {
-		for _, v := range sampleSeqs(t, b) {
+		seqs, l := sampleSeqsLost(t, b)
+		lost += l
+		for _, v := range seqs {
 			if v >= n {
 				t.Fatalf("record %d: never written", v)
 			}
 			seen[v]++
 		}
 	}
+	missing := uint64(0)
 	for v, c := range seen {
-		if c != 1 {
+		if c > 1 {
 			t.Fatalf("record %d reached the session %d times (toggles %d, hand-overs %d)", v, c, toggles, hr.handed)
 		}
+		if c == 0 {
+			missing++
+		}
 	}
-	if hr.handed < 2 || toggles == 0 {
-		t.Errorf("%d hand-overs, %d toggles: the test did not hand the set back and forth", hr.handed, toggles)
+	if missing != lost {
+		t.Fatalf("%d records never reached the session, %d counted lost (toggles %d, hand-overs %d)", missing, lost, toggles, hr.handed)
 	}
 	st := s.RingStats()
-	if st.Delivered != n {
+	if st.Delivered != uint64(n) {
 		t.Errorf("RingStats.Delivered %d, want %d: the readers' counts added to the drainers'", st.Delivered, n)
 	}
-	t.Logf("%d records, %d hand-overs, %d toggles, %d forced", n, hr.handed, toggles, s.handOvers.forced.Load())
+	t.Logf("%d records, %d lost in the streams, %d hand-overs, %d toggles, %d forced", n, lost, hr.handed, toggles, s.handOvers.forced.Load())
 }
 
 // TestHandOverRefused: no hand-over while the trace buffer also consumes
@@ -350,4 +369,113 @@ func TestHandOverRefused(t *testing.T) {
 	if _, err := plain.HandOver(); err == nil {
 		t.Fatal("a session without streams was answered")
 	}
+}
+
+// TestHandOverStuckReader: a reader that stopped in the middle of a pass
+// — its ring says Reading, and it never commits — does not hold the
+// daemon: the enable that takes the set back waits at most takeBackBound
+// for it, then forces the ring back (counted), and the drainers deliver
+// what the producer publishes, from where the reader's last commit left
+// the ring.
+func TestHandOverStuckReader(t *testing.T) {
+	s := serve(t, Config{Rings: 2})
+	_, idx, ring := handProducer(t, s, "ho_stuck u32 n")
+	hr := newHandReader(t, s, "user_events:ho_stuck", false)
+	h, err := hr.ss.HandOver()
+	if err != nil || h == nil {
+		t.Fatalf("no hand-over: %v", err)
+	}
+	defer h.Close()
+	ctl, err := handover.AttachControl(h.ControlFd, h.Rings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	// Both rings begin a pass, and stay in it.
+	for k := range h.Rings {
+		if _, ok := ctl.Begin(k); !ok {
+			t.Fatalf("ring %d: not the reader's", k)
+		}
+	}
+	var p [4]byte
+	for i := range 10 {
+		binary.NativeEndian.PutUint32(p[:], uint32(i))
+		if !ring.Write(shmring.Meta{Time: stamp.Now(), TID: uint32(unix.Getpid()), CPU: uint32(i % 2), WriteIndex: idx[0]}, p[:]) {
+			t.Fatal("ring full")
+		}
+	}
+	tracer, err := client.Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tracer.Close()
+	began := time.Now()
+	if err := writeFile(tracer, "events/user_events/ho_stuck/enable", "1"); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	if got := s.handOvers.forced.Load(); got != 2 {
+		t.Errorf("%d rings forced back, want 2", got)
+	}
+	// The stuck reader's commit finds the ring taken.
+	var cs handover.Counts
+	if ctl.Commit(0, 0, &cs) {
+		t.Error("a commit after a forced take-back succeeded")
+	}
+	hr.settle()
+	var seqs []uint32
+	for _, b := range hr.got {
+		seqs = append(seqs, sampleSeqs(t, b)...)
+	}
+	if len(seqs) != 10 {
+		t.Errorf("the session has %d of the 10 records: %v", len(seqs), seqs)
+	}
+	t.Logf("the enable took %v with a stuck reader", took)
+}
+
+// TestHandOverHostileControl: a reader that writes anything into the
+// control memfd — a state no one writes, a tail that is no position of
+// the ring — costs the daemon one bounded wait, and the drainers go on
+// from where they gave the ring: every record reaches the session.
+func TestHandOverHostileControl(t *testing.T) {
+	s := serve(t, Config{Rings: 2})
+	_, idx, ring := handProducer(t, s, "ho_hostile u32 n")
+	hr := newHandReader(t, s, "user_events:ho_hostile", false)
+	h, err := hr.ss.HandOver()
+	if err != nil || h == nil {
+		t.Fatalf("no hand-over: %v", err)
+	}
+	defer h.Close()
+	mem, err := unix.Mmap(h.ControlFd, 0, unix.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	var p [4]byte
+	for i := range 10 {
+		binary.NativeEndian.PutUint32(p[:], uint32(i))
+		if !ring.Write(shmring.Meta{Time: stamp.Now(), TID: uint32(unix.Getpid()), CPU: uint32(i % 2), WriteIndex: idx[0]}, p[:]) {
+			t.Fatal("ring full")
+		}
+	}
+	// Ring 0: a state no one writes; ring 1: Owned at a tail far away.
+	binary.NativeEndian.PutUint64(mem[0:], 0xdead_beef_0000_0005)
+	binary.NativeEndian.PutUint64(mem[128:], 1<<40|1)
+	tracer, err := client.Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tracer.Close()
+	if err := writeFile(tracer, "events/user_events/ho_hostile/enable", "1"); err != nil {
+		t.Fatal(err)
+	}
+	hr.settle()
+	var seqs []uint32
+	for _, b := range hr.got {
+		seqs = append(seqs, sampleSeqs(t, b)...)
+	}
+	if len(seqs) != 10 {
+		t.Errorf("the session has %d of the 10 records: %v", len(seqs), seqs)
+	}
+	healthy(t, s)
 }
