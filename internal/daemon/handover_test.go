@@ -3,6 +3,8 @@ package daemon
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -345,6 +347,9 @@ func TestHandOverExactlyOnce(t *testing.T) {
 	}
 	if missing != lost {
 		t.Fatalf("%d records never reached the session, %d counted lost (toggles %d, hand-overs %d)", missing, lost, toggles, hr.handed)
+	}
+	if got := s.Stats(); got.HandOvers != uint64(hr.handed) || !strings.Contains(string(got.AppendText(nil)), fmt.Sprintf("handovers %d\n", hr.handed)) {
+		t.Errorf("Stats says %d hand-overs; the reader took %d", got.HandOvers, hr.handed)
 	}
 	st := s.RingStats()
 	if st.Delivered != uint64(n) {
