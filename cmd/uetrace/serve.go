@@ -83,9 +83,9 @@ perf_event_paranoid does).
 Limits. What a client may make the daemon hold is bounded, per connection
 and per user, with the errno Linux gives for the same exhaustion:
 connections per user (--max-conns-per-uid, EMFILE) and in all (--max-conns,
-ENFILE: each holds at most 4 of the daemon's descriptors — its socket, its
-ring's eventfd and the two a request carries, closed before the next is
-read — which --max-conns's default counts against RLIMIT_NOFILE); a Hello within --handshake-timeout; open files and sessions per
+ENFILE: each holds at most 5 of the daemon's descriptors — its socket, its
+ring's eventfd, its ring set's memfd and the two a request carries, closed
+before the next is read — which --max-conns's default counts against RLIMIT_NOFILE); a Hello within --handshake-timeout; open files and sessions per
 connection (--max-handles, EMFILE); registrations per connection and user
 (--max-registrations, --max-registrations-per-uid, ENOMEM); sessions per
 user (--max-sessions, EMFILE) and their buffers (--session-kb, EPERM, as

@@ -42,7 +42,10 @@ their buffers, buffer_size_kb, requests held ahead of a blocking read,
 requests refused by the access model (EACCES, EPERM) and by a limit, the
 clients' memory it maps (shared_kb: arenas and rings), the files of its FUSE
 tree held open, the processes writing through the interposer's rings
-(interposer_shares: since it started; _open: now) — and per user: all users' for a tracer, your own for anyone
+(interposer_shares: since it started; _open: now), the producers' ring sets
+handed to a recording to read itself (handovers: since it started; _now:
+now; _forced: rings taken back from a recording that did not finish its
+pass in time) — and per user: all users' for a tracer, your own for anyone
 else.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -479,7 +479,8 @@ var ops = map[uint16]func(c *conn, h wire.Header, body []byte) bool{
 	wire.OpSessionRead: (*conn).opSessionRead,
 	wire.OpSessionSync: (*conn).sessionSync,
 
-	wire.OpSessionStreams: (*conn).opSessionStreams,
+	wire.OpSessionStreams:  (*conn).opSessionStreams,
+	wire.OpSessionHandOver: (*conn).opSessionHandOver,
 
 	wire.OpRing:      (*conn).opRing,
 	wire.OpRingFlush: (*conn).opRingFlush,

@@ -68,7 +68,7 @@
 // request, `uetrace status`): connections per uid, those still shaking
 // hands included (EMFILE, as inotify's max_user_instances; checked at
 // accept, before any goroutine, so that one user's flood never keeps
-// another out) and in all (ENFILE: a connection holds at most 4 of the
+// another out) and in all (ENFILE: a connection holds at most 5 of the
 // daemon's descriptors, Config.MaxConns says which, and every descriptor a
 // message carries is taken or closed before the next is read); the Hello within Limits.Handshake
 // (closed then, counted); open files and sessions per connection (EMFILE,
@@ -128,6 +128,13 @@
 //     copy first, as the kernel's trace_buffered_event). A drainer keeps
 //     the stream it delivers into locked from one record to the next of a
 //     run (subsys.Batch), publishing once per run.
+//   - A session that maps streams and is the only consumer of everything
+//     a producer connection writes can take that connection's ring set
+//     itself (the SessionHandOver request; handover.go): the drainers let
+//     go of it, and the reader reads its records where they lie, with the
+//     drainers' checks and the same bytes (internal/handover), on its own
+//     CPUs. The daemon takes it back, without waiting for the reader,
+//     before anything changes where those records go.
 //   - A session's reader gets one stream per ring index of finished
 //     perf.data records (the SessionStreams request; session_stream.go,
 //     subsys.Session.DeliverToStreams), which `uetrace record` writes to

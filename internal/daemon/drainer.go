@@ -105,13 +105,19 @@ func (g *drainers) init(s *Server, n int) {
 	}
 }
 
-// ringSet is a connection's ring set: ring k is drained by drainer k.
+// ringSet is a connection's ring set: ring k is drained by drainer k, or
+// read by the session's reader it is handed to (handover.go).
 type ringSet struct {
 	log    *slog.Logger
 	srcs   []*ringSource
 	efd    int   // the client's wake eventfd, our duplicate
+	memfd  int   // the set's memfd, our duplicate, to hand it over; -1 if none
 	shared int64 // the memfd's size, in the uid's Limits.SharedKBPerUID
 	done   chan struct{}
+
+	handed  atomic.Pointer[handedSet] // the hand-over it is in, or nil
+	closing atomic.Bool               // its connection is going: never handed again
+	back    atomic.Int64              // when it was last taken back (UnixNano)
 
 	mu    sync.Mutex
 	left  int       // rings not yet released
@@ -149,7 +155,13 @@ func (c *conn) attachSet(memfd, efd int) error {
 		c.share("ring", -st.Size)
 		return err
 	}
-	set := &ringSet{log: c.log, efd: wake, shared: st.Size, done: make(chan struct{}), left: len(cons)}
+	// Kept to hand the set to a session's reader; without it (no
+	// descriptor left) the set is only the drainers'.
+	keep, err := unix.FcntlInt(uintptr(memfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		keep = -1
+	}
+	set := &ringSet{log: c.log, efd: wake, memfd: keep, shared: st.Size, done: make(chan struct{}), left: len(cons)}
 	for _, cn := range cons {
 		r := newRingSource(c.log, c.file, c.w, cn)
 		r.set = set
@@ -158,6 +170,9 @@ func (c *conn) attachSet(memfd, efd int) error {
 	if err := g.add(set); err != nil {
 		for _, cn := range cons {
 			cn.Close()
+		}
+		if keep >= 0 {
+			unix.Close(keep)
 		}
 		unix.Close(wake)
 		c.share("ring", -st.Size)
@@ -208,8 +223,10 @@ func (g *drainers) add(set *ringSet) error {
 
 // close releases set once every drainer has delivered what its producer
 // had committed in its ring: the connection's teardown, before its File is
-// closed.
+// closed. A set handed to a session's reader is taken back first.
 func (g *drainers) close(set *ringSet) {
+	set.closing.Store(true)
+	g.s.takeBackSet(set)
 	for k, d := range g.d {
 		d.closeRing(set.srcs[k])
 	}
@@ -295,6 +312,9 @@ func (g *drainers) wakerRequests() bool {
 			r.cons.Close()
 		}
 		unix.Close(set.efd)
+		if set.memfd >= 0 {
+			unix.Close(set.memfd)
+		}
 		delete(g.sets, set)
 		g.totals.add(set.stats)
 		logRelease(set.log, set.stats)
@@ -330,8 +350,12 @@ func (g *drainers) stats() RingStats {
 	t := g.totals
 	t.Sleeps, t.Woken, t.Timeouts = g.sleeps.Load(), g.woken.Load(), g.timeouts.Load()
 	for set := range g.sets {
-		for _, r := range set.srcs {
+		hs := set.handed.Load()
+		for k, r := range set.srcs {
 			t.add(r.live())
+			if hs != nil && !hs.back.Load() {
+				t.add(readerStats(hs.ctl.Counts(k)))
+			}
 		}
 	}
 	return t
@@ -345,6 +369,8 @@ type drainer struct {
 	mu      sync.Mutex
 	running bool
 	ringRequests
+	hands []handRequest // rings to give to readers and to resume, in order
+	lent  int           // rings given to readers; the drainer's own
 
 	nudge  chan struct{} // requests and the waker's pokes
 	asleep atomic.Bool   // says in its rings it sleeps
@@ -400,13 +426,79 @@ func (d *drainer) askFlush() chan struct{} {
 	return ch
 }
 
+// A handRequest asks drainer k to give ring r to a reader (hand-over) or
+// to resume it (take-back).
+type handRequest struct {
+	give  bool
+	r     *ringSource
+	hs    *handedSet
+	given *sync.WaitGroup // a give's: done once given (or not, taken back first)
+}
+
+// give asks the drainer to give r to hs's reader at a pass boundary.
+func (d *drainer) give(r *ringSource, hs *handedSet, given *sync.WaitGroup) {
+	d.hand(handRequest{give: true, r: r, hs: hs, given: given})
+}
+
+// resume asks the drainer to take r back from hs's reader.
+func (d *drainer) resume(r *ringSource, hs *handedSet) {
+	d.hand(handRequest{r: r, hs: hs})
+}
+
+// hand queues h, starting the drainer if it does not run (all its rings
+// may be lent).
+func (d *drainer) hand(h handRequest) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.running {
+		d.running = true
+		d.g.s.wg.Add(1)
+		go d.run()
+	}
+	d.hands = append(d.hands, h)
+	d.poke()
+}
+
+// handOvers gives and resumes rings as asked, in order. A ring is given
+// only while its hand-over has not been taken back, and resumed only if
+// it was given: each ring of a hand-over counts once as resumed
+// (Server.resumed), whichever order the requests came in.
+func (d *drainer) handOvers(hands []handRequest) {
+	for _, h := range hands {
+		r := h.r
+		switch {
+		case h.give && !h.hs.back.Load() && r.given == nil:
+			d.merge.giveRing(d.k, r, h.hs)
+			r.given = h.hs
+			d.lent++
+			h.given.Done()
+		case h.give:
+			h.given.Done()
+			d.g.s.resumed(h.hs)
+		case r.given == h.hs:
+			r.given = nil
+			d.lent--
+			d.merge.resumeRing(d.k, r, h.hs)
+			d.g.s.resumed(h.hs)
+		}
+	}
+}
+
 // requests takes the drainer's requests; false when it is to exit: no ring
 // left and none came.
 func (d *drainer) requests() (flushes []chan struct{}, ok bool) {
 	d.mu.Lock()
+	hands := d.hands
+	d.hands = nil
+	d.mu.Unlock()
+	// Outside the queue's lock: giving a ring tells its waiting losses,
+	// which takes streams' locks; the subsystem asks for resumes under its
+	// own lock, and must not wait for those.
+	d.handOvers(hands)
+	d.mu.Lock()
 	defer d.mu.Unlock()
 	flushes = d.take(&d.merge, nil)
-	if len(d.rings) == 0 && len(flushes) == 0 {
+	if len(d.rings) == 0 && len(flushes) == 0 && d.lent == 0 && len(d.hands) == 0 {
 		d.running = false
 		return flushes, false
 	}

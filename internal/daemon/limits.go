@@ -169,6 +169,12 @@ type Stats struct {
 	// ring; SharesOpen those not released yet.
 	Shares     uint64
 	SharesOpen int64
+	// HandOvers are the producers' ring sets handed to sessions' readers
+	// since the daemon started (handover.go), HandedNow those not taken
+	// back yet, ForcedBack the rings taken from a reader that did not
+	// finish its pass within the bound.
+	HandOvers, ForcedBack uint64
+	HandedNow             int
 	// ByUID is each uid's share, for the uids holding anything.
 	ByUID map[uint32]UIDStats
 }
@@ -201,8 +207,13 @@ func (s *Server) Stats() Stats {
 		Pending:    int(s.count.pending.Load()),
 		Shares:     s.count.shares.Load(),
 		SharesOpen: s.count.sharesOpen.Load(),
+		HandOvers:  s.handOvers.handed.Load(),
+		ForcedBack: s.handOvers.forced.Load(),
 		ByUID:      map[uint32]UIDStats{},
 	}
+	s.handOvers.mu.Lock()
+	st.HandedNow = len(s.handOvers.live)
+	s.handOvers.mu.Unlock()
 	s.mu.Lock()
 	st.Conns = len(s.conns)
 	for c := range s.conns {
@@ -270,6 +281,9 @@ func (st Stats) AppendText(b []byte) []byte {
 	add("ring_unchecked_tid", st.UncheckedTID)
 	add("interposer_shares", st.Shares)
 	add("interposer_shares_open", st.SharesOpen)
+	add("handovers", st.HandOvers)
+	add("handovers_now", st.HandedNow)
+	add("handovers_forced", st.ForcedBack)
 	uids := make([]uint32, 0, len(st.ByUID))
 	for u := range st.ByUID {
 		uids = append(uids, u)

@@ -187,6 +187,9 @@ type ringSource struct {
 	shared int64
 	set    *ringSet      // the set the ring is of, or nil
 	batch  *subsys.Batch // its merge's (merge.adopt)
+	// readers are the counts the session readers it was handed to
+	// reported, added when it was taken back (handover.go).
+	readers atomic.Pointer[RingStats]
 
 	// The drainer's own.
 	view      shmring.View // the ring's next record, in place, when have
@@ -198,6 +201,7 @@ type ringSource struct {
 	budget    int                  // records a closing ring may still deliver
 	threads   ringcheck.Threads    // the records' thread ids
 	losses    ringcheck.LossBudget // its loss records' claims, cut
+	given     *handedSet           // the hand-over its drainer gave it to, or nil
 	waiting   []loss               // loss records waiting for the ring's next record
 
 	// Counted by its drainer; read by Stats at any time.
@@ -231,8 +235,18 @@ func (r *ringSource) stats() RingStats {
 	return st
 }
 
-// live are the counts of a ring its drainer still drains.
+// live are the counts of a ring its drainer still drains, with those of
+// the readers it was handed to.
 func (r *ringSource) live() RingStats {
+	st := r.own()
+	if rd := r.readers.Load(); rd != nil {
+		st.add(*rd)
+	}
+	return st
+}
+
+// own are the counts of the ring's drainer.
+func (r *ringSource) own() RingStats {
 	return RingStats{
 		Delivered: r.delivered.Load(), Rejected: r.rejected.Load(), Disabled: r.disabled.Load(), Voided: r.voided.Load(),
 		Lost: r.lost.Load(), LostRecords: r.lostRecs.Load(), LostCapped: r.lostCapped.Load(),

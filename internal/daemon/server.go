@@ -37,9 +37,10 @@ type Config struct {
 	// MaxConns bounds the connections served at once; more are answered
 	// ENFILE and closed (0: 16384, or fewer when the daemon's RLIMIT_NOFILE
 	// would not hold their descriptors, so that the limit, not EMFILE on
-	// accept, answers; negative: no limit). A connection holds at most 4
-	// of the daemon's descriptors: its socket, its ring's eventfd, and the
-	// at most two (a Ring's memfd and eventfd) of the request in hand, which
+	// accept, answers; negative: no limit). A connection holds at most 5
+	// of the daemon's descriptors: its socket, its ring's eventfd, its ring
+	// set's memfd (kept to hand the set over), and the at most two (a
+	// Ring's memfd and eventfd) of the request in hand, which
 	// are taken or closed before the next message is read — a message
 	// carrying more is refused EINVAL and the kernel closes the rest, one
 	// too large to read has its descriptors closed with it. A FUSE tree a
@@ -105,9 +106,11 @@ type Server struct {
 	uids   map[uint32]*uidUse // what each uid's connections hold
 	closed bool
 
-	merger   merger   // the clients' version-1 rings
-	drainers drainers // their ring sets
-	wg       sync.WaitGroup
+	merger    merger    // the clients' version-1 rings
+	drainers  drainers  // their ring sets
+	handOvers handOvers // ring sets handed to sessions' readers
+	unhook    func()    // the subsystem's sync hook's removal (takeBackAll)
+	wg        sync.WaitGroup
 }
 
 // process is one client process: its enablers (the kernel's user_event_mm)
@@ -146,6 +149,7 @@ func New(cfg Config) *Server {
 		rings = drainerCount(s.sys.NumCPU())
 	}
 	s.drainers.init(s, min(rings, shmring.MaxSetRings))
+	s.unhook = s.sys.AddSyncHook(s.takeBackAll)
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -167,7 +171,7 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// defaultMaxConns is 16384, or what RLIMIT_NOFILE holds at 4 descriptors
+// defaultMaxConns is 16384, or what RLIMIT_NOFILE holds at 5 descriptors
 // a connection (Config.MaxConns) with 256 spare (Go raises the soft limit
 // to the hard one at start).
 func defaultMaxConns() int {
@@ -175,7 +179,7 @@ func defaultMaxConns() int {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<20 {
 		return 16384
 	}
-	return min(16384, max(64, (int(rl.Cur)-256)/4))
+	return min(16384, max(64, (int(rl.Cur)-256)/5))
 }
 
 // Subsystem returns the subsystem the server serves.
@@ -310,6 +314,7 @@ func (s *Server) Serve(ln *net.UnixListener) error {
 // Close stops accepting, drops every client — releasing their events as
 // their exit would — and waits for the connections to finish.
 func (s *Server) Close() error {
+	s.unhook()
 	s.merger.stop()
 	s.drainers.stop()
 	s.mu.Lock()

@@ -93,13 +93,13 @@ func (c *conn) sessionSync(h wire.Header, body []byte) bool {
 	return c.reply(out)
 }
 
-// replyRights is reply with a descriptor.
-func (c *conn) replyRights(b []byte, fd int) bool {
+// replyRights is reply with descriptors.
+func (c *conn) replyRights(b []byte, fds ...int) bool {
 	if now := time.Now(); c.deadline.Sub(now) < c.s.timeout/2 {
 		c.deadline = now.Add(c.s.timeout)
 		c.c.SetWriteDeadline(c.deadline)
 	}
-	if _, _, err := c.c.WriteMsgUnix(b, unix.UnixRights(fd), nil); err != nil {
+	if _, _, err := c.c.WriteMsgUnix(b, unix.UnixRights(fds...), nil); err != nil {
 		c.log.Warn("write", "err", err)
 		return false
 	}

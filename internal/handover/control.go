@@ -170,6 +170,15 @@ func mapControl(fd, rings int) (*Control, error) {
 // Fd is the control memfd: the daemon sends it to the reader.
 func (c *Control) Fd() int { return c.fd }
 
+// CloseFd closes the memfd CreateControl made, once sent: the mapping
+// stays until Close.
+func (c *Control) CloseFd() {
+	if c.ownFd && c.fd >= 0 {
+		unix.Close(c.fd)
+	}
+	c.fd = -1
+}
+
 // Rings is the number of rings the control has a slot for.
 func (c *Control) Rings() int { return c.rings }
 

@@ -161,6 +161,9 @@ func (s *Set) ID() uint64 { return s.id }
 // Rings is the set's number of rings.
 func (s *Set) Rings() int { return len(s.rings) }
 
+// Size is each ring's data size.
+func (s *Set) Size() int { return s.rings[0].cons.Size() }
+
 // Pass reads up to most records of ring k into out — the output of ring
 // index k — as the daemon's drainer would deliver them into the session's
 // stream k (see the package doc), and commits them: it returns how many

@@ -141,6 +141,7 @@ type e2eResult struct {
 	written, producerDropped uint64 // the producers' counts, summed
 	samples, lost, tooLarge  uint64 // the recording's Stats
 	fileSamples, fileLost    uint64 // what the file holds
+	handOvers, handed        uint64 // ring sets handed to the recording, records read from them
 	rings                    daemon.RingStats
 	elapsed                  time.Duration // from the recording's start to its end
 	produce                  time.Duration // the producers' writing: the longest
@@ -206,6 +207,9 @@ type e2eConfig struct {
 	// default share).
 	ringKB int
 	socket bool // read the session over the socket, as before session rings
+	// noHandOver keeps every record on the daemon's path: no producer's
+	// ring set is handed to the recording (record.Options.NoHandOver).
+	noHandOver bool
 	// daemonProcess runs the daemon in a process of its own, as `uetrace
 	// serve`; otherwise it runs in this one, beside the recording.
 	daemonProcess bool
@@ -308,7 +312,7 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 	defer out.Close()
 
 	start, cpu0 := time.Now(), testutil.CPUTime()
-	rec, err := record.Daemon(c, out, record.Options{Events: []string{"e2e_bench"}, NoFollow: true, BufferKB: cfg.bufferKB, SessionSocket: cfg.socket})
+	rec, err := record.Daemon(c, out, record.Options{Events: []string{"e2e_bench"}, NoFollow: true, BufferKB: cfg.bufferKB, SessionSocket: cfg.socket, NoHandOver: cfg.noHandOver})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -346,6 +350,7 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 	res.elapsed, res.cpu = time.Since(start), testutil.CPUTime()-cpu0
 	st := rec.Stats()
 	res.samples, res.lost, res.tooLarge = st.Samples, st.Lost, st.TooLarge
+	res.handOvers, res.handed = st.HandOvers, st.HandedRecords
 	if srv != nil {
 		res.rings = srv.RingStats()
 	} else {

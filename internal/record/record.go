@@ -115,6 +115,11 @@ type Options struct {
 	// per batch of records, even where the daemon offers the session's
 	// shared-memory ring: the path taken with daemons that predate rings.
 	SessionSocket bool
+	// NoHandOver keeps every record of a daemon session on the daemon's
+	// path: no producer's ring set is taken to read here, even where the
+	// recording is its only consumer (source_handover.go). For comparing
+	// the two paths.
+	NoHandOver bool
 	// Sink, when set, is given every sample the recording keeps, as it is
 	// drained and before it is written to the file (if there is one):
 	// what uetrace export sends on. It is called on the goroutine that
@@ -167,6 +172,10 @@ type Stats struct {
 	Events  []EventStats
 	// Processes are the samples per process, with Options.ByProcess.
 	Processes []ProcessStats
+	// HandOvers are the producers' ring sets a daemon handed to the
+	// recording to read itself, HandedRecords the records read from them
+	// (source_handover.go).
+	HandOvers, HandedRecords uint64
 	// LostByEvent says whether EventStats.Lost is known: on the kernel
 	// each perf event counts the samples it could not write
 	// (PERF_FORMAT_LOST); a daemon session counts its drops for all its
@@ -301,6 +310,9 @@ func Daemon(c *client.Conn, w io.WriteSeeker, opts Options) (*Recorder, error) {
 		return nil, err
 	}
 	src.monotonic = opts.ClockMonotonic
+	if src.streams != nil && opts.NoHandOver {
+		src.streams.hand.off = true
+	}
 	r, err := newRecorder(src, w, opts)
 	if err != nil {
 		return nil, err
@@ -870,6 +882,9 @@ func (r *Recorder) Stats() Stats {
 	_, st.LostByEvent = r.src.(*kernelSource)
 	if r.tooLarge != nil {
 		st.TooLarge = r.tooLarge()
+	}
+	if d, ok := r.src.(*daemonSource); ok && d.streams != nil {
+		st.HandOvers, st.HandedRecords = d.streams.hand.taken.Load(), d.streams.hand.records.Load()
 	}
 	r.mu.Lock()
 	for _, ev := range r.events {

@@ -467,6 +467,9 @@ func (d *daemonSource) stop() {
 }
 
 func (d *daemonSource) close() error {
+	if d.streams != nil {
+		d.handClose()
+	}
 	err := d.s.Close()
 	if d.streams != nil {
 		d.streams.st.Close()

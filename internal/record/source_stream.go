@@ -61,8 +61,9 @@ type streamState struct {
 	stopped  bool             // the recording is stopping
 	settled  bool             // the final drain is done
 	lastSync time.Time
-	round    bool  // delivered up to a sync since the last round ended
-	err      error // a sync's
+	round    bool       // delivered up to a sync since the last round ended
+	err      error      // a sync's
+	hand     handedSets // the producers' ring sets the daemon handed over (source_handover.go)
 }
 
 // shareStreams asks the daemon for the session's streams, each of about
@@ -115,6 +116,10 @@ func (d *daemonSource) streamWait(timeout time.Duration) {
 	if st.latency > 0 && st.taken+st.held() < st.size/16 {
 		st.waits[0].Add(1)
 		time.Sleep(t)
+	} else if d.handSleep(t, st.watermark <= 1) {
+		// Records of the sets held wake it; the streams' are read when
+		// it wakes, at most t later.
+		st.waits[1].Add(1)
 	} else {
 		st.waits[1].Add(1)
 		st.st.Wait(st.watermark, t)
@@ -143,6 +148,7 @@ func (d *daemonSource) streamDrain(to sink) error {
 		st.settled = true
 		d.streamTake(to)
 		d.streamSync(to)
+		d.handFlushLost(to)
 		return st.err
 	}
 	d.streamTake(to)
@@ -168,6 +174,9 @@ func (d *daemonSource) streamSync(to sink) {
 	}
 	d.streamTake(to)
 	st.round = true
+	if !st.stopped {
+		d.askHandOvers()
+	}
 	// The too-large count is the session's whole; the records it counts
 	// are in the streams' LOST records, or in lost.
 	d.big.Store(big)
@@ -182,6 +191,7 @@ func (d *daemonSource) streamSync(to sink) {
 // daemon's fault, and the recording stops with it rather than wait for
 // records that cannot come.
 func (d *daemonSource) streamTake(to sink) {
+	d.handTake(to)
 	for k := range d.streams.st.Len() {
 		r := d.streams.st.Reader(k)
 		if b := r.Available(); len(b) > 0 {

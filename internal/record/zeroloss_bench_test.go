@@ -28,6 +28,7 @@ var (
 	zlRingKB    = flag.Int("zl.ringkb", 0, "each producer ring's KiB (UETRACE_RING_KB; 0: the default share)")
 	zlTrials    = flag.Int("zl.trials", 3, "trials per rate; zero-loss when most are")
 	zlProducers = flag.String("zl.producers", "1,2", "producer counts to search, comma-separated")
+	zlNoHand    = flag.Bool("zl.nohandover", false, "keep every record on the daemon's path (no ring set handed to the recording)")
 )
 
 // zlTrial is one rate's verdict, with the last trial's figures.
@@ -42,7 +43,7 @@ type zlTrial struct {
 
 func zlRun(tb testing.TB, producers int, rate float64) zlTrial {
 	n := int(max(rate**zlSeconds, 200_000))
-	r := e2eRun(tb, e2eConfig{count: n, bufferKB: *zlSessionKB, ringKB: *zlRingKB, daemonProcess: true, rate: rate, producers: producers})
+	r := e2eRun(tb, e2eConfig{count: n, bufferKB: *zlSessionKB, ringKB: *zlRingKB, daemonProcess: true, rate: rate, producers: producers, noHandOver: *zlNoHand})
 	r.check(tb)
 	tr := zlTrial{rate: rate, r: r}
 	tr.achieved = float64(r.written) / r.produce.Seconds()
@@ -52,9 +53,9 @@ func zlRun(tb testing.TB, producers int, rate float64) zlTrial {
 	tr.recordNs = float64((r.cpu - r.daemonCPU).Nanoseconds()) / deliv
 	tr.producerNs = float64(r.producerCPU.Nanoseconds()) / float64(r.written)
 	tr.ok = r.lost == 0 && tr.achieved >= 0.97*rate
-	tb.Logf("%d producers at %6.2f M/s: wrote %d at %6.2f M/s, recorded %d, lost %d (%.3f %%, %d in the producers' rings); CPU per record: daemon %.0f ns, record %.0f ns, producers %.0f ns; drainers slept %d times, woken %d",
+	tb.Logf("%d producers at %6.2f M/s: wrote %d at %6.2f M/s, recorded %d, lost %d (%.3f %%, %d in the producers' rings); CPU per record: daemon %.0f ns, record %.0f ns, producers %.0f ns; drainers slept %d times, woken %d; %d sets handed over, %d records read from them",
 		producers, rate/1e6, r.written, tr.achieved/1e6, r.samples, r.lost, 100*tr.lostFrac, r.producerDropped,
-		tr.daemonNs, tr.recordNs, tr.producerNs, r.rings.Sleeps, r.rings.Woken)
+		tr.daemonNs, tr.recordNs, tr.producerNs, r.rings.Sleeps, r.rings.Woken, r.handOvers, r.handed)
 	return tr
 }
 

@@ -87,6 +87,10 @@ func newConsumer(r *ring) *Consumer {
 // published in batches, or only when told: DeferPublish).
 func (c *Consumer) Tail() uint64 { return c.tail }
 
+// Head is where the producers say the reserved bytes end: their word, as
+// hostile as the rest of the ring.
+func (c *Consumer) Head() uint64 { return atomic.LoadUint64(c.r.head) }
+
 // Resume makes the consumer go on at ring position tail, without
 // publishing it: a consumer that hands its ring to another reader for a
 // while (internal/handover) takes it back where that reader stopped. Any

@@ -1,0 +1,390 @@
+package daemon
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/handover"
+	"github.com/uetrace/uetrace/internal/subsys"
+)
+
+// # Hand-over: a producer's ring set read by its only consumer
+//
+// A drainer spends ~100 ns of the daemon's CPU on each record it moves
+// from a producer's ring into a session's stream (BENCHMARKS.md): the
+// checks of a write and the perf sample laid out, what Linux does in the
+// writer's context (user_event_perf, perf_trace_buf_submit,
+// perf_tp_event). One daemon core cannot do that for every producer of a
+// machine. So when a session that maps streams is the only consumer of
+// everything a producer connection writes, the daemon hands that
+// connection's ring set to the session's reader (OpSessionHandOver),
+// which reads the records where they lie and does the drainer's work on
+// its own CPUs (internal/handover: the same checks, package ringcheck's
+// and eventdef's, the same bytes); the daemon touches none of them. It is
+// perf's way — each reader reads its rings in place — within the rule
+// that a producer may spoil only its own records: each ring still has one
+// writer, and the reader treats it as the drainer does, as hostile.
+//
+//   - When: subsys.File.HandTo says the session is the only consumer of
+//     every event of the connection's file that has one (no trace buffer,
+//     no other session, no filter), and the set is not being taken back.
+//     The reader asks (each round of its recording); the daemon answers
+//     with one set at a time.
+//   - Handing: each drainer k lets go of ring k at a pass boundary — its
+//     waiting loss records told first — and gives it in the control
+//     memfd: ring k's ownership word says Owned at the drainer's tail.
+//     The reply carries the set's memfd, the control memfd, the set's
+//     wake eventfd and the table of write indices.
+//   - Taking back: before anything changes where the connection's
+//     records go (subsys calls back, under its lock), before a tracefs
+//     write, attach, detach or close (the subsystem's sync hook, which
+//     also delivers what the rings hold, so that records published before
+//     the change reach the consumers of before, as Flush does for rings
+//     the drainers hold), and when the producer or the reader goes: one
+//     compare-and-swap per ring on its ownership word, Owned → Daemon at
+//     the reader's tail. A reader in the middle of a pass (Reading) is
+//     waited for at most takeBackBound, then forced: its commit fails and
+//     it discards the pass, so no record is delivered twice or lost,
+//     whatever the reader does, and the daemon never waits longer. The
+//     drainers then resume at that tail and add the reader's counts.
+//   - A set taken back is not handed again before handAgain has passed,
+//     so that a producer registering events one by one, or a tracer
+//     toggling an enable, makes the set change hands at most that often.
+//
+// Differences, while a set is handed: its records are not in the events'
+// written counts (uetrace status) until the set is taken back; the
+// reader's counts of its rings (delivered, rejected, lost…) are its word,
+// added to RingStats as such.
+
+// takeBackBound is the longest the daemon waits for a reader in the middle
+// of a pass over a ring it takes back: a pass is at most mergeBatch
+// records, tens of microseconds; a reader not done by then is cut off.
+const takeBackBound = 5 * time.Millisecond
+
+// handAgain is how long a set taken back stays with the drainers.
+const handAgain = 100 * time.Millisecond
+
+// A handedSet is a ring set handed to a session's reader.
+type handedSet struct {
+	id  uint64
+	set *ringSet
+	ss  *subsys.Session
+	// ctl is unmapped, once the set is resumed, under the drainers' lock,
+	// which RingStats reads it under; ctlFd is the op's to send and close.
+	ctl   *handover.Control
+	ctlFd int
+	// back is set once the daemon takes the set back; left counts the
+	// rings its drainers have not resumed yet.
+	back atomic.Bool
+	left atomic.Int32
+}
+
+// handOvers are the Server's hand-overs.
+type handOvers struct {
+	mu     sync.Mutex
+	live   map[*handedSet]struct{}
+	nextID uint64
+	// handed and takenBack count hand-overs made and ended; forced the
+	// rings taken from a reader that was not done with its pass within
+	// takeBackBound.
+	handed, takenBack, forced atomic.Uint64
+}
+
+// opSessionHandOver serves SessionHandOver: one ring set handed to the
+// session's reader, if one can be.
+func (c *conn) opSessionHandOver(h wire.Header, body []byte) bool {
+	ss, ok := c.handles[h.Arg].(*subsys.Session)
+	if !ok || len(body) != 0 {
+		return c.result(0, fmt.Errorf("session hand-over: bad session %d: %w", h.Arg, unix.EBADF))
+	}
+	if !ss.DeliversToStreams() {
+		return c.result(0, fmt.Errorf("session hand-over: the session does not deliver into streams (SessionStreams first): %w", unix.EINVAL))
+	}
+	// The reader checks thread ids in /proc as the daemon would: it must
+	// see the daemon's pids.
+	if !samePIDNamespace(c.ucred.Pid) {
+		return c.result(0, fmt.Errorf("session hand-over: the reader's pid namespace is not the daemon's, so its /proc shows other threads: %w", unix.EPROTO))
+	}
+	g := &c.s.drainers
+	for _, set := range g.candidates() {
+		hs, ho := c.s.handOver(set, ss)
+		if hs == nil {
+			continue
+		}
+		out := wire.AppendResult(c.out[:0], 1, nil)
+		out, err := wire.AppendHandOver(out, ho)
+		if err != nil {
+			// Too many events to say in a message: the drainers keep it.
+			unix.Close(hs.ctlFd)
+			c.s.endHandOver(hs)
+			continue
+		}
+		c.out = out[:0]
+		ok := c.replyRights(out, set.memfd, hs.ctlFd, set.efd)
+		unix.Close(hs.ctlFd)
+		if !ok {
+			c.s.endHandOver(hs)
+			return false
+		}
+		c.log.Debug("ring set handed over", "handover", hs.id, "producer", ho.PID, "events", len(ho.Events))
+		return true
+	}
+	return c.result(0, nil)
+}
+
+// candidates are the sets not handed over nor taken back lately, and
+// whose producer has not gone.
+func (g *drainers) candidates() []*ringSet {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*ringSet
+	now := time.Now()
+	for set := range g.sets {
+		if set.memfd >= 0 && set.handed.Load() == nil && !set.closing.Load() && now.Sub(set.backAt()) >= handAgain {
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
+// handOver hands set to ss's reader if ss is the only consumer of its
+// connection's events: the drainers let go of its rings, and the control
+// memfd says the reader owns them. It returns nil if it cannot.
+func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.HandOver) {
+	g := &s.drainers
+	ctl, err := handover.CreateControl(len(set.srcs))
+	if err != nil {
+		set.log.Warn("ring set: cannot make a hand-over's control memfd", "err", err)
+		return nil, nil
+	}
+	// The op sends its own descriptor of the memfd, so that the set's
+	// end, which unmaps the control, never races with the send.
+	ctlFd, err := unix.FcntlInt(uintptr(ctl.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+	ctl.CloseFd()
+	if err != nil {
+		ctl.Close()
+		return nil, nil
+	}
+	hs := &handedSet{set: set, ss: ss, ctl: ctl, ctlFd: ctlFd}
+	if !set.handed.CompareAndSwap(nil, hs) {
+		ctl.Close()
+		unix.Close(ctlFd)
+		return nil, nil
+	}
+	r0 := set.srcs[0]
+	table, ok := r0.file.HandTo(ss, hs, func() { s.takeBack(hs) })
+	if !ok {
+		set.handed.Store(nil)
+		ctl.Close()
+		unix.Close(ctlFd)
+		return nil, nil
+	}
+	s.handOvers.mu.Lock()
+	s.handOvers.nextID++
+	hs.id = s.handOvers.nextID
+	if s.handOvers.live == nil {
+		s.handOvers.live = map[*handedSet]struct{}{}
+	}
+	s.handOvers.live[hs] = struct{}{}
+	s.handOvers.mu.Unlock()
+	s.handOvers.handed.Add(1)
+
+	// Each drainer lets go of its ring at a pass boundary and gives it.
+	var given sync.WaitGroup
+	given.Add(len(set.srcs))
+	hs.left.Store(int32(len(set.srcs)))
+	for k, d := range g.d {
+		d.give(set.srcs[k], hs, &given)
+	}
+	given.Wait()
+	if hs.back.Load() {
+		// Taken back meanwhile: the drainers resume it.
+		unix.Close(ctlFd)
+		return nil, nil
+	}
+	var claimed uint64
+	for _, r := range set.srcs {
+		c := r.losses.Claimed()
+		claimed = min(claimed, math.MaxUint64-c) + c
+	}
+	ho := &wire.HandOver{
+		ID: hs.id, Rings: len(set.srcs), PID: r0.w.TGID, Comm: r0.w.Comm,
+		LossAge: uint64(max(time.Since(r0.losses.Since()), 0)), LossClaimed: claimed,
+		SessionComm: table.Comm, Events: make([]wire.HandOverEvent, len(table.Events)),
+	}
+	for i, e := range table.Events {
+		ho.Events[i] = wire.HandOverEvent{SampleID: e.SampleID, Command: e.Def.String()}
+	}
+	return hs, ho
+}
+
+// takeBack ends hs: the reader's ownership of each ring is ended now, and
+// its drainer resumes it where the reader stopped. It never blocks longer
+// than takeBackBound in all; safe under the subsystem's lock (subsys calls
+// it so, as the hand-over's back) and more than once.
+func (s *Server) takeBack(hs *handedSet) {
+	if !hs.back.CompareAndSwap(false, true) {
+		return
+	}
+	deadline := time.Now().Add(takeBackBound)
+	for k, r := range hs.set.srcs {
+		if _, forced := hs.ctl.TakeBack(k, max(time.Until(deadline), 0)); forced {
+			s.handOvers.forced.Add(1)
+			hs.set.log.Warn("ring set taken back from a reader that did not finish its pass in time", "handover", hs.id, "ring", k)
+		}
+		s.drainers.d[k].resume(r, hs)
+	}
+	s.handOvers.takenBack.Add(1)
+	hs.set.log.Debug("ring set taken back", "handover", hs.id)
+}
+
+// resumed is drainer k's word that it resumed ring r of hs; the last one
+// ends the hand-over.
+func (s *Server) resumed(hs *handedSet) {
+	if hs.left.Add(-1) != 0 {
+		return
+	}
+	hs.set.markBack()
+	hs.set.log.Debug("ring set resumed", "handover", hs.id)
+	g := &s.drainers
+	g.mu.Lock()
+	hs.set.handed.Store(nil)
+	hs.ctl.Close()
+	g.mu.Unlock()
+	s.handOvers.mu.Lock()
+	delete(s.handOvers.live, hs)
+	s.handOvers.mu.Unlock()
+}
+
+// takeBackAll takes back every set handed over and has the drainers
+// deliver what their rings hold: the subsystem's sync hook, run before a
+// tracefs write, an attach, a detach or a close, so that the records
+// published before it reach the consumers of before, as Flush delivers
+// the drainers' own rings first.
+func (s *Server) takeBackAll() {
+	s.handOvers.mu.Lock()
+	if len(s.handOvers.live) == 0 {
+		s.handOvers.mu.Unlock()
+		return
+	}
+	hss := make([]*handedSet, 0, len(s.handOvers.live))
+	for hs := range s.handOvers.live {
+		hss = append(hss, hs)
+	}
+	s.handOvers.mu.Unlock()
+	for _, hs := range hss {
+		s.endHandOver(hs)
+	}
+	s.Flush()
+}
+
+// takeBackSet takes back set if it is handed over: its producer goes, or
+// asks for its records delivered (RingFlush).
+func (s *Server) takeBackSet(set *ringSet) {
+	if hs := set.handed.Load(); hs != nil {
+		s.endHandOver(hs)
+	}
+}
+
+// endHandOver ends hs where the subsystem did not: its file's hand-over,
+// then the rings taken back.
+func (s *Server) endHandOver(hs *handedSet) {
+	hs.set.srcs[0].file.HandBack(hs)
+	s.takeBack(hs)
+}
+
+// giveRing is drainer-side: r leaves the merge at a pass boundary, its
+// waiting losses told, and is given to the reader at the drainer's tail.
+func (m *merge) giveRing(k int, r *ringSource, hs *handedSet) {
+	m.drop(r)
+	r.applyLosses(-1)
+	m.rings = removeRing(m.rings, r)
+	hs.ctl.Give(k, r.cons.Tail())
+}
+
+// resumeRing is drainer-side: r comes back from the reader at the tail its
+// ownership word says, with the reader's counts. The word is the reader's
+// to write: a tail before where the ring was given or past what the
+// producer has reserved is no reader's — the ring resumes where it was
+// given, its records since delivered again, into the reader's own
+// session only.
+func (m *merge) resumeRing(k int, r *ringSource, hs *handedSet) {
+	tail, _ := hs.ctl.TakeBack(k, takeBackBound)
+	if given := r.cons.Tail(); tail < given || tail > r.cons.Head() || tail&7 != 0 {
+		hs.set.log.Warn("ring set taken back: the reader's tail is not in the ring; resumed where it was given", "handover", hs.id, "ring", k, "tail", tail, "given", given)
+		tail = given
+	}
+	cs, whole := hs.ctl.CountsAt(k, tail, takeBackBound)
+	if !whole {
+		hs.set.log.Warn("ring set taken back: the reader's counts are not as of where it stopped; taken as they are", "handover", hs.id, "ring", k)
+	}
+	r.addReader(cs)
+	r.cons.Resume(tail)
+	m.adopt(r)
+}
+
+// removeRing removes r from rings in place, clearing the slot it leaves.
+func removeRing(rings []*ringSource, r *ringSource) []*ringSource {
+	for i, q := range rings {
+		if q == r {
+			copy(rings[i:], rings[i+1:])
+			rings[len(rings)-1] = nil
+			return rings[:len(rings)-1]
+		}
+	}
+	return rings
+}
+
+// readerStats are a reader's counts of a ring, its claims, as RingStats.
+func readerStats(c handover.Counts) RingStats {
+	return RingStats{
+		Delivered: c.Delivered, Rejected: c.Rejected, Disabled: c.Disabled, Voided: c.Voided,
+		Lost: c.Lost, LostRecords: c.LostRecords, LostCapped: c.LostCapped,
+		ForgedTID: c.ForgedTID, UncheckedTID: c.UncheckedTID, Future: c.Future,
+		Torn: c.Torn, TooLong: c.TooLong, Discarded: c.Discarded, BadHead: c.BadHead,
+	}
+}
+
+// addReader adds a reader's counts of r, its claims, to r's: they count
+// as r's own from then on, in RingStats and in r's loss budget.
+func (r *ringSource) addReader(c handover.Counts) {
+	st := readerStats(c)
+	r.losses.Charge(c.Lost)
+	old := r.readers.Load()
+	if old != nil {
+		st.add(*old)
+	}
+	r.readers.Store(&st)
+}
+
+// samePIDNamespace reports whether process pid sees the daemon's pids.
+func samePIDNamespace(pid int32) bool {
+	if pid <= 0 {
+		return false
+	}
+	own, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return false
+	}
+	theirs, err := os.Readlink("/proc/" + strconv.Itoa(int(pid)) + "/ns/pid")
+	return err == nil && theirs == own
+}
+
+// markBack notes that the set was taken back now (handAgain).
+func (set *ringSet) markBack() { set.back.Store(time.Now().UnixNano()) }
+
+// backAt is when the set was last taken back; the zero time if never.
+func (set *ringSet) backAt() time.Time {
+	if t := set.back.Load(); t != 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
+}
