@@ -322,7 +322,7 @@ func (m *merge) resumeRing(k int, r *ringSource, hs *handedSet) {
 		hs.set.log.Warn("ring set taken back: the reader's tail is not in the ring; resumed where it was given", "handover", hs.id, "ring", k, "tail", tail, "given", given)
 		tail = given
 	}
-	cs, whole := hs.ctl.CountsAt(k, tail, takeBackBound)
+	cs, whole := hs.ctl.TakeCounts(k, tail, takeBackBound)
 	if !whole {
 		hs.set.log.Warn("ring set taken back: the reader's counts are not as of where it stopped; taken as they are", "handover", hs.id, "ring", k)
 	}

@@ -1,10 +1,12 @@
-package handover
+package handover_test
 
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/handover"
 	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
@@ -44,7 +47,7 @@ func TestPassMatchesDaemon(t *testing.T) {
 	if prod.Rings() != rings {
 		t.Fatalf("the daemon has %d rings", prod.Rings())
 	}
-	for i, cmd := range testCommands {
+	for i, cmd := range handover.TestCommands {
 		reg := abi.UserReg{Size: abi.UserRegSize, EnableBit: uint8(i), EnableSize: 4, EnableAddr: addr}
 		idx, ret, err := prod.Register(reg.Bytes(), cmd, false)
 		if err != nil || ret != 0 || idx != uint32(i) {
@@ -76,12 +79,12 @@ func TestPassMatchesDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var g Grant
+	var g handover.Grant
 	g.PID, g.Rings, g.Comm = int32(os.Getpid()), rings, procComm(t)
-	for i, cmd := range testCommands {
+	for i, cmd := range handover.TestCommands {
 		def, _ := eventdef.Parse(cmd)
-		e := Event{Def: def}
-		if i != idxOff {
+		e := handover.Event{Def: def}
+		if i != handover.IdxOff {
 			name := strings.Fields(cmd)[0]
 			if _, err := sess.Attach("user_events:"+name, false); err != nil {
 				t.Fatal(err)
@@ -91,15 +94,28 @@ func TestPassMatchesDaemon(t *testing.T) {
 		g.Events = append(g.Events, e)
 	}
 
-	// The reader's set: the same records in a set of its own.
-	f := newFixture(t, rings, size)
-	f.set.Close()
-	g.LossSince = f.g.LossSince
-	if f.set, err = OpenSet(g, f.sp.Fd(), f.ctl.Fd()); err != nil {
+	// The reader's set: the same records in a set of its own, given
+	// whole.
+	runtime.LockOSThread() // the records say this thread wrote them
+	defer runtime.UnlockOSThread()
+	rsp, err := shmring.CreateSet(rings, size)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer rsp.Close()
+	ctl, err := handover.CreateControl(rings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	g.LossSince = time.Now()
+	set, err := handover.OpenSet(g, rsp.Fd(), ctl.Fd())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
 	for k := range rings {
-		f.give(k)
+		ctl.Give(k, 0)
 	}
 
 	ts := stamp.Now() - 10_000_000
@@ -113,24 +129,24 @@ func TestPassMatchesDaemon(t *testing.T) {
 	var recs []rec
 	for k := range uint32(rings) {
 		recs = append(recs,
-			rec{idxPlain, k, seqPayload(1)},
-			rec{idxLoc, k, locPayload(2, "hello")},
-			rec{wire.LostIndex, k + 1, lossPayload(idxLoc, 5)},
-			rec{wire.LostIndex, k, lossPayload(idxLoc, 2)},
-			rec{wire.LostIndex, k, lossPayload(idxPlain, 1)},
-			rec{wire.LostIndex, k, lossPayload(idxOff, 9)},
-			rec{wire.LostIndex, k, lossPayload(77, 9)},
-			rec{idxPlain, k, seqPayload(3)},
-			rec{idxLoc, k, big},
-			rec{idxLoc, k, big},
-			rec{idxPlain, k, big},
-			rec{idxOff, k, seqPayload(4)},
-			rec{9, k, seqPayload(5)},
-			rec{idxPlain, k, []byte{1}},
-			rec{idxLoc, k, append(seqPayload(6), 0xff, 0xff, 0, 0)},
+			rec{handover.IdxPlain, k, handover.SeqPayload(1)},
+			rec{handover.IdxLoc, k, handover.LocPayload(2, "hello")},
+			rec{wire.LostIndex, k + 1, handover.LossPayload(handover.IdxLoc, 5)},
+			rec{wire.LostIndex, k, handover.LossPayload(handover.IdxLoc, 2)},
+			rec{wire.LostIndex, k, handover.LossPayload(handover.IdxPlain, 1)},
+			rec{wire.LostIndex, k, handover.LossPayload(handover.IdxOff, 9)},
+			rec{wire.LostIndex, k, handover.LossPayload(77, 9)},
+			rec{handover.IdxPlain, k, handover.SeqPayload(3)},
+			rec{handover.IdxLoc, k, big},
+			rec{handover.IdxLoc, k, big},
+			rec{handover.IdxPlain, k, big},
+			rec{handover.IdxOff, k, handover.SeqPayload(4)},
+			rec{9, k, handover.SeqPayload(5)},
+			rec{handover.IdxPlain, k, []byte{1}},
+			rec{handover.IdxLoc, k, append(handover.SeqPayload(6), 0xff, 0xff, 0, 0)},
 			rec{preload.VoidIndex, k, nil},
-			rec{idxLoc, k, locPayload(7, "")},
-			rec{wire.LostIndex, k, lossPayload(idxPlain, 3)}, // waits, then told on its own CPU
+			rec{handover.IdxLoc, k, handover.LocPayload(7, "")},
+			rec{wire.LostIndex, k, handover.LossPayload(handover.IdxPlain, 3)}, // waits, then told on its own CPU
 		)
 	}
 	for i, r := range recs {
@@ -138,7 +154,7 @@ func TestPassMatchesDaemon(t *testing.T) {
 		// record's, which is told on the next record's CPU).
 		k := i / (len(recs) / rings)
 		m := shmring.Meta{Time: ts + uint64(i), WriteIndex: r.idx, TID: tid, CPU: r.cpu}
-		if !sp.Ring(k).Write(m, r.payload) || !f.sp.Ring(k).Write(m, r.payload) {
+		if !sp.Ring(k).Write(m, r.payload) || !rsp.Ring(k).Write(m, r.payload) {
 			t.Fatalf("record %d: a ring is full", i)
 		}
 	}
@@ -146,8 +162,10 @@ func TestPassMatchesDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k := range rings {
-		out := NewStream(true)
-		f.pass(t, k, out, 1000)
+		out := handover.NewStream(true)
+		if _, gone := set.Pass(k, out, 1000); gone {
+			t.Fatalf("ring %d gone", k)
+		}
 		out.FlushLost()
 		daemonBytes := st.Reader(k).Available()
 		if len(daemonBytes) == 0 {
@@ -155,21 +173,21 @@ func TestPassMatchesDaemon(t *testing.T) {
 		}
 		if !bytes.Equal(out.Bytes(), daemonBytes) {
 			t.Errorf("ring %d: the reader wrote\n%x\nthe daemon\n%x", k, out.Bytes(), daemonBytes)
-			if r, err := readStream(out.Bytes()); err == nil {
+			if r, err := handover.ReadStream(out.Bytes()); err == nil {
 				t.Logf("reader: %+v", r)
 			}
-			if r, err := readStream(daemonBytes); err == nil {
+			if r, err := handover.ReadStream(daemonBytes); err == nil {
 				t.Logf("daemon: %+v", r)
 			}
 		}
 	}
-	var got Counts
+	var got handover.Counts
 	for k := range rings {
-		c := f.ctl.Counts(k)
+		c := ctl.Counts(k)
 		got.Add(&c)
 	}
 	rs := srv.RingStats()
-	want := Counts{
+	want := handover.Counts{
 		Delivered: rs.Delivered, Rejected: rs.Rejected, Disabled: rs.Disabled, Voided: rs.Voided,
 		Lost: rs.Lost, LostRecords: rs.LostRecords, LostCapped: rs.LostCapped,
 		ForgedTID: rs.ForgedTID, UncheckedTID: rs.UncheckedTID, Future: rs.Future,
