@@ -195,7 +195,7 @@ func (s *Set) Pass(k int, out *Stream, most int) (n int, gone bool) {
 	r.nsave = copy(r.saved[:], r.waiting)
 	var c Counts
 	// The clock a record may not be stamped after (the drainer's merge):
-	// read once a pass, and again only for a record later than it.
+	// read at the pass's start, and again for a record later than it.
 	now := stamp.Now()
 	for n < most {
 		v, err := cons.PeekMax(ringcheck.MaxRecord)
@@ -209,10 +209,13 @@ func (s *Set) Pass(k int, out *Stream, most int) (n int, gone bool) {
 			break
 		}
 		if v.Time > now {
-			// Stamped after this pass began — or later than any clock
-			// could say: a record is stamped before it is published.
-			if t := stamp.Now(); v.Time > t {
-				v.Time = t
+			// Stamped after the clock was last read — or later than any
+			// clock could say: a record is stamped before it is
+			// published. The clock read again serves the records that
+			// follow, which a producer writing during the pass stamps
+			// later than its start.
+			if now = stamp.Now(); v.Time > now {
+				v.Time = now
 				c.Future++
 			}
 		}
