@@ -85,6 +85,11 @@ type handedSet struct {
 	// rings its drainers have not resumed yet.
 	back atomic.Bool
 	left atomic.Int32
+	// claimed are the rings' loss claims as cut, since the loss budgets'
+	// start: each drainer's when it gave its ring (the reader goes on
+	// from them).
+	claimed []uint64
+	since   time.Time
 }
 
 // handOvers are the Server's hand-overs.
@@ -173,7 +178,11 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 		ctl.Close()
 		return nil, nil
 	}
-	hs := &handedSet{set: set, ss: ss, ctl: ctl, ctlFd: ctlFd}
+	s.handOvers.mu.Lock()
+	s.handOvers.nextID++
+	id := s.handOvers.nextID
+	s.handOvers.mu.Unlock()
+	hs := &handedSet{id: id, set: set, ss: ss, ctl: ctl, ctlFd: ctlFd, claimed: make([]uint64, len(set.srcs)), since: set.srcs[0].losses.Since()}
 	if !set.handed.CompareAndSwap(nil, hs) {
 		ctl.Close()
 		unix.Close(ctlFd)
@@ -188,8 +197,6 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 		return nil, nil
 	}
 	s.handOvers.mu.Lock()
-	s.handOvers.nextID++
-	hs.id = s.handOvers.nextID
 	if s.handOvers.live == nil {
 		s.handOvers.live = map[*handedSet]struct{}{}
 	}
@@ -211,13 +218,12 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 		return nil, nil
 	}
 	var claimed uint64
-	for _, r := range set.srcs {
-		c := r.losses.Claimed()
+	for _, c := range hs.claimed {
 		claimed = min(claimed, math.MaxUint64-c) + c
 	}
 	ho := &wire.HandOver{
 		ID: hs.id, Rings: len(set.srcs), PID: r0.w.TGID, Comm: r0.w.Comm,
-		LossAge: uint64(max(time.Since(r0.losses.Since()), 0)), LossClaimed: claimed,
+		LossAge: uint64(max(time.Since(hs.since), 0)), LossClaimed: claimed,
 		SessionComm: table.Comm, Events: make([]wire.HandOverEvent, len(table.Events)),
 	}
 	for i, e := range table.Events {
@@ -294,6 +300,51 @@ func (s *Server) takeBackSet(set *ringSet) {
 	}
 }
 
+// flushHanded is RingFlush for a set handed to a session's reader: it
+// returns once the reader has committed its passes past what each ring
+// held when it was called — its records delivered, as a flush of the
+// drainers' rings delivers them into the session's streams. A reader
+// that does not get there within flushHandedMax has the set taken back,
+// and the drainers deliver the rest. The wait is the flushing
+// connection's only; the producer's writes go on meanwhile.
+func (s *Server) flushHanded(set *ringSet) {
+	hs := set.handed.Load()
+	if hs == nil {
+		return
+	}
+	heads := make([]uint64, len(set.srcs))
+	for k, r := range set.srcs {
+		heads[k] = r.cons.Head()
+	}
+	deadline := time.Now().Add(flushHandedMax)
+	nap := 20 * time.Microsecond
+	for {
+		g := &s.drainers
+		g.mu.Lock()
+		done, gone := true, set.handed.Load() != hs
+		if !gone {
+			for k := range set.srcs {
+				if tail, reader := hs.ctl.Read(k); reader && tail < heads[k] {
+					done = false
+				}
+			}
+		}
+		g.mu.Unlock()
+		if done || gone {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.endHandOver(hs)
+			return
+		}
+		time.Sleep(nap)
+		nap = min(2*nap, time.Millisecond)
+	}
+}
+
+// flushHandedMax bounds flushHanded's wait for a reader.
+const flushHandedMax = time.Second
+
 // endHandOver ends hs where the subsystem did not: its file's hand-over,
 // then the rings taken back.
 func (s *Server) endHandOver(hs *handedSet) {
@@ -307,6 +358,7 @@ func (m *merge) giveRing(k int, r *ringSource, hs *handedSet) {
 	m.drop(r)
 	r.applyLosses(-1)
 	m.rings = removeRing(m.rings, r)
+	hs.claimed[k] = r.losses.Claimed()
 	hs.ctl.Give(k, r.cons.Tail())
 }
 

@@ -55,8 +55,7 @@ func (c *conn) opRingFlush(h wire.Header, body []byte) bool {
 		return c.result(0, fmt.Errorf("ring flush: this connection shared no ring: %w", unix.EINVAL))
 	}
 	if c.set != nil {
-		// Delivered means by the drainers: a reader's pace is its own.
-		c.s.takeBackSet(c.set)
+		c.s.flushHanded(c.set)
 	}
 	c.s.Flush()
 	return c.result(0, nil)

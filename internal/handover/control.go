@@ -170,6 +170,15 @@ func mapControl(fd, rings int) (*Control, error) {
 // Fd is the control memfd: the daemon sends it to the reader.
 func (c *Control) Fd() int { return c.fd }
 
+// Read is how far the reader of ring k has committed its passes, and
+// whether it has the ring (Owned or Reading): the daemon's view of a
+// handed ring's progress. The word is the reader's: a position to compare,
+// never one to read records at.
+func (c *Control) Read(k int) (tail uint64, reader bool) {
+	w := atomic.LoadUint64(c.word(k, offOwn))
+	return w &^ stateMask, w&stateMask != Daemon
+}
+
 // CloseFd closes the memfd CreateControl made, once sent: the mapping
 // stays until Close.
 func (c *Control) CloseFd() {

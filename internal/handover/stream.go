@@ -65,6 +65,16 @@ func (o *Stream) Bytes() []byte { return o.buf }
 // the buffer is kept for the next.
 func (o *Stream) Reset() { o.buf = o.buf[:0] }
 
+// Swap returns the records committed and makes empty the stream's buffer
+// from then on: a caller that writes the records out while passes go on
+// into the stream gives back the buffer it had from the swap before. Not
+// during a pass.
+func (o *Stream) Swap(empty []byte) []byte {
+	b := o.buf
+	o.buf = empty[:0]
+	return b
+}
+
 // FlushLost writes the runs of records lost not yet told as
 // PERF_RECORD_LOST records now, rather than before the next sample: what
 // a session's stream does when its reader asks to be brought up to date

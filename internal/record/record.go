@@ -322,9 +322,11 @@ func Daemon(c *client.Conn, w io.WriteSeeker, opts Options) (*Recorder, error) {
 	if src.streams != nil && opts.Sink != nil {
 		if opts.SinkLatency > 0 {
 			src.streams.latency = opts.SinkLatency
+			src.streams.hand.latency = opts.SinkLatency
 		} else {
 			// What the Sink shows, as soon as it is delivered.
 			src.streams.watermark = 1
+			src.streams.hand.first = true
 		}
 	}
 	if err := src.attachPatterns(r.pats, r.follow); err != nil {

@@ -468,7 +468,7 @@ func (d *daemonSource) stop() {
 
 func (d *daemonSource) close() error {
 	if d.streams != nil {
-		d.handClose()
+		d.streams.hand.stop()
 	}
 	err := d.s.Close()
 	if d.streams != nil {

@@ -116,9 +116,9 @@ func (d *daemonSource) streamWait(timeout time.Duration) {
 	if st.latency > 0 && st.taken+st.held() < st.size/16 {
 		st.waits[0].Add(1)
 		time.Sleep(t)
-	} else if d.handSleep(t, st.watermark <= 1) {
-		// Records of the sets held wake it; the streams' are read when
-		// it wakes, at most t later.
+	} else if d.handWait(t) {
+		// The readers of handed sets wake it with what they laid out;
+		// the streams' records are read when it wakes, at most t later.
 		st.waits[1].Add(1)
 	} else {
 		st.waits[1].Add(1)
@@ -166,6 +166,11 @@ func (d *daemonSource) streamDrain(to sink) error {
 // and counts what the daemon handed over.
 func (d *daemonSource) streamSync(to sink) {
 	st := d.streams
+	// The handed sets first, then the sync: a set the daemon took back
+	// meanwhile — from a reader in the middle of a pass, its records
+	// given back — has its records delivered into the streams by the
+	// sync, in this round.
+	d.handTake(to, true)
 	lost, big, err := st.st.Sync()
 	st.lastSync = time.Now()
 	if err != nil {
@@ -191,7 +196,7 @@ func (d *daemonSource) streamSync(to sink) {
 // daemon's fault, and the recording stops with it rather than wait for
 // records that cannot come.
 func (d *daemonSource) streamTake(to sink) {
-	d.handTake(to)
+	d.handTake(to, false)
 	for k := range d.streams.st.Len() {
 		r := d.streams.st.Reader(k)
 		if b := r.Available(); len(b) > 0 {
