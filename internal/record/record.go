@@ -5,7 +5,9 @@
 // daemon's session is read through its streams (source_stream.go): one per
 // ring index of the daemon's, of finished perf.data records the recording
 // writes to its file as they lie, a run at a time; from a daemon before
-// streams, or one that refuses them, over its socket.
+// streams, or one that refuses them, over its socket. The ring sets of
+// producers whose only consumer the recording is are handed to it, and read
+// here in place (source_handover.go).
 //
 // The file has one attribute per event, named in HEADER_EVENT_DESC, and the
 // tracing data (HEADER_TRACING_DATA) with every recorded event's format
