@@ -394,13 +394,18 @@ func (d *drainer) poke() {
 func (d *drainer) add(r *ringSource) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.startLocked()
+	d.adds = append(d.adds, r)
+	d.poke()
+}
+
+// startLocked starts the drainer if it does not run. d.mu is held.
+func (d *drainer) startLocked() {
 	if !d.running {
 		d.running = true
 		d.g.s.wg.Add(1)
 		go d.run()
 	}
-	d.adds = append(d.adds, r)
-	d.poke()
 }
 
 // closeRing asks the drainer to release r once it has delivered what r's
@@ -450,11 +455,7 @@ func (d *drainer) resume(r *ringSource, hs *handedSet) {
 func (d *drainer) hand(h handRequest) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.running {
-		d.running = true
-		d.g.s.wg.Add(1)
-		go d.run()
-	}
+	d.startLocked()
 	d.hands = append(d.hands, h)
 	d.poke()
 }

@@ -33,6 +33,10 @@ type handReader struct {
 	got  [][]byte // by ring index: what the streams and the sets gave
 	// handed counts the hand-overs taken.
 	handed int
+	// ring and idx are the producer's ring set and write index, when the
+	// test publishes through them (handedRaw).
+	ring *testRing
+	idx  uint32
 }
 
 // newHandReader is a reader of a session of its own on s, attached to
@@ -383,14 +387,7 @@ func TestHandOverRefused(t *testing.T) {
 // what the producer publishes, from where the reader's last commit left
 // the ring.
 func TestHandOverStuckReader(t *testing.T) {
-	s := serve(t, Config{Rings: 2})
-	_, idx, ring := handProducer(t, s, "ho_stuck u32 n")
-	hr := newHandReader(t, s, "user_events:ho_stuck", false)
-	h, err := hr.ss.HandOver()
-	if err != nil || h == nil {
-		t.Fatalf("no hand-over: %v", err)
-	}
-	defer h.Close()
+	s, hr, h := handedRaw(t, "ho_stuck")
 	ctl, err := handover.AttachControl(h.ControlFd, h.Rings)
 	if err != nil {
 		t.Fatal(err)
@@ -402,13 +399,7 @@ func TestHandOverStuckReader(t *testing.T) {
 			t.Fatalf("ring %d: not the reader's", k)
 		}
 	}
-	var p [4]byte
-	for i := range 10 {
-		binary.NativeEndian.PutUint32(p[:], uint32(i))
-		if !ring.Write(shmring.Meta{Time: stamp.Now(), TID: uint32(unix.Getpid()), CPU: uint32(i % 2), WriteIndex: idx[0]}, p[:]) {
-			t.Fatal("ring full")
-		}
-	}
+	hr.publish(10)
 	tracer, err := client.Dial(s.sock, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -443,26 +434,13 @@ func TestHandOverStuckReader(t *testing.T) {
 // the ring — costs the daemon one bounded wait, and the drainers go on
 // from where they gave the ring: every record reaches the session.
 func TestHandOverHostileControl(t *testing.T) {
-	s := serve(t, Config{Rings: 2})
-	_, idx, ring := handProducer(t, s, "ho_hostile u32 n")
-	hr := newHandReader(t, s, "user_events:ho_hostile", false)
-	h, err := hr.ss.HandOver()
-	if err != nil || h == nil {
-		t.Fatalf("no hand-over: %v", err)
-	}
-	defer h.Close()
+	s, hr, h := handedRaw(t, "ho_hostile")
 	mem, err := unix.Mmap(h.ControlFd, 0, unix.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(mem)
-	var p [4]byte
-	for i := range 10 {
-		binary.NativeEndian.PutUint32(p[:], uint32(i))
-		if !ring.Write(shmring.Meta{Time: stamp.Now(), TID: uint32(unix.Getpid()), CPU: uint32(i % 2), WriteIndex: idx[0]}, p[:]) {
-			t.Fatal("ring full")
-		}
-	}
+	hr.publish(10)
 	// Ring 0: a state no one writes; ring 1: Owned at a tail far away.
 	binary.NativeEndian.PutUint64(mem[0:], 0xdead_beef_0000_0005)
 	binary.NativeEndian.PutUint64(mem[128:], 1<<40|1)
@@ -483,4 +461,33 @@ func TestHandOverHostileControl(t *testing.T) {
 		t.Errorf("the session has %d of the 10 records: %v", len(seqs), seqs)
 	}
 	healthy(t, s)
+}
+
+// handedRaw is a producer of event name (u32 n) with a ring set, and a
+// reader that took its set but has not mapped it: the test plays the
+// reader with the hand-over's descriptors, closed at its end.
+func handedRaw(t *testing.T, name string) (*testServer, *handReader, *client.HandOver) {
+	t.Helper()
+	s := serve(t, Config{Rings: 2})
+	_, idx, ring := handProducer(t, s, name+" u32 n")
+	hr := newHandReader(t, s, "user_events:"+name, false)
+	hr.ring, hr.idx = ring, idx[0]
+	h, err := hr.ss.HandOver()
+	if err != nil || h == nil {
+		t.Fatalf("no hand-over: %v", err)
+	}
+	t.Cleanup(h.Close)
+	return s, hr, h
+}
+
+// publish writes n records into the producer's ring set (handedRaw),
+// their n the sequence 0 to n-1, on CPUs 0 and 1 in turn.
+func (hr *handReader) publish(n int) {
+	var p [4]byte
+	for i := range n {
+		binary.NativeEndian.PutUint32(p[:], uint32(i))
+		if !hr.ring.Write(shmring.Meta{Time: stamp.Now(), TID: uint32(unix.Getpid()), CPU: uint32(i % 2), WriteIndex: hr.idx}, p[:]) {
+			hr.t.Fatal("ring full")
+		}
+	}
 }
