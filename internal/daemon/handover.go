@@ -76,7 +76,6 @@ const handAgain = 100 * time.Millisecond
 type handedSet struct {
 	id  uint64
 	set *ringSet
-	ss  *subsys.Session
 	// ctl is unmapped, once the set is resumed, under the drainers' lock,
 	// which RingStats reads it under; ctlFd is the op's to send and close.
 	ctl   *handover.Control
@@ -97,10 +96,10 @@ type handOvers struct {
 	mu     sync.Mutex
 	live   map[*handedSet]struct{}
 	nextID uint64
-	// handed and takenBack count hand-overs made and ended; forced the
-	// rings taken from a reader that was not done with its pass within
-	// takeBackBound.
-	handed, takenBack, forced atomic.Uint64
+	// handed counts hand-overs made (those ended: handed less live);
+	// forced the rings taken from a reader that was not done with its
+	// pass within takeBackBound.
+	handed, forced atomic.Uint64
 }
 
 // opSessionHandOver serves SessionHandOver: one ring set handed to the
@@ -124,14 +123,8 @@ func (c *conn) opSessionHandOver(h wire.Header, body []byte) bool {
 		if hs == nil {
 			continue
 		}
-		out := wire.AppendResult(c.out[:0], 1, nil)
-		out, err := wire.AppendHandOver(out, ho)
-		if err != nil {
-			// Too many events to say in a message: the drainers keep it.
-			unix.Close(hs.ctlFd)
-			c.s.endHandOver(hs)
-			continue
-		}
+		// It fits: handOver checked.
+		out, _ := wire.AppendHandOver(wire.AppendResult(c.out[:0], 1, nil), ho)
 		c.out = out[:0]
 		ok := c.replyRights(out, set.memfd, hs.ctlFd, set.efd)
 		unix.Close(hs.ctlFd)
@@ -170,19 +163,14 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 		set.log.Warn("ring set: cannot make a hand-over's control memfd", "err", err)
 		return nil, nil
 	}
-	// The op sends its own descriptor of the memfd, so that the set's
-	// end, which unmaps the control, never races with the send.
-	ctlFd, err := unix.FcntlInt(uintptr(ctl.Fd()), unix.F_DUPFD_CLOEXEC, 0)
-	ctl.CloseFd()
-	if err != nil {
-		ctl.Close()
-		return nil, nil
-	}
+	// The op sends the memfd and closes it, so that the set's end, which
+	// unmaps the control, never races with the send.
+	ctlFd := ctl.TakeFd()
 	s.handOvers.mu.Lock()
 	s.handOvers.nextID++
 	id := s.handOvers.nextID
 	s.handOvers.mu.Unlock()
-	hs := &handedSet{id: id, set: set, ss: ss, ctl: ctl, ctlFd: ctlFd, claimed: make([]uint64, len(set.srcs)), since: set.srcs[0].losses.Since()}
+	hs := &handedSet{id: id, set: set, ctl: ctl, ctlFd: ctlFd, claimed: make([]uint64, len(set.srcs)), since: set.srcs[0].losses.Since()}
 	if !set.handed.CompareAndSwap(nil, hs) {
 		ctl.Close()
 		unix.Close(ctlFd)
@@ -190,6 +178,18 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 	}
 	r0 := set.srcs[0]
 	table, ok := r0.file.HandTo(ss, hs, func() { s.takeBack(hs) })
+	ho := &wire.HandOver{
+		ID: hs.id, Rings: len(set.srcs), PID: r0.w.TGID, Comm: r0.w.Comm,
+		SessionComm: table.Comm, Events: make([]wire.HandOverEvent, len(table.Events)),
+	}
+	for i, e := range table.Events {
+		ho.Events[i] = wire.HandOverEvent{SampleID: e.SampleID, Command: e.Def.String()}
+	}
+	if ok && !wire.HandOverFits(ho) {
+		// Too many events to say in a message: the drainers keep it.
+		r0.file.HandBack(hs)
+		ok = false
+	}
 	if !ok {
 		set.handed.Store(nil)
 		ctl.Close()
@@ -217,18 +217,10 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 		unix.Close(ctlFd)
 		return nil, nil
 	}
-	var claimed uint64
 	for _, c := range hs.claimed {
-		claimed = min(claimed, math.MaxUint64-c) + c
+		ho.LossClaimed = min(ho.LossClaimed, math.MaxUint64-c) + c
 	}
-	ho := &wire.HandOver{
-		ID: hs.id, Rings: len(set.srcs), PID: r0.w.TGID, Comm: r0.w.Comm,
-		LossAge: uint64(max(time.Since(hs.since), 0)), LossClaimed: claimed,
-		SessionComm: table.Comm, Events: make([]wire.HandOverEvent, len(table.Events)),
-	}
-	for i, e := range table.Events {
-		ho.Events[i] = wire.HandOverEvent{SampleID: e.SampleID, Command: e.Def.String()}
-	}
+	ho.LossAge = uint64(max(time.Since(hs.since), 0))
 	return hs, ho
 }
 
@@ -248,7 +240,6 @@ func (s *Server) takeBack(hs *handedSet) {
 		}
 		s.drainers.d[k].resume(r, hs)
 	}
-	s.handOvers.takenBack.Add(1)
 	hs.set.log.Debug("ring set taken back", "handover", hs.id)
 }
 

@@ -2,6 +2,7 @@ package handover
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -179,13 +180,12 @@ func (c *Control) Read(k int) (tail uint64, reader bool) {
 	return w &^ stateMask, w&stateMask != Daemon
 }
 
-// CloseFd closes the memfd CreateControl made, once sent: the mapping
-// stays until Close.
-func (c *Control) CloseFd() {
-	if c.ownFd && c.fd >= 0 {
-		unix.Close(c.fd)
-	}
-	c.fd = -1
+// TakeFd hands the memfd CreateControl made to the caller, who sends and
+// closes it: Close then only unmaps.
+func (c *Control) TakeFd() int {
+	fd := c.fd
+	c.fd, c.ownFd = -1, false
+	return fd
 }
 
 // Rings is the number of rings the control has a slot for.
@@ -427,3 +427,7 @@ func (c *Control) storeCounts(k int, began, tail uint64, cs *Counts) {
 	}
 	atomic.StoreUint64(ct, tail)
 }
+
+// satAdd is a+b, saturating at the largest uint64: the counts sum a
+// reader's and producers' claims.
+func satAdd(a, b uint64) uint64 { return min(a, math.MaxUint64-b) + b }

@@ -312,7 +312,7 @@ func (s *Set) applyLosses(r *ring, out *Stream, cpu int) {
 		if cpu >= 0 {
 			l.cpu = int32(cpu)
 		}
-		out.note(lostRun{id: ev.id, time: l.time, cpu: l.cpu, n: l.n})
+		out.note(wire.LostRun{ID: ev.id, Time: l.time, CPU: l.cpu, N: l.n})
 	}
 	clear(r.waiting)
 	r.waiting = r.waiting[:0]
@@ -345,7 +345,7 @@ func (s *Set) write(v *shmring.View, tid int32, cpu int, out *Stream, c *Counts)
 	if !wire.PerfTakes(size) {
 		// Dropped unvalidated, as user_event_perf drops it; the write
 		// itself succeeded, and the drainer counts it delivered.
-		out.note(lostRun{id: ev.id, time: v.Time, cpu: int32(cpu), n: 1, tooLarge: true})
+		out.note(wire.LostRun{ID: ev.id, Time: v.Time, CPU: int32(cpu), N: 1, TooLarge: true})
 		c.Delivered++
 		return
 	}

@@ -1,7 +1,6 @@
 package handover
 
 import (
-	"math"
 	"slices"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
@@ -26,25 +25,13 @@ type Stream struct {
 	haveLast bool
 	// lost are the runs of records lost not yet told, oldest first: at
 	// most wire.MaxLostNotes, and one of the other kind.
-	lost []lostRun
+	lost []wire.LostRun
 
 	// The pass in progress, to discard it: the output's length and the
 	// lost runs before it.
 	mark  int
-	saved [wire.MaxLostNotes + 1]lostRun
+	saved [wire.MaxLostNotes + 1]wire.LostRun
 	nsave int
-}
-
-// lostRun is a run of records lost, told as one PERF_RECORD_LOST before
-// the stream's next sample: n records of the event with sample id id, the
-// first at time on cpu; tooLarge for records over perf's limit, which a
-// session counts apart (subsys's lostNote).
-type lostRun struct {
-	id       uint64
-	time     uint64
-	cpu      int32
-	n        uint64
-	tooLarge bool
 }
 
 // NewStream is an empty output; comm says the session names writers
@@ -90,33 +77,15 @@ func (o *Stream) reserve(n int) []byte {
 	return o.buf[l:]
 }
 
-// note adds the run l to the lost runs, as subsys's addLostNote does (the
-// rule is the session stream's: the same bytes come out): into the last
-// run when it is of the same event and kind, else as a new run while
-// there are fewer than wire.MaxLostNotes, else into the last run of its
-// kind — the counts stay exact, the event and time are that run's.
-func (o *Stream) note(l lostRun) {
-	k := len(o.lost)
-	switch {
-	case k > 0 && o.lost[k-1].id == l.id && o.lost[k-1].tooLarge == l.tooLarge:
-		o.lost[k-1].n = satAdd(o.lost[k-1].n, l.n)
-		return
-	case k >= wire.MaxLostNotes:
-		for i := k - 1; i >= 0; i-- {
-			if o.lost[i].tooLarge == l.tooLarge {
-				o.lost[i].n = satAdd(o.lost[i].n, l.n)
-				return
-			}
-		}
-	}
-	o.lost = append(o.lost, l)
-}
+// note adds the run l to the lost runs: wire.AddLostRun, the session
+// stream's rule, so that the same bytes come out.
+func (o *Stream) note(l wire.LostRun) { o.lost = wire.AddLostRun(o.lost, l) }
 
 // flushLost writes the lost runs as PERF_RECORD_LOST records (subsys's
 // streamRing.flushLost: no thread, the run's first time and CPU).
 func (o *Stream) flushLost() {
 	for _, l := range o.lost {
-		wire.PutLost(o.reserve(wire.LostSize), l.id, l.n, 0, 0, l.time, uint32(l.cpu))
+		wire.PutLost(o.reserve(wire.LostSize), l.ID, l.N, 0, 0, l.Time, uint32(l.CPU))
 	}
 	clear(o.lost)
 	o.lost = o.lost[:0]
@@ -159,7 +128,3 @@ func (o *Stream) discard() {
 	clear(o.comms)
 	o.haveLast = false
 }
-
-// satAdd is a+b, saturating at the largest uint64: a run's count sums
-// producers' claims.
-func satAdd(a, b uint64) uint64 { return min(a, math.MaxUint64-b) + b }

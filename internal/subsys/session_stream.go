@@ -49,7 +49,7 @@ type streamRing struct {
 	w  *shmring.StreamWriter
 	// lost are the runs of records lost on this stream not yet told in
 	// it, oldest first (at most wire.MaxLostNotes).
-	lost []lostNote
+	lost []wire.LostRun
 	// comms are the names the reader has of the threads whose samples
 	// this stream carried (at most wire.MaxComms); last is the last sample's
 	// thread and name, checked first.
@@ -215,7 +215,7 @@ func (sr *streamRing) publish() {
 func (ss *Session) lose(sr *streamRing, ev *Event, w *Writer, ts uint64, bt *Batch) {
 	ev.shard(w.CPU).dropped.Add(1)
 	ss.countLost(1, 0)
-	sr.note(lostNote{ev: ev, ts: ts, cpu: int32(w.CPU), n: 1})
+	sr.note(ev, ts, int32(w.CPU), 1, 0)
 	sr.done(bt)
 }
 
@@ -266,9 +266,15 @@ func (ss *Session) deliverStreamFrom(r *sessionStreams, ev *Event, w *Writer, ts
 	return nil
 }
 
-// note adds a lost run to the stream's (locked), as addLostNote does.
-func (sr *streamRing) note(l lostNote) {
-	sr.lost = addLostNote(sr.lost, l)
+// note adds a run of n records of ev (nil: not known) lost, the first at
+// ts on cpu, to the stream's (locked): wire.AddLostRun, the rule a reader
+// of a handed ring set keeps too.
+func (sr *streamRing) note(ev *Event, ts uint64, cpu int32, n uint64, flags uint32) {
+	var id uint64
+	if ev != nil {
+		id = wire.SampleID(ev.id)
+	}
+	sr.lost = wire.AddLostRun(sr.lost, wire.LostRun{ID: id, Time: ts, N: n, CPU: cpu, TooLarge: flags&lostTooLarge != 0})
 }
 
 // flushLost writes the stream's lost runs (locked) as PERF_RECORD_LOST
@@ -280,11 +286,7 @@ func (sr *streamRing) flushLost() bool {
 		if b == nil {
 			break
 		}
-		var id uint64
-		if l.ev != nil {
-			id = wire.SampleID(l.ev.id)
-		}
-		wire.PutLost(b, id, l.n, 0, 0, l.ts, uint32(l.cpu))
+		wire.PutLost(b, l.ID, l.N, 0, 0, l.Time, uint32(l.CPU))
 		sr.w.Commit(wire.LostSize)
 		done++
 	}
@@ -300,7 +302,7 @@ func (ss *Session) noteLostStreams(r *sessionStreams, ev *Event, ts uint64, cpu 
 	sr := r.ring(int(cpu))
 	sr.mu.Lock()
 	ss.countLost(n, flags)
-	sr.note(lostNote{ev: ev, ts: ts, cpu: cpu, n: n, flags: flags})
+	sr.note(ev, ts, cpu, n, flags)
 	sr.mu.Unlock()
 }
 
@@ -324,9 +326,9 @@ func (r *sessionStreams) takeLost() (n, tooLarge uint64) {
 		sr.mu.Lock()
 		if !sr.flushLost() {
 			for _, l := range sr.lost {
-				n = satAdd(n, l.n)
-				if l.flags&lostTooLarge != 0 {
-					tooLarge = satAdd(tooLarge, l.n)
+				n = satAdd(n, l.N)
+				if l.TooLarge {
+					tooLarge = satAdd(tooLarge, l.N)
 				}
 			}
 			clear(sr.lost)

@@ -54,15 +54,26 @@ type HandOverEvent struct {
 // claimed, flags, the comm's length.
 const handOverHead = 8 + 4 + 4 + 8 + 8 + 4 + 2
 
-// AppendHandOver appends h's body to b. It fails, appending nothing, when
-// h does not fit a message: the set is then not handed over.
-func AppendHandOver(b []byte, h *HandOver) ([]byte, error) {
+// handOverMessage is the size of the Result message that carries h.
+func handOverMessage(h *HandOver) int {
 	n := HeaderSize + 8 + handOverHead + len(h.Comm) + 4
 	for _, e := range h.Events {
 		n += 8 + 2 + len(e.Command)
 	}
-	if n > MaxMessage || len(h.Comm) > 0xffff {
-		return b, fmt.Errorf("hand-over: %d events need a message of %d bytes, over %d: %w", len(h.Events), n, MaxMessage, unix.EMSGSIZE)
+	return n
+}
+
+// HandOverFits reports whether h fits a message: a set whose table does
+// not is not handed over.
+func HandOverFits(h *HandOver) bool {
+	return handOverMessage(h) <= MaxMessage && len(h.Comm) <= 0xffff
+}
+
+// AppendHandOver appends h's body to b. It fails, appending nothing, when
+// h does not fit a message (HandOverFits).
+func AppendHandOver(b []byte, h *HandOver) ([]byte, error) {
+	if !HandOverFits(h) {
+		return b, fmt.Errorf("hand-over: %d events need a message of %d bytes, over %d: %w", len(h.Events), handOverMessage(h), MaxMessage, unix.EMSGSIZE)
 	}
 	b = LE.AppendUint64(b, h.ID)
 	b = LE.AppendUint32(b, uint32(h.Rings))

@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // The records of a session's streams (SessionStreams): finished perf.data
 // records, laid out as perf.data stores them and as the kernel writes them
@@ -180,4 +183,38 @@ func putStreamTrailer(b []byte, id uint64, pid, tid uint32, time uint64, cpu uin
 	ne.PutUint32(b[16:], cpu)
 	ne.PutUint32(b[20:], 0)
 	ne.PutUint64(b[24:], id)
+}
+
+// A LostRun is a run of records a session's stream lost, waiting to be
+// told as one PERF_RECORD_LOST (PutLost: no thread, the run's first time
+// and CPU) before the stream's next record that fits: N records of the
+// event with sample id ID (0: not known), the first at Time on CPU;
+// TooLarge for records over perf's limit, which a session counts apart.
+// The daemon's session streams and a reader of a handed ring set keep
+// them alike, so that the same bytes come out.
+type LostRun struct {
+	ID, Time, N uint64
+	CPU         int32
+	TooLarge    bool
+}
+
+// AddLostRun adds the run l to runs: into the last run when it is of the
+// same event and kind, else as a new run while there are fewer than
+// MaxLostNotes, else into the last run of its kind — the counts stay
+// exact (saturating), the event and time are that run's.
+func AddLostRun(runs []LostRun, l LostRun) []LostRun {
+	k := len(runs)
+	switch {
+	case k > 0 && runs[k-1].ID == l.ID && runs[k-1].TooLarge == l.TooLarge:
+		runs[k-1].N = min(runs[k-1].N, math.MaxUint64-l.N) + l.N
+		return runs
+	case k >= MaxLostNotes:
+		for i := k - 1; i >= 0; i-- {
+			if runs[i].TooLarge == l.TooLarge {
+				runs[i].N = min(runs[i].N, math.MaxUint64-l.N) + l.N
+				return runs
+			}
+		}
+	}
+	return append(runs, l)
 }
