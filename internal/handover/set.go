@@ -72,7 +72,6 @@ const maxSampleID = 1 << 16
 // Pass(k) from one goroutine — the one that owns the Stream of index k —
 // and the rings of a set may be read by R goroutines at once.
 type Set struct {
-	id     uint64
 	tgid   int32
 	comm   string
 	events []setEvent
@@ -123,7 +122,7 @@ func OpenSet(g Grant, memfd, ctlfd int) (*Set, error) {
 	if g.PID <= 0 {
 		return nil, fmt.Errorf("hand-over %d: producer pid %d: %w", g.ID, g.PID, unix.EINVAL)
 	}
-	s := &Set{id: g.ID, tgid: g.PID, comm: g.Comm, events: make([]setEvent, len(g.Events))}
+	s := &Set{tgid: g.PID, comm: g.Comm, events: make([]setEvent, len(g.Events))}
 	for i, e := range g.Events {
 		if e.Def == nil || e.SampleID > maxSampleID {
 			return nil, fmt.Errorf("hand-over %d: write index %d: sample id %d, definition %v: %w", g.ID, i, e.SampleID, e.Def != nil, unix.EINVAL)
@@ -154,9 +153,6 @@ func OpenSet(g Grant, memfd, ctlfd int) (*Set, error) {
 	}
 	return s, nil
 }
-
-// ID is the daemon's name of the hand-over.
-func (s *Set) ID() uint64 { return s.id }
 
 // Rings is the set's number of rings.
 func (s *Set) Rings() int { return len(s.rings) }
@@ -402,10 +398,6 @@ func (s *Set) Awake(k int) {
 		s.rings[k].cons.Awake()
 	}
 }
-
-// Woken reports whether ring k's producer woke the reader (its sleeping
-// word is clear); safe from any goroutine.
-func (s *Set) Woken(k int) bool { return s.rings[k].cons.Woken() }
 
 // Gone reports whether the reader let go of ring k (Pass said gone).
 func (s *Set) Gone(k int) bool { return s.rings[k].gone }
