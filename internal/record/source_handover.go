@@ -52,6 +52,16 @@ const handPass = 4096
 // maxHandOvers bounds the sets asked for in one round.
 const maxHandOvers = 16
 
+// handAskEvery is how often at most the recording asks for hand-overs
+// between rounds, while records come through the streams: a producer that
+// registers after the recording began is handed over within about this
+// long, not at the round's end (streamRound), for its first records meet
+// the daemon's drainers and the streams cold — in issue 31's zero-loss
+// searches, records lost in a recording's first round at rates the rest
+// of it kept whole. A producer that cannot be handed over (another
+// consumer, a filter) costs a round trip this often.
+const handAskEvery = 10 * time.Millisecond
+
 // A reader's chunks: handChunk bytes each, a new one begun once the one
 // being filled holds half of it (a pass of handPass records of the usual
 // sizes fits in the other half; a larger one grows it); at most handHeld
@@ -64,6 +74,7 @@ const (
 // handedSets are the sets a recording holds and their readers.
 type handedSets struct {
 	off     bool          // the daemon does not hand over: not asked again
+	asked   time.Time     // when the daemon was last asked
 	readers []*handReader // by ring index, once a set was taken
 	ready   chan struct{} // a reader queued a chunk
 	first   bool          // wake the recording at each record (Options.Sink)
@@ -99,6 +110,7 @@ type handReader struct {
 // askHandOvers asks for the sets the daemon can hand over now.
 func (d *daemonSource) askHandOvers() {
 	h := &d.streams.hand
+	h.asked = time.Now()
 	for i := 0; !h.off && i < maxHandOvers; i++ {
 		ho, err := d.s.HandOver()
 		if err != nil {

@@ -151,7 +151,12 @@ func (d *daemonSource) streamDrain(to sink) error {
 		d.handFlushLost(to)
 		return st.err
 	}
-	d.streamTake(to)
+	if d.streamTake(to) > 0 && time.Since(st.hand.asked) >= handAskEvery {
+		// A producer whose records came through the daemon: it may be
+		// one that came after the recording began, which is handed over
+		// now rather than at the round's end (handAskEvery says why).
+		d.askHandOvers()
+	}
 	if time.Since(st.lastSync) >= streamRound {
 		d.streamSync(to)
 	}
@@ -190,23 +195,27 @@ func (d *daemonSource) streamSync(to sink) {
 	}
 }
 
-// streamTake gives to what each stream holds now, and frees it. A stream
+// streamTake gives to what each stream holds now, and frees it, and
+// reports the streams' bytes it took (not the handed sets'). A stream
 // whose head the daemon moved past what the stream can hold shows nothing
 // (shmring.StreamReader.Available) and never will again: that is the
 // daemon's fault, and the recording stops with it rather than wait for
 // records that cannot come.
-func (d *daemonSource) streamTake(to sink) {
+func (d *daemonSource) streamTake(to sink) int {
 	d.handTake(to, false)
+	took := 0
 	for k := range d.streams.st.Len() {
 		r := d.streams.st.Reader(k)
 		if b := r.Available(); len(b) > 0 {
 			to.records(b)
 			r.Consume(len(b))
 			d.streams.taken += len(b)
+			took += len(b)
 		} else if r.BadHead() > 0 && d.streams.err == nil {
 			d.streams.err = fmt.Errorf("daemon session stream %d: its head is more than the stream's %d bytes past what was read: %w", k, r.Size(), errMalformed)
 		}
 	}
+	return took
 }
 
 // roundDone says whether the records taken since the last round ended
