@@ -52,9 +52,11 @@ import (
 // (rate: events/s; 0: as fast as it can).
 const e2eProduceEnv = "UETRACE_E2E_PRODUCE"
 
-// e2eEvent is the producer's event: a u64 sequence number and 56 bytes, a
-// 64-byte payload.
-const e2eEvent = "e2e_bench u64 seq; char[56] pad"
+// e2eEvent is the producer's event: 34 bytes of fields, as the event of
+// userevents' DaemonRingWrite benchmark and of benchmarks/lttng's LTTng-UST
+// tracepoint (u32 u64 u32 char[16] u16), so that their rates compare
+// records of one size; its u64 comes first, the sequence number.
+const e2eEvent = "e2e_bench u64 seq; u32 a; u32 c; char d[16]; u16 e"
 
 func init() {
 	if spec := os.Getenv(e2eProduceEnv); spec != "" {
@@ -106,8 +108,8 @@ func e2eProduce(spec string) int {
 	for !ev.Enabled() {
 		time.Sleep(10 * time.Microsecond)
 	}
-	payload := make([]byte, 64)
-	copy(payload[8:], "0123456789abcdef0123456789abcdef0123456789abcdef0123456")
+	payload := make([]byte, 34)
+	copy(payload[16:], "0123456789abcde")
 	var written uint64
 	start, cpu0 := time.Now(), testutil.CPUTime()
 	for i := range n {

@@ -335,20 +335,21 @@ func Daemon(c *client.Conn, w io.WriteSeeker, opts Options) (*Recorder, error) {
 		r.abandon()
 		return nil, err
 	}
+	if src.streams != nil {
+		// The producers already there are handed over now, as soon as
+		// the attach enabled their events — before the formats are read
+		// (start: tens of milliseconds on a daemon just started) and
+		// before the first round's end — rather than have the daemon's
+		// drainers deliver their first records into the streams: a
+		// producer enabled by the attach writes at once, and in issue
+		// 31's zero-loss searches what it wrote meanwhile filled the
+		// streams and its rings at rates the rest of the recording kept
+		// whole. A filter start sets takes its set back (subsys).
+		src.askHandOvers()
+	}
 	if err := r.start(); err != nil {
 		r.abandon()
 		return nil, err
-	}
-	if src.streams != nil {
-		// The producers already there are handed over now, before the
-		// daemon's drainers deliver their first records into the
-		// streams, rather than at the first round's end: a producer
-		// enabled by the attach writes at once, and what it writes in
-		// the first round meets the drainers, the streams and this
-		// recording all cold — page faults, heaps that grow, a file
-		// system's first blocks — which lost records at rates the rest
-		// of the recording kept whole (issue 31's zero-loss searches).
-		src.askHandOvers()
 	}
 	return r, nil
 }
