@@ -12,8 +12,10 @@ import (
 )
 
 // A recording that is the only consumer of a producer's events takes that
-// producer's ring set from the daemon (client.Session.HandOver, each round)
-// and reads it itself, where it lies (internal/handover): the checks of
+// producer's ring set from the daemon (client.Session.HandOver: as soon as
+// the attach enabled the events, at each round's end, and every
+// handAskEvery while records come through the streams) and reads it
+// itself, where it lies (internal/handover): the checks of
 // each record and the perf sample laid out, which the daemon's drainers
 // would have done into the session's streams, the same bytes, on the
 // recording's CPUs instead of the daemon's. The daemon takes a set back —
