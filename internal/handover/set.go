@@ -342,6 +342,7 @@ func (s *Set) write(v *shmring.View, tid int32, cpu int, out *Stream, c *Counts)
 		// Dropped unvalidated, as user_event_perf drops it; the write
 		// itself succeeded, and the drainer counts it delivered.
 		out.note(wire.LostRun{ID: ev.id, Time: v.Time, CPU: int32(cpu), N: 1, TooLarge: true})
+		out.tooLarge++
 		c.Delivered++
 		return
 	}

@@ -236,6 +236,9 @@ func TestPassLayout(t *testing.T) {
 	if got := f.ctl.Counts(k); got != want {
 		t.Fatalf("counts %+v\nwant %+v", got, want)
 	}
+	if got := out.TooLarge(); got != 2 {
+		t.Fatalf("TooLarge() = %d, want the 2 records too large for perf", got)
+	}
 	// Nothing more: an empty pass commits, writes nothing.
 	out.Reset()
 	if n := f.pass(t, k, out, 100); n != 0 || len(out.Bytes()) != 0 {
@@ -446,7 +449,10 @@ func TestPassDiscarded(t *testing.T) {
 	committed := append([]byte(nil), out.Bytes()...)
 	copy(res.Payload(), seqPayload(2))
 	res.Commit()
-	f.write(t, 0, meta(idxPlain, 0, ts+3), seqPayload(3))
+	big := make([]byte, wire.MaxPerfRecord) // too large for perf: counted, unless discarded
+	copy(big, seqPayload(99))
+	f.write(t, 0, meta(idxPlain, 0, ts+3), big)
+	f.write(t, 0, meta(idxPlain, 0, ts+4), seqPayload(3))
 
 	// The pass is stalled between its records and its commit — as a
 	// stopped reader's — while the daemon forces the ring back.
@@ -462,6 +468,9 @@ func TestPassDiscarded(t *testing.T) {
 	if !gone || n != 0 {
 		t.Fatalf("a discarded pass: %d, gone %v", n, gone)
 	}
+	if got := out.TooLarge(); got != 0 {
+		t.Fatalf("TooLarge() = %d after the discarded pass, want 0: the daemon delivers that record", got)
+	}
 	out.FlushLost()
 	var e expect
 	e.b = committed
@@ -475,8 +484,8 @@ func TestPassDiscarded(t *testing.T) {
 		t.Fatalf("shared tail %d, want the committed %d", got, tail)
 	}
 	f.daemon[0].Resume(tail)
-	buf := make([]byte, 64)
-	for _, want := range []uint32{2, 3} {
+	buf := make([]byte, 1<<16) // the ring's size: any record
+	for _, want := range []uint32{2, 99, 3} {
 		rec, err := f.daemon[0].Next(buf)
 		if err != nil || binary.NativeEndian.Uint32(rec.Payload) != want {
 			t.Fatalf("the daemon's next record: %+v %x, %v; want seq %d", rec.Meta, rec.Payload, err, want)
@@ -484,7 +493,7 @@ func TestPassDiscarded(t *testing.T) {
 	}
 	// A name the stream forgot is given again.
 	out.Reset()
-	f.write(t, 0, meta(idxPlain, 0, ts+4), seqPayload(4))
+	f.write(t, 0, meta(idxPlain, 0, ts+5), seqPayload(4))
 	f.daemon[0].PublishTail()
 	f.give(0)
 	set2, err := OpenSet(f.g, f.sp.Fd(), f.ctl.Fd())
@@ -496,8 +505,8 @@ func TestPassDiscarded(t *testing.T) {
 		t.Fatal("given again: gone")
 	}
 	e = expect{}
-	e.comm(pid, tid, "ho-test", testSampleIDs[idxPlain], ts+4, 0)
-	e.sample(testSampleIDs[idxPlain], pid, tid, ts+4, 0, seqPayload(4))
+	e.comm(pid, tid, "ho-test", testSampleIDs[idxPlain], ts+5, 0)
+	e.sample(testSampleIDs[idxPlain], pid, tid, ts+5, 0, seqPayload(4))
 	if !bytes.Equal(out.Bytes(), e.b) {
 		t.Fatalf("given again\n%x\nwant\n%x", out.Bytes(), e.b)
 	}

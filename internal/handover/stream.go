@@ -27,11 +27,17 @@ type Stream struct {
 	// most wire.MaxLostNotes, and one of the other kind.
 	lost []wire.LostRun
 
-	// The pass in progress, to discard it: the output's length and the
-	// lost runs before it.
-	mark  int
-	saved [wire.MaxLostNotes + 1]wire.LostRun
-	nsave int
+	// tooLarge counts the records perf cannot take (wire.PerfTakes) that
+	// the passes noted as lost runs: the session's too-large count, which
+	// the daemon keeps for the records its drainers deliver.
+	tooLarge uint64
+
+	// The pass in progress, to discard it: the output's length, the
+	// lost runs and the too-large count before it.
+	mark      int
+	saved     [wire.MaxLostNotes + 1]wire.LostRun
+	nsave     int
+	markLarge uint64
 }
 
 // NewStream is an empty output; comm says the session names writers
@@ -115,7 +121,13 @@ func (o *Stream) name(pid, tid int32, comm string, id, time uint64, cpu int) {
 func (o *Stream) begin() {
 	o.mark = len(o.buf)
 	o.nsave = copy(o.saved[:], o.lost)
+	o.markLarge = o.tooLarge
 }
+
+// TooLarge is how many records the passes into o dropped as too large for
+// perf's samples (told in PERF_RECORD_LOST records, as the drainers tell
+// them); a pass discarded does not count.
+func (o *Stream) TooLarge() uint64 { return o.tooLarge }
 
 // discard undoes the pass since begin: its records are cut off, the lost
 // runs are those before it (it may have told some, and noted others), and
@@ -123,6 +135,7 @@ func (o *Stream) begin() {
 // and a name given again is harmless.
 func (o *Stream) discard() {
 	o.buf = o.buf[:o.mark]
+	o.tooLarge = o.markLarge
 	clear(o.lost)
 	o.lost = append(o.lost[:0], o.saved[:o.nsave]...)
 	clear(o.comms)

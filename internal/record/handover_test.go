@@ -70,17 +70,29 @@ func TestRecordHandOver(t *testing.T) {
 				}
 			}
 			const n = 300_000
+			// Records too large for perf's samples, among the others: lost,
+			// and counted so (Stats.TooLarge), whoever reads the ring.
+			const big = 3
 			for i := uint64(1); i < n; i++ {
 				binary.NativeEndian.PutUint64(p[:], i)
 				if err := ev.Write(p[:]); err != nil {
 					t.Fatal(err)
+				}
+				if i%(n/(big+1)) == 0 {
+					// After a sync, so that the ring has room for it.
+					if err := f.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					if err := ev.Write(make([]byte, 9000)); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			if err := f.Sync(); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(waitLimit)
-			for st := rec.Stats(); st.Samples+st.Lost != n; st = rec.Stats() {
+			for st := rec.Stats(); st.Samples+st.Lost != n+big; st = rec.Stats() {
 				if time.Now().After(deadline) {
 					t.Fatalf("after %v the recording counts %d recorded + %d lost of %d written (handed %d, sets %d)", waitLimit, st.Samples, st.Lost, n, st.HandedRecords, st.HandOvers)
 				}
@@ -93,6 +105,9 @@ func TestRecordHandOver(t *testing.T) {
 			st := rec.Stats()
 			if hand != (st.HandOvers > 0 && st.HandedRecords > 0) {
 				t.Errorf("%d sets handed over, %d records read from them", st.HandOvers, st.HandedRecords)
+			}
+			if st.TooLarge != big {
+				t.Errorf("Stats.TooLarge = %d, want %d", st.TooLarge, big)
 			}
 			r, err := perfdata.Open(path)
 			if err != nil {
@@ -124,7 +139,7 @@ func TestRecordHandOver(t *testing.T) {
 					}
 				}
 			}
-			if samples != st.Samples || lost != st.Lost || samples+lost != n {
+			if samples != st.Samples || lost != st.Lost || samples+lost != n+big {
 				t.Errorf("the file holds %d samples and %d lost of %d written; Stats says %d and %d", samples, lost, n, st.Samples, st.Lost)
 			}
 			// As perf's readers read it, in time order round by round, the

@@ -158,8 +158,9 @@ type Stats struct {
 	Samples uint64 // samples written
 	Bytes   uint64 // bytes written to the file
 	Lost    uint64 // records the kernel or daemon dropped (PERF_RECORD_LOST)
-	// TooLarge counts records the daemon dropped for exceeding perf's 8 KiB
-	// raw sample limit; they are also in Lost.
+	// TooLarge counts records the daemon, or this recording reading a ring
+	// set handed over, dropped for exceeding perf's 8 KiB raw sample
+	// limit; they are also in Lost.
 	TooLarge uint64
 	// Unknown counts samples of events that were gone before their format
 	// could be read (daemon only); they are in the file but cannot be
@@ -320,7 +321,7 @@ func Daemon(c *client.Conn, w io.WriteSeeker, opts Options) (*Recorder, error) {
 		return nil, err
 	}
 	src.unknown = r.resolveType
-	r.tooLarge = src.big.Load
+	r.tooLarge = src.tooLarge
 	if src.streams != nil && opts.Sink != nil {
 		if opts.SinkLatency > 0 {
 			src.streams.latency = opts.SinkLatency

@@ -81,9 +81,10 @@ type handedSets struct {
 	ready   chan struct{} // a reader queued a chunk
 	first   bool          // wake the recording at each record (Options.Sink)
 	latency time.Duration // Options.SinkLatency
-	// taken counts the sets taken, records the records their passes gave
-	// (Stats, from any goroutine).
-	taken, records atomic.Uint64
+	// taken counts the sets taken, records the records their passes gave,
+	// tooLarge those they dropped as too large for perf (Stats, from any
+	// goroutine).
+	taken, records, tooLarge atomic.Uint64
 }
 
 // handedSet is a set, its wake eventfd, and the readers still reading it.
@@ -220,7 +221,7 @@ func (rd *handReader) run() {
 // daemon took back, and reports the records taken; a chunk half full is
 // queued between sets. rd.mu is held.
 func (rd *handReader) passLocked() int {
-	total := 0
+	total, large := 0, rd.out.TooLarge()
 	live := rd.sets[:0]
 	for _, hs := range rd.sets {
 		gone := false
@@ -244,6 +245,9 @@ func (rd *handReader) passLocked() int {
 	rd.sets = live
 	if total > 0 {
 		rd.h.records.Add(uint64(total))
+	}
+	if n := rd.out.TooLarge() - large; n > 0 {
+		rd.h.tooLarge.Add(n)
 	}
 	return total
 }
@@ -396,4 +400,14 @@ func (h *handedSets) stop() {
 		unix.Close(rd.epfd)
 	}
 	h.readers = nil
+}
+
+// tooLarge is the records dropped as too large for perf: the session's
+// (the daemon's drainers') and the handed sets' readers'.
+func (d *daemonSource) tooLarge() uint64 {
+	n := d.big.Load()
+	if d.streams != nil {
+		n += d.streams.hand.tooLarge.Load()
+	}
+	return n
 }
