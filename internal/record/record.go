@@ -83,7 +83,10 @@ type Options struct {
 	Events []string
 	// BufferKB is the buffer size: per CPU ring on the kernel (rounded up
 	// to a power-of-two number of pages; 0: 512 KiB), the session's buffer
-	// on the daemon (0: 16 MiB).
+	// on the daemon (0: 16 MiB), its streams. A producer's ring set handed
+	// over to the recording is read where it lies instead: its records
+	// wait in the producer's rings (UETRACE_RING_KB), which that ring
+	// drops from, counted, when full.
 	BufferKB int
 	// NoFollow records only the events that exist at the start.
 	NoFollow bool
