@@ -85,7 +85,12 @@ type Options struct {
 	// RingKB is the size in KiB of each of the daemon backend's rings —
 	// one per CPU index the daemon drains apart (its ring set) — a power
 	// of two (0: $UETRACE_RING_KB, else each ring's share of
-	// DefaultRingKB).
+	// DefaultRingKB). What a ring holds is what may wait while its reader
+	// is not running: a thread writing millions of records a second wants
+	// rings of 2–4 MiB, as many records as LTTng-UST's default buffer per
+	// CPU holds (BENCHMARKS.md, "Data path": into uetrace record, one
+	// producer kept 2.8 M records/s whole with rings of 512 KiB, 5.7 M/s
+	// with 2 MiB and 7.7–8.1 M/s with 4 MiB on two CPUs).
 	RingKB int
 	// OpenData, when set, opens the user_events_data a File uses in place
 	// of the kernel's or a daemon's, whatever Backend says: an in-process
