@@ -348,7 +348,7 @@ func Daemon(c *client.Conn, w io.WriteSeeker, opts Options) (*Recorder, error) {
 		// producer enabled by the attach writes at once, and in issue
 		// 31's zero-loss searches what it wrote meanwhile filled the
 		// streams and its rings at rates the rest of the recording kept
-		// whole. A filter start sets takes its set back (subsys).
+		// whole. A filter that start sets takes the set back (subsys).
 		src.askHandOvers()
 	}
 	if err := r.start(); err != nil {
