@@ -414,6 +414,17 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 	// a time, and a record lies in the ring of the CPU its producer read
 	// before reserving while its CPU field is read again when it is
 	// stamped.)
+	checkTimeOrder(tb, path)
+	return res
+}
+
+// checkTimeOrder reads the file at path as perf's readers do — in time
+// order, round by round (perfdata.Session) — and fails tb unless each
+// process's sequence numbers (a sample's u64 after its 8-byte common
+// fields) come in the order they were written: its one writing thread
+// stamps each record after the one before.
+func checkTimeOrder(tb testing.TB, path string) {
+	tb.Helper()
 	sf, err := perfdata.Open(path)
 	if err != nil {
 		tb.Fatal(err)
@@ -438,7 +449,6 @@ func e2eRun(tb testing.TB, cfg e2eConfig) e2eResult {
 		}
 		next[smp.PID] = seq + 1
 	}
-	return res
 }
 
 // check is the exact accounting; it returns the lost counts it added up.

@@ -144,27 +144,7 @@ func TestRecordHandOver(t *testing.T) {
 			}
 			// As perf's readers read it, in time order round by round, the
 			// writer's records come in the order it wrote them.
-			sf, err := perfdata.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sf.Close()
-			sess, err := perfdata.NewSession(sf, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			next := uint64(0)
-			for {
-				smp, err := sess.Next()
-				if err != nil {
-					break
-				}
-				seq := binary.NativeEndian.Uint64(smp.Raw[8:])
-				if seq < next {
-					t.Fatalf("in time order, seq %d after %d", seq, next-1)
-				}
-				next = seq + 1
-			}
+			checkTimeOrder(t, path)
 			t.Logf("%d written: %d recorded, %d lost; %d sets handed over, %d records read from them", n, samples, lost, st.HandOvers, st.HandedRecords)
 		})
 	}
