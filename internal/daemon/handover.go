@@ -123,10 +123,19 @@ func (c *conn) opSessionHandOver(h wire.Header, body []byte) bool {
 		if hs == nil {
 			continue
 		}
+		memfd, efd, live := g.dupFds(set)
+		if !live {
+			// Its producer went meanwhile: nothing to hand.
+			unix.Close(hs.ctlFd)
+			c.s.endHandOver(hs)
+			continue
+		}
 		// It fits: handOver checked.
 		out, _ := wire.AppendHandOver(wire.AppendResult(c.out[:0], 1, nil), ho)
 		c.out = out[:0]
-		ok := c.replyRights(out, set.memfd, hs.ctlFd, set.efd)
+		ok := c.replyRights(out, memfd, hs.ctlFd, efd)
+		unix.Close(memfd)
+		unix.Close(efd)
 		unix.Close(hs.ctlFd)
 		if !ok {
 			c.s.endHandOver(hs)
@@ -151,6 +160,30 @@ func (g *drainers) candidates() []*ringSet {
 		}
 	}
 	return out
+}
+
+// dupFds duplicates set's memfd and wake eventfd for a hand-over's
+// message while the set is still attached. The group closes them when it
+// releases the set, under g.mu, which a producer that goes makes happen at
+// any time: sent after that, they would be closed descriptors — the send
+// fails, and the reader's connection with it — or numbers another file
+// has taken since. ok is false if the set is gone.
+func (g *drainers) dupFds(set *ringSet) (memfd, efd int, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, attached := g.sets[set]; !attached || set.memfd < 0 {
+		return -1, -1, false
+	}
+	memfd, err := unix.FcntlInt(uintptr(set.memfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, false
+	}
+	efd, err = unix.FcntlInt(uintptr(set.efd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(memfd)
+		return -1, -1, false
+	}
+	return memfd, efd, true
 }
 
 // handOver hands set to ss's reader if ss is the only consumer of its
