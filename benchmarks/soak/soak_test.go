@@ -254,7 +254,15 @@ func TestSoak(t *testing.T) {
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
+	t.Cleanup(func() {
+		serve.Process.Signal(syscall.SIGTERM)
+		serve.Wait()
+		// A round that failed stops the test before the log is looked at
+		// below; what the daemon said is then the first thing to read.
+		if t.Failed() && daemonLog.String() != "" {
+			t.Logf("daemon log:\n%s", daemonLog.String())
+		}
+	})
 	testutil.Wait(t, "the daemon to listen", func() bool {
 		c, err := client.Dial(sock, nil)
 		if err != nil {

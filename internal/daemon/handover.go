@@ -69,8 +69,9 @@ import (
 // records, tens of microseconds; a reader not done by then is cut off.
 const takeBackBound = 5 * time.Millisecond
 
-// handAgain is how long a set taken back stays with the drainers.
-const handAgain = 100 * time.Millisecond
+// handAgain is how long a set taken back stays with the drainers; a
+// variable for the tests that hand a set back and forth.
+var handAgain = 100 * time.Millisecond
 
 // A handedSet is a ring set handed to a session's reader.
 type handedSet struct {
@@ -81,7 +82,8 @@ type handedSet struct {
 	ctl   *handover.Control
 	ctlFd int
 	// back is set once the daemon takes the set back; left counts the
-	// rings its drainers have not resumed yet.
+	// rings its drainers have not resumed yet, and the take-back itself
+	// until it is done with ctl (resumed).
 	back atomic.Bool
 	left atomic.Int32
 	// claimed are the rings' loss claims as cut, since the loss budgets'
@@ -204,6 +206,8 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 	id := s.handOvers.nextID
 	s.handOvers.mu.Unlock()
 	hs := &handedSet{id: id, set: set, ctl: ctl, ctlFd: ctlFd, claimed: make([]uint64, len(set.srcs)), since: set.srcs[0].losses.Since()}
+	// Counted before the subsystem can take it back (HandTo below).
+	hs.left.Store(int32(len(set.srcs)) + 1)
 	if !set.handed.CompareAndSwap(nil, hs) {
 		ctl.Close()
 		unix.Close(ctlFd)
@@ -240,7 +244,6 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 	// Each drainer lets go of its ring at a pass boundary and gives it.
 	var given sync.WaitGroup
 	given.Add(len(set.srcs))
-	hs.left.Store(int32(len(set.srcs)))
 	for k, d := range g.d {
 		d.give(set.srcs[k], hs, &given)
 	}
@@ -267,6 +270,9 @@ func (s *Server) takeBack(hs *handedSet) {
 	}
 	deadline := time.Now().Add(takeBackBound)
 	for k, r := range hs.set.srcs {
+		if betweenTakeBacks != nil {
+			betweenTakeBacks()
+		}
 		if _, forced := hs.ctl.TakeBack(k, max(time.Until(deadline), 0)); forced {
 			s.handOvers.forced.Add(1)
 			hs.set.log.Warn("ring set taken back from a reader that did not finish its pass in time", "handover", hs.id, "ring", k)
@@ -274,10 +280,20 @@ func (s *Server) takeBack(hs *handedSet) {
 		s.drainers.d[k].resume(r, hs)
 	}
 	hs.set.log.Debug("ring set taken back", "handover", hs.id)
+	// Done with the control: the drainers may unmap it now.
+	s.resumed(hs)
 }
 
-// resumed is drainer k's word that it resumed ring r of hs; the last one
-// ends the hand-over.
+// betweenTakeBacks, if set (by tests), runs before each ring of a
+// take-back: drainers then resume the rings of a hand-over they were
+// still giving meanwhile (TestHandOverTakenBackWhileGiven).
+var betweenTakeBacks func()
+
+// resumed is drainer k's word that it resumed ring r of hs, or the
+// take-back's that it is done with hs's control; the last of those ends
+// the hand-over and unmaps the control. The take-back counts: drainers
+// asked to give a ring after it began resume that ring at once, and may
+// all be done while it still takes back later rings in the control.
 func (s *Server) resumed(hs *handedSet) {
 	if hs.left.Add(-1) != 0 {
 		return

@@ -491,3 +491,56 @@ func (hr *handReader) publish(n int) {
 		}
 	}
 }
+
+// TestHandOverTakenBackWhileGiven: a set taken back while its drainers
+// are still giving its rings — a tracer's write, whose sync hook takes
+// every hand-over back, racing with the reader's ask. The drainers then
+// resume rings the take-back has not reached yet, and the control they
+// share must stay mapped until the take-back is done with it: unmapped
+// early, the daemon faulted (the soak's daemon died so, its producers'
+// connections broken all at once).
+func TestHandOverTakenBackWhileGiven(t *testing.T) {
+	old := handAgain
+	handAgain = 0
+	// Long enough between rings that the drainers give and resume
+	// meanwhile.
+	betweenTakeBacks = func() { time.Sleep(200 * time.Microsecond) }
+	t.Cleanup(func() { handAgain, betweenTakeBacks = old, nil })
+	s := serve(t, Config{Rings: 4})
+	_, _, _ = handProducer(t, s, "ho_race u32 n")
+	hr := newHandReader(t, s, "user_events:ho_race", false)
+	tracer, err := client.Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tracer.Close() })
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			if err := writeFile(tracer, "events/user_events/ho_race/enable", "0"); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	asks := 0
+	for ; time.Now().Before(deadline) || asks < 2000; asks++ {
+		hr.take()
+		hr.pass()
+	}
+	stop.Store(true)
+	wg.Wait()
+	testutil.Wait(t, "every hand-over ended", func() bool {
+		hr.pass()
+		s.takeBackAll()
+		s.handOvers.mu.Lock()
+		defer s.handOvers.mu.Unlock()
+		return len(s.handOvers.live) == 0
+	})
+	t.Logf("%d asks, %d hand-overs", asks, hr.handed)
+}
