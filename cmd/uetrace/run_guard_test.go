@@ -66,7 +66,10 @@ func errnoName(err error) string {
 		return "ok"
 	}
 	if e, ok := err.(unix.Errno); ok {
-		return unix.ErrnoName(e)
+		if name := unix.ErrnoName(e); name != "" {
+			return name
+		}
+		return "errno " + strconv.Itoa(int(e)) // one no program should see, such as ERESTARTSYS
 	}
 	return err.Error()
 }

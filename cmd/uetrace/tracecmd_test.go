@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -453,6 +454,200 @@ func TestRunSpliceRaw(t *testing.T) {
 	if m := regexp.MustCompile(`helper: splice [0-9].*`).FindString(out); m != "" {
 		t.Log(m)
 	}
+}
+
+// TestHelperSpliceSignal is not a test of its own: TestRunSpliceSignal
+// runs it under uetrace run --private, where it splices
+// per_cpu/cpu0/trace_pipe_raw into a pipe while it takes signals, and
+// reports how the splices ended and whether any pages were left in the
+// pipe beyond what a splice said it moved.
+func TestHelperSpliceSignal(t *testing.T) {
+	if os.Getenv(helperEnv) != "splice-signal" {
+		t.Skip("run under uetrace run by TestRunSpliceSignal")
+	}
+	const T = "/sys/kernel/tracing/"
+	var cpu0 unix.CPUSet
+	cpu0.Set(0)
+	onCPU0 := func() {
+		runtime.LockOSThread()
+		if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
+			t.Error(err)
+		}
+	}
+	onCPU0()
+	// buffer_percent 0: a splice's wait ends at the first record, not
+	// when half the buffer is full.
+	for _, w := range [][2]string{{"dynamic_events", "u:sg u32 n; char[8] pad"}, {"events/user_events/sg/enable", "1"}, {"buffer_percent", "0"}} {
+		if err := os.WriteFile(T+w[0], []byte(w[1]), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := unix.Open(T+"user_events_data", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enabled uint32
+	r := abi.UserReg{Size: abi.UserRegSize, EnableSize: 4, EnableAddr: uint64(uintptr(unsafe.Pointer(&enabled)))}
+	if err := abi.RegisterName(fd, &r, "sg u32 n; char[8] pad"); err != nil {
+		t.Fatal(err)
+	}
+	// write writes records of 24 bytes on CPU 0 (170 to a page) until
+	// stop is closed, or n of them.
+	write := func(n int, stop <-chan struct{}) {
+		rec := bin.NativeEndian.AppendUint32(nil, r.WriteIndex)
+		rec = append(rec, make([]byte, 12)...)
+		for i := 0; i != n; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			bin.NativeEndian.PutUint32(rec[4:], uint32(i))
+			if _, err := unix.Write(fd, rec); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	raw, err := unix.Open(T+"per_cpu/cpu0/trace_pipe_raw", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	// Should a splice never end, the test says so rather than wait for
+	// its time-out.
+	watchdog := time.AfterFunc(time.Minute, func() {
+		fmt.Println("helper: a splice did not end within a minute")
+		os.Exit(1)
+	})
+	defer watchdog.Stop()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGUSR1)
+	pid, tid := unix.Getpid(), unix.Gettid()
+	inSplice := func() bool {
+		b, _ := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/syscall")
+		f := strings.Fields(string(b))
+		return len(f) > 0 && f[0] == strconv.Itoa(unix.SYS_SPLICE)
+	}
+
+	// A splice that waits for a record takes a signal meanwhile: Go's
+	// handler, SA_RESTART, runs and the splice goes on, until a record
+	// comes — on a page the writer is still on, so that it takes nothing
+	// (0), as the kernel's does once woken.
+	taken := make(chan bool, 1)
+	go func() {
+		onCPU0()
+		for !inSplice() {
+			time.Sleep(time.Millisecond)
+		}
+		unix.Tgkill(pid, tid, unix.SIGUSR1)
+		select {
+		case <-sigs:
+			taken <- true
+		case <-time.After(time.Minute):
+			taken <- false
+		}
+		write(1, nil)
+	}()
+	n, err := unix.Splice(raw, nil, p[1], nil, 1<<16, unix.SPLICE_F_MOVE)
+	fmt.Printf("helper: signal taken while a splice waited: %v; the splice: %d %s\n", <-taken, n, errnoName(err))
+	drain := make([]byte, 1<<16)
+
+	// The same with a signal for the process, which Linux gives to a
+	// thread that does not block it: perhaps the splicing one, which the
+	// guard then answers EINTR. Either way the signal is taken while the
+	// splice waits.
+	procSigs := make(chan os.Signal, 1)
+	signal.Notify(procSigs, unix.SIGUSR2)
+	go func() {
+		onCPU0()
+		for !inSplice() {
+			time.Sleep(time.Millisecond)
+		}
+		unix.Kill(pid, unix.SIGUSR2)
+		select {
+		case <-procSigs:
+			taken <- true
+		case <-time.After(time.Minute):
+			taken <- false
+		}
+		write(1, nil)
+	}()
+	n, err = unix.Splice(raw, nil, p[1], nil, 1<<16, unix.SPLICE_F_MOVE)
+	fmt.Printf("helper: process signal taken while a splice waited: %v; the splice: %d %s\n", <-taken, n, errnoName(err))
+
+	// Pages flow while signals come every 100 µs: every page a splice
+	// puts in the pipe is in its count.
+	stop := make(chan struct{})
+	done := make(chan struct{}, 2)
+	go func() { onCPU0(); write(-1, stop); done <- struct{}{} }()
+	go func() {
+		for {
+			select {
+			case <-stop:
+				done <- struct{}{}
+				return
+			case <-time.After(100 * time.Microsecond):
+				unix.Tgkill(pid, tid, unix.SIGUSR1)
+			}
+		}
+	}()
+	go func() {
+		for range sigs {
+		}
+	}()
+	calls, pages, stray := 0, 0, 0
+	errs := map[string]int{}
+	for start := time.Now(); pages < 200 && time.Since(start) < 3*time.Second; calls++ {
+		n, err := unix.Splice(raw, nil, p[1], nil, 1<<16, unix.SPLICE_F_MOVE)
+		if err != nil {
+			errs[errnoName(err)]++
+			continue
+		}
+		for got := 0; got < int(n); {
+			k, err := unix.Read(p[0], drain[got:n])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += k
+		}
+		pages += int(n) / 4096
+		if left, _ := unix.IoctlGetInt(p[0], unix.TIOCINQ); left > 0 { // FIONREAD
+			stray += left
+			unix.Read(p[0], drain[:left])
+		}
+	}
+	close(stop)
+	<-done
+	<-done
+	fmt.Printf("helper: %d splices took %d pages; failed %v; bytes in the pipe beyond the splices' counts: %d\n", calls, pages, errs, stray)
+}
+
+// TestRunSpliceSignal: under uetrace run, a splice(2) of trace_pipe_raw
+// that waits for a record lets the caller take a signal and goes on, as
+// the kernel's does for a handler with SA_RESTART (Go's); a signal for
+// the process is taken too; and a signal never costs pages: what a splice
+// puts in the pipe is what it says it did.
+// Before the guard's filter had WAIT_KILLABLE_RECV, a signal between the
+// guard's write into the pipe and its answer left those pages in the
+// pipe with the caller never told, and trace-cmd record lost them.
+func TestRunSpliceSignal(t *testing.T) {
+	out, m := runHelper(t, "splice-signal", "TestHelperSpliceSignal",
+		`(?s)helper: signal taken while a splice waited: (\w+); the splice: (-?\d+) (\S+)\n`+
+			`helper: process signal taken while a splice waited: (\w+); the splice: (-?\d+ \S+)\n.*helper: (\d+) splices took (\d+) pages; failed (.*); bytes in the pipe beyond the splices' counts: (\d+)`)
+	if m[1] != "true" || m[2] != "0" || m[3] != "ok" {
+		t.Errorf("a waiting splice: signal taken %s, then %s bytes (%s); want the signal taken and the splice to go on until the record written, then 0 bytes (no full page)\n%s", m[1], m[2], m[3], out)
+	}
+	if m[4] != "true" || (m[5] != "0 ok" && m[5] != "-1 EINTR") {
+		t.Errorf("a waiting splice: a signal for the process taken %s, then %s; want it taken, then 0 bytes, or EINTR if the splicing thread took it\n%s", m[4], m[5], out)
+	}
+	if m[9] != "0" || m[6] == "0" || m[7] == "0" || m[8] != "map[]" {
+		t.Errorf("%s splices under signals took %s pages, failed %s, and left %s bytes in the pipe they did not count; want pages, no failure (SA_RESTART) and nothing left\n%s", m[6], m[7], m[8], m[9], out)
+	}
+	t.Log(strings.TrimSpace(m[0]))
 }
 
 // TestRunFtraceEnabled: /proc/sys/kernel/ftrace_enabled, which trace-cmd

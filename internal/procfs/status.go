@@ -20,6 +20,12 @@ type Status struct {
 	// read down to its own: NSpid[0] is /proc's, the last the task's own
 	// namespace's.
 	NSpid []int
+	// SigPnd are the signals pending for the thread, ShdPnd those pending
+	// for its process (any thread may take them), SigBlk those the thread
+	// blocks: bit n-1 for signal n (render_sigset_t).
+	SigPnd, ShdPnd, SigBlk uint64
+	// Threads is the number of threads of the task's process.
+	Threads int
 	// Found are the lines that were found and well formed; a field whose
 	// line was not is zero. A live task's status has them all (NSpid
 	// since Linux 4.1); a file read while its task exits may be cut short.
@@ -27,7 +33,7 @@ type Status struct {
 }
 
 // StatusField names lines of a status file, as a set.
-type StatusField uint8
+type StatusField uint16
 
 const (
 	StatusTgid StatusField = 1 << iota
@@ -36,6 +42,10 @@ const (
 	StatusGid
 	StatusCapEff
 	StatusNSpid
+	StatusSigPnd
+	StatusShdPnd
+	StatusSigBlk
+	StatusThreads
 )
 
 // Has reports whether every line of f was found.
@@ -79,6 +89,18 @@ func ParseStatus(b []byte) Status {
 		case "CapEff":
 			f = StatusCapEff
 			s.CapEff, good = hex64(v)
+		case "Threads":
+			f = StatusThreads
+			s.Threads, good = decimal(v)
+		case "SigPnd":
+			f = StatusSigPnd
+			s.SigPnd, good = hex64(v)
+		case "ShdPnd":
+			f = StatusShdPnd
+			s.ShdPnd, good = hex64(v)
+		case "SigBlk":
+			f = StatusSigBlk
+			s.SigBlk, good = hex64(v)
 		case "NSpid":
 			f = StatusNSpid
 			s.NSpid, good = decimals(v)
@@ -121,7 +143,7 @@ func decimal(v []byte) (int, bool) {
 }
 
 // hex64 parses a value that is one hexadecimal number, as CapEff's
-// "%016llx".
+// "%016llx" and the signal sets'.
 func hex64(v []byte) (uint64, bool) {
 	n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 16, 64)
 	if err != nil {

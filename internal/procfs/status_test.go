@@ -22,7 +22,7 @@ func addFixtures(f *testing.F, names ...string) {
 	}
 }
 
-const allStatus = StatusTgid | StatusPPid | StatusUid | StatusGid | StatusCapEff | StatusNSpid
+const allStatus = StatusTgid | StatusPPid | StatusUid | StatusGid | StatusCapEff | StatusNSpid | StatusSigPnd | StatusShdPnd | StatusSigBlk | StatusThreads
 
 func TestParseStatus(t *testing.T) {
 	root := ParseStatus(fixture(t, "status-root"))
@@ -31,10 +31,13 @@ func TestParseStatus(t *testing.T) {
 		t.Errorf("status-root: %+v", root)
 	}
 	// A thread (Pid 4301 of process 4300) two pid namespaces down, of a
-	// user with no capabilities, whose parent /proc cannot see.
+	// user with no capabilities, whose parent /proc cannot see; SIGUSR1
+	// pending for it, SIGTERM for its process, SIGUSR2 blocked; three
+	// threads.
 	th := ParseStatus(fixture(t, "status-thread-nested"))
 	if th.Found != allStatus || th.Tgid != 4300 || th.PPid != 0 || th.Uid != [4]uint32{1000, 1001, 1002, 1003} ||
-		th.Gid != [4]uint32{100, 101, 102, 103} || th.CapEff != 0 || !slices.Equal(th.NSpid, []int{4301, 18, 2}) {
+		th.Gid != [4]uint32{100, 101, 102, 103} || th.CapEff != 0 || !slices.Equal(th.NSpid, []int{4301, 18, 2}) ||
+		th.Threads != 3 || th.SigPnd != 1<<(10-1) || th.ShdPnd != 1<<(15-1) || th.SigBlk != 1<<(12-1) {
 		t.Errorf("status-thread-nested: %+v", th)
 	}
 	// Read while its task exits: what was read, no more; a Uid line of
@@ -116,6 +119,7 @@ func FuzzParseStatus(f *testing.F) {
 		}{
 			{StatusTgid, s.Tgid == 0}, {StatusPPid, s.PPid == 0}, {StatusUid, s.Uid == zero.Uid},
 			{StatusGid, s.Gid == zero.Gid}, {StatusCapEff, s.CapEff == 0}, {StatusNSpid, s.NSpid == nil},
+			{StatusThreads, s.Threads == 0}, {StatusSigPnd, s.SigPnd == 0}, {StatusShdPnd, s.ShdPnd == 0}, {StatusSigBlk, s.SigBlk == 0},
 		} {
 			if !s.Has(c.f) && !c.zero {
 				t.Fatalf("field %#x not found but set: %+v", c.f, s)

@@ -96,6 +96,20 @@
 // (SECCOMP_FILTER_FLAG_SPEC_ALLOW), which a filter otherwise turns on for
 // the command and everything it starts.
 //
+// Once the guard has a call, only a fatal signal ends the caller's wait
+// for its answer (SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, Linux 5.19):
+// the answer of a call the guard makes for the caller, a splice whose
+// pages are in the caller's pipe, is never lost to a signal. A splice
+// that waits ends its wait when the caller has a signal to take, with
+// ERESTARTSYS, as the kernel's does: the caller's handler runs, and the
+// call goes on or fails with EINTR by the handler's SA_RESTART. A signal
+// sent to a process of several threads, which Linux gives to one of them
+// that the guard cannot see, ends the wait with EINTR if it is still
+// pending a poll slice (20 ms) later: it was then the caller's, and an
+// SA_RESTART handler's splice fails where the kernel's would go on.
+// Before 5.19 the filter goes without: a signal then ends the wait at
+// once, and pages already spliced are said to be left in the pipe.
+//
 // A shared mapping of a file costs a round trip to uetrace run, about 10.5
 // µs (a loop of mmap and munmap of a page of a regular file: 3.7–4.0 µs
 // under main's guard, which let mmap through unread, 14.2–14.5 µs under

@@ -138,8 +138,21 @@ func Install() (int, error) {
 	// SPEC_ALLOW: a filter otherwise turns on the speculative store bypass
 	// mitigation for the command and all it starts, which slows its every
 	// instruction, for a guard that is no security boundary.
+	//
+	// WAIT_KILLABLE_RECV (Linux 5.19): once the guard has received a call,
+	// only a fatal signal ends the caller's wait. Without it, a signal
+	// could end the wait of a splice whose pages the guard had just put
+	// in the caller's pipe: the caller never hears how many, and they are
+	// lost there (tracing.go). The guard ends the waits a splice does
+	// itself when the caller has a signal to take (waitFor), as the
+	// kernel's interruptible waits end; a kernel without the flag says
+	// EINVAL, and the filter goes on without it.
+	flags := uintptr(unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW)
 	fd, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER|unix.SECCOMP_FILTER_FLAG_SPEC_ALLOW, uintptr(unsafe.Pointer(&fprog)))
+		flags|unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, uintptr(unsafe.Pointer(&fprog)))
+	if errno == unix.EINVAL {
+		fd, _, errno = unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	}
 	runtime.KeepAlive(prog)
 	if errno != 0 {
 		err := fmt.Errorf("runguard: installing the seccomp filter: %w", errno)

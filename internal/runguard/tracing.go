@@ -98,9 +98,9 @@ const (
 	spliceFAll      = 0x0f // SPLICE_F_MOVE | NONBLOCK | MORE | GIFT
 	rawPage         = 4096 // a page of trace_pipe_raw
 	// waitSlice is how long a splice waits in one poll before it checks
-	// that its caller still waits: a signal ends the caller's wait, and
-	// nothing tells the guard.
-	waitSlice = 100 // ms
+	// that its caller still waits and has no signal to take: nothing
+	// tells the guard of either.
+	waitSlice = 20 // ms
 )
 
 // splice does splice(fd_in, off_in, fd_out, off_out, len, flags) from a
@@ -120,9 +120,10 @@ func (g *Guard) splice(listener int, n notif) {
 	}
 	if err := g.send(listener, resp); err != nil && val > 0 {
 		// The pages are in the caller's pipe, but the caller gave up
-		// (a signal) before it heard how many: it reads them with its
-		// next splice's count, which leaves as many of the last in the
-		// pipe.
+		// before it heard how many: killed — or, on a kernel without
+		// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (before 5.19), any
+		// signal (Install). It reads them with its next splice's
+		// count, which leaves as many of the last in the pipe.
 		g.say(fmt.Sprintf("uetrace run: %d bytes of a trace_pipe_raw went into process %d's pipe for a splice it had given up (a signal): they stay ahead of the next ones there", val, n.Pid))
 	}
 }
@@ -179,8 +180,8 @@ func (g *Guard) doSplice(listener int, n *notif) (int64, unix.Errno) {
 			if nonblock || outFlags&unix.O_NONBLOCK != 0 {
 				return 0, unix.EAGAIN
 			}
-			if !g.waitFor(listener, n, out, unix.POLLOUT) {
-				return 0, unix.EINTR
+			if errno := g.waitFor(listener, n, out, unix.POLLOUT); errno != 0 {
+				return 0, errno
 			}
 			continue
 		}
@@ -218,8 +219,8 @@ func (g *Guard) doSplice(listener int, n *notif) (int64, unix.Errno) {
 		if nonblock {
 			return 0, unix.EAGAIN
 		}
-		if !g.waitFor(listener, n, in, unix.POLLIN) {
-			return 0, unix.EINTR
+		if errno := g.waitFor(listener, n, in, unix.POLLIN); errno != 0 {
+			return 0, errno
 		}
 		woken = true
 	}
@@ -241,22 +242,79 @@ func callerPidfd(tid int) (int, error) {
 	return unix.PidfdOpen(st.Tgid, 0)
 }
 
-// waitFor waits until fd polls ev, and reports false if n's caller stops
-// waiting first.
-func (g *Guard) waitFor(listener int, n *notif, fd int, ev int16) bool {
+// errRestartSys is ERESTARTSYS (include/linux/errno.h), what Linux's
+// interruptible waits return on a signal: never seen by a program, the
+// kernel turns it, on the way out, into EINTR for a handler without
+// SA_RESTART and into the call again otherwise (arch_do_signal_or_restart).
+const errRestartSys = unix.Errno(512)
+
+// waitFor waits until fd polls ev. It ends early with the answer the
+// caller's splice is to have: ERESTARTSYS when the caller has a signal to
+// take, as the kernel's splice waits end (wait_on_pipe,
+// pipe_wait_writable) — the caller's own wait for the guard does not end
+// on one once the guard has its call (Install) — and EINTR when the
+// caller has stopped waiting (killed, or on a kernel without
+// WAIT_KILLABLE_RECV a signal: the answer is then no one's).
+func (g *Guard) waitFor(listener int, n *notif, fd int, ev int16) unix.Errno {
+	held := false // a signal for the caller's process was pending at the last look
 	for {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: ev}}
 		k, err := unix.Poll(fds, waitSlice)
 		if err == nil && k > 0 {
-			return true
+			return 0
 		}
 		if err != nil && err != unix.EINTR {
-			return false
+			return unix.EINTR
 		}
 		if ioctlPtr(listener, ioctlNotifIDValid, unsafe.Pointer(&n.ID)) != nil {
-			return false
+			return unix.EINTR
+		}
+		switch signalFor(int(n.Pid)) {
+		case signalOwn:
+			return errRestartSys
+		case signalProcess:
+			// Linux gives it to a thread that does not block it and
+			// wakes that one; a thread waiting for the guard is one
+			// it may choose, and then nothing else takes it. Still
+			// there a slice later, it is taken to be the caller's:
+			// EINTR, which needs no signal on the way out.
+			if held {
+				return unix.EINTR
+			}
+			held = true
+		default:
+			held = false
 		}
 	}
+}
+
+// What signalFor finds.
+const (
+	signalNone    = iota
+	signalOwn     // the thread's to take
+	signalProcess // its process's, for one of its threads to take
+)
+
+// signalFor says whether thread tid has a signal to take, one that would
+// end an interruptible wait of its: pending for the thread and not
+// blocked by it, or for its process and not blocked — the thread's own
+// if the process has no other thread. ERESTARTSYS is answered only for
+// the thread's own: the caller takes it on its way out of the call;
+// without one, the number would reach the program. Signals a thread
+// ignores are never pending: Linux drops them when they are sent
+// (sig_ignored).
+func signalFor(tid int) int {
+	st, err := procfs.ReadStatus(tid)
+	if err != nil || !st.Has(procfs.StatusSigPnd|procfs.StatusShdPnd|procfs.StatusSigBlk|procfs.StatusThreads) {
+		return signalNone // gone: the notification's ID says so
+	}
+	switch {
+	case st.SigPnd&^st.SigBlk != 0, st.Threads == 1 && st.ShdPnd&^st.SigBlk != 0:
+		return signalOwn
+	case st.ShdPnd&^st.SigBlk != 0:
+		return signalProcess
+	}
+	return signalNone
 }
 
 // pipeRoom is how many bytes a write to the pipe takes without waiting.
