@@ -650,6 +650,109 @@ func TestRunSpliceSignal(t *testing.T) {
 	t.Log(strings.TrimSpace(m[0]))
 }
 
+// TestHelperSpliceWait is not a test of its own: TestRunKilledWhileSplicing
+// runs it under uetrace run --private, where it says the tree's device
+// and waits in a splice of per_cpu/cpu0/trace_pipe_raw that nothing ends.
+func TestHelperSpliceWait(t *testing.T) {
+	if os.Getenv(helperEnv) != "splice-wait" {
+		t.Skip("run under uetrace run by TestRunKilledWhileSplicing")
+	}
+	const T = "/sys/kernel/tracing/"
+	var st unix.Stat_t
+	if err := unix.Stat(T+"trace", &st); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := unix.Open(T+"per_cpu/cpu0/trace_pipe_raw", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("helper: tree %d:%d, splicing\n", unix.Major(st.Dev), unix.Minor(st.Dev))
+	n, err := unix.Splice(raw, nil, p[1], nil, 1<<16, unix.SPLICE_F_MOVE)
+	fmt.Printf("helper: the splice: %d %s\n", n, errnoName(err))
+}
+
+// TestRunKilledWhileSplicing: uetrace run killed with SIGKILL while its
+// guard splices for the command exits, and the command's splice fails.
+// The guard holds the command's trace_pipe_raw then, a file of the tree
+// uetrace run serves; its close as uetrace run exited was a FLUSH to
+// uetrace run itself, which waited forever: uetrace run stayed a zombie
+// and the command in its splice until the FUSE connection was aborted by
+// hand. Files whose close the tree need not hear of are opened
+// FOPEN_NOFLUSH now.
+func TestRunKilledWhileSplicing(t *testing.T) {
+	needFUSE(t)
+	cmd := exec.Command(testutil.Uetrace(t), "run", "--private", "--", os.Args[0], "-test.run=^TestHelperSpliceWait$", "-test.v")
+	cmd.Env = append(os.Environ(), "UETRACE_SOCKET=", helperEnv+"=splice-wait")
+	var out testutil.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	treeDev := regexp.MustCompile(`helper: tree (\d+):(\d+), splicing`)
+	splicing := func() bool {
+		for _, task := range descendantTasks(cmd.Process.Pid) {
+			if b, _ := os.ReadFile(task + "/syscall"); strings.HasPrefix(string(b), strconv.Itoa(unix.SYS_SPLICE)+" ") {
+				return true
+			}
+		}
+		return false
+	}
+	testutil.Wait(t, "the helper to wait in its splice", func() bool { return treeDev.MatchString(out.String()) && splicing() })
+	cmd.Process.Kill()
+	if !testutil.Eventually(func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+			return false
+		}
+	}) {
+		// Free the machine: abort the connection, as one would by hand.
+		m := treeDev.FindStringSubmatch(out.String())
+		os.WriteFile("/sys/fs/fuse/connections/"+m[2]+"/abort", []byte("1"), 0)
+		t.Fatalf("uetrace run, killed while its guard spliced, did not exit within %v\n%s", testutil.Timeout, out.String())
+	}
+	testutil.Wait(t, "the helper to end", func() bool { return strings.Contains(out.String(), "helper: the splice: ") || !splicing() })
+	t.Log(strings.TrimSpace(out.String()))
+}
+
+// descendantTasks are the /proc directories of the threads of pid's
+// descendants.
+func descendantTasks(pid int) []string {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	parent := map[int]int{}
+	for _, dir := range procs {
+		b, err := os.ReadFile(dir + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		p, _ := strconv.Atoi(filepath.Base(dir))
+		if len(f) > 1 {
+			parent[p], _ = strconv.Atoi(f[1])
+		}
+	}
+	var tasks []string
+	for p := range parent {
+		for q, depth := parent[p], 0; q > 1 && depth < 1000; q, depth = parent[q], depth+1 {
+			if q == pid {
+				ts, _ := filepath.Glob("/proc/" + strconv.Itoa(p) + "/task/[0-9]*")
+				tasks = append(tasks, ts...)
+				break
+			}
+		}
+	}
+	return tasks
+}
+
 // TestRunFtraceEnabled: /proc/sys/kernel/ftrace_enabled, which trace-cmd
 // record writes "1" to (and dies if it cannot), is the command's own under
 // uetrace run: it reads what the host's says, takes writes — even where

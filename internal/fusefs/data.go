@@ -238,8 +238,6 @@ func (h *dataHandle) Ioctl(ctx context.Context, r *fuse.Request, cmd uint32, arg
 	return 0, nil, nil
 }
 
-func (h *dataHandle) Flush(ctx context.Context, r *fuse.Request) error { return nil }
-
 // Release is the last close: the interposer's shares of the file deliver
 // what their processes published, then the file's events lose its
 // references.

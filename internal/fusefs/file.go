@@ -138,8 +138,6 @@ func (h *fileHandle) Poll(ctx context.Context, r *fuse.Request, events uint32, w
 	return 0, nil
 }
 
-func (h *fileHandle) Flush(ctx context.Context, r *fuse.Request) error { return nil }
-
 // Release closes the handle; a trace_pipe read still blocked returns.
 func (h *fileHandle) Release() error {
 	h.acct.release()

@@ -194,8 +194,6 @@ func (h *ctlHandle) Write(ctx context.Context, r *fuse.Request, data []byte, off
 	return len(data), nil
 }
 
-func (h *ctlHandle) Flush(ctx context.Context, r *fuse.Request) error { return nil }
-
 // Release ends the events made here whose files were never opened (uetrace
 // run gave up between the two).
 func (h *ctlHandle) Release() error {

@@ -16,9 +16,10 @@
 // INIT with FUSE_ATOMIC_O_TRUNC, FUSE_MAX_PAGES (1 MiB writes),
 // FUSE_BIG_WRITES and FUSE_ASYNC_READ, not the writeback cache; LOOKUP,
 // FORGET, BATCH_FORGET, GETATTR, SETATTR (answered, changing nothing),
-// OPEN (always FOPEN_DIRECT_IO; with FOPEN_PASSTHROUGH and a backing file
-// for a Backed handle, whose mmap is then that file's: FUSE passthrough,
-// asked for at INIT with Options.Passthrough), READ, WRITE, FLUSH, RELEASE, OPENDIR,
+// OPEN (always FOPEN_DIRECT_IO; FOPEN_NOFLUSH for a handle that is no
+// Flusher; with FOPEN_PASSTHROUGH and a backing file for a Backed handle,
+// whose mmap is then that file's: FUSE passthrough, asked for at INIT with
+// Options.Passthrough), READ, WRITE, FLUSH, RELEASE, OPENDIR,
 // READDIR, RELEASEDIR, STATFS, restricted IOCTL, POLL, INTERRUPT and
 // DESTROY. Everything else (creating, removing, renaming, links, xattrs,
 // ACCESS, locks, unrestricted ioctls) is answered ENOSYS. Entry and

@@ -1,6 +1,7 @@
 package fuse
 
 import (
+	"context"
 	"errors"
 	"os"
 	"testing"
@@ -154,6 +155,56 @@ func (k *fakeKernel) lookupOpen(t testing.TB, unique uint64, name string) (uint6
 		t.Fatalf("OPEN %s: %v", name, e)
 	}
 	return node, le.Uint64(open)
+}
+
+// noFlushFS opens testFS's files as handles that are no Flusher.
+type noFlushFS struct{ *testFS }
+
+func (f noFlushFS) Open(ctx context.Context, r *Request, path string, flags uint32) (Handle, error) {
+	h, err := f.testFS.Open(ctx, r, path, flags)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ Handle }{h}, nil
+}
+
+// TestFakeNoFlush: a handle that is no Flusher is opened FOPEN_NOFLUSH, so
+// that Linux sends no FLUSH at its closes; one a kernel before 5.17 sends
+// anyway is answered. A Flusher's file gets every FLUSH.
+func TestFakeNoFlush(t *testing.T) {
+	flush := func(k *fakeKernel, unique, node, fh uint64) unix.Errno {
+		e, _ := k.call(t, req(opFlush, unique, node, fields(fh, uint32(0), uint32(0), uint64(0))))
+		return e
+	}
+	for _, c := range []struct {
+		name    string
+		noFlush bool
+	}{{"a Flusher", false}, {"no Flusher", true}} {
+		fs := newTestFS()
+		var served FileSystem = fs
+		if c.noFlush {
+			served = noFlushFS{fs}
+		}
+		k, _ := newFakeKernelOf(t, 45, served, fs)
+		_, entry := k.call(t, req(opLookup, 10, rootID, fields("hello")))
+		node := le.Uint64(entry)
+		e, open := k.call(t, req(opOpen, 12, node, fields(uint32(unix.O_RDONLY), uint32(0))))
+		if e != 0 {
+			t.Fatalf("%s: OPEN: %v", c.name, e)
+		}
+		if got := le.Uint32(open[8:])&fopenNoflush != 0; got != c.noFlush {
+			t.Errorf("%s: OPEN flags %#x: FOPEN_NOFLUSH %v, want %v", c.name, le.Uint32(open[8:]), got, c.noFlush)
+		}
+		if e := flush(k, 14, node, le.Uint64(open)); e != 0 {
+			t.Errorf("%s: FLUSH answered %v", c.name, e)
+		}
+		fs.mu.Lock()
+		flushes := fs.flushes
+		fs.mu.Unlock()
+		if want := map[bool]int{false: 1, true: 0}[c.noFlush]; flushes != want {
+			t.Errorf("%s: %d Flush calls, want %d", c.name, flushes, want)
+		}
+	}
 }
 
 func TestFakeInterrupt(t *testing.T) {

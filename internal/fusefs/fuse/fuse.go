@@ -80,14 +80,21 @@ type Request struct {
 //
 // Read returns the bytes read (0 and nil, or io.EOF, at end of file); an
 // error with n > 0 is dropped and the n bytes returned. Write returns the
-// bytes taken. Flush is called at each close(2) of a descriptor, Release
-// once when the last descriptor (and mapping) is gone, or when the
-// connection ends.
+// bytes taken. Release is called once when the last descriptor (and
+// mapping) is gone, or when the connection ends.
 type Handle interface {
 	Read(ctx context.Context, r *Request, dst []byte, off int64) (int, error)
 	Write(ctx context.Context, r *Request, data []byte, off int64) (int, error)
-	Flush(ctx context.Context, r *Request) error
 	Release() error
+}
+
+// Flusher is a Handle told of each close(2) of one of its descriptors
+// (FLUSH). A Handle without it is opened FOPEN_NOFLUSH (Linux 5.17): its
+// closes cost no round trip, and never wait for the server — not even
+// the server's own closes of the mount's files while it exits, which
+// would wait for an answer nobody is left to give.
+type Flusher interface {
+	Flush(ctx context.Context, r *Request) error
 }
 
 // Ioctler is a Handle with restricted (non-CUSE) ioctls. A Handle without

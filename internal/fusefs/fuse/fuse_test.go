@@ -38,6 +38,7 @@ type testFS struct {
 	ev    chan string
 
 	opens    []openRecord
+	flushes  int
 	maxWrite int
 	ioctls   []ioctlRecord
 }
@@ -245,9 +246,14 @@ func (h *testHandle) Write(ctx context.Context, r *Request, data []byte, off int
 	return len(data), nil
 }
 
-func (h *testHandle) Flush(ctx context.Context, r *Request) error { return nil }
-func (h *testHandle) Release() error                              { return nil }
-func (h *testHandle) Stream() bool                                { return h.f.pipe }
+func (h *testHandle) Flush(ctx context.Context, r *Request) error {
+	h.fs.mu.Lock()
+	h.fs.flushes++
+	h.fs.mu.Unlock()
+	return nil
+}
+func (h *testHandle) Release() error { return nil }
+func (h *testHandle) Stream() bool   { return h.f.pipe }
 
 func (h *testHandle) Ioctl(ctx context.Context, r *Request, cmd uint32, arg uint64, in []byte, outSize uint32) (int32, []byte, error) {
 	if !h.f.ioctl {

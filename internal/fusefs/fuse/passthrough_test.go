@@ -51,9 +51,8 @@ func (h *backedHandle) Read(ctx context.Context, r *Request, dst []byte, off int
 func (h *backedHandle) Write(ctx context.Context, r *Request, data []byte, off int64) (int, error) {
 	return 0, unix.EINVAL
 }
-func (h *backedHandle) Flush(ctx context.Context, r *Request) error { return nil }
-func (h *backedHandle) Release() error                              { h.f.released.Add(1); return nil }
-func (h *backedHandle) Backing() int                                { return h.f.memfd }
+func (h *backedHandle) Release() error { h.f.released.Add(1); return nil }
+func (h *backedHandle) Backing() int   { return h.f.memfd }
 
 // TestPassthroughMmap: a Backed handle's file maps its memfd — the same
 // pages, both ways, with no request to the server — while read(2) still

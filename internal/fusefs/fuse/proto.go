@@ -97,6 +97,7 @@ const (
 	fopenDirectIO    = 1 << 0
 	fopenNonseekable = 1 << 2
 	fopenStream      = 1 << 4
+	fopenNoflush     = 1 << 5
 	fopenPassthrough = 1 << 7
 
 	ioctlUnrestricted = 1 << 1

@@ -465,8 +465,11 @@ func (c *Conn) handle(ctx context.Context, m *message) result {
 		if !ok {
 			return errResult(unix.EBADF)
 		}
-		if err := h.Flush(ctx, req); err != nil {
-			return errResult(errnoOf(err))
+		// A kernel before 5.17 flushes a FOPEN_NOFLUSH file too.
+		if f, ok := h.(Flusher); ok {
+			if err := f.Flush(ctx, req); err != nil {
+				return errResult(errnoOf(err))
+			}
 		}
 		return result{}
 	case opRelease, opReleasedir:
@@ -599,6 +602,9 @@ func (c *Conn) open(ctx context.Context, req *Request, m *message) result {
 	if s, ok := h.(Streamer); ok && s.Stream() {
 		flags |= fopenStream | fopenNonseekable
 	}
+	if _, ok := h.(Flusher); !ok {
+		flags |= fopenNoflush
+	}
 	backingID := int32(0)
 	if b, ok := h.(Backed); ok {
 		id, errno := c.backingOpen(b.Backing())
@@ -612,7 +618,7 @@ func (c *Conn) open(ctx context.Context, req *Request, m *message) result {
 		c.setBacking(fh, id)
 		// FOPEN_DIRECT_IO overrides passthrough for read and write, so
 		// they still reach the handle; mmap maps the backing file.
-		flags = fopenDirectIO | fopenPassthrough
+		flags = flags&fopenNoflush | fopenDirectIO | fopenPassthrough
 	}
 	out := make([]byte, openOutSize)
 	le.PutUint64(out[0:], fh)
