@@ -295,7 +295,7 @@ func runCommand(cmd *cobra.Command, g *globals, args []string, fuseDev string, p
 		}
 	} else {
 		opts := fusefs.Options{Flush: srv.Flush, Dev: mdev, V10: v10,
-			Share: func(r fusefs.ShareRequest) (fusefs.Share, error) { return fuseShare(srv, r) }}
+			Share: func(r fusefs.ShareRequest) (fusefs.Share, error) { return fuseShare(srv, r) }, Rings: srv.Rings()}
 		if !root {
 			// The subsystem is the command's own: privilege counts in
 			// the user namespace made for it, where it is root, as

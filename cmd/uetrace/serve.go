@@ -176,7 +176,7 @@ shows the counts. 0 is the default; -1 no limit.`,
 				ChargeRefs: func(uid uint32, cred subsys.Cred, n int, force bool) error {
 					return srv.FUSEChargeRefs(uid, cred, n, force)
 				},
-				Share: func(r fusefs.ShareRequest) (fusefs.Share, error) { return fuseShare(srv, r) }}
+				Share: func(r fusefs.ShareRequest) (fusefs.Share, error) { return fuseShare(srv, r) }, Rings: srv.Rings()}
 			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log, Tracers: who, Limits: limits, MaxConns: maxConns,
 				ServeFUSE: func(dev *os.File, from daemon.FUSEMounter) (daemon.FUSETree, error) {
 					o, err := handedOver(treeOpts, from)
@@ -336,7 +336,7 @@ func parseTracers(list string) (daemon.Tracers, error) {
 // fuseShare gives srv the share a process preloaded with the interposer set
 // up on a FUSE tree of its subsystem (fusefs.Options.Share).
 func fuseShare(srv *daemon.Server, r fusefs.ShareRequest) (fusefs.Share, error) {
-	sh, err := srv.FUSEShare(r.File, r.Writer, r.UID, r.Cred, r.Ring, r.Table, r.Wake)
+	sh, err := srv.FUSEShare(r.File, r.Writer, r.UID, r.Cred, r.Set, r.Table, r.Wake)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
+	"github.com/uetrace/uetrace/internal/preload"
 	"github.com/uetrace/uetrace/internal/shmring"
+	"github.com/uetrace/uetrace/internal/subsys"
 )
 
 // Ring sets and their drainers. A client that shares a ring set (the Ring
@@ -125,35 +127,57 @@ type ringSet struct {
 }
 
 // attachSet checks and maps the ring set memfd and the wake eventfd a
-// client shared and hands ring k to drainer k. Both are hostile input:
-// shmring.AttachSet takes the geometry from the memfd's size, its seals
-// and the daemon's own ring count, and checks every header; the eventfd
-// must be one. The descriptors stay the caller's.
+// client shared and hands ring k to drainer k (drainers.attach). The
+// descriptors stay the caller's.
 func (c *conn) attachSet(memfd, efd int) error {
-	g := &c.s.drainers
-	var st unix.Stat_t
-	if err := unix.Fstat(memfd, &st); err != nil {
-		return fmt.Errorf("ring set: fstat: %w", err)
-	}
-	page := int64(unix.Getpagesize())
-	if most := page + int64(g.n)*(page+wire.MaxRing); st.Size > most {
-		return fmt.Errorf("ring set: the memfd has %d bytes; this daemon takes %d rings of at most %d bytes (%d bytes): %w", st.Size, g.n, wire.MaxRing, most, unix.EINVAL)
-	}
-	wake, err := dupEventfd(efd, "ring set")
+	set, err := c.s.drainers.attach(c.log, c.file, c.w, memfd, efd, func(n int64) error {
+		if err := c.share("ring", n); err != nil {
+			return c.overLimit(err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
+	c.set = set
+	return nil
+}
+
+// attach checks and maps a ring set — memfd, of the drainers' ring count,
+// and its wake eventfd — whose records w writes into f (a connection's
+// Ring request; a FUSE share, FUSEShare), and hands ring k to drainer k.
+// Both descriptors are hostile input: the memfd must be ordinary shmem
+// sealed against shrinking and growing (preload.SharedMemfd: no access of
+// the daemon's can fault) of at most R rings of wire.MaxRing bytes;
+// shmring.AttachSet takes the geometry from its size and the daemon's own
+// ring count, and checks every header; the eventfd must be one. reserve
+// counts the memfd's bytes in the producer's uid's limit, or refuses them;
+// attach gives them back (reserve of the negative) if it fails, the
+// caller once it releases the set. The descriptors stay the caller's.
+func (g *drainers) attach(log *slog.Logger, f *subsys.File, w subsys.Writer, memfd, efd int, reserve func(int64) error) (*ringSet, error) {
+	size, err := preload.SharedMemfd(memfd, "ring set")
+	if err != nil {
+		return nil, err
+	}
+	page := int64(unix.Getpagesize())
+	if most := page + int64(g.n)*(page+wire.MaxRing); size > most {
+		return nil, fmt.Errorf("ring set: the memfd has %d bytes; this daemon takes %d rings of at most %d bytes (%d bytes): %w", size, g.n, wire.MaxRing, most, unix.EINVAL)
+	}
+	wake, err := dupEventfd(efd, "ring set")
+	if err != nil {
+		return nil, err
+	}
 	// The whole memfd counts: the daemon maps it and keeps it alive until
-	// the connection ends.
-	if err := c.share("ring", st.Size); err != nil {
+	// the producer goes.
+	if err := reserve(size); err != nil {
 		unix.Close(wake)
-		return c.overLimit(err)
+		return nil, err
 	}
 	cons, err := shmring.AttachSet(memfd, g.n)
 	if err != nil {
 		unix.Close(wake)
-		c.share("ring", -st.Size)
-		return err
+		reserve(-size)
+		return nil, err
 	}
 	// Kept to hand the set to a session's reader; without it (no
 	// descriptor left) the set is only the drainers'.
@@ -161,9 +185,9 @@ func (c *conn) attachSet(memfd, efd int) error {
 	if err != nil {
 		keep = -1
 	}
-	set := &ringSet{log: c.log, efd: wake, memfd: keep, shared: st.Size, done: make(chan struct{}), left: len(cons)}
+	set := &ringSet{log: log, efd: wake, memfd: keep, shared: size, done: make(chan struct{}), left: len(cons)}
 	for _, cn := range cons {
-		r := newRingSource(c.log, c.file, c.w, cn)
+		r := newRingSource(log, f, w, cn)
 		r.set = set
 		set.srcs = append(set.srcs, r)
 	}
@@ -175,11 +199,10 @@ func (c *conn) attachSet(memfd, efd int) error {
 			unix.Close(keep)
 		}
 		unix.Close(wake)
-		c.share("ring", -st.Size)
-		return err
+		reserve(-size)
+		return nil, err
 	}
-	c.set = set
-	return nil
+	return set, nil
 }
 
 // dupEventfd checks that efd is an eventfd and returns our duplicate.

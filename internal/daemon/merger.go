@@ -303,7 +303,6 @@ func (m *merger) sleep(timeout time.Duration) {
 	unix.EpollWait(m.epfd, evs[:], int(max(timeout/time.Millisecond, 1)))
 	for _, r := range m.rings {
 		r.cons.Awake()
-		r.drainWake()
 	}
 }
 

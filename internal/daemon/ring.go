@@ -175,12 +175,8 @@ type ringSource struct {
 	file *subsys.File
 	w    subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
 	cons *shmring.Consumer
-	efd  int // a version-1 ring's wake eventfd, our duplicate, or a share's wake socket; -1 in a set
-	// wakeSocket says efd is a share's Unix datagram socket (FUSEShare),
-	// which the merger drains after each sleep: its datagrams would pile
-	// up where an eventfd's count does not.
-	wakeSocket bool
-	done       chan struct{} // closed once released
+	efd  int           // a version-1 ring's wake eventfd, our duplicate; -1 in a set
+	done chan struct{} // closed once released
 	// shared is a version-1 ring's memfd size, counted in the uid's
 	// Limits.SharedKBPerUID until the connection's teardown (a set
 	// counts its own).
@@ -207,21 +203,6 @@ type ringSource struct {
 	// Counted by its drainer; read by Stats at any time.
 	delivered, rejected, disabled, voided, lost, lostRecs atomic.Uint64
 	future, held, lostCapped                              atomic.Uint64
-}
-
-// drainWake reads the datagrams a share's producer sent to wake the merger,
-// a bounded number, never waiting (MSG_DONTWAIT: the socket's own flags
-// are the process's to change).
-func (r *ringSource) drainWake() {
-	if !r.wakeSocket {
-		return
-	}
-	var b [16]byte
-	for range 64 {
-		if _, _, err := unix.Recvfrom(r.efd, b[:], unix.MSG_DONTWAIT); err != nil {
-			return
-		}
-	}
 }
 
 // stats are all of the ring's counts: live's and those only its drainer

@@ -16,24 +16,25 @@ import (
 )
 
 // A Share is one process's share of a user_events_data opened through FUSE,
-// set up by the interposer preloaded into it (package preload): a ring the
-// process publishes its writes into, which the merger drains as it drains a
-// connection's ring — one more ringSource — and the validation table the
-// daemon keeps for it, from which the process answers its writes without
-// asking. The table says what the process answers, never what the daemon
-// delivers: every record is checked again at delivery as a hostile
-// client's (subsys.File.Deliver), its write index resolved in this
-// file only, its process the FUSE caller's.
+// set up by the interposer preloaded into it (package preload): a ring set
+// the process publishes its writes into, one ring per CPU index, which the
+// drainers drain as they drain a connection's set (drainers.attach) — and
+// hand to a session's reader as they hand a connection's (handover.go) —
+// and the validation table the daemon keeps for it, from which the
+// process answers its writes without asking. The table says what the
+// process answers, never what the daemon delivers: every record is checked
+// again at delivery as a hostile client's (subsys.File.Deliver), its write
+// index resolved in this file only, its process the FUSE caller's.
 type Share struct {
 	s       *Server
-	r       *ringSource
+	set     *ringSet
 	table   []byte   // the table's memfd, mapped read-write here
 	nslots  uint32   // slots of the table
-	ringMax uint32   // the longest payload a record of the ring may carry
+	ringMax uint32   // the longest payload a record of a ring may carry
 	words   []uint32 // each slot's word less its status: what Status rewrites with the new one
 	stop    func()   // the file's watch
-	uid     uint32   // whose Limits.SharedKBPerUID the ring and table count in
-	bytes   int64
+	uid     uint32   // whose Limits.SharedKBPerUID the set and table count in
+	bytes   int64    // the table's, counted there (the set's: set.shared)
 	once    sync.Once
 }
 
@@ -42,36 +43,42 @@ type Share struct {
 // preload.TableSlots.
 const maxTableSlots = 4096
 
+// Rings is R, the rings of the ring set a connection or a FUSE share
+// shares: the drainers' count (the Hello reply's; UET_IOC_ID's for the
+// interposer).
+func (s *Server) Rings() int { return s.drainers.n }
+
 // FUSEShare takes the share a process set up for f (the interposer's
-// UET_IOC_SHARE): ring, table and wake are the daemon's own descriptors for
-// the ring's memfd, the table's memfd and the daemon's end of the wake
-// socket pair, which the FUSE server took from the calling process itself
+// UET_IOC_SHARE): set, table and wake are the daemon's own descriptors for
+// the ring set's memfd, the table's memfd and the set's wake eventfd,
+// which the FUSE server took from the calling process itself
 // (procmem.Mem.GetFD) — FUSEShare takes them over, closing them whatever
 // happens. w is the process as the FUSE server found it (TGID and Comm; a
 // record's thread id is checked to be one of its threads), uid and cred
-// whose limits the ring and table count in (Limits.SharedKBPerUID).
+// whose limits the set and table count in (Limits.SharedKBPerUID).
 //
-// All three are hostile input: the memfds must be ordinary shmem, sealed
-// against shrinking and growing (so that no access of the daemon's can
-// fault), of sizes the daemon takes; the wake descriptor a Unix datagram
-// socket, which the merger only drains. The table is filled for the write
-// indexes f has before FUSEShare returns, and kept for each one it gains
-// before the DIAG_IOCSREG that adds it returns.
-func (s *Server) FUSEShare(f *subsys.File, w subsys.Writer, uid uint32, cred subsys.Cred, ring, table, wake int) (*Share, error) {
+// All three are hostile input: the set and its eventfd are checked and
+// mapped as a connection's Ring request's are (drainers.attach: sealed
+// shmem of R rings of a size the daemon takes, an eventfd); the table must
+// be sealed shmem of whole pages holding a header and 1 to maxTableSlots
+// slots. Anything else is EINVAL, and changes nothing. The table is filled
+// for the write indexes f has before FUSEShare returns, and kept for each
+// one it gains before the DIAG_IOCSREG that adds it returns.
+func (s *Server) FUSEShare(f *subsys.File, w subsys.Writer, uid uint32, cred subsys.Cred, set, table, wake int) (*Share, error) {
 	defer func() {
-		for _, fd := range []int{ring, table, wake} {
+		for _, fd := range []int{set, table, wake} {
 			if fd >= 0 {
 				unix.Close(fd)
 			}
 		}
 	}()
 	limited := !exempt(uid) && !cred.PerfmonCapable
-	rsize, err := preload.SharedMemfd(ring, "share: the ring")
-	if err != nil {
-		return nil, err
-	}
-	if rsize > int64(wire.MaxRing)+int64(unix.Getpagesize()) {
-		return nil, fmt.Errorf("share: the ring's memfd has %d bytes; this daemon takes rings of at most %d: %w", rsize, wire.MaxRing, unix.EINVAL)
+	reserve := func(n int64) error {
+		if err := s.shareMem(uid, limited, "share", n); err != nil {
+			s.count.overLimit.Add(1)
+			return err
+		}
+		return nil
 	}
 	tsize, err := preload.SharedMemfd(table, "share: the table")
 	if err != nil {
@@ -81,27 +88,22 @@ func (s *Server) FUSEShare(f *subsys.File, w subsys.Writer, uid uint32, cred sub
 		tsize > int64(preload.TableHeader+maxTableSlots*preload.SlotSize+unix.Getpagesize()) {
 		return nil, fmt.Errorf("share: the table's memfd has %d bytes, not whole pages holding a header and 1 to %d slots: %w", tsize, maxTableSlots, unix.EINVAL)
 	}
-	if err := isWakeSocket(wake); err != nil {
+	if err := reserve(tsize); err != nil {
 		return nil, err
 	}
-	if err := s.shareMem(uid, limited, "share", rsize+tsize); err != nil {
-		s.count.overLimit.Add(1)
-		return nil, err
-	}
-	sh := &Share{s: s, uid: uid, bytes: rsize + tsize}
+	sh := &Share{s: s, uid: uid, bytes: tsize}
 	ok := false
 	defer func() {
 		if !ok {
 			sh.release()
 		}
 	}()
-	cons, err := shmring.Attach(ring)
+	sh.set, err = s.drainers.attach(s.log, f, w, set, wake, reserve)
 	if err != nil {
 		return nil, fmt.Errorf("share: %w", err)
 	}
 	sh.table, err = unix.Mmap(table, 0, int(tsize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		cons.Close()
 		return nil, fmt.Errorf("share: mapping the table: %w", err)
 	}
 	sh.nslots = uint32(min((tsize-preload.TableHeader)/preload.SlotSize, maxTableSlots))
@@ -111,49 +113,30 @@ func (s *Server) FUSEShare(f *subsys.File, w subsys.Writer, uid uint32, cred sub
 	ne.PutUint32(sh.table[preload.TableOffNSlots:], sh.nslots)
 	ne.PutUint32(sh.table[preload.TableOffSlotSize:], preload.SlotSize)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&sh.table[preload.TableOffMagic])), preload.TableMagic)
-	r := newRingSource(s.log, f, w, cons)
-	r.efd, r.wakeSocket, r.shared = wake, true, rsize
-	// ringMax is the longest payload a record of this ring may carry: one
-	// the ring holds, and the merger reads whole.
-	sh.ringMax = uint32(min(cons.Size()-shmring.HeaderSize, wire.MaxWrite-4))
+	// ringMax is the longest payload a record of the set may carry: one a
+	// ring holds, and a drainer reads whole.
+	sh.ringMax = uint32(min(sh.set.srcs[0].cons.Size()-shmring.HeaderSize, wire.MaxWrite-4))
 	sh.stop = f.Watch(sh)
-	if err := s.merger.add(r); err != nil {
-		sh.stop()
-		cons.Close()
-		return nil, err
-	}
-	wake = -1 // the ring's now: the merger closes it at the release
-	sh.r = r
 	ok = true
 	s.count.shares.Add(1)
 	s.count.sharesOpen.Add(1)
 	return sh, nil
 }
 
-// isWakeSocket checks that fd is a Unix datagram socket: the merger waits
-// for it to be readable and drains it, never blocking (MSG_DONTWAIT on
-// each call, whatever the socket's own flags, which the process shares).
-func isWakeSocket(fd int) error {
-	dom, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
-	if err != nil {
-		return fmt.Errorf("share: the wake descriptor is not a socket: %w", unix.EINVAL)
-	}
-	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
-	if err != nil || dom != unix.AF_UNIX || typ != unix.SOCK_DGRAM {
-		return fmt.Errorf("share: the wake socket is of domain %d and type %d, not a Unix datagram socket: %w", dom, typ, unix.EINVAL)
-	}
-	return nil
-}
-
 // Slots is the number of write indexes the table describes.
 func (sh *Share) Slots() uint32 { return sh.nslots }
 
-// Wake has the merger look at the rings now: the process lost its wake
-// socket (UET_IOC_WAKE).
-func (sh *Share) Wake() { sh.s.merger.lookNow() }
+// Wake has the drainers look at their rings now: the process lost its
+// eventfd (UET_IOC_WAKE).
+func (sh *Share) Wake() {
+	for _, d := range sh.s.drainers.d {
+		d.poke()
+	}
+}
 
-// Close releases the share: the merger delivers what the process committed
-// — its events still the file's — and lets the ring go, the table stops
+// Close releases the share: the set is taken back if it is handed to a
+// session's reader, the drainers deliver what the process committed — its
+// events still the file's — and let the set go, the table stops
 // being written and is unmapped, and the uid gets its memory back. The FUSE
 // server calls it when the process exits or execs and at the file's
 // release, before the file is closed. Later calls do nothing.
@@ -168,8 +151,9 @@ func (sh *Share) release() {
 	if sh.stop != nil {
 		sh.stop()
 	}
-	if sh.r != nil {
-		sh.r.close(&sh.s.merger)
+	if sh.set != nil {
+		sh.s.drainers.close(sh.set)
+		sh.s.unshare(sh.uid, sh.set.shared)
 	}
 	if sh.table != nil {
 		unix.Munmap(sh.table)

@@ -19,35 +19,35 @@ import (
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
-// shareSide is what the interposer makes for a share: the ring (this
-// test's producer), the table's memfd mapped read-only, and a wake socket
-// pair.
+// shareSide is what the interposer makes for a share: the ring set of the
+// daemon's ring count (this test's producer; ring is its ring 0), its
+// wake eventfd, and the table's memfd mapped read-only.
 type shareSide struct {
-	ring        *shmring.Producer
-	tableFD     int
-	table       []byte
-	wake, other int // the daemon's end, the process's
+	set     *shmring.SetProducer
+	ring    *shmring.Producer
+	tableFD int
+	table   []byte
+	wake    int
 }
 
-func newShareSide(t *testing.T, ringSize, tableSize int) *shareSide {
+func newShareSide(t *testing.T, rings, ringSize, tableSize int) *shareSide {
 	t.Helper()
-	ring, err := shmring.Create(ringSize)
+	set, err := shmring.CreateSet(rings, ringSize)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ring.Close() })
+	t.Cleanup(func() { set.Close() })
+	wake, err := set.WakeByEventfd()
+	if err != nil {
+		t.Fatal(err)
+	}
 	fd := sealedMemfd(t, tableSize, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
 	table, err := unix.Mmap(fd, 0, tableSize, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Munmap(table) })
-	sv, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(sv[0]); unix.Close(sv[1]) })
-	return &shareSide{ring: ring, tableFD: fd, table: table, wake: sv[0], other: sv[1]}
+	return &shareSide{set: set, ring: set.Ring(0), tableFD: fd, table: table, wake: wake}
 }
 
 func sealedMemfd(t *testing.T, size, seals int) int {
@@ -92,7 +92,7 @@ func shareServer(t testing.TB, cfg Config) *Server {
 
 func (sd *shareSide) take(t *testing.T, s *Server, f *subsys.File) (*Share, error) {
 	return s.FUSEShare(f, subsys.Writer{TGID: int32(os.Getpid()), Comm: "share_test"}, uint32(os.Getuid()), subsys.Cred{},
-		dup(t, sd.ring.Fd()), dup(t, sd.tableFD), dup(t, sd.wake))
+		dup(t, sd.set.Fd()), dup(t, sd.tableFD), dup(t, sd.wake))
 }
 
 // slot is write index i's slot of the table as the process reads it.
@@ -134,7 +134,7 @@ func TestFUSEShareTable(t *testing.T) {
 	defer f.Close()
 	p := sys.NewProcess(noMemory{})
 	a := register(t, f, p, "sh_a u32 a; u64 b", 0)
-	sd := newShareSide(t, 1<<16, 4096*2)
+	sd := newShareSide(t, s.Rings(), 1<<16, 4096*2)
 	sh, err := sd.take(t, s, f)
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestFUSEShareTable(t *testing.T) {
 	sh.Close()
 	st := s.Stats()
 	if rs := s.RingStats(); rs.Released != 1 || st.SharedKB != 0 {
-		t.Errorf("after Close: %d rings released, %d KiB still counted", rs.Released, st.SharedKB)
+		t.Errorf("after Close: %d ring sets released, %d KiB still counted", rs.Released, st.SharedKB)
 	}
 	// A closed share's table is written no more.
 	if err := sys.FS().WriteFile("events/user_events/sh_a/enable", []byte("1"), 0, subsys.Cred{PerfmonCapable: true}); err != nil {
@@ -213,13 +213,15 @@ func TestFUSEShareTable(t *testing.T) {
 }
 
 // TestFUSEShareRefuses: what a process hands over is checked as hostile
-// input, and refused with EINVAL (or EACCES, ENOMEM) and nothing kept.
+// input — the set and its eventfd by the code that checks a connection's
+// (drainers.attach) — and refused with EINVAL (or EACCES, ENOMEM), nothing
+// kept, nothing counted.
 func TestFUSEShareRefuses(t *testing.T) {
-	s := shareServer(t, Config{Limits: Limits{SharedKBPerUID: 64}})
+	s := shareServer(t, Config{Limits: Limits{SharedKBPerUID: 128}, Rings: 2})
 	f := s.Subsystem().Open()
 	defer f.Close()
 	w := subsys.Writer{TGID: int32(os.Getpid())}
-	good := newShareSide(t, 1<<14, 4096)
+	good := newShareSide(t, 2, 1<<14, 4096)
 	memfd := func(size, seals int) int { return dup(t, sealedMemfd(t, size, seals)) }
 	stream, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -227,23 +229,57 @@ func TestFUSEShareRefuses(t *testing.T) {
 	}
 	defer unix.Close(stream[1])
 	defer unix.Close(stream[0])
+	dgram, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dgram[1])
+	defer unix.Close(dgram[0])
 	seal := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+	pg := unix.Getpagesize()
+	// An unsealed set: the good set's bytes, in a memfd without seals.
+	unsealed := func() int {
+		fd := memfd(pg+2*(pg+1<<14), 0)
+		b, err := unix.Mmap(good.set.Fd(), 0, pg+2*(pg+1<<14), unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(b)
+		unix.Pwrite(fd, b, 0)
+		return fd
+	}
+	hugetlb := func() int {
+		fd, err := unix.MemfdCreate("test", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_HUGETLB)
+		if err != nil {
+			return memfd(0, seal) // no huge pages here: a set of no bytes, refused as well
+		}
+		unix.Ftruncate(fd, 2<<20)
+		unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seal)
+		return fd
+	}
 	for _, tc := range []struct {
 		name              string
 		ring, table, wake func() int
 		uid               uint32
 		want              error
 	}{
-		{"an unsealed table", func() int { return dup(t, good.ring.Fd()) }, func() int { return memfd(4096, 0) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
-		{"a table sealed against writing", func() int { return dup(t, good.ring.Fd()) }, func() int { return memfd(4096, seal|unix.F_SEAL_WRITE) }, func() int { return dup(t, good.wake) }, 0, unix.EACCES},
-		{"a table of no slot", func() int { return dup(t, good.ring.Fd()) }, func() int { return memfd(0, seal) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
-		{"a table not of whole pages", func() int { return dup(t, good.ring.Fd()) }, func() int { return memfd(4000, seal) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
-		{"a huge table", func() int { return dup(t, good.ring.Fd()) }, func() int { return memfd(1<<20, seal) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
+		{"an unsealed table", func() int { return dup(t, good.set.Fd()) }, func() int { return memfd(4096, 0) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
+		{"a table sealed against writing", func() int { return dup(t, good.set.Fd()) }, func() int { return memfd(4096, seal|unix.F_SEAL_WRITE) }, func() int { return dup(t, good.wake) }, 0, unix.EACCES},
+		{"a table of no slot", func() int { return dup(t, good.set.Fd()) }, func() int { return memfd(0, seal) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
+		{"a table not of whole pages", func() int { return dup(t, good.set.Fd()) }, func() int { return memfd(4000, seal) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
+		{"a huge table", func() int { return dup(t, good.set.Fd()) }, func() int { return memfd(1<<20, seal) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
+		{"a set of one ring, where the daemon has 2", func() int { return dup(t, newShareSide(t, 1, 1<<14, 4096).set.Fd()) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
+		{"a set of 3 rings", func() int { return dup(t, newShareSide(t, 3, 1<<14, 4096).set.Fd()) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
+		{"a set of rings too large", func() int { return dup(t, newShareSide(t, 2, 2*wire.MaxRing, 4096).set.Fd()) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
+		{"an unsealed set", unsealed, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
+		{"a set sealed against writing", func() int { return memfd(pg+2*(pg+1<<14), seal|unix.F_SEAL_WRITE) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 0, unix.EACCES},
+		{"a hugetlbfs set", hugetlb, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
 		{"a pipe for a ring", func() int { var p [2]int; unix.Pipe2(p[:], unix.O_CLOEXEC); unix.Close(p[0]); return p[1] }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
-		{"a ring that is not a ring", func() int { return memfd(4096+4096, seal) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
-		{"a stream socket to wake", func() int { return dup(t, good.ring.Fd()) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, stream[0]) }, 0, unix.EINVAL},
-		{"a memfd to wake", func() int { return dup(t, good.ring.Fd()) }, func() int { return dup(t, good.tableFD) }, func() int { return memfd(4096, 0) }, 0, unix.EINVAL},
-		{"over the uid's shared memory", func() int { return dup(t, newShareSide(t, 1<<16, 4096).ring.Fd()) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 4242, unix.ENOMEM},
+		{"a set that is not a set", func() int { return memfd(pg+2*(pg+1<<14), seal) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 0, unix.EINVAL},
+		{"a stream socket to wake", func() int { return dup(t, good.set.Fd()) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, stream[0]) }, 0, unix.EINVAL},
+		{"a datagram socket to wake (ABI 1's)", func() int { return dup(t, good.set.Fd()) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, dgram[0]) }, 0, unix.EINVAL},
+		{"a memfd to wake", func() int { return dup(t, good.set.Fd()) }, func() int { return dup(t, good.tableFD) }, func() int { return memfd(4096, 0) }, 0, unix.EINVAL},
+		{"over the uid's shared memory", func() int { return dup(t, newShareSide(t, 2, 1<<16, 4096).set.Fd()) }, func() int { return dup(t, good.tableFD) }, func() int { return dup(t, good.wake) }, 4242, unix.ENOMEM},
 	} {
 		_, err := s.FUSEShare(f, w, tc.uid, subsys.Cred{}, tc.ring(), tc.table(), tc.wake())
 		if !errors.Is(err, tc.want) {
@@ -253,13 +289,19 @@ func TestFUSEShareRefuses(t *testing.T) {
 	if st := s.Stats(); st.SharedKB != 0 || s.RingStats().Rings != 0 {
 		t.Errorf("refused shares left %d KiB counted, %d rings", st.SharedKB, s.RingStats().Rings)
 	}
+	// The good one is taken, after all that.
+	sh, err := s.FUSEShare(f, w, 0, subsys.Cred{}, dup(t, good.set.Fd()), dup(t, good.tableFD), dup(t, good.wake))
+	if err != nil {
+		t.Fatalf("the good share: %v", err)
+	}
+	sh.Close()
 }
 
 // FuzzShareRing drives a share's ring — the interposer's, handed over
 // through FUSE — with arbitrary operations: records of any write index
 // (the file's, preload.VoidIndex, wire.LostIndex with any payload),
 // garbage anywhere in the ring, the head moved anywhere, records reserved
-// and never committed, datagrams on the wake socket, and scribbles over
+// and never committed, writes to the set's eventfd, and scribbles over
 // the validation table (which the daemon never reads). The daemon must not
 // crash or block, a flush must return, and Close must release the ring
 // and every byte it counted. (What it delivers is checked as any write is,
@@ -283,16 +325,19 @@ func FuzzShareRing(f *testing.F) {
 		if err := sys.FS().WriteFile("events/user_events/fz_rl/enable", []byte("1"), 0, subsys.Cred{PerfmonCapable: true}); err != nil {
 			t.Fatal(err)
 		}
-		sd := newShareSide(t, 1<<14, 4096)
+		sd := newShareSide(t, s.Rings(), 1<<14, 4096)
 		sh, err := sd.take(t, s, file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mem, err := unix.Mmap(sd.ring.Fd(), 0, unix.Getpagesize()+sd.ring.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		// Ring 0 of the set: its header page at P (set.go).
+		pg := unix.Getpagesize()
+		set, err := unix.Mmap(sd.set.Fd(), 0, 2*pg+sd.ring.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer unix.Munmap(mem)
+		defer unix.Munmap(set)
+		mem := set[pg:]
 		table, err := unix.Mmap(sd.tableFD, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		if err != nil {
 			t.Fatal(err)
@@ -329,9 +374,9 @@ func FuzzShareRing(f *testing.F) {
 				wire.LE.PutUint64(mem[64:], wire.LE.Uint64(m[1:])^uint64(m[0]))
 			case 3: // reserved, never committed
 				sd.ring.Reserve(shmring.Meta{WriteIndex: rl}, int(next(1)[0])%64)
-			case 4: // datagrams on the wake socket
+			case 4: // the eventfd written, up to its limit
 				for range next(1)[0] % 8 {
-					unix.Sendto(sd.other, []byte{1}, unix.MSG_DONTWAIT, nil)
+					unix.Write(sd.wake, []byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 				}
 			case 5: // the table scribbled
 				m := next(3)

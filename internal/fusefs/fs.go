@@ -82,12 +82,16 @@ type Options struct {
 	// closing the device.
 	Dev uint64
 	// Share, if set, takes the shares that processes preloaded with the
-	// interposer (package preload) set up on user_events_data: a ring and
-	// a validation table per (open file, process), served by the daemon
-	// (daemon.Server.FUSEShare; cmd/uetrace joins them). nil: the
-	// interposer's ioctls are ENOTTY, as on a kernel, and its programs
-	// write through FUSE.
+	// interposer (package preload) set up on user_events_data: a ring set
+	// of Rings rings and a validation table per (open file, process),
+	// served by the daemon (daemon.Server.FUSEShare; cmd/uetrace joins
+	// them). nil: the interposer's ioctls are ENOTTY, as on a kernel, and
+	// its programs write through FUSE.
 	Share func(ShareRequest) (Share, error)
+	// Rings is R, the rings of the ring set a share is — the daemon's
+	// drainers (daemon.Server.Rings) — which UET_IOC_ID tells the
+	// interposer before it makes the set. Needed with Share.
+	Rings int
 	// V10 serves the v10 ABI of user_events besides today's (v10.go): a
 	// DIAG_IOCSREG of a 24-byte struct user_reg — EINVAL in today's ABI —
 	// gets a status index, and the interposer's status pages are kept

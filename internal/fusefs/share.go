@@ -2,8 +2,9 @@ package fusefs
 
 // The interposer's side of user_events_data (package preload): the private
 // ioctls with which a process preloaded with libuetrace-preload.so learns
-// which open file a descriptor is (UET_IOC_ID) and hands the daemon a ring
-// and a validation table for it (UET_IOC_SHARE), and the shares' lives —
+// which open file a descriptor is and how many rings a share's set has
+// (UET_IOC_ID) and hands the daemon a ring set and a validation table for
+// it (UET_IOC_SHARE), and the shares' lives —
 // until the process exits or execs, or the file's release.
 
 import (
@@ -28,7 +29,7 @@ import (
 // caller) — never anything the process said.
 type ShareRequest struct {
 	// File is the open user_events_data: its write indexes are the only
-	// ones the ring's records can reach.
+	// ones the rings' records can reach.
 	File *subsys.File
 	// Writer is the calling process: TGID and Comm.
 	Writer subsys.Writer
@@ -36,18 +37,18 @@ type ShareRequest struct {
 	// effective uid as this process sees it, and its privilege).
 	UID  uint32
 	Cred subsys.Cred
-	// Ring, Table and Wake are this process's descriptors for the ring's
-	// memfd, the table's memfd and the daemon's end of the wake socket
-	// pair, taken from the caller with pidfd_getfd: Options.Share takes
-	// them over (closes them), whatever it answers.
-	Ring, Table, Wake int
+	// Set, Table and Wake are this process's descriptors for the ring
+	// set's memfd (of Options.Rings rings), the table's memfd and the
+	// set's wake eventfd, taken from the caller with pidfd_getfd:
+	// Options.Share takes them over (closes them), whatever it answers.
+	Set, Table, Wake int
 }
 
 // Share is a share Options.Share took (daemon.Share).
 type Share interface {
 	// Slots is the number of write indexes the table describes.
 	Slots() uint32
-	// Wake has the ring drained now (the process lost its wake socket).
+	// Wake has the rings drained now (the process lost its eventfd).
 	Wake()
 	// Close delivers what the process published and releases the share.
 	Close()
@@ -80,6 +81,7 @@ func (h *dataHandle) interposerIoctl(r *fuse.Request, cmd uint32, in []byte, out
 		out := make([]byte, preload.IDSize)
 		binary.NativeEndian.PutUint64(out, h.id)
 		binary.NativeEndian.PutUint32(out[8:], preload.ABIVersion)
+		binary.NativeEndian.PutUint32(out[preload.IDOffRings:], uint32(h.fs.o.Rings))
 		return 0, out, nil
 	case preload.IocShare:
 		return h.share(r, in, outSize)
@@ -87,7 +89,7 @@ func (h *dataHandle) interposerIoctl(r *fuse.Request, cmd uint32, in []byte, out
 		h.smu.Lock()
 		for _, e := range h.shares {
 			e.sh.Wake()
-			break // one nudge drains every ring
+			break // one nudge wakes every drainer
 		}
 		h.smu.Unlock()
 		return 0, nil, nil
@@ -100,8 +102,8 @@ func (h *dataHandle) interposerIoctl(r *fuse.Request, cmd uint32, in []byte, out
 	return 0, nil, unix.ENOTTY
 }
 
-// share is UET_IOC_SHARE: the calling process's ring, table and wake
-// socket, by their numbers in its descriptor table, for this open file. A
+// share is UET_IOC_SHARE: the calling process's ring set, table and
+// eventfd, by their numbers in its descriptor table, for this open file. A
 // process has one share of a file: a second is EBUSY, unless the process
 // exec'd since (its new program's library starts afresh), when the old
 // one is released first.
@@ -131,11 +133,11 @@ func (h *dataHandle) share(r *fuse.Request, in []byte, outSize uint32) (int32, [
 		comm = "<...>" // the trace's name for a task it does not know
 	}
 	req := ShareRequest{File: h.f, Writer: subsys.Writer{TGID: int32(c.TGID), Comm: comm},
-		UID: h.fs.ident(c.TID, nil).uid, Cred: h.fs.o.Cred(c.TGID), Ring: -1, Table: -1, Wake: -1}
-	for i, dst := range []*int{&req.Ring, &req.Table, &req.Wake} {
+		UID: h.fs.ident(c.TID, nil).uid, Cred: h.fs.o.Cred(c.TGID), Set: -1, Table: -1, Wake: -1}
+	for i, dst := range []*int{&req.Set, &req.Table, &req.Wake} {
 		fd, err := c.Mem.GetFD(fds[i])
 		if err != nil {
-			closeFDs(req.Ring, req.Table, req.Wake)
+			closeFDs(req.Set, req.Table, req.Wake)
 			return 0, nil, errnoOf(fmt.Errorf("share: %w", err))
 		}
 		*dst = fd
@@ -167,7 +169,7 @@ func (h *dataHandle) share(r *fuse.Request, in []byte, outSize uint32) (int32, [
 // parseShare reads struct uet_share as FUSE copied it from the caller (in;
 // outSize bytes go back): the size, the ABI version, no flags, the id of
 // the file the ioctl was made on (id), and three descriptor numbers —
-// ring, table, wake — which must be descriptors (not negative) and
+// set, table, wake — which must be descriptors (not negative) and
 // distinct. Anything else is EINVAL.
 func parseShare(in []byte, outSize uint32, id uint64) ([3]int, error) {
 	ne := binary.NativeEndian
@@ -177,7 +179,7 @@ func parseShare(in []byte, outSize uint32, id uint64) ([3]int, error) {
 		ne.Uint32(in[preload.ShareOffFlags:]) != 0 || ne.Uint64(in[preload.ShareOffFileID:]) != id {
 		return fds, unix.EINVAL
 	}
-	for i, off := range []int{preload.ShareOffRingFD, preload.ShareOffTableFD, preload.ShareOffWakeFD} {
+	for i, off := range []int{preload.ShareOffSetFD, preload.ShareOffTableFD, preload.ShareOffWakeFD} {
 		fds[i] = int(int32(ne.Uint32(in[off:])))
 		if fds[i] < 0 {
 			return fds, unix.EINVAL

@@ -16,7 +16,7 @@ func shareBytes(ring, table, wake int32, id uint64) []byte {
 	ne := binary.NativeEndian
 	ne.PutUint32(b[preload.ShareOffSize:], preload.ShareSize)
 	ne.PutUint32(b[preload.ShareOffABI:], preload.ABIVersion)
-	ne.PutUint32(b[preload.ShareOffRingFD:], uint32(ring))
+	ne.PutUint32(b[preload.ShareOffSetFD:], uint32(ring))
 	ne.PutUint32(b[preload.ShareOffTableFD:], uint32(table))
 	ne.PutUint32(b[preload.ShareOffWakeFD:], uint32(wake))
 	ne.PutUint64(b[preload.ShareOffFileID:], id)
@@ -34,7 +34,7 @@ func TestParseShare(t *testing.T) {
 		"the same fd":     shareBytes(3, 3, 5, 7),
 		"short":           ok[:preload.ShareSize-1],
 		"flags":           func() []byte { b := shareBytes(3, 4, 5, 7); b[preload.ShareOffFlags] = 1; return b }(),
-		"another version": func() []byte { b := shareBytes(3, 4, 5, 7); b[preload.ShareOffABI] = 2; return b }(),
+		"another version": func() []byte { b := shareBytes(3, 4, 5, 7); b[preload.ShareOffABI] = 1; return b }(), // a library of ABI 1: one ring
 		"another size":    func() []byte { b := shareBytes(3, 4, 5, 7); b[preload.ShareOffSize] = 41; return b }(),
 	}
 	for name, b := range bad {

@@ -5,8 +5,10 @@ package preload
 // compiles it and checks that every number here is the header's.
 const (
 	// ABIVersion is the interposer ABI's version, in UET_IOC_ID's answer
-	// and UET_IOC_SHARE's request.
-	ABIVersion = 1
+	// and UET_IOC_SHARE's request. Version 2: a share is a ring set of
+	// the R rings UET_IOC_ID says, woken by an eventfd (version 1: one
+	// ring, woken by a datagram socket).
+	ABIVersion = 2
 
 	// DataIno and StatusIno are the inode numbers the tree gives
 	// user_events_data and user_events_status ("uetd", "uets"), fixed for
@@ -71,7 +73,7 @@ func SlotWord(status, nloc, flags uint8) uint32 {
 // library is built for. A kernel's user_events_data answers them ENOTTY.
 const (
 	// IocID is UET_IOC_ID, _IOR('*', 0x80, struct uet_id): out, the open
-	// file's id, the ABI version and flags.
+	// file's id, the ABI version and R, the rings of the set a share is.
 	IocID = 0x80102a80
 	// IocShare is UET_IOC_SHARE, _IOWR('*', 0x81, struct uet_share).
 	IocShare = 0xc0282a81
@@ -85,18 +87,21 @@ const (
 	// uet_status_page), on user_events_status: the v10 ABI's status page.
 	IocStatus = 0x40082a84
 
-	IDSize     = 16 // struct uet_id: u64 file_id, u32 abi, u32 flags
+	IDSize     = 16 // struct uet_id: u64 file_id, u32 abi, u32 rings
 	ShareSize  = 40 // struct uet_share (below)
 	StatusSize = 8  // struct uet_status_page: u32 size, s32 page_fd
 )
 
-// struct uet_share's fields: u32 size, u32 abi, s32 ring_fd, s32 wake_fd,
-// s32 table_fd, u32 flags, u64 file_id (in), u32 nslots (out), u32
-// reserved.
+// struct uet_id's field rings, at IDOffRings.
+const IDOffRings = 12
+
+// struct uet_share's fields: u32 size, u32 abi, s32 set_fd (the ring set's
+// memfd), s32 wake_fd (its eventfd), s32 table_fd, u32 flags, u64 file_id
+// (in), u32 nslots (out), u32 reserved.
 const (
 	ShareOffSize    = 0
 	ShareOffABI     = 4
-	ShareOffRingFD  = 8
+	ShareOffSetFD   = 8
 	ShareOffWakeFD  = 12
 	ShareOffTableFD = 16
 	ShareOffFlags   = 20

@@ -231,10 +231,10 @@ func TestABIHeader(t *testing.T) {
 		{"UET_SLOT_OFF_RINGMAX", SlotOffRingMax}, {"UET_SLOT_OFF_TYPEID", SlotOffTypeID}, {"UET_SLOT_OFF_LOC", SlotOffLoc},
 		{"UET_W_READY", WordReady}, {"UET_SLOT_FUSE", SlotFUSE}, {"UET_LOC_REL", LocRel}, {"UET_LOC_CHAR", LocChar},
 		{"UET_IOC_ID", IocID}, {"UET_IOC_SHARE", IocShare}, {"UET_IOC_WAKE", IocWake}, {"UET_IOC_FLUSH", IocFlush},
-		{"UET_IOC_STATUS", IocStatus}, {"sizeof(struct uet_id)", IDSize}, {"sizeof(struct uet_share)", ShareSize},
+		{"UET_IOC_STATUS", IocStatus}, {"sizeof(struct uet_id)", IDSize}, {"offsetof(struct uet_id, rings)", IDOffRings}, {"sizeof(struct uet_share)", ShareSize},
 		{"sizeof(struct uet_status_page)", StatusSize},
 		{"offsetof(struct uet_share, size)", ShareOffSize}, {"offsetof(struct uet_share, abi)", ShareOffABI},
-		{"offsetof(struct uet_share, ring_fd)", ShareOffRingFD}, {"offsetof(struct uet_share, wake_fd)", ShareOffWakeFD},
+		{"offsetof(struct uet_share, set_fd)", ShareOffSetFD}, {"offsetof(struct uet_share, wake_fd)", ShareOffWakeFD},
 		{"offsetof(struct uet_share, table_fd)", ShareOffTableFD}, {"offsetof(struct uet_share, flags)", ShareOffFlags},
 		{"offsetof(struct uet_share, file_id)", ShareOffFileID}, {"offsetof(struct uet_share, nslots)", ShareOffNSlots},
 	}

@@ -65,12 +65,12 @@ func newTree(t *testing.T, v10 ...bool) *tree {
 	tr.srv = daemon.New(daemon.Config{Subsystem: tr.sys, Logger: slog.New(slog.DiscardHandler)})
 	mt, err := fusefs.Mount(tr.dir, tr.sys, fusefs.Options{Flush: tr.srv.Flush, V10: len(v10) > 0 && v10[0],
 		Share: func(r fusefs.ShareRequest) (fusefs.Share, error) {
-			sh, err := tr.srv.FUSEShare(r.File, r.Writer, r.UID, r.Cred, r.Ring, r.Table, r.Wake)
+			sh, err := tr.srv.FUSEShare(r.File, r.Writer, r.UID, r.Cred, r.Set, r.Table, r.Wake)
 			if err != nil {
 				return nil, err
 			}
 			return sh, nil
-		}})
+		}, Rings: tr.srv.Rings()})
 	if err != nil {
 		t.Fatal(err)
 	}

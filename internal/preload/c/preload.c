@@ -2,8 +2,9 @@
 //
 // preload.c — libuetrace-preload.so, the interposer: a program that writes
 // [write_index][payload] to the user_events_data of uetrace's tree publishes
-// the record into a shared-memory ring the daemon drains — the format of
-// internal/shmring, byte for byte — with no system call, and gets the
+// the record into the ring of the CPU it runs on, of a shared-memory ring
+// set the daemon drains — the format of internal/shmring's sets, byte for
+// byte — with no system call, and gets the
 // kernel's return value and errno at once. Every other call goes to libc as
 // it came. The package doc (doc.go) says what it is for and how it is
 // built; this file is all of it but two routines in assembly
@@ -14,10 +15,12 @@
 //     fstat (the tree's st_dev and the file's fixed st_ino) and a private
 //     ioctl the tree alone answers, and kept right by close, dup, dup2,
 //     dup3, fcntl(F_DUPFD*), close_range, closefrom and fclose;
-//   - per process, per open file, a share: a ring the process publishes
-//     into and a table the daemon writes for it (each write index's enabled
-//     state, size and __data_loc/__rel_loc rules: uet_abi.h), set up at the
-//     first write by handing the daemon the descriptors (UET_IOC_SHARE);
+//   - per process, per open file, a share: a ring set the process publishes
+//     into — internal/shmring's set, one ring per CPU index, R of them as
+//     the daemon's drainers are (UET_IOC_ID says R) — and a table the daemon
+//     writes for it (each write index's enabled state, size and
+//     __data_loc/__rel_loc rules: uet_abi.h), set up at the first write by
+//     handing the daemon the descriptors (UET_IOC_SHARE);
 //   - the write path, with the kernel's checks in user_events_write_core's
 //     order, a copy that turns a bad buffer into EFAULT instead of SIGSEGV,
 //     loss records for a full ring, and the daemon's wake-up;
@@ -43,6 +46,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <linux/kcmp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -54,7 +58,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -165,8 +169,9 @@ static int preload_off;        // UETRACE_PRELOAD=off: every call goes to libc
 static int abi_v10;            // UETRACE_ABI=v10: the v10 ABI's status page (uetrace run --abi v10)
 static uint64_t tree_dev;      // UETRACE_TREE: the tree's st_dev (0: any FUSE file system)
 static long page_size = 4096;
-#define RING_DEFAULT (1u << 20)
-static uint64_t ring_size = RING_DEFAULT; // UETRACE_RING_KB
+#define RING_DEFAULT (1u << 20) // a set's rings together (userevents.DefaultRingKB)
+#define RING_MIN (64u << 10)    // the least a ring takes by default (userevents' minRingKB)
+static uint64_t ring_size;       // UETRACE_RING_KB: each ring's; 0: ring_bytes decides
 
 // ---- descriptors: which are ours ----
 //
@@ -267,32 +272,44 @@ static unsigned file_slot(uint64_t dev, uint64_t id)
 
 enum { SH_NONE = 0, SH_SETUP, SH_READY, SH_FAILED };
 
-// A share is this process's ring and table for one open file.
-struct share {
-	_Atomic uint32_t state;
-	uint32_t nslots;
-	uint8_t *base; // the ring: its header page, then the data twice
-	uint8_t *data;
-	uint64_t size, mask, key;
-	uint64_t ring_total, table_total;
+// A ring is one ring of a share's set, as its producer sees it
+// (shmring.Producer): its own line, so that threads on different CPUs
+// never write one.
+struct ring {
+	uint8_t *data; // its data area, mapped twice back to back
+	uint64_t key;
 	_Atomic uint64_t *head, *tail, *dropped, *dropbytes;
 	_Atomic uint32_t *sleeping;
 	_Atomic uint64_t tailc; // the tail this process last loaded (shmring.Producer's cached tail)
+} __attribute__((aligned(64)));
+
+// A share is this process's ring set and table for one open file.
+struct share {
+	_Atomic uint32_t state;
+	uint32_t nslots;
+	uint32_t nrings;    // R, the daemon's ring count
+	uint32_t pow2;      // R is a power of two: a mask picks the ring
+	struct ring *rings; // R of them, in a mapping of their own
+	uint8_t *base;      // the set's mapping: R × (header page, data twice)
+	uint64_t size, mask;
+	uint64_t set_total, rings_total, table_total;
 	const struct uet_slot *slots;
-	_Atomic int wake_fd;
-	uint64_t wake_dev, wake_ino;
+	// The set's wake eventfd, and a second descriptor of it that says the
+	// first is still it (kcmp; see send_wake); pid is this process's.
+	_Atomic int wake_fd, wake_ref;
+	int32_t pid;
 	// Records the full ring made us drop, not told yet in a loss record:
 	// per write index, and which indexes have some.
 	_Atomic uint32_t lossy;
 	_Atomic uint64_t lossbits[UET_TABLE_SLOTS / 64];
 	_Atomic uint64_t lost[UET_TABLE_SLOTS];
 	_Atomic uint64_t voids, wakes_lost; // uetrace_preload_stats
-	// full counts the records dropped since the ring last took one: at
-	// the 1st, 2nd, 4th, … and then every FULL_RECHECK-th drop of a run,
-	// the library looks whether the tree is still served (drain_gone) —
-	// again and again, since a daemon that was alive when the ring filled
-	// may let the ring go a moment later, and then nothing ever empties it.
-	_Atomic uint32_t full;
+	// look_at is when (now_ns) a full ring's drop next looks whether the
+	// tree is still served (drain_gone): at the first drop, then at most
+	// every LOOK_GONE_NS while drops go on — again and again, since a
+	// daemon that was alive when the ring filled may go a moment later,
+	// and then nothing ever empties it.
+	_Atomic uint64_t look_at;
 };
 
 // proc is this process's: one mapping with MADV_WIPEONFORK, so that a fork
@@ -526,22 +543,29 @@ EXPORT sighandler_t signal(int sig, sighandler_t h)
 	return next_signal(sig, h);
 }
 
-// ---- the ring: internal/shmring's producer, in C ----
+// ---- the ring set: internal/shmring's SetProducer, in C ----
 //
-// reserve and commit follow shmring's Producer.TryReserve and
-// Reservation.Commit step for step; shmring's package doc gives the
-// memory-ordering argument. The daemon checks every record as a hostile
-// producer's.
+// reserve, commit and wake follow shmring's Producer.TryReserve,
+// Reservation.Commit and Producer.wake step for step, on the ring of the
+// CPU the caller runs on (SetProducer.For: cpu mod R); shmring's package
+// doc gives the memory-ordering argument, set.go the set's layout. The
+// daemon checks every record as a hostile producer's.
 
-static inline uint32_t ring_stamp(const struct share *s, uint64_t pos) { return (uint32_t)(pos >> 3) ^ (uint32_t)s->key; }
-static inline uint32_t ring_check(const struct share *s, uint64_t pos) { return (uint32_t)(pos >> 35) ^ (uint32_t)(s->key >> 32); }
+static inline uint32_t ring_stamp(const struct ring *r, uint64_t pos) { return (uint32_t)(pos >> 3) ^ (uint32_t)r->key; }
+static inline uint32_t ring_check(const struct ring *r, uint64_t pos) { return (uint32_t)(pos >> 35) ^ (uint32_t)(r->key >> 32); }
 static inline uint64_t align8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
 #define MAX_STALE 64
 
-// reserve takes the space for a record of plen payload bytes, stores its
-// first word (committed bit clear) and its constant header fields, and
-// returns it; NULL when the ring has no room.
-static inline uint8_t *reserve(struct share *s, uint32_t widx, uint64_t plen, uint64_t *wordp)
+// ring_of is the ring of CPU cpu: SetProducer.Index.
+static inline struct ring *ring_of(const struct share *s, uint32_t cpu)
+{
+	return &s->rings[s->pow2 ? cpu & (s->nrings - 1) : cpu % s->nrings];
+}
+
+// reserve takes the space for a record of plen payload bytes in ring r,
+// stores its first word (committed bit clear) and its constant header
+// fields, and returns it; NULL when the ring has no room.
+static inline uint8_t *reserve(const struct share *s, struct ring *r, uint32_t widx, uint64_t plen, uint64_t *wordp)
 {
 	if (plen > s->size - UET_REC_HEADER)
 		return NULL;
@@ -549,11 +573,11 @@ static inline uint8_t *reserve(struct share *s, uint32_t widx, uint64_t plen, ui
 	int stale = 0;
 	for (;;) {
 		// Head first, then tail: tail only grows.
-		uint64_t h = atomic_load_explicit(s->head, acquire);
-		uint64_t t = atomic_load_explicit(&s->tailc, relaxed);
+		uint64_t h = atomic_load_explicit(r->head, acquire);
+		uint64_t t = atomic_load_explicit(&r->tailc, relaxed);
 		if (h - t > s->size - sz) {
-			t = atomic_load_explicit(s->tail, acquire);
-			atomic_store_explicit(&s->tailc, t, relaxed);
+			t = atomic_load_explicit(r->tail, acquire);
+			atomic_store_explicit(&r->tailc, t, relaxed);
 			if (t - h - 1 < s->size && stale < MAX_STALE) {
 				stale++; // a head older than the tail: load both again
 				continue;
@@ -561,57 +585,72 @@ static inline uint8_t *reserve(struct share *s, uint32_t widx, uint64_t plen, ui
 			if (h - t > s->size - sz)
 				return NULL;
 		}
-		if (atomic_compare_exchange_weak_explicit(s->head, &h, h + sz, seqcst, relaxed)) {
+		if (atomic_compare_exchange_weak_explicit(r->head, &h, h + sz, seqcst, relaxed)) {
 			pos = h;
 			break;
 		}
 	}
-	uint8_t *rec = s->data + (pos & s->mask);
-	__builtin_prefetch(s->data + ((pos + UET_PREFETCH_AHEAD) & s->mask), 1, 3); // PREFETCHW
-	uint64_t word = n | (uint64_t)ring_stamp(s, pos) << 32;
+	uint8_t *rec = r->data + (pos & s->mask);
+	__builtin_prefetch(r->data + ((pos + UET_PREFETCH_AHEAD) & s->mask), 1, 3); // PREFETCHW
+	uint64_t word = n | (uint64_t)ring_stamp(r, pos) << 32;
 	// The first store, a plain MOV (shmring's storeFirst): from here a
 	// consumer that finds the producer dead knows the record's length.
 	*(volatile uint64_t *)rec = word;
 	if (sz > n)
 		*(uint64_t *)(rec + sz - 8) = 0; // the padding: no stale bytes that look like a header
 	*(uint32_t *)(rec + 16) = widx;
-	*(uint32_t *)(rec + 28) = ring_check(s, pos);
+	*(uint32_t *)(rec + 28) = ring_check(r, pos);
 	*wordp = word;
 	return rec;
 }
 
 // stamp_rec writes the time, thread and CPU: after the reservation, as the
-// daemon's merge requires (shmring.Reservation.Stamp).
-static inline void stamp_rec(uint8_t *rec)
+// daemon's merge requires (shmring.Reservation.Stamp). cpu is the one the
+// ring was chosen by: the record says where its producer read it.
+static inline void stamp_rec(uint8_t *rec, uint32_t cpu)
 {
 	*(uint64_t *)(rec + 8) = now_ns();
 	*(uint32_t *)(rec + 20) = (uint32_t)cur_tid();
-	*(uint32_t *)(rec + 24) = cur_cpu();
+	*(uint32_t *)(rec + 24) = cpu;
 }
 
-static void wake(struct share *s, int fd);
+static void wake(struct share *s, struct ring *r, int fd);
 static long send_wake(struct share *s);
-#define WAKE_LOST (-10000) // send_wake: the descriptor is not the wake socket any more
+#define WAKE_LOST (-10000) // send_wake: the descriptor is not the set's eventfd any more
 
 // commit publishes the record (XCHG: sequentially consistent, as Go's
 // atomic store), then looks at the consumer's sleeping word.
-static inline void commit(struct share *s, uint8_t *rec, uint64_t word, int fd)
+static inline void commit(struct share *s, struct ring *r, uint8_t *rec, uint64_t word, int fd)
 {
 	atomic_store_explicit((_Atomic uint64_t *)rec, word | UET_REC_COMMITTED, seqcst);
-	if (unlikely(atomic_load_explicit(s->sleeping, relaxed) != 0))
-		wake(s, fd);
+	if (unlikely(atomic_load_explicit(r->sleeping, relaxed) != 0))
+		wake(s, r, fd);
 }
 
-// wake is the rare path: the daemon said it sleeps. The first publisher to
-// clear the word sends one datagram on the wake socket — after checking
-// that the descriptor is still that socket, since the program may have
-// closed it behind our back with a raw system call and reused the number:
-// no byte ever goes to a file of the program's. A lost socket is replaced
-// by a FUSE request on the file written (UET_IOC_WAKE).
-static void wake(struct share *s, int fd)
+// wake is the rare path: the daemon said it sleeps, until the ring holds
+// anything (1) or w bytes (w > 1: a watermark). As shmring's
+// Producer.wake: a watermark is checked on this process's copy of the
+// tail, which makes the ring look fuller than it is, and only if that
+// passes on the shared tail; the fill is head, loaded after this commit.
+// The first publisher to take the word to 0 adds 1 to the set's eventfd —
+// after checking that the descriptor is still that eventfd, since the
+// program may have closed it behind our back with a raw system call and
+// reused the number: no byte ever goes to a file of the program's. A lost
+// eventfd is replaced by a FUSE request on the file written
+// (UET_IOC_WAKE).
+static void wake(struct share *s, struct ring *r, int fd)
 {
-	uint32_t one = 1;
-	if (!atomic_compare_exchange_strong_explicit(s->sleeping, &one, 0, seqcst, relaxed))
+	uint32_t w = atomic_load_explicit(r->sleeping, seqcst);
+	if (w > 1) {
+		uint64_t h = atomic_load_explicit(r->head, acquire);
+		if (h - atomic_load_explicit(&r->tailc, relaxed) < w)
+			return;
+		uint64_t t = atomic_load_explicit(r->tail, acquire);
+		atomic_store_explicit(&r->tailc, t, relaxed);
+		if (h - t < w)
+			return;
+	}
+	if (w == 0 || !atomic_compare_exchange_strong_explicit(r->sleeping, &w, 0, seqcst, relaxed))
 		return;
 	if (send_wake(s) != WAKE_LOST)
 		return;
@@ -620,23 +659,25 @@ static void wake(struct share *s, int fd)
 		sys3(SYS_ioctl, fd, UET_IOC_WAKE, 0);
 }
 
-// send_wake sends one datagram on the wake socket, if the descriptor is
-// still that socket; it returns sendto's answer, or WAKE_LOST. A closed
-// peer (ECONNREFUSED) is a daemon that let the ring go, or is gone.
+// send_wake adds 1 to the set's eventfd if the descriptor is still that
+// eventfd — the same open file as wake_ref, which kcmp(2) says without
+// reading either (every eventfd has one inode: fstat cannot tell ours from
+// the program's) — and returns write's answer, or WAKE_LOST. The daemon
+// never reads the eventfd (its epoll is edge-triggered): a full counter is
+// EAGAIN, harmless.
 static long send_wake(struct share *s)
 {
-	int w = atomic_load_explicit(&s->wake_fd, acquire);
-	struct stat st;
-	if (w < 0 || sys2(SYS_fstat, w, &st) != 0 || (uint64_t)st.st_dev != s->wake_dev || (uint64_t)st.st_ino != s->wake_ino)
+	int w = atomic_load_explicit(&s->wake_fd, acquire), ref = atomic_load_explicit(&s->wake_ref, acquire);
+	if (w < 0 || ref < 0 || sys6(SYS_kcmp, s->pid, s->pid, KCMP_FILE, w, ref, 0) != 0)
 		return WAKE_LOST;
-	char b = 1;
-	return sys6(SYS_sendto, w, (long)&b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, 0, 0);
+	uint64_t one = 1;
+	return sys3(SYS_write, w, &one, sizeof one);
 }
 
-static void drop(struct share *s, uint64_t plen)
+static void drop(struct ring *r, uint64_t plen)
 {
-	atomic_fetch_add_explicit(s->dropped, 1, relaxed);
-	atomic_fetch_add_explicit(s->dropbytes, align8(plen + UET_REC_HEADER), relaxed);
+	atomic_fetch_add_explicit(r->dropped, 1, relaxed);
+	atomic_fetch_add_explicit(r->dropbytes, align8(plen + UET_REC_HEADER), relaxed);
 }
 
 // lose counts a record of idx dropped; the index's bit and the share's
@@ -651,26 +692,30 @@ static void lose(struct share *s, uint32_t idx)
 	}
 }
 
-// has_room says whether a record of sz bytes (aligned) would fit now, as
-// reserve decides, without reserving: while the ring stays full, writes
-// do not try to publish their losses record by record.
-static inline int has_room(struct share *s, uint64_t sz)
+// has_room says whether a record of sz bytes (aligned) would fit in ring r
+// now, as reserve decides, without reserving: while the ring stays full,
+// writes do not try to publish their losses record by record.
+static inline int has_room(const struct share *s, struct ring *r, uint64_t sz)
 {
-	uint64_t h = atomic_load_explicit(s->head, acquire);
-	uint64_t t = atomic_load_explicit(&s->tailc, relaxed);
+	uint64_t h = atomic_load_explicit(r->head, acquire);
+	uint64_t t = atomic_load_explicit(&r->tailc, relaxed);
 	if (h - t <= s->size - sz)
 		return 1;
-	t = atomic_load_explicit(s->tail, acquire);
-	atomic_store_explicit(&s->tailc, t, relaxed);
+	t = atomic_load_explicit(r->tail, acquire);
+	atomic_store_explicit(&r->tailc, t, relaxed);
 	return h - t <= s->size - sz;
 }
 
-// publish_losses tells the daemon, in loss records, of the records the
-// full ring made us drop; what does not fit waits (TryReserve: not a drop).
-// It reports whether everything was told.
+// publish_losses tells the daemon, in loss records in the ring of the CPU
+// the caller runs on, of the records the full rings made us drop (a loss
+// belongs to its write index, not to a ring: the daemon places it before
+// the ring's next record); what does not fit waits (TryReserve: not a
+// drop). It reports whether everything was told.
 static int publish_losses(struct share *s, int fd)
 {
-	if (!has_room(s, UET_REC_HEADER + UET_LOST_PAYLOAD))
+	uint32_t cpu = cur_cpu();
+	struct ring *r = ring_of(s, cpu);
+	if (!has_room(s, r, UET_REC_HEADER + UET_LOST_PAYLOAD))
 		return 0;
 	atomic_store_explicit(&s->lossy, 0, seqcst);
 	for (unsigned w = 0; w < UET_TABLE_SLOTS / 64; w++) {
@@ -682,24 +727,24 @@ static int publish_losses(struct share *s, int fd)
 			if (n == 0)
 				continue;
 			uint64_t word;
-			uint8_t *rec = reserve(s, UET_LOST_INDEX, UET_LOST_PAYLOAD, &word);
+			uint8_t *rec = reserve(s, r, UET_LOST_INDEX, UET_LOST_PAYLOAD, &word);
 			if (!rec) {
 				atomic_fetch_add_explicit(&s->lost[i], n, relaxed);
 				atomic_store_explicit(&s->lossy, 1, relaxed);
 				return 0;
 			}
-			stamp_rec(rec);
+			stamp_rec(rec, cpu);
 			*(uint32_t *)(rec + 32) = i;
 			*(uint32_t *)(rec + 36) = 0;
 			*(uint64_t *)(rec + 40) = n;
-			commit(s, rec, word, fd);
+			commit(s, r, rec, word, fd);
 		}
 	}
 	return 1;
 }
 
 // tell_losses is publish_losses where the caller may wait (close, exit):
-// when they do not fit, the daemon is asked to drain the ring first
+// when they do not fit, the daemon is asked to drain the rings first
 // (UET_IOC_FLUSH on fd, a descriptor of the file), once.
 static void tell_losses(struct share *s, int fd)
 {
@@ -724,49 +769,77 @@ static int make_memfd(const char *name, uint64_t len)
 	return fd;
 }
 
-// ring_create is shmring.Create: a sealed memfd with the header page and
-// the data area, the data mapped twice back to back.
-static int ring_create(struct share *s, uint64_t size)
+// set_create is shmring.CreateSet: a sealed memfd of P + n·(P+S) bytes,
+// ring k's header page at P + k·(P+S) and its data after it, each ring's
+// data mapped twice back to back, each header with a key of its own. The
+// rings' descriptors get a mapping of their own: n is the daemon's, up to
+// shmring.MaxSetRings.
+static int set_create(struct share *s, uint32_t n, uint64_t size)
 {
-	uint64_t pg = (uint64_t)page_size;
-	int fd = make_memfd("uetrace-ring", pg + size);
+	uint64_t pg = (uint64_t)page_size, span = pg + 2 * size;
+	uint64_t rtotal = ((uint64_t)n * sizeof(struct ring) + pg - 1) & ~(pg - 1);
+	long rs = sys6(SYS_mmap, 0, rtotal, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (sys_failed(rs))
+		return -1;
+	s->rings = (struct ring *)rs;
+	s->rings_total = rtotal;
+	sys3(SYS_madvise, rs, rtotal, MADV_DONTFORK);
+	int fd = make_memfd("uetrace-ringset", pg + (uint64_t)n * (pg + size));
 	if (fd < 0)
 		return -1;
-	uint64_t total = pg + 2 * size;
+	uint64_t total = (uint64_t)n * span;
 	long base = sys6(SYS_mmap, 0, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (sys_failed(base)) {
 		sys1(SYS_close, fd);
 		return -1;
 	}
-	long r1 = sys6(SYS_mmap, base, pg, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
-	long r2 = sys6(SYS_mmap, base + pg, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, pg);
-	long r3 = sys6(SYS_mmap, base + pg + size, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, pg);
-	if (r1 != base || r2 != base + (long)pg || r3 != base + (long)(pg + size)) {
-		sys2(SYS_munmap, base, total);
-		sys1(SYS_close, fd);
-		return -1;
-	}
+	s->base = (uint8_t *)base;
+	s->set_total = total;
 	sys3(SYS_madvise, base, total, MADV_DONTFORK); // a fork child never writes in our name
-	uint8_t *b = (uint8_t *)base;
-	s->base = b;
-	s->ring_total = total;
-	s->data = b + pg;
 	s->size = size;
 	s->mask = size - 1;
-	s->key = rand64();
-	*(uint32_t *)(b + UET_RING_OFF_VERSION) = UET_RING_VERSION;
-	*(uint32_t *)(b + UET_RING_OFF_DATAOFF) = (uint32_t)pg;
-	*(uint64_t *)(b + UET_RING_OFF_SIZE) = size;
-	*(uint64_t *)(b + UET_RING_OFF_KEY) = s->key;
-	s->head = (_Atomic uint64_t *)(b + UET_RING_OFF_HEAD);
-	s->tail = (_Atomic uint64_t *)(b + UET_RING_OFF_TAIL);
-	s->sleeping = (_Atomic uint32_t *)(b + UET_RING_OFF_SLEEPING);
-	s->dropped = (_Atomic uint64_t *)(b + UET_RING_OFF_DROPPED);
-	s->dropbytes = (_Atomic uint64_t *)(b + UET_RING_OFF_DROPBYTES);
-	atomic_store_explicit(&s->tailc, 0, relaxed);
-	// The magic last: a reader of a half-made header sees no ring.
-	atomic_store_explicit((_Atomic uint64_t *)(b + UET_RING_OFF_MAGIC), UET_RING_MAGIC, seqcst);
+	for (uint32_t k = 0; k < n; k++) {
+		long b = base + (long)(k * span), off = (long)(pg + k * (pg + size));
+		long r1 = sys6(SYS_mmap, b, pg, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off);
+		long r2 = sys6(SYS_mmap, b + pg, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off + pg);
+		long r3 = sys6(SYS_mmap, b + pg + size, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off + pg);
+		if (r1 != b || r2 != b + (long)pg || r3 != b + (long)(pg + size)) {
+			sys1(SYS_close, fd);
+			return -1;
+		}
+		uint8_t *h = (uint8_t *)b;
+		struct ring *r = &s->rings[k];
+		r->data = h + pg;
+		r->key = rand64();
+		*(uint32_t *)(h + UET_RING_OFF_VERSION) = UET_RING_VERSION;
+		*(uint32_t *)(h + UET_RING_OFF_DATAOFF) = (uint32_t)pg;
+		*(uint64_t *)(h + UET_RING_OFF_SIZE) = size;
+		*(uint64_t *)(h + UET_RING_OFF_KEY) = r->key;
+		r->head = (_Atomic uint64_t *)(h + UET_RING_OFF_HEAD);
+		r->tail = (_Atomic uint64_t *)(h + UET_RING_OFF_TAIL);
+		r->sleeping = (_Atomic uint32_t *)(h + UET_RING_OFF_SLEEPING);
+		r->dropped = (_Atomic uint64_t *)(h + UET_RING_OFF_DROPPED);
+		r->dropbytes = (_Atomic uint64_t *)(h + UET_RING_OFF_DROPBYTES);
+		atomic_store_explicit(&r->tailc, 0, relaxed);
+		// The magic last: a reader of a half-made header sees no ring.
+		atomic_store_explicit((_Atomic uint64_t *)(h + UET_RING_OFF_MAGIC), UET_RING_MAGIC, seqcst);
+	}
+	s->nrings = n;
+	s->pow2 = (n & (n - 1)) == 0;
 	return fd;
+}
+
+// ring_bytes is each ring's data size for a set of n rings: UETRACE_RING_KB,
+// else — as a Go producer's (userevents.DefaultRingKB) — each ring's share
+// of RING_DEFAULT, a power of two, at least RING_MIN.
+static uint64_t ring_bytes(uint32_t n)
+{
+	if (ring_size)
+		return ring_size;
+	uint64_t b = RING_MIN;
+	while (b * 2 <= RING_DEFAULT / n)
+		b *= 2;
+	return b;
 }
 
 // table_create makes the table's memfd, mapped read-only here: the daemon
@@ -820,19 +893,28 @@ static struct share *share_setup(unsigned f, int fd)
 	if (!atomic_compare_exchange_strong_explicit(&s->state, &st, SH_SETUP, acquire, acquire))
 		return st == SH_READY ? s : NULL;
 	proc_init();
-	int rfd = -1, tfd = -1, sv[2] = { -1, -1 };
-	struct stat wst;
-	if ((rfd = ring_create(s, ring_size)) < 0 || (tfd = table_create(s)) < 0 ||
-	    sys4(SYS_socketpair, AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0)
+	int sfd = -1, tfd = -1, efd = -1, ref = -1;
+	// R, the daemon's ring count: UET_IOC_ID's answer (classify checked
+	// its ABI; asked again here, once per share, rather than kept per
+	// file).
+	struct uet_id id = { 0 };
+	if (sys3(SYS_ioctl, fd, UET_IOC_ID, &id) != 0 || id.abi != UET_ABI_VERSION ||
+	    id.rings == 0 || id.rings > UET_MAX_RINGS)
 		goto fail;
-	sv[0] = high_fd(sv[0]);
-	if (sys2(SYS_fstat, sv[0], &wst) != 0)
+	s->pid = (int32_t)sys0(SYS_getpid);
+	if ((sfd = set_create(s, id.rings, ring_bytes(id.rings))) < 0 || (tfd = table_create(s)) < 0 ||
+	    (efd = (int)sys2(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
 		goto fail;
+	efd = high_fd(efd);
+	long r = sys3(SYS_fcntl, efd, F_DUPFD_CLOEXEC, efd + 1);
+	if (r < 0)
+		goto fail;
+	ref = (int)r;
 	struct uet_share req = {
 		.size = sizeof req,
 		.abi = UET_ABI_VERSION,
-		.ring_fd = rfd,
-		.wake_fd = sv[1],
+		.set_fd = sfd,
+		.wake_fd = efd,
 		.table_fd = tfd,
 		.file_id = files[f].id,
 	};
@@ -841,32 +923,29 @@ static struct share *share_setup(unsigned f, int fd)
 	if (sys3(SYS_ioctl, fd, UET_IOC_SHARE, &req) != 0 || req.nslots == 0)
 		goto fail;
 	s->nslots = req.nslots < UET_TABLE_SLOTS ? req.nslots : UET_TABLE_SLOTS;
-	sys1(SYS_close, rfd);
+	sys1(SYS_close, sfd);
 	sys1(SYS_close, tfd);
-	sys1(SYS_close, sv[1]);
-	s->wake_dev = wst.st_dev;
-	s->wake_ino = wst.st_ino;
-	atomic_store_explicit(&s->wake_fd, sv[0], release);
+	atomic_store_explicit(&s->wake_ref, ref, release);
+	atomic_store_explicit(&s->wake_fd, efd, release);
 	atomic_store_explicit(&s->state, SH_READY, release);
 	uint32_t h = atomic_load_explicit(&sh_high, relaxed);
 	while (f + 1 > h && !atomic_compare_exchange_weak_explicit(&sh_high, &h, f + 1, release, relaxed))
 		;
 	return s;
 fail:
-	if (rfd >= 0)
-		sys1(SYS_close, rfd);
-	if (tfd >= 0)
-		sys1(SYS_close, tfd);
-	if (sv[0] >= 0)
-		sys1(SYS_close, sv[0]);
-	if (sv[1] >= 0)
-		sys1(SYS_close, sv[1]);
+	for (int i = 0, fds[4] = { sfd, tfd, efd, ref }; i < 4; i++)
+		if (fds[i] >= 0)
+			sys1(SYS_close, fds[i]);
 	if (s->base)
-		sys2(SYS_munmap, s->base, s->ring_total);
+		sys2(SYS_munmap, s->base, s->set_total);
+	if (s->rings)
+		sys2(SYS_munmap, s->rings, s->rings_total);
 	if (s->slots)
 		sys2(SYS_munmap, (const uint8_t *)s->slots - UET_TABLE_HDR, s->table_total);
 	s->base = NULL;
+	s->rings = NULL;
 	s->slots = NULL;
+	s->nrings = 0;
 	atomic_store_explicit(&s->state, SH_FAILED, release);
 	return NULL;
 }
@@ -978,37 +1057,35 @@ static int gather(uint8_t *dst, struct iovs *s, uint64_t from, uint64_t n)
 	return 0;
 }
 
-// drain_gone says whether nobody drains the share's ring any more, and if
+// drain_gone says whether nobody drains the share's rings any more, and if
 // so gives the share up: this process writes the file through FUSE from
-// now on. The wake socket tells, and wakes the daemon while at it: its
-// daemon's end is closed when the daemon lets the ring go or dies
-// (ECONNREFUSED). Without the socket, the file does: a tree no longer
-// served answers ENOTCONN (an fstat is a FUSE round trip, the rare case).
+// now on. It wakes the daemon (a drainer asleep at a watermark its ring
+// passed long ago would be a bug, but costs nothing to end), then asks the
+// file: a tree no longer served — its daemon gone — answers ENOTCONN (an
+// fstat is a FUSE round trip: drops make it at most every LOOK_GONE_NS).
 static int drain_gone(struct share *s, int fd)
 {
-	long r = send_wake(s);
-	if (r == WAKE_LOST) {
-		struct stat st;
-		r = sys2(SYS_fstat, fd, &st) == -ENOTCONN ? -ECONNREFUSED : 0;
-	}
-	if (r != -ECONNREFUSED)
+	send_wake(s);
+	struct stat st;
+	if (sys2(SYS_fstat, fd, &st) != -ENOTCONN)
 		return 0;
 	atomic_store_explicit(&s->state, SH_FAILED, release);
 	return 1;
 }
 
-// FULL_RECHECK bounds the drops between two looks at a full ring's
-// drainer: a look is two system calls (about a microsecond), a drop tens of
-// nanoseconds, so a look every 65536 drops costs under 0.1 % and a tree
-// that went is noticed within milliseconds of writing.
-#define FULL_RECHECK 65536u
+// LOOK_GONE_NS bounds how often a full ring's drops look whether the tree
+// is still served: a look is a FUSE round trip (tens to hundreds of
+// microseconds), a drop tens of nanoseconds, so 20 looks a second cost the
+// writer under 0.5 % and a tree that went is noticed within 50 ms.
+#define LOOK_GONE_NS 50000000u
 
-// recheck_gone says whether the n-th drop of a run (n ≥ 1, counted modulo
-// 2^32) looks at the drainer: the powers of two up to FULL_RECHECK, then
-// every FULL_RECHECK-th.
-static inline int recheck_gone(uint32_t n)
+// look_gone says whether this drop looks at the drainer (drain_gone): the
+// first of the share, then one at most every LOOK_GONE_NS — the thread
+// that moves look_at on does.
+static inline int look_gone(struct share *s)
 {
-	return n % FULL_RECHECK == 0 || (n < FULL_RECHECK && (n & (n - 1)) == 0);
+	uint64_t at = atomic_load_explicit(&s->look_at, relaxed), now = now_ns();
+	return now >= at && atomic_compare_exchange_strong_explicit(&s->look_at, &at, now + LOOK_GONE_NS, relaxed, relaxed);
 }
 
 // probe reads a byte of each page of the payload: a write whose record the
@@ -1146,8 +1223,13 @@ static ssize_t submit(int fd, uint32_t e, const struct iovec *uv, int cnt, int k
 		goto fallback;
 	if (unlikely(atomic_load_explicit(&s->lossy, relaxed)))
 		publish_losses(s, fd);
+	// The ring of the CPU we run on, read right before the reservation
+	// (shmring's set.go): a migration between the two puts the record in
+	// another CPU's ring, which takes any number of producers.
+	uint32_t cpu = cur_cpu();
+	struct ring *r = ring_of(s, cpu);
 	uint64_t word;
-	uint8_t *rec = reserve(s, idx, plen, &word);
+	uint8_t *rec = reserve(s, r, idx, plen, &word);
 	if (unlikely(!rec)) {
 		// The ring is full: the record is dropped, counted and told
 		// later, and the write succeeds — as the kernel's with a full
@@ -1155,22 +1237,20 @@ static ssize_t submit(int fd, uint32_t e, const struct iovec *uv, int cnt, int k
 		// But a ring nobody drains any more (the tree's server is gone:
 		// its file answers ENOTCONN) is given up, and the file written
 		// through FUSE, which says so, as without the library.
-		if (recheck_gone(atomic_fetch_add_explicit(&s->full, 1, relaxed) + 1) && drain_gone(s, fd))
+		if (look_gone(s) && drain_gone(s, fd))
 			goto fallback;
 		if (probe(&io, 4))
 			return fail(EFAULT);
-		drop(s, plen);
+		drop(r, plen);
 		lose(s, idx);
 		return (ssize_t)total;
 	}
-	if (unlikely(atomic_load_explicit(&s->full, relaxed)))
-		atomic_store_explicit(&s->full, 0, relaxed);
-	stamp_rec(rec);
+	stamp_rec(rec, cpu);
 	// 7. the payload: EFAULT where it faults; the reservation is given
 	// back as a void record.
 	if (unlikely(gather(rec + UET_REC_HEADER, &io, 4, plen))) {
 		*(uint32_t *)(rec + 16) = UET_VOID_INDEX;
-		commit(s, rec, word, fd);
+		commit(s, r, rec, word, fd);
 		atomic_fetch_add_explicit(&s->voids, 1, relaxed);
 		return fail(EFAULT);
 	}
@@ -1182,12 +1262,12 @@ static ssize_t submit(int fd, uint32_t e, const struct iovec *uv, int cnt, int k
 	if (nloc) {
 		if (nloc > UET_SLOT_LOCS || !valid(sl, nloc, rec + UET_REC_HEADER, plen, *(int32_t *)(rec + 20))) {
 			*(uint32_t *)(rec + 16) = UET_VOID_INDEX;
-			commit(s, rec, word, fd);
+			commit(s, r, rec, word, fd);
 			atomic_fetch_add_explicit(&s->voids, 1, relaxed);
 			goto fallback;
 		}
 	}
-	commit(s, rec, word, fd);
+	commit(s, r, rec, word, fd);
 	return (ssize_t)total;
 fallback:
 	atomic_fetch_add_explicit(&P->fallbacks, 1, relaxed);
@@ -1311,17 +1391,22 @@ EXPORT ssize_t pwritev64v2(int fd, const struct iovec *v, int cnt, off_t off, in
 
 // ---- what changes a descriptor number's meaning ----
 
-// spare moves the library's own descriptor out of the way of one the
-// program is about to close or replace.
+// spare moves the library's own descriptors (each share's eventfd and its
+// second descriptor) out of the way of one the program is about to close
+// or replace.
 static void spare(int fd)
 {
 	uint32_t n = atomic_load_explicit(&sh_high, acquire);
 	for (unsigned i = 0; i < n; i++) {
 		struct share *s = &P->sh[i];
-		if (atomic_load_explicit(&s->state, acquire) == SH_READY && atomic_load_explicit(&s->wake_fd, relaxed) == fd) {
-			long b = high_base();
-			long h = sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, b > fd ? b : fd + 1);
-			atomic_store_explicit(&s->wake_fd, h >= 0 ? (int)h : -1, release);
+		if (atomic_load_explicit(&s->state, acquire) != SH_READY)
+			continue;
+		for (_Atomic int *own = &s->wake_fd; own; own = own == &s->wake_fd ? &s->wake_ref : NULL) {
+			if (atomic_load_explicit(own, relaxed) == fd) {
+				long b = high_base();
+				long h = sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, b > fd ? b : fd + 1);
+				atomic_store_explicit(own, h >= 0 ? (int)h : -1, release);
+			}
 		}
 	}
 }
@@ -1454,7 +1539,7 @@ static void forget_range(unsigned a, unsigned b)
 }
 
 // before_range is close's preparation for every descriptor of [a, b]: the
-// losses of ours told, the library's wake sockets moved above the range
+// losses of ours told, the library's eventfds moved above the range
 // (where they cannot be, they are lost: a wake then goes through FUSE).
 static void before_range(unsigned a, unsigned b)
 {
@@ -1464,10 +1549,14 @@ static void before_range(unsigned a, unsigned b)
 	uint32_t n = atomic_load_explicit(&sh_high, acquire);
 	for (unsigned i = 0; i < n; i++) {
 		struct share *s = &P->sh[i];
-		int w = atomic_load_explicit(&s->wake_fd, relaxed);
-		if (atomic_load_explicit(&s->state, acquire) == SH_READY && w >= 0 && (unsigned)w >= a && (unsigned)w <= b) {
-			long n = b < 0x7fffffffu ? sys3(SYS_fcntl, w, F_DUPFD_CLOEXEC, (long)b + 1) : -1;
-			atomic_store_explicit(&s->wake_fd, n >= 0 ? (int)n : -1, release);
+		if (atomic_load_explicit(&s->state, acquire) != SH_READY)
+			continue;
+		for (_Atomic int *own = &s->wake_fd; own; own = own == &s->wake_fd ? &s->wake_ref : NULL) {
+			int w = atomic_load_explicit(own, relaxed);
+			if (w >= 0 && (unsigned)w >= a && (unsigned)w <= b) {
+				long n = b < 0x7fffffffu ? sys3(SYS_fcntl, w, F_DUPFD_CLOEXEC, (long)b + 1) : -1;
+				atomic_store_explicit(own, n >= 0 ? (int)n : -1, release);
+			}
 		}
 	}
 }
@@ -1560,7 +1649,8 @@ EXPORT void uetrace_preload_stats(struct uetrace_preload_stats *out, size_t size
 			if (atomic_load_explicit(&s->state, acquire) != SH_READY)
 				continue;
 			st.shares++;
-			st.dropped += atomic_load_explicit(s->dropped, relaxed);
+			for (uint32_t k = 0; k < s->nrings; k++)
+				st.dropped += atomic_load_explicit(s->rings[k].dropped, relaxed);
 			st.voided += atomic_load_explicit(&s->voids, relaxed);
 			st.wakes_lost += atomic_load_explicit(&s->wakes_lost, relaxed);
 		}
@@ -1649,7 +1739,7 @@ __attribute__((constructor)) static void uet_init(void)
 	const char *kb = getenv("UETRACE_RING_KB");
 	if (kb) {
 		uint64_t v = strtoull(kb, NULL, 10) * 1024;
-		if (v >= (uint64_t)page_size && v <= (64u << 20) && (v & (v - 1)) == 0)
+		if (v >= (uint64_t)page_size && v <= (64u << 20) && (v & (v - 1)) == 0) // each ring's
 			ring_size = v;
 	}
 	// The CPU from glibc's struct rseq, where it registered one.

@@ -20,7 +20,7 @@
 
 /* The interposer ABI's version, in UET_IOC_ID's answer and UET_IOC_SHARE's
  * request. */
-#define UET_ABI_VERSION 1
+#define UET_ABI_VERSION 2
 
 /* The tree gives user_events_data and user_events_status these inode
  * numbers ("uetd", "uets"), fixed for the life of the mount. */
@@ -30,7 +30,8 @@
 /* FUSE_SUPER_MAGIC: f_type of a FUSE file system (fstatfs). */
 #define UET_FUSE_MAGIC 0x65735546
 
-/* ---- internal/shmring's ring, version 1 ---- */
+/* ---- internal/shmring's ring, version 1, in a set (set.go): R rings in
+ * one memfd of P + R·(P+S) bytes, ring k's header page at P + k·(P+S) ---- */
 
 #define UET_RING_MAGIC         0x01474e4952544555ULL /* "UETRING" 1 */
 #define UET_RING_VERSION       1
@@ -47,6 +48,7 @@
 #define UET_REC_HEADER         32
 #define UET_REC_COMMITTED      0x80000000u
 #define UET_PREFETCH_AHEAD     256
+#define UET_MAX_RINGS          1024 /* shmring.MaxSetRings */
 
 /* Write indexes a ring record carries besides the file's own. */
 #define UET_LOST_INDEX   0xffffffffu /* a loss record: {u32 index, u32 0, u64 n} */
@@ -106,7 +108,7 @@ struct uet_slot {
 struct uet_id {
 	uint64_t file_id; /* the open file (one per open(2); dup and fork share it) */
 	uint32_t abi;     /* UET_ABI_VERSION */
-	uint32_t flags;   /* 0 */
+	uint32_t rings;   /* R: the rings of the set UET_IOC_SHARE takes (the daemon's drainers) */
 };
 
 /* UET_IOC_SHARE, in and out: the caller's descriptors, which the daemon
@@ -114,8 +116,8 @@ struct uet_id {
 struct uet_share {
 	uint32_t size;     /* in: sizeof(struct uet_share) */
 	uint32_t abi;      /* in: UET_ABI_VERSION */
-	int32_t  ring_fd;  /* in: the ring's memfd, sealed against growing and shrinking */
-	int32_t  wake_fd;  /* in: the daemon's end of a SOCK_DGRAM socket pair */
+	int32_t  set_fd;   /* in: the ring set's memfd of UET_IOC_ID's R rings, sealed against growing and shrinking */
+	int32_t  wake_fd;  /* in: the set's eventfd, which its rings wake the daemon by */
 	int32_t  table_fd; /* in: the table's memfd, sealed against growing and shrinking */
 	uint32_t flags;    /* in: 0 */
 	uint64_t file_id;  /* in: UET_IOC_ID's */

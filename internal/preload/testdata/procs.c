@@ -7,7 +7,7 @@
 //                            with not (UETRACE_PRELOAD=off: FUSE)
 //   procs DIR procs          dup, dup2, dup3, F_DUPFD, close, close_range,
 //                            closefrom, fclose, fd reuse, SCM_RIGHTS, fork,
-//                            raw clone, vfork, exec, a lost wake socket;
+//                            raw clone, vfork, exec, a lost wake eventfd;
 //                            "FAIL ..." lines and "wrote PID N" lines
 //   procs DIR stress SECS    writes from the main thread, a second thread
 //                            and a signal handler storm at once; prints
@@ -323,19 +323,29 @@ static void procs(char **argv)
 	CHECK(s1.shares == 1 && s1.fallbacks == s0.fallbacks, "the writes went through one share: shares %llu fallbacks %llu",
 	      (unsigned long long)s1.shares, (unsigned long long)s1.fallbacks);
 
-	// The wake socket closed behind the library's back and its number
-	// reused: a wake must never write into the new file.
+	// The set's eventfd closed behind the library's back and its number
+	// reused: a wake must never write into the new file. The library keeps
+	// two descriptors of it, the one it writes and, just above, the one it
+	// checks it against (kcmp): the lower of the two highest eventfds.
 	{
-		int w = -1;
-		struct stat ws;
+		int w = -1, ref = -1;
 		struct rlimit rl;
 		getrlimit(RLIMIT_NOFILE, &rl);
-		for (int i = (int)rl.rlim_cur - 1; i > 2; i--)
-			if (fstat(i, &ws) == 0 && S_ISSOCK(ws.st_mode)) {
+		for (int i = (int)rl.rlim_cur - 1; i > 2 && w < 0; i--) {
+			char path[64], link[64];
+			snprintf(path, sizeof path, "/proc/self/fd/%d", i);
+			ssize_t n = readlink(path, link, sizeof link - 1);
+			if (n < 0)
+				continue;
+			link[n] = 0;
+			if (strcmp(link, "anon_inode:[eventfd]") != 0)
+				continue;
+			if (ref < 0)
+				ref = i;
+			else
 				w = i;
-				break;
-			}
-		CHECK(w > 60, "the wake socket at %d", w);
+		}
+		CHECK(w > 60 && ref == w + 1, "the set's eventfd at %d, its second descriptor at %d", w, ref);
 		syscall(SYS_close, w); // raw: the library does not see it
 		int r[2];
 		CHECK(pipe2(r, O_NONBLOCK) == 0, "pipe");
@@ -351,7 +361,7 @@ static void procs(char **argv)
 		} while (stats().wakes_lost == 0 && tries < 10);
 		printf("wrote %d %d after-sleep\n", getpid(), tries);
 		char b[8];
-		CHECK(read(r[0], b, sizeof b) == -1 && errno == EAGAIN, "nothing went into the pipe at the wake socket's number");
+		CHECK(read(r[0], b, sizeof b) == -1 && errno == EAGAIN, "nothing went into the pipe at the eventfd's number");
 		CHECK(stats().wakes_lost >= 1, "the wake went through FUSE (after %d writes)", tries);
 	}
 	// dup, dup2, dup3, F_DUPFD: the same open file, the same share.
