@@ -176,7 +176,7 @@ shows the counts. 0 is the default; -1 no limit.`,
 				ChargeRefs: func(uid uint32, cred subsys.Cred, n int, force bool) error {
 					return srv.FUSEChargeRefs(uid, cred, n, force)
 				},
-				Share: func(r fusefs.ShareRequest) (fusefs.Share, error) { return fuseShare(srv, r) }, Rings: srv.Rings()}
+				Share: func(r fusefs.ShareRequest) (fusefs.Share, error) { return fuseShare(srv, r) }}
 			srv = daemon.New(daemon.Config{Subsystem: sys, Logger: log, Tracers: who, Limits: limits, MaxConns: maxConns,
 				ServeFUSE: func(dev *os.File, from daemon.FUSEMounter) (daemon.FUSETree, error) {
 					o, err := handedOver(treeOpts, from)
@@ -185,6 +185,7 @@ shows the counts. 0 is the default; -1 no limit.`,
 					}
 					return fusefs.Serve(dev, sys, o)
 				}})
+			treeOpts.Rings = srv.Rings() // the drainers' count, which the interposer's sets have
 			ctx, stop := interruptible(cmd)
 			defer stop()
 			done := make(chan error, 1)

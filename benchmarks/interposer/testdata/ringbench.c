@@ -12,6 +12,17 @@
  *                              batches of 100 with clock_nanosleep between
  *                              (a program that traces, not one that spins):
  *     paced writes=N ns=T dropped=D fallbacks=F
+ *   ringbench DIR record N RATE
+ *                              for a recording: does not enable the event
+ *                              (a recorder attaching to it does: it stays
+ *                              the event's only consumer, so the daemon
+ *                              can hand the process's ring set to it),
+ *                              waits for the enable bit, warms up, prints
+ *                              "ready", reads a line from stdin, then
+ *                              writes N records whose u64 b counts 0 to
+ *                              N-1, at RATE a second in batches of 100
+ *                              (0: as fast as it can):
+ *     record writes=N ns=T cpu_ns=C dropped=D fallbacks=F
  *
  * dropped is what the interposer's rings had no room for (counted, told to
  * the daemon in loss records), fallbacks the writes that went through FUSE
@@ -122,7 +133,7 @@ int main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], "foreign") == 0)
 		return foreign(atol(argv[2]));
 	if (argc < 4) {
-		fprintf(stderr, "usage: ringbench DIR ring N | DIR paced RATE SECONDS | foreign N\n");
+		fprintf(stderr, "usage: ringbench DIR ring N | DIR paced RATE SECONDS | DIR record N RATE | foreign N\n");
 		return 2;
 	}
 	char path[512];
@@ -135,14 +146,17 @@ int main(int argc, char **argv)
 			      .name_args = (uint64_t)"bench_write u32 a; u64 b; u32 c; char[16] d; u16 e" };
 	if (ioctl(fd, DIAG_IOCSREG, &r) < 0)
 		die("DIAG_IOCSREG");
-	snprintf(path, sizeof path, "%s/events/user_events/bench_write/enable", argv[1]);
-	int en = open(path, O_WRONLY);
-	if (en < 0 || write(en, "1", 1) != 1)
-		die(path);
-	close(en);
-	for (uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + 10000000000u; !__atomic_load_n(&word, __ATOMIC_RELAXED);) {
+	int recording = strcmp(argv[2], "record") == 0 && argc == 5;
+	if (!recording) {
+		snprintf(path, sizeof path, "%s/events/user_events/bench_write/enable", argv[1]);
+		int en = open(path, O_WRONLY);
+		if (en < 0 || write(en, "1", 1) != 1)
+			die(path);
+		close(en);
+	}
+	for (uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + (recording ? 60 : 10) * 1000000000ull; !__atomic_load_n(&word, __ATOMIC_RELAXED);) {
 		if (clock_ns(CLOCK_MONOTONIC) > deadline) {
-			fprintf(stderr, "ringbench: the event was not enabled within 10 s\n");
+			fprintf(stderr, "ringbench: the event was not enabled within %d s\n", recording ? 60 : 10);
 			return 1;
 		}
 		usleep(1000);
@@ -189,6 +203,39 @@ int main(int argc, char **argv)
 		struct stats s1 = stats();
 		printf("paced writes=%ld ns=%llu dropped=%llu fallbacks=%llu\n", k, (unsigned long long)(t1 - t0),
 		       (unsigned long long)(s1.dropped - s0.dropped), (unsigned long long)(s1.fallbacks - s0.fallbacks));
+		return 0;
+	}
+	if (recording) {
+		printf("ready\n");
+		fflush(stdout);
+		char line[16];
+		if (!fgets(line, sizeof line, stdin))
+			die("stdin");
+		long n = atol(argv[3]);
+		double rate = atof(argv[4]);
+		uint64_t step = rate > 0 ? (uint64_t)(100 * 1e9 / rate) : 0, seq = 0;
+		struct timespec due;
+		clock_gettime(CLOCK_MONOTONIC, &due);
+		uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+		for (long i = 0; i < n; i++) {
+			seq = (uint64_t)i;
+			memcpy(payload + 4, &seq, 8); // b
+			if (writev(fd, io, 2) != 38)
+				die("writev");
+			if (step && i % 100 == 99) {
+				due.tv_nsec += (long)step;
+				while (due.tv_nsec >= 1000000000) {
+					due.tv_nsec -= 1000000000;
+					due.tv_sec++;
+				}
+				clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL);
+			}
+		}
+		uint64_t t1 = clock_ns(CLOCK_MONOTONIC), c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+		struct stats s1 = stats();
+		printf("record writes=%ld ns=%llu cpu_ns=%llu dropped=%llu fallbacks=%llu\n", n, (unsigned long long)(t1 - t0),
+		       (unsigned long long)(c1 - c0), (unsigned long long)(s1.dropped - s0.dropped),
+		       (unsigned long long)(s1.fallbacks - s0.fallbacks));
 		return 0;
 	}
 	fprintf(stderr, "ringbench: unknown mode %s\n", argv[2]);
