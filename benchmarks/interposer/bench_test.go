@@ -1,12 +1,15 @@
 package interposer
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +27,10 @@ var (
 	pacedSecs = flag.Float64("paced-seconds", 2, "c-paced: for how long")
 	tpEvents  = flag.Int("tp-events", 3000000, "libtracepoint: events written")
 	tpRate    = flag.Float64("tp-rate", 0, "libtracepoint: events a second (0: as fast as it can)")
+	recWrites = flag.Int("record-writes", 2000000, "c-record: records written")
+	recRate   = flag.Float64("record-rate", 0, "c-record: records a second (0: as fast as it can)")
+	recRounds = flag.Int("record-rounds", 3, "c-record: rounds (each of this build and, with -before, of that one, alternately)")
+	before    = flag.String("before", "", "c-record: another build of uetrace (main's) measured alternately with this one")
 )
 
 // event is ringbench's event, the one userevents' DaemonRingWrite writes.
@@ -43,6 +50,17 @@ const event = "bench_write u32 a; u64 b; u32 c; char[16] d; u16 e"
 //     added-ns/op, write(2) through the interposer less the same call
 //     straight to the write beneath it (a stub, so that only the check
 //     is timed);
+//   - c-record: ringbench's record mode under `uetrace run`, its event
+//     enabled only by `uetrace record` recording it, so that the daemon
+//     may hand the program's ring set to the recording: -record-writes
+//     records at -record-rate a second (0: as fast as it can), written
+//     once the hand-over is made (or 2 s passed, for a build without
+//     it); writes/s, and lost beside it — the records written that are
+//     not in the recording, of which dropped are the interposer's own
+//     drops (its rings were full). With -before=UETRACE, another build
+//     (main's, to compare) is measured in the same run, round for round
+//     alternately, with its own daemon: before-writes/s, before-lost.
+//     Medians of -record-rounds rounds;
 //   - libtracepoint: Microsoft's libtracepoint (TPP_FUNCTION, 4 iovecs)
 //     writing -tp-events events under `uetrace run` (at -tp-rate events a
 //     second, or as fast as it can) while `uetrace record` records them
@@ -114,6 +132,29 @@ func BenchmarkInterposer(b *testing.B) {
 		b.ReportMetric(v["added_ns"], "added-ns/op")
 		b.ReportMetric(v["via_ns"], "via-ns/op")
 		b.ReportMetric(v["direct_ns"], "direct-ns/op")
+	})
+	b.Run("c-record", func(b *testing.B) {
+		prog := filepath.Join(tmp, "ringbench")
+		builds := []*recordBench{{uetrace: uetrace, sock: sock}}
+		if *before != "" {
+			dir := filepath.Join(tmp, "before")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			builds = append(builds, &recordBench{uetrace: *before, sock: vmtest.Serve(b, *before, dir), name: "before-"})
+		}
+		for range *recRounds {
+			for _, r := range builds {
+				r.round(b, prog, filepath.Join(tmp, "rec.data"))
+			}
+		}
+		b.ReportMetric(0, "ns/op")
+		for _, r := range builds {
+			b.ReportMetric(median(r.rates), r.name+"writes/s")
+			b.ReportMetric(median(r.lost), r.name+"lost")
+			b.ReportMetric(median(r.dropped), r.name+"dropped")
+			b.Logf("%suetrace: writes/s %.0f, lost %.0f (dropped by the interposer %.0f) of %d; hand-overs %.0f", r.name, r.rates, r.lost, r.dropped, *recWrites+1000, r.handed)
+		}
 	})
 	b.Run("libtracepoint", func(b *testing.B) {
 		if lt == "" {
@@ -193,4 +234,129 @@ func countRecords(b *testing.B, uetrace, data, event string) int {
 		b.Fatalf("uetrace report: %v", err)
 	}
 	return bytes.Count(out, []byte(`"`+event))
+}
+
+// recordBench is c-record's measure of one build of uetrace, on its daemon.
+type recordBench struct {
+	uetrace, sock, name          string
+	rates, lost, dropped, handed []float64
+}
+
+// round runs ringbench's record mode once under the build's uetrace run
+// while its uetrace record records into data.
+func (r *recordBench) round(b *testing.B, prog, data string) {
+	res := recordRound(b, r.uetrace, r.sock, prog, data, nil, *recWrites, *recRate, 2*time.Second)
+	r.rates = append(r.rates, res.values["writes"]*1e9/res.values["ns"])
+	r.lost = append(r.lost, float64(*recWrites+1000-res.samples))
+	r.dropped = append(r.dropped, res.values["dropped"])
+	r.handed = append(r.handed, float64(res.handed))
+}
+
+// A recordResult is what one recordRound gave.
+type recordResult struct {
+	values  map[string]float64 // ringbench's result line
+	samples int                // in the recording, as uetrace record counted them
+	summary string             // uetrace record's own words
+	handed  int                // hand-overs the daemon made meanwhile
+}
+
+// recordRound records user_events:* into data while ringbench (prog)
+// writes n records at rate a second (0: as fast as it can) under `uetrace
+// run` (with runFlags) on the daemon at sock. The records are written
+// once the daemon has handed the program's ring set to the recording, or
+// once handOver has passed without. It returns once the daemon has let the
+// program's share go — every record is then the recording's — and the
+// recording has ended.
+func recordRound(tb testing.TB, uetrace, sock, prog, data string, runFlags []string, n int, rate float64, handOver time.Duration) recordResult {
+	tb.Helper()
+	handed0 := statCount(tb, uetrace, sock, "handovers")
+	os.Remove(data)
+	rec := exec.Command(uetrace, "--socket", sock, "record", "-q", "-e", "user_events:*", "-o", data)
+	var recErr bytes.Buffer
+	rec.Stderr = &recErr
+	if err := rec.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	defer rec.Process.Kill() // a no-op once it has been waited for
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	args := append(append([]string{"--socket", sock, "run"}, runFlags...), "--", prog, "/sys/kernel/tracing", "record",
+		strconv.Itoa(n), strconv.FormatFloat(rate, 'f', -1, 64))
+	cmd := exec.CommandContext(ctx, uetrace, args...)
+	cmd.WaitDelay = 10 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	// It says "ready" once the recording has enabled its event and its
+	// share is set up.
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); line != "ready\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		tb.Fatalf("ringbench: %q, %v\n%s\nuetrace record: %s", line, err, stderr.Bytes(), recErr.Bytes())
+	}
+	for deadline := time.Now().Add(handOver); time.Now().Before(deadline) && statCount(tb, uetrace, sock, "handovers_now") == 0; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stdin.Write([]byte("go\n"))
+	var rest bytes.Buffer
+	rest.ReadFrom(out)
+	if err := cmd.Wait(); err != nil {
+		tb.Fatalf("uetrace %s: %v\n%s%s", strings.Join(args, " "), err, rest.Bytes(), stderr.Bytes())
+	}
+	_, v, err := Parse(rest.Bytes())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The daemon lets the share go when it sees the program gone, having
+	// delivered its records (or taken its set back from the recording).
+	for deadline := time.Now().Add(time.Minute); statCount(tb, uetrace, sock, "interposer_shares_open") > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatal("the program's share was not released within a minute of its exit")
+		}
+	}
+	rec.Process.Signal(os.Interrupt)
+	if err := rec.Wait(); err != nil {
+		tb.Fatalf("uetrace record: %v\n%s", err, recErr.Bytes())
+	}
+	m := regexp.MustCompile(`(\d+) samples of`).FindSubmatch(recErr.Bytes())
+	if m == nil {
+		tb.Fatalf("uetrace record said no sample count: %s", recErr.Bytes())
+	}
+	samples, _ := strconv.Atoi(string(m[1]))
+	return recordResult{values: v, samples: samples, summary: strings.TrimSpace(recErr.String()), handed: statCount(tb, uetrace, sock, "handovers") - handed0}
+}
+
+// statCount is one count of uetrace status's daemon section.
+func statCount(tb testing.TB, uetrace, sock, name string) int {
+	tb.Helper()
+	out, err := exec.Command(uetrace, "--socket", sock, "status").Output()
+	if err != nil {
+		tb.Fatalf("uetrace status: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(name) + ` (\d+)$`).FindSubmatch(out)
+	if m == nil {
+		tb.Fatalf("no %s in uetrace status", name)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// median is the middle of v (sorted in place).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
 }
