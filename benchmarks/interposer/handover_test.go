@@ -41,6 +41,9 @@ func TestHandOverSameRecording(t *testing.T) {
 	if with.handed == 0 {
 		t.Errorf("with the interposer: no ring set was handed to the recording")
 	}
+	if l := with.values["wakes_lost"]; l != 0 {
+		t.Errorf("with the interposer: %v wake-ups went through FUSE: the library's eventfd check (kcmp) failed", l)
+	}
 	if without.handed != 0 || withoutDropped != 0 {
 		t.Errorf("with --no-preload: %d hand-overs, %d dropped; want none", without.handed, withoutDropped)
 	}

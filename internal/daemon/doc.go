@@ -117,7 +117,9 @@
 //   - Producers publish into a ring set (the Ring request, version 2;
 //     internal/shmring): one ring per ring index, R of them (the HelloOK's
 //     R), the record of a thread on CPU c into ring c mod R, without a
-//     system call (drainer.go).
+//     system call (drainer.go). Programs that are not uetrace's publish
+//     the same sets through the C interposer (package preload; FUSEShare,
+//     share.go), and from there on their sets are a connection's.
 //   - Drainer k — one goroutine per ring index, nothing shared with the
 //     others on a record's way — merges ring k of every set by time
 //     (merge) and hands each record as it lies in the producer's ring to
@@ -159,16 +161,16 @@
 // trace_pipe read or a flush makes it delivered at once).
 //
 // Beside the drainers, one merger goroutine (merger.go) drains version-1
-// rings: one ring per producer for all of its CPUs. The C interposer
-// (package preload) publishes one — its share (FUSEShare, share.go) is a
-// ring per open user_events_data, woken by a datagram socket, and its C
-// code has no ring count to route by — and so may a client before ring
-// sets (the Ring request, version 1). A version-1 ring holds all of its
-// producer's CPUs in one order, so its records cannot be handed to
-// per-CPU drainers without a merge across all of them: the merger is that
-// merge, with the same code (merge, subsys.File.Deliver) and the same
-// checks; its single goroutine is that path's ceiling. The Go producer
-// (package userevents) publishes sets only.
+// rings: one ring per producer for all of its CPUs, which a client before
+// ring sets may share (the Ring request, version 1; no producer of this
+// tree does: the Go producer, package userevents, and the C interposer,
+// package preload, publish sets only — the conformance harness's
+// daemon-ring backend and the daemon's own tests still share one). A
+// version-1 ring holds all of its producer's CPUs in one order, so its
+// records cannot be handed to per-CPU drainers without a merge across all
+// of them: the merger is that merge, with the same code (merge,
+// subsys.File.Deliver) and the same checks; its single goroutine is that
+// path's ceiling, and the hand-over never takes its rings.
 //
 // # Differences from Linux
 //
@@ -187,7 +189,7 @@
 //     ring (version 1) — and publish its writes there without a system
 //     call, having checked them itself with the kernel's rules. Drainer k
 //     delivers ring k of every set (one merger goroutine every version-1
-//     ring) into their connections' user_events_data, in time order across
+//     ring, of clients before sets) into their connections' user_events_data, in time order across
 //     rings as ftrace merges its per-CPU buffers (see merge), with the time the record
 //     carries, its thread and CPU as package ringcheck checks them (a live thread
 //     of another process becomes the peer's pid: RingStats.ForgedTID, and
@@ -215,14 +217,18 @@
 //     a round trip on the socket, so that the writer gets the kernel's
 //     errno; it costs a context switch each way.
 //   - Programs that are not uetrace's reach rings too: a process preloaded
-//     with the interposer (package preload) hands a ring per open FUSE
-//     user_events_data to the FUSE tree, which takes its descriptors from
-//     the calling process itself (pidfd_getfd) and gives them to FUSEShare
-//     (share.go). Such a ring is one more ringSource — drained, checked
-//     and merged as a connection's, its records resolved in that file
-//     only and delivered under the FUSE caller's process, its thread ids
-//     mapped from the process's pid namespace — woken by a datagram
-//     socket the merger drains. With it comes a validation table the
+//     with the interposer (package preload) hands a ring set of R rings
+//     (UET_IOC_ID tells it R) per open FUSE user_events_data to the FUSE
+//     tree, which takes its descriptors from the calling process itself
+//     (pidfd_getfd) and gives them to FUSEShare (share.go). The set and
+//     its eventfd are checked and mapped by the code that takes a
+//     connection's (drainers.attach), and are then a connection's set in
+//     all but who writes: drained by the drainers, checked and merged as
+//     a connection's, handed to a session's reader when it is their only
+//     consumer (one set of a file at a time: subsys.File.HandTo), its
+//     records resolved in that file only and delivered under the FUSE
+//     caller's process, its thread ids mapped from the process's pid
+//     namespace. With it comes a validation table the
 //     daemon writes and never reads (each write index's enabled state,
 //     size and __data_loc/__rel_loc rules, kept by subsys.File.Watch),
 //     from which the process answers its writes as the kernel would.

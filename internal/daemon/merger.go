@@ -132,13 +132,6 @@ func (m *merger) wake() {
 	}
 }
 
-// lookNow has the merger look at its rings now.
-func (m *merger) lookNow() {
-	m.mu.Lock()
-	m.wake()
-	m.mu.Unlock()
-}
-
 // closeRing asks the merger to release r once it has delivered what r's
 // producer committed.
 func (m *merger) closeRing(r *ringSource) {

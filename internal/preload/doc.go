@@ -1,8 +1,10 @@
 // Package preload carries libuetrace-preload.so, the interposer that gives
 // programs that are not uetrace's — C, C++, Rust, Python, .NET, anything
 // dynamically linked against glibc — the daemon's shared-memory rings: their
-// writes to the tree's user_events_data are published into a ring the
-// daemon drains, with no system call while it keeps up, where through FUSE
+// writes to the tree's user_events_data are published into the ring of the
+// CPU they run on, of a ring set the daemon's per-CPU drainers drain (or a
+// recording reads itself, handed over), with no system call while it
+// keeps up, where through FUSE
 // alone each write is a round trip to the daemon and reads of /proc.
 // uetrace run preloads it into the command (LD_PRELOAD); a service started
 // another way preloads the file `uetrace preload --write PATH` writes.
@@ -27,11 +29,22 @@
 // file. It is decided at the descriptor's first write and kept in a table
 // indexed by descriptor number, so that a write to any other descriptor
 // costs one load and a compare. At the first write to an open file a
-// process sets up a share: it creates a ring (internal/shmring's format), a
-// table and a wake socket, and hands them to the daemon with a second
-// ioctl (IocShare) on the file — the daemon takes the descriptors from the
-// calling process itself (pidfd_getfd), so nothing the process says about
-// who it is counts. From then on the daemon keeps the table: for each
+// process sets up a share: it creates a ring set of the R rings the tree's
+// IocID answer says (internal/shmring's set, byte for byte: R the daemon's
+// drainers, each ring UETRACE_RING_KB or its share of 1 MiB as a Go
+// producer's), a table and the set's wake eventfd, and hands them to the
+// daemon with a second ioctl (IocShare) on the file — the daemon takes the
+// descriptors from the calling process itself (pidfd_getfd), so nothing
+// the process says about who it is counts. A write goes into the ring of
+// the CPU it runs on (rseq's cpu_id, read right before the reservation);
+// a committer that finds the drainer asleep — until any record, or a
+// watermark of bytes — adds 1 to the eventfd, after kcmp(2) says the
+// descriptor is still the library's (a second descriptor of the eventfd is
+// kept to compare with: every eventfd has one inode); a lost one wakes the
+// daemon through FUSE (IocWake). A full ring drops the record, counts it
+// in that ring and in a loss record the daemon gets later, and looks
+// whether the tree is still served (an fstat, ENOTCONN when its daemon is
+// gone) at most every 50 ms: a share nobody drains is given up for FUSE. From then on the daemon keeps the table: for each
 // write index of the file, the event's enabled state, its fields' size and
 // its __data_loc/__rel_loc rules, written before the DIAG_IOCSREG that
 // made the index returns and at every change of the event's consumers. The

@@ -7,7 +7,7 @@
  *
  *   ringbench DIR ring N       N writev([write_index][34 bytes]) as fast as
  *                              it can, each behind the enable check:
- *     ring writes=N ns=T cpu_ns=C dropped=D fallbacks=F
+ *     ring writes=N ns=T cpu_ns=C dropped=D fallbacks=F wakes_lost=W
  *   ringbench DIR paced RATE S writes at RATE a second for S seconds, in
  *                              batches of 100 with clock_nanosleep between
  *                              (a program that traces, not one that spins):
@@ -22,11 +22,12 @@
  *                              writes N records whose u64 b counts 0 to
  *                              N-1, at RATE a second in batches of 100
  *                              (0: as fast as it can):
- *     record writes=N ns=T cpu_ns=C dropped=D fallbacks=F
+ *     record writes=N ns=T cpu_ns=C dropped=D fallbacks=F wakes_lost=W
  *
  * dropped is what the interposer's rings had no room for (counted, told to
  * the daemon in loss records), fallbacks the writes that went through FUSE
- * (uetrace_preload_stats).
+ * (uetrace_preload_stats), wakes_lost the wake-ups that had to go through
+ * FUSE (the library's eventfd was not its own any more).
  *
  *   ringbench foreign N        the interposer's check on a descriptor not
  *                              the tree's: N write(2)s to /dev/null through
@@ -128,6 +129,28 @@ static int foreign(long n)
 	return 0;
 }
 
+// result prints a ring or record run's line: what, its writes, its wall
+// and CPU time, what the interposer dropped and sent through FUSE meanwhile.
+static int result(const char *what, long n, uint64_t t0, uint64_t t1, uint64_t c0, uint64_t c1, struct stats s0)
+{
+	struct stats s1 = stats();
+	printf("%s writes=%ld ns=%llu cpu_ns=%llu dropped=%llu fallbacks=%llu wakes_lost=%llu\n", what, n, (unsigned long long)(t1 - t0),
+	       (unsigned long long)(c1 - c0), (unsigned long long)(s1.dropped - s0.dropped),
+	       (unsigned long long)(s1.fallbacks - s0.fallbacks), (unsigned long long)(s1.wakes_lost - s0.wakes_lost));
+	return 0;
+}
+
+// pace moves due on by step nanoseconds and sleeps until then.
+static void pace(struct timespec *due, uint64_t step)
+{
+	due->tv_nsec += (long)step;
+	while (due->tv_nsec >= 1000000000) {
+		due->tv_nsec -= 1000000000;
+		due->tv_sec++;
+	}
+	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, due, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "foreign") == 0)
@@ -175,12 +198,7 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++)
 			if (__atomic_load_n(&word, __ATOMIC_RELAXED) && writev(fd, io, 2) != 38)
 				die("writev");
-		uint64_t t1 = clock_ns(CLOCK_MONOTONIC), c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-		struct stats s1 = stats();
-		printf("ring writes=%ld ns=%llu cpu_ns=%llu dropped=%llu fallbacks=%llu\n", n, (unsigned long long)(t1 - t0),
-		       (unsigned long long)(c1 - c0), (unsigned long long)(s1.dropped - s0.dropped),
-		       (unsigned long long)(s1.fallbacks - s0.fallbacks));
-		return 0;
+		return result("ring", n, t0, clock_ns(CLOCK_MONOTONIC), c0, clock_ns(CLOCK_THREAD_CPUTIME_ID), s0);
 	}
 	if (strcmp(argv[2], "paced") == 0 && argc == 5) {
 		double rate = atof(argv[3]), secs = atof(argv[4]);
@@ -192,12 +210,7 @@ int main(int argc, char **argv)
 			for (int b = 0; b < 100; b++, k++)
 				if (writev(fd, io, 2) != 38)
 					die("writev");
-			due.tv_nsec += (long)step;
-			while (due.tv_nsec >= 1000000000) {
-				due.tv_nsec -= 1000000000;
-				due.tv_sec++;
-			}
-			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL);
+			pace(&due, step);
 		}
 		uint64_t t1 = clock_ns(CLOCK_MONOTONIC);
 		struct stats s1 = stats();
@@ -222,21 +235,10 @@ int main(int argc, char **argv)
 			memcpy(payload + 4, &seq, 8); // b
 			if (writev(fd, io, 2) != 38)
 				die("writev");
-			if (step && i % 100 == 99) {
-				due.tv_nsec += (long)step;
-				while (due.tv_nsec >= 1000000000) {
-					due.tv_nsec -= 1000000000;
-					due.tv_sec++;
-				}
-				clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL);
-			}
+			if (step && i % 100 == 99)
+				pace(&due, step);
 		}
-		uint64_t t1 = clock_ns(CLOCK_MONOTONIC), c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-		struct stats s1 = stats();
-		printf("record writes=%ld ns=%llu cpu_ns=%llu dropped=%llu fallbacks=%llu\n", n, (unsigned long long)(t1 - t0),
-		       (unsigned long long)(c1 - c0), (unsigned long long)(s1.dropped - s0.dropped),
-		       (unsigned long long)(s1.fallbacks - s0.fallbacks));
-		return 0;
+		return result("record", n, t0, clock_ns(CLOCK_MONOTONIC), c0, clock_ns(CLOCK_THREAD_CPUTIME_ID), s0);
 	}
 	fprintf(stderr, "ringbench: unknown mode %s\n", argv[2]);
 	return 2;
