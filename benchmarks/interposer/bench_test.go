@@ -352,11 +352,11 @@ func statCount(tb testing.TB, uetrace, sock, name string) int {
 	return n
 }
 
-// median is the middle of v (sorted in place).
+// median is the middle of v.
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	slices.Sort(v)
+	v = slices.Sorted(slices.Values(v))
 	return v[len(v)/2]
 }
