@@ -312,6 +312,51 @@ $TC reset > $D/reset.out 2>&1
 	}
 }
 
+// treeEvent makes event "name u32 n; char[8] pad" in the tree of a
+// helper under uetrace run, enabled in the trace buffer after the tracefs
+// writes given (file, text), and registers it through user_events_data:
+// the descriptor and the registration, whose write index a record of 20
+// bytes (24 in the buffer, 170 to a page) starts with.
+func treeEvent(t *testing.T, name string, settings ...[2]string) (int, abi.UserReg) {
+	t.Helper()
+	const T = "/sys/kernel/tracing/"
+	for _, w := range append([][2]string{{"dynamic_events", "u:" + name + " u32 n; char[8] pad"}, {"events/user_events/" + name + "/enable", "1"}}, settings...) {
+		if err := os.WriteFile(T+w[0], []byte(w[1]), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := unix.Open(T+"user_events_data", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The enable word lives as long as the helper: it never unregisters.
+	enabled := new(uint32)
+	r := abi.UserReg{Size: abi.UserRegSize, EnableSize: 4, EnableAddr: uint64(uintptr(unsafe.Pointer(enabled)))}
+	if err := abi.RegisterName(fd, &r, name+" u32 n; char[8] pad"); err != nil {
+		t.Fatal(err)
+	}
+	keep = append(keep, enabled)
+	return fd, r
+}
+
+// rawAndPipe opens the tree's per_cpu/cpu0/trace_pipe_raw and a pipe to
+// splice it into, as trace-cmd's recorder does.
+func rawAndPipe(t *testing.T) (raw int, p [2]int) {
+	t.Helper()
+	raw, err := unix.Open("/sys/kernel/tracing/per_cpu/cpu0/trace_pipe_raw", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	return raw, p
+}
+
+// keep holds the helpers' enable words, which the tree writes until they
+// exit.
+var keep []*uint32
+
 // TestHelperSpliceRaw is not a test of its own: TestRunSpliceRaw runs it
 // under uetrace run --private, where it fills CPU 0's buffer of an event
 // (records of 20 bytes, in events of 24: 170 to a page) and splices
@@ -322,27 +367,13 @@ func TestHelperSpliceRaw(t *testing.T) {
 	if os.Getenv(helperEnv) != "splice-raw" {
 		t.Skip("run under uetrace run by TestRunSpliceRaw")
 	}
-	const T = "/sys/kernel/tracing/"
 	runtime.LockOSThread()
 	var cpu0 unix.CPUSet
 	cpu0.Set(0)
 	if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range [][2]string{{"dynamic_events", "u:sp u32 n; char[8] pad"}, {"events/user_events/sp/enable", "1"}} {
-		if err := os.WriteFile(T+w[0], []byte(w[1]), 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fd, err := unix.Open(T+"user_events_data", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var enabled uint32
-	r := abi.UserReg{Size: abi.UserRegSize, EnableSize: 4, EnableAddr: uint64(uintptr(unsafe.Pointer(&enabled)))}
-	if err := abi.RegisterName(fd, &r, "sp u32 n; char[8] pad"); err != nil {
-		t.Fatal(err)
-	}
+	fd, r := treeEvent(t, "sp")
 	fill := func(pages int) {
 		rec := bin.NativeEndian.AppendUint32(nil, r.WriteIndex)
 		rec = append(rec, make([]byte, 12)...)
@@ -353,14 +384,7 @@ func TestHelperSpliceRaw(t *testing.T) {
 			}
 		}
 	}
-	raw, err := unix.Open(T+"per_cpu/cpu0/trace_pipe_raw", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
+	raw, p := rawAndPipe(t)
 	drain := make([]byte, 1<<17)
 	const pages = 128
 	// splice, as trace-cmd's recorder does: 64 KiB at a time into its
@@ -465,7 +489,6 @@ func TestHelperSpliceSignal(t *testing.T) {
 	if os.Getenv(helperEnv) != "splice-signal" {
 		t.Skip("run under uetrace run by TestRunSpliceSignal")
 	}
-	const T = "/sys/kernel/tracing/"
 	var cpu0 unix.CPUSet
 	cpu0.Set(0)
 	onCPU0 := func() {
@@ -477,20 +500,7 @@ func TestHelperSpliceSignal(t *testing.T) {
 	onCPU0()
 	// buffer_percent 0: a splice's wait ends at the first record, not
 	// when half the buffer is full.
-	for _, w := range [][2]string{{"dynamic_events", "u:sg u32 n; char[8] pad"}, {"events/user_events/sg/enable", "1"}, {"buffer_percent", "0"}} {
-		if err := os.WriteFile(T+w[0], []byte(w[1]), 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fd, err := unix.Open(T+"user_events_data", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var enabled uint32
-	r := abi.UserReg{Size: abi.UserRegSize, EnableSize: 4, EnableAddr: uint64(uintptr(unsafe.Pointer(&enabled)))}
-	if err := abi.RegisterName(fd, &r, "sg u32 n; char[8] pad"); err != nil {
-		t.Fatal(err)
-	}
+	fd, r := treeEvent(t, "sg", [2]string{"buffer_percent", "0"})
 	// write writes records of 24 bytes on CPU 0 (170 to a page) until
 	// stop is closed, or n of them.
 	write := func(n int, stop <-chan struct{}) {
@@ -509,14 +519,7 @@ func TestHelperSpliceSignal(t *testing.T) {
 			}
 		}
 	}
-	raw, err := unix.Open(T+"per_cpu/cpu0/trace_pipe_raw", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
+	raw, p := rawAndPipe(t)
 	// Should a splice never end, the test says so rather than wait for
 	// its time-out.
 	watchdog := time.AfterFunc(time.Minute, func() {
@@ -662,14 +665,7 @@ func TestHelperSpliceWait(t *testing.T) {
 	if err := unix.Stat(T+"trace", &st); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := unix.Open(T+"per_cpu/cpu0/trace_pipe_raw", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
+	raw, p := rawAndPipe(t)
 	fmt.Printf("helper: tree %d:%d, splicing\n", unix.Major(st.Dev), unix.Minor(st.Dev))
 	n, err := unix.Splice(raw, nil, p[1], nil, 1<<16, unix.SPLICE_F_MOVE)
 	fmt.Printf("helper: the splice: %d %s\n", n, errnoName(err))
