@@ -136,11 +136,8 @@ const (
 
 // setupRing shares a ring set of the daemon's ring count on c, each ring
 // kb KiB (0: its share of DefaultRingKB). A daemon before ring sets gets
-// none: the File writes over the socket (the daemon still takes a single
-// ring, as programs before ring sets — and the C interposer of uetrace
-// run — share one; a Go producer does not, so that it links only one
-// transport). On failure the File writes over the socket; the error says
-// why.
+// none: the File writes over the socket. On failure the File writes over
+// the socket; the error says why.
 func setupRing(c *client.Conn, kb int) (*clientRing, error) {
 	n := c.Rings()
 	if n == 0 {

@@ -16,12 +16,12 @@ import (
 )
 
 // The daemon-ring backend is the daemon backend with the ring transport:
-// each user_events_data connection shares a ring (internal/shmring) with
-// the daemon, and a write goes where the userevents library's daemon
+// each user_events_data connection shares a ring set (internal/shmring's
+// sets, of the daemon's ring count) with the daemon, and a write goes where the userevents library's daemon
 // backend with Options.Transport = RingTransport sends it
 // (userevents.Event.ringWrite): checked here with the kernel's rules —
 // eventdef's CheckSize and Validate, in user_events_write_core's order —
-// and published into the ring when it passes, the errno returned at once
+// and published into the ring of the CPU it runs on when it passes, the errno returned at once
 // when it does not. Like the library, the writer trusts its own enable word
 // for "is anything attached" (EBADF). What the library cannot write through
 // the ring goes over the socket, as it does there: a write whose index this
@@ -37,7 +37,8 @@ import (
 // must make a write that returned visible, as the kernel's synchronous
 // write is.
 
-// ringSize is each connection's ring: the scenarios write a few records.
+// ringSize is each ring of a connection's set: the scenarios write a few
+// records.
 const ringSize = 64 << 10
 
 // maxCheckedRecord is userevents' maxStackRecord: the largest record with
@@ -48,7 +49,7 @@ const maxCheckedRecord = 512
 type ringData struct {
 	daemonData
 	p      *daemonProc
-	ring   *shmring.Producer
+	ring   *shmring.SetProducer
 	events map[uint32]*ringEvent // what this connection registered
 }
 
@@ -69,11 +70,11 @@ type enabler struct {
 // new ring, which must succeed — a backend that silently wrote over the
 // socket would test nothing.
 func (d *daemonProc) openRing(c *client.Conn) (dataFile, error) {
-	ring, err := shmring.Create(ringSize)
+	ring, err := shmring.CreateSet(c.Rings(), ringSize)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.ShareRing(ring); err != nil {
+	if err := c.ShareRingSet(ring); err != nil {
 		ring.Close()
 		return nil, fmt.Errorf("the daemon refused the ring: %w", err)
 	}
@@ -209,7 +210,8 @@ func (f *ringData) ringWrite(bufs [][]byte) (n int, ok bool, err error) {
 	// A full ring drops the record and the write succeeds, as a full
 	// kernel ring buffer does. A scenario's few records never fill one;
 	// if they did, the records missing from its trace would show it.
-	f.ring.Writev(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: uint32(tid)}, payload)
+	cpu := stamp.CPU()
+	f.ring.For(cpu).Writev(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: uint32(tid), CPU: cpu}, payload)
 	return total, true, nil
 }
 

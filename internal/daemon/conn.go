@@ -42,8 +42,7 @@ type conn struct {
 	handles map[uint32]any // *subsys.Handle or *subsys.Session
 	next    uint32
 
-	ring *ringSource // the version-1 ring the client shared, if any
-	set  *ringSet    // the ring set it shared, if any
+	set *ringSet // the ring set it shared, if any
 	// fds are the descriptors the message read carried, until it is
 	// handled: only a Hello's, Ring's or ServeFUSE's are kept, and only
 	// when the message came whole (read).
@@ -376,13 +375,8 @@ func (c *conn) hello(u unix.Ucred) bool {
 // teardown releases what the connection holds, as closing the fd and — for
 // the process's last connection — process exit do.
 func (c *conn) teardown() {
-	// The ring first: what the client published before it closed is
+	// The ring set first: what the client published before it closed is
 	// delivered while its events are still the file's.
-	if c.ring != nil {
-		c.ring.close(&c.s.merger)
-		c.share("ring", -c.ring.shared)
-		c.ring = nil
-	}
 	if c.set != nil {
 		c.s.drainers.close(c.set)
 		c.share("ring", -c.set.shared)

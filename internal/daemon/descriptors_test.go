@@ -83,12 +83,12 @@ func TestDescriptorsNotParked(t *testing.T) {
 		}
 	}
 	// A Ring after all that gets its own descriptors, not parked ones.
-	p := newRing(t, 1<<12)
+	p := newSet(t, s.drainers.n, 1<<12)
 	efd, err := p.WakeByEventfd()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := exchange(t, fd, wire.AppendHeader(nil, wire.OpRing, 0, 0), p.Fd(), efd); r == nil {
+	if r := exchange(t, fd, wire.AppendHeader(nil, wire.OpRing, 0, wire.RingSet), p.Fd(), efd); r == nil {
 		t.Fatal("the daemon dropped the client")
 	} else if _, _, err := wire.ParseResult(r); err != nil {
 		t.Errorf("a well-formed Ring after the bad ones: %v", err)

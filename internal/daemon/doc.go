@@ -160,17 +160,13 @@
 // record may wait up to that long while no reader asks for it (a
 // trace_pipe read or a flush makes it delivered at once).
 //
-// Beside the drainers, one merger goroutine (merger.go) drains version-1
-// rings: one ring per producer for all of its CPUs, which a client before
-// ring sets may share (the Ring request, version 1; no producer of this
-// tree does: the Go producer, package userevents, and the C interposer,
-// package preload, publish sets only — the conformance harness's
-// daemon-ring backend and the daemon's own tests still share one). A
-// version-1 ring holds all of its producer's CPUs in one order, so its
-// records cannot be handed to per-CPU drainers without a merge across all
-// of them: the merger is that merge, with the same code (merge,
-// subsys.File.Deliver) and the same checks; its single goroutine is that
-// path's ceiling, and the hand-over never takes its rings.
+// The drainers are the only goroutines that take records from producers'
+// rings. Before issue 31 one merger goroutine drained version-1 rings —
+// one ring per producer for all of its CPUs, which needed a merge across
+// every producer's records in one thread, the path's ceiling, and which
+// the hand-over could not take — and the interposer published one; both
+// the interposer and the Go producer publish sets now, and the Ring
+// request's version 1 is refused (EPROTONOSUPPORT).
 //
 // # Differences from Linux
 //
@@ -185,12 +181,11 @@
 //     most) there is none.
 //   - Writes come two ways. A client may share a ring set (the Ring
 //     request, version 2: a memfd of one ring per CPU index,
-//     internal/shmring, and an eventfd) — or, from clients before sets, one
-//     ring (version 1) — and publish its writes there without a system
-//     call, having checked them itself with the kernel's rules. Drainer k
-//     delivers ring k of every set (one merger goroutine every version-1
-//     ring, of clients before sets) into their connections' user_events_data, in time order across
-//     rings as ftrace merges its per-CPU buffers (see merge), with the time the record
+//     internal/shmring, and an eventfd) and publish its writes there
+//     without a system call, having checked them itself with the kernel's
+//     rules. Drainer k delivers ring k of every set into their
+//     connections' user_events_data, in time order across rings as
+//     ftrace merges its per-CPU buffers (see merge), with the time the record
 //     carries, its thread and CPU as package ringcheck checks them (a live thread
 //     of another process becomes the peer's pid: RingStats.ForgedTID, and
 //     so does a new one past the ring's ration of checks:

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,8 +21,8 @@ import (
 // Ring sets and their drainers. A client that shares a ring set (the Ring
 // request, version 2: internal/shmring's sets) publishes each record into
 // the ring of the CPU it runs on; drainer k takes ring k of every set,
-// merges those rings by time (merge) — what one CPU's records are, as
-// today's merger would give them to that CPU — and delivers each record
+// merges those rings by time (merge) — what one CPU's records are — and
+// delivers each record
 // where it lies (subsys.File.Deliver), straight into the consumers' buffers
 // of that CPU. Nothing is shared between drainers on the way of a record:
 // their own rings, their own CPUs' trace buffers and session streams,
@@ -521,7 +522,7 @@ func (d *drainer) requests() (flushes []chan struct{}, ok bool) {
 	d.handOvers(hands)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	flushes = d.take(&d.merge, nil)
+	flushes = d.take(&d.merge)
 	if len(d.rings) == 0 && len(flushes) == 0 && d.lent == 0 && len(d.hands) == 0 {
 		d.running = false
 		return flushes, false
@@ -607,3 +608,39 @@ func (g *drainers) readerWaits() (done func()) {
 	g.lowLatency.Add(1)
 	return func() { g.lowLatency.Add(-1) }
 }
+
+// newKickedEpoll is an epoll set for a goroutine that waits on others'
+// eventfds (the drainers' waker), holding an eventfd of its
+// own, kick, that a request adds to (kickFd) to end its epoll_wait.
+func newKickedEpoll() (epfd, kick int, err error) {
+	epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return -1, -1, fmt.Errorf("epoll_create1: %w", err)
+	}
+	kick, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err == nil {
+		if err = epollAdd(epfd, kick); err != nil {
+			unix.Close(kick)
+		}
+	}
+	if err != nil {
+		unix.Close(epfd)
+		return -1, -1, fmt.Errorf("eventfd: %w", err)
+	}
+	return epfd, kick, nil
+}
+
+// kickFd adds 1 to an eventfd of ours: eventfd(2) takes a u64 in the
+// machine's byte order.
+func kickFd(fd int) {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(fd, one[:])
+}
+
+func epollAdd(epfd, fd int) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}
+	return unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+}
+
+func epollDel(epfd, fd int) { unix.EpollCtl(epfd, unix.EPOLL_CTL_DEL, fd, nil) }

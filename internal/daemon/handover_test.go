@@ -186,9 +186,6 @@ func handProducer(t *testing.T, s *testServer, commands ...string) (*client.Conn
 		}
 		idx = append(idx, x)
 	}
-	old := ringVersion
-	ringVersion = wire.RingSet
-	defer func() { ringVersion = old }()
 	return c, idx, shareTestRing(t, c, 1<<16)
 }
 

@@ -459,7 +459,8 @@ func (s *Server) giveBack() {
 // idle gives the daemon's free pages back to the system, in the
 // background, when it has become idle: its last client gone (what
 // sessions, requests and tracefs handles held is garbage then), and its
-// merger stopped with no client left (the rings it was still draining).
+// drainers stopped with no client left (the rings they were still
+// draining).
 // Rather than keep the daemon's busiest size while it idles. One at a
 // time, as clients come and go in bursts; but a call while one is under
 // way makes it run once more after, since what became garbage in between
@@ -480,8 +481,8 @@ func (s *Server) idle() {
 	}()
 }
 
-// idleIfNoConns is idle when no client is connected: the merger, a
-// drainer or the waker ends after the last client left, having let go
+// idleIfNoConns is idle when no client is connected: a drainer or the
+// waker ends after the last client left, having let go
 // of the last rings — memory the idle when that client left could not
 // give back yet.
 func (s *Server) idleIfNoConns() {

@@ -6,15 +6,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/uetrace/uetrace/internal/ringcheck"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
-// merge delivers the records of some rings in time order across them: the
-// merger's (every version-1 ring) and each drainer's (ring k of every set).
-// It is one goroutine's.
+// merge delivers the records of some rings in time order across them:
+// each drainer's (ring k of every set). It is one goroutine's.
 //
 // A ring's records are in the order its producer reserved them, and a
 // producer stamps a record after it reserved its space (see
@@ -48,6 +49,37 @@ type merge struct {
 	batch      subsys.Batch
 }
 
+const (
+	// mergeBatch bounds the records a merge delivers before its goroutine
+	// looks at its requests again, so that producers that never stop
+	// cannot keep a flush or a close waiting.
+	mergeBatch = 4096
+	// holdMaxDefault is the longest a ring's record, reserved and not yet
+	// committed, holds the delivery of later records of other rings. A
+	// producer between its reservation and its commit normally takes
+	// nanoseconds; one preempted there, killed there, or hostile, would
+	// otherwise stop every ring. A ring that holds past it is counted
+	// (RingStats.Held) and never holds the merge again.
+	holdMaxDefault = time.Millisecond
+	// napMin is the nap of a merge that a producer's uncommitted record
+	// holds (merge.again): short, so that the producer's commit comes
+	// soon after, and not a sleep on a Go timer (see nap).
+	napMin = 2 * time.Microsecond
+)
+
+// holdMax is holdMaxDefault; the tests that check the order on a busy
+// machine raise it, so that a producer preempted between its reservation
+// and its commit holds the merge as long as it takes.
+var holdMax = holdMaxDefault
+
+// nap sleeps for d in nanosleep(2), not on a Go timer: the runtime rounds
+// a timer under a millisecond up to one when it has nothing else to run,
+// and a millisecond's nap would let a busy producer fill its ring.
+func nap(d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
+	unix.Nanosleep(&ts, nil)
+}
+
 // batchRun is the most records a merge delivers into a stream before it
 // publishes them: the readers see them, and the stream's other writers
 // (the socket's) wait for no more than that.
@@ -59,22 +91,19 @@ func (m *merge) adopt(r *ringSource) {
 	m.rings = append(m.rings, r)
 }
 
-// ringRequests are what others ask of a goroutine that drains rings (the
-// merger, a drainer), queued under its mutex and taken between passes.
+// ringRequests are what others ask of a drainer, queued under its mutex
+// and taken between passes.
 type ringRequests struct {
 	adds    []*ringSource
 	closes  []*ringSource
 	flushes []chan struct{}
 }
 
-// take moves the requests into m — each ring added adopted, after added
-// when not nil; each closing ring given its last budget — and returns the
-// flushes asked for. The caller holds the queue's mutex.
-func (q *ringRequests) take(m *merge, added func(*ringSource)) []chan struct{} {
+// take moves the requests into m — each ring added adopted; each closing
+// ring given its last budget — and returns the flushes asked for. The
+// caller holds the queue's mutex.
+func (q *ringRequests) take(m *merge) []chan struct{} {
 	for _, r := range q.adds {
-		if added != nil {
-			added(r)
-		}
 		m.adopt(r)
 	}
 	// Cleared before reuse: a ring left in the backing array past the
@@ -100,8 +129,8 @@ func (q *ringRequests) take(m *merge, added func(*ringSource)) []chan struct{} {
 	return flushes
 }
 
-// step is one turn of the loop of the goroutine that owns m (the merger,
-// a drainer), after it took its requests: it answers the flushes asked —
+// step is one turn of the loop of the goroutine that owns m (a drainer),
+// after it took its requests: it answers the flushes asked —
 // every committed record delivered first (drainAll) — or, when none was,
 // makes one pass; then it lets go of the closing rings done with (release,
 // to done). It says how many records the pass delivered and whether the

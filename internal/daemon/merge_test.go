@@ -86,14 +86,14 @@ func (rc *ringClient) publishSlowly(idx uint32, payload []byte, delay time.Durat
 
 // TestMergeOrderAcrossRings: producers in two connections publish at the
 // same time, some of their records taking 50 µs between stamp and commit
-// (a preempted producer); the merger, with no flush to force it, delivers
+// (a preempted producer); the drainers, with no flush to force them, deliver
 // their records to a session in time order across the rings, as ftrace
 // merges its per-CPU buffers.
 func TestMergeOrderAcrossRings(t *testing.T) {
 	// A producer preempted between reserving and committing holds the
 	// merge as long as it takes: the order is then exact on any machine.
 	holdMax = time.Hour
-	t.Cleanup(func() { holdMax = holdMaxDefault }) // after the server's cleanup: its merger reads it
+	t.Cleanup(func() { holdMax = holdMaxDefault }) // after the server's cleanup: its drainers read it
 	s := serve(t, Config{})
 	ss := s.Subsystem().NewSession(subsysSessionOptions(16 << 20))
 	defer ss.Close()
@@ -118,7 +118,7 @@ func TestMergeOrderAcrossRings(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// No Flush: the merger delivers on its own.
+	// No Flush: the drainers deliver on their own.
 	testutil.Wait(t, "every record delivered", func() bool { return s.RingStats().Delivered == 2*n })
 	recs := readSession(t, ss, 2*n)
 	for i := 1; i < len(recs); i++ {

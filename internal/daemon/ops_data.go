@@ -54,7 +54,7 @@ func (c *conn) opWrite(h wire.Header, body []byte) bool {
 	w := c.w
 	w.PID = c.threads.Thread(h.Arg)
 	w.CPU = ringcheck.CPU(uint32(h.Flags))
-	if c.ring != nil || c.set != nil {
+	if c.set != nil {
 		// A client with a ring sends here only what it could not
 		// publish there (a record it cannot check itself): it comes
 		// after what the ring holds, as it was written after it.
@@ -73,7 +73,7 @@ func (c *conn) opWriteHead(h wire.Header, body []byte) bool {
 	w := c.w
 	w.PID = c.threads.Thread(h.Arg)
 	w.CPU = ringcheck.CPU(uint32(h.Flags))
-	if c.ring != nil || c.set != nil {
+	if c.set != nil {
 		c.s.Flush()
 	}
 	n, err := c.file.WriteHead(w, body[4:], int(wire.LE.Uint32(body)))

@@ -18,10 +18,10 @@ import (
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
-// RingStats are the fast path's counts for the rings of a Server's
-// connections, live and closed.
+// RingStats are the fast path's counts for the ring sets of a Server's
+// connections and FUSE shares, live and closed.
 type RingStats struct {
-	Rings     uint64 // rings clients shared, a ring set counting as one
+	Rings     uint64 // ring sets clients shared
 	Released  uint64 // of them, those released: producer gone, records delivered
 	Delivered uint64 // records handed to the subsystem and accepted
 	// Rejected are records the subsystem refused as it refuses a write: a
@@ -114,75 +114,27 @@ func (a *RingStats) add(b RingStats) {
 	a.Timeouts += b.Timeouts
 }
 
-// attachRing checks and maps the ring memfd and the wake eventfd a client
-// shared and hands the ring to the Server's merger. Both are hostile
-// input: shmring.Attach checks the memfd's type, size and seals (against
-// growing and shrinking, so no access can fault) and its header; the
-// eventfd must be one (the daemon never reads it — see merger.sleep); the
-// size limit is the daemon's. The descriptors stay the caller's.
-func (c *conn) attachRing(memfd, efd int) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(memfd, &st); err != nil {
-		return fmt.Errorf("ring: fstat: %w", err)
-	}
-	if st.Size > int64(wire.MaxRing)+int64(unix.Getpagesize()) {
-		return fmt.Errorf("ring: the memfd has %d bytes; this daemon takes rings of at most %d: %w", st.Size, wire.MaxRing, unix.EINVAL)
-	}
-	wake, err := dupEventfd(efd, "ring")
-	if err != nil {
-		return err
-	}
-	// The whole memfd counts: the daemon maps it and keeps it alive
-	// until the connection ends.
-	if err := c.share("ring", st.Size); err != nil {
-		unix.Close(wake)
-		return c.overLimit(err)
-	}
-	cons, err := shmring.Attach(memfd)
-	if err != nil {
-		unix.Close(wake)
-		c.share("ring", -st.Size)
-		return err
-	}
-	r := newRingSource(c.log, c.file, c.w, cons)
-	r.efd, r.shared = wake, st.Size
-	if err := c.s.merger.add(r); err != nil {
-		cons.Close()
-		unix.Close(wake)
-		c.share("ring", -st.Size)
-		return err
-	}
-	c.ring = r
-	return nil
-}
-
-// newRingSource is ring cons, shared now, whose records are written by w
-// (its TGID and Comm) into f: a connection's ring or ring of a set, or a
-// FUSE share's.
+// newRingSource is ring cons of a set, shared now, whose records are
+// written by w (its TGID and Comm) into f: a connection's or a FUSE
+// share's.
 func newRingSource(log *slog.Logger, f *subsys.File, w subsys.Writer, cons *shmring.Consumer) *ringSource {
-	r := &ringSource{log: log, file: f, w: w, cons: cons, efd: -1, done: make(chan struct{}), losses: ringcheck.NewLossBudget(time.Now(), 0)}
+	r := &ringSource{log: log, file: f, w: w, cons: cons, losses: ringcheck.NewLossBudget(time.Now(), 0)}
 	r.threads.Init(w.TGID)
 	return r
 }
 
-// ringSource is one ring of one connection as a drainer drains it: its
-// version-1 ring (the merger's), or ring k of its set (drainer k's). The
-// connection's File resolves write indices, so a ring reaches only its own
-// connection's events, and the writer's process is the connection's
-// SO_PEERCRED pid, never anything the ring says.
+// ringSource is ring k of a set as drainer k drains it. The set's File (its
+// connection's, its FUSE share's) resolves write indices, so a ring
+// reaches only its own file's events, and the writer's process is the
+// connection's SO_PEERCRED pid or the FUSE caller, never anything the ring
+// says.
 type ringSource struct {
-	log  *slog.Logger
-	file *subsys.File
-	w    subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
-	cons *shmring.Consumer
-	efd  int           // a version-1 ring's wake eventfd, our duplicate; -1 in a set
-	done chan struct{} // closed once released
-	// shared is a version-1 ring's memfd size, counted in the uid's
-	// Limits.SharedKBPerUID until the connection's teardown (a set
-	// counts its own).
-	shared int64
-	set    *ringSet      // the set the ring is of, or nil
-	batch  *subsys.Batch // its merge's (merge.adopt)
+	log   *slog.Logger
+	file  *subsys.File
+	w     subsys.Writer // TGID and Comm; PID (the thread) and CPU per record
+	cons  *shmring.Consumer
+	set   *ringSet      // the set the ring is of
+	batch *subsys.Batch // its merge's (merge.adopt)
 	// readers are the counts the session readers it was handed to
 	// reported, added when it was taken back (handover.go).
 	readers atomic.Pointer[RingStats]
@@ -235,26 +187,16 @@ func (r *ringSource) own() RingStats {
 	}
 }
 
-// close releases the ring once the merger has delivered what its producer
-// had committed: called by the connection's teardown, before the
-// connection's File is closed, so that those records are still its
-// events'.
-func (r *ringSource) close(m *merger) {
-	m.closeRing(r)
-	<-r.done
-}
-
-// Flush delivers everything clients have published into their rings and
-// ring sets so far — the merger and every drainer draining at once: a
+// Flush delivers everything clients have published into their ring sets
+// so far — every drainer draining at once: a
 // reader that calls it sees every record whose Write returned before, as
 // with the kernel's synchronous write. The daemon flushes before each
 // trace and session read it serves; in-process users of the Server's
 // Subsystem call it themselves.
 func (s *Server) Flush() {
 	// Every one is asked before any is waited for: they drain at once.
-	var buf [1 + maxDrainers]chan struct{}
+	var buf [maxDrainers]chan struct{}
 	asked := buf[:0]
-	asked = append(asked, s.merger.askFlush())
 	for _, d := range s.drainers.d {
 		asked = append(asked, d.askFlush())
 	}
@@ -266,20 +208,12 @@ func (s *Server) Flush() {
 }
 
 // RingStats returns the fast path's counts: those of closed connections
-// exactly; a live ring's may lag its drainer (the merger, a set's
-// drainer). Shmring's counts of a live ring (torn, discarded...) and its
+// exactly; a live ring's may lag its drainer. Shmring's counts of a live ring (torn, discarded...) and its
 // producer's drops are added when it is released, since only its drainer
 // may read them.
 func (s *Server) RingStats() RingStats {
-	m := &s.merger
-	m.mu.Lock()
-	t := m.totals
-	for r := range m.all {
-		t.add(r.live())
-	}
-	m.mu.Unlock()
-	t.add(s.drainers.stats())
-	t.OutOfOrder = m.outOfOrder.Load() + s.drainers.outOfOrder.Load()
+	t := s.drainers.stats()
+	t.OutOfOrder = s.drainers.outOfOrder.Load()
 	return t
 }
 

@@ -16,14 +16,14 @@ import (
 )
 
 // BenchmarkRingDeliver is the daemon's side of the fast path per record:
-// a batch of 34-byte records published into a connection's ring, then
-// Flush — the merger copies each out, checks it again and writes it into
+// a batch of 34-byte records published into a connection's ring set (the
+// ring of CPU 0), then Flush — drainer 0 checks each again and writes it into
 // the trace buffer of an enabled event. The producer's publish is in the
 // figure too (BenchmarkFloor in internal/shmring says how little it is);
 // what remains is the daemon's cost, the bound on what one connection's
 // ring delivers per second. own: every record of the producer's own
 // thread; madeup8000: each of a cycle of 8 000 thread ids no task has, as a
-// hostile producer makes them up — the merger's cost of checking them is
+// hostile producer makes them up — the drainer's cost of checking them is
 // the producer's ration (package ringcheck), after which they cost what own does.
 func BenchmarkRingDeliver(b *testing.B) {
 	own := uint32(unix.Gettid())
@@ -37,14 +37,7 @@ func benchRingDeliver(b *testing.B, tid func(i int) uint32) {
 	if err := writeFile(c, "events/user_events/bench_deliver/enable", "1"); err != nil {
 		b.Fatal(err)
 	}
-	ring, err := shmring.Create(1 << 20)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ring.Close()
-	if err := c.ShareRing(ring); err != nil {
-		b.Fatal(err)
-	}
+	ring := shareTestRing(b, c, 1<<20)
 	payload := make([]byte, 34)
 	const batch = 1000 // 72 bytes each in the ring: well within 1 MiB
 	i := 0
@@ -69,7 +62,7 @@ func benchRingDeliver(b *testing.B, tid func(i int) uint32) {
 
 // BenchmarkDaemonDeliver is the daemon's cost per record delivered into a
 // session's streams (what uetrace record reads) or the trace buffer, from
-// version-1 rings (the merger) or ring sets (the drainers), with 1 or 4
+// ring sets (the drainers; ring=v2, the Ring request's version), with 1 or 4
 // producer connections: a batch published into each producer's ring (the
 // publish outside the timer), then Flush. The drainers' figure is their
 // merge of one CPU's rings, the checks, and the one copy into the
@@ -79,18 +72,14 @@ func benchRingDeliver(b *testing.B, tid func(i int) uint32) {
 // streams are emptied, outside the timer.
 func BenchmarkDaemonDeliver(b *testing.B) {
 	for _, consumer := range []string{"stream", "ftrace"} {
-		for _, v := range []uint32{wire.RingV1, wire.RingSet} {
-			for _, producers := range []int{1, 4} {
-				name := fmt.Sprintf("consumer=%s/ring=v%d/producers=%d", consumer, v, producers)
-				b.Run(name, func(b *testing.B) { benchDaemonDeliver(b, consumer, v, producers) })
-			}
+		for _, producers := range []int{1, 4} {
+			name := fmt.Sprintf("consumer=%s/ring=v%d/producers=%d", consumer, wire.RingSet, producers)
+			b.Run(name, func(b *testing.B) { benchDaemonDeliver(b, consumer, producers) })
 		}
 	}
 }
 
-func benchDaemonDeliver(b *testing.B, consumer string, v uint32, producers int) {
-	ringVersion = v
-	defer func() { ringVersion = wire.RingV1 }()
+func benchDaemonDeliver(b *testing.B, consumer string, producers int) {
 	sys := subsys.New(subsys.Options{NumCPU: 2})
 	s := serve(b, Config{Subsystem: sys, Rings: 2})
 	const event = "bench_deliver u32 a; u64 b; u32 c; char[16] d; u16 e"

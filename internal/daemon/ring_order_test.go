@@ -53,7 +53,7 @@ func TestRingTruncateClearsPublished(t *testing.T) {
 // TestRingSocketWriteKeepsOrder: a write a ring client sends over the
 // socket — one it could not check itself — reaches the trace and sessions
 // after the records it published into its ring before, not before those
-// the merger has yet to deliver.
+// the drainers have yet to deliver.
 func TestRingSocketWriteKeepsOrder(t *testing.T) {
 	s := serve(t, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1, BufferKB: 8192})})
 	c, idx, ring := ringClientOf(t, s, "order_ev")
@@ -99,7 +99,7 @@ func TestRingSocketWriteKeepsOrder(t *testing.T) {
 
 // TestRingTracePipe: trace_pipe gives the records a client published into
 // its ring before the read at once, and a reader waiting on the empty pipe
-// wakes for a record published while it waits — the merger delivers it
+// wakes for a record published while it waits — the drainers deliver it
 // without a read asking for a flush.
 func TestRingTracePipe(t *testing.T) {
 	s := serve(t, Config{})

@@ -20,10 +20,11 @@ import (
 	"github.com/uetrace/uetrace/internal/testutil"
 )
 
-// newRing makes a ring of size data bytes, closed at the test's end.
-func newRing(t testing.TB, size int) *shmring.Producer {
+// newSet makes a ring set of n rings of size data bytes, closed at the
+// test's end.
+func newSet(t testing.TB, n, size int) *shmring.SetProducer {
 	t.Helper()
-	p, err := shmring.Create(size)
+	p, err := shmring.CreateSet(n, size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,14 +154,16 @@ func TestRingDeliveredBeforeClose(t *testing.T) {
 	}
 }
 
-// TestRingRefused: the daemon takes only a sealed memfd ring of a sane
-// size, one per connection, and says why it refuses one.
+// TestRingRefused: the daemon takes only a sealed memfd ring set of its
+// ring count and of a sane size, one per connection, and says why it
+// refuses one; version 1 (one ring) is no longer taken.
 func TestRingRefused(t *testing.T) {
 	s := serve(t, Config{})
+	n := s.drainers.n
 	c := rawConn(t, s.sock)
 	exchange(t, c, helloMsg(0, 0))
 	shareRing := func(fds ...int) error {
-		_, _, err := wire.ParseResult(exchange(t, c, wire.AppendHeader(nil, wire.OpRing, 0, 0), fds...))
+		_, _, err := wire.ParseResult(exchange(t, c, wire.AppendHeader(nil, wire.OpRing, 0, wire.RingSet), fds...))
 		return err
 	}
 
@@ -178,7 +181,7 @@ func TestRingRefused(t *testing.T) {
 	if err := shareRing(unsealed, efd); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "sealed") {
 		t.Errorf("unsealed memfd: %v; want EINVAL saying it is not sealed", err)
 	}
-	big := newRing(t, 2*wire.MaxRing)
+	big := newSet(t, n, 2*wire.MaxRing)
 	bigEfd, err := big.WakeByEventfd()
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +189,11 @@ func TestRingRefused(t *testing.T) {
 	if err := shareRing(big.Fd(), bigEfd); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), fmt.Sprint(wire.MaxRing)) {
 		t.Errorf("ring over wire.MaxRing: %v; want EINVAL naming the limit", err)
 	}
-	ring := newRing(t, 1<<16)
+	ring := newSet(t, n, 1<<16)
+	v1, _, err := wire.ParseResult(exchange(t, c, wire.AppendHeader(nil, wire.OpRing, 0, 1), ring.Fd(), efd))
+	if !errors.Is(err, unix.EPROTONOSUPPORT) {
+		t.Errorf("a Ring request of version 1: %v, %v; want EPROTONOSUPPORT", v1, err)
+	}
 	if err := shareRing(ring.Fd(), unsealed); !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "not an eventfd") {
 		t.Errorf("a memfd for the eventfd: %v; want EINVAL saying it is not an eventfd", err)
 	}
@@ -206,13 +213,13 @@ func TestRingRefused(t *testing.T) {
 	// A Ring request without a descriptor.
 	fd := rawConn(t, s.sock)
 	exchange(t, fd, helloMsg(0, 0))
-	wantErrno(t, "ring without a memfd", exchange(t, fd, wire.AppendHeader(nil, wire.OpRing, 0, 0)), unix.EINVAL)
+	wantErrno(t, "ring without a memfd", exchange(t, fd, wire.AppendHeader(nil, wire.OpRing, 0, wire.RingSet)), unix.EINVAL)
 	healthy(t, s)
 }
 
-// TestRingDrainsWithoutReads: the merger delivers what is published on
-// its own, without a read asking it to flush — woken by the publish when it
-// sleeps on the idle ring.
+// TestRingDrainsWithoutReads: the drainers deliver what is published on
+// their own, without a read asking them to flush — woken by the publish
+// when they sleep on the idle rings.
 func TestRingDrainsWithoutReads(t *testing.T) {
 	s := serve(t, Config{})
 	rc := newRingClient(t, s, "wake_ev", 1<<16)
@@ -232,8 +239,8 @@ func TestRingDrainsWithoutReads(t *testing.T) {
 }
 
 // TestRingRecordsBeforeDisableKept: records published while the event was
-// enabled are in the trace even when the disable comes before the merger
-// got to them — the disable flushes the rings first, as the kernel's
+// enabled are in the trace even when the disable comes before the
+// drainers got to them — the disable flushes the rings first, as the kernel's
 // synchronous writes would be in the buffer already.
 func TestRingRecordsBeforeDisableKept(t *testing.T) {
 	s := serve(t, Config{Subsystem: subsys.New(subsys.Options{NumCPU: 1, BufferKB: 4096})})
@@ -318,8 +325,8 @@ func TestRingHostileProducer(t *testing.T) {
 }
 
 // TestRingRecordSizes: records of every size up to a write's largest pass
-// through a ring — the merger's copy buffer, small at first, grows for
-// them — and one longer than a write may be is not delivered. (A session
+// through a ring, read where they lie, and one longer than a write may be
+// is not delivered. (A session
 // gets those perf would: up to PERF_MAX_TRACE_SIZE.)
 func TestRingRecordSizes(t *testing.T) {
 	s := serve(t, Config{})

@@ -106,7 +106,6 @@ type Server struct {
 	uids   map[uint32]*uidUse // what each uid's connections hold
 	closed bool
 
-	merger    merger    // the clients' version-1 rings
 	drainers  drainers  // their ring sets
 	handOvers handOvers // ring sets handed to sessions' readers
 	unhook    func()    // the subsystem's sync hook's removal (takeBackAll)
@@ -140,7 +139,6 @@ func New(cfg Config) *Server {
 		conns:     map[*conn]struct{}{},
 		procs:     map[int32]*process{},
 	}
-	s.merger.init(s)
 	if s.sys == nil {
 		s.sys = subsys.New(subsys.Options{NumCPU: procfs.AllowedCPUs()})
 	}
@@ -315,7 +313,6 @@ func (s *Server) Serve(ln *net.UnixListener) error {
 // their exit would — and waits for the connections to finish.
 func (s *Server) Close() error {
 	s.unhook()
-	s.merger.stop()
 	s.drainers.stop()
 	s.mu.Lock()
 	s.closed = true

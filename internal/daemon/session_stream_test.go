@@ -61,8 +61,6 @@ func eachStreamRec(t testing.TB, b []byte, fn func(streamRec)) {
 // its thread's name before its first sample there — once Sync returns;
 // Poll says to read the streams; closing the session disables the event.
 func TestSessionStreams(t *testing.T) {
-	ringVersion = wire.RingSet
-	defer func() { ringVersion = wire.RingV1 }()
 	s := serve(t, Config{Rings: 2})
 	a, prod, idx := producer(t, s, "sstream_ev u32 n")
 	ss := newSession(t, s, client.SessionOptions{Comm: true})

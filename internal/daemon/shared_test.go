@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/daemon/client"
+	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/subsys"
 )
 
@@ -34,7 +35,9 @@ func TestSharedMemoryPerUID(t *testing.T) {
 		return
 	}
 	dir, exe := childDir(t)
-	s := serveIn(t, Config{Limits: Limits{SharedKBPerUID: 3 << 10}}, dir)
+	// One ring a set: each set a header page and a ring (its own header
+	// page and data).
+	s := serveIn(t, Config{Limits: Limits{SharedKBPerUID: 3 << 10}, Rings: 1}, dir)
 	os.Chmod(s.sock, 0o666)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -53,9 +56,9 @@ func TestSharedMemoryPerUID(t *testing.T) {
 	if !strings.Contains(out.String(), "--shared-kb") {
 		t.Errorf("the refusal does not name --shared-kb:\n%s", out.String())
 	}
-	// A 1 MiB arena, a 1 MiB ring and its header page, a 512 KiB ring and
-	// its header page.
-	const held = 1024 + 1028 + 516
+	// A 1 MiB arena, a set of a 1 MiB ring and its two pages, a set of a
+	// 512 KiB ring and its two pages.
+	const held = 1024 + 1032 + 520
 	if !regexp.MustCompile(fmt.Sprintf(`(?m)^uid %d .* shared_kb %d fuse_files 0( |$)`, nobodyUID, held)).MatchString(out.String()) {
 		t.Errorf("the user's own Stats line does not show %d KiB shared:\n%s", held, out.String())
 	}
@@ -68,7 +71,7 @@ func TestSharedMemoryPerUID(t *testing.T) {
 	wantLines(t, runChild(t, exe, "TestSharedMemoryPerUID", "sharedother", s.sock, otherUID), "other: ok")
 	for i := range 4 {
 		c := newArena(t, 1<<20, unix.F_SEAL_SHRINK).dial(t, s.sock)
-		if err := c.ShareRing(newRing(t, 1<<20)); err != nil {
+		if err := shareSet(t, c, 1<<20); err != nil {
 			t.Fatalf("root's ring %d: %v", i, err)
 		}
 	}
@@ -102,13 +105,13 @@ func sharedChild(t *testing.T) {
 	if err != nil {
 		return
 	}
-	fmt.Printf("ring 1: %s\n", errnoName(c1.ShareRing(newRing(t, 1<<20))))
+	fmt.Printf("ring 1: %s\n", errnoName(shareSet(t, c1, 1<<20)))
 	c2, err := client.Dial(sock, arena)
 	fmt.Printf("arena 1 again: %s\n", errnoName(err))
 	if err != nil {
 		return
 	}
-	err = c2.ShareRing(newRing(t, 1<<20))
+	err = shareSet(t, c2, 1<<20)
 	fmt.Printf("ring 2: %s\n", errnoName(err))
 	if err != nil {
 		fmt.Printf("(%v)\n", err)
@@ -119,7 +122,7 @@ func sharedChild(t *testing.T) {
 	if err != nil {
 		fmt.Printf("(%v)\n", err)
 	}
-	fmt.Printf("small ring: %s\n", errnoName(c2.ShareRing(newRing(t, 512<<10))))
+	fmt.Printf("small ring: %s\n", errnoName(shareSet(t, c2, 512<<10)))
 	st, err := c1.Stats()
 	fmt.Printf("stats: %s\n%s", errnoName(err), st)
 	fmt.Println("holding")
@@ -132,7 +135,7 @@ func sharedOtherChild(t *testing.T) {
 	c, err := client.Dial(os.Getenv("UETRACE_TEST_SOCK"), &client.Arena{FD: a.fd, Addr: a.addr(0), Size: 1 << 20})
 	if err == nil {
 		defer c.Close()
-		err = c.ShareRing(newRing(t, 1<<20))
+		err = shareSet(t, c, 1<<20)
 	}
 	fmt.Printf("other: %s\n", errnoName(err))
 	if err != nil && !errors.Is(err, unix.ENOMEM) {
@@ -194,4 +197,16 @@ func TestFUSEChargeSharedWithSocket(t *testing.T) {
 	if st := s.Stats(); len(st.ByUID) != 0 {
 		t.Errorf("an empty account is kept: %+v", st)
 	}
+}
+
+// shareSet shares on c a new ring set of c.Rings() rings of size bytes
+// each, closed at the test's end.
+func shareSet(t testing.TB, c *client.Conn, size int) error {
+	t.Helper()
+	sp, err := shmring.CreateSet(c.Rings(), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	return c.ShareRingSet(sp)
 }

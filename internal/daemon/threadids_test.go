@@ -19,8 +19,9 @@ func madeUpTID(i, n int) uint32 { return uint32(ringcheck.PIDMax() - 1 - i%n) }
 // daemon would believe (a thread that exited) after checking /proc — gets
 // its ration of checks, ringcheck.CheckBurst and then ringcheck.CheckRate a second; its
 // other records go under its process id, counted, and every record is
-// delivered. (Each record cost the merger two system calls: ~200 000
-// records a second, for every producer behind it.)
+// delivered. (Each record cost the merger, the single goroutine that
+// drained version-1 rings then, two system calls: ~200 000 records a
+// second, for every producer behind it.)
 func TestMadeUpThreadIDsCostTheProducer(t *testing.T) {
 	s := serve(t, Config{})
 	ss := s.Subsystem().NewSession(subsysSessionOptions(4 << 20))
@@ -33,7 +34,7 @@ func TestMadeUpThreadIDsCostTheProducer(t *testing.T) {
 	began := time.Now()
 	for i := range 2 * n {
 		for !rc.ring.Write(shmring.Meta{Time: stamp.Now(), WriteIndex: rc.idx, TID: madeUpTID(i, n)}, u32rec(uint32(i))) {
-			s.Flush() // the ring is full: let the merger catch up
+			s.Flush() // the ring is full: let the drainers catch up
 		}
 	}
 	s.Flush()

@@ -31,8 +31,8 @@ import (
 //     not yet checked when its writer's ration is spent goes under the
 //     process id and is counted unchecked — made-up thread ids cost their
 //     producer its records' thread ids, never the reader's time (cycling
-//     8 000 of them slowed the daemon's merger to ~200 000 records a
-//     second, every writer's);
+//     8 000 of them slowed the daemon's merger, which drained every
+//     version-1 ring then, to ~200 000 records a second, every writer's);
 //   - a writer in a pid namespace of its own (a container, uetrace run
 //     inside one) stamps its records with the ids its namespace gives its
 //     threads: each is looked up among the process's threads by its

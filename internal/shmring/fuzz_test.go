@@ -35,7 +35,7 @@ func FuzzConsumer(f *testing.F) {
 				if i > size/HeaderSize+1 {
 					t.Fatalf("pass %d: %d records from a %d-byte ring", pass, i, size)
 				}
-				// The first pass reads as the daemon's merger does, from a
+				// The first pass reads as the daemon's merger did, from a
 				// small buffer grown as records need; the second with one
 				// that holds any record.
 				var rec Record

@@ -41,7 +41,7 @@ func (f *File) Writev(w Writer, iov ...[]byte) (int, error) {
 }
 
 // Deliver is a write that already happened, its record still in a
-// client's ring: the daemon's drainers (and its merger) hand over the
+// client's ring: the daemon's drainers hand over the
 // committed record v of a producer's ring
 // (read in place, its header's words loaded once), at time ts, by w — its
 // thread and CPU as the daemon checked them. The payload is copied once,

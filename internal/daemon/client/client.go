@@ -129,7 +129,7 @@ func Dial(path string, arena *Arena) (*Conn, error) {
 }
 
 // Rings is how many rings a ring set shared with this daemon has (its
-// drainers: ShareRingSet), 0 when the daemon takes only rings.
+// drainers: ShareRingSet), 0 when the daemon predates ring sets.
 func (c *Conn) Rings() int { return c.rings }
 
 // Path is the socket the client is connected to.
@@ -498,20 +498,6 @@ func parseDirEntries(data []byte, out []DirEntry) ([]DirEntry, error) {
 		data = data[i+1:]
 	}
 	return out, nil
-}
-
-// ShareRing hands the daemon the ring p (internal/shmring) this client
-// publishes its writes into: the Ring request. p is made to wake the
-// daemon through an eventfd (Producer.WakeByEventfd), sent with the ring's
-// memfd; the daemon keeps its own mapping, the caller keeps p. A daemon
-// that predates rings answers EPROTO, one that refuses this ring EINVAL
-// (or another errno saying why): the caller then writes with Writev.
-func (c *Conn) ShareRing(p *shmring.Producer) error {
-	efd, err := p.WakeByEventfd()
-	if err != nil {
-		return fmt.Errorf("sharing the ring: %w", err)
-	}
-	return c.shareRing(wire.RingV1, p.Fd(), efd)
 }
 
 // ShareRingSet shares a ring set with the daemon (the Ring request,

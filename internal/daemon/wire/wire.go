@@ -69,13 +69,11 @@ import (
 //	Attach      arg: session handle; flags: 1 = follow events created later.
 //	            Body: a pattern (the subsystem's MatchEvent). Reply: Data with the
 //	            attached events' "system:tracepoint" names, NUL-terminated.
-//	Ring        arg: the version of what is shared: RingV1 (or 0) a ring,
-//	            RingSet a ring set of R rings (the HelloOK's R), one per
-//	            CPU index, a record published into ring CPU mod R; a
-//	            daemon before sets answers EPROTONOSUPPORT or EINVAL (its
-//	            checks of a ring's memfd), and the client shares a ring
-//	            instead. Then as for a ring:
-//	            no body; SCM_RIGHTS carries a ring memfd (internal/shmring)
+//	Ring        arg: the version of what is shared: RingSet, a ring set of
+//	            R rings (the HelloOK's R), one per CPU index, a record
+//	            published into ring CPU mod R (version 1, one ring per
+//	            producer, is no longer taken: EPROTONOSUPPORT). No body;
+//	            SCM_RIGHTS carries the set's memfd (internal/shmring)
 //	            that the client publishes its writes into without a system
 //	            call, each record [write_index][payload] with the thread,
 //	            CPU and CLOCK_MONOTONIC time, and the eventfd the client
@@ -85,7 +83,7 @@ import (
 //	            the daemon drains it into this connection's user_events_data
 //	            (the write index is this connection's; the pid is the
 //	            peer's), and before each Read and SessionRead delivers what
-//	            every ring holds. Reply: Result. A daemon before Ring
+//	            every set holds. Reply: Result. A daemon before Ring
 //	            answers EPROTO ("unknown request"), and the client writes
 //	            with Write instead: the protocol version is unchanged.
 //	SessionRead arg: session handle; flags: 1 = do not wait. Body: u32
@@ -93,7 +91,7 @@ import (
 //	            not to wait (then the reply may hold none). Reply: Data: u64 lost, u64 too large, then
 //	            records of u64 time, i32 pid, i32 tid, i32 cpu, u32 type id,
 //	            u32 length and the raw record padded to 8 bytes.
-//	RingFlush   no body: deliver what the connection's ring holds. Reply:
+//	RingFlush   no body: deliver what the connection's ring set holds. Reply:
 //	            Result once it is delivered.
 //	SetFilter   arg: session handle. Body: "system:tracepoint", a NUL, and
 //	            the filter text: the session's filter for that event, as
@@ -206,11 +204,10 @@ const (
 	OpHelloOK
 )
 
-// The versions of the Ring request (its arg).
-const (
-	RingV1  = 1 // one ring (internal/shmring)
-	RingSet = 2 // a ring set of R rings (internal/shmring's sets)
-)
+// RingSet is the version of the Ring request (its arg) the daemon takes: a
+// ring set of R rings (internal/shmring's sets). Version 1, one ring per
+// producer, is retired.
+const RingSet = 2
 
 // Version is the protocol version this package speaks.
 const Version = 1
