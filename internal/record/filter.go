@@ -39,10 +39,12 @@ func newTaskFilter(pids []int, comms []string) *taskFilter {
 }
 
 // match reports whether a sample of task tid of process pid is kept;
-// decided is false when that takes the name of a task that is gone from
-// /proc and not named yet: on the kernel its name (a COMM record of its
-// exec) can be in another CPU's ring, read later in the same drain.
-func (f *taskFilter) match(pid, tid uint32) (keep, decided bool) {
+// decided is false, unless final, when that takes the name of a task that
+// is gone from /proc and was not named by the source: on the kernel its
+// name (a COMM record of its exec) can be in another CPU's ring, read
+// later in the same drain — and the name its forebears had, which a
+// forked process keeps until it execs, would be the wrong one then.
+func (f *taskFilter) match(pid, tid uint32, final bool) (keep, decided bool) {
 	if f.lastValid && tid == f.lastTID {
 		return f.lastKeep, true
 	}
@@ -51,7 +53,7 @@ func (f *taskFilter) match(pid, tid uint32) (keep, decided bool) {
 	case len(f.pids) > 0 && !slices.Contains(f.pids, pid):
 		keep = false
 	case len(f.comms) > 0:
-		name, ok := f.name(pid, tid)
+		name, ok := f.name(pid, tid, final)
 		if !ok {
 			return false, false
 		}
@@ -61,26 +63,34 @@ func (f *taskFilter) match(pid, tid uint32) (keep, decided bool) {
 	return keep, true
 }
 
-// name is a task's name: as the source named it or its forebears, else
-// as /proc has it.
-func (f *taskFilter) name(pid, tid uint32) (string, bool) {
+// name is a task's name: as the source named it, else as /proc has it,
+// else — with inherit — as the source named its forebears (a new thread,
+// which the kernel names in no COMM record; a forked process that has not
+// exec'd).
+func (f *taskFilter) name(pid, tid uint32, inherit bool) (string, bool) {
+	if n, ok := f.names[tid]; ok {
+		return n, true
+	}
+	if n, ok := taskComm(int32(pid), int32(tid)); ok {
+		f.names[tid] = n
+		return n, true
+	}
+	if !inherit {
+		return "", false
+	}
 	t := tid
 	for range 16 { // a bounded walk: a pid reused can make a loop
-		if n, ok := f.names[t]; ok {
-			f.names[tid] = n
-			return n, true
-		}
 		p, ok := f.parents[t]
 		if !ok {
 			break
 		}
 		t = p
+		if n, ok := f.names[t]; ok {
+			f.names[tid] = n
+			return n, true
+		}
 	}
-	n, ok := taskComm(int32(pid), int32(tid))
-	if ok {
-		f.names[tid] = n
-	}
-	return n, ok
+	return "", false
 }
 
 // fork notes that thread ptid made thread tid.
@@ -114,7 +124,7 @@ func (r *Recorder) wanted(pid, tid uint32) bool {
 	if r.filter == nil {
 		return true
 	}
-	keep, decided := r.filter.match(pid, tid)
+	keep, decided := r.filter.match(pid, tid, true)
 	if !decided {
 		r.filter.nameless(tid)
 	}
@@ -131,7 +141,7 @@ func (r *Recorder) wantedRecord(rec []byte, pid, tid uint32) bool {
 	if r.filter == nil {
 		return true
 	}
-	keep, decided := r.filter.match(pid, tid)
+	keep, decided := r.filter.match(pid, tid, false)
 	switch {
 	case !decided:
 		r.pending = append(r.pending, bytes.Clone(rec))
