@@ -311,16 +311,12 @@ func (s *Server) resumed(hs *handedSet) {
 }
 
 // takeBackAll takes back every set handed over and has the drainers
-// deliver what their rings hold: the subsystem's sync hook, run before a
-// tracefs write, an attach, a detach or a close, so that the records
-// published before it reach the consumers of before, as Flush delivers
-// the drainers' own rings first.
+// deliver what every ring holds: the subsystem's sync hook, run before a
+// tracefs write, an O_TRUNC open, an attach, a detach or a close —
+// whoever asks for it, the socket's ops or the FUSE tree's — so that the
+// records published before it reach the consumers of before.
 func (s *Server) takeBackAll() {
 	s.handOvers.mu.Lock()
-	if len(s.handOvers.live) == 0 {
-		s.handOvers.mu.Unlock()
-		return
-	}
 	hss := make([]*handedSet, 0, len(s.handOvers.live))
 	for hs := range s.handOvers.live {
 		hss = append(hss, hs)

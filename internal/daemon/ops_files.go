@@ -24,11 +24,6 @@ func (c *conn) opOpen(h wire.Header, body []byte) bool {
 	if len(c.handles) >= c.s.limits.Handles {
 		return c.result(0, c.overLimit(fmt.Errorf("open %q: this connection holds %d files and sessions open, the most one may (`uetrace serve --max-handles`): %w", body, len(c.handles), unix.EMFILE)))
 	}
-	if int(h.Arg)&unix.O_TRUNC != 0 {
-		// Truncating trace clears the records written before it:
-		// those still in the rings too.
-		c.s.Flush()
-	}
 	fh, err := c.s.sys.FS().Open(string(body), int(h.Arg), c.cred)
 	if err != nil {
 		return c.result(0, err)
@@ -74,10 +69,10 @@ func (c *conn) opWriteFile(h wire.Header, body []byte) bool {
 	if c.bufHandles[h.Arg] {
 		return c.writeBufferSize(fh, body)
 	}
-	// A write to tracefs may disable an event or clear the buffer:
-	// records clients published before it are delivered first, as
-	// their writes to the kernel would have been.
-	c.s.Flush()
+	// A write to tracefs may disable an event or clear the buffer: the
+	// subsystem's sync hook (takeBackAll) delivers what clients
+	// published before it first, as their writes to the kernel would
+	// have been.
 	n, err := fh.Write(body)
 	return c.result(int64(n), err)
 }

@@ -111,17 +111,10 @@ func (h *fileHandle) Read(ctx context.Context, r *fuse.Request, dst []byte, off 
 }
 
 // Write is WRITE: the whole buffer is one write to the file, at whatever
-// offset (tracefs's write handlers ignore it). A write to tracefs may
-// disable an event or clear the buffer: the records programs published
-// into shared memory before it are delivered first (Options.Flush), as
-// their writes to the kernel would have been, and as the socket's writes
-// of tracefs files do. (The drainers, busy, wait up to 10 ms for a
-// ring's watermark: without it, a program's records just before its own
-// disable would reach no one.)
+// offset (tracefs's write handlers ignore it). What programs published
+// into shared memory before it is delivered first by the subsystem's sync
+// hooks, which a write runs.
 func (h *fileHandle) Write(ctx context.Context, r *fuse.Request, data []byte, off int64) (int, error) {
-	if h.fs.o.Flush != nil {
-		h.fs.o.Flush()
-	}
 	n, err := h.h.Write(data)
 	return n, errnoOf(err)
 }

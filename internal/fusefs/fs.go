@@ -323,11 +323,6 @@ func (f *FS) Open(ctx context.Context, r *fuse.Request, path string, flags uint3
 	if path == subsys.FileData {
 		return f.openData(acct, flags), nil
 	}
-	if flags&unix.O_TRUNC != 0 && f.o.Flush != nil {
-		// Truncating trace clears the records written before it:
-		// those still in the rings too (the socket's Open does the same).
-		f.o.Flush()
-	}
 	h, err := f.tree.Open(path, int(flags), cred)
 	if err != nil {
 		acct.release()

@@ -372,6 +372,10 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 	}
 	h := &Handle{f: f, path: name, n: n, flags: flags, cred: cred}
 	if write && flags&os.O_TRUNC != 0 && n.f != nil && n.f.trunc != nil {
+		// It changes state as a write does (it clears the buffer, or
+		// disables every event): what processes published before it
+		// is delivered first.
+		s.syncProcesses()
 		if err := n.f.trunc(f, n, cred); err != nil {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
