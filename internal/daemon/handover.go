@@ -91,6 +91,9 @@ type handedSet struct {
 	// from them).
 	claimed []uint64
 	since   time.Time
+	// ended is closed once every drainer has resumed its ring and the
+	// take-back is done (resumed): only then may the set be released.
+	ended chan struct{}
 }
 
 // handOvers are the Server's hand-overs.
@@ -205,7 +208,7 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 	s.handOvers.nextID++
 	id := s.handOvers.nextID
 	s.handOvers.mu.Unlock()
-	hs := &handedSet{id: id, set: set, ctl: ctl, ctlFd: ctlFd, claimed: make([]uint64, len(set.srcs)), since: set.srcs[0].losses.Since()}
+	hs := &handedSet{id: id, set: set, ctl: ctl, ctlFd: ctlFd, claimed: make([]uint64, len(set.srcs)), since: set.srcs[0].losses.Since(), ended: make(chan struct{})}
 	// Counted before the subsystem can take it back (HandTo below).
 	hs.left.Store(int32(len(set.srcs)) + 1)
 	if !set.handed.CompareAndSwap(nil, hs) {
@@ -308,6 +311,7 @@ func (s *Server) resumed(hs *handedSet) {
 	s.handOvers.mu.Lock()
 	delete(s.handOvers.live, hs)
 	s.handOvers.mu.Unlock()
+	close(hs.ended)
 }
 
 // takeBackAll takes back every set handed over and has the drainers
@@ -328,11 +332,16 @@ func (s *Server) takeBackAll() {
 	s.Flush()
 }
 
-// takeBackSet takes back set if it is handed over: its producer goes, or
-// asks for its records delivered (RingFlush).
+// takeBackSet takes back set if it is handed over, and returns once every
+// drainer has resumed its ring: its producer goes, or asks for its
+// records delivered (RingFlush). The wait matters: a take-back begun by
+// another goroutine (a tracer's write, takeBackAll) may not have asked
+// every drainer to resume yet, and a ring released before its resume is
+// unmapped under it.
 func (s *Server) takeBackSet(set *ringSet) {
 	if hs := set.handed.Load(); hs != nil {
 		s.endHandOver(hs)
+		<-hs.ended
 	}
 }
 
