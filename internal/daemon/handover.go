@@ -94,6 +94,10 @@ type handedSet struct {
 	// ended is closed once every drainer has resumed its ring and the
 	// take-back is done (resumed): only then may the set be released.
 	ended chan struct{}
+	// refused: the subsystem refused the hand-over (handOver), which
+	// then ended as a take-back — one that does not hold the set back
+	// from the next ask (handAgain), since it was never handed.
+	refused atomic.Bool
 }
 
 // handOvers are the Server's hand-overs.
@@ -216,6 +220,9 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 		unix.Close(ctlFd)
 		return nil, nil
 	}
+	if handing != nil {
+		handing(hs)
+	}
 	r0 := set.srcs[0]
 	table, ok := r0.file.HandTo(ss, hs, func() { s.takeBack(hs) })
 	ho := &wire.HandOver{
@@ -231,9 +238,19 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 		ok = false
 	}
 	if !ok {
-		set.handed.Store(nil)
-		ctl.Close()
+		// From the compare-and-swap on, the set was handed as far as
+		// anyone could see: its producer's close (takeBackSet) may have
+		// begun a take-back, and waits for it to end. So the refusal
+		// ends the hand-over as a take-back does, never behind one's
+		// back: no drainer was asked to give a ring, so their share of
+		// left is counted here, and the take-back — this one, or the one
+		// begun meanwhile — counts the last and unmaps the control.
+		// Unmapped here, that take-back faulted on it, or waited for an
+		// end that never came (the soak's daemon, CI at a150a2c).
 		unix.Close(ctlFd)
+		hs.refused.Store(true)
+		s.resumedN(hs, len(set.srcs))
+		s.takeBack(hs)
 		return nil, nil
 	}
 	s.handOvers.mu.Lock()
@@ -287,6 +304,11 @@ func (s *Server) takeBack(hs *handedSet) {
 	s.resumed(hs)
 }
 
+// handing, if set (by tests), runs once a hand-over has claimed its set
+// and before the subsystem says whether it may be handed: a producer's
+// close then finds it handed (TestHandOverRefusedWhileClosing).
+var handing func(*handedSet)
+
 // betweenTakeBacks, if set (by tests), runs before each ring of a
 // take-back: drainers then resume the rings of a hand-over they were
 // still giving meanwhile (TestHandOverTakenBackWhileGiven).
@@ -297,11 +319,16 @@ var betweenTakeBacks func()
 // the hand-over and unmaps the control. The take-back counts: drainers
 // asked to give a ring after it began resume that ring at once, and may
 // all be done while it still takes back later rings in the control.
-func (s *Server) resumed(hs *handedSet) {
-	if hs.left.Add(-1) != 0 {
+func (s *Server) resumed(hs *handedSet) { s.resumedN(hs, 1) }
+
+// resumedN is n of resumed's words at once.
+func (s *Server) resumedN(hs *handedSet, n int) {
+	if hs.left.Add(-int32(n)) != 0 {
 		return
 	}
-	hs.set.markBack()
+	if !hs.refused.Load() {
+		hs.set.markBack()
+	}
 	hs.set.log.Debug("ring set resumed", "handover", hs.id)
 	g := &s.drainers
 	g.mu.Lock()

@@ -541,3 +541,52 @@ func TestHandOverTakenBackWhileGiven(t *testing.T) {
 	})
 	t.Logf("%d asks, %d hand-overs", asks, hr.handed)
 }
+
+// TestHandOverRefusedWhileClosing: a producer that goes while a reader's
+// ask for its set is being refused — the set claimed, then refused by the
+// subsystem, since nobody consumes its events — goes as every producer
+// does: its close takes the set back and waits for the hand-over's end,
+// which the refusal brings. Before, the refusal unmapped the control under
+// that take-back, or left it waiting for ever (the soak's daemon, CI at
+// a150a2c: writers killed mid-write, whose events nobody records, while
+// the recording asks for hand-overs).
+func TestHandOverRefusedWhileClosing(t *testing.T) {
+	// The hook is set before the daemon runs, and cleared after it ends.
+	var victim atomic.Pointer[client.Conn]
+	var once sync.Once
+	handing = func(hs *handedSet) {
+		c := victim.Load()
+		if c == nil {
+			return
+		}
+		once.Do(func() {
+			go c.Close()
+			// The producer's teardown found the set handed and took it
+			// back: done with the control, it waits for the end.
+			if !testutil.Eventually(func() bool { return hs.back.Load() && hs.left.Load() <= int32(len(hs.set.srcs)) }) {
+				t.Error("the producer's close did not take the set back")
+			}
+		})
+	}
+	t.Cleanup(func() { handing = nil })
+	s := serve(t, Config{Rings: 2})
+	// The reader's event, registered by a producer without rings (no
+	// set to hand).
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	plain := a.dial(t, s.sock)
+	if _, _, err := plain.Register(reg(a.addr(0), 0), "ho_mine u32 n", false); err != nil {
+		t.Fatal(err)
+	}
+	hr := newHandReader(t, s, "user_events:ho_mine", false)
+	c, _, _ := handProducer(t, s, "ho_nobody u32 n")
+	victim.Store(c)
+	if hr.take() {
+		t.Fatal("handed a set whose events the session does not consume")
+	}
+	testutil.Wait(t, "the producer's set released", func() bool {
+		s.drainers.mu.Lock()
+		defer s.drainers.mu.Unlock()
+		return len(s.drainers.sets) == 0
+	})
+	healthy(t, s)
+}
