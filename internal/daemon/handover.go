@@ -215,16 +215,29 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 	hs := &handedSet{id: id, set: set, ctl: ctl, ctlFd: ctlFd, claimed: make([]uint64, len(set.srcs)), since: set.srcs[0].losses.Since(), ended: make(chan struct{})}
 	// Counted before the subsystem can take it back (HandTo below).
 	hs.left.Store(int32(len(set.srcs)) + 1)
+	if handing != nil {
+		handing(hs, false)
+	}
 	if !set.handed.CompareAndSwap(nil, hs) {
 		ctl.Close()
 		unix.Close(ctlFd)
 		return nil, nil
 	}
 	if handing != nil {
-		handing(hs)
+		handing(hs, true)
 	}
 	r0 := set.srcs[0]
-	table, ok := r0.file.HandTo(ss, hs, func() { s.takeBack(hs) })
+	// A set whose producer goes is not handed: its close (drainers.close)
+	// says so, then takes back what is handed — and so, the two atomics
+	// ordered against ours, it either finds this hand-over, or we find
+	// it closing here. Missed, its drainers released rings that were then
+	// given, and resumed after the waker unmapped them (the soak's daemon
+	// died so).
+	var table subsys.HandOver
+	ok := !set.closing.Load()
+	if ok {
+		table, ok = r0.file.HandTo(ss, hs, func() { s.takeBack(hs) })
+	}
 	ho := &wire.HandOver{
 		ID: hs.id, Rings: len(set.srcs), PID: r0.w.TGID, Comm: r0.w.Comm,
 		SessionComm: table.Comm, Events: make([]wire.HandOverEvent, len(table.Events)),
@@ -304,10 +317,11 @@ func (s *Server) takeBack(hs *handedSet) {
 	s.resumed(hs)
 }
 
-// handing, if set (by tests), runs once a hand-over has claimed its set
-// and before the subsystem says whether it may be handed: a producer's
-// close then finds it handed (TestHandOverRefusedWhileClosing).
-var handing func(*handedSet)
+// handing, if set (by tests), runs as a hand-over claims its set: before
+// (claimed false) and after (claimed true), before the subsystem says
+// whether it may be handed. A producer's close then finds it handed, or
+// not yet (TestHandOverRefusedWhileClosing, TestHandOverClosingSet).
+var handing func(hs *handedSet, claimed bool)
 
 // betweenTakeBacks, if set (by tests), runs before each ring of a
 // take-back: drainers then resume the rings of a hand-over they were

@@ -554,9 +554,9 @@ func TestHandOverRefusedWhileClosing(t *testing.T) {
 	// The hook is set before the daemon runs, and cleared after it ends.
 	var victim atomic.Pointer[client.Conn]
 	var once sync.Once
-	handing = func(hs *handedSet) {
+	handing = func(hs *handedSet, claimed bool) {
 		c := victim.Load()
-		if c == nil {
+		if c == nil || !claimed {
 			return
 		}
 		once.Do(func() {
@@ -583,6 +583,39 @@ func TestHandOverRefusedWhileClosing(t *testing.T) {
 	if hr.take() {
 		t.Fatal("handed a set whose events the session does not consume")
 	}
+	testutil.Wait(t, "the producer's set released", func() bool {
+		s.drainers.mu.Lock()
+		defer s.drainers.mu.Unlock()
+		return len(s.drainers.sets) == 0
+	})
+	healthy(t, s)
+}
+
+// TestHandOverClosingSet: a set whose producer is going is not handed,
+// even when the producer's close looked for a hand-over to take back just
+// before the reader's ask claimed the set. Handed, its drainers gave rings
+// they had released, and resumed them once they were unmapped (the soak's
+// daemon died so, in resumeRing).
+func TestHandOverClosingSet(t *testing.T) {
+	var srv atomic.Pointer[testServer]
+	handing = func(hs *handedSet, claimed bool) {
+		if s := srv.Load(); s != nil && !claimed {
+			// The first steps of the producer's close (drainers.close),
+			// between the reader's choice of the set and its claim.
+			hs.set.closing.Store(true)
+			s.takeBackSet(hs.set)
+		}
+	}
+	t.Cleanup(func() { handing = nil })
+	s := serve(t, Config{Rings: 2})
+	c, _, _ := handProducer(t, s, "ho_closing u32 n")
+	hr := newHandReader(t, s, "user_events:ho_closing", false)
+	srv.Store(s)
+	if hr.take() {
+		t.Fatal("handed a set whose producer is going")
+	}
+	srv.Store(nil)
+	c.Close()
 	testutil.Wait(t, "the producer's set released", func() bool {
 		s.drainers.mu.Lock()
 		defer s.drainers.mu.Unlock()
