@@ -59,10 +59,13 @@ import (
 //     so that a producer registering events one by one, or a tracer
 //     toggling an enable, makes the set change hands at most that often.
 //
-// Differences, while a set is handed: its records are not in the events'
-// written counts (uetrace status) until the set is taken back; the
-// reader's counts of its rings (delivered, rejected, lost…) are its word,
-// added to RingStats as such.
+// Counts, while a set is handed: the reader's counts of its rings
+// (delivered, rejected, lost…) are its word, added to RingStats as such;
+// its counts of each event's records (written, dropped: what File.write
+// and File.WriteLost count) are added to the events' counts when they are
+// read (countHanded) and when the set is taken back — lagging by the
+// reader's pass, as the drainers' lag by theirs. A set of more than
+// handover.MaxCountedEvents write indices is not handed.
 
 // takeBackBound is the longest the daemon waits for a reader in the middle
 // of a pass over a ring it takes back: a pass is at most mergeBatch
@@ -94,6 +97,9 @@ type handedSet struct {
 	// ended is closed once every drainer has resumed its ring and the
 	// take-back is done (resumed): only then may the set be released.
 	ended chan struct{}
+	// events are the set's write indices as the subsystem handed them:
+	// the reader's counts of their records are added to them.
+	events []subsys.HandedEvent
 	// refused: the subsystem refused the hand-over (handOver), which
 	// then ended as a take-back — one that does not hold the set back
 	// from the next ask (handAgain), since it was never handed.
@@ -245,8 +251,9 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 	for i, e := range table.Events {
 		ho.Events[i] = wire.HandOverEvent{SampleID: e.SampleID, Command: e.Def.String()}
 	}
-	if ok && !wire.HandOverFits(ho) {
-		// Too many events to say in a message: the drainers keep it.
+	if ok && (!wire.HandOverFits(ho) || len(table.Events) > handover.MaxCountedEvents) {
+		// Too many events to say in a message, or to count in the
+		// control: the drainers keep it.
 		r0.file.HandBack(hs)
 		ok = false
 	}
@@ -266,6 +273,8 @@ func (s *Server) handOver(set *ringSet, ss *subsys.Session) (*handedSet, *wire.H
 		s.takeBack(hs)
 		return nil, nil
 	}
+	hs.events = table.Events
+	ctl.SetEvents(len(table.Events))
 	s.handOvers.mu.Lock()
 	if s.handOvers.live == nil {
 		s.handOvers.live = map[*handedSet]struct{}{}
@@ -353,6 +362,40 @@ func (s *Server) resumedN(hs *handedSet, n int) {
 	delete(s.handOvers.live, hs)
 	s.handOvers.mu.Unlock()
 	close(hs.ended)
+}
+
+// countEvent adds what the reader counted of write index i's records since
+// the daemon last looked to its event's counts.
+func (hs *handedSet) countEvent(i int, grown handover.EventCounts) {
+	hs.events[i].Count(grown.Written, grown.Dropped)
+}
+
+// countHanded is the subsystem's count hook: what the readers of the sets
+// handed over counted of their events' records, as of their last stored
+// passes, is added to the events' counts — so that uetrace status shows
+// the records a recording reads in place as it shows those the drainers
+// deliver, lagging by a pass. The rest, to where each reader stopped, is
+// added when the set is taken back (resumeRing); each record is counted
+// once, since only what the counts grew by is taken.
+func (s *Server) countHanded() {
+	s.handOvers.mu.Lock()
+	hss := make([]*handedSet, 0, len(s.handOvers.live))
+	for hs := range s.handOvers.live {
+		hss = append(hss, hs)
+	}
+	s.handOvers.mu.Unlock()
+	g := &s.drainers
+	for _, hs := range hss {
+		// The control stays mapped while the set is handed: it is
+		// unmapped under g.mu, with handed cleared (resumed).
+		g.mu.Lock()
+		if hs.set.handed.Load() == hs {
+			for k := range hs.set.srcs {
+				hs.ctl.TakeEventCounts(k, hs.countEvent)
+			}
+		}
+		g.mu.Unlock()
+	}
 }
 
 // takeBackAll takes back every set handed over and has the drainers
@@ -460,7 +503,7 @@ func (m *merge) resumeRing(k int, r *ringSource, hs *handedSet) {
 		hs.set.log.Warn("ring set taken back: the reader's tail is not in the ring; resumed where it was given", "handover", hs.id, "ring", k, "tail", tail, "given", given)
 		tail = given
 	}
-	cs, whole := hs.ctl.TakeCounts(k, tail, takeBackBound)
+	cs, whole := hs.ctl.TakeCounts(k, tail, takeBackBound, hs.countEvent)
 	if !whole {
 		hs.set.log.Warn("ring set taken back: the reader's counts are not as of where it stopped; taken as they are", "handover", hs.id, "ring", k)
 	}

@@ -226,15 +226,25 @@ func TestHandOverSameBytes(t *testing.T) {
 			recs = append(recs, rec{m, loc(200, 3)}) // outside: EFAULT
 		case 25:
 			recs = append(recs, rec{shmring.Meta{Time: m.Time, TID: th, CPU: m.CPU, WriteIndex: 1}, []byte{1, 2, 3, 4}})
+		case 27:
+			// Loss record: 7 of index 1, which nothing consumes.
+			lost := binary.LittleEndian.AppendUint32(nil, 1)
+			lost = binary.LittleEndian.AppendUint32(lost, 0)
+			lost = binary.LittleEndian.AppendUint64(lost, 7)
+			recs = append(recs, rec{shmring.Meta{Time: now + uint64(i), TID: th, CPU: m.CPU, WriteIndex: wire.LostIndex}, lost})
 		case 30:
 			big := append(loc(8, 9000), make([]byte, 9000)...)
 			big[8+8999] = 0
 			recs = append(recs, rec{m, big})
 		}
 	}
-	run := func(hand bool) [][]byte {
+	// counts are the events' counts (uetrace_event_counts) as the
+	// records were delivered, and after the set was taken back (the
+	// reader's last counts added then, and not twice).
+	type counts struct{ delivered, back string }
+	run := func(hand bool) ([][]byte, counts) {
 		s := serve(t, Config{Rings: 2})
-		_, _, ring := handProducer(t, s, "ho_same u32 n; __data_loc char[] s", "ho_none u32 x")
+		c, _, ring := handProducer(t, s, "ho_same u32 n; __data_loc char[] s", "ho_none u32 x")
 		hr := newHandReader(t, s, "user_events:ho_same", true)
 		if hand && !hr.take() {
 			t.Fatal("no hand-over: the session is the only consumer")
@@ -245,9 +255,27 @@ func TestHandOverSameBytes(t *testing.T) {
 			}
 		}
 		hr.settle()
-		return hr.got
+		var cs counts
+		cs.delivered = readFile(t, c, "uetrace_event_counts")
+		if err := writeFile(c, "events/user_events/ho_same/enable", "1"); err != nil {
+			t.Fatal(err)
+		}
+		if hand && s.handOvers.handed.Load() != 1 {
+			t.Fatalf("%d hand-overs, want 1", s.handOvers.handed.Load())
+		}
+		cs.back = readFile(t, c, "uetrace_event_counts")
+		return hr.got, cs
 	}
-	drained, handed := run(false), run(true)
+	drained, drainedCounts := run(false)
+	handed, handedCounts := run(true)
+	// 40 delivered, 5 and 7 lost, one too large for perf: written, and
+	// the 6 and the 7 dropped.
+	if want := "ho_same 46 6\nho_none 7 7\n"; drainedCounts.delivered != want || drainedCounts.back != want {
+		t.Errorf("the events' counts through the drainers: %q, then %q; want %q", drainedCounts.delivered, drainedCounts.back, want)
+	}
+	if handedCounts != drainedCounts {
+		t.Errorf("the events' counts handed over: %q, then %q; through the drainers %q, then %q", handedCounts.delivered, handedCounts.back, drainedCounts.delivered, drainedCounts.back)
+	}
 	// What the test is about is in the records.
 	kinds := map[uint32]int{}
 	for _, b := range drained {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -25,12 +26,35 @@ import (
 // A slot is a cache line pair of its own: the reader of ring k stores its
 // words once per pass, and no other ring's reader or the daemon's taking
 // back of another ring touches its lines.
+//
+// After the slots, from the next page: ring k's event counts, at
+// k·eventsStride, one EventCounts (written, dropped) per write index of
+// the set, up to MaxCountedEvents — what the daemon adds to the events'
+// counts (subsys's uetrace_event_counts), stored with the ring's Counts,
+// between the same marks. The memfd's pages are its own until touched:
+// the events a set has, on the rings its producer writes.
 const (
 	slotSize   = 128
 	offOwn     = 0
 	offCounted = 8
 	offCounts  = 16
+
+	eventsStride = MaxCountedEvents * 16
 )
+
+// MaxCountedEvents is the most write indices a handed set may have: their
+// counts fill a ring's events area. The daemon hands no set with more
+// (its drainers keep it), as none whose events do not fit a message.
+const MaxCountedEvents = 256
+
+// EventCounts are the reader's counts of one write index of a ring: the
+// records written to its event (delivered, or dropped for their size, or
+// claimed lost by the producer's loss records) and, of them, those
+// dropped — subsys's per-event counts, as File.write and File.WriteLost
+// count them. Like Counts, cumulative claims the daemon only adds.
+type EventCounts struct {
+	Written, Dropped uint64
+}
 
 // The states of a ring, in own's low bits.
 const (
@@ -97,19 +121,41 @@ type Control struct {
 	size  uintptr
 	rings int
 
-	// The reader's own, per ring: the tail its Begin found, and the
-	// counts the slot held then, which the pass's add to.
-	began []uint64
-	kept  []Counts
-	// The daemon's own, per ring: the counts it took last (TakeCounts).
-	taken []Counts
+	// The reader's own, per ring: the tail its Begin found, the counts
+	// the slot held then, which the pass's add to, and the pass's event
+	// counts (Tally).
+	began  []uint64
+	kept   []Counts
+	passEv []*eventTally
+	// The daemon's own, per ring, under dmu (TakeCounts and
+	// TakeEventCounts may run on different goroutines): the counts it
+	// took last, and the event counts.
+	dmu     sync.Mutex
+	taken   []Counts
+	events  int             // the write indices whose counts it takes (SetEvents)
+	takenEv [][]EventCounts // by ring, then write index
+	readEv  []EventCounts   // a read's, by write index
 }
 
-// controlSize is the memfd's size for n rings: their slots, in whole
-// pages.
+// An eventTally is a pass's event counts of one ring: by write index, and
+// the indices it counted, in the order it first did.
+type eventTally struct {
+	by   [MaxCountedEvents]EventCounts
+	used []uint16
+}
+
+// controlSize is the memfd's size for n rings: their slots, then their
+// events areas, each in whole pages.
 func controlSize(n int) uintptr {
+	return eventsOffset(n) + roundPage(uintptr(n)*eventsStride)
+}
+
+// eventsOffset is where the events areas of a control of n rings begin.
+func eventsOffset(n int) uintptr { return roundPage(uintptr(n) * slotSize) }
+
+func roundPage(n uintptr) uintptr {
 	page := uintptr(unix.Getpagesize())
-	return (uintptr(n)*slotSize + page - 1) &^ (page - 1)
+	return (n + page - 1) &^ (page - 1)
 }
 
 // CreateControl makes the control memfd of a set of rings rings, every
@@ -165,7 +211,14 @@ func mapControl(fd, rings int) (*Control, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hand-over control: mmap: %w", err)
 	}
-	return &Control{fd: fd, mem: mem, size: size, rings: rings, began: make([]uint64, rings), kept: make([]Counts, rings), taken: make([]Counts, rings)}, nil
+	return &Control{fd: fd, mem: mem, size: size, rings: rings, began: make([]uint64, rings), kept: make([]Counts, rings), passEv: make([]*eventTally, rings), taken: make([]Counts, rings)}, nil
+}
+
+// eventWord is word w (0 written, 1 dropped) of write index i of ring k's
+// events area.
+func (c *Control) eventWord(k, i, w int) *uint64 {
+	off := eventsOffset(c.rings) + uintptr(k)*eventsStride + uintptr(i)*16 + uintptr(w)*8
+	return (*uint64)(unsafe.Add(c.mem, off))
 }
 
 // Fd is the control memfd: the daemon sends it to the reader.
@@ -301,23 +354,48 @@ func (c *Control) TakeBack(k int, bound time.Duration) (tail uint64, forced bool
 // and unchanged across the read), a bounded number of times; a reader
 // that keeps storing gets what was read last.
 func (c *Control) Counts(k int) Counts {
-	cs, _, _ := c.readCounts(k)
+	cs, _, _ := c.readCounts(k, nil)
 	return cs
+}
+
+// SetEvents says how many write indices the daemon takes event counts of
+// (TakeCounts, TakeEventCounts): the handed set's, at most
+// MaxCountedEvents. The daemon calls it before it gives a ring.
+func (c *Control) SetEvents(n int) {
+	n = min(max(n, 0), MaxCountedEvents)
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	c.events = n
+	c.takenEv = make([][]EventCounts, c.rings)
+	for k := range c.takenEv {
+		c.takenEv[k] = make([]EventCounts, n)
+	}
+	c.readEv = make([]EventCounts, n)
 }
 
 // countReads bounds Counts' attempts at a read between the reader's
 // marks.
 const countReads = 16
 
-// readCounts reads ring k's counts and the tail they are as of, and
-// whether the read was whole (the reader was not storing them).
-func (c *Control) readCounts(k int) (cs Counts, at uint64, whole bool) {
+// readCounts reads ring k's counts — and, into ev, its event counts —
+// and the tail they are as of, and whether the read was whole (the reader
+// was not storing them).
+func (c *Control) readCounts(k int, ev []EventCounts) (cs Counts, at uint64, whole bool) {
 	ct := c.word(k, offCounted)
 	w := cs.words()
 	for range countReads {
 		at = atomic.LoadUint64(ct)
 		for i := range w {
 			w[i] = atomic.LoadUint64(c.word(k, offCounts+uintptr(i)*8))
+		}
+		if at != 0 {
+			// (A ring no pass committed on has no event counts: its
+			// page is not read, which would make the memfd's.)
+			for i := range ev {
+				ev[i] = EventCounts{atomic.LoadUint64(c.eventWord(k, i, 0)), atomic.LoadUint64(c.eventWord(k, i, 1))}
+			}
+		} else {
+			clear(ev)
 		}
 		if at&stateMask == 0 && atomic.LoadUint64(ct) == at {
 			return cs, at, true
@@ -339,8 +417,14 @@ func (c *Control) readCounts(k int) (cs Counts, at uint64, whole bool) {
 // they grew by so far is returned all the same, and a store that lands
 // later is taken next time: nothing is counted twice, or lost but the
 // last pass of a reader that died.
-func (c *Control) TakeCounts(k int, tail uint64, bound time.Duration) (grown Counts, ok bool) {
-	cs, ok := c.countsAt(k, tail&^stateMask, bound)
+//
+// The event counts (of the write indices SetEvents said) are taken with
+// them, in the same read: each write index's growth is passed to each
+// (if not nil), the indices that did not grow skipped.
+func (c *Control) TakeCounts(k int, tail uint64, bound time.Duration, each func(i int, grown EventCounts)) (grown Counts, ok bool) {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	cs, ok := c.countsAt(k, tail&^stateMask, bound, c.readEv)
 	now, was, g := cs.words(), c.taken[k].words(), grown.words()
 	for i := range now {
 		if now[i] > was[i] {
@@ -348,16 +432,57 @@ func (c *Control) TakeCounts(k int, tail uint64, bound time.Duration) (grown Cou
 		}
 	}
 	c.taken[k] = cs
+	c.takeEvents(k, each)
 	return grown, ok
 }
 
-// countsAt reads ring k's counts, waiting for them to be as of tail for
-// at most bound (none: at once).
-func (c *Control) countsAt(k int, tail uint64, bound time.Duration) (Counts, bool) {
+// TakeEventCounts passes to each what ring k's event counts grew by since
+// the daemon last took them, as TakeCounts does, while the reader may be
+// reading: the counts as of the reader's last stored pass. It reports
+// false, taking nothing, if the reader was storing them on each of a
+// bounded number of reads: the next take has them.
+func (c *Control) TakeEventCounts(k int, each func(i int, grown EventCounts)) bool {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if c.events == 0 {
+		return true
+	}
+	if _, _, whole := c.readCounts(k, c.readEv); !whole {
+		return false
+	}
+	c.takeEvents(k, each)
+	return true
+}
+
+// takeEvents passes the growth of c.readEv over ring k's event counts
+// taken before to each, and takes them. c.dmu is held.
+func (c *Control) takeEvents(k int, each func(i int, grown EventCounts)) {
+	if c.events == 0 {
+		return
+	}
+	was := c.takenEv[k]
+	for i, now := range c.readEv {
+		var g EventCounts
+		if now.Written > was[i].Written {
+			g.Written = now.Written - was[i].Written
+		}
+		if now.Dropped > was[i].Dropped {
+			g.Dropped = now.Dropped - was[i].Dropped
+		}
+		was[i] = now
+		if g != (EventCounts{}) && each != nil {
+			each(i, g)
+		}
+	}
+}
+
+// countsAt reads ring k's counts (and event counts, into ev), waiting for
+// them to be as of tail for at most bound (none: at once).
+func (c *Control) countsAt(k int, tail uint64, bound time.Duration, ev []EventCounts) (Counts, bool) {
 	var deadline time.Time
 	nap := napMin
 	for i := 0; ; i++ {
-		cs, at, whole := c.readCounts(k)
+		cs, at, whole := c.readCounts(k, ev)
 		if whole && at == tail {
 			return cs, true
 		}
@@ -388,7 +513,36 @@ func (c *Control) Begin(k int) (tail uint64, ok bool) {
 	for i := range kw {
 		kw[i] = atomic.LoadUint64(c.word(k, offCounts+uintptr(i)*8))
 	}
+	if c.passEv[k] == nil {
+		c.passEv[k] = new(eventTally)
+	}
+	c.passEv[k].reset()
 	return c.began[k], true
+}
+
+// Tally counts, in the reader's pass on ring k, written records of write
+// index i, dropped of them: stored with the pass's counts when it
+// commits, forgotten if it does not. An index past MaxCountedEvents is
+// not counted (no set handed has one).
+func (c *Control) Tally(k, i int, written, dropped uint64) {
+	if uint(i) >= MaxCountedEvents {
+		return
+	}
+	t := c.passEv[k]
+	e := &t.by[i]
+	if *e == (EventCounts{}) {
+		t.used = append(t.used, uint16(i))
+	}
+	e.Written = satAdd(e.Written, written)
+	e.Dropped = satAdd(e.Dropped, dropped)
+}
+
+// reset forgets the tally's counts.
+func (t *eventTally) reset() {
+	for _, i := range t.used {
+		t.by[i] = EventCounts{}
+	}
+	t.used = t.used[:0]
 }
 
 // Commit ends the reader's pass on ring k at tail, adding the pass's
@@ -412,18 +566,30 @@ func (c *Control) Commit(k int, tail uint64, cs *Counts) bool {
 	}
 	total := c.kept[k]
 	total.Add(cs)
-	c.storeCounts(k, began, tail, &total)
+	c.storeCounts(k, began, tail, &total, c.passEv[k])
+	c.passEv[k].reset()
 	return true
 }
 
-// storeCounts stores cs as ring k's counts as of tail, between the marks
-// the daemon reads by: countsTail odd (from began, the tail they were as
-// of) while the words change, tail after.
-func (c *Control) storeCounts(k int, began, tail uint64, cs *Counts) {
+// storeCounts stores cs as ring k's counts as of tail, and adds the
+// pass's event counts ev to the area's, between the marks the daemon reads
+// by: countsTail odd (from began, the tail they were as of) while the
+// words change, tail after. Only the write indices the pass counted are
+// touched: one or two, for most passes.
+func (c *Control) storeCounts(k int, began, tail uint64, cs *Counts, ev *eventTally) {
 	ct := c.word(k, offCounted)
 	atomic.StoreUint64(ct, began|1)
 	for i, v := range cs.words() {
 		atomic.StoreUint64(c.word(k, offCounts+uintptr(i)*8), v)
+	}
+	for _, i := range ev.used {
+		e := ev.by[i]
+		for w, v := range [2]uint64{e.Written, e.Dropped} {
+			if v != 0 {
+				p := c.eventWord(k, int(i), w)
+				atomic.StoreUint64(p, satAdd(atomic.LoadUint64(p), v))
+			}
+		}
 	}
 	atomic.StoreUint64(ct, tail)
 }

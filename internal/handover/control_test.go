@@ -87,7 +87,7 @@ func TestControlProtocol(t *testing.T) {
 	if tail != 9000 || forced {
 		t.Fatalf("TakeBack of an idle ring: %d, forced %v", tail, forced)
 	}
-	if cs, ok := d.TakeCounts(1, tail, time.Millisecond); !ok || cs.Delivered != 15 {
+	if cs, ok := d.TakeCounts(1, tail, time.Millisecond, nil); !ok || cs.Delivered != 15 {
 		t.Fatalf("counts at the tail taken back: %+v, %v", cs, ok)
 	}
 	if _, ok := r.Begin(1); ok {
@@ -96,7 +96,7 @@ func TestControlProtocol(t *testing.T) {
 	// Given again: nothing new until the reader commits, then only what
 	// it added.
 	d.Give(1, 9000)
-	if cs, ok := d.TakeCounts(1, 9000, time.Millisecond); !ok || cs != (Counts{}) {
+	if cs, ok := d.TakeCounts(1, 9000, time.Millisecond, nil); !ok || cs != (Counts{}) {
 		t.Fatalf("counts of a ring given again: %+v, %v", cs, ok)
 	}
 	r.Begin(1)
@@ -104,12 +104,12 @@ func TestControlProtocol(t *testing.T) {
 	if tail, _ := d.TakeBack(1, time.Hour); tail != 9600 {
 		t.Fatalf("taken back at %d", tail)
 	}
-	if cs, ok := d.TakeCounts(1, 9600, time.Millisecond); !ok || cs != (Counts{Delivered: 4}) {
+	if cs, ok := d.TakeCounts(1, 9600, time.Millisecond, nil); !ok || cs != (Counts{Delivered: 4}) {
 		t.Fatalf("counts of the second hand-over: %+v, %v", cs, ok)
 	}
 	// A reader that lowers a count adds nothing by it.
-	r.storeCounts(1, 9600, 9600, &Counts{Delivered: 1, Voided: 2})
-	if cs, _ := d.TakeCounts(1, 9600, 0); cs != (Counts{Voided: 2}) {
+	r.storeCounts(1, 9600, 9600, &Counts{Delivered: 1, Voided: 2}, &eventTally{})
+	if cs, _ := d.TakeCounts(1, 9600, 0, nil); cs != (Counts{Voided: 2}) {
 		t.Fatalf("counts after a reader lowered one: %+v", cs)
 	}
 	// The other slots were never touched.
@@ -149,7 +149,7 @@ func TestTakeBackWaitsForPass(t *testing.T) {
 	if got := <-done; got.tail != 128 || got.forced {
 		t.Fatalf("TakeBack after the commit: %+v, want tail 128, not forced", got)
 	}
-	if cs, ok := d.TakeCounts(0, 128, time.Millisecond); !ok || cs.Delivered != 2 {
+	if cs, ok := d.TakeCounts(0, 128, time.Millisecond, nil); !ok || cs.Delivered != 2 {
 		t.Fatalf("counts: %+v, %v", cs, ok)
 	}
 }
@@ -179,7 +179,7 @@ func TestForcedTakeBack(t *testing.T) {
 	if got := own(d, 1); got != 1600|Daemon {
 		t.Fatalf("own after the failed commit: %#x", got)
 	}
-	if cs, ok := d.TakeCounts(1, 1600, time.Millisecond); !ok || cs.Delivered != 7 {
+	if cs, ok := d.TakeCounts(1, 1600, time.Millisecond, nil); !ok || cs.Delivered != 7 {
 		t.Fatalf("counts after the failed commit: %+v, %v; want the 7 committed", cs, ok)
 	}
 	if _, ok := r.Begin(1); ok {
@@ -212,13 +212,13 @@ func TestTakeCountsWaitsForStore(t *testing.T) {
 	}
 	done := make(chan Counts)
 	go func() {
-		cs, ok := d.TakeCounts(0, tail, time.Minute)
+		cs, ok := d.TakeCounts(0, tail, time.Minute, nil)
 		if !ok {
 			t.Error("TakeCounts gave up before the reader stored its counts")
 		}
 		done <- cs
 	}()
-	r.storeCounts(0, 256, 512, &Counts{Delivered: 3})
+	r.storeCounts(0, 256, 512, &Counts{Delivered: 3}, &eventTally{})
 	if cs := <-done; cs != (Counts{Delivered: 3}) {
 		t.Fatalf("counts after the reader stored them: %+v", cs)
 	}
@@ -228,12 +228,12 @@ func TestTakeCountsWaitsForStore(t *testing.T) {
 	d.Give(0, 512)
 	commitNoStore(512, 1024)
 	tail, _ = d.TakeBack(0, time.Minute)
-	if cs, ok := d.TakeCounts(0, tail, time.Millisecond); ok || cs != (Counts{}) {
+	if cs, ok := d.TakeCounts(0, tail, time.Millisecond, nil); ok || cs != (Counts{}) {
 		t.Fatalf("counts before the store: %+v, %v", cs, ok)
 	}
 	d.Give(0, tail)
-	r.storeCounts(0, 512, 1024, &Counts{Delivered: 5})
-	if cs, _ := d.TakeCounts(0, tail, 0); cs != (Counts{Delivered: 2}) {
+	r.storeCounts(0, 512, 1024, &Counts{Delivered: 5}, &eventTally{})
+	if cs, _ := d.TakeCounts(0, tail, 0, nil); cs != (Counts{Delivered: 2}) {
 		t.Fatalf("the late store: %+v, want the 2 it added", cs)
 	}
 }
@@ -322,4 +322,89 @@ func TestCountsAddSaturates(t *testing.T) {
 	if want := (Counts{Lost: math.MaxUint64, Delivered: 3, BadHead: 3}); a != want {
 		t.Fatalf("%+v, want %+v", a, want)
 	}
+}
+
+// TestControlEventCounts: a pass's event counts (Tally) are stored with
+// its counts when it commits, and forgotten when it does not; the daemon
+// takes what each write index's counts grew by, once, whether while the
+// reader reads (TakeEventCounts) or at a take-back (TakeCounts); and a
+// reader that writes its own numbers into the area can only add, to the
+// write indices the daemon asked for.
+func TestControlEventCounts(t *testing.T) {
+	d, r := pair(t, 2)
+	d.SetEvents(3)
+	got := map[int]EventCounts{}
+	take := func(i int, g EventCounts) {
+		e := got[i]
+		got[i] = EventCounts{e.Written + g.Written, e.Dropped + g.Dropped}
+	}
+	want := func(what string, w map[int]EventCounts) {
+		t.Helper()
+		if len(got) != len(w) {
+			t.Errorf("%s: took %v, want %v", what, got, w)
+		}
+		for i, e := range w {
+			if got[i] != e {
+				t.Errorf("%s: took %v, want %v", what, got, w)
+			}
+		}
+		clear(got)
+	}
+
+	d.Give(1, 0)
+	if _, ok := r.Begin(1); !ok {
+		t.Fatal("Begin failed")
+	}
+	r.Tally(1, 1, 5, 0)
+	r.Tally(1, 2, 3, 3) // a loss record's
+	r.Tally(1, 1, 1, 1) // a record too large
+	r.Tally(1, MaxCountedEvents, 9, 9)
+	if !r.Commit(1, 64, &Counts{Delivered: 7}) {
+		t.Fatal("Commit failed")
+	}
+	if !d.TakeEventCounts(1, take) {
+		t.Fatal("TakeEventCounts: not whole with no reader storing")
+	}
+	want("after a pass", map[int]EventCounts{1: {6, 1}, 2: {3, 3}})
+	d.TakeEventCounts(1, take)
+	want("taken again", nil)
+
+	// A pass the daemon forces the ring back from counts nothing.
+	if _, ok := r.Begin(1); !ok {
+		t.Fatal("Begin failed")
+	}
+	r.Tally(1, 0, 100, 0)
+	tail, forced := d.TakeBack(1, 0)
+	if !forced || r.Commit(1, 128, &Counts{Delivered: 100}) {
+		t.Fatal("the pass was not cut off")
+	}
+	d.TakeCounts(1, tail, time.Millisecond, take)
+	want("after a pass cut off", nil)
+
+	// Given again: the next pass counts only its own.
+	d.Give(1, tail)
+	if _, ok := r.Begin(1); !ok {
+		t.Fatal("Begin failed")
+	}
+	r.Tally(1, 0, 2, 0)
+	r.Commit(1, 96, &Counts{Delivered: 2})
+	tail, _ = d.TakeBack(1, time.Millisecond)
+	if _, ok := d.TakeCounts(1, tail, time.Millisecond, take); !ok {
+		t.Fatal("TakeCounts: not as of the tail")
+	}
+	want("at the take-back", map[int]EventCounts{0: {2, 0}})
+
+	// The reader's own numbers: lowered, nothing; raised, the rise from
+	// the lowered value; beyond the events the daemon asked for, nothing.
+	atomic.StoreUint64(r.eventWord(1, 1, 0), 1)
+	d.TakeEventCounts(1, take)
+	want("lowered", nil)
+	atomic.StoreUint64(r.eventWord(1, 1, 0), 4)
+	atomic.StoreUint64(r.eventWord(1, 3, 0), 1000)
+	d.TakeEventCounts(1, take)
+	want("raised", map[int]EventCounts{1: {3, 0}})
+	// A ring no pass committed on has none to take.
+	atomic.StoreUint64(r.eventWord(0, 0, 0), 1000)
+	d.TakeEventCounts(0, take)
+	want("a ring never committed", nil)
 }

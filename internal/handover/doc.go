@@ -26,7 +26,9 @@
 // The control memfd (CreateControl, AttachControl) holds, per ring k, a
 // word own = tail | state — Daemon, Owned (the reader may read from tail)
 // or Reading (the reader is in a pass from tail) — and the reader's counts
-// (Counts). A pass of the reader (Set.Pass) is: Begin (Owned → Reading by
+// (Counts), with its counts of each write index's records written and
+// dropped (EventCounts, which the daemon adds to the events' counts: a
+// set has at most MaxCountedEvents write indices). A pass of the reader (Set.Pass) is: Begin (Owned → Reading by
 // compare-and-swap: failing, the daemon took the ring back, and the
 // reader drops it); read and check records from tail, laying them out into
 // an output it has not committed; Commit (Reading at tail → Owned at the

@@ -1,8 +1,12 @@
 package handover
 
 import (
+	"bytes"
+	"encoding/binary"
 	"os"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 	"github.com/uetrace/uetrace/internal/preload"
@@ -135,6 +139,49 @@ func FuzzHandoverPass(f *testing.F) {
 		after := fx.ctl.Counts(0)
 		if got := after.Delivered - before.Delivered; got != uint64(samples) {
 			t.Fatalf("%d samples, %d counted delivered", samples, got)
+		}
+	})
+}
+
+// FuzzControl writes arbitrary bytes into a handed ring's slot and events
+// area, as a hostile reader can (the control memfd is mapped writable on
+// both sides), and has the daemon take the ring back and its counts, for
+// a set of events write indices: the daemon must not fault, its take-back
+// must end within its bound (forced past it), and the counts it takes
+// must be of the write indices it asked for, once — taken again, they
+// give nothing.
+func FuzzControl(f *testing.F) {
+	ne := binary.NativeEndian
+	f.Add([]byte{}, uint16(1))
+	slot := ne.AppendUint64(nil, 4096|Owned)
+	slot = ne.AppendUint64(slot, 4096)
+	slot = ne.AppendUint64(slot, 7)
+	f.Add(slot, uint16(2))
+	f.Add(append(slot, make([]byte, slotSize)...), uint16(MaxCountedEvents+1))
+	f.Add(bytes.Repeat([]byte{0xff}, slotSize+64), uint16(4))
+	f.Fuzz(func(t *testing.T, words []byte, events uint16) {
+		d, r := pair(t, 1)
+		d.SetEvents(int(events))
+		d.Give(0, 0)
+		// The reader's words: the slot, then the events area.
+		mem := unsafe.Slice((*byte)(r.mem), r.size)
+		n := copy(mem[:slotSize], words)
+		copy(mem[eventsOffset(1):eventsOffset(1)+eventsStride], words[n:])
+		tail, _ := d.TakeBack(0, 100*time.Microsecond)
+		if st := own(d, 0) & stateMask; st != Daemon {
+			t.Fatalf("taken back, the ring's state is %d", st)
+		}
+		asked := min(int(events), MaxCountedEvents)
+		d.TakeCounts(0, tail, 0, func(i int, g EventCounts) {
+			if i < 0 || i >= asked {
+				t.Errorf("counts of write index %d taken; %d asked for", i, asked)
+			}
+		})
+		d.TakeEventCounts(0, func(i int, g EventCounts) {
+			t.Errorf("write index %d's counts taken twice: %+v", i, g)
+		})
+		if _, ok := r.Begin(0); ok {
+			t.Error("a pass began on a ring taken back")
 		}
 	})
 }

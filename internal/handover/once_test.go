@@ -154,6 +154,16 @@ func TestExactlyOnce(t *testing.T) {
 		return c
 	}
 	forcedN, takes, late := 0, 0, 0
+	// The event counts the daemon took: of idxPlain, the producer's
+	// event, written and dropped.
+	var written [2]uint64
+	countWritten := func(i int, g EventCounts) {
+		if i != idxPlain {
+			t.Errorf("event counts of write index %d, which no record has", i)
+		}
+		written[0] += g.Written
+		written[1] += g.Dropped
+	}
 	var stall atomic.Bool
 	passHook = func(int) {
 		for stall.Load() {
@@ -194,7 +204,7 @@ func TestExactlyOnce(t *testing.T) {
 		// Not as of the tail when the reader's store of a commit came
 		// late (after the ring was given again): what they grew by comes
 		// with a later take.
-		cs, ok := f.ctl.TakeCounts(k, tail, 10*time.Millisecond)
+		cs, ok := f.ctl.TakeCounts(k, tail, 10*time.Millisecond, countWritten)
 		if !ok {
 			late++
 		}
@@ -205,8 +215,8 @@ func TestExactlyOnce(t *testing.T) {
 	stop.Store(true)
 	close(done)
 	wg.Wait()
-	read(n)                            // nothing may be left
-	cs, _ := f.ctl.TakeCounts(k, 0, 0) // a store after the last take-back
+	read(n)                                          // nothing may be left
+	cs, _ := f.ctl.TakeCounts(k, 0, 0, countWritten) // a store after the last take-back
 	daemonCounted += cs.Delivered
 	mu.Lock()
 	defer mu.Unlock()
@@ -220,6 +230,9 @@ func TestExactlyOnce(t *testing.T) {
 	}
 	if readerDelivered != daemonCounted {
 		t.Errorf("the reader delivered %d records, its counts at the take-backs say %d", readerDelivered, daemonCounted)
+	}
+	if written != [2]uint64{uint64(readerDelivered), 0} {
+		t.Errorf("the reader delivered %d records, its event counts at the take-backs say %d written, %d dropped", readerDelivered, written[0], written[1])
 	}
 	if forcedN == 0 {
 		t.Error("no take-back was forced: the discarded passes were not tested")

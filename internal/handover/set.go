@@ -89,6 +89,7 @@ type setEvent struct {
 // ring is ring k of the set and what its reader keeps of it between
 // passes, as a drainer keeps its ringSource.
 type ring struct {
+	k       int // its index in the set
 	cons    *shmring.Consumer
 	gone    bool              // taken back: Pass is not called again
 	threads ringcheck.Threads // the records' thread ids
@@ -122,6 +123,9 @@ func OpenSet(g Grant, memfd, ctlfd int) (*Set, error) {
 	if g.PID <= 0 {
 		return nil, fmt.Errorf("hand-over %d: producer pid %d: %w", g.ID, g.PID, unix.EINVAL)
 	}
+	if len(g.Events) > MaxCountedEvents {
+		return nil, fmt.Errorf("hand-over %d: %d write indices, over the %d a handed set may have: %w", g.ID, len(g.Events), MaxCountedEvents, unix.EINVAL)
+	}
 	s := &Set{tgid: g.PID, comm: g.Comm, events: make([]setEvent, len(g.Events))}
 	for i, e := range g.Events {
 		if e.Def == nil || e.SampleID > maxSampleID {
@@ -144,6 +148,7 @@ func OpenSet(g Grant, memfd, ctlfd int) (*Set, error) {
 	s.rings = make([]ring, len(cons))
 	for k, c := range cons {
 		r := &s.rings[k]
+		r.k = k
 		// The tail is published only once a pass's output is the
 		// reader's (see Pass).
 		c.DeferPublish()
@@ -283,12 +288,14 @@ func (s *Set) deliver(r *ring, v *shmring.View, out *Stream, c *Counts) {
 		} else {
 			c.LostRecords++
 			c.Lost += n // within the budget: no wrap
+			// Written and dropped, as File.WriteLost counts them.
+			s.ctl.Tally(r.k, int(idx), n, n)
 		}
 		r.waiting = append(r.waiting, loss{time: v.Time, n: n, idx: idx, cpu: int32(cpu)})
 		return
 	}
 	s.applyLosses(r, out, cpu)
-	s.write(v, tid, cpu, out, c)
+	s.write(r.k, v, tid, cpu, out, c)
 }
 
 // applyLosses tells the losses waiting in out, each as File.WriteLost
@@ -323,7 +330,7 @@ func (s *Set) applyLosses(r *ring, out *Stream, cpu int) {
 // write (deliverStreamFrom): the lost runs told, the thread's name if the
 // reader does not have it, and the sample — laid out, the payload copied
 // once from the ring and validated in the copy, cut off again if invalid.
-func (s *Set) write(v *shmring.View, tid int32, cpu int, out *Stream, c *Counts) {
+func (s *Set) write(k int, v *shmring.View, tid int32, cpu int, out *Stream, c *Counts) {
 	if int(v.WriteIndex) >= len(s.events) {
 		c.Rejected++
 		return
@@ -344,6 +351,7 @@ func (s *Set) write(v *shmring.View, tid int32, cpu int, out *Stream, c *Counts)
 		out.note(wire.LostRun{ID: ev.id, Time: v.Time, CPU: int32(cpu), N: 1, TooLarge: true})
 		out.tooLarge++
 		c.Delivered++
+		s.ctl.Tally(k, int(v.WriteIndex), 1, 1) // dropUntaken's counts
 		return
 	}
 	if len(out.lost) > 0 {
@@ -367,6 +375,7 @@ func (s *Set) write(v *shmring.View, tid int32, cpu int, out *Stream, c *Counts)
 		return
 	}
 	c.Delivered++
+	s.ctl.Tally(k, int(v.WriteIndex), 1, 0)
 }
 
 // Pending is how many bytes ring k holds after the reader's tail; 0 for a

@@ -84,6 +84,7 @@ func newFixture(t testing.TB, rings, size int) *fixture {
 		}
 	})
 	f := &fixture{sp: sp, ctl: ctl, daemon: daemon, g: testGrant(t, rings)}
+	ctl.SetEvents(len(f.g.Events))
 	f.set, err = OpenSet(f.g, sp.Fd(), ctl.Fd())
 	if err != nil {
 		t.Fatal(err)

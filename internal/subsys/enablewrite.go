@@ -150,15 +150,19 @@ func (p *Process) drain() int {
 // them inside fork. Hooks run without s.mu held, at the start of every
 // operation that may change an event's state: a tracefs write, a session's
 // attach, detach and close, SetFtrace.
-type syncHooks struct {
+//
+// A hookList holds the sync hooks, or the count hooks (AddCountHook).
+type hookList struct {
 	mu    sync.Mutex
 	hooks map[int]func()
 	next  int
 }
 
 // AddSyncHook adds f to the hooks; remove takes it away again.
-func (s *Subsystem) AddSyncHook(f func()) (remove func()) {
-	h := &s.syncHooks
+func (s *Subsystem) AddSyncHook(f func()) (remove func()) { return s.syncHooks.add(f) }
+
+// add adds f to h; remove takes it away again.
+func (h *hookList) add(f func()) (remove func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.hooks == nil {
@@ -175,8 +179,10 @@ func (s *Subsystem) AddSyncHook(f func()) (remove func()) {
 }
 
 // syncProcesses runs the sync hooks. s.mu is not held.
-func (s *Subsystem) syncProcesses() {
-	h := &s.syncHooks
+func (s *Subsystem) syncProcesses() { s.syncHooks.run() }
+
+// run runs the hooks, without h.mu held.
+func (h *hookList) run() {
 	h.mu.Lock()
 	fs := make([]func(), 0, len(h.hooks))
 	for _, f := range h.hooks {
@@ -187,3 +193,8 @@ func (s *Subsystem) syncProcesses() {
 		f()
 	}
 }
+
+// AddCountHook adds f to the hooks run before the events' counts are read
+// (AppendCounts): the daemon's, which adds what the readers of handed sets
+// counted (HandedEvent.Count). remove takes it away again.
+func (s *Subsystem) AddCountHook(f func()) (remove func()) { return s.countHooks.add(f) }

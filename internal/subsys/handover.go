@@ -30,6 +30,22 @@ type HandedEvent struct {
 	// delivered to no one and counted disabled, as File.write's EBADF.
 	SampleID uint64
 	Def      *eventdef.Event
+
+	ev *Event
+}
+
+// Count adds records the reader of a handed set counted to the event's
+// counts (FileCounts): written of them written to it, dropped of those
+// dropped — what File.write and File.WriteLost would have counted of the
+// same records. The counts are the reader's claims; they saturate.
+func (e HandedEvent) Count(written, dropped uint64) {
+	if e.ev == nil {
+		return
+	}
+	// One shard: the reader's counts come in batches, not per record.
+	sh := e.ev.shard(0)
+	satAddAtomic(&sh.written, written)
+	satAddAtomic(&sh.dropped, dropped)
 }
 
 // HandOver is what a session's reader needs to deliver a handed File's
@@ -67,6 +83,7 @@ func (f *File) HandTo(ss *Session, key any, back func()) (HandOver, bool) {
 	mine := false
 	for i, ev := range *p {
 		ho.Events[i].Def = ev.def
+		ho.Events[i].ev = ev
 		if ev.ftrace.Load() {
 			return HandOver{}, false
 		}

@@ -46,8 +46,11 @@ func (s *Subsystem) AppendStatus(dst []byte) []byte {
 // with tracing on: the kernel drops those without validating or counting
 // them) or that never reached the subsystem (a writer's ring to the daemon
 // full: File.WriteLost). The kernel counts neither per event; uetrace status
-// shows them where this file exists.
+// shows them where this file exists. The count hooks run first
+// (AddCountHook): the records of handed sets their readers counted are
+// added to the events' counts.
 func (s *Subsystem) AppendCounts(dst []byte) []byte {
+	s.countHooks.run()
 	s.mu.Lock()
 	defer s.unlock()
 	s.eachEvent(func(ev *Event) {
