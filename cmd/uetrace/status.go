@@ -30,7 +30,8 @@ b 8", made from its format file, which shows "char a[]" and no struct size),
 followed by the Active and Busy counts.
 
 The record counts come from the uetrace daemon, which counts each event's
-writes. The kernel keeps no per-event count of user_events writes, so on the
+writes — those of a ring set handed to a recording as the recording counts
+them, up to its last pass over the rings. The kernel keeps no per-event count of user_events writes, so on the
 kernel backend RECORDS and DROPPED are "-" (uetrace top measures rates there,
 with perf events).
 
