@@ -100,7 +100,14 @@ type ring struct {
 	waiting []loss
 	saved   [ringcheck.MaxLosses]loss
 	nsave   int
-	_       [64]byte // ring k+1's reader on a line of its own
+	// run is the pass's run of samples delivered of one write index,
+	// told to the control's tally when another index's comes, and at
+	// the pass's end: the records of a pass are mostly of one event.
+	run struct {
+		idx int
+		n   uint64
+	}
+	_ [64]byte // ring k+1's reader on a line of its own
 }
 
 // loss is a loss record waiting for the ring's next record (the drainer's
@@ -224,6 +231,7 @@ func (s *Set) Pass(k int, out *Stream, most int) (n int, gone bool) {
 		cons.Advance(&v)
 		n++
 	}
+	s.tallyRun(r)
 	st := cons.Stats()
 	c.Torn, c.TooLong = st.Torn-st0.Torn, st.TooLong-st0.TooLong
 	c.Discarded, c.BadHead = st.Discarded-st0.Discarded, st.BadHead-st0.BadHead
@@ -375,7 +383,21 @@ func (s *Set) write(k int, v *shmring.View, tid int32, cpu int, out *Stream, c *
 		return
 	}
 	c.Delivered++
-	s.ctl.Tally(k, int(v.WriteIndex), 1, 0)
+	if r := &s.rings[k]; r.run.n > 0 && r.run.idx == int(v.WriteIndex) {
+		r.run.n++
+	} else {
+		s.tallyRun(r)
+		r.run.idx, r.run.n = int(v.WriteIndex), 1
+	}
+}
+
+// tallyRun tells ring r's run of samples delivered to the control's
+// tally of the pass.
+func (s *Set) tallyRun(r *ring) {
+	if r.run.n > 0 {
+		s.ctl.Tally(r.k, r.run.idx, r.run.n, 0)
+		r.run.n = 0
+	}
 }
 
 // Pending is how many bytes ring k holds after the reader's tail; 0 for a
