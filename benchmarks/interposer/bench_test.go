@@ -262,12 +262,13 @@ type recordResult struct {
 
 // recordRound records user_events:* into data while ringbench (prog)
 // writes n records at rate a second (0: as fast as it can) under `uetrace
-// run` (with runFlags) on the daemon at sock. The records are written
+// run` (with runFlags; ringbench's own arguments after its N and RATE
+// progArgs) on the daemon at sock. The records are written
 // once the daemon has handed the program's ring set to the recording, or
 // once handOver has passed without. It returns once the daemon has let the
 // program's share go — every record is then the recording's — and the
 // recording has ended.
-func recordRound(tb testing.TB, uetrace, sock, prog, data string, runFlags []string, n int, rate float64, handOver time.Duration) recordResult {
+func recordRound(tb testing.TB, uetrace, sock, prog, data string, runFlags []string, n int, rate float64, handOver time.Duration, progArgs ...string) recordResult {
 	tb.Helper()
 	handed0 := statCount(tb, uetrace, sock, "handovers")
 	os.Remove(data)
@@ -282,6 +283,7 @@ func recordRound(tb testing.TB, uetrace, sock, prog, data string, runFlags []str
 	defer cancel()
 	args := append(append([]string{"--socket", sock, "run"}, runFlags...), "--", prog, "/sys/kernel/tracing", "record",
 		strconv.Itoa(n), strconv.FormatFloat(rate, 'f', -1, 64))
+	args = append(args, progArgs...)
 	cmd := exec.CommandContext(ctx, uetrace, args...)
 	cmd.WaitDelay = 10 * time.Second
 	stdin, err := cmd.StdinPipe()

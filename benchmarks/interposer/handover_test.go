@@ -92,3 +92,44 @@ func subsequence(a, b []byte) bool {
 	}
 	return true
 }
+
+// TestHandOverForked: a C program that forks under `uetrace run` —
+// ringbench's record mode with fork: the child shares the parent's open
+// user_events_data and sets up a ring set of its own — has both sets
+// handed to the recording, one hand-over each, not one of them alone;
+// every record of both processes is in the recording or counted dropped
+// by the interposer.
+func TestHandOverForked(t *testing.T) {
+	uetrace := vmtest.Uetrace(t)
+	if preload.Library == nil {
+		t.Skip("no interposer for this architecture: run writes through FUSE alone")
+	}
+	tmp := t.TempDir()
+	if err := Build(tmp, ""); err != nil {
+		t.Skip(err)
+	}
+	d := &daemon{uetrace: uetrace, sock: vmtest.Serve(t, uetrace, tmp), data: filepath.Join(tmp, "perf.data")}
+	const n = 20000
+	r := recordRound(t, d.uetrace, d.sock, filepath.Join(tmp, "ringbench"), d.data, nil, n, 20000, time.Minute, "fork")
+	dropped := int(r.values["dropped"])
+	if got := int(r.values["writes"]); got != 2*n {
+		t.Fatalf("ringbench wrote %d records, want %d", got, 2*n)
+	}
+	// Each process's warm-up is recorded too.
+	if want := 2 * (1000 + n); r.samples+dropped != want {
+		t.Errorf("%d records recorded and %d dropped, want %d written", r.samples, dropped, want)
+	}
+	if r.handed < 2 {
+		t.Errorf("%d hand-overs: the second process's set stayed with the daemon's drainers", r.handed)
+	}
+	pids := map[string]bool{}
+	for line := range bytes.Lines(d.report(t)) {
+		if m := reportContext.FindSubmatch(line); m != nil {
+			pids[string(m[2])] = true
+		}
+	}
+	if len(pids) != 2 {
+		t.Errorf("records of %d processes in the recording, want 2: %v", len(pids), pids)
+	}
+	t.Logf("%d records, %d dropped, %d hand-overs; uetrace record said: %s", r.samples, dropped, r.handed, r.summary)
+}

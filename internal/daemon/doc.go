@@ -220,7 +220,8 @@
 //     connection's (drainers.attach), and are then a connection's set in
 //     all but who writes: drained by the drainers, checked and merged as
 //     a connection's, handed to a session's reader when it is their only
-//     consumer (one set of a file at a time: subsys.File.HandTo), its
+//     consumer (the set of each process of a program that forked, each
+//     with its own set on the file they share: subsys.File.HandTo), its
 //     records resolved in that file only and delivered under the FUSE
 //     caller's process, its thread ids mapped from the process's pid
 //     namespace. With it comes a validation table the

@@ -17,6 +17,7 @@ import (
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // shareSide is what the interposer makes for a share: the ring set of the
@@ -389,4 +390,65 @@ func FuzzShareRing(f *testing.F) {
 			t.Errorf("after Close: %+v, %d KiB counted", st, s.Stats().SharedKB)
 		}
 	})
+}
+
+// TestFUSEShareHandedEach: the processes of a program that forked write
+// through the FUSE file they share, each into a ring set of its own; when
+// a session is the only consumer of the file's events, each set is handed
+// to its reader — not only the first — and a change of where the records
+// go (an enable) takes every one of them back.
+func TestFUSEShareHandedEach(t *testing.T) {
+	s := shareServer(t, Config{Rings: 2})
+	sys := s.Subsystem()
+	f := sys.Open()
+	defer f.Close()
+	p := sys.NewProcess(noMemory{})
+	register(t, f, p, "sh_fork u32 n", 0)
+	var shares []*Share
+	for range 2 {
+		sd := newShareSide(t, s.Rings(), 1<<16, 4096)
+		sh, err := sd.take(t, s, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sh.Close()
+		shares = append(shares, sh)
+	}
+	streams, err := shmring.CreateStreamSet(s.Rings(), 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer streams.Close()
+	ss := sys.NewSession(subsys.SessionOptions{})
+	defer ss.Close()
+	if err := ss.DeliverToStreams(streams); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.Attach(sys.Lookup("user_events", "sh_fork")); err != nil {
+		t.Fatal(err)
+	}
+	for i, sh := range shares {
+		hs, ho := s.handOver(sh.set, ss)
+		if hs == nil {
+			t.Fatalf("process %d's set not handed", i)
+		}
+		unix.Close(hs.ctlFd)
+		if ho.PID != int32(os.Getpid()) || len(ho.Events) != 1 {
+			t.Errorf("hand-over %d: %+v", i, ho)
+		}
+	}
+	if n := f.Handed(); n != 2 {
+		t.Fatalf("%d hand-overs of the file on, want 2", n)
+	}
+	if err := sys.FS().WriteFile("events/user_events/sh_fork/enable", []byte("1"), 0, subsys.Cred{PerfmonCapable: true}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, "both sets resumed", func() bool {
+		s.handOvers.mu.Lock()
+		defer s.handOvers.mu.Unlock()
+		return len(s.handOvers.live) == 0
+	})
+	if n := f.Handed(); n != 0 {
+		t.Errorf("%d hand-overs of the file on after the enable", n)
+	}
 }

@@ -26,9 +26,10 @@ type File struct {
 	// watches are told of the array's indices and their events' status
 	// (watch.go); under s.mu and mu.
 	watches []FileWatch
-	// handed is the session whose reader the file's records are handed
-	// to (handover.go), or nil; under s.mu.
-	handed *handing
+	// handed are the file's hand-overs to a session's reader
+	// (handover.go): a set of each process that writes through it, all
+	// to the one session that consumes its events; under s.mu.
+	handed []handing
 }
 
 // Open opens user_events_data.

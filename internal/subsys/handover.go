@@ -1,6 +1,8 @@
 package subsys
 
 import (
+	"slices"
+
 	"github.com/uetrace/uetrace/eventdef"
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 )
@@ -55,7 +57,9 @@ type HandOver struct {
 	Comm   bool          // the session names writers (SessionOptions.Comm)
 }
 
-// handing is a File handed to a session's reader.
+// handing is a hand-over of a File's records — of one process's ring set,
+// where several write through the File (after a fork) — to a session's
+// reader.
 type handing struct {
 	ss   *Session
 	key  any
@@ -66,14 +70,23 @@ type handing struct {
 // every event of f that has any, and of at least one, unfiltered, and
 // delivers into streams: see Hand-over. back is called, under the
 // subsystem's lock, when that stops being true; it must not block. key
-// names the hand-over for HandBack. A File is handed to one session at a
-// time.
+// names the hand-over for HandBack. A File may be handed more than once
+// — a hand-over of each process that writes through it, the processes a
+// program forked sharing its open file — each to that one session, and
+// each key once.
 func (f *File) HandTo(ss *Session, key any, back func()) (HandOver, bool) {
 	s := f.s
 	s.mu.Lock()
 	defer s.unlock()
-	if f.handed != nil || ss.closed || ss.streams.Load() == nil {
+	if ss.closed || ss.streams.Load() == nil {
 		return HandOver{}, false
+	}
+	for _, h := range f.handed {
+		// (Another session cannot pass the checks below while ss is
+		// the only consumer: said here, not left to them.)
+		if h.ss != ss || h.key == key {
+			return HandOver{}, false
+		}
 	}
 	p := f.events.Load()
 	if p == nil {
@@ -100,7 +113,7 @@ func (f *File) HandTo(ss *Session, key any, back func()) (HandOver, bool) {
 	if !mine {
 		return HandOver{}, false
 	}
-	f.handed = &handing{ss: ss, key: key, back: back}
+	f.handed = append(f.handed, handing{ss: ss, key: key, back: back})
 	if s.handed == nil {
 		s.handed = map[*File]struct{}{}
 	}
@@ -114,21 +127,29 @@ func (f *File) HandBack(key any) {
 	s := f.s
 	s.mu.Lock()
 	defer s.unlock()
-	if f.handed != nil && f.handed.key == key {
-		s.endHandOver(f)
+	for i, h := range f.handed {
+		if h.key == key {
+			f.handed = append(f.handed[:i], f.handed[i+1:]...)
+			clear(f.handed[len(f.handed):cap(f.handed)]) // the back's closure
+			break
+		}
+	}
+	if len(f.handed) == 0 {
+		s.endHandOvers(f)
 	}
 }
 
-// Handed reports whether f is handed to a session's reader now.
-func (f *File) Handed() bool {
+// Handed reports how many hand-overs of f are on now.
+func (f *File) Handed() int {
 	f.s.mu.Lock()
 	defer f.s.unlock()
-	return f.handed != nil
+	return len(f.handed)
 }
 
-// endHandOver ends f's hand-over. Called with s.mu held.
-func (s *Subsystem) endHandOver(f *File) {
-	f.handed = nil
+// endHandOvers ends f's hand-overs. Called with s.mu held.
+func (s *Subsystem) endHandOvers(f *File) {
+	clear(f.handed)
+	f.handed = f.handed[:0]
 	delete(s.handed, f)
 }
 
@@ -149,13 +170,15 @@ func (s *Subsystem) changing(ev *Event) {
 	}
 }
 
-// handBackLocked ends f's hand-over and calls its back. Called with s.mu
-// held.
+// handBackLocked ends f's hand-overs and calls their backs. Called with
+// s.mu held.
 func (s *Subsystem) handBackLocked(f *File) {
-	h := f.handed
-	if h == nil {
+	if len(f.handed) == 0 {
 		return
 	}
-	s.endHandOver(f)
-	h.back()
+	hs := slices.Clone(f.handed)
+	s.endHandOvers(f)
+	for _, h := range hs {
+		h.back()
+	}
 }

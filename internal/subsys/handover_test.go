@@ -59,13 +59,18 @@ func TestHandTo(t *testing.T) {
 				}
 			}
 			if _, ok := d.f.HandTo(d.ss, nil, func() {}); ok {
-				t.Fatal("handed twice")
+				t.Fatal("handed twice under one key")
+			}
+			// A second process writing through the file (forked): its
+			// own hand-over, ended with the first.
+			if _, ok := d.f.HandTo(d.ss, "child", func() { backs++ }); !ok {
+				t.Fatal("the second process's hand-over refused")
 			}
 			if err := st.change(d, other); err != nil {
 				t.Fatal(err)
 			}
-			if got := backs == 1; got != st.back || d.f.Handed() == st.back {
-				t.Errorf("back called %d times, handed %v; want back %v", backs, d.f.Handed(), st.back)
+			if got := backs == 2; got != st.back || (d.f.Handed() > 0) == st.back {
+				t.Errorf("back called %d times, %d hand-overs on; want both backs %v", backs, d.f.Handed(), st.back)
 			}
 		})
 	}
@@ -124,7 +129,7 @@ func TestHandToRefused(t *testing.T) {
 }
 
 // TestHandBackKey: HandBack ends only the hand-over it names — not one
-// made after it ended.
+// made after it ended, nor another of the file's.
 func TestHandBackKey(t *testing.T) {
 	d := newDeliverEnv(t, false)
 	first, second := new(int), new(int)
@@ -136,11 +141,19 @@ func TestHandBackKey(t *testing.T) {
 		t.Fatal("not handed again")
 	}
 	d.f.HandBack(first)
-	if !d.f.Handed() {
+	if d.f.Handed() == 0 {
 		t.Fatal("HandBack of the first ended the second")
 	}
+	third := new(int)
+	if _, ok := d.f.HandTo(d.ss, third, func() {}); !ok {
+		t.Fatal("a second hand-over of the file refused")
+	}
 	d.f.HandBack(second)
-	if d.f.Handed() {
+	if d.f.Handed() != 1 {
+		t.Fatalf("%d hand-overs on after one of two ended", d.f.Handed())
+	}
+	d.f.HandBack(third)
+	if d.f.Handed() > 0 {
 		t.Fatal("still handed")
 	}
 }

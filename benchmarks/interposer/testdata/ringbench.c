@@ -23,6 +23,14 @@
  *                              N-1, at RATE a second in batches of 100
  *                              (0: as fast as it can):
  *     record writes=N ns=T cpu_ns=C dropped=D fallbacks=F wakes_lost=W
+ *   ringbench DIR record N RATE fork
+ *                              the same from two processes: it forks once
+ *                              the event is enabled, and the child — which
+ *                              shares the parent's user_events_data, and
+ *                              sets up a ring set of its own — warms up and
+ *                              writes its N records alongside; the line
+ *                              sums both (writes=2N), its times the
+ *                              parent's.
  *
  * dropped is what the interposer's rings had no room for (counted, told to
  * the daemon in loss records), fallbacks the writes that went through FUSE
@@ -47,6 +55,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/types.h>
@@ -169,7 +178,7 @@ int main(int argc, char **argv)
 			      .name_args = (uint64_t)"bench_write u32 a; u64 b; u32 c; char[16] d; u16 e" };
 	if (ioctl(fd, DIAG_IOCSREG, &r) < 0)
 		die("DIAG_IOCSREG");
-	int recording = strcmp(argv[2], "record") == 0 && argc == 5;
+	int recording = strcmp(argv[2], "record") == 0 && (argc == 5 || (argc == 6 && strcmp(argv[5], "fork") == 0));
 	if (!recording) {
 		snprintf(path, sizeof path, "%s/events/user_events/bench_write/enable", argv[1]);
 		int en = open(path, O_WRONLY);
@@ -183,6 +192,16 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		usleep(1000);
+	}
+	// fork: the child's ready and go, and its counts, through pipes.
+	int up[2] = { -1, -1 }, down[2] = { -1, -1 };
+	pid_t child = -1;
+	if (recording && argc == 6) {
+		if (pipe(up) < 0 || pipe(down) < 0)
+			die("pipe");
+		child = fork();
+		if (child < 0)
+			die("fork");
 	}
 	uint32_t idx = r.write_index;
 	unsigned char payload[34];
@@ -219,11 +238,20 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (recording) {
-		printf("ready\n");
-		fflush(stdout);
-		char line[16];
-		if (!fgets(line, sizeof line, stdin))
-			die("stdin");
+		char line[16], c = 0;
+		if (child == 0) {
+			if (write(up[1], &c, 1) != 1 || read(down[0], &c, 1) != 1)
+				die("child's pipes");
+		} else {
+			if (child > 0 && read(up[0], &c, 1) != 1)
+				die("the child's ready");
+			printf("ready\n");
+			fflush(stdout);
+			if (!fgets(line, sizeof line, stdin))
+				die("stdin");
+			if (child > 0 && write(down[1], &c, 1) != 1)
+				die("the child's go");
+		}
 		long n = atol(argv[3]);
 		double rate = atof(argv[4]);
 		uint64_t step = rate > 0 ? (uint64_t)(100 * 1e9 / rate) : 0, seq = 0;
@@ -238,7 +266,31 @@ int main(int argc, char **argv)
 			if (step && i % 100 == 99)
 				pace(&due, step);
 		}
-		return result("record", n, t0, clock_ns(CLOCK_MONOTONIC), c0, clock_ns(CLOCK_THREAD_CPUTIME_ID), s0);
+		uint64_t t1 = clock_ns(CLOCK_MONOTONIC), c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+		if (child == 0) {
+			// The child's counts, for the parent's line.
+			struct stats s1 = stats();
+			s1.dropped -= s0.dropped;
+			s1.fallbacks -= s0.fallbacks;
+			s1.wakes_lost -= s0.wakes_lost;
+			if (write(up[1], &s1, sizeof s1) != sizeof s1)
+				die("the child's counts");
+			return 0;
+		}
+		if (child > 0) {
+			struct stats sc;
+			int status;
+			if (read(up[0], &sc, sizeof sc) != sizeof sc || waitpid(child, &status, 0) != child || status != 0) {
+				fprintf(stderr, "ringbench: the child failed\n");
+				return 1;
+			}
+			// Taken off the parent's start: result adds them.
+			s0.dropped -= sc.dropped;
+			s0.fallbacks -= sc.fallbacks;
+			s0.wakes_lost -= sc.wakes_lost;
+			n *= 2;
+		}
+		return result("record", n, t0, t1, c0, c1, s0);
 	}
 	fprintf(stderr, "ringbench: unknown mode %s\n", argv[2]);
 	return 2;
