@@ -20,20 +20,11 @@ import (
 // each write the daemon's answer, as the kernel's write path gives it),
 // each record delivered or counted dropped by the interposer.
 func TestHandOverSameRecording(t *testing.T) {
-	uetrace := vmtest.Uetrace(t)
-	if preload.Library == nil {
-		t.Skip("no interposer for this architecture: run writes through FUSE alone")
-	}
-	tmp := t.TempDir()
-	if err := Build(tmp, ""); err != nil {
-		t.Skip(err)
-	}
-	d := &daemon{uetrace: uetrace, sock: vmtest.Serve(t, uetrace, tmp), data: filepath.Join(tmp, "perf.data")}
+	d, prog := ringbenchDaemon(t)
 	// 20 000 records at 20 000 a second: FUSE alone keeps up, and a
 	// reader that takes over a ring a quarter full at a time drops none
 	// unless it stalls for a third of a second.
 	const n = 20000
-	prog := filepath.Join(tmp, "ringbench")
 	with := recordRound(t, d.uetrace, d.sock, prog, d.data, nil, n, 20000, time.Minute)
 	withReport := d.report(t)
 	without := recordRound(t, d.uetrace, d.sock, prog, d.data, []string{"--no-preload"}, n, 20000, 0)
@@ -65,6 +56,24 @@ func TestHandOverSameRecording(t *testing.T) {
 	}
 	t.Logf("%d records, %d dropped; handed over %d times; the last, normalized: %s; uetrace record said: %s",
 		records(a), withDropped, with.handed, bytes.TrimSpace(a[bytes.LastIndexByte(bytes.TrimSpace(a), '\n')+1:]), with.summary)
+}
+
+// ringbenchDaemon is a daemon of uetrace built from this tree, serving in
+// a directory of the test's with ringbench built there (its path, prog),
+// and the recording's file: what the hand-over tests run ringbench
+// against. It skips without the interposer, root, FUSE or gcc.
+func ringbenchDaemon(t *testing.T) (d *daemon, prog string) {
+	t.Helper()
+	uetrace := vmtest.Uetrace(t)
+	if preload.Library == nil {
+		t.Skip("no interposer for this architecture: run writes through FUSE alone")
+	}
+	tmp := t.TempDir()
+	if err := Build(tmp, ""); err != nil {
+		t.Skip(err)
+	}
+	d = &daemon{uetrace: uetrace, sock: vmtest.Serve(t, uetrace, tmp), data: filepath.Join(tmp, "perf.data")}
+	return d, filepath.Join(tmp, "ringbench")
 }
 
 // report is uetrace report's text of the recording.
@@ -100,17 +109,9 @@ func subsequence(a, b []byte) bool {
 // every record of both processes is in the recording or counted dropped
 // by the interposer.
 func TestHandOverForked(t *testing.T) {
-	uetrace := vmtest.Uetrace(t)
-	if preload.Library == nil {
-		t.Skip("no interposer for this architecture: run writes through FUSE alone")
-	}
-	tmp := t.TempDir()
-	if err := Build(tmp, ""); err != nil {
-		t.Skip(err)
-	}
-	d := &daemon{uetrace: uetrace, sock: vmtest.Serve(t, uetrace, tmp), data: filepath.Join(tmp, "perf.data")}
+	d, prog := ringbenchDaemon(t)
 	const n = 20000
-	r := recordRound(t, d.uetrace, d.sock, filepath.Join(tmp, "ringbench"), d.data, nil, n, 20000, time.Minute, "fork")
+	r := recordRound(t, d.uetrace, d.sock, prog, d.data, nil, n, 20000, time.Minute, "fork")
 	dropped := int(r.values["dropped"])
 	if got := int(r.values["writes"]); got != 2*n {
 		t.Fatalf("ringbench wrote %d records, want %d", got, 2*n)

@@ -378,14 +378,8 @@ func (hs *handedSet) countEvent(i int, grown handover.EventCounts) {
 // added when the set is taken back (resumeRing); each record is counted
 // once, since only what the counts grew by is taken.
 func (s *Server) countHanded() {
-	s.handOvers.mu.Lock()
-	hss := make([]*handedSet, 0, len(s.handOvers.live))
-	for hs := range s.handOvers.live {
-		hss = append(hss, hs)
-	}
-	s.handOvers.mu.Unlock()
 	g := &s.drainers
-	for _, hs := range hss {
+	for _, hs := range s.handOvers.snapshot() {
 		// The control stays mapped while the set is handed: it is
 		// unmapped under g.mu, with handed cleared (resumed).
 		g.mu.Lock()
@@ -404,16 +398,21 @@ func (s *Server) countHanded() {
 // whoever asks for it, the socket's ops or the FUSE tree's — so that the
 // records published before it reach the consumers of before.
 func (s *Server) takeBackAll() {
-	s.handOvers.mu.Lock()
-	hss := make([]*handedSet, 0, len(s.handOvers.live))
-	for hs := range s.handOvers.live {
-		hss = append(hss, hs)
-	}
-	s.handOvers.mu.Unlock()
-	for _, hs := range hss {
+	for _, hs := range s.handOvers.snapshot() {
 		s.endHandOver(hs)
 	}
 	s.Flush()
+}
+
+// snapshot is the hand-overs live now.
+func (h *handOvers) snapshot() []*handedSet {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hss := make([]*handedSet, 0, len(h.live))
+	for hs := range h.live {
+		hss = append(hss, hs)
+	}
+	return hss
 }
 
 // takeBackSet takes back set if it is handed over, and returns once every
