@@ -559,10 +559,21 @@ func TestHelperSpliceSignal(t *testing.T) {
 	fmt.Printf("helper: signal taken while a splice waited: %v; the splice: %d %s\n", <-taken, n, errnoName(err))
 	drain := make([]byte, 1<<16)
 
+	// The record left (no full page): a splice does not wait with
+	// something to read at buffer_percent 0, it takes what there is — no
+	// page — and returns 0 at once.
+	n, err = unix.Splice(raw, nil, p[1], nil, 1<<16, unix.SPLICE_F_MOVE)
+	fmt.Printf("helper: a splice with a record and no page to take: %d %s\n", n, errnoName(err))
+
 	// The same with a signal for the process, which Linux gives to a
 	// thread that does not block it: perhaps the splicing one, which the
 	// guard then answers EINTR. Either way the signal is taken while the
-	// splice waits.
+	// splice waits. The record the first splice left (no full page) is
+	// cleared first: with it, the kernel's splice does not wait
+	// (buffer_percent 0: something to read), it returns 0 at once.
+	if err := os.WriteFile("/sys/kernel/tracing/trace", nil, 0); err != nil {
+		t.Fatal(err)
+	}
 	procSigs := make(chan os.Signal, 1)
 	signal.Notify(procSigs, unix.SIGUSR2)
 	go func() {
@@ -640,6 +651,7 @@ func TestHelperSpliceSignal(t *testing.T) {
 func TestRunSpliceSignal(t *testing.T) {
 	out, m := runHelper(t, "splice-signal", "TestHelperSpliceSignal",
 		`(?s)helper: signal taken while a splice waited: (\w+); the splice: (-?\d+) (\S+)\n`+
+			`helper: a splice with a record and no page to take: 0 ok\n`+
 			`helper: process signal taken while a splice waited: (\w+); the splice: (-?\d+ \S+)\n.*helper: (\d+) splices took (\d+) pages; failed (.*); bytes in the pipe beyond the splices' counts: (\d+)`)
 	if m[1] != "true" || m[2] != "0" || m[3] != "ok" {
 		t.Errorf("a waiting splice: signal taken %s, then %s bytes (%s); want the signal taken and the splice to go on until the record written, then 0 bytes (no full page)\n%s", m[1], m[2], m[3], out)

@@ -102,7 +102,9 @@
 // pages are in the caller's pipe, is never lost to a signal. A splice
 // that waits ends its wait when the caller has a signal to take, with
 // ERESTARTSYS, as the kernel's does: the caller's handler runs, and the
-// call goes on or fails with EINTR by the handler's SA_RESTART. A signal
+// call goes on or fails with EINTR by the handler's SA_RESTART
+// (kernel/suites' TestSpliceSignalOnKernel: the program of cmd/uetrace's
+// TestRunSpliceSignal, on the 6.12 kernel). A signal
 // sent to a process of several threads, which Linux gives to one of them
 // that the guard cannot see, ends the wait with EINTR if it is still
 // pending a poll slice (20 ms) later: it was then the caller's, and an
