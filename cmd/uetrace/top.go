@@ -59,7 +59,10 @@ every DELAY instead, for scripts:
 and a blank line. It runs until SIGINT or SIGTERM, --duration or -n blocks.
 
 Lost records: the kernel counts them per event (PERF_FORMAT_LOST, read every
-half second); a daemon session counts them for all its events together, so
+half second) — with --by pid, the first event's count also holds the task
+records (names, forks, exits) its ring had no room for, as the kernel
+counts them under the event that reports them; a daemon session counts
+them for all its events together, so
 per event they show as "-" and the total is in the header. Neither says
 which process's records were lost. Counting by BPF loses none; records its
 map had no room for are counted as lost in the header.`,

@@ -291,6 +291,7 @@ func Kernel(root string, w io.WriteSeeker, opts Options) (*Recorder, error) {
 		return nil, err
 	}
 	src.monotonic = opts.ClockMonotonic
+	src.tracking = w != nil || opts.Sink != nil || opts.ByProcess || len(opts.Comms) > 0 || len(opts.PIDs) > 0
 	r, err := newRecorder(src, w, opts)
 	if err != nil {
 		return nil, err

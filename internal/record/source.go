@@ -79,6 +79,12 @@ type kernelSource struct {
 	poll  []unix.PollFd
 
 	monotonic bool // Options.ClockMonotonic
+	// tracking: the first event also reports tasks' names and lives
+	// (PERF_RECORD_COMM, FORK, EXIT), which a file, a sink, a count per
+	// process or a filter by name needs. Without, its lost count
+	// (PERF_FORMAT_LOST) is its samples' alone: the kernel counts a
+	// tracking record its ring had no room for there too.
+	tracking  bool
 	stopped   bool
 	lostSeen  uint64 // counted by PERF_RECORD_LOST records read so far
 	lostFinal bool   // the final lost count has been settled
@@ -134,7 +140,7 @@ func (k *kernelSource) attach(ev *event) error {
 		attr.Bits |= unix.PerfBitUseClockID
 		attr.Clockid = unix.CLOCK_MONOTONIC
 	}
-	if k.rings[0] == nil {
+	if k.rings[0] == nil && k.tracking {
 		// The first event also reports new task names (exec, prctl) and
 		// the tasks made and ended, as perf record's tracking event does:
 		// a thread made during the recording is named after its parent.
