@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/uetrace/uetrace/internal/export/live"
+	"github.com/uetrace/uetrace/internal/realtime"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -31,6 +32,7 @@ func newRecordCmd(g *globals) *cobra.Command {
 		pids     []int
 		comms    []string
 		clockID  string
+		rtPrio   int
 	)
 	cmd := &cobra.Command{
 		Use:   "record [-e EVENT [--filter EXPR]]... [-o FILE] [--duration D] [-- COMMAND [ARG...]]",
@@ -66,6 +68,12 @@ taken); given both, a sample must match both. The kernel and the daemon still
 deliver every task's records, which uetrace leaves out as they come (the
 summary counts them): records lost for a full buffer can be any task's.
 
+-r N (--realtime N) runs the recording's threads at SCHED_FIFO priority N, as
+perf record -r does, so that they read the rings as soon as records wait: on
+a busy machine a normal thread may wait milliseconds for a CPU while a fast
+producer's ring fills. It needs root or CAP_SYS_NICE; a COMMAND is started
+with the normal policy.
+
 On a terminal a status line shows events/s, bytes written and records lost.
 Lost records are counted in the file and reported, never dropped silently.`,
 		Example: `  uetrace record -e 'myapp_*' --duration 10s
@@ -76,6 +84,7 @@ Lost records are counted in the file and reported, never dropped silently.`,
 			return runRecord(cmd, g, recordArgs{
 				events: ef.events, filters: ef.filters, output: output, duration: duration, bufferKB: bufferKB,
 				noFollow: noFollow, quiet: quiet, command: args, pids: pids, comms: comms, clockID: clockID,
+				realtime: rtPrio,
 			})
 		},
 	}
@@ -89,6 +98,7 @@ Lost records are counted in the file and reported, never dropped silently.`,
 	f.BoolVarP(&quiet, "quiet", "q", false, "no status line or notices; the summary and lost counts are still printed")
 	f.IntSliceVar(&pids, "pid", nil, "record only these processes (comma-separated or repeated)")
 	f.StringArrayVar(&comms, "comm", nil, "record only tasks with this name (repeatable)")
+	f.IntVarP(&rtPrio, "realtime", "r", 0, "run the recording's threads at this SCHED_FIFO priority (1-99), as perf record -r does")
 	f.StringVarP(&clockID, "clockid", "k", "", "CLOCK_MONOTONIC: time samples by it and store the clock data, as perf record -k does (report --time wall and export then give wall-clock times)")
 	return cmd
 }
@@ -105,6 +115,7 @@ type recordArgs struct {
 	pids     []int
 	comms    []string
 	clockID  string
+	realtime int // SCHED_FIFO priority; 0: the normal policy
 }
 
 func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
@@ -130,6 +141,12 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 	}
 	if !a.quiet {
 		opts.Notify = func(msg string) { stderr.line("uetrace record: " + msg) }
+	}
+	if a.realtime != 0 {
+		// Before the recorder's threads start: they inherit it.
+		if err := realtime.Set(a.realtime); err != nil {
+			return fmt.Errorf("record --realtime: %w", err)
+		}
 	}
 	if _, err := os.Stat(a.output); err == nil {
 		if err := os.Rename(a.output, a.output+".old"); err != nil {
@@ -176,7 +193,11 @@ func runRecord(cmd *cobra.Command, g *globals, a recordArgs) error {
 	if len(a.command) > 0 {
 		child = exec.Command(a.command[0], a.command[1:]...)
 		child.Stdin, child.Stdout, child.Stderr = os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr()
-		if err := child.Start(); err != nil {
+		start := child.Start
+		if a.realtime != 0 {
+			start = func() error { return realtime.StartNormal(child) }
+		}
+		if err := start(); err != nil {
 			cancelRun(rec)
 			return fmt.Errorf("record -- %s: %w", a.command[0], err)
 		}

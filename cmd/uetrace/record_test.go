@@ -101,3 +101,41 @@ func TestCLIRecordInterruptWorkload(t *testing.T) {
 		t.Errorf("report of the interrupted recording: %v\n%s", err, rep)
 	}
 }
+
+// record -r N: the recording's threads run at SCHED_FIFO priority N, as
+// perf record -r's do, and the workload with the normal policy; a priority
+// out of range is refused before anything is recorded.
+func TestCLIRecordRealtime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("SCHED_FIFO needs root or CAP_SYS_NICE")
+	}
+	sock, _, _ := startServe(t)
+	_, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", "rt_ev u32 a")
+	testutil.Wait(t, "the event to be registered", func() bool { return strings.Contains(holdOut.String(), "holding") })
+	out := filepath.Join(t.TempDir(), "rt.data")
+	// The workload says its own policy and its parent's threads'.
+	script := `grep ^policy /proc/self/sched | tr -s ' ' | sed 's/^/self /'; for t in /proc/$PPID/task/*; do grep ^policy $t/sched | tr -s ' ' | sed 's/^/recorder /'; done`
+	got := mustCLI(t, sock, "record", "-q", "-r", "7", "-e", "rt_ev", "-o", out, "--", "sh", "-c", script)
+	recorder := 0
+	for line := range strings.Lines(got) {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			t.Fatalf("workload said %q", got)
+		}
+		switch want := map[string]string{"self": "0", "recorder": "1"}[f[0]]; {
+		case f[3] != want:
+			t.Errorf("%s: policy %s, want %s (0 normal, 1 SCHED_FIFO)\n%s", f[0], f[3], want, got)
+		case f[0] == "recorder":
+			recorder++
+		}
+	}
+	if recorder == 0 {
+		t.Fatalf("no thread of the recorder seen:\n%s", got)
+	}
+	if _, errs, code := cli(t, sock, "record", "-q", "-r", "100", "-e", "rt_ev", "-o", out, "--duration", "1ms"); code == 0 || !strings.Contains(errs, "want 1 to 99") {
+		t.Errorf("record -r 100: exit %d, %q; want a refusal that says the range", code, errs)
+	}
+}

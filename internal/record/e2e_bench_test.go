@@ -19,6 +19,7 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon"
 	"github.com/uetrace/uetrace/internal/daemon/client"
 	"github.com/uetrace/uetrace/internal/daemon/daemontest"
+	"github.com/uetrace/uetrace/internal/realtime"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/internal/testutil"
@@ -236,7 +237,13 @@ func child(tb testing.TB, env ...string) (*exec.Cmd, io.WriteCloser, *bufio.Read
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	// Normal, when the recording runs real-time (-zl.realtime): the
+	// daemon and the producers are other programs.
+	start := cmd.Start
+	if *zlRealtime > 0 {
+		start = func() error { return realtime.StartNormal(cmd) }
+	}
+	if err := start(); err != nil {
 		tb.Fatal(err)
 	}
 	lines := bufio.NewReader(stdout)

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/uetrace/uetrace/internal/realtime"
 )
 
 // The zero-loss rate, issue 31's figure: the highest rate paced producers
@@ -29,6 +31,7 @@ var (
 	zlTrials    = flag.Int("zl.trials", 3, "trials per rate; zero-loss when most are")
 	zlProducers = flag.String("zl.producers", "1,2", "producer counts to search, comma-separated")
 	zlNoHand    = flag.Bool("zl.nohandover", false, "keep every record on the daemon's path (no ring set handed to the recording)")
+	zlRealtime  = flag.Int("zl.realtime", 0, "the recording's threads at this SCHED_FIFO priority, as uetrace record -r (0: normal; the daemon and the producers stay normal)")
 )
 
 // zlTrial is one rate's verdict, with the last trial's figures.
@@ -104,6 +107,11 @@ func zlSearch(tb testing.TB, producers int) (best zlTrial, above *zlTrial) {
 // the recording's (record-ns/delivered), the producers' (producer-ns/write).
 // Run it with -benchtime 1x: each iteration is a whole search.
 func BenchmarkZeroLoss(b *testing.B) {
+	if *zlRealtime > 0 {
+		if err := realtime.Set(*zlRealtime); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var counts []int
 	for _, f := range strings.Split(*zlProducers, ",") {
 		var n int
