@@ -102,16 +102,19 @@ func TestKernelShark(t *testing.T) {
 	if err := ks.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- ks.Wait() }()
+	// exited is closed once KernelShark is waited for, with its error in
+	// waitErr: the wait below and the cleanup both look.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = ks.Wait(); close(exited) }()
 	t.Cleanup(func() { ks.Process.Kill(); <-exited })
 
 	// Loaded: its main window is titled with the file.
 	title := "Kernel Shark (" + dat + ")"
 	testutil.Wait(t, "KernelShark's window to name "+dat, func() bool {
 		select {
-		case err := <-exited:
-			t.Fatalf("KernelShark exited: %v\n%s", err, kslog.String())
+		case <-exited:
+			t.Fatalf("KernelShark exited: %v\n%s", waitErr, kslog.String())
 		default:
 		}
 		tree, _ := exec.CommandContext(ctx, xwininfo, "-display", display, "-root", "-tree").Output()
