@@ -92,6 +92,10 @@ type Listener struct {
 	f      *os.File
 	buf    []byte
 	closed atomic.Bool
+	// overrun: Wait's peek found the kernel's ENOBUFS, which it reports
+	// once, to whichever receive comes first — and clears (sock_error).
+	// The next Read or ReadNow says it.
+	overrun atomic.Bool
 }
 
 // Listen opens a connector socket, joins CN_IDX_PROC and asks the kernel to
@@ -173,6 +177,9 @@ func (l *Listener) Read() ([]Event, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l.overrun.Swap(false) {
+		return nil, ErrOverrun
+	}
 	for {
 		var n int
 		var from unix.Sockaddr
@@ -204,7 +211,9 @@ func (l *Listener) Read() ([]Event, error) {
 }
 
 // Wait waits until a datagram is there to read, the deadline passes
-// (os.ErrDeadlineExceeded) or the listener is closed (os.ErrClosed).
+// (os.ErrDeadlineExceeded) or the listener is closed (os.ErrClosed). An
+// overrun it finds (the kernel's ENOBUFS, which its peek takes) is the
+// next Read's or ReadNow's ErrOverrun.
 func (l *Listener) Wait() error {
 	rc, err := l.f.SyscallConn()
 	if err != nil {
@@ -213,6 +222,9 @@ func (l *Listener) Wait() error {
 	var one [1]byte
 	err = rc.Read(func(fd uintptr) bool {
 		_, _, rerr := unix.Recvfrom(int(fd), one[:], unix.MSG_PEEK)
+		if rerr == unix.ENOBUFS {
+			l.overrun.Store(true)
+		}
 		return rerr != unix.EAGAIN
 	})
 	if err != nil && l.closed.Load() {
@@ -229,6 +241,9 @@ func (l *Listener) ReadNow() (evs []Event, ok bool, err error) {
 	rc, err := l.f.SyscallConn()
 	if err != nil {
 		return nil, false, err
+	}
+	if l.overrun.Swap(false) {
+		return nil, true, ErrOverrun
 	}
 	for {
 		var n int

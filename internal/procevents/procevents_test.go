@@ -163,6 +163,38 @@ func TestOverrun(t *testing.T) {
 	until(t, l, func(procevents.Event) bool { return true })
 }
 
+// TestOverrunSeenByWait: an overrun that Wait finds — the kernel tells it
+// once, to whichever receive comes first, a peek too — is ReadNow's next
+// answer. Before, Wait's peek took it and nobody heard of it: a follower
+// (fusefs/callers) that waits, then reads what is queued, went on with
+// events missing and never resynchronized (CI: TestOverrunResyncs).
+func TestOverrunSeenByWait(t *testing.T) {
+	l := listen(t)
+	if err := l.SetReadBuffer(1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := exec.CommandContext(ctx, "sh", "-c", strings.Repeat("/bin/true; ", 100)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, ok, err := l.ReadNow()
+		if errors.Is(err, procevents.ErrOverrun) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Fatal("Wait and ReadNow drained the socket without telling the overrun")
+		}
+	}
+}
+
 func TestCloseWakesRead(t *testing.T) {
 	l := listen(t)
 	if err := l.SetDeadline(time.Time{}); err != nil {
