@@ -1,12 +1,8 @@
 package suites_test
 
 import (
-	"path/filepath"
 	"regexp"
 	"testing"
-	"time"
-
-	"github.com/uetrace/uetrace/kernel/vmtest"
 )
 
 // TestSpliceSignalOnKernel runs, on the 6.12 kernel, the program that
@@ -23,25 +19,7 @@ import (
 // written from the kernel's source (ring_buffer_wait waits
 // interruptibly): this is the kernel saying the same.
 func TestSpliceSignalOnKernel(t *testing.T) {
-	vmtest.Require(t)
-	bin := filepath.Join(t.TempDir(), "uetrace.test")
-	if err := vmtest.BuildTest("./cmd/uetrace", bin); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := vmtest.TestContext(t)
-	defer cancel()
-	res, err := vmtest.Run(ctx, vmtest.Options{
-		Files: map[string]string{"uetrace.test": bin},
-		Env:   []string{"UETRACE_TEST_HELPER=splice-signal"},
-	}, "./uetrace.test", "-test.run=^TestHelperSpliceSignal$", "-test.v")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := string(res.Output)
-	t.Logf("VM run: %v, exit %d", res.Elapsed.Round(time.Millisecond), res.ExitCode)
-	if res.ExitCode != 0 {
-		t.Fatalf("exit %d:\n%s", res.ExitCode, out)
-	}
+	out := cmdHelper(t, "splice-signal", "./uetrace.test", "-test.run=^TestHelperSpliceSignal$", "-test.v")
 	m := regexp.MustCompile(`(?s)helper: signal taken while a splice waited: (\w+); the splice: (-?\d+) (\S+)\n` +
 		`helper: a splice with a record and no page to take: 0 ok\n` +
 		`helper: process signal taken while a splice waited: (\w+); the splice: (-?\d+ \S+)\n.*helper: (\d+) splices took (\d+) pages; failed (.*); bytes in the pipe beyond the splices' counts: (\d+)`).FindStringSubmatch(out)
