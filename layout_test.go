@@ -17,8 +17,8 @@ import (
 var layers = [][]string{
 	// The kernel's ctype table, which the parsers above split and name by;
 	// the files of /proc and /sys, read and parsed; what tests share
-	// (TestTestutilForTestsOnly).
-	{"internal/kctype", "internal/procfs", "internal/testutil"},
+	// (TestTestutilForTestsOnly); every thread of the process real-time.
+	{"internal/kctype", "internal/procfs", "internal/testutil", "internal/realtime"},
 	// The uapi, Perfetto's format, the event model, the tracefs format files, the EventHeader
 	// format, who wrote a record, where and when, the shared-memory record ring, other processes'
 	// memory and the kernel's news of their forks, execs and exits, a FUSE server, and OTLP;
