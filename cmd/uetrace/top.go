@@ -59,10 +59,9 @@ every DELAY instead, for scripts:
 and a blank line. It runs until SIGINT or SIGTERM, --duration or -n blocks.
 
 Lost records: the kernel counts them per event (PERF_FORMAT_LOST, read every
-half second) — with --by pid, the first event's count also holds the task
-records (names, forks, exits) its ring had no room for, as the kernel
-counts them under the event that reports them; a daemon session counts
-them for all its events together, so
+half second; the records of tasks' names and lives, which a perf event of
+its own reports as perf record's "dummy" event does, count in the header
+alone); a daemon session counts them for all its events together, so
 per event they show as "-" and the total is in the header. Neither says
 which process's records were lost. Counting by BPF loses none; records its
 map had no room for are counted as lost in the header.`,

@@ -292,6 +292,7 @@ func Kernel(root string, w io.WriteSeeker, opts Options) (*Recorder, error) {
 	}
 	src.monotonic = opts.ClockMonotonic
 	src.tracking = w != nil || opts.Sink != nil || opts.ByProcess || len(opts.Comms) > 0 || len(opts.PIDs) > 0
+	src.tracker = w == nil
 	r, err := newRecorder(src, w, opts)
 	if err != nil {
 		return nil, err

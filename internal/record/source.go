@@ -79,12 +79,19 @@ type kernelSource struct {
 	poll  []unix.PollFd
 
 	monotonic bool // Options.ClockMonotonic
-	// tracking: the first event also reports tasks' names and lives
-	// (PERF_RECORD_COMM, FORK, EXIT), which a file, a sink, a count per
-	// process or a filter by name needs. Without, its lost count
-	// (PERF_FORMAT_LOST) is its samples' alone: the kernel counts a
-	// tracking record its ring had no room for there too.
+	// tracking: tasks' names and lives are reported (PERF_RECORD_COMM,
+	// FORK, EXIT), which a file, a sink, a count per process or a filter
+	// by name needs — by the first event, as perf record's first event
+	// does, or, with tracker, by a dummy software event of their own
+	// that owns the rings (perf's tracking "dummy" event). The kernel
+	// counts a tracking record its full ring had no room for in the
+	// tracking event's PERF_FORMAT_LOST: with a tracker, the events'
+	// lost counts are their samples' alone, which uetrace top shows per
+	// event. A file's recording tracks by its first event, which the
+	// file's attrs describe (a tracker would be one more, which perf's
+	// tools would list).
 	tracking  bool
+	tracker   bool
 	stopped   bool
 	lostSeen  uint64 // counted by PERF_RECORD_LOST records read so far
 	lostFinal bool   // the final lost count has been settled
@@ -121,6 +128,11 @@ func setFilter(fd int, filter string) error {
 }
 
 func (k *kernelSource) attach(ev *event) error {
+	if k.rings[0] == nil && k.tracking && k.tracker {
+		if err := k.openTracker(); err != nil {
+			return fmt.Errorf("record %s:%s: the tracking event: %w", ev.system, ev.name, err)
+		}
+	}
 	ringBytes := k.pages * os.Getpagesize()
 	attr := unix.PerfEventAttr{
 		Type:        unix.PERF_TYPE_TRACEPOINT,
@@ -227,6 +239,46 @@ func (k *kernelSource) eventLost(ev *event) uint64 {
 		}
 	}
 	return total
+}
+
+// openTracker opens the tracking event on each CPU — a dummy software
+// event that samples nothing and reports tasks' names and lives — and
+// makes its rings the ones every event writes into.
+func (k *kernelSource) openTracker() error {
+	attr := unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_DUMMY,
+		Sample:      1,
+		Sample_type: SampleType, // the events' trailers (sample_id_all) alike
+		Bits:        unix.PerfBitSampleIDAll | unix.PerfBitWatermark | unix.PerfBitComm | unix.PerfBitTask,
+		Wakeup:      uint32(k.pages * os.Getpagesize() / 2),
+		Read_format: unix.PERF_FORMAT_LOST,
+	}
+	if k.monotonic {
+		attr.Bits |= unix.PerfBitUseClockID
+		attr.Clockid = unix.CLOCK_MONOTONIC
+	}
+	for i, cpu := range k.cpus {
+		fd, err := perfring.Open(&attr, -1, cpu)
+		if err == nil {
+			var r *perfring.Ring
+			if r, err = perfring.NewRing(fd, k.pages); err == nil {
+				k.rings[i] = r
+				k.poll = append(k.poll, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+				k.all = append(k.all, fd)
+				continue
+			}
+			unix.Close(fd)
+		}
+		// The rings made so far go; the first event tries again.
+		for j := range i {
+			k.rings[j].Close()
+			k.rings[j] = nil
+		}
+		k.poll, k.all = k.poll[:0], k.all[:0]
+		return err
+	}
+	return nil
 }
 
 func (k *kernelSource) wait(d time.Duration) {
