@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/uetrace/uetrace/internal/realtime"
 	"github.com/uetrace/uetrace/internal/record"
 	"github.com/uetrace/uetrace/userevents"
 )
@@ -29,6 +30,7 @@ func newTopCmd(g *globals) *cobra.Command {
 		pids       []int
 		comms      []string
 		perf       bool
+		rtPrio     int
 	)
 	cmd := &cobra.Command{
 		Use:   "top [-e EVENT [--filter EXPR]]... [-d DELAY] [--by event|pid]",
@@ -64,7 +66,11 @@ its own reports as perf record's "dummy" event does, count in the header
 alone); a daemon session counts them for all its events together, so
 per event they show as "-" and the total is in the header. Neither says
 which process's records were lost. Counting by BPF loses none; records its
-map had no room for are counted as lost in the header.`,
+map had no room for are counted as lost in the header.
+
+-r N (--realtime N) runs top's threads at SCHED_FIFO priority N, as perf top -r
+does, so that they read the rings as soon as records wait on a busy machine;
+it needs root or CAP_SYS_NICE.`,
 		Example: `  uetrace top
   uetrace top -e 'myapp_*' -d 500ms --by pid
   uetrace top -n 3 | grep ^event`,
@@ -81,7 +87,7 @@ map had no room for are counted as lost in the header.`,
 			}
 			return runTop(cmd, g, topArgs{
 				events: ef.events, filters: ef.filters, delay: delay, duration: duration, iterations: iterations,
-				byPID: by == "pid", pids: pids, comms: comms, perf: perf,
+				byPID: by == "pid", pids: pids, comms: comms, perf: perf, realtime: rtPrio,
 			})
 		},
 	}
@@ -95,11 +101,13 @@ map had no room for are counted as lost in the header.`,
 	f.IntSliceVar(&pids, "pid", nil, "count only these processes (comma-separated or repeated)")
 	f.StringArrayVar(&comms, "comm", nil, "count only tasks with this name (repeatable)")
 	f.BoolVar(&perf, "perf", false, "on the kernel, count through perf's rings even where a BPF program could count in the kernel")
+	f.IntVarP(&rtPrio, "realtime", "r", 0, "run top's threads at this SCHED_FIFO priority (1-99), as perf top -r does")
 	return cmd
 }
 
 type topArgs struct {
 	perf       bool // perf's rings even where BPF could count
+	realtime   int  // SCHED_FIFO priority; 0: the normal policy
 	events     []string
 	filters    []string
 	delay      time.Duration
@@ -111,6 +119,12 @@ type topArgs struct {
 }
 
 func runTop(cmd *cobra.Command, g *globals, a topArgs) error {
+	if a.realtime != 0 {
+		// Before the source's threads start: they inherit it.
+		if err := realtime.Set(a.realtime); err != nil {
+			return fmt.Errorf("top --realtime: %w", err)
+		}
+	}
 	var notes topNotes
 	rec, closeBackend, why, err := openTopSource(g, a, record.Options{
 		Events:    a.events,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -175,7 +176,7 @@ func TestTopPlainSignal(t *testing.T) {
 	}
 	sock, _, _ := startServe(t)
 	produceDaemon(t, sock, "topsig_x")
-	cmd, out := background(t, "--backend", "daemon", "--socket", sock, "top", "-d", "100ms")
+	cmd, out := background(t, "--backend", "daemon", "--socket", sock, "top", "-r", "3", "-d", "100ms")
 	testutil.Wait(t, "a block with topsig_x", func() bool { return strings.Contains(out.String(), "event user_events:topsig_x ") })
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
@@ -355,5 +356,34 @@ func TestTopDuration(t *testing.T) {
 	}
 	if !strings.HasPrefix(out, "top ") || !strings.Contains(out, "event user_events:topdur_x ") {
 		t.Errorf("no block with the event in:\n%s", out)
+	}
+}
+
+// top -r N: its threads run at SCHED_FIFO priority N, as perf top -r's do.
+func TestTopRealtime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("SCHED_FIFO needs root or CAP_SYS_NICE")
+	}
+	sock, _, _ := startServe(t)
+	produceDaemon(t, sock, "toprt_x")
+	top, out := background(t, "--backend", "daemon", "--socket", sock, "top", "-r", "3", "-d", "100ms")
+	testutil.Wait(t, "top's first block", func() bool { return strings.Contains(out.String(), "event user_events:toprt_x ") })
+	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(top.Process.Pid) + "/task/*/sched")
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("top's threads: %v %v", tasks, err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(task)
+		if err != nil {
+			continue // ended
+		}
+		for line := range strings.Lines(string(b)) {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "policy" && f[2] != "1" {
+				t.Errorf("%s: policy %s, want 1 (SCHED_FIFO)", task, f[2])
+			}
+		}
 	}
 }
