@@ -176,7 +176,7 @@ func TestTopPlainSignal(t *testing.T) {
 	}
 	sock, _, _ := startServe(t)
 	produceDaemon(t, sock, "topsig_x")
-	cmd, out := background(t, "--backend", "daemon", "--socket", sock, "top", "-r", "3", "-d", "100ms")
+	cmd, out := background(t, "--backend", "daemon", "--socket", sock, "top", "-d", "100ms")
 	testutil.Wait(t, "a block with topsig_x", func() bool { return strings.Contains(out.String(), "event user_events:topsig_x ") })
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
