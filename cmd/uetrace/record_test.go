@@ -106,12 +106,7 @@ func TestCLIRecordInterruptWorkload(t *testing.T) {
 // perf record -r's do, and the workload with the normal policy; a priority
 // out of range is refused before anything is recorded.
 func TestCLIRecordRealtime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("SCHED_FIFO needs root or CAP_SYS_NICE")
-	}
+	needRealtime(t)
 	sock, _, _ := startServe(t)
 	_, holdOut := background(t, "--backend", "daemon", "--socket", sock, "register", "--hold", "rt_ev u32 a")
 	testutil.Wait(t, "the event to be registered", func() bool { return strings.Contains(holdOut.String(), "holding") })
@@ -137,5 +132,17 @@ func TestCLIRecordRealtime(t *testing.T) {
 	}
 	if _, errs, code := cli(t, sock, "record", "-q", "-r", "100", "-e", "rt_ev", "-o", out, "--duration", "1ms"); code == 0 || !strings.Contains(errs, "want 1 to 99") {
 		t.Errorf("record -r 100: exit %d, %q; want a refusal that says the range", code, errs)
+	}
+}
+
+// needRealtime skips a test of -r, which builds and runs the binary and
+// needs what SCHED_FIFO needs.
+func needRealtime(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("SCHED_FIFO needs root or CAP_SYS_NICE")
 	}
 }

@@ -361,12 +361,7 @@ func TestTopDuration(t *testing.T) {
 
 // top -r N: its threads run at SCHED_FIFO priority N, as perf top -r's do.
 func TestTopRealtime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("SCHED_FIFO needs root or CAP_SYS_NICE")
-	}
+	needRealtime(t)
 	sock, _, _ := startServe(t)
 	produceDaemon(t, sock, "toprt_x")
 	top, out := background(t, "--backend", "daemon", "--socket", sock, "top", "-r", "3", "-d", "100ms")
