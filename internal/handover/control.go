@@ -422,9 +422,14 @@ func (c *Control) readCounts(k int, ev []EventCounts) (cs Counts, at uint64, who
 // them, in the same read: each write index's growth is passed to each
 // (if not nil), the indices that did not grow skipped.
 func (c *Control) TakeCounts(k int, tail uint64, bound time.Duration, each func(i int, grown EventCounts)) (grown Counts, ok bool) {
+	// The wait for the reader's store is not under dmu: the count hook
+	// (TakeEventCounts) must not wait behind a take-back's bound.
+	c.dmu.Lock()
+	ev := make([]EventCounts, c.events)
+	c.dmu.Unlock()
+	cs, ok := c.countsAt(k, tail&^stateMask, bound, ev)
 	c.dmu.Lock()
 	defer c.dmu.Unlock()
-	cs, ok := c.countsAt(k, tail&^stateMask, bound, c.readEv)
 	now, was, g := cs.words(), c.taken[k].words(), grown.words()
 	for i := range now {
 		if now[i] > was[i] {
@@ -432,7 +437,7 @@ func (c *Control) TakeCounts(k int, tail uint64, bound time.Duration, each func(
 		}
 	}
 	c.taken[k] = cs
-	c.takeEvents(k, each)
+	c.takeEvents(k, ev, each)
 	return grown, ok
 }
 
@@ -450,18 +455,18 @@ func (c *Control) TakeEventCounts(k int, each func(i int, grown EventCounts)) bo
 	if _, _, whole := c.readCounts(k, c.readEv); !whole {
 		return false
 	}
-	c.takeEvents(k, each)
+	c.takeEvents(k, c.readEv, each)
 	return true
 }
 
-// takeEvents passes the growth of c.readEv over ring k's event counts
-// taken before to each, and takes them. c.dmu is held.
-func (c *Control) takeEvents(k int, each func(i int, grown EventCounts)) {
+// takeEvents passes the growth of read, ring k's event counts as just
+// read, over those taken before to each, and takes them. c.dmu is held.
+func (c *Control) takeEvents(k int, read []EventCounts, each func(i int, grown EventCounts)) {
 	if c.events == 0 {
 		return
 	}
 	was := c.takenEv[k]
-	for i, now := range c.readEv {
+	for i, now := range read {
 		var g EventCounts
 		if now.Written > was[i].Written {
 			g.Written = now.Written - was[i].Written

@@ -303,7 +303,7 @@ func (s *Set) deliver(r *ring, v *shmring.View, out *Stream, c *Counts) {
 		return
 	}
 	s.applyLosses(r, out, cpu)
-	s.write(r.k, v, tid, cpu, out, c)
+	s.write(r, v, tid, cpu, out, c)
 }
 
 // applyLosses tells the losses waiting in out, each as File.WriteLost
@@ -338,7 +338,7 @@ func (s *Set) applyLosses(r *ring, out *Stream, cpu int) {
 // write (deliverStreamFrom): the lost runs told, the thread's name if the
 // reader does not have it, and the sample — laid out, the payload copied
 // once from the ring and validated in the copy, cut off again if invalid.
-func (s *Set) write(k int, v *shmring.View, tid int32, cpu int, out *Stream, c *Counts) {
+func (s *Set) write(r *ring, v *shmring.View, tid int32, cpu int, out *Stream, c *Counts) {
 	if int(v.WriteIndex) >= len(s.events) {
 		c.Rejected++
 		return
@@ -359,7 +359,7 @@ func (s *Set) write(k int, v *shmring.View, tid int32, cpu int, out *Stream, c *
 		out.note(wire.LostRun{ID: ev.id, Time: v.Time, CPU: int32(cpu), N: 1, TooLarge: true})
 		out.tooLarge++
 		c.Delivered++
-		s.ctl.Tally(k, int(v.WriteIndex), 1, 1) // dropUntaken's counts
+		s.ctl.Tally(r.k, int(v.WriteIndex), 1, 1) // dropUntaken's counts
 		return
 	}
 	if len(out.lost) > 0 {
@@ -383,7 +383,7 @@ func (s *Set) write(k int, v *shmring.View, tid int32, cpu int, out *Stream, c *
 		return
 	}
 	c.Delivered++
-	if r := &s.rings[k]; r.run.n > 0 && r.run.idx == int(v.WriteIndex) {
+	if r.run.n > 0 && r.run.idx == int(v.WriteIndex) {
 		r.run.n++
 	} else {
 		s.tallyRun(r)

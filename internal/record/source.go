@@ -128,10 +128,10 @@ func setFilter(fd int, filter string) error {
 }
 
 func (k *kernelSource) attach(ev *event) error {
-	if k.rings[0] == nil && k.tracking && k.tracker {
-		if err := k.openTracker(); err != nil {
-			return fmt.Errorf("record %s:%s: the tracking event: %w", ev.system, ev.name, err)
-		}
+	if k.rings[0] == nil && k.tracking && k.tracker && k.openTracker() != nil {
+		// The dummy event could not be opened: the first event
+		// tracks, as a file's recording's does.
+		k.tracker = false
 	}
 	ringBytes := k.pages * os.Getpagesize()
 	attr := unix.PerfEventAttr{
@@ -270,7 +270,7 @@ func (k *kernelSource) openTracker() error {
 			}
 			unix.Close(fd)
 		}
-		// The rings made so far go; the first event tries again.
+		// The rings made so far go; the first event tracks instead.
 		for j := range i {
 			k.rings[j].Close()
 			k.rings[j] = nil
