@@ -651,3 +651,84 @@ func TestHandOverClosingSet(t *testing.T) {
 	})
 	healthy(t, s)
 }
+
+// TestHandOverBeforeAdopted: a set handed over before its drainers took
+// its rings in — the rings' adds and the hand-over's gives served in the
+// same turn — is read by the reader alone. Given first and adopted after,
+// each ring stayed in its drainer's merge while the reader had it: both
+// delivered the same records (the soak: recorded + lost over written, and
+// the daemon's warning that the reader's tail was before the drainer's).
+func TestHandOverBeforeAdopted(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	// The hook is set before the daemon runs, and cleared after it ends.
+	var held atomic.Bool
+	drainerTurn = func(*drainer) {
+		if held.Load() {
+			<-release
+		}
+	}
+	t.Cleanup(func() { drainerTurn = nil })
+	s := serve(t, Config{Rings: 2})
+	t.Cleanup(open)
+	// The producer's event attached first (the attach's flush waits for
+	// the drainers), then its rings shared: the drainers, held before
+	// their first turn, have the rings' adds, and turn once each has the
+	// hand-over's give too.
+	a := newArena(t, 4096, unix.F_SEAL_SHRINK)
+	c := a.dial(t, s.sock)
+	idx, _, err := c.Register(reg(a.addr(0), 0), "ho_early u32 n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr := newHandReader(t, s, "user_events:ho_early", false)
+	held.Store(true)
+	ring := shareTestRing(t, c, 1<<16)
+	go func() {
+		defer open()
+		testutil.Eventually(func() bool {
+			for _, d := range s.drainers.d {
+				d.mu.Lock()
+				n := len(d.hands)
+				d.mu.Unlock()
+				if n == 0 {
+					return false
+				}
+			}
+			return true
+		})
+	}()
+	if !hr.take() {
+		t.Fatal("no hand-over")
+	}
+	const n = 2000
+	var p [4]byte
+	for i := uint32(0); i < n; i++ {
+		binary.NativeEndian.PutUint32(p[:], i)
+		if !ring.Write(shmring.Meta{Time: stamp.Now(), TID: uint32(unix.Getpid()), CPU: i % 2, WriteIndex: idx}, p[:]) {
+			t.Fatalf("record %d: the ring is full", i)
+		}
+	}
+	// What the drainers would deliver of the rings, they have delivered
+	// once the rings are flushed; the reader then reads what is left.
+	s.Flush()
+	hr.settle()
+	seen := make([]int, n)
+	for _, b := range hr.got {
+		for _, v := range sampleSeqs(t, b) {
+			if v >= n {
+				t.Fatalf("record %d: never written", v)
+			}
+			seen[v]++
+		}
+	}
+	for v, c := range seen {
+		if c != 1 {
+			t.Fatalf("record %d reached the session %d times", v, c)
+		}
+	}
+	if st := s.RingStats(); st.Delivered != n {
+		t.Errorf("RingStats.Delivered %d, want %d", st.Delivered, n)
+	}
+}

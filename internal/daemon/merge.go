@@ -99,10 +99,8 @@ type ringRequests struct {
 	flushes []chan struct{}
 }
 
-// take moves the requests into m — each ring added adopted; each closing
-// ring given its last budget — and returns the flushes asked for. The
-// caller holds the queue's mutex.
-func (q *ringRequests) take(m *merge) []chan struct{} {
+// adoptAdds moves the rings added into m. The caller holds the queue's mutex.
+func (q *ringRequests) adoptAdds(m *merge) {
 	for _, r := range q.adds {
 		m.adopt(r)
 	}
@@ -111,6 +109,13 @@ func (q *ringRequests) take(m *merge) []chan struct{} {
 	// connection's File, long after the connection is gone.
 	clear(q.adds)
 	q.adds = q.adds[:0]
+}
+
+// take moves the requests into m — each ring added adopted; each closing
+// ring given its last budget — and returns the flushes asked for. The
+// caller holds the queue's mutex.
+func (q *ringRequests) take(m *merge) []chan struct{} {
+	q.adoptAdds(m)
 	for _, r := range q.closes {
 		if !r.closing {
 			r.closing = true
