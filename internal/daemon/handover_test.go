@@ -17,6 +17,7 @@ import (
 	"github.com/uetrace/uetrace/internal/handover"
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
+	"github.com/uetrace/uetrace/internal/subsys"
 	"github.com/uetrace/uetrace/internal/testutil"
 )
 
@@ -562,7 +563,7 @@ func TestHandOverTakenBackWhileGiven(t *testing.T) {
 	wg.Wait()
 	testutil.Wait(t, "every hand-over ended", func() bool {
 		hr.pass()
-		s.takeBackAll()
+		s.beforeChange(subsys.AnyEvent)
 		s.handOvers.mu.Lock()
 		defer s.handOvers.mu.Unlock()
 		return len(s.handOvers.live) == 0
@@ -730,5 +731,53 @@ func TestHandOverBeforeAdopted(t *testing.T) {
 	}
 	if st := s.RingStats(); st.Delivered != n {
 		t.Errorf("RingStats.Delivered %d, want %d", st.Delivered, n)
+	}
+}
+
+// TestHandOverScope: a change that does not concern a handed set's events
+// — another session attached to another producer's event and closed, that
+// event's enable written — leaves the set with its reader; one that does
+// takes it back.
+func TestHandOverScope(t *testing.T) {
+	s := serve(t, Config{Rings: 2})
+	handProducer(t, s, "ho_kept u32 n")
+	handProducer(t, s, "ho_stranger u32 n")
+	hr := newHandReader(t, s, "user_events:ho_kept", false)
+	if !hr.take() {
+		t.Fatal("no hand-over")
+	}
+	tracer, err := client.Dial(s.sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tracer.Close() })
+	handed := func() bool {
+		s.handOvers.mu.Lock()
+		defer s.handOvers.mu.Unlock()
+		return len(s.handOvers.live) == 1
+	}
+	ss, err := tracer.NewSession(client.SessionOptions{BufferBytes: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ss.Attach("user_events:ho_stranger", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1", "0"} {
+		if err := writeFile(tracer, "events/user_events/ho_stranger/enable", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !handed() {
+		t.Fatal("the set was taken back by changes to another producer's event")
+	}
+	if err := writeFile(tracer, "events/user_events/ho_kept/enable", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if handed() {
+		t.Fatal("the set is still handed after a write to its event's enable")
 	}
 }

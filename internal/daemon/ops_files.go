@@ -70,7 +70,7 @@ func (c *conn) opWriteFile(h wire.Header, body []byte) bool {
 		return c.writeBufferSize(fh, body)
 	}
 	// A write to tracefs may disable an event or clear the buffer: the
-	// subsystem's sync hook (takeBackAll) delivers what clients
+	// subsystem's sync hook (beforeChange) delivers what clients
 	// published before it first, as their writes to the kernel would
 	// have been.
 	n, err := fh.Write(body)

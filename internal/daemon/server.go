@@ -108,7 +108,7 @@ type Server struct {
 
 	drainers  drainers  // their ring sets
 	handOvers handOvers // ring sets handed to sessions' readers
-	unhook    func()    // the subsystem's sync and count hooks' removal (takeBackAll, countHanded)
+	unhook    func()    // the subsystem's sync and count hooks' removal (beforeChange, countHanded)
 	wg        sync.WaitGroup
 }
 
@@ -147,7 +147,7 @@ func New(cfg Config) *Server {
 		rings = drainerCount(s.sys.NumCPU())
 	}
 	s.drainers.init(s, min(rings, shmring.MaxSetRings))
-	unsync, uncount := s.sys.AddSyncHook(s.takeBackAll), s.sys.AddCountHook(s.countHanded)
+	unsync, uncount := s.sys.AddSyncHook(s.beforeChange), s.sys.AddCountHook(s.countHanded)
 	s.unhook = func() { unsync(); uncount() }
 	if s.log == nil {
 		s.log = slog.Default()

@@ -1,6 +1,10 @@
 package subsys
 
-import "sync"
+import (
+	"maps"
+	"slices"
+	"sync"
+)
 
 // Enable bits are written into a process's memory outside the Subsystem's
 // lock. The kernel writes them under event_mutex, but it never waits there
@@ -147,26 +151,30 @@ func (p *Process) drain() int {
 // callers apply the fork events queued so far (package callers, Sync), so
 // that a child that forked before the change has its copy of the parent's
 // enablers, and its bit, when the change returns — as the kernel copies
-// them inside fork. Hooks run without s.mu held, at the start of every
+// them inside fork. The daemon's delivers what producers published before
+// the change to the consumers of before (its drainers flushed, and the
+// ring sets handed to a session's reader whose events the change may
+// concern taken back). Hooks run without s.mu held, at the start of every
 // operation that may change an event's state: a tracefs write, a session's
-// attach, detach and close, SetFtrace.
+// attach, detach and close, SetFtrace — each told the Scope of what it
+// may change.
 //
 // A hookList holds the sync hooks, or the count hooks (AddCountHook).
-type hookList struct {
+type hookList[F any] struct {
 	mu    sync.Mutex
-	hooks map[int]func()
+	hooks map[int]F
 	next  int
 }
 
 // AddSyncHook adds f to the hooks; remove takes it away again.
-func (s *Subsystem) AddSyncHook(f func()) (remove func()) { return s.syncHooks.add(f) }
+func (s *Subsystem) AddSyncHook(f func(Scope)) (remove func()) { return s.syncHooks.add(f) }
 
 // add adds f to h; remove takes it away again.
-func (h *hookList) add(f func()) (remove func()) {
+func (h *hookList[F]) add(f F) (remove func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.hooks == nil {
-		h.hooks = map[int]func(){}
+		h.hooks = map[int]F{}
 	}
 	id := h.next
 	h.next++
@@ -178,23 +186,78 @@ func (h *hookList) add(f func()) (remove func()) {
 	}
 }
 
-// syncProcesses runs the sync hooks. s.mu is not held.
-func (s *Subsystem) syncProcesses() { s.syncHooks.run() }
-
-// run runs the hooks, without h.mu held.
-func (h *hookList) run() {
+// all is the hooks now, to run without h.mu held.
+func (h *hookList[F]) all() []F {
 	h.mu.Lock()
-	fs := make([]func(), 0, len(h.hooks))
+	defer h.mu.Unlock()
+	fs := make([]F, 0, len(h.hooks))
 	for _, f := range h.hooks {
 		fs = append(fs, f)
 	}
-	h.mu.Unlock()
-	for _, f := range fs {
-		f()
+	return fs
+}
+
+// syncProcesses runs the sync hooks for an operation that may change the
+// state of the events in sc. s.mu is not held.
+func (s *Subsystem) syncProcesses(sc Scope) {
+	for _, f := range s.syncHooks.all() {
+		f(sc)
 	}
+}
+
+// A Scope is the events whose state an operation may change — where
+// their records go: what the sync hooks are told. It may say more than
+// the operation changes, never less.
+type Scope struct {
+	match func(*Event) bool // nil: every event
+}
+
+// AnyEvent is the Scope of an operation that may change any event.
+var AnyEvent = Scope{}
+
+// eventScope is ev's alone.
+func eventScope(ev *Event) Scope { return Scope{func(e *Event) bool { return e == ev }} }
+
+// patternScope is the events pattern selects (MatchEvent).
+func patternScope(pattern string) Scope {
+	return Scope{func(e *Event) bool { return MatchEvent(pattern, e) }}
+}
+
+// sessionScope is the events ss is attached to now: taken before the
+// operation (a close) that detaches it.
+func sessionScope(ss *Session) Scope {
+	s := ss.s
+	s.mu.Lock()
+	evs := maps.Clone(ss.attached)
+	s.mu.Unlock()
+	return Scope{func(e *Event) bool {
+		_, ok := evs[e]
+		return ok
+	}}
+}
+
+// Touches reports whether the operation may change the state of an event
+// of f's. Its events are read as they are now: one added later is a
+// change of its own (the File's hand-overs end then).
+func (sc Scope) Touches(f *File) bool {
+	if sc.match == nil {
+		return true
+	}
+	p := f.events.Load()
+	if p == nil {
+		return false
+	}
+	return slices.ContainsFunc(*p, sc.match)
 }
 
 // AddCountHook adds f to the hooks run before the events' counts are read
 // (AppendCounts): the daemon's, which adds what the readers of handed sets
 // counted (HandedEvent.Count). remove takes it away again.
 func (s *Subsystem) AddCountHook(f func()) (remove func()) { return s.countHooks.add(f) }
+
+// countProcesses runs the count hooks. s.mu is not held.
+func (s *Subsystem) countProcesses() {
+	for _, f := range s.countHooks.all() {
+		f()
+	}
+}

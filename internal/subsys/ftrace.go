@@ -14,7 +14,7 @@ import (
 // it first expands the trace buffer if it was never sized, which fails with
 // EBUSY while trace is open. A deleted event is ENODEV.
 func (s *Subsystem) SetFtrace(ev *Event, on bool) error {
-	s.syncProcesses()
+	s.syncProcesses(eventScope(ev))
 	if err := s.trace.ring.Expand(); err != nil {
 		return err
 	}

@@ -157,3 +157,67 @@ func TestHandBackKey(t *testing.T) {
 		t.Fatal("still handed")
 	}
 }
+
+// TestSyncScope: each operation that may change an event's state tells the
+// sync hooks which events it may change, so that the daemon takes back
+// only the hand-overs it concerns: a File it touches is one with an event
+// in it, one it does not is untouched — and what cannot be narrowed says
+// every event.
+func TestSyncScope(t *testing.T) {
+	d := newDeliverEnv(t, false)
+	g := d.s.Open()
+	t.Cleanup(func() { g.Close() })
+	if _, err := d.reg(g, "__other u32 z", 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	other := d.s.Lookup("user_events", "__other")
+	mine := d.s.Lookup("user_events", "__da")
+	var scopes []Scope
+	remove := d.s.AddSyncHook(func(sc Scope) { scopes = append(scopes, sc) })
+	t.Cleanup(remove)
+	stranger := d.s.NewSession(SessionOptions{BufferBytes: 1 << 16})
+	t.Cleanup(func() { stranger.Close() })
+
+	cases := []struct {
+		name       string
+		op         func() error
+		mine, them bool // the scope touches d.f, g
+	}{
+		{"an unrelated event enabled", func() error { return d.s.SetFtrace(other, true) }, false, true},
+		{"the handed event enabled", func() error { return d.s.SetFtrace(mine, true) }, true, false},
+		{"an unrelated event's enable file", func() error { return d.write("events/user_events/__other/enable", "0") }, false, true},
+		{"the handed event's filter file", func() error { return d.write("events/user_events/__db/filter", "0") }, true, false},
+		{"the system's enable file", func() error { return d.write("events/user_events/enable", "0") }, true, true},
+		{"tracing_on", func() error { return d.write("tracing_on", "1") }, true, true},
+		{"another session attached to an unrelated event", func() error { return stranger.Attach(other) }, false, true},
+		{"another session detached from it", func() error { stranger.Detach(other); return nil }, false, true},
+		{"a pattern of unrelated events", func() error { _, err := stranger.AttachMatching("user_events:__oth*", false); return err }, false, true},
+		{"a pattern of the handed events", func() error { _, err := stranger.AttachMatching("__d?", false); return err }, true, false},
+		{"a session of unrelated events closed", func() error {
+			ss := d.s.NewSession(SessionOptions{BufferBytes: 1 << 16})
+			if err := ss.Attach(other); err != nil {
+				return err
+			}
+			scopes = scopes[:0]
+			return ss.Close()
+		}, false, true},
+		{"the handed events' session closed", func() error { return d.ss.Close() }, true, false},
+	}
+	for _, c := range cases {
+		scopes = scopes[:0]
+		if err := c.op(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(scopes) == 0 {
+			t.Errorf("%s: the sync hooks did not run", c.name)
+			continue
+		}
+		sc := scopes[len(scopes)-1]
+		if got := sc.Touches(d.f); got != c.mine {
+			t.Errorf("%s: touches the handed file: %v, want %v", c.name, got, c.mine)
+		}
+		if got := sc.Touches(g); got != c.them {
+			t.Errorf("%s: touches the other file: %v, want %v", c.name, got, c.them)
+		}
+	}
+}

@@ -231,7 +231,7 @@ func (s *Subsystem) NewSession(opts SessionOptions) *Session {
 // Attach attaches the session to ev.
 func (ss *Session) Attach(ev *Event) error {
 	s := ss.s
-	s.syncProcesses()
+	s.syncProcesses(eventScope(ev))
 	s.mu.Lock()
 	defer s.unlock()
 	return ss.attachLocked(ev)
@@ -262,7 +262,7 @@ func (ss *Session) attachLocked(ev *Event) error {
 // Detach detaches the session from ev.
 func (ss *Session) Detach(ev *Event) {
 	s := ss.s
-	s.syncProcesses()
+	s.syncProcesses(eventScope(ev))
 	s.mu.Lock()
 	defer s.unlock()
 	ss.detachLocked(ev)
@@ -311,7 +311,7 @@ func (ss *Session) AttachMatching(pattern string, follow bool) ([]*Event, error)
 	if _, err := path.Match(pattern, ""); err != nil {
 		return nil, fmt.Errorf("event pattern %q: %v: %w", pattern, err, unix.EINVAL)
 	}
-	ss.s.syncProcesses()
+	ss.s.syncProcesses(patternScope(pattern))
 	s := ss.s
 	s.mu.Lock()
 	defer s.unlock()
@@ -373,7 +373,7 @@ func (ss *Session) Events() []*Event {
 // Close detaches the session from everything and wakes its readers.
 func (ss *Session) Close() error {
 	s := ss.s
-	s.syncProcesses()
+	s.syncProcesses(sessionScope(ss))
 	s.mu.Lock()
 	if !ss.closed {
 		ss.closed = true

@@ -50,7 +50,7 @@ func (s *Subsystem) AppendStatus(dst []byte) []byte {
 // (AddCountHook): the records of handed sets their readers counted are
 // added to the events' counts.
 func (s *Subsystem) AppendCounts(dst []byte) []byte {
-	s.countHooks.run()
+	s.countProcesses()
 	s.mu.Lock()
 	defer s.unlock()
 	s.eachEvent(func(ev *Event) {

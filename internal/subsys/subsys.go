@@ -99,10 +99,10 @@ type Subsystem struct {
 	stats Stats
 	dirty []*Process // processes with enable bits to write at unlock (enablewrite.go)
 
-	syncHooks     hookList           // run before a state change (enablewrite.go)
-	countHooks    hookList           // run before the events' counts are read (AppendCounts)
-	handed        map[*File]struct{} // Files handed to sessions' readers (handover.go)
-	statusWatches []*statusWatch     // v10 status pages (v10.go)
+	syncHooks     hookList[func(Scope)] // run before a state change (enablewrite.go)
+	countHooks    hookList[func()]      // run before the events' counts are read (AppendCounts)
+	handed        map[*File]struct{}    // Files handed to sessions' readers (handover.go)
+	statusWatches []*statusWatch        // v10 status pages (v10.go)
 }
 
 // Stats count what the subsystem did that no caller sees as an error.

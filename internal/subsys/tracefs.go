@@ -133,6 +133,19 @@ type node struct {
 	cpu    int
 }
 
+// scope is what a write to n may change: the event whose file it is, the
+// events of the system whose file it is, or any.
+func (n node) scope() Scope {
+	switch {
+	case n.ev != nil:
+		return eventScope(n.ev)
+	case n.system != "":
+		sys := n.system
+		return Scope{func(e *Event) bool { return e.System() == sys }}
+	}
+	return AnyEvent
+}
+
 // lookup resolves a path as the VFS walks it: "//" and "." are nothing,
 // ".." is the parent — so an event named "", "." or ".." (which
 // DIAG_IOCSREG accepts) has no path, as on Linux. Called with s.mu held.
@@ -375,7 +388,7 @@ func (f *FS) Open(name string, flags int, cred Cred) (*Handle, error) {
 		// It changes state as a write does (it clears the buffer, or
 		// disables every event): what processes published before it
 		// is delivered first.
-		s.syncProcesses()
+		s.syncProcesses(n.scope())
 		if err := n.f.trunc(f, n, cred); err != nil {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
@@ -704,7 +717,7 @@ func (h *Handle) Write(p []byte) (int, error) {
 	if closed {
 		return 0, h.pathErr("write", os.ErrClosed)
 	}
-	h.f.s.syncProcesses() // a write may change an event's state
+	h.f.s.syncProcesses(h.n.scope()) // a write may change an event's state
 	n, err := h.f.write(h.n, p, h.cred)
 	if err != nil {
 		return n, h.pathErr("write", err)

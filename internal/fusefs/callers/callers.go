@@ -175,7 +175,7 @@ func (sp *space) isReleased() bool {
 // New returns an empty set of callers of s.
 func New(s *subsys.Subsystem) *Callers {
 	cs := &Callers{s: s, procs: make(map[int]*proc)}
-	cs.unhook = s.AddSyncHook(cs.Sync)
+	cs.unhook = s.AddSyncHook(func(subsys.Scope) { cs.Sync() })
 	return cs
 }
 
