@@ -6,6 +6,18 @@ import (
 	"github.com/uetrace/uetrace/internal/daemon/wire"
 )
 
+// newOtherEnv is newDeliverEnv with another File, g, of event __other,
+// which the session does not consume.
+func newOtherEnv(t *testing.T) (d *deliverEnv, g *File, other *Event) {
+	d = newDeliverEnv(t, false)
+	g = d.s.Open()
+	t.Cleanup(func() { g.Close() })
+	if _, err := d.reg(g, "__other u32 z", 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	return d, g, d.s.Lookup("user_events", "__other")
+}
+
 // TestHandTo: a File is handed to a session that is the only consumer of
 // its events, unfiltered, delivering into streams — and the hand-over
 // ends, back called under the lock before the change, at each thing that
@@ -37,13 +49,7 @@ func TestHandTo(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			d := newDeliverEnv(t, false)
-			g := d.s.Open()
-			t.Cleanup(func() { g.Close() })
-			if _, err := d.reg(g, "__other u32 z", 10, 0); err != nil {
-				t.Fatal(err)
-			}
-			other := d.s.Lookup("user_events", "__other")
+			d, _, other := newOtherEnv(t)
 			backs := 0
 			ho, ok := d.f.HandTo(d.ss, nil, func() { backs++ })
 			if !ok {
@@ -164,13 +170,7 @@ func TestHandBackKey(t *testing.T) {
 // in it, one it does not is untouched — and what cannot be narrowed says
 // every event.
 func TestSyncScope(t *testing.T) {
-	d := newDeliverEnv(t, false)
-	g := d.s.Open()
-	t.Cleanup(func() { g.Close() })
-	if _, err := d.reg(g, "__other u32 z", 10, 0); err != nil {
-		t.Fatal(err)
-	}
-	other := d.s.Lookup("user_events", "__other")
+	d, g, other := newOtherEnv(t)
 	mine := d.s.Lookup("user_events", "__da")
 	var scopes []Scope
 	remove := d.s.AddSyncHook(func(sc Scope) { scopes = append(scopes, sc) })
