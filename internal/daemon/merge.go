@@ -85,8 +85,17 @@ func nap(d time.Duration) {
 // (the socket's) wait for no more than that.
 const batchRun = 256
 
-// adopt takes r into the merge.
+// adopt takes r into the merge. A ring already in it is not taken twice
+// — read twice a pass, its records would be delivered twice, and it would
+// be released twice, its set unmapped under the other entry — nor one a
+// reader has: its resume takes it in. (No path does either; the
+// hand-over's did, once — see drainer.requests.)
 func (m *merge) adopt(r *ringSource) {
+	if r.merged || r.given != nil {
+		r.log.Error("ring: taken in by its drainer while in its merge already, or given to a reader; ignored (a bug of the daemon's)", "merged", r.merged)
+		return
+	}
+	r.merged = true
 	r.batch = &m.batch
 	m.rings = append(m.rings, r)
 }
@@ -193,6 +202,7 @@ func (m *merge) release(done func(r *ringSource, st RingStats)) {
 			continue
 		}
 		m.drop(r)
+		r.merged = false
 		r.applyLosses(-1)
 		done(r, r.stats())
 	}
