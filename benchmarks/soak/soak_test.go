@@ -37,10 +37,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -335,6 +337,28 @@ func TestSoak(t *testing.T) {
 	}
 	if strings.Contains(daemonLog.String(), "panic") {
 		t.Errorf("daemon log:\n%s", daemonLog.String())
+	}
+	// What the daemon warned of, by message: the abusers' doing is
+	// expected there; a breach of the daemon's own invariants fails.
+	warned := map[string]int{}
+	for line := range strings.Lines(daemonLog.String()) {
+		if !strings.Contains(line, "level=WARN") && !strings.Contains(line, "level=ERROR") {
+			continue
+		}
+		msg := line
+		if _, m, ok := strings.Cut(line, " msg="); ok {
+			msg = m
+			if q, err := strconv.QuotedPrefix(m); err == nil {
+				msg = q
+			}
+		}
+		warned[msg]++
+		if strings.Contains(line, "a bug of the daemon's") {
+			t.Errorf("the daemon says: %s", strings.TrimSpace(line))
+		}
+	}
+	for _, msg := range slices.Sorted(maps.Keys(warned)) {
+		t.Logf("daemon warned %d× %s", warned[msg], msg)
 	}
 }
 
