@@ -403,6 +403,7 @@ type drainer struct {
 	merge
 	busy  bool // it delivered records lately: sleep until a watermark
 	timer *time.Timer
+	late  []lateCounts // rings resumed whose reader's last counts are not stored yet
 }
 
 // poke ends the drainer's sleep.
@@ -503,10 +504,57 @@ func (d *drainer) handOvers(hands []handRequest) {
 		case r.given == h.hs:
 			r.given = nil
 			d.lent--
-			d.merge.resumeRing(d.k, r, h.hs)
+			if tail, whole := d.merge.resumeRing(d.k, r, h.hs); !whole {
+				d.late = append(d.late, lateCounts{r: r, hs: h.hs, tail: tail, until: time.Now().Add(lateCountsMax)})
+				continue
+			}
 			d.g.s.resumed(h.hs)
 		}
 	}
+}
+
+// lateCounts is a ring resumed at tail whose reader had committed its
+// last pass there but not yet stored that pass's counts: a reader
+// preempted between the two (Control.Commit), past takeBackBound. The
+// ring is delivered from meanwhile; its hand-over's control stays mapped,
+// and the counts are taken when they come (settleLate) — so that the
+// pass's records count in RingStats and in their events' counts, and its
+// loss claims in the ring's budget, once, however late.
+type lateCounts struct {
+	r     *ringSource
+	hs    *handedSet
+	tail  uint64
+	until time.Time
+}
+
+// lateNap is how long a drainer waiting for late counts sleeps between
+// its looks.
+const lateNap = time.Millisecond
+
+// lateCountsMax bounds the wait for a reader's late counts: a reader
+// stopped longer (or dead) loses its last pass's counts, said so.
+const lateCountsMax = time.Second
+
+// settleLate takes the late counts that came, each ring's once, and
+// gives up on those past lateCountsMax; each settled ring counts as
+// resumed then (Server.resumed), which lets its hand-over end.
+func (d *drainer) settleLate() {
+	now := time.Now()
+	keep := d.late[:0]
+	for _, l := range d.late {
+		cs, whole := l.hs.ctl.TakeCounts(d.k, l.tail, 0, l.hs.countEvent)
+		l.r.addReader(cs)
+		if !whole && now.Before(l.until) {
+			keep = append(keep, l)
+			continue
+		}
+		if !whole {
+			l.hs.set.log.Warn("ring set taken back: the reader's counts of its last pass never came; taken as they were", "handover", l.hs.id, "waited", lateCountsMax)
+		}
+		d.g.s.resumed(l.hs)
+	}
+	clear(d.late[len(keep):])
+	d.late = keep
 }
 
 // drainerTurn, if set (by tests), runs at the start of each turn of a
@@ -534,10 +582,13 @@ func (d *drainer) requests() (flushes []chan struct{}, ok bool) {
 	// which takes streams' locks; the subsystem asks for resumes under its
 	// own lock, and must not wait for those.
 	d.handOvers(hands)
+	if len(d.late) > 0 {
+		d.settleLate()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	flushes = d.take(&d.merge)
-	if len(d.rings) == 0 && len(flushes) == 0 && d.lent == 0 && len(d.hands) == 0 {
+	if len(d.rings) == 0 && len(flushes) == 0 && d.lent == 0 && len(d.hands) == 0 && len(d.late) == 0 {
 		d.running = false
 		return flushes, false
 	}
@@ -586,7 +637,10 @@ func (d *drainer) sleep() {
 		}
 	}
 	wait := drainerIdleWait
-	if d.busy {
+	switch {
+	case len(d.late) > 0:
+		wait = lateNap
+	case d.busy:
 		wait = busyWait
 	}
 	if d.timer == nil {

@@ -55,7 +55,10 @@ import (
 //     waited for at most takeBackBound, then forced: its commit fails and
 //     it discards the pass, so no record is delivered twice or lost,
 //     whatever the reader does, and the daemon never waits longer. The
-//     drainers then resume at that tail and add the reader's counts.
+//     drainers then resume at that tail and add the reader's counts — a
+//     reader stopped between its last commit and the store of that
+//     pass's counts has them added when they come, within a second
+//     (drainer.settleLate); the hand-over ends then.
 //   - A set taken back is not handed again before handAgain has passed,
 //     so that a producer registering events one by one, or a tracer
 //     toggling an enable, makes the set change hands at most that often.
@@ -509,20 +512,19 @@ func (m *merge) giveRing(k int, r *ringSource, hs *handedSet) {
 // to write: a tail before where the ring was given or past what the
 // producer has reserved is no reader's — the ring resumes where it was
 // given, its records since delivered again, into the reader's own
-// session only.
-func (m *merge) resumeRing(k int, r *ringSource, hs *handedSet) {
-	tail, _ := hs.ctl.TakeBack(k, takeBackBound)
+// session only. It returns the tail, and whether the reader's counts were
+// as of it: if not, its last pass's come later (drainer.settleLate).
+func (m *merge) resumeRing(k int, r *ringSource, hs *handedSet) (tail uint64, whole bool) {
+	tail, _ = hs.ctl.TakeBack(k, takeBackBound)
 	if given := r.cons.Tail(); tail < given || tail > r.cons.Head() || tail&7 != 0 {
 		hs.set.log.Warn("ring set taken back: the reader's tail is not in the ring; resumed where it was given", "handover", hs.id, "ring", k, "tail", tail, "given", given)
 		tail = given
 	}
 	cs, whole := hs.ctl.TakeCounts(k, tail, takeBackBound, hs.countEvent)
-	if !whole {
-		hs.set.log.Warn("ring set taken back: the reader's counts are not as of where it stopped; taken as they are", "handover", hs.id, "ring", k)
-	}
 	r.addReader(cs)
 	r.cons.Resume(tail)
 	m.adopt(r)
+	return tail, whole
 }
 
 // removeRing removes r from rings in place, clearing the slot it leaves.

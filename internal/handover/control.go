@@ -410,13 +410,13 @@ func (c *Control) readCounts(k int, ev []EventCounts) (cs Counts, at uint64, who
 // lies) adds nothing, and is taken from its new value on. With bound > 0,
 // for a ring taken back at tail, it first waits, at most bound, for the
 // counts to be as of tail: the reader stores a pass's counts just after
-// the commit that moved the ring there (Commit). ok is false if they
-// never were — the reader stopped (or died) between its commit and its
-// store, or that store landed after the ring was given again (at a tail
-// the counts said they were as of already), or the reader lies; what
-// they grew by so far is returned all the same, and a store that lands
-// later is taken next time: nothing is counted twice, or lost but the
-// last pass of a reader that died.
+// the commit that moved the ring there (Commit). ok is false if they are
+// not yet — the reader stopped (or died) between its commit and its
+// store, or it lies; what they grew by so far is returned all the same,
+// and a store that lands later is taken by a later call (the daemon's
+// drainer calls again, with bound 0, until they are or a second has
+// passed): nothing is counted twice, or lost but the last pass of a
+// reader that died, or stopped that long.
 //
 // The event counts (of the write indices SetEvents said) are taken with
 // them, in the same read: each write index's growth is passed to each
@@ -569,12 +569,20 @@ func (c *Control) Commit(k int, tail uint64, cs *Counts) bool {
 	if !atomic.CompareAndSwapUint64(c.word(k, offOwn), began|Reading, tail|Owned) {
 		return false
 	}
+	if committed != nil {
+		committed(k)
+	}
 	total := c.kept[k]
 	total.Add(cs)
 	c.storeCounts(k, began, tail, &total, c.passEv[k])
 	c.passEv[k].reset()
 	return true
 }
+
+// committed, when set (by tests), runs between a commit and the store of
+// its counts: where a reader preempted there is when the daemon takes its
+// ring back.
+var committed func(k int)
 
 // storeCounts stores cs as ring k's counts as of tail, and adds the
 // pass's event counts ev to the area's, between the marks the daemon reads

@@ -21,6 +21,7 @@ import (
 	"github.com/uetrace/uetrace/internal/shmring"
 	"github.com/uetrace/uetrace/internal/stamp"
 	"github.com/uetrace/uetrace/internal/subsys"
+	"github.com/uetrace/uetrace/internal/testutil"
 )
 
 // TestPassMatchesDaemon: the same records, published into a ring set the
@@ -226,4 +227,106 @@ func procComm(t *testing.T) string {
 		t.Skip(err)
 	}
 	return strings.TrimSuffix(string(b), "\n")
+}
+
+// TestLateCounts: a reader stopped between a pass's commit and the store
+// of its counts — longer than the daemon waits for them when it takes the
+// ring back — still has them counted once they come: the records it read
+// are in the daemon's RingStats and in their event's counts, once.
+// Before, the daemon took the counts as they were and never looked again.
+func TestLateCounts(t *testing.T) {
+	sub := subsys.New(subsys.Options{NumCPU: 1})
+	srv, sock := daemontest.Serve(t, daemon.Config{Subsystem: sub, Cred: daemontest.Perfmon, Rings: 1})
+	arena, addr := enableArena(t)
+	prod, err := client.Dial(sock, &client.Arena{FD: arena, Addr: addr, Size: uint64(unix.Getpagesize())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	reg := abi.UserReg{Size: abi.UserRegSize, EnableSize: 4, EnableAddr: addr}
+	idx, _, err := prod.Register(reg.Bytes(), "ho_late u32 seq", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := shmring.CreateSet(1, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	if err := prod.ShareRingSet(sp); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := client.Dial(sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	sess, err := rd.NewSession(client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sess.ShareStreams(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := sess.Attach("user_events:ho_late", false); err != nil {
+		t.Fatal(err)
+	}
+	h, err := sess.HandOver()
+	if err != nil || h == nil {
+		t.Fatalf("no hand-over: %v", err)
+	}
+	defer h.Close()
+	g, err := handover.GrantOf(h.HandOver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := handover.OpenSet(g, h.SetFd, h.ControlFd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+
+	runtime.LockOSThread() // the records say this thread wrote them
+	defer runtime.UnlockOSThread()
+	const n = 500
+	tid := uint32(unix.Gettid())
+	for i := range uint32(n) {
+		if !sp.Ring(0).Write(shmring.Meta{Time: stamp.Now(), WriteIndex: idx, TID: tid}, handover.SeqPayload(i)) {
+			t.Fatalf("record %d: the ring is full", i)
+		}
+	}
+	// The pass commits, then stops before its counts; meanwhile the
+	// session ends, which takes the ring back, and the daemon's wait for
+	// the counts passes.
+	committed, taken := make(chan struct{}), make(chan struct{})
+	handover.SetCommitted(func(int) {
+		close(committed)
+		<-taken
+	})
+	defer handover.SetCommitted(nil)
+	passed := make(chan int, 1)
+	go func() {
+		out := handover.NewStream(false)
+		got, _ := set.Pass(0, out, n+1)
+		passed <- got
+	}()
+	<-committed
+	closed := make(chan error, 1)
+	go func() { closed <- sess.Close() }()
+	time.Sleep(50 * time.Millisecond) // past the daemon's wait (5 ms): the case is a late store
+	close(taken)
+	if got := <-passed; got != n {
+		t.Fatalf("the pass took %d records, want %d", got, n)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if !testutil.Eventually(func() bool { return srv.RingStats().Delivered == n }) {
+		t.Fatalf("RingStats.Delivered %d, want the reader's %d", srv.RingStats().Delivered, n)
+	}
+	if counts := string(sub.AppendCounts(nil)); !strings.Contains(counts, "ho_late 500 0\n") {
+		t.Errorf("the event's counts:\n%s\nwant ho_late 500 0", counts)
+	}
 }

@@ -11,6 +11,10 @@ var (
 	ReadStream    = readStream
 )
 
+// SetCommitted sets the hook run between a commit and the store of its
+// counts (nil: none).
+func SetCommitted(f func(k int)) { committed = f }
+
 const (
 	IdxPlain = idxPlain
 	IdxLoc   = idxLoc
