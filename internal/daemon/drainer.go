@@ -404,6 +404,9 @@ type drainer struct {
 	busy  bool // it delivered records lately: sleep until a watermark
 	timer *time.Timer
 	late  []lateCounts // rings resumed whose reader's last counts are not stored yet
+	// lateAt is when the late counts were last looked for: at most
+	// every lateNap, however fast the drainer turns.
+	lateAt time.Time
 }
 
 // poke ends the drainer's sleep.
@@ -540,6 +543,7 @@ const lateCountsMax = time.Second
 // resumed then (Server.resumed), which lets its hand-over end.
 func (d *drainer) settleLate() {
 	now := time.Now()
+	d.lateAt = now
 	keep := d.late[:0]
 	for _, l := range d.late {
 		cs, whole := l.hs.ctl.TakeCounts(d.k, l.tail, 0, l.hs.countEvent)
@@ -582,7 +586,7 @@ func (d *drainer) requests() (flushes []chan struct{}, ok bool) {
 	// which takes streams' locks; the subsystem asks for resumes under its
 	// own lock, and must not wait for those.
 	d.handOvers(hands)
-	if len(d.late) > 0 {
+	if len(d.late) > 0 && time.Since(d.lateAt) >= lateNap {
 		d.settleLate()
 	}
 	d.mu.Lock()
