@@ -136,7 +136,9 @@
 //     go of it, and the reader reads its records where they lie, with the
 //     drainers' checks and the same bytes (internal/handover), on its own
 //     CPUs. The daemon takes it back, without waiting for the reader,
-//     before anything changes where those records go.
+//     before anything changes where those records go — only then: a
+//     change to other events (each change says which: subsys.Scope)
+//     leaves it with the reader.
 //   - A session's reader gets one stream per ring index of finished
 //     perf.data records (the SessionStreams request; session_stream.go,
 //     subsys.Session.DeliverToStreams), which `uetrace record` writes to
