@@ -508,6 +508,7 @@ func (d *drainer) handOvers(hands []handRequest) {
 			r.given = nil
 			d.lent--
 			if tail, whole := d.merge.resumeRing(d.k, r, h.hs); !whole {
+				h.hs.set.log.Debug("ring set taken back before the reader stored its last pass's counts; taken when they come", "handover", h.hs.id, "ring", d.k)
 				d.late = append(d.late, lateCounts{r: r, hs: h.hs, tail: tail, until: time.Now().Add(lateCountsMax)})
 				continue
 			}

@@ -2,6 +2,7 @@ package handover_test
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"runtime"
 	"strings"
@@ -236,7 +237,9 @@ func procComm(t *testing.T) string {
 // Before, the daemon took the counts as they were and never looked again.
 func TestLateCounts(t *testing.T) {
 	sub := subsys.New(subsys.Options{NumCPU: 1})
-	srv, sock := daemontest.Serve(t, daemon.Config{Subsystem: sub, Cred: daemontest.Perfmon, Rings: 1})
+	var log testutil.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, sock := daemontest.Serve(t, daemon.Config{Subsystem: sub, Cred: daemontest.Perfmon, Rings: 1, Logger: logger})
 	arena, addr := enableArena(t)
 	prod, err := client.Dial(sock, &client.Arena{FD: arena, Addr: addr, Size: uint64(unix.Getpagesize())})
 	if err != nil {
@@ -315,7 +318,11 @@ func TestLateCounts(t *testing.T) {
 	<-committed
 	closed := make(chan error, 1)
 	go func() { closed <- sess.Close() }()
-	time.Sleep(50 * time.Millisecond) // past the daemon's wait (5 ms): the case is a late store
+	// The daemon has resumed the ring and waits for the counts: the
+	// store that follows is a late one.
+	testutil.Wait(t, "the daemon to take the ring back without the pass's counts", func() bool {
+		return strings.Contains(log.String(), "before the reader stored its last pass's counts")
+	})
 	close(taken)
 	if got := <-passed; got != n {
 		t.Fatalf("the pass took %d records, want %d", got, n)
