@@ -751,10 +751,11 @@ func TestHandOverScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tracer.Close() })
+	// Handed, and no take-back begun (its end, the drainers' resumes,
+	// comes after the write returns).
 	handed := func() bool {
-		s.handOvers.mu.Lock()
-		defer s.handOvers.mu.Unlock()
-		return len(s.handOvers.live) == 1
+		hss := s.handOvers.snapshot()
+		return len(hss) == 1 && !hss[0].back.Load()
 	}
 	ss, err := tracer.NewSession(client.SessionOptions{BufferBytes: 1 << 16})
 	if err != nil {
