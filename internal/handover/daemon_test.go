@@ -40,47 +40,11 @@ func TestPassMatchesDaemon(t *testing.T) {
 
 	// The producer: a connection with its enable words, its events, its
 	// ring set.
-	arena, addr := enableArena(t)
-	prod, err := client.Dial(sock, &client.Arena{FD: arena, Addr: addr, Size: uint64(unix.Getpagesize())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	if prod.Rings() != rings {
-		t.Fatalf("the daemon has %d rings", prod.Rings())
-	}
-	for i, cmd := range handover.TestCommands {
-		reg := abi.UserReg{Size: abi.UserRegSize, EnableBit: uint8(i), EnableSize: 4, EnableAddr: addr}
-		idx, ret, err := prod.Register(reg.Bytes(), cmd, false)
-		if err != nil || ret != 0 || idx != uint32(i) {
-			t.Fatalf("register %q: index %d, %d, %v", cmd, idx, ret, err)
-		}
-	}
 	const size = 1 << 16
-	sp, err := shmring.CreateSet(rings, size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.Close()
-	if err := prod.ShareRingSet(sp); err != nil {
-		t.Fatal(err)
-	}
+	sp := daemonProducer(t, sock, rings, size, handover.TestCommands...)
 
 	// The session: streams, names, the first two events.
-	rd, err := client.Dial(sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	sess, err := rd.NewSession(client.SessionOptions{Comm: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sess.ShareStreams(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	sess, st := streamSession(t, sock, client.SessionOptions{Comm: true})
 	var g handover.Grant
 	g.PID, g.Rings, g.Comm = int32(os.Getpid()), rings, procComm(t)
 	for i, cmd := range handover.TestCommands {
@@ -201,6 +165,59 @@ func TestPassMatchesDaemon(t *testing.T) {
 	}
 }
 
+// daemonProducer is a producer of the daemon at sock: a connection with
+// its enable words, commands registered (write index i, enable bit i),
+// and a ring set of rings rings of size bytes shared.
+func daemonProducer(t *testing.T, sock string, rings, size int, commands ...string) *shmring.SetProducer {
+	t.Helper()
+	arena, addr := enableArena(t)
+	prod, err := client.Dial(sock, &client.Arena{FD: arena, Addr: addr, Size: uint64(unix.Getpagesize())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prod.Close() })
+	if prod.Rings() != rings {
+		t.Fatalf("the daemon has %d rings", prod.Rings())
+	}
+	for i, cmd := range commands {
+		reg := abi.UserReg{Size: abi.UserRegSize, EnableBit: uint8(i), EnableSize: 4, EnableAddr: addr}
+		idx, ret, err := prod.Register(reg.Bytes(), cmd, false)
+		if err != nil || ret != 0 || idx != uint32(i) {
+			t.Fatalf("register %q: index %d, %d, %v", cmd, idx, ret, err)
+		}
+	}
+	sp, err := shmring.CreateSet(rings, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	if err := prod.ShareRingSet(sp); err != nil {
+		t.Fatal(err)
+	}
+	return sp
+}
+
+// streamSession is a session of a connection of its own to the daemon
+// at sock, delivering into streams.
+func streamSession(t *testing.T, sock string, opts client.SessionOptions) (*client.Session, *client.SessionStreams) {
+	t.Helper()
+	rd, err := client.Dial(sock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close() })
+	sess, err := rd.NewSession(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sess.ShareStreams(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return sess, st
+}
+
 // enableArena is a producer's enable words: a sealed memfd of a page,
 // mapped, and its address.
 func enableArena(t *testing.T) (fd int, addr uint64) {
@@ -240,39 +257,9 @@ func TestLateCounts(t *testing.T) {
 	var log testutil.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, sock := daemontest.Serve(t, daemon.Config{Subsystem: sub, Cred: daemontest.Perfmon, Rings: 1, Logger: logger})
-	arena, addr := enableArena(t)
-	prod, err := client.Dial(sock, &client.Arena{FD: arena, Addr: addr, Size: uint64(unix.Getpagesize())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	reg := abi.UserReg{Size: abi.UserRegSize, EnableSize: 4, EnableAddr: addr}
-	idx, _, err := prod.Register(reg.Bytes(), "ho_late u32 seq", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := shmring.CreateSet(1, 1<<16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.Close()
-	if err := prod.ShareRingSet(sp); err != nil {
-		t.Fatal(err)
-	}
-	rd, err := client.Dial(sock, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	sess, err := rd.NewSession(client.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sess.ShareStreams(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	const idx = 0
+	sp := daemonProducer(t, sock, 1, 1<<16, "ho_late u32 seq")
+	sess, _ := streamSession(t, sock, client.SessionOptions{})
 	if _, err := sess.Attach("user_events:ho_late", false); err != nil {
 		t.Fatal(err)
 	}
