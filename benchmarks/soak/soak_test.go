@@ -66,7 +66,7 @@ var (
 	producers = flag.Int("soak.producers", 8, "producer processes")
 	abusers   = flag.Int("soak.abusers", 4, "abusive clients at any time, each killed and replaced in a loop")
 	rate      = flag.Int("soak.rate", 20000, "records a second each producer writes (0: as fast as it can)")
-	memCheck  = flag.Bool("soak.memcheck", false, "fail unless the memory the daemon holds comes back within 5 % (or 1 MiB)")
+	memCheck  = flag.Bool("soak.memcheck", false, "fail unless the memory the daemon holds comes back within 5 %")
 )
 
 const (
