@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -494,13 +495,12 @@ func (s *Server) endHandOver(hs *handedSet) {
 // giveRing is drainer-side: r leaves the merge at a pass boundary, its
 // waiting losses told, and is given to the reader at the drainer's tail.
 func (m *merge) giveRing(k int, r *ringSource, hs *handedSet) {
-	if !r.merged {
+	if !slices.Contains(m.rings, r) {
 		// Given before its drainer took it in, it would be taken in
 		// after, and read by both (see drainer.requests).
 		r.log.Error("ring: given to a reader while not in its drainer's merge (a bug of the daemon's)", "handover", hs.id, "ring", k)
 	}
 	m.drop(r)
-	r.merged = false
 	r.applyLosses(-1)
 	m.rings = removeRing(m.rings, r)
 	hs.claimed[k] = r.losses.Claimed()

@@ -3,6 +3,7 @@ package daemon
 import (
 	"container/heap"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -91,11 +92,12 @@ const batchRun = 256
 // reader has: its resume takes it in. (No path does either; the
 // hand-over's did, once — see drainer.requests.)
 func (m *merge) adopt(r *ringSource) {
-	if r.merged || r.given != nil {
-		r.log.Error("ring: taken in by its drainer while in its merge already, or given to a reader; ignored (a bug of the daemon's)", "merged", r.merged)
+	// A look through the drainer's rings: adopting is rare (an attach,
+	// a take-back), and the list is the one truth of what is merged.
+	if merged := slices.Contains(m.rings, r); merged || r.given != nil {
+		r.log.Error("ring: taken in by its drainer while in its merge already, or given to a reader; ignored (a bug of the daemon's)", "merged", merged)
 		return
 	}
-	r.merged = true
 	r.batch = &m.batch
 	m.rings = append(m.rings, r)
 }
@@ -202,7 +204,6 @@ func (m *merge) release(done func(r *ringSource, st RingStats)) {
 			continue
 		}
 		m.drop(r)
-		r.merged = false
 		r.applyLosses(-1)
 		done(r, r.stats())
 	}

@@ -150,7 +150,6 @@ type ringSource struct {
 	threads   ringcheck.Threads    // the records' thread ids
 	losses    ringcheck.LossBudget // its loss records' claims, cut
 	given     *handedSet           // the hand-over its drainer gave it to, or nil
-	merged    bool                 // in its drainer's merge: adopted, and not given or released since
 	waiting   []loss               // loss records waiting for the ring's next record
 
 	// Counted by its drainer; read by Stats at any time.
