@@ -135,6 +135,9 @@ type Control struct {
 	events  int             // the write indices whose counts it takes (SetEvents)
 	takenEv [][]EventCounts // by ring, then write index
 	readEv  []EventCounts   // a read's, by write index
+	// backEv are TakeCounts' reads, by ring: ring k's is only ever
+	// taken back by the daemon's drainer k, which reads it outside dmu.
+	backEv [][]EventCounts
 }
 
 // An eventTally is a pass's event counts of one ring: by write index, and
@@ -371,6 +374,10 @@ func (c *Control) SetEvents(n int) {
 		c.takenEv[k] = make([]EventCounts, n)
 	}
 	c.readEv = make([]EventCounts, n)
+	c.backEv = make([][]EventCounts, c.rings)
+	for k := range c.backEv {
+		c.backEv[k] = make([]EventCounts, n)
+	}
 }
 
 // countReads bounds Counts' attempts at a read between the reader's
@@ -420,12 +427,16 @@ func (c *Control) readCounts(k int, ev []EventCounts) (cs Counts, at uint64, who
 //
 // The event counts (of the write indices SetEvents said) are taken with
 // them, in the same read: each write index's growth is passed to each
-// (if not nil), the indices that did not grow skipped.
+// (if not nil), the indices that did not grow skipped. Ring k's counts
+// are taken by one goroutine at a time (the daemon's drainer k).
 func (c *Control) TakeCounts(k int, tail uint64, bound time.Duration, each func(i int, grown EventCounts)) (grown Counts, ok bool) {
 	// The wait for the reader's store is not under dmu: the count hook
 	// (TakeEventCounts) must not wait behind a take-back's bound.
+	var ev []EventCounts
 	c.dmu.Lock()
-	ev := make([]EventCounts, c.events)
+	if c.backEv != nil {
+		ev = c.backEv[k]
+	}
 	c.dmu.Unlock()
 	cs, ok := c.countsAt(k, tail&^stateMask, bound, ev)
 	c.dmu.Lock()
